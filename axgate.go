@@ -1,0 +1,195 @@
+package axgate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	axerr "github.com/axgate/axgate/errors"
+	"github.com/axgate/axgate/gates"
+	"github.com/axgate/axgate/manifest"
+	"github.com/axgate/axgate/middleware"
+)
+
+// Stage names of the standard chain that the root package owns.
+const (
+	StageCommit = "commit"
+	StageTool   = "tool"
+)
+
+// Enforcer enforces one manifest. It is safe for concurrent use.
+type Enforcer struct {
+	m      *manifest.Manifest
+	cfg    config
+	params *gates.Params
+
+	// stages is the whole standard chain, outermost first; pre is its
+	// pre-execution prefix, which Check runs.
+	stages []middleware.Stage
+	pre    []middleware.Stage
+	obs    middleware.Observer
+	check  middleware.Invoker
+
+	// closers are run by Close (background key refresh and the like).
+	closers []func() error
+}
+
+// New returns an Enforcer for m with the standard chain. It fails when the
+// configuration cannot enforce the manifest (for example an unbound
+// precondition), listing why: an enforcer that would let a gate pass open is
+// never built.
+func New(m *manifest.Manifest, opts ...Option) (*Enforcer, error) {
+	if m == nil {
+		return nil, errors.New("axgate: nil manifest")
+	}
+	e := &Enforcer{m: m, cfg: defaultConfig()}
+	for _, o := range opts {
+		o(&e.cfg)
+	}
+	var err error
+	if e.params, err = gates.NewParams(m, e.cfg.allowUnknownParams); err != nil {
+		return nil, fmt.Errorf("axgate: %w", err)
+	}
+	if err := e.assemble(); err != nil {
+		e.Close()
+		return nil, err
+	}
+	return e, nil
+}
+
+// assemble builds the standard chain in the order of the design:
+// intent, access, params, constraints and preconditions, rate limit,
+// confirmation, approval, idempotency, commit, postconditions, tool.
+func (e *Enforcer) assemble() error {
+	var errs []error
+	add := func(ss []middleware.Stage, err error) []middleware.Stage {
+		if err != nil {
+			errs = append(errs, err)
+		}
+		return ss
+	}
+	outer := add(e.observeStages())
+	pre := []middleware.Stage{gates.Intent(e.m, e.cfg.limits)}
+	pre = append(pre, add(e.accessStages())...)
+	pre = append(pre, e.params.Stage())
+	pre = append(pre, add(e.conditionStages())...)
+	pre = append(pre, add(e.rateStages())...)
+	pre = append(pre, add(e.tokenStages())...)
+	pre = append(pre, add(e.idempotencyStages())...)
+	post := []middleware.Stage{{Name: StageCommit, Interceptor: commit}}
+	post = append(post, add(e.postStages())...)
+	if len(errs) > 0 {
+		return fmt.Errorf("axgate: %w", errors.Join(errs...))
+	}
+	if e.cfg.editPre != nil {
+		pre = e.cfg.editPre(pre)
+	}
+	e.pre = append(append([]middleware.Stage{}, outer...), pre...)
+	e.stages = append(append(append([]middleware.Stage{}, outer...), pre...), post...)
+	e.obs = e.observer()
+	e.check = middleware.Build(middleware.InvokerFunc(checked), e.obs, e.pre...)
+	return nil
+}
+
+// commit runs the work the gates deferred (marking tokens used) once every
+// pre-execution gate has allowed the call.
+func commit(ctx context.Context, call *middleware.Call, next middleware.Invoker) (middleware.Result, error) {
+	if err := call.RunCommits(ctx); err != nil {
+		return middleware.Result{}, err
+	}
+	return next.Invoke(ctx, call)
+}
+
+func checked(context.Context, *middleware.Call) (middleware.Result, error) {
+	return middleware.Result{}, nil
+}
+
+// Manifest returns the enforced manifest.
+func (e *Enforcer) Manifest() *manifest.Manifest { return e.m }
+
+// Stages returns the names of the standard chain's stages, outermost first.
+func (e *Enforcer) Stages() []string {
+	out := make([]string, len(e.stages))
+	for i, s := range e.stages {
+		out[i] = s.Name
+	}
+	return out
+}
+
+// Wrap returns tool wrapped in the whole chain. A tool error that is not an
+// *errors.Error becomes AXGATE_TOOL_FAILED with a safe message; the original
+// stays reachable with errors.Unwrap for logs, never for the caller.
+func (e *Enforcer) Wrap(tool middleware.Invoker) middleware.Invoker {
+	return middleware.Build(toolBoundary{tool}, e.obs, e.stages...)
+}
+
+// Invoke runs one call through the whole chain and tool: Wrap for a single
+// call.
+func (e *Enforcer) Invoke(ctx context.Context, call *middleware.Call, tool middleware.Invoker) (middleware.Result, error) {
+	return e.Wrap(tool).Invoke(ctx, call)
+}
+
+// Check runs every pre-execution gate without invoking the tool and without
+// recording anything (tokens are not spent, rate limits not charged). It
+// returns nil when the call would be allowed to run now.
+func (e *Enforcer) Check(ctx context.Context, call *middleware.Call) error {
+	call.SetCheckOnly(true)
+	defer call.SetCheckOnly(false)
+	_, err := e.check.Invoke(ctx, call)
+	return err
+}
+
+// Close stops background work (key refresh) started by options.
+func (e *Enforcer) Close() error {
+	var errs []error
+	for _, c := range e.closers {
+		errs = append(errs, c())
+	}
+	return errors.Join(errs...)
+}
+
+type toolBoundary struct{ next middleware.Invoker }
+
+func (t toolBoundary) Invoke(ctx context.Context, call *middleware.Call) (middleware.Result, error) {
+	res, err := t.next.Invoke(ctx, call)
+	if err == nil {
+		return res, nil
+	}
+	if ae, ok := axerr.As(err); ok {
+		if ae.Gate == "" {
+			ae.Gate = StageTool
+		}
+		return res, ae
+	}
+	te := axerr.New(axerr.CodeToolFailed, "the tool failed to complete the call").WithIntent(call.Intent()).WithCause(err)
+	te.Gate = StageTool
+	if errors.Is(err, context.DeadlineExceeded) {
+		te.Message = "the tool did not finish in time"
+	}
+	return middleware.Result{}, te
+}
+
+// Tools returns the definitions of every tool, in manifest order, with the
+// input schemas the parameter gate enforces.
+func (e *Enforcer) Tools() []manifest.Tool {
+	out := e.m.Tools()
+	for i, a := range e.m.Actions {
+		if doc := e.params.Schema(a); doc != nil {
+			out[i].InputSchema = doc
+		}
+	}
+	return out
+}
+
+// Tool returns one tool definition, and whether it exists.
+func (e *Enforcer) Tool(name string) (manifest.Tool, bool) {
+	a := e.m.Tool(name)
+	if a == nil {
+		return manifest.Tool{}, false
+	}
+	t := a.Tool()
+	if doc := e.params.Schema(a); doc != nil {
+		t.InputSchema = doc
+	}
+	return t, true
+}

@@ -1,0 +1,175 @@
+package errors
+
+import "net/http"
+
+// Code is a stable, machine-readable error code. It implements error so that
+// errors.Is(err, code) reports whether err is an *Error with that code.
+type Code string
+
+// Error returns the code itself.
+func (c Code) Error() string { return string(c) }
+
+// Type is the category an error code belongs to, as in the AXAG runtime error
+// table (parameter_error, constraint_error, …).
+type Type string
+
+// Categories of the AXAG error table, plus the ones axgate adds.
+const (
+	TypeParameter      Type = "parameter_error"
+	TypeConstraint     Type = "constraint_error"
+	TypePrecondition   Type = "precondition_error"
+	TypeSafety         Type = "safety_error"
+	TypeSecurity       Type = "security_error"
+	TypeAuthorization  Type = "authorization_error"
+	TypeRouting        Type = "routing_error"
+	TypeVersion        Type = "version_error"
+	TypeRateLimit      Type = "rate_limit_error"
+	TypeAuthentication Type = "authentication_error"
+	TypeRequest        Type = "request_error"
+	TypeConflict       Type = "conflict_error"
+	TypeExecution      Type = "execution_error"
+	TypePostcondition  Type = "postcondition_error"
+	TypeUnavailable    Type = "unavailable_error"
+	TypeInternal       Type = "internal_error"
+)
+
+// The runtime codes of the AXAG error table.
+const (
+	CodeMissingParam        Code = "AXAG_MISSING_PARAM"
+	CodeInvalidType         Code = "AXAG_INVALID_TYPE"
+	CodeOutOfRange          Code = "AXAG_OUT_OF_RANGE"
+	CodeInvalidEnum         Code = "AXAG_INVALID_ENUM"
+	CodeInvalidFormat       Code = "AXAG_INVALID_FORMAT"
+	CodePreconditionFailed  Code = "AXAG_PRECONDITION_FAILED"
+	CodeConfirmationMissing Code = "AXAG_CONFIRMATION_MISSING"
+	CodeApprovalMissing     Code = "AXAG_APPROVAL_MISSING"
+	CodeApprovalInvalid     Code = "AXAG_APPROVAL_INVALID"
+	CodeScopeViolation      Code = "AXAG_SCOPE_VIOLATION"
+	CodeTenantBoundary      Code = "AXAG_TENANT_BOUNDARY"
+	CodeRoleInsufficient    Code = "AXAG_ROLE_INSUFFICIENT"
+	CodeIntentNotFound      Code = "AXAG_INTENT_NOT_FOUND"
+	CodeVersionMismatch     Code = "AXAG_VERSION_MISMATCH"
+	CodeRateLimited         Code = "AXAG_RATE_LIMITED"
+)
+
+// Codes axgate adds for what AXAG does not define.
+const (
+	// CodeUnknownParam: an argument the action does not declare.
+	CodeUnknownParam Code = "AXGATE_UNKNOWN_PARAM"
+	// CodeInvalidArguments: the arguments are not a JSON object, not UTF-8,
+	// nested too deeply, or repeat a key.
+	CodeInvalidArguments Code = "AXGATE_INVALID_ARGUMENTS"
+	// CodeUnauthenticated: no caller, or credentials that do not verify.
+	CodeUnauthenticated Code = "AXGATE_UNAUTHENTICATED"
+	// CodePayloadTooLarge: the arguments are over the configured size.
+	CodePayloadTooLarge Code = "AXGATE_PAYLOAD_TOO_LARGE"
+	// CodeIdempotencyKeyReused: an idempotency key sent again with other arguments.
+	CodeIdempotencyKeyReused Code = "AXGATE_IDEMPOTENCY_KEY_REUSED"
+	// CodeDuplicateInFlight: the same call is still running.
+	CodeDuplicateInFlight Code = "AXGATE_DUPLICATE_IN_FLIGHT"
+	// CodeDuplicateCall: the same non-idempotent call was made moments ago.
+	CodeDuplicateCall Code = "AXGATE_DUPLICATE_CALL"
+	// CodeToolFailed: the tool returned an error that is not an *Error.
+	CodeToolFailed Code = "AXGATE_TOOL_FAILED"
+	// CodePostconditionFailed: the tool ran but did not do what it promised.
+	CodePostconditionFailed Code = "AXGATE_POSTCONDITION_FAILED"
+	// CodeStoreUnavailable: shared state could not be read or written.
+	CodeStoreUnavailable Code = "AXGATE_STORE_UNAVAILABLE"
+	// CodeInternal: a fault in axgate or its configuration.
+	CodeInternal Code = "AXGATE_INTERNAL"
+)
+
+// codeInfo is what the error table says about a code.
+type codeInfo struct {
+	typ       Type
+	status    int
+	retryable bool
+	// action tells an agent what to do next (the spec's agent handling table).
+	action string
+}
+
+var table = map[Code]codeInfo{
+	CodeMissingParam:        {TypeParameter, http.StatusBadRequest, true, "Add the missing parameter and call again."},
+	CodeInvalidType:         {TypeParameter, http.StatusBadRequest, true, "Send the parameter with the declared type and call again."},
+	CodeOutOfRange:          {TypeConstraint, http.StatusBadRequest, true, "Choose a value inside the declared bounds and call again."},
+	CodeInvalidEnum:         {TypeConstraint, http.StatusBadRequest, true, "Choose one of the allowed values and call again."},
+	CodeInvalidFormat:       {TypeParameter, http.StatusBadRequest, true, "Send the value in the declared format and call again."},
+	CodePreconditionFailed:  {TypePrecondition, http.StatusPreconditionFailed, true, "Bring about the failed precondition (see suggestion), then call again."},
+	CodeConfirmationMissing: {TypeSafety, http.StatusPreconditionRequired, true, "Ask the user to confirm this exact call, then call again with the confirmation token."},
+	CodeApprovalMissing:     {TypeSafety, http.StatusPreconditionRequired, true, "Request approval from a person in an approval role, then call again with the approval tokens."},
+	CodeApprovalInvalid:     {TypeSafety, http.StatusForbidden, false, "Obtain approval from a different person who holds an approval role."},
+	CodeScopeViolation:      {TypeSecurity, http.StatusForbidden, false, "Do not retry; the operation is outside the caller's scope."},
+	CodeTenantBoundary:      {TypeSecurity, http.StatusForbidden, false, "Do not retry; the operation crosses a tenant boundary."},
+	CodeRoleInsufficient:    {TypeAuthorization, http.StatusForbidden, false, "Do not retry; ask a user with a required role to perform the action."},
+	CodeIntentNotFound:      {TypeRouting, http.StatusNotFound, false, "Use one of the tools the server lists."},
+	CodeVersionMismatch:     {TypeVersion, http.StatusConflict, false, "Reload the manifest and use its current version."},
+	CodeRateLimited:         {TypeRateLimit, http.StatusTooManyRequests, true, "Wait retry_after seconds, then call again."},
+
+	CodeUnknownParam:         {TypeParameter, http.StatusBadRequest, true, "Remove the undeclared parameter (check its spelling) and call again."},
+	CodeInvalidArguments:     {TypeParameter, http.StatusBadRequest, true, "Send the arguments as one well-formed JSON object and call again."},
+	CodeUnauthenticated:      {TypeAuthentication, http.StatusUnauthorized, false, "Authenticate and call again."},
+	CodePayloadTooLarge:      {TypeRequest, http.StatusRequestEntityTooLarge, false, "Send smaller arguments."},
+	CodeIdempotencyKeyReused: {TypeConflict, http.StatusUnprocessableEntity, false, "Use a new idempotency key for different arguments."},
+	CodeDuplicateInFlight:    {TypeConflict, http.StatusConflict, true, "Wait for the first call to finish, then call again with the same key."},
+	CodeDuplicateCall:        {TypeConflict, http.StatusConflict, false, "This exact call was just made; do not repeat it unless the user asks."},
+	CodeToolFailed:           {TypeExecution, http.StatusBadGateway, true, "The tool failed; try again later or report the failure."},
+	CodePostconditionFailed:  {TypePostcondition, http.StatusBadGateway, false, "The tool did not do what it promised; do not assume it succeeded."},
+	CodeStoreUnavailable:     {TypeUnavailable, http.StatusServiceUnavailable, true, "Try again shortly."},
+	CodeInternal:             {TypeInternal, http.StatusInternalServerError, false, "Report the failure to the operator."},
+}
+
+func (c Code) info() codeInfo {
+	if i, ok := table[c]; ok {
+		return i
+	}
+	return codeInfo{TypeInternal, http.StatusInternalServerError, false, ""}
+}
+
+// Type returns the category of the code.
+func (c Code) Type() Type { return c.info().typ }
+
+// HTTPStatus returns the HTTP status the error table gives the code.
+func (c Code) HTTPStatus() int { return c.info().status }
+
+// Retryable reports whether an agent may call again (after changing what the
+// error says to change).
+func (c Code) Retryable() bool { return c.info().retryable }
+
+// AgentAction says in one sentence what an agent should do next.
+func (c Code) AgentAction() string { return c.info().action }
+
+// Codes lists every code axgate can answer with, in table order: AXAG's first.
+func Codes() []Code {
+	return []Code{
+		CodeMissingParam, CodeInvalidType, CodeOutOfRange, CodeInvalidEnum, CodeInvalidFormat,
+		CodePreconditionFailed, CodeConfirmationMissing, CodeApprovalMissing, CodeApprovalInvalid,
+		CodeScopeViolation, CodeTenantBoundary, CodeRoleInsufficient, CodeIntentNotFound,
+		CodeVersionMismatch, CodeRateLimited,
+		CodeUnknownParam, CodeInvalidArguments, CodeUnauthenticated, CodePayloadTooLarge,
+		CodeIdempotencyKeyReused, CodeDuplicateInFlight, CodeDuplicateCall, CodeToolFailed,
+		CodePostconditionFailed, CodeStoreUnavailable, CodeInternal,
+	}
+}
+
+// CodeForKeyword maps a failing JSON Schema keyword to its AXAG code:
+// required → MISSING_PARAM, type → INVALID_TYPE, bounds → OUT_OF_RANGE,
+// enum/const → INVALID_ENUM, format/pattern → INVALID_FORMAT,
+// additionalProperties → the unknown-parameter code.
+func CodeForKeyword(keyword string) Code {
+	switch keyword {
+	case "required":
+		return CodeMissingParam
+	case "type":
+		return CodeInvalidType
+	case "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "minLength", "maxLength",
+		"minItems", "maxItems", "minProperties", "maxProperties", "multipleOf":
+		return CodeOutOfRange
+	case "enum", "const":
+		return CodeInvalidEnum
+	case "format", "pattern", "uniqueItems":
+		return CodeInvalidFormat
+	case "additionalProperties", "propertyNames", "false":
+		return CodeUnknownParam
+	}
+	return CodeInvalidType
+}

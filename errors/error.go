@@ -1,0 +1,245 @@
+package errors
+
+import (
+	"encoding/json"
+	stderrors "errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Violation is one thing wrong with the arguments of a call.
+type Violation struct {
+	// Path is a JSON Pointer (RFC 6901) to the offending value; "" is the
+	// whole argument object.
+	Path string `json:"path"`
+	// Message is the validator's own words.
+	Message string `json:"message"`
+	// Keyword is the JSON Schema keyword that failed (required, type, …).
+	Keyword string `json:"keyword,omitempty"`
+	// Code is the AXAG code this violation maps to.
+	Code Code `json:"code,omitempty"`
+}
+
+// Error is a refusal: every gate answers with one.
+type Error struct {
+	// Code is the machine-readable code; Type, HTTP status and retryability
+	// follow from it.
+	Code Code
+	// Message is written for a person.
+	Message string
+	// Intent is the manifest intent of the refused call, when known.
+	Intent string
+	// Suggestion says how to get the call accepted, when there is a way.
+	Suggestion string
+	// Violations lists every parameter problem at once.
+	Violations []Violation
+	// RetryAfter, when positive, is how long to wait before calling again.
+	RetryAfter time.Duration
+	// Gate names the gate that refused; the chain fills it in.
+	Gate string
+	// Details holds further facts an agent or UI can act on (reason,
+	// args_sha256, approval_request_id, …). Keys are snake_case.
+	Details map[string]any
+	// Err is the underlying cause. It is never rendered to the caller.
+	Err error
+}
+
+// New returns an *Error with the code and message.
+func New(code Code, message string) *Error {
+	return &Error{Code: code, Message: message}
+}
+
+// Newf is New with a formatted message.
+func Newf(code Code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// Error returns "CODE: message".
+func (e *Error) Error() string {
+	if e.Message == "" {
+		return string(e.Code)
+	}
+	return string(e.Code) + ": " + e.Message
+}
+
+// Unwrap returns the cause, so errors.Is and errors.As see through it.
+func (e *Error) Unwrap() error { return e.Err }
+
+// Is reports whether target is this error's Code, or an *Error with the same
+// Code.
+func (e *Error) Is(target error) bool {
+	switch t := target.(type) {
+	case Code:
+		return t == e.Code
+	case *Error:
+		return t.Code == e.Code
+	}
+	return false
+}
+
+// Type returns the category of the error's code.
+func (e *Error) Type() Type { return e.Code.Type() }
+
+// HTTPStatus returns the status of the error table for the code.
+func (e *Error) HTTPStatus() int { return e.Code.HTTPStatus() }
+
+// Retryable reports whether an agent may call again.
+func (e *Error) Retryable() bool { return e.Code.Retryable() }
+
+// With sets a detail and returns e, for chaining at construction.
+func (e *Error) With(key string, value any) *Error {
+	if e.Details == nil {
+		e.Details = make(map[string]any, 4)
+	}
+	e.Details[key] = value
+	return e
+}
+
+// WithIntent sets the intent and returns e.
+func (e *Error) WithIntent(intent string) *Error { e.Intent = intent; return e }
+
+// WithSuggestion sets the suggestion and returns e.
+func (e *Error) WithSuggestion(s string) *Error { e.Suggestion = s; return e }
+
+// WithCause sets the underlying cause (never shown to the caller) and returns e.
+func (e *Error) WithCause(err error) *Error { e.Err = err; return e }
+
+// Body is the JSON object inside the AXAG envelope's "error" member.
+type Body struct {
+	Code    Code           `json:"code"`
+	Type    Type           `json:"type"`
+	Message string         `json:"message"`
+	Details map[string]any `json:"details"`
+}
+
+// Envelope is the AXAG error response: {"error":{code,type,message,details}}.
+type Envelope struct {
+	Error Body `json:"error"`
+}
+
+// Envelope renders e as the AXAG error response. Details always carry
+// "retryable" and "agent_action"; "intent", "suggestion", "violations",
+// "retry_after" (whole seconds, rounded up) and "gate" appear when set.
+func (e *Error) Envelope() Envelope {
+	d := make(map[string]any, len(e.Details)+7)
+	for k, v := range e.Details {
+		d[k] = v
+	}
+	if e.Intent != "" {
+		d["intent"] = e.Intent
+	}
+	if e.Suggestion != "" {
+		d["suggestion"] = e.Suggestion
+	}
+	if len(e.Violations) > 0 {
+		d["violations"] = e.Violations
+	}
+	if e.RetryAfter > 0 {
+		d["retry_after"] = e.RetryAfterSeconds()
+	}
+	if e.Gate != "" {
+		d["gate"] = e.Gate
+	}
+	d["retryable"] = e.Retryable()
+	if a := e.Code.AgentAction(); a != "" {
+		d["agent_action"] = a
+	}
+	return Envelope{Error: Body{Code: e.Code, Type: e.Type(), Message: e.Message, Details: d}}
+}
+
+// RetryAfterSeconds returns RetryAfter in whole seconds, rounded up, at least
+// 1 when RetryAfter is positive (the unit of the HTTP Retry-After header).
+func (e *Error) RetryAfterSeconds() int {
+	if e.RetryAfter <= 0 {
+		return 0
+	}
+	s := int((e.RetryAfter + time.Second - 1) / time.Second)
+	if s < 1 {
+		s = 1
+	}
+	return s
+}
+
+// MarshalJSON renders the AXAG envelope.
+func (e *Error) MarshalJSON() ([]byte, error) { return json.Marshal(e.Envelope()) }
+
+// JSON-RPC error codes used by ToJSONRPC.
+const (
+	JSONRPCInvalidParams = -32602
+	JSONRPCServerError   = -32000
+)
+
+// RPCError is a JSON-RPC 2.0 error object.
+type RPCError struct {
+	Code    int    `json:"code"`
+	Message string `json:"message"`
+	Data    any    `json:"data,omitempty"`
+}
+
+func (r *RPCError) Error() string { return "jsonrpc " + strconv.Itoa(r.Code) + ": " + r.Message }
+
+// IsParameterError reports whether the code is about the arguments themselves
+// (missing, wrong type, out of range, bad enum or format, unknown, malformed),
+// which JSON-RPC calls invalid params.
+func (c Code) IsParameterError() bool {
+	switch c {
+	case CodeMissingParam, CodeInvalidType, CodeOutOfRange, CodeInvalidEnum,
+		CodeInvalidFormat, CodeUnknownParam, CodeInvalidArguments:
+		return true
+	}
+	return false
+}
+
+// ToJSONRPC maps e to a JSON-RPC error: -32602 (invalid params) for parameter
+// errors, -32000 otherwise. Data is the envelope's body, so the violations sit
+// in data.details.violations and, as the aggregated form of seeds/000 expects,
+// in data.errors.
+func (e *Error) ToJSONRPC() *RPCError {
+	env := e.Envelope()
+	data := map[string]any{
+		"code":    env.Error.Code,
+		"type":    env.Error.Type,
+		"details": env.Error.Details,
+	}
+	if len(e.Violations) > 0 {
+		data["errors"] = e.Violations
+	}
+	code := JSONRPCServerError
+	if e.Code.IsParameterError() {
+		code = JSONRPCInvalidParams
+	}
+	return &RPCError{Code: code, Message: e.Message, Data: data}
+}
+
+// Aggregate returns one error for a list of violations: its code is the first
+// violation's, its message names how many there are, and it lists them all.
+func Aggregate(intent string, vs []Violation) *Error {
+	if len(vs) == 0 {
+		return nil
+	}
+	msg := vs[0].Message
+	if vs[0].Path != "" {
+		msg = vs[0].Path + ": " + msg
+	}
+	if len(vs) > 1 {
+		var b strings.Builder
+		b.WriteString(strconv.Itoa(len(vs)))
+		b.WriteString(" invalid arguments; first: ")
+		b.WriteString(msg)
+		msg = b.String()
+	} else {
+		msg = "invalid argument " + msg
+	}
+	return &Error{Code: vs[0].Code, Message: msg, Intent: intent, Violations: vs}
+}
+
+// As returns err as an *Error when it is one or wraps one.
+func As(err error) (*Error, bool) {
+	var e *Error
+	if stderrors.As(err, &e) {
+		return e, true
+	}
+	return nil, false
+}

@@ -1,0 +1,49 @@
+package gates
+
+import (
+	"context"
+	"sort"
+	"strings"
+
+	axerr "github.com/axgate/axgate/errors"
+	"github.com/axgate/axgate/manifest"
+	"github.com/axgate/axgate/middleware"
+)
+
+// StageIntent is the name of the intent-resolution stage.
+const StageIntent = "intent"
+
+// Intent resolves call.Tool to its manifest action (unless the transport
+// already set call.Action) and refuses a tool the manifest does not declare
+// with AXAG_INTENT_NOT_FOUND. It also gives the call the enforcer's argument
+// limits when the call has none of its own.
+func Intent(m *manifest.Manifest, limits middleware.Limits) middleware.Stage {
+	return middleware.Stage{Name: StageIntent, Interceptor: func(ctx context.Context, call *middleware.Call, next middleware.Invoker) (middleware.Result, error) {
+		if call.Limits == (middleware.Limits{}) {
+			call.Limits = limits
+		}
+		if call.Action == nil {
+			a := m.Tool(call.Tool)
+			if a == nil {
+				return middleware.Result{}, IntentNotFound(m, call.Tool)
+			}
+			call.Action = a
+		}
+		return next.Invoke(ctx, call)
+	}}
+}
+
+// IntentNotFound is the refusal for a tool the manifest does not declare. Its
+// suggestion lists the tools there are.
+func IntentNotFound(m *manifest.Manifest, tool string) *axerr.Error {
+	names := make([]string, 0, len(m.Actions))
+	for _, a := range m.Actions {
+		names = append(names, a.ToolName())
+	}
+	sort.Strings(names)
+	e := axerr.Newf(axerr.CodeIntentNotFound, "no tool named %q", tool).With("tool", tool)
+	if len(names) > 0 {
+		e.Suggestion = "Call one of: " + strings.Join(names, ", ")
+	}
+	return e
+}

@@ -1,0 +1,294 @@
+package middleware
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/gowebpki/jcs"
+
+	axerr "github.com/axgate/axgate/errors"
+	"github.com/axgate/axgate/internal/jsonx"
+	"github.com/axgate/axgate/manifest"
+)
+
+// Default limits on the arguments of a call.
+const (
+	DefaultMaxArgBytes = 1 << 20
+	DefaultMaxArgDepth = 64
+)
+
+// Limits bound the arguments a call may carry.
+type Limits struct {
+	// MaxBytes is the largest argument document; 0 means DefaultMaxArgBytes.
+	MaxBytes int
+	// MaxDepth is the deepest nesting; 0 means DefaultMaxArgDepth.
+	MaxDepth int
+}
+
+// Resolved returns l with zero fields replaced by the defaults.
+func (l Limits) Resolved() Limits {
+	if l.MaxBytes == 0 {
+		l.MaxBytes = DefaultMaxArgBytes
+	}
+	if l.MaxDepth == 0 {
+		l.MaxDepth = DefaultMaxArgDepth
+	}
+	return l
+}
+
+// Decode parses untrusted JSON within the limits: size, depth, UTF-8 and
+// repeated keys are checked, as for call arguments. Its errors are for
+// DecodeError.
+func (l Limits) Decode(data []byte) (any, error) {
+	l = l.Resolved()
+	return jsonx.Decode(data, jsonx.Limits{MaxBytes: l.MaxBytes, MaxDepth: l.MaxDepth})
+}
+
+// Principal is who makes the call: always taken from the transport's
+// authentication, never from the arguments.
+type Principal struct {
+	// ID identifies the person (or service) on whose behalf the agent acts.
+	ID string
+	// Tenant is the caller's tenant, empty when the caller has none.
+	Tenant string
+	// Roles the caller holds.
+	Roles []string
+	// Scopes granted to the caller (OAuth-style); nil means the credential
+	// carried no scope claim, which is not the same as an empty grant.
+	Scopes []string
+	// Claims are the raw claims of the caller's credential.
+	Claims map[string]any
+}
+
+// HasRole reports whether the principal holds any of the roles.
+func (p Principal) HasRole(roles ...string) bool {
+	for _, r := range roles {
+		if slices.Contains(p.Roles, r) {
+			return true
+		}
+	}
+	return false
+}
+
+// Credentials are what a call presents beyond the caller's identity.
+type Credentials struct {
+	// Confirmation is a confirmation token (a JWT).
+	Confirmation string
+	// Approvals are approval tokens (JWTs), one per approver.
+	Approvals []string
+	// IdempotencyKey is the caller's key for a non-idempotent call.
+	IdempotencyKey string
+	// ClaimedTenant is a tenant the request claims to act in (for example the
+	// X-AXAG-Tenant header); it must match the principal's.
+	ClaimedTenant string
+}
+
+// Facts are what the gates learned about a call, for the audit record and
+// the trace.
+type Facts struct {
+	ConfirmationJTI      string
+	ConfirmationElicited bool
+	Approvers            []string
+	ApprovalRequestID    string
+	// Replayed is true when the idempotency gate answered with a stored result.
+	Replayed bool
+	// Warnings are things a gate let pass but wants recorded (an unbound
+	// precondition, a duplicate call).
+	Warnings []string
+}
+
+// Result is what a tool returned.
+type Result struct {
+	// Value is the tool's output. It must marshal to JSON.
+	Value any
+}
+
+// Commit is work a gate defers until every pre-execution gate has allowed the
+// call, such as marking a token used.
+type Commit func(ctx context.Context) error
+
+// Call is one tool call on its way through the chain. A Call is used by one
+// goroutine at a time and must not be reused for another call.
+type Call struct {
+	// Tool is the tool name the caller asked for.
+	Tool string
+	// ID is the transport's id of this call, when it has one.
+	ID string
+	// Arguments is the argument object as raw JSON.
+	Arguments json.RawMessage
+	// Principal is the authenticated caller.
+	Principal Principal
+	// Credentials presented with the call.
+	Credentials Credentials
+	// Action is the manifest action the tool resolves to; the intent gate
+	// sets it when it is nil.
+	Action *manifest.Action
+	// Limits bound the arguments; zero values mean the defaults.
+	Limits Limits
+	// Facts gathered by the gates.
+	Facts Facts
+
+	decoded  bool
+	value    any
+	valueErr *axerr.Error
+	digest   string
+
+	commits   []Commit
+	checkOnly bool
+
+	pendingStage string
+	pendingStart time.Time
+}
+
+// NewCall returns a call of a tool with raw JSON arguments.
+func NewCall(tool string, args json.RawMessage, p Principal) *Call {
+	return &Call{Tool: tool, Arguments: args, Principal: p}
+}
+
+// Intent returns the resolved action's intent, or "" before resolution.
+func (c *Call) Intent() string {
+	if c.Action == nil {
+		return ""
+	}
+	return c.Action.Intent
+}
+
+// Value returns the decoded argument document, decoding it on first use.
+// Empty arguments (or JSON null) decode to an empty object. Arguments over the
+// size limit, not UTF-8, nested too deeply, with a repeated key or that are not
+// JSON give an *errors.Error.
+func (c *Call) Value() (any, error) {
+	if !c.decoded {
+		c.decode()
+	}
+	if c.valueErr != nil {
+		return nil, c.valueErr
+	}
+	return c.value, nil
+}
+
+// Args returns the decoded arguments as an object. Arguments that are not a
+// JSON object give an *errors.Error.
+func (c *Call) Args() (map[string]any, error) {
+	v, err := c.Value()
+	if err != nil {
+		return nil, err
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, axerr.Newf(axerr.CodeInvalidArguments, "arguments must be a JSON object, not %s", kindOf(v)).WithIntent(c.Intent())
+	}
+	return m, nil
+}
+
+func (c *Call) decode() {
+	c.decoded = true
+	raw := c.Arguments
+	if len(raw) == 0 || string(raw) == "null" {
+		c.value = map[string]any{}
+		return
+	}
+	v, err := c.Limits.Decode(raw)
+	if err == nil {
+		if v == nil {
+			v = map[string]any{}
+		}
+		c.value = v
+		return
+	}
+	c.valueErr = DecodeError(err).WithIntent(c.Intent())
+}
+
+// DecodeError turns an error of the strict JSON decoder into the *Error a
+// caller sees: 413 for size, 400 for everything else.
+func DecodeError(err error) *axerr.Error {
+	je, ok := err.(*jsonx.Error)
+	if !ok {
+		return axerr.New(axerr.CodeInvalidArguments, "arguments are not valid JSON: "+err.Error())
+	}
+	switch je.Kind {
+	case jsonx.TooLarge:
+		return axerr.New(axerr.CodePayloadTooLarge, "arguments are too large: "+je.Msg)
+	case jsonx.DuplicateKey:
+		e := axerr.New(axerr.CodeInvalidArguments, "arguments repeat a key: "+je.Msg)
+		if je.Path != "" {
+			e.Violations = []axerr.Violation{{Path: je.Path, Message: "duplicate key", Keyword: "duplicate", Code: axerr.CodeInvalidArguments}}
+		}
+		return e
+	}
+	return axerr.New(axerr.CodeInvalidArguments, "arguments are not valid JSON: "+je.Msg)
+}
+
+func kindOf(v any) string {
+	switch v.(type) {
+	case []any:
+		return "an array"
+	case string:
+		return "a string"
+	case float64:
+		return "a number"
+	case bool:
+		return "a boolean"
+	case nil:
+		return "null"
+	}
+	return fmt.Sprintf("%T", v)
+}
+
+// ArgsSHA256 returns the base64url (unpadded) SHA-256 of the arguments
+// canonicalized with RFC 8785 (JCS): the value tokens bind a call to. Key
+// order, whitespace and number spelling do not change it. It is computed once
+// per call.
+func (c *Call) ArgsSHA256() (string, error) {
+	if c.digest != "" {
+		return c.digest, nil
+	}
+	if _, err := c.Args(); err != nil {
+		return "", err
+	}
+	raw := []byte(c.Arguments)
+	if len(raw) == 0 || string(raw) == "null" {
+		raw = []byte("{}")
+	}
+	canon, err := jcs.Transform(raw)
+	if err != nil {
+		return "", axerr.New(axerr.CodeInvalidArguments, "arguments cannot be canonicalized: "+err.Error())
+	}
+	c.digest = DigestCanonical(canon)
+	return c.digest, nil
+}
+
+// DigestCanonical returns the base64url (unpadded) SHA-256 of canonical bytes.
+func DigestCanonical(canon []byte) string {
+	sum := sha256.Sum256(canon)
+	return base64.RawURLEncoding.EncodeToString(sum[:])
+}
+
+// OnCommit registers work to run once every pre-execution gate has allowed
+// the call, right before the tool runs. Commits do not run for a check-only
+// call.
+func (c *Call) OnCommit(f Commit) { c.commits = append(c.commits, f) }
+
+// RunCommits runs the registered commits in order and stops at the first
+// error. The commit stage of the standard chain calls it.
+func (c *Call) RunCommits(ctx context.Context) error {
+	for _, f := range c.commits {
+		if err := f(ctx); err != nil {
+			return err
+		}
+	}
+	c.commits = c.commits[:0]
+	return nil
+}
+
+// CheckOnly reports whether the call is being checked without being run
+// (Enforcer.Check): stateful gates must then look without recording.
+func (c *Call) CheckOnly() bool { return c.checkOnly }
+
+// SetCheckOnly marks the call as checked without being run.
+func (c *Call) SetCheckOnly(v bool) { c.checkOnly = v }

@@ -1,0 +1,114 @@
+package middleware
+
+import (
+	"context"
+	"time"
+
+	axerr "github.com/axgate/axgate/errors"
+)
+
+// Invoker runs a tool call.
+type Invoker interface {
+	Invoke(ctx context.Context, call *Call) (Result, error)
+}
+
+// InvokerFunc adapts a function to Invoker.
+type InvokerFunc func(ctx context.Context, call *Call) (Result, error)
+
+// Invoke calls f.
+func (f InvokerFunc) Invoke(ctx context.Context, call *Call) (Result, error) { return f(ctx, call) }
+
+// Interceptor wraps an Invoker: it may refuse the call (return an error
+// without calling next), pass it on, or inspect what next returned.
+type Interceptor func(ctx context.Context, call *Call, next Invoker) (Result, error)
+
+// Stage is a named Interceptor. The name says which gate decided a refusal
+// and labels the gate's timing.
+type Stage struct {
+	Name        string
+	Interceptor Interceptor
+}
+
+// Observer hears the outcome of every stage: err is nil when the stage passed
+// the call on, the refusal otherwise. d is the stage's own time, from
+// entering it to passing the call on (or refusing).
+type Observer interface {
+	StageDone(ctx context.Context, call *Call, stage string, d time.Duration, err error)
+}
+
+// Chain composes interceptors into one; the first is outermost.
+func Chain(interceptors ...Interceptor) Interceptor {
+	return func(ctx context.Context, call *Call, next Invoker) (Result, error) {
+		return Build(next, nil, unnamed(interceptors)...).Invoke(ctx, call)
+	}
+}
+
+func unnamed(is []Interceptor) []Stage {
+	out := make([]Stage, len(is))
+	for i, in := range is {
+		out[i] = Stage{Interceptor: in}
+	}
+	return out
+}
+
+// Wrap returns inv wrapped in the interceptors; the first is outermost.
+func Wrap(inv Invoker, interceptors ...Interceptor) Invoker {
+	return Build(inv, nil, unnamed(interceptors)...)
+}
+
+// Build returns inv wrapped in the stages, the first outermost. A refusal
+// that is an *errors.Error with no Gate gets the refusing stage's name. obs,
+// when not nil, hears each stage's outcome and time.
+func Build(inv Invoker, obs Observer, stages ...Stage) Invoker {
+	next := inv
+	if obs != nil {
+		next = &tail{next: inv, obs: obs}
+	}
+	for i := len(stages) - 1; i >= 0; i-- {
+		next = &link{stage: stages[i], next: next, obs: obs}
+	}
+	return next
+}
+
+type link struct {
+	stage Stage
+	next  Invoker
+	obs   Observer
+}
+
+func (l *link) Invoke(ctx context.Context, call *Call) (Result, error) {
+	if l.obs != nil {
+		closePending(ctx, call, l.obs)
+		call.pendingStage, call.pendingStart = l.stage.Name, time.Now()
+	}
+	res, err := l.stage.Interceptor(ctx, call, l.next)
+	if err != nil {
+		if e, ok := axerr.As(err); ok && e.Gate == "" && l.stage.Name != "" {
+			e.Gate = l.stage.Name
+		}
+		if l.obs != nil && call.pendingStage == l.stage.Name && !call.pendingStart.IsZero() {
+			// The stage refused before passing the call on.
+			l.obs.StageDone(ctx, call, l.stage.Name, time.Since(call.pendingStart), err)
+			call.pendingStage, call.pendingStart = "", time.Time{}
+		}
+	}
+	return res, err
+}
+
+// tail closes the last stage's timing before the wrapped invoker runs.
+type tail struct {
+	next Invoker
+	obs  Observer
+}
+
+func (t *tail) Invoke(ctx context.Context, call *Call) (Result, error) {
+	closePending(ctx, call, t.obs)
+	return t.next.Invoke(ctx, call)
+}
+
+func closePending(ctx context.Context, call *Call, obs Observer) {
+	if call.pendingStage != "" || !call.pendingStart.IsZero() {
+		obs.StageDone(ctx, call, call.pendingStage, time.Since(call.pendingStart), nil)
+		call.pendingStage, call.pendingStart = "", time.Time{}
+	}
+}

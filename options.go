@@ -1,0 +1,46 @@
+package axgate
+
+import "github.com/axgate/axgate/middleware"
+
+// Option configures an Enforcer.
+type Option func(*config)
+
+// config holds the options. Each group of gates keeps its own settings in its
+// own struct, declared beside its gates.
+type config struct {
+	limits             middleware.Limits
+	allowUnknownParams bool
+	editPre            func([]middleware.Stage) []middleware.Stage
+
+	tokens  tokenConfig
+	policy  policyConfig
+	observe observeConfig
+}
+
+func defaultConfig() config {
+	return config{
+		tokens:  defaultTokenConfig(),
+		policy:  defaultPolicyConfig(),
+		observe: defaultObserveConfig(),
+	}
+}
+
+// WithLimits bounds the arguments of every call: size in bytes (default
+// 1 MiB, over it → 413 AXGATE_PAYLOAD_TOO_LARGE) and nesting depth
+// (default 64).
+func WithLimits(maxBytes, maxDepth int) Option {
+	return func(c *config) { c.limits = middleware.Limits{MaxBytes: maxBytes, MaxDepth: maxDepth} }
+}
+
+// WithUnknownParams accepts arguments the manifest does not declare. By
+// default they are refused with AXGATE_UNKNOWN_PARAM so that a misspelled
+// argument is never silently ignored.
+func WithUnknownParams() Option { return func(c *config) { c.allowUnknownParams = true } }
+
+// WithPreExecution edits the pre-execution stages of the standard chain
+// (intent … idempotency) before the enforcer is built: reorder them, drop
+// one, or add your own middleware.Stage. The commit stage, the
+// postconditions and the tool always follow.
+func WithPreExecution(edit func(std []middleware.Stage) []middleware.Stage) Option {
+	return func(c *config) { c.editPre = edit }
+}

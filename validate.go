@@ -1,0 +1,78 @@
+package axgate
+
+import (
+	"encoding/json"
+	"net/http"
+)
+
+// ValidationError is one entry of a validation result: where, what, and which
+// JSON Schema keyword failed.
+type ValidationError struct {
+	// Path is a JSON Pointer to the offending field; "" for the root.
+	Path string `json:"path"`
+	// Message is the validator's own message.
+	Message string `json:"message"`
+	// Keyword is the failing JSON Schema keyword.
+	Keyword string `json:"keyword,omitempty"`
+}
+
+// ValidationResult is the answer of the Tool Validation API. It marshals to
+// {"valid":true} (no errors key at all), {"valid":false,"errors":[…]}, or,
+// for an unknown tool, {"error":"Tool not found: NAME"}.
+type ValidationResult struct {
+	Valid  bool              `json:"valid"`
+	Errors []ValidationError `json:"errors,omitempty"`
+
+	status   int
+	notFound string
+}
+
+// Status is the HTTP status of the result: 200 whenever schema validation
+// ran (valid or not), 400 for a body that is not JSON, 404 for an unknown
+// tool.
+func (r ValidationResult) Status() int {
+	if r.status == 0 {
+		return http.StatusOK
+	}
+	return r.status
+}
+
+// NotFound reports whether the tool does not exist.
+func (r ValidationResult) NotFound() bool { return r.notFound != "" }
+
+// MarshalJSON renders the wire format of the Tool Validation API.
+func (r ValidationResult) MarshalJSON() ([]byte, error) {
+	if r.notFound != "" {
+		return json.Marshal(struct {
+			Error string `json:"error"`
+		}{"Tool not found: " + r.notFound})
+	}
+	type plain ValidationResult
+	return json.Marshal(plain(r))
+}
+
+// Validate checks a request body against a tool's input schema without
+// invoking anything and without consulting authentication, exactly as the
+// Tool Validation API specifies: unknown tool → 404; a body that is not JSON
+// → 400 with one error at path "" and keyword "format"; otherwise 200 with
+// every violation the validator reports, in its order. A tool without an
+// input schema is always valid.
+func (e *Enforcer) Validate(tool string, body []byte) ValidationResult {
+	a := e.m.Tool(tool)
+	if a == nil {
+		return ValidationResult{status: http.StatusNotFound, notFound: tool}
+	}
+	v, err := e.cfg.limits.Decode(body)
+	if err != nil {
+		return ValidationResult{status: http.StatusBadRequest, Errors: []ValidationError{{Path: "", Message: "Invalid JSON: " + err.Error(), Keyword: "format"}}}
+	}
+	leaves := e.params.Leaves(a, v)
+	if len(leaves) == 0 {
+		return ValidationResult{Valid: true}
+	}
+	r := ValidationResult{Errors: make([]ValidationError, len(leaves))}
+	for i, l := range leaves {
+		r.Errors[i] = ValidationError{Path: l.Path, Message: l.Message, Keyword: l.Keyword}
+	}
+	return r
+}
