@@ -14,6 +14,7 @@ type config struct {
 
 	tokens  tokenConfig
 	policy  policyConfig
+	state   stateConfig
 	observe observeConfig
 }
 
@@ -21,6 +22,7 @@ func defaultConfig() config {
 	return config{
 		tokens:  defaultTokenConfig(),
 		policy:  defaultPolicyConfig(),
+		state:   defaultStateConfig(),
 		observe: defaultObserveConfig(),
 	}
 }

@@ -14,12 +14,6 @@ func (e *Enforcer) accessStages() ([]middleware.Stage, error) { return nil, nil 
 // conditionStages returns the constraint and precondition gates.
 func (e *Enforcer) conditionStages() ([]middleware.Stage, error) { return nil, nil }
 
-// rateStages returns the rate-limit and cooldown gate.
-func (e *Enforcer) rateStages() ([]middleware.Stage, error) { return nil, nil }
-
-// idempotencyStages returns the idempotency gate.
-func (e *Enforcer) idempotencyStages() ([]middleware.Stage, error) { return nil, nil }
-
 // postStages returns the postcondition and output-schema checks, which run
 // after the tool.
 func (e *Enforcer) postStages() ([]middleware.Stage, error) { return nil, nil }

@@ -132,6 +132,11 @@ type Call struct {
 	Limits Limits
 	// Facts gathered by the gates.
 	Facts Facts
+	// Elicit, when the transport can ask the person inline (MCP
+	// elicitation), asks for confirmation of this call with message and
+	// reports whether the person accepted. Nil means the transport cannot
+	// ask, and a confirmation token is needed instead.
+	Elicit func(ctx context.Context, message string) (accepted bool, err error)
 
 	decoded  bool
 	value    any

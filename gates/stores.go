@@ -1,0 +1,167 @@
+package gates
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	axerr "github.com/axgate/axgate/errors"
+)
+
+// The stores below hold everything that must be shared across replicas.
+// The memory implementations in this package serve one process;
+// gates/redisstore serves several. Every method must be safe for concurrent
+// use. A store that cannot answer returns an error, and the gate refuses the
+// call with AXGATE_STORE_UNAVAILABLE: never fail open.
+
+// ErrReplayed is returned by ReplayStore.Consume when a token id was
+// already used.
+var ErrReplayed = errors.New("token already used")
+
+// ErrNotFound is returned by stores for an id they do not hold.
+var ErrNotFound = errors.New("not found")
+
+// TokenUse is one token id to mark used until it expires.
+type TokenUse struct {
+	ID      string
+	Expires time.Time
+}
+
+// ReplayStore records the ids (jti) of used single-use tokens until they
+// expire.
+type ReplayStore interface {
+	// Consume records every id atomically: if any of them was already
+	// recorded it returns ErrReplayed and records none, so of many concurrent
+	// presentations of one token exactly one succeeds.
+	Consume(ctx context.Context, uses []TokenUse) error
+	// Used reports whether id was recorded (for an early, precise refusal; the
+	// authoritative check is Consume).
+	Used(ctx context.Context, id string) (bool, error)
+}
+
+// Limit is a rate: Count calls per Per, with bursts up to Count. A cooldown
+// is the Limit {1, cooldown}.
+type Limit struct {
+	Count int
+	Per   time.Duration
+}
+
+// LimitDecision is a Limiter's answer.
+type LimitDecision struct {
+	Allowed bool
+	// RetryAfter is how long until the call would be allowed, when refused.
+	RetryAfter time.Duration
+	// Remaining calls allowed right now after this one.
+	Remaining int
+}
+
+// Limiter counts calls per key (GCRA or token bucket).
+type Limiter interface {
+	// AllowN takes n calls for key under limit. n = 0 only looks.
+	AllowN(ctx context.Context, key string, limit Limit, n int) (LimitDecision, error)
+}
+
+// IdempotencyState is the state of an idempotency record.
+type IdempotencyState string
+
+// Idempotency record states.
+const (
+	IdempotencyInFlight IdempotencyState = "in_flight"
+	IdempotencyDone     IdempotencyState = "done"
+)
+
+// IdempotencyRecord is what the store keeps for one key.
+type IdempotencyRecord struct {
+	// ArgsSHA256 is the digest of the arguments first sent with the key.
+	ArgsSHA256 string           `json:"args_sha256"`
+	State      IdempotencyState `json:"state"`
+	// Result is the stored result (JSON), once done.
+	Result json.RawMessage `json:"result,omitempty"`
+}
+
+// IdempotencyStore keeps the outcome of non-idempotent calls by key.
+type IdempotencyStore interface {
+	// Begin claims key for a call with these arguments, marking it in flight
+	// for ttl. If the key is already held it returns the existing record and
+	// claimed = false, and changes nothing.
+	Begin(ctx context.Context, key, argsSHA256 string, ttl time.Duration) (existing *IdempotencyRecord, claimed bool, err error)
+	// Complete stores the result of the call that claimed key, kept for ttl.
+	Complete(ctx context.Context, key string, result json.RawMessage, ttl time.Duration) error
+	// Release forgets key (the call failed, so a retry may run it again).
+	Release(ctx context.Context, key string) error
+}
+
+// ApprovalState is the state of an approval request.
+type ApprovalState string
+
+// Approval states: pending → approved | denied | expired | cancelled; the
+// last four are terminal.
+const (
+	ApprovalPending   ApprovalState = "pending"
+	ApprovalApproved  ApprovalState = "approved"
+	ApprovalDenied    ApprovalState = "denied"
+	ApprovalExpired   ApprovalState = "expired"
+	ApprovalCancelled ApprovalState = "cancelled"
+)
+
+// ApprovalDecision is one approver's answer.
+type ApprovalDecision struct {
+	Approver string    `json:"approver"`
+	Roles    []string  `json:"roles,omitempty"`
+	Approve  bool      `json:"approve"`
+	Reason   string    `json:"reason,omitempty"`
+	At       time.Time `json:"at"`
+}
+
+// ApprovalRequest is a call waiting for approval. Its ID is derived from
+// intent, arguments digest, requester and tenant, so a retry of the same call
+// finds the same request.
+type ApprovalRequest struct {
+	ID         string             `json:"id"`
+	Tool       string             `json:"tool"`
+	Intent     string             `json:"intent"`
+	Requester  string             `json:"requester"`
+	Tenant     string             `json:"tenant,omitempty"`
+	ArgsSHA256 string             `json:"args_sha256"`
+	Arguments  json.RawMessage    `json:"arguments,omitempty"`
+	Roles      []string           `json:"roles"`
+	Count      int                `json:"count"`
+	State      ApprovalState      `json:"state"`
+	CreatedAt  time.Time          `json:"created_at"`
+	ExpiresAt  time.Time          `json:"expires_at"`
+	Decisions  []ApprovalDecision `json:"decisions,omitempty"`
+}
+
+// ApprovalFilter selects requests for an approver's inbox.
+type ApprovalFilter struct {
+	// Tenant, when set, keeps only that tenant's requests.
+	Tenant string
+	// Roles, when set, keeps requests that any of these roles may approve.
+	Roles []string
+	// State, when set, keeps only requests in that state.
+	State ApprovalState
+}
+
+// ApprovalStore keeps approval requests and their state.
+type ApprovalStore interface {
+	// Create stores req unless a request with its ID exists; it returns the
+	// stored request and whether it was created now.
+	Create(ctx context.Context, req ApprovalRequest) (ApprovalRequest, bool, error)
+	// Get returns the request, or ErrNotFound.
+	Get(ctx context.Context, id string) (ApprovalRequest, error)
+	// Update applies fn to the request atomically (no other update interleaves)
+	// and stores the result; an error from fn aborts the update and is
+	// returned as is.
+	Update(ctx context.Context, id string, fn func(*ApprovalRequest) error) (ApprovalRequest, error)
+	// List returns the requests that match the filter, oldest first.
+	List(ctx context.Context, f ApprovalFilter) ([]ApprovalRequest, error)
+}
+
+// StoreUnavailable is the refusal of a gate whose store failed: 503,
+// retryable. The cause is kept for logs and never shown to the caller.
+func StoreUnavailable(intent, what string, err error) *axerr.Error {
+	e := axerr.Newf(axerr.CodeStoreUnavailable, "%s is unavailable; the call was refused to stay safe", what).WithIntent(intent).WithCause(err)
+	e.RetryAfter = time.Second
+	return e
+}
