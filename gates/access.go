@@ -1,0 +1,266 @@
+package gates
+
+import (
+	"context"
+	"slices"
+	"strconv"
+	"strings"
+
+	axerr "github.com/axgate/axgate/errors"
+	"github.com/axgate/axgate/manifest"
+	"github.com/axgate/axgate/middleware"
+)
+
+// StageAccess is the name of the roles, scope and tenant stage. The three
+// checks share one stage (one lookup of the action's precomputed rule per
+// call); a refusal says which check decided in details.reason.
+const StageAccess = "access"
+
+// Default argument names that name a user or a tenant.
+var (
+	DefaultUserArgs   = []string{"user_id", "account_id", "owner_id"}
+	DefaultTenantArgs = []string{"tenant_id", "tenant", "org_id", "organization_id", "workspace_id"}
+)
+
+// Reasons an access refusal gives in details.reason.
+const (
+	AccessRoleMissing     = "role_missing"
+	AccessScopeNotGranted = "scope_not_granted"
+	AccessOtherUser       = "argument_names_other_user"
+	AccessNoCaller        = "no_caller_id"
+	AccessNoTenant        = "no_tenant"
+	AccessClaimedTenant   = "claimed_tenant_mismatch"
+	AccessOtherTenant     = "argument_names_other_tenant"
+)
+
+// AccessOptions configure the access gate. Nil fields take the defaults.
+type AccessOptions struct {
+	// UserArgs are the top-level argument names that name a user; under
+	// scope: user each one present must name the caller. Default
+	// DefaultUserArgs.
+	UserArgs []string
+	// UserOverrideRoles may act on other users' data under scope: user (an
+	// administrator, a support agent). Default none.
+	UserOverrideRoles []string
+	// TenantArgs are the top-level argument names that name a tenant; under a
+	// strict tenant boundary each one present must name the caller's tenant.
+	// Default DefaultTenantArgs.
+	TenantArgs []string
+}
+
+// Access enforces an action's required_roles, the caller's granted scopes,
+// scope: user and scope: tenant. Everything it needs per action is computed
+// by NewAccess, so the allow path does not allocate.
+type Access struct {
+	opts  AccessOptions
+	rules map[*manifest.Action]*accessRule
+}
+
+// accessRule is what the gate checks for one action, precomputed.
+type accessRule struct {
+	roles []string
+	// grants are the scope strings that grant the action: the intent,
+	// "<entity>.*" for the entity and every dotted prefix of the intent,
+	// "*" and the action type.
+	grants []string
+	// userArgs, when not nil, are the argument names that must name the
+	// caller (scope: user).
+	userArgs []string
+	// tenantRequired: the caller must have a tenant (scope: tenant).
+	tenantRequired bool
+	// tenantArgs, when not nil, are the argument names that must name the
+	// caller's tenant (a strict boundary).
+	tenantArgs []string
+}
+
+// NewAccess prepares the access gate for every action of m.
+func NewAccess(m *manifest.Manifest, opts AccessOptions) *Access {
+	if opts.UserArgs == nil {
+		opts.UserArgs = DefaultUserArgs
+	}
+	if opts.TenantArgs == nil {
+		opts.TenantArgs = DefaultTenantArgs
+	}
+	g := &Access{opts: opts, rules: make(map[*manifest.Action]*accessRule, len(m.Actions))}
+	for _, a := range m.Actions {
+		g.rules[a] = g.rule(a)
+	}
+	return g
+}
+
+func (g *Access) rule(a *manifest.Action) *accessRule {
+	r := &accessRule{roles: slices.Clone(a.RequiredRoles), grants: ScopeGrants(a)}
+	if a.Scope == manifest.ScopeUser {
+		r.userArgs = g.opts.UserArgs
+	}
+	// cross_tenant: false fences an action whatever its scope: an argument
+	// that names a tenant must name the caller's.
+	explicitNoCross := a.CrossTenant != nil && !*a.CrossTenant
+	if a.Scope == manifest.ScopeTenant {
+		r.tenantRequired = true
+		if a.StrictTenant() {
+			r.tenantArgs = g.opts.TenantArgs
+		}
+	} else if explicitNoCross {
+		r.tenantArgs = g.opts.TenantArgs
+	}
+	return r
+}
+
+// ScopeGrants returns the granted-scope strings any one of which lets a
+// caller invoke a: the exact intent ("order.place"), "<prefix>.*" for every
+// dotted prefix of the intent ("order.*") and for the action's entity, "*",
+// and the action type ("read", "write", "delete", "navigate").
+func ScopeGrants(a *manifest.Action) []string {
+	out := []string{a.Intent}
+	for i := strings.LastIndexByte(a.Intent, '.'); i > 0; i = strings.LastIndexByte(a.Intent[:i], '.') {
+		out = append(out, a.Intent[:i]+".*")
+	}
+	if a.Entity != "" && !slices.Contains(out, a.Entity+".*") {
+		out = append(out, a.Entity+".*")
+	}
+	out = append(out, "*")
+	if a.Type != "" {
+		out = append(out, string(a.Type))
+	}
+	return out
+}
+
+// Stage returns the gate as a chain stage.
+func (g *Access) Stage() middleware.Stage {
+	return middleware.Stage{Name: StageAccess, Interceptor: func(ctx context.Context, call *middleware.Call, next middleware.Invoker) (middleware.Result, error) {
+		if err := g.Check(call); err != nil {
+			return middleware.Result{}, err
+		}
+		return next.Invoke(ctx, call)
+	}}
+}
+
+// Check applies the checks in order — roles, granted scopes, a claimed
+// tenant, scope: tenant, scope: user — and returns the first refusal, or nil.
+// It runs before the parameter gate, so it reads arguments only when the
+// action's scope needs them, and a malformed argument document is refused
+// here with the decoder's own error.
+func (g *Access) Check(call *middleware.Call) error {
+	a := call.Action
+	if a == nil {
+		return noAction(StageAccess)
+	}
+	r := g.rules[a]
+	if r == nil {
+		// An action from another manifest (set by the transport): compute
+		// its rule now rather than let it through unchecked.
+		r = g.rule(a)
+	}
+	p := &call.Principal
+
+	if len(r.roles) > 0 && !p.HasRole(r.roles...) {
+		return axerr.Newf(axerr.CodeRoleInsufficient, "%s requires one of the roles %s", a.Intent, strings.Join(r.roles, ", ")).
+			WithIntent(a.Intent).
+			WithSuggestion("Ask a user who holds one of the required roles to perform this action.").
+			With("reason", AccessRoleMissing).
+			With("required_roles", slices.Clone(r.roles))
+	}
+
+	// A nil Scopes means the credential carried no scope claim: nothing to
+	// narrow. An empty, non-nil list grants nothing.
+	if p.Scopes != nil && !granted(p.Scopes, r.grants) {
+		return axerr.Newf(axerr.CodeScopeViolation, "the caller's granted scopes do not include %s", a.Intent).
+			WithIntent(a.Intent).
+			WithSuggestion("Obtain a credential granting one of the scopes listed in granting_scopes.").
+			With("reason", AccessScopeNotGranted).
+			With("granting_scopes", slices.Clone(r.grants))
+	}
+
+	// A request that claims a tenant must claim the caller's, whatever the
+	// action's scope: a mismatch is a cross-tenant attempt. Neither value is
+	// echoed; the claim may name another tenant.
+	if call.Credentials.ClaimedTenant != "" && call.Credentials.ClaimedTenant != p.Tenant {
+		return tenantRefusal(a, AccessClaimedTenant, "", "the tenant the request claims is not the caller's tenant")
+	}
+	if r.tenantRequired && p.Tenant == "" {
+		return tenantRefusal(a, AccessNoTenant, "", a.Intent+" is tenant-scoped and the caller has no tenant")
+	}
+
+	if len(r.tenantArgs) > 0 || len(r.userArgs) > 0 {
+		args, err := call.Args()
+		if err != nil {
+			return err
+		}
+		if name, ok := firstMismatch(args, r.tenantArgs, p.Tenant); !ok {
+			return tenantRefusal(a, AccessOtherTenant, "/"+name, "argument "+name+" names a tenant other than the caller's")
+		}
+		if len(r.userArgs) > 0 && !p.HasRole(g.opts.UserOverrideRoles...) {
+			if name, ok := firstMismatch(args, r.userArgs, p.ID); !ok {
+				reason, msg := AccessOtherUser, "argument "+name+" names a user other than the caller"
+				if p.ID == "" {
+					reason, msg = AccessNoCaller, "argument "+name+" names a user and the caller has no identity to match it"
+				}
+				return axerr.New(axerr.CodeScopeViolation, msg).
+					WithIntent(a.Intent).
+					WithSuggestion("Act only on the caller's own data: set "+name+" to the caller's id or leave it out.").
+					With("reason", reason).
+					With("argument", "/"+name)
+			}
+		}
+	}
+	return nil
+}
+
+func tenantRefusal(a *manifest.Action, reason, argPath, msg string) *axerr.Error {
+	e := axerr.New(axerr.CodeTenantBoundary, msg).WithIntent(a.Intent).With("reason", reason)
+	if argPath != "" {
+		e.With("argument", argPath)
+		e.Suggestion = "Act only within the caller's tenant: set " + argPath[1:] + " to the caller's tenant or leave it out."
+	}
+	return e
+}
+
+// granted reports whether any of the caller's scopes is one of the grants.
+func granted(scopes, grants []string) bool {
+	for _, s := range scopes {
+		if slices.Contains(grants, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// firstMismatch returns the first of names present in args whose value does
+// not name want, and false; or "", true when all present ones do. An empty
+// want matches nothing: a caller without an identity cannot be shown to be
+// the one named. A number names the identity with the same decimal spelling;
+// any other type names nobody.
+func firstMismatch(args map[string]any, names []string, want string) (string, bool) {
+	for _, n := range names {
+		v, ok := args[n]
+		if !ok {
+			continue
+		}
+		if want == "" || !sameID(v, want) {
+			return n, false
+		}
+	}
+	return "", true
+}
+
+func sameID(v any, want string) bool {
+	switch v := v.(type) {
+	case string:
+		return v == want
+	case float64:
+		// Compare without allocating in the common case: an integer id.
+		if v == float64(int64(v)) {
+			var buf [24]byte
+			return string(strconv.AppendInt(buf[:0], int64(v), 10)) == want
+		}
+		return strconv.FormatFloat(v, 'f', -1, 64) == want
+	}
+	return false
+}
+
+// noAction is the refusal of a gate that runs before the intent is resolved:
+// a chain assembled in the wrong order.
+func noAction(stage string) *axerr.Error {
+	return axerr.Newf(axerr.CodeInternal, "the %s gate ran before the tool was resolved to a manifest action", stage)
+}

@@ -1,0 +1,222 @@
+package gates
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/santhosh-tekuri/jsonschema/v5"
+
+	axerr "github.com/axgate/axgate/errors"
+	"github.com/axgate/axgate/internal/schemax"
+	"github.com/axgate/axgate/manifest"
+	"github.com/axgate/axgate/middleware"
+)
+
+// StagePostconditions is the name of the stage that checks a tool's result:
+// its output_schema and its postconditions.
+const StagePostconditions = "postconditions"
+
+// Reasons a postcondition refusal gives in details.reason.
+const (
+	ReasonOutputSchema              = "output_schema"
+	ReasonResultNotJSON             = "result_not_json"
+	ReasonPostconditionFailed       = "postcondition_failed"
+	ReasonPostconditionNotEvaluable = "postcondition_not_evaluable"
+)
+
+// ResultChecker checks a postcondition once the tool has run. It returns nil
+// when the postcondition holds; errors are treated as by Checker (an
+// *errors.Error passes as it is, anything else means "does not hold" and is
+// never shown to the caller).
+type ResultChecker func(ctx context.Context, call *middleware.Call, res middleware.Result) error
+
+// Postcondition binds a postcondition name of the manifest to a check: a Go
+// ResultChecker, or a boolean CEL expression over args, principal, the
+// action's parameters and result (the tool's result as encoding/json would
+// decode it). Exactly one is set.
+type Postcondition struct {
+	Check ResultChecker
+	Expr  string
+}
+
+// Postconditions checks what a tool returned: the action's output_schema,
+// when it declares one, then its postconditions in manifest order. A failure
+// answers AXGATE_POSTCONDITION_FAILED (502) instead of the result: the tool
+// ran, but the caller must not take the call as a success. Tool errors pass
+// through unchanged.
+//
+// A postcondition expression that cannot be evaluated counts as not holding.
+type Postconditions struct {
+	rules map[*manifest.Action]*postRule
+}
+
+type postRule struct {
+	schema    *jsonschema.Schema
+	schemaDoc any
+	checks    []postCheck
+	warnings  []string
+	// decode: some check needs the result as JSON values.
+	decode bool
+}
+
+type postCheck struct {
+	name  string
+	check ResultChecker
+	x     *celExpr
+}
+
+// NewPostconditions binds every postcondition of m, with the same policy as
+// NewPreconditions: unbound ones fail it with an *UnboundError unless
+// allowUnbound, which records a warning per call instead.
+func NewPostconditions(m *manifest.Manifest, bound map[string]Postcondition, allowUnbound bool) (*Postconditions, error) {
+	g := &Postconditions{rules: map[*manifest.Action]*postRule{}}
+	envs := &celEnvs{withResult: true}
+	unbound := map[string][]string{}
+	var errs []error
+	for _, a := range m.Actions {
+		r := &postRule{}
+		if s := a.CompiledOutputSchema(); s != nil {
+			r.schema, r.decode = s, true
+			if err := json.Unmarshal(a.OutputSchema, &r.schemaDoc); err != nil {
+				errs = append(errs, fmt.Errorf("%s/output_schema: %w", a.Pointer, err))
+			}
+		}
+		for i, name := range a.Postconditions {
+			b, ok := bound[name]
+			if b.Check != nil && b.Expr != "" {
+				errs = append(errs, fmt.Errorf("postcondition %q is bound to both a checker and an expression", name))
+				continue
+			}
+			if !ok || (b.Check == nil && b.Expr == "") {
+				unbound[name] = append(unbound[name], fmt.Sprintf("%s/postconditions/%d", a.Pointer, i))
+				r.warnings = append(r.warnings, fmt.Sprintf("postcondition %q of %s is not checked: nothing is bound to it", name, a.Intent))
+				continue
+			}
+			pc := postCheck{name: name, check: b.Check}
+			if b.Check == nil {
+				env, bare, err := envs.action(a)
+				if err == nil {
+					pc.x, err = compileCEL(env, bare, b.Expr)
+				}
+				if err != nil {
+					errs = append(errs, fmt.Errorf("%s/postconditions/%d: postcondition %q: %w", a.Pointer, i, name, err))
+					continue
+				}
+				r.decode = true
+			}
+			r.checks = append(r.checks, pc)
+		}
+		if r.schema != nil || len(r.checks) > 0 || len(r.warnings) > 0 {
+			g.rules[a] = r
+		}
+	}
+	if len(unbound) > 0 && !allowUnbound {
+		errs = append(errs, &UnboundError{Kind: "postcondition", Names: unbound})
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return g, nil
+}
+
+// Stage returns the gate as a chain stage. It belongs after the commit stage,
+// right around the tool.
+func (g *Postconditions) Stage() middleware.Stage {
+	return middleware.Stage{Name: StagePostconditions, Interceptor: func(ctx context.Context, call *middleware.Call, next middleware.Invoker) (middleware.Result, error) {
+		res, err := next.Invoke(ctx, call)
+		if err != nil {
+			return res, err
+		}
+		if err := g.Check(ctx, call, res); err != nil {
+			return middleware.Result{}, err
+		}
+		return res, nil
+	}}
+}
+
+// Check verifies a result of the call's action and returns the refusal, or
+// nil.
+func (g *Postconditions) Check(ctx context.Context, call *middleware.Call, res middleware.Result) error {
+	a := call.Action
+	if a == nil {
+		return noAction(StagePostconditions)
+	}
+	r, ok := g.rules[a]
+	if !ok {
+		if len(a.Postconditions) == 0 && a.CompiledOutputSchema() == nil {
+			return nil
+		}
+		return axerr.Newf(axerr.CodeInternal, "the postconditions of %s were not bound: the action is not in the enforced manifest", a.Intent).WithIntent(a.Intent)
+	}
+	if len(r.warnings) > 0 {
+		call.Facts.Warnings = append(call.Facts.Warnings, r.warnings...)
+	}
+	var value any
+	if r.decode {
+		// Check what the caller will receive: the result as encoding/json
+		// renders it, decoded again (numbers float64), not the Go value.
+		raw, err := json.Marshal(res.Value)
+		if err == nil {
+			err = json.Unmarshal(raw, &value)
+		}
+		if err != nil {
+			return postFailed(a, "the tool's result cannot be rendered as JSON", ReasonResultNotJSON).WithCause(err)
+		}
+	}
+	if r.schema != nil {
+		if err := r.schema.Validate(value); err != nil {
+			leaves := schemax.Flatten(err, r.schemaDoc, value)
+			vs := make([]axerr.Violation, len(leaves))
+			for i, l := range leaves {
+				vs[i] = axerr.Violation{Path: l.Path, Message: l.Message, Keyword: l.Keyword, Code: axerr.CodePostconditionFailed}
+			}
+			e := postFailed(a, "the tool's result does not match its output_schema", ReasonOutputSchema).WithCause(err)
+			e.Violations = vs
+			return e
+		}
+	}
+	var vars *celVars
+	for i := range r.checks {
+		pc := &r.checks[i]
+		if pc.check != nil {
+			if err := pc.check(ctx, call, res); err != nil {
+				if ae, ok := axerr.As(err); ok {
+					if ae.Intent == "" {
+						ae.Intent = a.Intent
+					}
+					return ae
+				}
+				return postFailed(a, "postcondition not met: "+pc.name, ReasonPostconditionFailed).WithCause(err).With("failed_postcondition", pc.name)
+			}
+			continue
+		}
+		if vars == nil {
+			args, err := call.Args()
+			if err != nil {
+				return err
+			}
+			vars = &celVars{args: args, call: call, result: value, hasResult: true}
+		}
+		switch out, err := pc.x.eval(vars); out {
+		case celHolds:
+		case celFails:
+			return postFailed(a, "postcondition not met: "+pc.name, ReasonPostconditionFailed).With("failed_postcondition", pc.name).With("expression", pc.x.src)
+		default:
+			return postFailed(a, "postcondition "+pc.name+" could not be checked on the tool's result", ReasonPostconditionNotEvaluable).
+				WithCause(err).With("failed_postcondition", pc.name).With("expression", pc.x.src)
+		}
+	}
+	return nil
+}
+
+func postFailed(a *manifest.Action, msg, reason string) *axerr.Error {
+	e := axerr.New(axerr.CodePostconditionFailed, msg).WithIntent(a.Intent).With("reason", reason)
+	if len(a.SideEffects) > 0 {
+		// The tool ran: say what it may have done.
+		e.With("side_effects", slices.Clone(a.SideEffects))
+	}
+	return e
+}
