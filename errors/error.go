@@ -243,3 +243,6 @@ func As(err error) (*Error, bool) {
 	}
 	return nil, false
 }
+
+// Is reports whether err is, or wraps, an *Error with the code.
+func Is(err error, code Code) bool { return stderrors.Is(err, code) }

@@ -1,0 +1,125 @@
+package errors_test
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	axerr "github.com/axgate/axgate/errors"
+)
+
+func TestCodeTable(t *testing.T) {
+	want := map[axerr.Code]int{
+		axerr.CodeMissingParam: 400, axerr.CodeInvalidType: 400, axerr.CodeOutOfRange: 400,
+		axerr.CodeInvalidEnum: 400, axerr.CodeInvalidFormat: 400, axerr.CodePreconditionFailed: 412,
+		axerr.CodeConfirmationMissing: 428, axerr.CodeApprovalMissing: 428, axerr.CodeApprovalInvalid: 403,
+		axerr.CodeScopeViolation: 403, axerr.CodeTenantBoundary: 403, axerr.CodeRoleInsufficient: 403,
+		axerr.CodeIntentNotFound: 404, axerr.CodeVersionMismatch: 409, axerr.CodeRateLimited: 429,
+		axerr.CodeUnauthenticated: 401, axerr.CodePayloadTooLarge: 413, axerr.CodeStoreUnavailable: 503,
+		axerr.CodeToolFailed: 502, axerr.CodePostconditionFailed: 502, axerr.CodeIdempotencyKeyReused: 422,
+	}
+	for code, status := range want {
+		if got := code.HTTPStatus(); got != status {
+			t.Errorf("%s: status %d, want %d", code, got, status)
+		}
+	}
+	for _, c := range axerr.Codes() {
+		if c.Type() == axerr.TypeInternal && c != axerr.CodeInternal {
+			t.Errorf("%s has no entry in the table", c)
+		}
+		if c.AgentAction() == "" {
+			t.Errorf("%s has no agent action", c)
+		}
+	}
+	if axerr.CodeMissingParam.Type() != axerr.TypeParameter || axerr.CodeOutOfRange.Type() != axerr.TypeConstraint ||
+		axerr.CodeConfirmationMissing.Type() != axerr.TypeSafety || axerr.CodeTenantBoundary.Type() != axerr.TypeSecurity ||
+		axerr.CodeRoleInsufficient.Type() != axerr.TypeAuthorization || axerr.CodePreconditionFailed.Type() != axerr.TypePrecondition {
+		t.Error("categories differ from the AXAG error table")
+	}
+}
+
+func TestIsAndAs(t *testing.T) {
+	e := axerr.New(axerr.CodeRateLimited, "slow down")
+	wrapped := fmt.Errorf("gate: %w", e)
+	if !errors.Is(wrapped, axerr.CodeRateLimited) {
+		t.Error("errors.Is(code) failed through a wrap")
+	}
+	if !errors.Is(wrapped, axerr.New(axerr.CodeRateLimited, "other text")) {
+		t.Error("errors.Is(*Error with same code) failed")
+	}
+	if errors.Is(wrapped, axerr.CodeScopeViolation) {
+		t.Error("errors.Is matched another code")
+	}
+	got, ok := axerr.As(wrapped)
+	if !ok || got != e {
+		t.Error("As did not find the *Error")
+	}
+	cause := errors.New("redis: connection refused")
+	se := axerr.New(axerr.CodeStoreUnavailable, "x").WithCause(cause)
+	if !errors.Is(se, cause) {
+		t.Error("cause not reachable with errors.Is")
+	}
+}
+
+func TestEnvelope(t *testing.T) {
+	e := axerr.Aggregate("order.place", []axerr.Violation{
+		{Path: "/cart_id", Message: "missing properties: 'cart_id'", Keyword: "required", Code: axerr.CodeMissingParam},
+		{Path: "/notes", Message: "expected string, but got number", Keyword: "type", Code: axerr.CodeInvalidType},
+	})
+	e.Suggestion = "Add /cart_id."
+	e.RetryAfter = 1500 * time.Millisecond
+	e.Err = errors.New("secret internal detail")
+	data, err := json.Marshal(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var env struct {
+		Error struct {
+			Code    string         `json:"code"`
+			Type    string         `json:"type"`
+			Message string         `json:"message"`
+			Details map[string]any `json:"details"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(data, &env); err != nil {
+		t.Fatal(err)
+	}
+	if env.Error.Code != "AXAG_MISSING_PARAM" || env.Error.Type != "parameter_error" {
+		t.Errorf("envelope = %s", data)
+	}
+	d := env.Error.Details
+	if d["intent"] != "order.place" || d["suggestion"] != "Add /cart_id." || d["retry_after"] != 2.0 || d["retryable"] != true {
+		t.Errorf("details = %v", d)
+	}
+	if vs := d["violations"].([]any); len(vs) != 2 {
+		t.Errorf("violations = %v", vs)
+	}
+	if strings.Contains(string(data), "secret internal detail") {
+		t.Error("the cause leaked into the envelope")
+	}
+
+	rpc := e.ToJSONRPC()
+	if rpc.Code != -32602 {
+		t.Errorf("JSON-RPC code = %d, want -32602", rpc.Code)
+	}
+	if errs := rpc.Data.(map[string]any)["errors"].([]axerr.Violation); len(errs) != 2 {
+		t.Errorf("data.errors = %v", errs)
+	}
+	if axerr.New(axerr.CodeApprovalMissing, "x").ToJSONRPC().Code != -32000 {
+		t.Error("non-parameter error mapped to invalid params")
+	}
+	if axerr.CodeConfirmationMissing.HTTPStatus() != http.StatusPreconditionRequired {
+		t.Error("428 expected")
+	}
+}
+
+func ExampleError_Envelope() {
+	e := axerr.New(axerr.CodeIntentNotFound, `no tool named "order_plase"`).WithSuggestion("Call one of: order_place")
+	data, _ := json.Marshal(e.Envelope().Error.Code)
+	fmt.Println(string(data), e.HTTPStatus(), e.Retryable())
+	// Output: "AXAG_INTENT_NOT_FOUND" 404 false
+}

@@ -1,0 +1,170 @@
+package middleware_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	axerr "github.com/axgate/axgate/errors"
+	"github.com/axgate/axgate/middleware"
+)
+
+type recorder struct{ events []string }
+
+func (r *recorder) StageDone(_ context.Context, _ *middleware.Call, stage string, d time.Duration, err error) {
+	outcome := "pass"
+	if err != nil {
+		outcome = "refuse"
+	}
+	if d < 0 {
+		outcome = "negative-duration"
+	}
+	r.events = append(r.events, stage+":"+outcome)
+}
+
+func stage(name string, log *[]string, refuse error) middleware.Stage {
+	return middleware.Stage{Name: name, Interceptor: func(ctx context.Context, c *middleware.Call, next middleware.Invoker) (middleware.Result, error) {
+		*log = append(*log, name)
+		if refuse != nil {
+			return middleware.Result{}, refuse
+		}
+		return next.Invoke(ctx, c)
+	}}
+}
+
+func TestBuildOrderAndAttribution(t *testing.T) {
+	var log []string
+	tool := middleware.InvokerFunc(func(context.Context, *middleware.Call) (middleware.Result, error) {
+		log = append(log, "tool")
+		return middleware.Result{Value: "done"}, nil
+	})
+	rec := &recorder{}
+	inv := middleware.Build(tool, rec, stage("a", &log, nil), stage("b", &log, nil))
+	res, err := inv.Invoke(context.Background(), middleware.NewCall("t", nil, middleware.Principal{}))
+	if err != nil || res.Value != "done" {
+		t.Fatalf("Invoke = %v, %v", res, err)
+	}
+	if strings.Join(log, ",") != "a,b,tool" {
+		t.Errorf("order = %v", log)
+	}
+	if strings.Join(rec.events, ",") != "a:pass,b:pass" {
+		t.Errorf("observer = %v", rec.events)
+	}
+
+	log, rec.events = nil, nil
+	refusal := axerr.New(axerr.CodeScopeViolation, "no")
+	inv = middleware.Build(tool, rec, stage("a", &log, nil), stage("b", &log, refusal), stage("c", &log, nil))
+	_, err = inv.Invoke(context.Background(), middleware.NewCall("t", nil, middleware.Principal{}))
+	if !errors.Is(err, axerr.CodeScopeViolation) || refusal.Gate != "b" {
+		t.Fatalf("err = %v, gate %q; want the refusal of stage b", err, refusal.Gate)
+	}
+	if strings.Join(log, ",") != "a,b" {
+		t.Errorf("stages after a refusal ran: %v", log)
+	}
+	if strings.Join(rec.events, ",") != "a:pass,b:refuse" {
+		t.Errorf("observer = %v", rec.events)
+	}
+}
+
+func TestChainComposes(t *testing.T) {
+	var log []string
+	mk := func(name string) middleware.Interceptor {
+		return func(ctx context.Context, c *middleware.Call, next middleware.Invoker) (middleware.Result, error) {
+			log = append(log, name)
+			return next.Invoke(ctx, c)
+		}
+	}
+	tool := middleware.InvokerFunc(func(context.Context, *middleware.Call) (middleware.Result, error) {
+		log = append(log, "tool")
+		return middleware.Result{}, nil
+	})
+	inv := middleware.Wrap(tool, middleware.Chain(mk("1"), mk("2")), mk("3"))
+	if _, err := inv.Invoke(context.Background(), &middleware.Call{}); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(log, ",") != "1,2,3,tool" {
+		t.Errorf("order = %v", log)
+	}
+}
+
+func TestArgsDecoding(t *testing.T) {
+	cases := []struct {
+		name string
+		raw  string
+		lim  middleware.Limits
+		code axerr.Code
+	}{
+		{name: "object", raw: `{"a":1}`},
+		{name: "empty means {}", raw: ``},
+		{name: "null means {}", raw: `null`},
+		{name: "array", raw: `[1]`, code: axerr.CodeInvalidArguments},
+		{name: "string", raw: `"x"`, code: axerr.CodeInvalidArguments},
+		{name: "not json", raw: `{a:1}`, code: axerr.CodeInvalidArguments},
+		{name: "bad utf8", raw: "{\"a\":\"\xc3\x28\"}", code: axerr.CodeInvalidArguments},
+		{name: "duplicate", raw: `{"a":1,"a":2}`, code: axerr.CodeInvalidArguments},
+		{name: "too deep", raw: `{"a":[[[[[1]]]]]}`, lim: middleware.Limits{MaxDepth: 3}, code: axerr.CodeInvalidArguments},
+		{name: "too large", raw: `{"a":"` + strings.Repeat("x", 100) + `"}`, lim: middleware.Limits{MaxBytes: 64}, code: axerr.CodePayloadTooLarge},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := middleware.NewCall("t", json.RawMessage(tc.raw), middleware.Principal{})
+			c.Limits = tc.lim
+			args, err := c.Args()
+			if tc.code == "" {
+				if err != nil || args == nil {
+					t.Fatalf("Args = %v, %v", args, err)
+				}
+				return
+			}
+			if !errors.Is(err, tc.code) {
+				t.Fatalf("err = %v; want %s", err, tc.code)
+			}
+			// The second look returns the same answer without decoding again.
+			if _, err2 := c.Args(); err2 == nil || err2.Error() != err.Error() {
+				t.Fatalf("second Args = %v", err2)
+			}
+		})
+	}
+}
+
+func TestArgsSHA256IsCanonical(t *testing.T) {
+	a := middleware.NewCall("t", json.RawMessage(`{"b": 1.0, "a": "x"}`), middleware.Principal{})
+	b := middleware.NewCall("t", json.RawMessage(`{"a":"x","b":1}`), middleware.Principal{})
+	c := middleware.NewCall("t", json.RawMessage(`{"a":"x","b":2}`), middleware.Principal{})
+	ha, err := a.ArgsSHA256()
+	if err != nil {
+		t.Fatal(err)
+	}
+	hb, _ := b.ArgsSHA256()
+	hc, _ := c.ArgsSHA256()
+	if ha != hb {
+		t.Errorf("key order or number spelling changed the digest: %s vs %s", ha, hb)
+	}
+	if ha == hc {
+		t.Error("different arguments gave the same digest")
+	}
+	if len(ha) != 43 || strings.ContainsAny(ha, "+/=") {
+		t.Errorf("digest %q is not unpadded base64url of 32 bytes", ha)
+	}
+	empty := middleware.NewCall("t", nil, middleware.Principal{})
+	he, _ := empty.ArgsSHA256()
+	braces := middleware.NewCall("t", json.RawMessage(`{}`), middleware.Principal{})
+	if hb2, _ := braces.ArgsSHA256(); he != hb2 {
+		t.Error("no arguments and {} hash differently")
+	}
+}
+
+func TestCommitsRunOnce(t *testing.T) {
+	c := &middleware.Call{}
+	n := 0
+	c.OnCommit(func(context.Context) error { n++; return nil })
+	if err := c.RunCommits(context.Background()); err != nil || n != 1 {
+		t.Fatalf("RunCommits = %v, n = %d", err, n)
+	}
+	if err := c.RunCommits(context.Background()); err != nil || n != 1 {
+		t.Fatalf("commits ran twice: n = %d", n)
+	}
+}
