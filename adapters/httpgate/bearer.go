@@ -1,0 +1,278 @@
+package httpgate
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	axerr "github.com/axgate/axgate/errors"
+	"github.com/axgate/axgate/gates"
+	"github.com/axgate/axgate/middleware"
+)
+
+// BearerConfig configures JWTBearer.
+type BearerConfig struct {
+	// Keyfunc returns the verification key of a token (required). Bind each
+	// key to one algorithm in it; KeySetKeyfunc does so for a gates.KeySet
+	// (static keys, a JWKS file or URL), and keyfunc/v3 for a JWKS.
+	Keyfunc jwt.Keyfunc
+	// Issuer is the required "iss" (required: a token from any issuer is
+	// never accepted).
+	Issuer string
+	// Audience is the required "aud" (required).
+	Audience string
+	// Algorithms allowed in the "alg" header; default EdDSA, ES256, RS256.
+	// "none" is never accepted.
+	Algorithms []string
+	// TenantClaim names the claim holding the caller's tenant (a string);
+	// default "tenant".
+	TenantClaim string
+	// RolesClaim names the claim holding the caller's roles (an array of
+	// strings, or one space-separated string); default "roles".
+	RolesClaim string
+	// ScopeClaim names the claim holding the granted scopes (a
+	// space-separated string as in RFC 8693, or an array); default "scope".
+	// A token without it yields Principal.Scopes == nil: no scope
+	// restriction was stated, which is not the same as an empty grant.
+	ScopeClaim string
+	// Types are the accepted "typ" headers; default "", "JWT", "at+jwt" and
+	// "application/at+jwt". Confirmation and approval tokens
+	// (axag-confirmation+jwt, axag-approval+jwt) are always refused, so a
+	// token minted for one call never authenticates a caller.
+	Types []string
+	// Leeway is the clock skew allowed on exp, nbf and iat; default 30s.
+	Leeway time.Duration
+	// MaxTokenBytes bounds a token before it is parsed; default 8 KiB.
+	MaxTokenBytes int
+}
+
+// Defaults of BearerConfig.
+const (
+	DefaultBearerLeeway   = 30 * time.Second
+	DefaultMaxTokenBytes  = 8 << 10
+	DefaultTenantClaim    = "tenant"
+	DefaultRolesClaim     = "roles"
+	DefaultScopeClaim     = "scope"
+	reasonMissingToken    = "missing_token"
+	reasonNoAuthenticator = "no_authenticator"
+)
+
+var forbiddenTypes = []string{"axag-confirmation+jwt", "axag-approval+jwt"}
+
+// JWTBearer returns a PrincipalFunc that authenticates requests by an
+// "Authorization: Bearer <JWT>" header, verified with golang-jwt v5: the
+// algorithm must be allowed, the signature valid, "iss" and "aud" must match,
+// "exp" is required, "sub" must be non-empty, and a "crit" header is refused
+// (golang-jwt does not understand any). The principal is sub, the tenant,
+// roles and scope claims, and all the claims.
+//
+// A missing or bad token is refused with 401 AXGATE_UNAUTHENTICATED, a
+// "reason" detail (missing_token, too_large, malformed, expired,
+// not_yet_valid, bad_signature, unknown_key, wrong_issuer, wrong_audience,
+// wrong_type, crit_header, missing_claim, bad_claim) and a
+// WWW-Authenticate: Bearer challenge. No key material or token content is
+// echoed.
+func JWTBearer(cfg BearerConfig) (PrincipalFunc, error) {
+	if cfg.Keyfunc == nil {
+		return nil, errors.New("httpgate: JWTBearer needs a Keyfunc")
+	}
+	if cfg.Issuer == "" || cfg.Audience == "" {
+		return nil, errors.New("httpgate: JWTBearer needs an Issuer and an Audience")
+	}
+	if len(cfg.Algorithms) == 0 {
+		cfg.Algorithms = gates.DefaultAlgorithms
+	}
+	if slices.Contains(cfg.Algorithms, "none") {
+		return nil, errors.New(`httpgate: JWTBearer never accepts alg "none"`)
+	}
+	if cfg.TenantClaim == "" {
+		cfg.TenantClaim = DefaultTenantClaim
+	}
+	if cfg.RolesClaim == "" {
+		cfg.RolesClaim = DefaultRolesClaim
+	}
+	if cfg.ScopeClaim == "" {
+		cfg.ScopeClaim = DefaultScopeClaim
+	}
+	if cfg.Types == nil {
+		cfg.Types = []string{"", "JWT", "at+jwt", "application/at+jwt"}
+	}
+	if cfg.Leeway == 0 {
+		cfg.Leeway = DefaultBearerLeeway
+	}
+	if cfg.MaxTokenBytes == 0 {
+		cfg.MaxTokenBytes = DefaultMaxTokenBytes
+	}
+	b := &bearer{cfg: cfg, parser: jwt.NewParser(
+		jwt.WithValidMethods(cfg.Algorithms),
+		jwt.WithIssuer(cfg.Issuer),
+		jwt.WithAudience(cfg.Audience),
+		jwt.WithExpirationRequired(),
+		jwt.WithIssuedAt(),
+		jwt.WithLeeway(cfg.Leeway),
+	)}
+	return b.principal, nil
+}
+
+type bearer struct {
+	cfg    BearerConfig
+	parser *jwt.Parser
+}
+
+var (
+	errTypeRefused = errors.New("token type refused")
+	errCrit        = errors.New("crit header refused")
+)
+
+func (b *bearer) principal(r *http.Request) (middleware.Principal, error) {
+	raw, ok := bearerToken(r.Header.Get("Authorization"))
+	if !ok {
+		return middleware.Principal{}, unauthenticated(reasonMissingToken, "the request has no bearer token")
+	}
+	if len(raw) > b.cfg.MaxTokenBytes {
+		return middleware.Principal{}, unauthenticated("too_large", "the bearer token is too large")
+	}
+	claims := jwt.MapClaims{}
+	_, err := b.parser.ParseWithClaims(raw, claims, b.keyfunc)
+	if err != nil {
+		reason := jwtReason(err)
+		return middleware.Principal{}, unauthenticated(reason, "the bearer token is not valid ("+strings.ReplaceAll(reason, "_", " ")+")").WithCause(err)
+	}
+	p := middleware.Principal{Claims: claims}
+	if p.ID, ok = claims["sub"].(string); !ok || p.ID == "" {
+		return middleware.Principal{}, unauthenticated("missing_claim", "the bearer token names no subject (sub)")
+	}
+	if v, ok := claims[b.cfg.TenantClaim]; ok {
+		if p.Tenant, ok = v.(string); !ok {
+			return middleware.Principal{}, badClaim(b.cfg.TenantClaim)
+		}
+	}
+	if v, ok := claims[b.cfg.RolesClaim]; ok {
+		if p.Roles, ok = stringList(v); !ok {
+			return middleware.Principal{}, badClaim(b.cfg.RolesClaim)
+		}
+	}
+	if v, ok := claims[b.cfg.ScopeClaim]; ok {
+		if p.Scopes, ok = stringList(v); !ok {
+			return middleware.Principal{}, badClaim(b.cfg.ScopeClaim)
+		}
+		if p.Scopes == nil {
+			p.Scopes = []string{} // stated, and empty: grants nothing
+		}
+	}
+	return p, nil
+}
+
+// keyfunc checks the headers golang-jwt leaves alone, then asks the
+// configured Keyfunc.
+func (b *bearer) keyfunc(t *jwt.Token) (any, error) {
+	if _, ok := t.Header["crit"]; ok {
+		return nil, errCrit
+	}
+	typ := ""
+	if v, ok := t.Header["typ"]; ok {
+		s, isString := v.(string)
+		if !isString {
+			return nil, errTypeRefused
+		}
+		typ = s
+	}
+	if slices.Contains(forbiddenTypes, strings.ToLower(typ)) || !slices.ContainsFunc(b.cfg.Types, func(s string) bool { return strings.EqualFold(s, typ) }) {
+		return nil, errTypeRefused
+	}
+	return b.cfg.Keyfunc(t)
+}
+
+func bearerToken(h string) (string, bool) {
+	const scheme = "bearer "
+	if len(h) <= len(scheme) || !strings.EqualFold(h[:len(scheme)], scheme) {
+		return "", false
+	}
+	t := strings.TrimSpace(h[len(scheme):])
+	return t, t != ""
+}
+
+func jwtReason(err error) string {
+	switch {
+	case errors.Is(err, errCrit):
+		return "crit_header"
+	case errors.Is(err, errTypeRefused):
+		return "wrong_type"
+	case errors.Is(err, gates.ErrUnknownKey):
+		return "unknown_key"
+	case errors.Is(err, jwt.ErrTokenExpired):
+		return "expired"
+	case errors.Is(err, jwt.ErrTokenNotValidYet), errors.Is(err, jwt.ErrTokenUsedBeforeIssued):
+		return "not_yet_valid"
+	case errors.Is(err, jwt.ErrTokenInvalidIssuer):
+		return "wrong_issuer"
+	case errors.Is(err, jwt.ErrTokenInvalidAudience):
+		return "wrong_audience"
+	case errors.Is(err, jwt.ErrTokenRequiredClaimMissing):
+		return "missing_claim"
+	case errors.Is(err, jwt.ErrTokenSignatureInvalid):
+		return "bad_signature"
+	case errors.Is(err, jwt.ErrTokenUnverifiable):
+		return "unknown_key"
+	}
+	return "malformed"
+}
+
+// stringList reads an array of strings or a space-separated string.
+func stringList(v any) ([]string, bool) {
+	switch t := v.(type) {
+	case string:
+		return strings.Fields(t), true
+	case []any:
+		out := make([]string, 0, len(t))
+		for _, e := range t {
+			s, ok := e.(string)
+			if !ok {
+				return nil, false
+			}
+			out = append(out, s)
+		}
+		return out, true
+	}
+	return nil, false
+}
+
+func unauthenticated(reason, msg string) *axerr.Error {
+	return axerr.New(axerr.CodeUnauthenticated, msg).With("reason", reason)
+}
+
+func badClaim(name string) *axerr.Error {
+	return unauthenticated("bad_claim", fmt.Sprintf("the bearer token's %q claim has the wrong type", name))
+}
+
+// bearerChallenge is the WWW-Authenticate value of a 401 (RFC 6750): a plain
+// challenge when no token came, invalid_token when one did.
+func bearerChallenge(e *axerr.Error) string {
+	switch e.Details["reason"] {
+	case nil, reasonMissingToken, reasonNoAuthenticator:
+		return `Bearer realm="axgate"`
+	}
+	return `Bearer realm="axgate", error="invalid_token"`
+}
+
+// KeySetKeyfunc adapts a gates.KeySet (static keys, a JWKS file or URL) to a
+// jwt.Keyfunc: the key is chosen by the token's "kid", and the token's "alg"
+// must be the one algorithm that key is bound to.
+func KeySetKeyfunc(ks gates.KeySet) jwt.Keyfunc {
+	return func(t *jwt.Token) (any, error) {
+		kid, _ := t.Header["kid"].(string)
+		k, err := ks.Key(kid)
+		if err != nil {
+			return nil, err
+		}
+		if t.Method == nil || t.Method.Alg() != k.Algorithm {
+			return nil, fmt.Errorf("%w: key %q is for %s", jwt.ErrTokenSignatureInvalid, k.ID, k.Algorithm)
+		}
+		return k.Public, nil
+	}
+}

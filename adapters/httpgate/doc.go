@@ -1,0 +1,32 @@
+// Package httpgate puts axgate in front of net/http, with the standard
+// library only (no router).
+//
+// There are three entry points:
+//
+//   - Middleware gates the routes of an existing handler. A ServeMux pattern
+//     ("POST /orders", "DELETE /accounts/{account_id}") is bound to a manifest
+//     tool; a request on that route is authenticated, its arguments are
+//     gathered from the JSON body, the path values and the query parameters,
+//     and the whole axgate chain runs before the handler is called. A refused
+//     request gets the AXAG error envelope and never reaches the handler.
+//   - NewToolServer serves a manifest as a tool API: GET /tools,
+//     GET /tools/{name}, POST /tools/{name}/validate (the Tool Validation API,
+//     not gated by authentication and never calling a handler) and
+//     POST /tools/{name}/call (the whole chain, then the tool).
+//   - NewHumanHandler serves the endpoints a person uses through a UI:
+//     POST /confirmations, GET /approvals and POST /approvals/{id}. Mount it
+//     on the UI backend only, with that backend's own authentication.
+//
+// Who calls is decided by a PrincipalFunc; JWTBearer is a ready one for
+// OAuth-style bearer tokens. Confirmation and approval tokens, the
+// idempotency key and a claimed tenant travel in the X-AXAG-Confirmation,
+// X-AXAG-Approval, Idempotency-Key and X-AXAG-Tenant headers.
+//
+// Every refusal is written by WriteError: the status of the AXAG error table,
+// Content-Type application/json, the envelope
+// {"error":{"code","type","message","details"}}, Retry-After when the error
+// says when to retry, and WWW-Authenticate: Bearer on 401.
+//
+// A W3C traceparent on the request is continued: the propagator (by default
+// otel.GetTextMapPropagator()) extracts it into the context the chain runs in.
+package httpgate

@@ -1,0 +1,175 @@
+package httpgate
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"time"
+
+	"go.opentelemetry.io/otel/propagation"
+
+	"github.com/axgate/axgate"
+	axerr "github.com/axgate/axgate/errors"
+	"github.com/axgate/axgate/gates"
+)
+
+// NewHumanHandler returns the endpoints a person uses through a UI to let an
+// agent's call through:
+//
+//	POST /confirmations   {"tool","arguments"} → {"token","expires_at"}
+//	                      a confirmation token for exactly that call, for the
+//	                      authenticated person (who is the agent's principal)
+//	GET  /approvals       {"approvals":[…]}: the pending requests the
+//	                      authenticated approver may decide
+//	POST /approvals/{id}  {"approve":bool,"reason"} →
+//	                      {"id","approved":true,"token","expires_at"} or
+//	                      {"id","approved":false}
+//
+// These endpoints mint tokens, so they must be reachable only by people:
+// mount the handler on the UI backend, never on the API agents call, and
+// authenticate it with that backend's own principal function (a session, not
+// an agent's bearer token). A nil principal function refuses every request.
+// Errors are AXAG envelopes; an unknown approval request is 404.
+func NewHumanHandler(enf *axgate.Enforcer, principal PrincipalFunc, opts ...Option) http.Handler {
+	cfg := newConfig(append(opts, WithPrincipal(principal)))
+	h := &humanHandler{cfg: cfg, enf: enf, mux: http.NewServeMux()}
+	h.mux.HandleFunc("POST /confirmations", h.confirm)
+	h.mux.HandleFunc("GET /approvals", h.pending)
+	h.mux.HandleFunc("POST /approvals/{id}", h.decide)
+	return h
+}
+
+type humanHandler struct {
+	cfg config
+	enf *axgate.Enforcer
+	mux *http.ServeMux
+}
+
+func (h *humanHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// Tokens must never sit in a shared cache.
+	w.Header().Set("Cache-Control", "no-store")
+	h.mux.ServeHTTP(w, r)
+}
+
+// TokenResponse is the answer of POST /confirmations and of an approving
+// POST /approvals/{id}.
+type TokenResponse struct {
+	// ID is the approval request decided (approvals only).
+	ID string `json:"id,omitempty"`
+	// Approved is set on an approval decision.
+	Approved *bool `json:"approved,omitempty"`
+	// Token is the signed token; the agent sends it in X-AXAG-Confirmation
+	// or X-AXAG-Approval.
+	Token string `json:"token,omitempty"`
+	// ExpiresAt is when the token stops being accepted.
+	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+}
+
+func (h *humanHandler) confirm(w http.ResponseWriter, r *http.Request) {
+	ctx := h.cfg.propagator.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
+	p, err := h.cfg.authenticate(r)
+	if err != nil {
+		h.cfg.writeError(ctx, w, err)
+		return
+	}
+	var req struct {
+		Tool      string          `json:"tool"`
+		Arguments json.RawMessage `json:"arguments"`
+	}
+	if err := h.decodeBody(w, r, &req); err != nil {
+		h.cfg.writeError(ctx, w, err)
+		return
+	}
+	if req.Tool == "" {
+		h.cfg.writeError(ctx, w, badRequest(`the body must name the "tool" to confirm`))
+		return
+	}
+	if len(req.Arguments) == 0 || string(req.Arguments) == "null" {
+		req.Arguments = json.RawMessage("{}")
+	}
+	tok, exp, err := h.enf.IssueConfirmation(ctx, p, req.Tool, req.Arguments)
+	if err != nil {
+		h.cfg.writeError(ctx, w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, TokenResponse{Token: tok, ExpiresAt: &exp})
+}
+
+func (h *humanHandler) pending(w http.ResponseWriter, r *http.Request) {
+	ctx := h.cfg.propagator.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
+	p, err := h.cfg.authenticate(r)
+	if err != nil {
+		h.cfg.writeError(ctx, w, err)
+		return
+	}
+	list, err := h.enf.PendingApprovals(ctx, p)
+	if err != nil {
+		h.cfg.writeError(ctx, w, err)
+		return
+	}
+	if list == nil {
+		list = []gates.ApprovalRequest{}
+	}
+	writeJSON(w, http.StatusOK, struct {
+		Approvals []gates.ApprovalRequest `json:"approvals"`
+	}{list})
+}
+
+func (h *humanHandler) decide(w http.ResponseWriter, r *http.Request) {
+	ctx := h.cfg.propagator.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
+	p, err := h.cfg.authenticate(r)
+	if err != nil {
+		h.cfg.writeError(ctx, w, err)
+		return
+	}
+	id := r.PathValue("id")
+	var req struct {
+		Approve *bool  `json:"approve"`
+		Reason  string `json:"reason"`
+	}
+	if err := h.decodeBody(w, r, &req); err != nil {
+		h.cfg.writeError(ctx, w, err)
+		return
+	}
+	if req.Approve == nil {
+		h.cfg.writeError(ctx, w, badRequest(`the body must say "approve": true or false`))
+		return
+	}
+	tok, exp, err := h.enf.Decide(ctx, p, id, *req.Approve, req.Reason)
+	if err != nil {
+		if errors.Is(err, gates.ErrNotFound) {
+			writeMessage(w, http.StatusNotFound, "Approval request not found: "+id)
+			return
+		}
+		h.cfg.writeError(ctx, w, err)
+		return
+	}
+	resp := TokenResponse{ID: id, Approved: req.Approve}
+	if *req.Approve {
+		resp.Token, resp.ExpiresAt = tok, &exp
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// decodeBody reads a small JSON request object strictly: bounded, no unknown
+// fields, nothing after it.
+func (h *humanHandler) decodeBody(w http.ResponseWriter, r *http.Request, v any) error {
+	body, err := h.cfg.readBody(w, r)
+	if err != nil {
+		return err
+	}
+	if _, err := h.cfg.callLimits().Resolved().Decode(body); err != nil {
+		return badRequest("the body is not a valid JSON object")
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return badRequest("the body does not have the expected fields: " + err.Error())
+	}
+	return nil
+}
+
+func badRequest(msg string) *axerr.Error {
+	return axerr.New(axerr.CodeInvalidArguments, msg)
+}

@@ -1,0 +1,339 @@
+package httpgate
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"mime"
+	"net/http"
+	"strings"
+
+	"go.opentelemetry.io/otel/propagation"
+
+	"github.com/axgate/axgate"
+	axerr "github.com/axgate/axgate/errors"
+	"github.com/axgate/axgate/gates"
+	"github.com/axgate/axgate/manifest"
+	"github.com/axgate/axgate/middleware"
+)
+
+// Middleware returns net/http middleware that gates the routes bound with
+// WithRoute (and, with WithIntentHeader, requests naming an intent) by the
+// enforcer's whole chain. It panics when a pattern is invalid, two patterns
+// conflict or a route names a tool the manifest does not declare, as
+// ServeMux.Handle does: a mistake in the bindings shows at start-up, not on
+// the first request. NewMiddleware returns the error instead.
+//
+// For a gated request, in order: the trace context is continued; the caller
+// is authenticated (WithPrincipal); the body is read (at most 1 MiB by
+// default) and handed back to the handler unchanged; the arguments are the
+// body's JSON object merged with the path values and query parameters named
+// like the action's parameters; the credentials come from the
+// X-AXAG-Confirmation, X-AXAG-Approval, Idempotency-Key and X-AXAG-Tenant
+// headers. A refusal is written with WriteError and the handler is not
+// called.
+//
+// The handler's response on a gated route is buffered, so that the checks
+// after the tool (postconditions, output schema) can still refuse it and the
+// idempotency gate can store it. A response with status 500 or more counts as
+// a failed call (an idempotency key may then be used again) and is passed on
+// as the handler wrote it. A result the idempotency gate replays is written
+// as JSON with status 200 and Idempotent-Replayed: true. The handler can read
+// the authenticated principal with PrincipalFrom.
+func Middleware(enf *axgate.Enforcer, opts ...Option) func(http.Handler) http.Handler {
+	mw, err := NewMiddleware(enf, opts...)
+	if err != nil {
+		panic(err)
+	}
+	return mw
+}
+
+// NewMiddleware is Middleware returning a configuration mistake as an error.
+func NewMiddleware(enf *axgate.Enforcer, opts ...Option) (func(http.Handler) http.Handler, error) {
+	if enf == nil {
+		return nil, errors.New("httpgate: nil enforcer")
+	}
+	cfg := newConfig(opts)
+	if err := errors.Join(cfg.errs...); err != nil {
+		return nil, err
+	}
+	m := enf.Manifest()
+	bound := http.NewServeMux()
+	byPattern := make(map[string]*manifest.Action, len(cfg.routes))
+	var errs []error
+	for _, rt := range cfg.routes {
+		a := lookup(m, rt.tool)
+		if a == nil {
+			errs = append(errs, fmt.Errorf("httpgate: route %q names %q, which the manifest does not declare", rt.pattern, rt.tool))
+			continue
+		}
+		if err := register(bound, rt.pattern); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		byPattern[rt.pattern] = a
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return func(next http.Handler) http.Handler {
+		g := &gate{cfg: cfg, m: m, bound: bound, byPattern: byPattern, next: next}
+		g.chain = enf.Wrap(middleware.InvokerFunc(g.invokeHandler))
+		return g
+	}, nil
+}
+
+// register adds pattern to mux, turning ServeMux's panic on a bad or
+// conflicting pattern into an error.
+func register(mux *http.ServeMux, pattern string) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("httpgate: route %q: %v", pattern, p)
+		}
+	}()
+	mux.Handle(pattern, http.NotFoundHandler()) // only its pattern is used
+	return nil
+}
+
+// lookup finds an action by tool name or by intent.
+func lookup(m *manifest.Manifest, name string) *manifest.Action {
+	if a := m.Tool(name); a != nil {
+		return a
+	}
+	return m.Action(name)
+}
+
+type gate struct {
+	cfg       config
+	m         *manifest.Manifest
+	bound     *http.ServeMux
+	byPattern map[string]*manifest.Action
+	next      http.Handler
+	chain     middleware.Invoker
+}
+
+type exchangeKey struct{}
+
+// exchange is what the handler invoker needs of the request being served,
+// passed through the chain in the context.
+type exchange struct {
+	principal middleware.Principal
+	w         http.ResponseWriter
+	r         *http.Request
+	rec       *recorder
+	decode    bool
+}
+
+// PrincipalFrom returns the principal a gated request was authenticated as,
+// for the handler behind Middleware.
+func PrincipalFrom(ctx context.Context) (middleware.Principal, bool) {
+	ex, ok := ctx.Value(exchangeKey{}).(*exchange)
+	if !ok {
+		return middleware.Principal{}, false
+	}
+	return ex.principal, true
+}
+
+func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	a, pattern, err := g.resolve(r)
+	if err != nil {
+		g.cfg.writeError(r.Context(), w, err)
+		return
+	}
+	if a == nil {
+		g.next.ServeHTTP(w, r)
+		return
+	}
+	if pattern != "" {
+		// Match again on a copy of the request so that it carries the
+		// pattern's path values, leaving the caller's request untouched.
+		r = r.WithContext(r.Context())
+		g.bound.ServeHTTP(noWrite{}, r)
+	}
+	g.serve(w, r, a)
+}
+
+// resolve finds the action of a request: by bound pattern, then by intent
+// header. It returns nil for a request that is not gated.
+func (g *gate) resolve(r *http.Request) (*manifest.Action, string, error) {
+	var a *manifest.Action
+	var pattern string
+	if len(g.byPattern) > 0 {
+		if _, p := g.bound.Handler(r); p != "" {
+			if a = g.byPattern[p]; a != nil {
+				pattern = p
+			}
+		}
+	}
+	if g.cfg.intentHeader {
+		if name := r.Header.Get(HeaderIntent); name != "" {
+			h := lookup(g.m, name)
+			switch {
+			case h == nil:
+				return nil, "", gates.IntentNotFound(g.m, name)
+			case a != nil && h != a:
+				return nil, "", axerr.Newf(axerr.CodeIntentNotFound, "the %s header names %q, but this route is %q", HeaderIntent, name, a.Intent).
+					WithIntent(a.Intent).With("tool", name).
+					WithSuggestion("Drop the header or name the route's own intent.")
+			}
+			a = h
+		}
+	}
+	if a == nil && g.cfg.requireRoute {
+		return nil, "", axerr.Newf(axerr.CodeIntentNotFound, "%s %s is not a tool of this server", r.Method, r.URL.Path).
+			WithSuggestion("Use one of the routes bound to a tool.")
+	}
+	return a, pattern, nil
+}
+
+// noWrite is the ResponseWriter of the second match, whose handlers never
+// write.
+type noWrite struct{}
+
+func (noWrite) Header() http.Header       { return http.Header{} }
+func (noWrite) Write(b []byte) (int, error) { return len(b), nil }
+func (noWrite) WriteHeader(int)           {}
+
+func (g *gate) serve(w http.ResponseWriter, r *http.Request, a *manifest.Action) {
+	ctx := g.cfg.propagator.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
+	p, err := g.cfg.authenticate(r)
+	if err != nil {
+		g.cfg.writeError(ctx, w, err)
+		return
+	}
+	body, err := g.cfg.readBody(w, r)
+	if err != nil {
+		g.cfg.writeError(ctx, w, err)
+		return
+	}
+	lim := g.cfg.callLimits()
+	if lim == (middleware.Limits{}) {
+		lim.MaxBytes = int(g.cfg.maxBodyBytes)
+	}
+	args, err := arguments(a, body, r, lim)
+	if err != nil {
+		g.cfg.writeError(ctx, w, err)
+		return
+	}
+	call := &middleware.Call{
+		Tool:        a.ToolName(),
+		Action:      a,
+		Arguments:   args,
+		Principal:   p,
+		Credentials: credentials(r.Header),
+		Limits:      g.cfg.callLimits(),
+	}
+	ex := &exchange{principal: p, w: w, r: r, decode: a.OutputSchema != nil || len(a.Postconditions) > 0}
+	ctx = context.WithValue(ctx, exchangeKey{}, ex)
+	res, err := g.chain.Invoke(ctx, call)
+	if err != nil {
+		if hf, ok := errors.AsType[*handlerFailure](err); ok {
+			hf.rec.flush(w)
+			return
+		}
+		g.cfg.writeError(ctx, w, err)
+		return
+	}
+	if ex.rec != nil {
+		ex.rec.flush(w)
+		return
+	}
+	// The chain answered without running the handler: a replayed result.
+	w.Header().Set(HeaderReplayed, "true")
+	writeJSON(w, http.StatusOK, res.Value)
+}
+
+// invokeHandler is the tool at the end of the chain: the wrapped handler,
+// writing into a buffer.
+func (g *gate) invokeHandler(ctx context.Context, call *middleware.Call) (middleware.Result, error) {
+	ex, ok := ctx.Value(exchangeKey{}).(*exchange)
+	if !ok {
+		return middleware.Result{}, errors.New("httpgate: handler invoked outside a request")
+	}
+	ex.rec = newRecorder()
+	g.next.ServeHTTP(ex.rec, ex.r.WithContext(ctx))
+	if ex.rec.status >= http.StatusInternalServerError {
+		return middleware.Result{}, &handlerFailure{rec: ex.rec}
+	}
+	v, err := ex.rec.value(ex.decode)
+	if err != nil {
+		return middleware.Result{}, err
+	}
+	return middleware.Result{Value: v}, nil
+}
+
+// handlerFailure is a handler's response with status 500 or more: a failed
+// call, whose response is still passed on as written.
+type handlerFailure struct{ rec *recorder }
+
+func (f *handlerFailure) Error() string {
+	return fmt.Sprintf("handler responded %d %s", f.rec.status, http.StatusText(f.rec.status))
+}
+
+// recorder buffers a handler's response.
+type recorder struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func newRecorder() *recorder { return &recorder{header: make(http.Header)} }
+
+func (r *recorder) Header() http.Header { return r.header }
+
+func (r *recorder) WriteHeader(status int) {
+	if r.status == 0 {
+		r.status = status
+	}
+}
+
+func (r *recorder) Write(b []byte) (int, error) {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	return r.body.Write(b)
+}
+
+func (r *recorder) flush(w http.ResponseWriter) {
+	h := w.Header()
+	for k, v := range r.header {
+		h[k] = v
+	}
+	status := r.status
+	if status == 0 {
+		status = http.StatusOK
+	}
+	w.WriteHeader(status)
+	_, _ = w.Write(r.body.Bytes())
+}
+
+// value is the tool result the chain sees: a JSON body as json.RawMessage
+// (decoded when a check after the tool needs the value), any other body as a
+// string, no body as nil.
+func (r *recorder) value(decode bool) (any, error) {
+	b := r.body.Bytes()
+	if len(b) == 0 {
+		return nil, nil
+	}
+	if !isJSON(r.header.Get("Content-Type")) || !json.Valid(b) {
+		return string(b), nil
+	}
+	if !decode {
+		return json.RawMessage(b), nil
+	}
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+func isJSON(contentType string) bool {
+	mt, _, err := mime.ParseMediaType(contentType)
+	if err != nil {
+		return false
+	}
+	return mt == "application/json" || strings.HasSuffix(mt, "+json")
+}

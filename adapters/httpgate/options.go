@@ -1,0 +1,172 @@
+package httpgate
+
+import (
+	"fmt"
+	"log/slog"
+	"net/http"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/propagation"
+
+	axerr "github.com/axgate/axgate/errors"
+	"github.com/axgate/axgate/middleware"
+)
+
+// Headers that carry a call's credentials and, optionally, its intent.
+const (
+	// HeaderConfirmation carries one confirmation token.
+	HeaderConfirmation = "X-AXAG-Confirmation"
+	// HeaderApproval carries approval tokens: the header repeated, or
+	// comma-separated values, or both.
+	HeaderApproval = "X-AXAG-Approval"
+	// HeaderIdempotencyKey carries the caller's idempotency key (IETF
+	// draft-ietf-httpapi-idempotency-key-header).
+	HeaderIdempotencyKey = "Idempotency-Key"
+	// HeaderTenant carries the tenant the request claims to act in; it must
+	// be the principal's own.
+	HeaderTenant = "X-AXAG-Tenant"
+	// HeaderIntent names the intent (or tool name) of a request, read by
+	// Middleware only with WithIntentHeader.
+	HeaderIntent = "X-AXAG-Intent"
+	// HeaderReplayed is set to "true" on a response the idempotency gate
+	// answered from a stored result instead of running the handler again.
+	HeaderReplayed = "Idempotent-Replayed"
+)
+
+// DefaultMaxBodyBytes is the largest request body read by default (1 MiB);
+// a larger one is refused with 413 AXGATE_PAYLOAD_TOO_LARGE.
+const DefaultMaxBodyBytes = 1 << 20
+
+// PrincipalFunc authenticates a request: it returns who makes the call, or an
+// error. An *errors.Error is written as it is; any other error becomes
+// 401 AXGATE_UNAUTHENTICATED (its text is never shown to the caller).
+type PrincipalFunc func(r *http.Request) (middleware.Principal, error)
+
+// Anonymous is a PrincipalFunc that lets every request through as the empty
+// principal (no ID, tenant, roles or scopes). Use it only on purpose, for
+// example behind a gateway that already authenticated the caller and where
+// no gate depends on who calls.
+func Anonymous(*http.Request) (middleware.Principal, error) { return middleware.Principal{}, nil }
+
+// Option configures Middleware, NewToolServer and NewHumanHandler.
+type Option func(*config)
+
+type config struct {
+	principal    PrincipalFunc
+	routes       []route
+	intentHeader bool
+	requireRoute bool
+	maxBodyBytes int64
+	maxDepth     int
+	callsOff     bool
+	propagator   propagation.TextMapPropagator
+	log          *slog.Logger
+	errs         []error
+}
+
+type route struct {
+	pattern string
+	tool    string
+}
+
+func newConfig(opts []Option) config {
+	c := config{maxBodyBytes: DefaultMaxBodyBytes}
+	for _, o := range opts {
+		o(&c)
+	}
+	if c.propagator == nil {
+		c.propagator = otel.GetTextMapPropagator()
+	}
+	if c.log == nil {
+		c.log = slog.Default()
+	}
+	return c
+}
+
+// callLimits is what a Call gets: zero (the enforcer's own limits) unless the
+// depth was configured here.
+func (c *config) callLimits() middleware.Limits {
+	if c.maxDepth == 0 {
+		return middleware.Limits{}
+	}
+	return middleware.Limits{MaxBytes: int(c.maxBodyBytes), MaxDepth: c.maxDepth}
+}
+
+// WithPrincipal sets how requests are authenticated. Without it every gated
+// request is refused with 401 AXGATE_UNAUTHENTICATED: a forgotten option
+// fails closed. Pass Anonymous to let requests through unauthenticated on
+// purpose. The validation and discovery endpoints of the tool server never
+// call it.
+func WithPrincipal(f PrincipalFunc) Option { return func(c *config) { c.principal = f } }
+
+// WithRoute binds a net/http ServeMux pattern ("POST /orders",
+// "DELETE /accounts/{account_id}") to a manifest tool (its tool name or its
+// intent) for Middleware. Patterns follow ServeMux's rules, including
+// precedence between overlapping patterns; a request that matches no bound
+// pattern passes through ungated.
+func WithRoute(pattern, tool string) Option {
+	return func(c *config) { c.routes = append(c.routes, route{pattern, tool}) }
+}
+
+// WithRoutes binds several patterns at once (see WithRoute).
+func WithRoutes(routes map[string]string) Option {
+	return func(c *config) {
+		for p, t := range routes {
+			c.routes = append(c.routes, route{p, t})
+		}
+	}
+}
+
+// WithIntentHeader lets Middleware take the tool from the X-AXAG-Intent
+// header (an intent such as "order.place", or a tool name). On a bound route
+// the header may only repeat the route's tool; a different one is refused
+// with AXAG_INTENT_NOT_FOUND rather than guessed between. On an unbound route
+// the header alone gates the request.
+func WithIntentHeader() Option { return func(c *config) { c.intentHeader = true } }
+
+// WithRequireIntent makes Middleware refuse, with 404 AXAG_INTENT_NOT_FOUND,
+// every request that resolves to no tool (no bound route, no intent
+// header), instead of passing it through: for a handler that serves agents
+// only.
+func WithRequireIntent() Option { return func(c *config) { c.requireRoute = true } }
+
+// WithLimits bounds request bodies: at most maxBodyBytes bytes (default
+// 1 MiB; over it → 413 AXGATE_PAYLOAD_TOO_LARGE) and, when maxDepth > 0, at
+// most maxDepth levels of nesting in the arguments (otherwise the enforcer's
+// limit applies, 64 by default). Zero keeps a default.
+func WithLimits(maxBodyBytes int64, maxDepth int) Option {
+	return func(c *config) {
+		if maxBodyBytes < 0 || maxDepth < 0 {
+			c.errs = append(c.errs, fmt.Errorf("httpgate: negative limits %d, %d", maxBodyBytes, maxDepth))
+			return
+		}
+		if maxBodyBytes > 0 {
+			c.maxBodyBytes = maxBodyBytes
+		}
+		c.maxDepth = maxDepth
+	}
+}
+
+// WithCallsDisabled makes the tool server refuse POST /tools/{name}/call with
+// 403, while discovery and validation keep working (the allow_execute=false
+// of the Tool Validation API).
+func WithCallsDisabled() Option { return func(c *config) { c.callsOff = true } }
+
+// WithPropagator sets how a trace context is read from request headers. The
+// default is otel.GetTextMapPropagator() at construction time; configure the
+// global propagator (for example propagation.TraceContext{}) before building.
+func WithPropagator(p propagation.TextMapPropagator) Option {
+	return func(c *config) { c.propagator = p }
+}
+
+// WithLogger sets where faults that cannot be shown to the caller (an error
+// that is not an *errors.Error, a response that could not be written) are
+// logged. The default is slog.Default().
+func WithLogger(l *slog.Logger) Option { return func(c *config) { c.log = l } }
+
+// unauthenticatedByDefault refuses every request: the PrincipalFunc of a
+// config without WithPrincipal.
+func unauthenticatedByDefault(*http.Request) (middleware.Principal, error) {
+	return middleware.Principal{}, axerr.New(axerr.CodeUnauthenticated, "this server has no authentication configured, so it refuses every call").
+		With("reason", "no_authenticator")
+}

@@ -1,0 +1,242 @@
+package httpgate
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"reflect"
+	"strings"
+	"unicode/utf8"
+
+	axerr "github.com/axgate/axgate/errors"
+	"github.com/axgate/axgate/manifest"
+	"github.com/axgate/axgate/middleware"
+)
+
+// readBody reads the whole request body, at most c.maxBodyBytes, and gives
+// the request a fresh reader over the same bytes so the handler sees the body
+// unchanged.
+func (c *config) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	if r.Body == nil || r.Body == http.NoBody {
+		return nil, nil
+	}
+	if r.ContentLength > c.maxBodyBytes {
+		return nil, tooLarge(c.maxBodyBytes)
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, c.maxBodyBytes))
+	if err != nil {
+		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+			return nil, tooLarge(c.maxBodyBytes)
+		}
+		return nil, axerr.New(axerr.CodeInvalidArguments, "the request body could not be read").WithCause(err)
+	}
+	if len(body) == 0 {
+		r.Body = http.NoBody
+	} else {
+		r.Body = io.NopCloser(bytes.NewReader(body))
+	}
+	return body, nil
+}
+
+func tooLarge(limit int64) *axerr.Error {
+	return axerr.Newf(axerr.CodePayloadTooLarge, "the request body is over the limit of %d bytes", limit).With("max_bytes", limit)
+}
+
+// argument is one argument taken from the path or the query string.
+type argument struct {
+	name  string
+	from  string // "path" or "query"
+	raw   []byte // its JSON
+	value any    // raw decoded, for comparison with the body's
+}
+
+// arguments builds a call's argument object from the JSON body, the path
+// values and the query parameters. Only the action's declared top-level
+// parameter names are taken from the path and the query; anything else there
+// is the handler's business. Path and query strings are converted to the
+// parameter's declared type where that is unambiguous (see coerce). The same
+// name given twice with different values (path and body, or path and query)
+// is refused rather than guessed between. Without path or query arguments the
+// body is passed on byte for byte.
+func arguments(a *manifest.Action, body []byte, r *http.Request, lim middleware.Limits) (json.RawMessage, error) {
+	extra, err := pathAndQuery(a, r)
+	if err != nil {
+		return nil, err
+	}
+	trimmed := bytes.TrimSpace(body)
+	if len(extra) == 0 {
+		if len(trimmed) == 0 {
+			return json.RawMessage("{}"), nil
+		}
+		return body, nil
+	}
+	var fromBody map[string]any
+	if len(trimmed) > 0 {
+		v, err := lim.Resolved().Decode(trimmed)
+		if err != nil {
+			return nil, middleware.DecodeError(err).WithIntent(a.Intent)
+		}
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil, axerr.New(axerr.CodeInvalidArguments, "the request body must be a JSON object").WithIntent(a.Intent)
+		}
+		fromBody = m
+	}
+	var out bytes.Buffer
+	out.Grow(len(trimmed) + 32*len(extra))
+	out.WriteByte('{')
+	n := 0
+	for _, x := range extra {
+		if bv, ok := fromBody[x.name]; ok {
+			if !reflect.DeepEqual(bv, x.value) {
+				return nil, conflict(a, x.name, x.from, "body")
+			}
+			continue // the body already has it
+		}
+		if n > 0 {
+			out.WriteByte(',')
+		}
+		key, _ := json.Marshal(x.name)
+		out.Write(key)
+		out.WriteByte(':')
+		out.Write(x.raw)
+		n++
+	}
+	if len(fromBody) > 0 {
+		inner := bytes.TrimSpace(trimmed[1 : len(trimmed)-1])
+		if n > 0 {
+			out.WriteByte(',')
+		}
+		out.Write(inner)
+	}
+	out.WriteByte('}')
+	return out.Bytes(), nil
+}
+
+// pathAndQuery collects the action's parameters that appear as path values
+// or query parameters.
+func pathAndQuery(a *manifest.Action, r *http.Request) ([]argument, error) {
+	if len(a.Parameters) == 0 {
+		return nil, nil
+	}
+	var query map[string][]string
+	if r.URL.RawQuery != "" {
+		query = r.URL.Query()
+	}
+	var out []argument
+	for _, p := range a.Parameters {
+		var fromPath *argument
+		if v := r.PathValue(p.Name); v != "" {
+			x, err := coerce(a, p, "path", []string{v})
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, x)
+			fromPath = &out[len(out)-1]
+		}
+		vs, ok := query[p.Name]
+		if !ok {
+			continue
+		}
+		x, err := coerce(a, p, "query", vs)
+		if err != nil {
+			return nil, err
+		}
+		if fromPath != nil {
+			if !bytes.Equal(fromPath.raw, x.raw) {
+				return nil, conflict(a, p.Name, "path", "query")
+			}
+			continue
+		}
+		out = append(out, x)
+	}
+	return out, nil
+}
+
+// coerce turns path or query strings into the JSON value of a declared
+// parameter:
+//
+//   - integer and number: the text itself when it is a JSON number literal
+//     ("42", "-1.5", "1e3"), otherwise a JSON string, which the parameter
+//     gate then refuses with AXAG_INVALID_TYPE;
+//   - boolean: exactly "true" or "false", otherwise a string (refused);
+//   - array: every repetition of the query parameter, in order, each
+//     converted by the item type;
+//   - string, object and anything else: a JSON string (an object cannot be
+//     spelled in a query, so the parameter gate refuses it).
+//
+// A parameter that is not an array may appear once.
+func coerce(a *manifest.Action, p *manifest.Parameter, from string, vals []string) (argument, error) {
+	for _, v := range vals {
+		if !utf8.ValidString(v) {
+			return argument{}, axerr.Newf(axerr.CodeInvalidArguments, "the %s value of %q is not valid UTF-8", from, p.Name).
+				WithIntent(a.Intent).With("parameter", p.Name)
+		}
+	}
+	var raw []byte
+	if p.Type == "array" {
+		item := "string"
+		if p.Items != nil {
+			item = p.Items.Type
+		}
+		raw = append(raw, '[')
+		for i, v := range vals {
+			if i > 0 {
+				raw = append(raw, ',')
+			}
+			raw = append(raw, scalar(item, v)...)
+		}
+		raw = append(raw, ']')
+	} else {
+		if len(vals) != 1 {
+			return argument{}, axerr.Newf(axerr.CodeInvalidArguments, "the %s parameter %q is given %d times but is not an array", from, p.Name, len(vals)).
+				WithIntent(a.Intent).With("parameter", p.Name).
+				WithSuggestion(fmt.Sprintf("Send %s once.", p.Name))
+		}
+		raw = scalar(p.Type, vals[0])
+	}
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		// scalar only produces valid JSON; this is a defect.
+		return argument{}, fmt.Errorf("httpgate: %s value of %q: %w", from, p.Name, err)
+	}
+	return argument{name: p.Name, from: from, raw: raw, value: v}, nil
+}
+
+func scalar(typ, s string) []byte {
+	switch typ {
+	case "integer", "number":
+		if isNumber(s) {
+			return []byte(s)
+		}
+	case "boolean":
+		if s == "true" || s == "false" {
+			return []byte(s)
+		}
+	}
+	b, _ := json.Marshal(s)
+	return b
+}
+
+// isNumber reports whether s is a JSON number literal (RFC 8259 section 6).
+func isNumber(s string) bool {
+	if s == "" || !(s[0] == '-' || (s[0] >= '0' && s[0] <= '9')) {
+		return false
+	}
+	return json.Valid([]byte(s)) && !strings.ContainsAny(s, " \t\r\n")
+}
+
+func conflict(a *manifest.Action, name, from, other string) *axerr.Error {
+	e := axerr.Newf(axerr.CodeInvalidArguments, "%q is given in the %s and in the %s with different values", name, from, other).
+		WithIntent(a.Intent).
+		WithSuggestion(fmt.Sprintf("Give %s once, or the same value in both places.", name))
+	e.Violations = []axerr.Violation{{Path: "/" + escapePointer(name), Message: "given twice with different values", Keyword: "conflict", Code: axerr.CodeInvalidArguments}}
+	return e
+}
+
+func escapePointer(s string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
+}
