@@ -1,0 +1,236 @@
+package mcpgate
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/propagation"
+
+	"github.com/axgate/axgate"
+	axerr "github.com/axgate/axgate/errors"
+	"github.com/axgate/axgate/middleware"
+)
+
+// Handlers binds tool names (the manifest action's tool name: its
+// operation_id, or its intent with dots replaced by underscores) to the Go
+// code that runs them.
+type Handlers map[string]middleware.Invoker
+
+// PrincipalFunc returns the authenticated caller of a tool call. It must take
+// the principal from the transport's authentication (the request's
+// TokenInfo, a session the server authenticated), never from the arguments.
+// An error refuses the call with AXGATE_UNAUTHENTICATED.
+type PrincipalFunc func(ctx context.Context, req *mcp.CallToolRequest) (middleware.Principal, error)
+
+// Option configures the adapter.
+type Option func(*config)
+
+type config struct {
+	principal      PrincipalFunc
+	rpcParamErrors bool
+	noElicitation  bool
+	noHeaders      bool
+	propagator     propagation.TextMapPropagator
+}
+
+func newConfig(opts []Option) config {
+	c := config{
+		principal:  TokenInfoPrincipal,
+		propagator: propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}),
+	}
+	for _, o := range opts {
+		o(&c)
+	}
+	return c
+}
+
+// WithPrincipal replaces how the caller is found. The default,
+// TokenInfoPrincipal, reads the bearer token the streamable HTTP transport
+// verified (auth.RequireBearerToken); a stdio server, which has no transport
+// authentication, serves the local user who started it: use
+// StaticPrincipal.
+func WithPrincipal(f PrincipalFunc) Option { return func(c *config) { c.principal = f } }
+
+// WithJSONRPCParamErrors answers parameter refusals (missing, wrong type, out
+// of range, bad enum or format, unknown parameter, malformed arguments) with
+// a JSON-RPC error -32602 (invalid params) whose data carries the AXAG code,
+// type and details, the violations in data.errors, instead of a tool result
+// with isError. Clients that surface protocol errors to the model can use it;
+// by default every refusal is a tool result, which every client shows to the
+// model.
+func WithJSONRPCParamErrors() Option { return func(c *config) { c.rpcParamErrors = true } }
+
+// WithoutElicitation never asks the person inline, even when the client can:
+// a confirmation then always needs a signed token. Use it when the client is
+// not trusted to show the question to the person itself.
+func WithoutElicitation() Option { return func(c *config) { c.noElicitation = true } }
+
+// WithoutHeaderCredentials ignores the X-AXAG-* and Idempotency-Key headers of
+// the streamable HTTP transport; credentials are then read from _meta only.
+func WithoutHeaderCredentials() Option { return func(c *config) { c.noHeaders = true } }
+
+// WithPropagator sets how a trace context is continued from the call's _meta
+// (default: W3C traceparent/tracestate and baggage).
+func WithPropagator(p propagation.TextMapPropagator) Option {
+	return func(c *config) { c.propagator = p }
+}
+
+// AddTools registers every tool of the enforcer's manifest on s: name,
+// description, the input schema the parameter gate enforces, the MCP
+// annotations and the AXAG safety block in _meta["axag/safety"]. Each is bound
+// to its handler with the whole chain around it. Every manifest tool needs a
+// handler and every handler a manifest tool: AddTools registers nothing and
+// names the mismatches otherwise.
+func AddTools(s *mcp.Server, e *axgate.Enforcer, h Handlers, opts ...Option) error {
+	var missing, unknown []string
+	tools := e.Tools()
+	for _, t := range tools {
+		if h[t.Name] == nil {
+			missing = append(missing, t.Name)
+		}
+	}
+	for name := range h {
+		if _, ok := e.Tool(name); !ok {
+			unknown = append(unknown, name)
+		}
+	}
+	if len(missing)+len(unknown) > 0 {
+		slices.Sort(unknown)
+		var parts []string
+		if len(missing) > 0 {
+			parts = append(parts, "no handler for "+strings.Join(missing, ", "))
+		}
+		if len(unknown) > 0 {
+			parts = append(parts, "handlers for tools the manifest does not declare: "+strings.Join(unknown, ", "))
+		}
+		return fmt.Errorf("mcpgate: %s", strings.Join(parts, "; "))
+	}
+	c := newConfig(opts)
+	for _, t := range tools {
+		def, _ := Tool(e, t.Name)
+		s.AddTool(def, c.handler(e, h[t.Name]))
+	}
+	return nil
+}
+
+// Tool returns the MCP definition of one manifest tool, and whether it
+// exists.
+func Tool(e *axgate.Enforcer, name string) (*mcp.Tool, bool) {
+	t, ok := e.Tool(name)
+	a := e.Manifest().Tool(name)
+	if !ok || a == nil {
+		return nil, false
+	}
+	mt := a.MCPTool()
+	ann := mt.Annotations
+	def := &mcp.Tool{
+		Name:        t.Name,
+		Description: t.Description,
+		InputSchema: t.InputSchema,
+		Annotations: &mcp.ToolAnnotations{
+			Title:           ann.Title,
+			ReadOnlyHint:    ann.ReadOnlyHint,
+			DestructiveHint: &ann.DestructiveHint,
+			IdempotentHint:  ann.IdempotentHint,
+			OpenWorldHint:   &ann.OpenWorldHint,
+		},
+		Meta: mcp.Meta(mt.Meta),
+	}
+	// MCP requires an output schema to describe an object; a manifest's
+	// output_schema of another type is still enforced by the chain, just
+	// not advertised.
+	if len(a.OutputSchema) > 0 {
+		var probe struct {
+			Type any `json:"type"`
+		}
+		if json.Unmarshal(a.OutputSchema, &probe) == nil && probe.Type == "object" {
+			def.OutputSchema = a.OutputSchema
+		}
+	}
+	return def, true
+}
+
+// ToolHandler returns an MCP tool handler that runs every call of a manifest
+// tool through the enforcer's whole chain, then tool. Use it to register a
+// tool by hand (AddTools does it for the whole manifest). The chain is built
+// once, here.
+func ToolHandler(e *axgate.Enforcer, tool middleware.Invoker, opts ...Option) mcp.ToolHandler {
+	c := newConfig(opts)
+	return c.handler(e, tool)
+}
+
+func (c config) handler(e *axgate.Enforcer, tool middleware.Invoker) mcp.ToolHandler {
+	inv := e.Wrap(tool)
+	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		if req == nil || req.Params == nil {
+			return c.refuse(axerr.New(axerr.CodeInvalidArguments, "the tools/call request has no params"))
+		}
+		meta := req.Params.Meta
+		ctx = c.propagator.Extract(ctx, metaCarrier(meta))
+
+		p, err := c.principal(ctx, req)
+		if err != nil {
+			return c.refuse(unauthenticated(err))
+		}
+		creds, cerr := c.credentials(req)
+		if cerr != nil {
+			return c.refuse(cerr)
+		}
+		call := middleware.NewCall(req.Params.Name, req.Params.Arguments, p)
+		call.Credentials = creds
+
+		el := c.elicitation(req)
+		if el != nil {
+			call.Elicit = func(ctx context.Context, message string) (bool, error) { return el.ask(ctx, call, message) }
+		}
+		res, err := inv.Invoke(ctx, call)
+		if err != nil {
+			if el != nil && el.question != "" {
+				// The confirmation gate asked and no answer was there yet:
+				// ask the person through the client, then the client calls
+				// again with the answer.
+				return el.inputRequired(call), nil
+			}
+			return c.refuse(err)
+		}
+		return Success(res)
+	}
+}
+
+// refuse renders a refusal: a tool result with isError, or, with
+// WithJSONRPCParamErrors, a JSON-RPC -32602 error for parameter errors. The
+// JSON-RPC error is returned unwrapped, since the SDK keeps the data of a
+// *jsonrpc.Error only when the handler returns one as it is.
+func (c config) refuse(err error) (*mcp.CallToolResult, error) {
+	ae := asRefusal(err)
+	if c.rpcParamErrors && ae.Code.IsParameterError() {
+		return nil, JSONRPCError(ae)
+	}
+	return Refusal(ae), nil
+}
+
+func unauthenticated(err error) *axerr.Error {
+	if ae, ok := axerr.As(err); ok {
+		return ae
+	}
+	return axerr.New(axerr.CodeUnauthenticated, "the caller is not authenticated").
+		WithSuggestion("Connect with valid credentials (a bearer token on the streamable HTTP transport).").
+		WithCause(err)
+}
+
+// asRefusal returns err as an *axerr.Error; anything else is a fault that the
+// caller sees only as AXGATE_INTERNAL.
+func asRefusal(err error) *axerr.Error {
+	if ae, ok := axerr.As(err); ok {
+		return ae
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return axerr.New(axerr.CodeToolFailed, "the call was cancelled or ran out of time").WithCause(err)
+	}
+	return axerr.New(axerr.CodeInternal, "the call could not be processed").WithCause(err)
+}
