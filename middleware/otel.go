@@ -1,0 +1,588 @@
+package middleware
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	"go.opentelemetry.io/otel/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
+
+	axerr "github.com/axgate/axgate/errors"
+	"github.com/axgate/axgate/manifest"
+)
+
+// StageObserve is the name of the telemetry stage, which wraps the whole
+// chain.
+const StageObserve = "observe"
+
+// InstrumentationName is the OpenTelemetry instrumentation scope of axgate's
+// tracer and meter.
+const InstrumentationName = "github.com/axgate/axgate"
+
+// Decisions as recorded in axag.decision.
+const (
+	// DecisionAllow: every gate let the call through (the tool may still
+	// have failed; then axag.error.code says so and axag.gate is "tool").
+	DecisionAllow = "allow"
+	// DecisionDeny: a stage of the chain refused the call.
+	DecisionDeny = "deny"
+)
+
+// Attribute keys. The gen_ai.* keys follow the OpenTelemetry GenAI semantic
+// conventions for execute_tool spans; the axag.* keys are axgate's own.
+const (
+	keyOperationName = attribute.Key("gen_ai.operation.name")
+	keyToolName      = attribute.Key("gen_ai.tool.name")
+	keyToolCallID    = attribute.Key("gen_ai.tool.call.id")
+	keyToolArguments = attribute.Key("gen_ai.tool.call.arguments")
+	keyErrorType     = attribute.Key("error.type")
+
+	keyIntent     = attribute.Key("axag.intent")
+	keyActionType = attribute.Key("axag.action_type")
+	keyRiskLevel  = attribute.Key("axag.risk_level")
+	keyDecision   = attribute.Key("axag.decision")
+	keyCode       = attribute.Key("axag.error.code")
+	keyGate       = attribute.Key("axag.gate")
+	keyOutcome    = attribute.Key("axag.gate.outcome")
+	keyPaths      = attribute.Key("axag.error.paths")
+	keyCheckOnly  = attribute.Key("axag.check_only")
+	keyReplayed   = attribute.Key("axag.replayed")
+)
+
+const (
+	operationExecuteTool = "execute_tool"
+	// gateTool is the gate a tool failure is attributed to.
+	gateTool = "tool"
+	// gateEvent is the name of the span event each stage's outcome adds.
+	gateEvent = "axag.gate"
+	// outcomes of a gate event.
+	outcomePass = "pass"
+	outcomeDeny = "deny"
+	// maxToolNameAttr bounds a tool name the manifest does not declare
+	// before it goes into a span attribute: it comes from the caller.
+	maxToolNameAttr = 128
+	// maxCached bounds each lazily filled cache of attribute sets, so that
+	// unexpected codes or stage names cannot grow memory without bound.
+	maxCached = 512
+)
+
+// durationBuckets are the histogram boundaries, in seconds, of
+// axag.call.duration and axag.gate.duration: gates take microseconds, tools
+// up to seconds, so the SDK's default (0 … 10000, meant for milliseconds)
+// would put everything in its first bucket.
+var durationBuckets = []float64{
+	0.000_001, 0.000_005, 0.000_01, 0.000_025, 0.000_05, 0.000_1, 0.000_25, 0.000_5,
+	0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10,
+}
+
+// Redactor decides what of a call's arguments may be recorded on its span
+// (gen_ai.tool.call.arguments) and in its audit record. args is a fresh copy
+// of the arguments, which the redactor may change and return; action is the
+// resolved manifest action. The result is recorded as JSON; nil records
+// nothing. Arguments are never recorded without a Redactor.
+type Redactor func(action *manifest.Action, args map[string]any) any
+
+// RedactExcept returns a Redactor that records the values of the named
+// top-level arguments and replaces every other value with "[REDACTED]", so
+// that an argument added later is hidden until someone names it here.
+func RedactExcept(keep ...string) Redactor {
+	allowed := make(map[string]bool, len(keep))
+	for _, k := range keep {
+		allowed[k] = true
+	}
+	return func(_ *manifest.Action, args map[string]any) any {
+		for k := range args {
+			if !allowed[k] {
+				args[k] = "[REDACTED]"
+			}
+		}
+		return args
+	}
+}
+
+// TelemetryConfig configures NewTelemetry.
+type TelemetryConfig struct {
+	// TracerProvider makes the spans. Nil means the global provider
+	// (otel.GetTracerProvider), which follows a provider installed later with
+	// otel.SetTracerProvider. A trace/noop provider turns tracing off.
+	TracerProvider trace.TracerProvider
+	// MeterProvider makes the instruments. Nil means the global provider; a
+	// metric/noop provider turns metrics off.
+	MeterProvider metric.MeterProvider
+	// Audit receives one record per decision; nil means no audit.
+	Audit AuditSink
+	// RecordArguments, when set, records the arguments as it returns them.
+	RecordArguments Redactor
+}
+
+// Telemetry traces, measures and audits every call through a chain: its
+// Stage goes outermost, around every gate, and it is the chain's Observer,
+// so it hears each gate's outcome and time.
+//
+// Spans are named "execute_tool {tool}" and carry the GenAI attributes
+// (gen_ai.operation.name, gen_ai.tool.name, gen_ai.tool.call.id) and axag.intent,
+// axag.action_type, axag.risk_level, axag.decision, axag.error.code and
+// axag.gate; each gate's outcome is an "axag.gate" event and a refusal sets
+// the status to error. Metrics are axag.decisions, axag.call.duration and
+// axag.gate.duration, with low-cardinality attributes only.
+//
+// Attribute sets are prepared once per action, stage and code, so a call
+// allocates nothing for them; with tracing or metrics off their instruments
+// are not touched at all.
+type Telemetry struct {
+	tracer  trace.Tracer // nil: tracing off
+	metrics bool
+
+	decisions    metric.Int64Counter
+	callDuration metric.Float64Histogram
+	gateDuration metric.Float64Histogram
+
+	audit  AuditSink
+	redact Redactor
+
+	byTool   map[string]*actionTelemetry
+	byAction map[*manifest.Action]*actionTelemetry
+	unknown  *actionTelemetry
+
+	gates cache[string, *gateTelemetry]
+}
+
+// actionTelemetry is what is prepared for one action.
+type actionTelemetry struct {
+	action    *manifest.Action
+	spanName  string
+	startOpts []trace.SpanStartOption
+	// static are the action's own span attributes, set at the end when the
+	// span was started before the action was known.
+	static []attribute.KeyValue
+	// allowAttrs are the span attributes of an allowed call.
+	allowAttrs []attribute.KeyValue
+	intentAttr []attribute.KeyValue
+	outcomes   cache[outcomeKey, *outcomeTelemetry]
+}
+
+type outcomeKey struct {
+	decision string
+	code     axerr.Code
+	check    bool
+}
+
+// outcomeTelemetry holds the metric options of one decision of one action.
+type outcomeTelemetry struct {
+	add    []metric.AddOption
+	record []metric.RecordOption
+}
+
+// gateTelemetry is what is prepared for one stage name.
+type gateTelemetry struct {
+	record []metric.RecordOption
+	pass   []trace.EventOption
+	attr   attribute.KeyValue
+}
+
+// NewTelemetry prepares the telemetry of the actions of m.
+func NewTelemetry(m *manifest.Manifest, cfg TelemetryConfig) (*Telemetry, error) {
+	t := &Telemetry{
+		audit:    cfg.Audit,
+		redact:   cfg.RecordArguments,
+		byTool:   make(map[string]*actionTelemetry),
+		byAction: make(map[*manifest.Action]*actionTelemetry),
+	}
+	tp := cfg.TracerProvider
+	if tp == nil {
+		tp = otel.GetTracerProvider()
+	}
+	if !isNoopTracer(tp) {
+		t.tracer = tp.Tracer(InstrumentationName)
+	}
+	mp := cfg.MeterProvider
+	if mp == nil {
+		mp = otel.GetMeterProvider()
+	}
+	if !isNoopMeter(mp) {
+		if err := t.instruments(mp.Meter(InstrumentationName)); err != nil {
+			return nil, err
+		}
+		t.metrics = true
+	}
+	if m != nil {
+		for _, a := range m.Actions {
+			at := newActionTelemetry(a)
+			t.byAction[a] = at
+			t.byTool[a.ToolName()] = at
+		}
+	}
+	t.unknown = newActionTelemetry(nil)
+	return t, nil
+}
+
+func isNoopTracer(tp trace.TracerProvider) bool {
+	switch tp.(type) {
+	case tracenoop.TracerProvider, *tracenoop.TracerProvider:
+		return true
+	}
+	return false
+}
+
+func isNoopMeter(mp metric.MeterProvider) bool {
+	switch mp.(type) {
+	case metricnoop.MeterProvider, *metricnoop.MeterProvider:
+		return true
+	}
+	return false
+}
+
+func (t *Telemetry) instruments(meter metric.Meter) error {
+	var err error
+	if t.decisions, err = meter.Int64Counter("axag.decisions",
+		metric.WithDescription("Tool calls decided by axgate, by intent, decision and error code."),
+		metric.WithUnit("{call}")); err != nil {
+		return fmt.Errorf("axag.decisions: %w", err)
+	}
+	if t.callDuration, err = meter.Float64Histogram("axag.call.duration",
+		metric.WithDescription("Time of a tool call through the whole chain, tool included when it ran."),
+		metric.WithUnit("s"), metric.WithExplicitBucketBoundaries(durationBuckets...)); err != nil {
+		return fmt.Errorf("axag.call.duration: %w", err)
+	}
+	if t.gateDuration, err = meter.Float64Histogram("axag.gate.duration",
+		metric.WithDescription("Time a gate of the chain spent on a call before passing it on or refusing it."),
+		metric.WithUnit("s"), metric.WithExplicitBucketBoundaries(durationBuckets...)); err != nil {
+		return fmt.Errorf("axag.gate.duration: %w", err)
+	}
+	return nil
+}
+
+func newActionTelemetry(a *manifest.Action) *actionTelemetry {
+	at := &actionTelemetry{action: a, spanName: operationExecuteTool}
+	start := []attribute.KeyValue{keyOperationName.String(operationExecuteTool)}
+	if a != nil {
+		at.spanName = operationExecuteTool + " " + a.ToolName()
+		at.static = []attribute.KeyValue{
+			keyIntent.String(a.Intent),
+			keyActionType.String(string(a.Type)),
+			keyRiskLevel.String(string(riskOf(a))),
+		}
+		at.intentAttr = []attribute.KeyValue{keyIntent.String(a.Intent)}
+		start = append(start, keyToolName.String(a.ToolName()))
+		start = append(start, at.static...)
+	}
+	at.startOpts = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(start...)}
+	at.allowAttrs = []attribute.KeyValue{keyDecision.String(DecisionAllow)}
+	return at
+}
+
+// riskOf is the action's risk level, "none" when the manifest leaves it out.
+func riskOf(a *manifest.Action) manifest.RiskLevel {
+	if a.RiskLevel == "" {
+		return manifest.RiskNone
+	}
+	return a.RiskLevel
+}
+
+// Enabled reports whether the telemetry records anything: tracing, metrics or
+// an audit sink. An enforcer leaves a disabled Telemetry out of its chain.
+func (t *Telemetry) Enabled() bool { return t.tracer != nil || t.metrics || t.audit != nil }
+
+// Stage returns the stage that traces, measures and audits each call. Put it
+// outermost, and pass t as the chain's Observer.
+func (t *Telemetry) Stage() Stage { return Stage{Name: StageObserve, Interceptor: t.intercept} }
+
+// callState is what the stage keeps about a call whose span records, for the
+// observer to add gate events to.
+type callState struct {
+	span trace.Span
+	// denied is set once a gate's refusal was added as an event.
+	denied bool
+}
+
+type callStateKey struct{}
+
+func (t *Telemetry) intercept(ctx context.Context, call *Call, next Invoker) (Result, error) {
+	start := time.Now()
+	at := t.lookup(call)
+	var (
+		span trace.Span
+		st   *callState
+	)
+	if t.tracer != nil {
+		ctx, span = t.tracer.Start(ctx, at.spanName, at.startOpts...)
+		if span.IsRecording() {
+			st = &callState{span: span}
+			ctx = context.WithValue(ctx, callStateKey{}, st)
+			if at.action == nil {
+				span.SetAttributes(keyToolName.String(boundedToolName(call.Tool)))
+			}
+			if call.ID != "" {
+				span.SetAttributes(keyToolCallID.String(call.ID))
+			}
+		}
+	}
+	res, err := next.Invoke(ctx, call)
+	end := time.Now()
+	t.finish(ctx, call, at, st, start, end, err)
+	if span != nil {
+		span.End(trace.WithTimestamp(end))
+	}
+	return res, err
+}
+
+// lookup returns what was prepared for the call's action: the one the
+// transport resolved, or the one its tool name names.
+func (t *Telemetry) lookup(call *Call) *actionTelemetry {
+	if call.Action != nil {
+		return t.forAction(call.Action)
+	}
+	if at, ok := t.byTool[call.Tool]; ok {
+		return at
+	}
+	return t.unknown
+}
+
+func (t *Telemetry) forAction(a *manifest.Action) *actionTelemetry {
+	if at, ok := t.byAction[a]; ok {
+		return at
+	}
+	// An action from outside the manifest the telemetry was built for.
+	return newActionTelemetry(a)
+}
+
+// outcome is how a call ended.
+type outcome struct {
+	decision string
+	code     axerr.Code
+	gate     string
+	err      *axerr.Error
+}
+
+func outcomeOf(err error) outcome {
+	if err == nil {
+		return outcome{decision: DecisionAllow}
+	}
+	ae, ok := axerr.As(err)
+	if !ok {
+		// Every stage must refuse with an *errors.Error: a plain error is a
+		// fault of the chain's configuration.
+		return outcome{decision: DecisionDeny, code: axerr.CodeInternal}
+	}
+	o := outcome{decision: DecisionDeny, code: ae.Code, gate: ae.Gate, err: ae}
+	if ae.Gate == gateTool {
+		// The gates allowed the call; the tool itself failed.
+		o.decision = DecisionAllow
+	}
+	return o
+}
+
+func (t *Telemetry) finish(ctx context.Context, call *Call, started *actionTelemetry, st *callState, start, end time.Time, err error) {
+	at := started
+	if call.Action != nil && call.Action != started.action {
+		at = t.forAction(call.Action)
+	}
+	o := outcomeOf(err)
+	var args json.RawMessage
+	if t.redact != nil && at.action != nil && (st != nil || t.audit != nil) {
+		args = t.recordedArguments(call, at.action)
+	}
+	if st != nil {
+		t.annotate(st, call, started, at, o, args)
+	}
+	if t.metrics {
+		ot := at.outcome(o, call.CheckOnly())
+		t.decisions.Add(ctx, 1, ot.add...)
+		t.callDuration.Record(ctx, end.Sub(start).Seconds(), ot.record...)
+	}
+	if t.audit != nil {
+		t.audit.Audit(ctx, auditRecord(ctx, call, at.action, o, start, end, args))
+	}
+}
+
+// annotate sets the decision on a recording span.
+func (t *Telemetry) annotate(st *callState, call *Call, started, at *actionTelemetry, o outcome, args json.RawMessage) {
+	span := st.span
+	if at != started && at.action != nil {
+		span.SetAttributes(at.static...)
+	}
+	if call.CheckOnly() {
+		span.SetAttributes(keyCheckOnly.Bool(true))
+	}
+	if call.Facts.Replayed {
+		span.SetAttributes(keyReplayed.Bool(true))
+	}
+	if args != nil {
+		span.SetAttributes(keyToolArguments.String(string(args)))
+	}
+	if o.code == "" {
+		span.SetAttributes(at.allowAttrs...)
+		return
+	}
+	kv := make([]attribute.KeyValue, 0, 4)
+	kv = append(kv, keyDecision.String(o.decision))
+	errType := string(o.code)
+	kv = append(kv, keyCode.String(errType))
+	if o.gate != "" {
+		kv = append(kv, keyGate.String(o.gate))
+	}
+	kv = append(kv, keyErrorType.String(errType))
+	span.SetAttributes(kv...)
+	if !st.denied && o.gate != "" {
+		// Refusals the observer did not hear: the tool's, and a stage's
+		// that refused after the tool ran (postconditions).
+		span.AddEvent(gateEvent, trace.WithAttributes(denyAttrs(o.gate, o.err)...))
+	}
+	span.SetStatus(codes.Error, errType)
+}
+
+// recordedArguments runs the redactor on a fresh copy of the arguments.
+func (t *Telemetry) recordedArguments(call *Call, a *manifest.Action) json.RawMessage {
+	if _, err := call.Args(); err != nil {
+		return nil
+	}
+	var fresh map[string]any
+	if len(call.Arguments) == 0 || string(call.Arguments) == "null" {
+		fresh = map[string]any{}
+	} else if err := json.Unmarshal(call.Arguments, &fresh); err != nil {
+		return nil
+	}
+	kept := t.redact(a, fresh)
+	if kept == nil {
+		return nil
+	}
+	out, err := json.Marshal(kept)
+	if err != nil {
+		return nil
+	}
+	return out
+}
+
+func (at *actionTelemetry) outcome(o outcome, check bool) *outcomeTelemetry {
+	return at.outcomes.get(outcomeKey{decision: o.decision, code: o.code, check: check}, func() *outcomeTelemetry {
+		kv := make([]attribute.KeyValue, 0, 4)
+		kv = append(kv, at.intentAttr...)
+		kv = append(kv, keyDecision.String(o.decision))
+		if o.code != "" {
+			kv = append(kv, keyCode.String(string(o.code)))
+		}
+		if check {
+			kv = append(kv, keyCheckOnly.Bool(true))
+		}
+		opt := metric.WithAttributeSet(attribute.NewSet(kv...))
+		return &outcomeTelemetry{add: []metric.AddOption{opt}, record: []metric.RecordOption{opt}}
+	})
+}
+
+// StageDone records a stage's time and adds its outcome to the call's span.
+// It implements Observer.
+func (t *Telemetry) StageDone(ctx context.Context, call *Call, stage string, d time.Duration, err error) {
+	if stage == StageObserve {
+		return
+	}
+	g := t.gates.get(stage, func() *gateTelemetry {
+		attr := keyGate.String(stage)
+		return &gateTelemetry{
+			attr:   attr,
+			record: []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(attr))},
+			pass:   []trace.EventOption{trace.WithAttributes(attr, keyOutcome.String(outcomePass))},
+		}
+	})
+	if t.metrics {
+		t.gateDuration.Record(ctx, d.Seconds(), g.record...)
+	}
+	st, _ := ctx.Value(callStateKey{}).(*callState)
+	if st == nil {
+		return
+	}
+	if err == nil {
+		st.span.AddEvent(gateEvent, g.pass...)
+		return
+	}
+	ae, _ := axerr.As(err)
+	st.denied = true
+	st.span.AddEvent(gateEvent, trace.WithAttributes(denyAttrs(stage, ae)...))
+}
+
+// denyAttrs describe a refusal without the values of the arguments: the
+// code and the JSON Pointers of the violations, never the messages, which may
+// quote a value.
+func denyAttrs(gate string, ae *axerr.Error) []attribute.KeyValue {
+	kv := []attribute.KeyValue{keyGate.String(gate), keyOutcome.String(outcomeDeny)}
+	if ae == nil {
+		return kv
+	}
+	kv = append(kv, keyCode.String(string(ae.Code)))
+	if len(ae.Violations) > 0 {
+		paths := make([]string, len(ae.Violations))
+		for i, v := range ae.Violations {
+			paths[i] = v.Path
+		}
+		kv = append(kv, keyPaths.StringSlice(paths))
+	}
+	return kv
+}
+
+// boundedToolName is a caller-chosen tool name made safe for an attribute:
+// valid UTF-8 and at most maxToolNameAttr bytes.
+func boundedToolName(s string) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	if len(s) <= maxToolNameAttr {
+		return s
+	}
+	cut := maxToolNameAttr
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut]
+}
+
+// cache is a copy-on-write map: reads take no lock and allocate nothing;
+// a miss builds the value once under a lock. It stops growing at maxCached
+// entries (then values are built per use).
+type cache[K comparable, V any] struct {
+	mu sync.Mutex
+	m  atomic.Pointer[map[K]V]
+}
+
+func (c *cache[K, V]) get(k K, build func() V) V {
+	if m := c.m.Load(); m != nil {
+		if v, ok := (*m)[k]; ok {
+			return v
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	old := c.m.Load()
+	if old != nil {
+		if v, ok := (*old)[k]; ok {
+			return v
+		}
+		if len(*old) >= maxCached {
+			return build()
+		}
+	}
+	v := build()
+	next := make(map[K]V, 1+lenOf(old))
+	if old != nil {
+		for k2, v2 := range *old {
+			next[k2] = v2
+		}
+	}
+	next[k] = v
+	c.m.Store(&next)
+	return v
+}
+
+func lenOf[K comparable, V any](m *map[K]V) int {
+	if m == nil {
+		return 0
+	}
+	return len(*m)
+}
