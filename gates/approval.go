@@ -1,0 +1,473 @@
+package gates
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sort"
+	"time"
+
+	axerr "github.com/axgate/axgate/errors"
+	"github.com/axgate/axgate/middleware"
+)
+
+// StageApproval is the name of the approval gate.
+const StageApproval = "approval"
+
+// Notifier hears of every new approval request, to tell the people who may
+// decide it (mail, chat, a queue). It is called synchronously when the gate
+// records the request; an error is reported in the refusal's details
+// ("approvers_notified": false) and does not change the outcome.
+type Notifier interface {
+	ApprovalRequested(ctx context.Context, req ApprovalRequest) error
+}
+
+// NotifierFunc adapts a function to Notifier.
+type NotifierFunc func(ctx context.Context, req ApprovalRequest) error
+
+// ApprovalRequested calls f.
+func (f NotifierFunc) ApprovalRequested(ctx context.Context, req ApprovalRequest) error {
+	return f(ctx, req)
+}
+
+// ApprovalConfig configures the approval gate.
+type ApprovalConfig struct {
+	// Verifier checks approval tokens (type TypApproval). When nil, no token
+	// is accepted.
+	Verifier *Verifier
+	// Replay records used token ids. Required.
+	Replay ReplayStore
+	// Store keeps approval requests. Required.
+	Store ApprovalStore
+	// Notifier, when set, hears of new requests.
+	Notifier Notifier
+	// RequestTTL is how long a request stays pending (default
+	// DefaultApprovalLifetime).
+	RequestTTL time.Duration
+	// Issuer signs the tokens Decide returns; without a Signer, Decide can
+	// only deny.
+	Issuer TokenIssuer
+	// TokenLifetime is the lifetime of tokens Decide issues (default: the
+	// verifier's maximum, else DefaultApprovalLifetime).
+	TokenLifetime time.Duration
+	// Now is the clock (time.Now when nil).
+	Now func() time.Time
+}
+
+// Approval is the gate for approval_required actions: the call needs
+// approval_count valid approval tokens from distinct approvers, each holding
+// one of approval_roles, none of them the caller, all bound to this call.
+// When they are missing it records a pending approval request that approvers
+// decide with Decide.
+type Approval struct {
+	cfg ApprovalConfig
+}
+
+// NewApproval returns the approval gate.
+func NewApproval(cfg ApprovalConfig) (*Approval, error) {
+	if cfg.Replay == nil {
+		return nil, errors.New("approval gate: no replay store")
+	}
+	if cfg.Store == nil {
+		return nil, errors.New("approval gate: no approval store")
+	}
+	if cfg.RequestTTL <= 0 {
+		cfg.RequestTTL = DefaultApprovalLifetime
+	}
+	if cfg.TokenLifetime <= 0 {
+		cfg.TokenLifetime = DefaultApprovalLifetime
+		if cfg.Verifier != nil {
+			cfg.TokenLifetime = cfg.Verifier.MaxLifetime()
+		}
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Issuer.Now == nil {
+		cfg.Issuer.Now = cfg.Now
+	}
+	return &Approval{cfg: cfg}, nil
+}
+
+// Stage returns the gate as a chain stage.
+func (g *Approval) Stage() middleware.Stage {
+	return middleware.Stage{Name: StageApproval, Interceptor: g.intercept}
+}
+
+// rejectedToken says why one presented approval token did not count.
+type rejectedToken struct {
+	Index  int         `json:"index"`
+	Reason TokenReason `json:"reason"`
+	Claim  string      `json:"claim,omitempty"`
+}
+
+func (g *Approval) intercept(ctx context.Context, call *middleware.Call, next middleware.Invoker) (middleware.Result, error) {
+	a := call.Action
+	if a == nil || !a.ApprovalRequired {
+		return next.Invoke(ctx, call)
+	}
+	digest, err := call.ArgsSHA256()
+	if err != nil {
+		return middleware.Result{}, err
+	}
+	p := call.Principal
+	need := max(a.ApprovalCount, 1)
+	reqID := ApprovalRequestID(a.Intent, digest, p.ID, p.Tenant)
+	call.Facts.ApprovalRequestID = reqID
+
+	var (
+		approvers []string
+		accepted  []*Claims
+		rejected  []rejectedToken
+	)
+	for i, raw := range call.Credentials.Approvals {
+		c, terr := g.verify(raw, call, digest)
+		if terr != nil {
+			rejected = append(rejected, rejectedToken{Index: i, Reason: terr.Reason, Claim: terr.Claim})
+			continue
+		}
+		if c.Subject == p.ID {
+			return middleware.Result{}, g.invalid(call, reqID, "self_approval", c.Subject,
+				"the caller cannot approve their own call; ask someone else in an approval role")
+		}
+		if !slices.ContainsFunc(c.Roles, func(r string) bool { return slices.Contains(a.ApprovalRoles, r) }) {
+			return middleware.Result{}, g.invalid(call, reqID, "role_not_allowed", c.Subject,
+				"the approver holds none of the roles that may approve this action")
+		}
+		if slices.Contains(approvers, c.Subject) {
+			// The same person approving twice still counts once.
+			continue
+		}
+		used, err := g.cfg.Replay.Used(ctx, c.ID)
+		if err != nil {
+			return middleware.Result{}, StoreUnavailable(call.Intent(), "the token replay store", err)
+		}
+		if used {
+			rejected = append(rejected, rejectedToken{Index: i, Reason: ReasonUsed})
+			continue
+		}
+		approvers = append(approvers, c.Subject)
+		accepted = append(accepted, c)
+	}
+
+	if len(approvers) < need {
+		return middleware.Result{}, g.missing(ctx, call, digest, reqID, need, approvers, rejected)
+	}
+	sorted := slices.Clone(approvers)
+	sort.Strings(sorted)
+	call.Facts.Approvers = sorted
+	if call.CheckOnly() {
+		return next.Invoke(ctx, call)
+	}
+	for _, c := range accepted {
+		ctx = spend(ctx, call, g.cfg.Replay, spentToken{
+			use:  TokenUse{ID: c.ID, Expires: g.cfg.Verifier.SpentUntil(c)},
+			kind: StageApproval,
+		}, func() *axerr.Error {
+			e := g.missingError(call, digest, reqID, need, nil, []rejectedToken{{Reason: ReasonUsed}})
+			e.Message = "an approval token was already used; request approval again"
+			return e
+		})
+	}
+	return next.Invoke(ctx, call)
+}
+
+// verify checks one approval token and its binding to the call.
+func (g *Approval) verify(raw string, call *middleware.Call, digest string) (*Claims, *TokenError) {
+	if g.cfg.Verifier == nil {
+		return nil, tokenError(ReasonUnknownKey, nil)
+	}
+	c, err := g.cfg.Verifier.Verify(raw)
+	if err != nil {
+		var te *TokenError
+		if !errors.As(err, &te) {
+			te = tokenError(ReasonMalformed, err)
+		}
+		return nil, te
+	}
+	p := call.Principal
+	switch {
+	case c.Subject == "":
+		return nil, &TokenError{Reason: ReasonMissingClaim, Claim: "sub"}
+	case c.ArgsSHA256 != digest:
+		return nil, tokenError(ReasonOtherArguments, nil)
+	case c.Intent != call.Intent():
+		return nil, tokenError(ReasonOtherIntent, nil)
+	case c.Requester != p.ID:
+		return nil, tokenError(ReasonOtherCaller, nil)
+	case c.Tenant != p.Tenant:
+		return nil, tokenError(ReasonOtherTenant, nil)
+	}
+	return c, nil
+}
+
+// invalid is AXAG_APPROVAL_INVALID (403): a valid token from someone who may
+// not approve.
+func (g *Approval) invalid(call *middleware.Call, reqID, reason, approver, msg string) *axerr.Error {
+	e := axerr.New(axerr.CodeApprovalInvalid, msg).
+		WithIntent(call.Intent()).
+		With("reason", reason).
+		With("approver", approver).
+		With("roles", nonNil(call.Action.ApprovalRoles)).
+		With("approval_request_id", reqID)
+	e.Gate = StageApproval
+	return e
+}
+
+// missing records (or finds) the approval request, notifies approvers of a
+// new one, and returns AXAG_APPROVAL_MISSING. A check-only call records
+// nothing and notifies no one; it reports the state of an existing request.
+func (g *Approval) missing(ctx context.Context, call *middleware.Call, digest, reqID string, need int, approvers []string, rejected []rejectedToken) error {
+	a, p := call.Action, call.Principal
+	var (
+		req      ApprovalRequest
+		created  bool
+		err      error
+		notified *bool
+	)
+	if call.CheckOnly() {
+		req, err = g.cfg.Store.Get(ctx, reqID)
+		if errors.Is(err, ErrNotFound) {
+			req, err = ApprovalRequest{ID: reqID, State: "not_requested"}, nil
+		}
+	} else {
+		now := g.cfg.Now()
+		req, created, err = g.cfg.Store.Create(ctx, ApprovalRequest{
+			ID:         reqID,
+			Tool:       call.Tool,
+			Intent:     a.Intent,
+			Requester:  p.ID,
+			Tenant:     p.Tenant,
+			ArgsSHA256: digest,
+			Arguments:  append([]byte(nil), call.Arguments...),
+			Roles:      slices.Clone(a.ApprovalRoles),
+			Count:      need,
+			State:      ApprovalPending,
+			CreatedAt:  now,
+			ExpiresAt:  now.Add(g.cfg.RequestTTL),
+		})
+	}
+	if err != nil {
+		return StoreUnavailable(a.Intent, "the approval store", err)
+	}
+	if created && g.cfg.Notifier != nil {
+		ok := g.cfg.Notifier.ApprovalRequested(ctx, req) == nil
+		notified = &ok
+	}
+	e := g.missingError(call, digest, reqID, need, approvers, rejected)
+	e.With("request_state", string(req.State))
+	if notified != nil {
+		e.With("approvers_notified", *notified)
+	}
+	switch req.State {
+	case ApprovalDenied:
+		e.Message = "approval of this call was denied"
+	case ApprovalExpired:
+		e.Message = "the approval request for this call expired"
+	case ApprovalCancelled:
+		e.Message = "the approval request for this call was cancelled"
+	}
+	return e
+}
+
+func (g *Approval) missingError(call *middleware.Call, digest, reqID string, need int, approvers []string, rejected []rejectedToken) *axerr.Error {
+	a := call.Action
+	got := len(approvers)
+	e := axerr.Newf(axerr.CodeApprovalMissing, "this call needs approval by %d person(s) in role %v; %d valid approval(s) received", need, a.ApprovalRoles, got).
+		WithIntent(a.Intent).
+		WithSuggestion("Ask a person holding one of the approval roles to approve request " + reqID + ", then call again with their approval tokens.").
+		With("approval_request_id", reqID).
+		With("roles", nonNil(a.ApprovalRoles)).
+		With("count_needed", need).
+		With("count_received", got).
+		With("args_sha256", digest).
+		With("token_type", TypApproval)
+	e.Gate = StageApproval
+	if got > 0 {
+		e.With("approvers", slices.Clone(approvers))
+	}
+	if len(rejected) > 0 {
+		e.With("rejected_tokens", rejected)
+	}
+	if v := g.cfg.Verifier; v != nil {
+		e.With("max_token_lifetime", int(v.MaxLifetime()/time.Second))
+	}
+	return e
+}
+
+// Decide records an approver's decision on a pending request. The approver
+// must hold one of the request's roles, belong to its tenant and not be its
+// requester. An approval counts once per approver; the request becomes
+// approved when enough distinct approvers approved, denied at the first
+// denial. On approval it returns a signed approval token for the requester's
+// call (also when the approver approved before and asks again, for example
+// after losing the token). Refusals are *errors.Error values.
+func (g *Approval) Decide(ctx context.Context, approver middleware.Principal, requestID string, approve bool, reason string) (ApprovalRequest, string, time.Time, error) {
+	if approver.ID == "" {
+		return ApprovalRequest{}, "", time.Time{}, axerr.New(axerr.CodeUnauthenticated, "an approver must be authenticated")
+	}
+	if approve && g.cfg.Issuer.Signer == nil {
+		return ApprovalRequest{}, "", time.Time{}, axerr.New(axerr.CodeInternal, "no signing key is configured, so approval tokens cannot be issued")
+	}
+	req, err := g.cfg.Store.Get(ctx, requestID)
+	if errors.Is(err, ErrNotFound) {
+		return ApprovalRequest{}, "", time.Time{}, decideError("request_not_found", requestID, "there is no approval request "+requestID)
+	}
+	if err != nil {
+		return ApprovalRequest{}, "", time.Time{}, StoreUnavailable(req.Intent, "the approval store", err)
+	}
+	if err := g.mayDecide(approver, req); err != nil {
+		return ApprovalRequest{}, "", time.Time{}, err
+	}
+	roles := approverRoles(approver, req)
+	if approve && req.State == ApprovalApproved && approvedBy(req, approver.ID) {
+		tok, exp, err := g.issue(approver.ID, roles, req)
+		return req, tok, exp, err
+	}
+	req, err = g.cfg.Store.Update(ctx, requestID, func(r *ApprovalRequest) error {
+		if err := g.mayDecide(approver, *r); err != nil {
+			return err
+		}
+		if r.State != ApprovalPending {
+			return decideError("invalid_transition", r.ID, "the approval request is already "+string(r.State)).
+				With("state", string(r.State)).WithCause(ErrInvalidTransition)
+		}
+		if approve && approvedBy(*r, approver.ID) {
+			return nil // counted once
+		}
+		r.Decisions = append(r.Decisions, ApprovalDecision{
+			Approver: approver.ID, Roles: roles, Approve: approve, Reason: reason, At: g.cfg.Now(),
+		})
+		switch {
+		case !approve:
+			r.State = ApprovalDenied
+		case distinctApprovals(*r) >= max(r.Count, 1):
+			r.State = ApprovalApproved
+		}
+		return nil
+	})
+	if err != nil {
+		if _, ok := axerr.As(err); ok {
+			return ApprovalRequest{}, "", time.Time{}, err
+		}
+		if errors.Is(err, ErrInvalidTransition) {
+			return ApprovalRequest{}, "", time.Time{}, decideError("invalid_transition", requestID, err.Error())
+		}
+		return ApprovalRequest{}, "", time.Time{}, StoreUnavailable(req.Intent, "the approval store", err)
+	}
+	if !approve {
+		return req, "", time.Time{}, nil
+	}
+	tok, exp, err := g.issue(approver.ID, roles, req)
+	return req, tok, exp, err
+}
+
+func (g *Approval) issue(approver string, roles []string, req ApprovalRequest) (string, time.Time, error) {
+	tok, exp, err := g.cfg.Issuer.Approval(approver, roles, req, g.cfg.TokenLifetime)
+	if err != nil {
+		return "", time.Time{}, axerr.New(axerr.CodeInternal, "the approval token could not be signed").WithCause(err)
+	}
+	return tok, exp, nil
+}
+
+// mayDecide checks who may decide a request: not its requester, someone of
+// its tenant, holding one of its roles.
+func (g *Approval) mayDecide(approver middleware.Principal, req ApprovalRequest) error {
+	switch {
+	case approver.ID == req.Requester:
+		return decideError("self_approval", req.ID, "the requester cannot decide their own request").WithIntent(req.Intent)
+	case approver.Tenant != req.Tenant:
+		e := axerr.New(axerr.CodeTenantBoundary, "the approver belongs to another tenant than the request").
+			WithIntent(req.Intent).With("approval_request_id", req.ID)
+		return e
+	case !approver.HasRole(req.Roles...):
+		return decideError("role_not_allowed", req.ID, "the approver holds none of the roles that may decide this request").
+			WithIntent(req.Intent).With("roles", nonNil(req.Roles))
+	}
+	return nil
+}
+
+func decideError(reason, reqID, msg string) *axerr.Error {
+	return axerr.New(axerr.CodeApprovalInvalid, msg).With("reason", reason).With("approval_request_id", reqID)
+}
+
+// approverRoles are the approver's roles that may decide the request: what
+// the approval token asserts.
+func approverRoles(p middleware.Principal, req ApprovalRequest) []string {
+	var out []string
+	for _, r := range p.Roles {
+		if slices.Contains(req.Roles, r) && !slices.Contains(out, r) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func approvedBy(r ApprovalRequest, id string) bool {
+	return slices.ContainsFunc(r.Decisions, func(d ApprovalDecision) bool { return d.Approve && d.Approver == id })
+}
+
+func distinctApprovals(r ApprovalRequest) int {
+	var seen []string
+	for _, d := range r.Decisions {
+		if d.Approve && !slices.Contains(seen, d.Approver) {
+			seen = append(seen, d.Approver)
+		}
+	}
+	return len(seen)
+}
+
+// Pending lists the pending requests the approver may decide, oldest first:
+// same tenant, one of the approver's roles, not the approver's own.
+func (g *Approval) Pending(ctx context.Context, approver middleware.Principal) ([]ApprovalRequest, error) {
+	if approver.ID == "" || len(approver.Roles) == 0 {
+		return []ApprovalRequest{}, nil
+	}
+	all, err := g.cfg.Store.List(ctx, ApprovalFilter{Tenant: approver.Tenant, Roles: approver.Roles, State: ApprovalPending})
+	if err != nil {
+		return nil, StoreUnavailable("", "the approval store", err)
+	}
+	out := make([]ApprovalRequest, 0, len(all))
+	for _, r := range all {
+		if r.Requester != approver.ID && r.Tenant == approver.Tenant && approver.HasRole(r.Roles...) {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+// Request returns the approval request with this id; an unknown id is
+// AXAG_APPROVAL_INVALID with reason request_not_found.
+func (g *Approval) Request(ctx context.Context, id string) (ApprovalRequest, error) {
+	req, err := g.cfg.Store.Get(ctx, id)
+	if errors.Is(err, ErrNotFound) {
+		return ApprovalRequest{}, decideError("request_not_found", id, "there is no approval request "+id)
+	}
+	if err != nil {
+		return ApprovalRequest{}, StoreUnavailable("", "the approval store", err)
+	}
+	return req, nil
+}
+
+// Cancel moves a pending request to cancelled. Only its requester may.
+func (g *Approval) Cancel(ctx context.Context, requester middleware.Principal, id string) error {
+	_, err := g.cfg.Store.Update(ctx, id, func(r *ApprovalRequest) error {
+		if r.Requester != requester.ID || r.Tenant != requester.Tenant {
+			return decideError("not_requester", id, "only the requester can cancel an approval request")
+		}
+		r.State = ApprovalCancelled
+		return nil
+	})
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, ErrNotFound):
+		return decideError("request_not_found", id, "there is no approval request "+id)
+	case errors.Is(err, ErrInvalidTransition):
+		return decideError("invalid_transition", id, err.Error())
+	}
+	if _, ok := axerr.As(err); ok {
+		return err
+	}
+	return StoreUnavailable("", "the approval store", err)
+}

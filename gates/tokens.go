@@ -1,0 +1,305 @@
+package gates
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+)
+
+// Token types: the "typ" header of each kind of token (RFC 8725 §3.11), so
+// that one kind can never be presented as the other.
+const (
+	TypConfirmation = "axag-confirmation+jwt"
+	TypApproval     = "axag-approval+jwt"
+)
+
+// Token defaults.
+const (
+	// DefaultConfirmationLifetime is the longest a confirmation token may
+	// live (exp - iat).
+	DefaultConfirmationLifetime = 5 * time.Minute
+	// DefaultApprovalLifetime is the longest an approval token may live.
+	DefaultApprovalLifetime = 24 * time.Hour
+	// DefaultLeeway is the clock skew allowed on exp, nbf and iat.
+	DefaultLeeway = 30 * time.Second
+	// DefaultMaxTokenBytes caps a token's size; larger tokens are refused
+	// before parsing.
+	DefaultMaxTokenBytes = 8 << 10
+	// DefaultIssuer and DefaultAudience are the iss and aud of tokens when
+	// the configuration names none.
+	DefaultIssuer   = "axgate"
+	DefaultAudience = "axgate"
+)
+
+// Claims are the claims of confirmation and approval tokens. The JSON names
+// are the public contract (see the README); they bind a token to one call.
+type Claims struct {
+	// iss, sub, aud, exp, nbf, iat, jti. For a confirmation, sub is the
+	// caller's principal id; for an approval, the approver's id.
+	jwt.RegisteredClaims
+	// Intent is the manifest intent of the call.
+	Intent string `json:"intent"`
+	// Tenant is the caller's tenant, absent when the caller has none.
+	Tenant string `json:"tenant,omitempty"`
+	// ArgsSHA256 is the base64url (unpadded) SHA-256 of the arguments
+	// canonicalized with RFC 8785 (JCS).
+	ArgsSHA256 string `json:"args_sha256"`
+	// Roles are the approver's roles (approval only).
+	Roles []string `json:"roles,omitempty"`
+	// Requester is the caller's principal id (approval only).
+	Requester string `json:"requester,omitempty"`
+}
+
+// TokenReason says why a token was refused. It is safe to show: it never
+// carries key material.
+type TokenReason string
+
+// Reasons a token is refused.
+const (
+	ReasonTooLarge       TokenReason = "too_large"
+	ReasonMalformed      TokenReason = "malformed"
+	ReasonType           TokenReason = "wrong_type"
+	ReasonAlgorithm      TokenReason = "algorithm_not_allowed"
+	ReasonCriticalHeader TokenReason = "unsupported_critical_header"
+	ReasonUnknownKey     TokenReason = "unknown_key"
+	ReasonBadSignature   TokenReason = "bad_signature"
+	ReasonMissingClaim   TokenReason = "missing_claim"
+	ReasonExpired        TokenReason = "expired"
+	ReasonNotYetValid    TokenReason = "not_yet_valid"
+	ReasonIssuedInFuture TokenReason = "issued_in_future"
+	ReasonLifetime       TokenReason = "lifetime_too_long"
+	ReasonIssuer         TokenReason = "wrong_issuer"
+	ReasonAudience       TokenReason = "wrong_audience"
+	ReasonUsed           TokenReason = "already_used"
+	ReasonOtherArguments TokenReason = "bound_to_other_arguments"
+	ReasonOtherIntent    TokenReason = "bound_to_other_intent"
+	ReasonOtherCaller    TokenReason = "bound_to_other_caller"
+	ReasonOtherTenant    TokenReason = "bound_to_other_tenant"
+)
+
+var reasonText = map[TokenReason]string{
+	ReasonTooLarge:       "is too large",
+	ReasonMalformed:      "is not a well-formed JWT",
+	ReasonType:           "has the wrong type (typ header)",
+	ReasonAlgorithm:      "uses an algorithm that is not allowed for its key",
+	ReasonCriticalHeader: "names a critical header extension that is not supported",
+	ReasonUnknownKey:     "is signed with an unknown key",
+	ReasonBadSignature:   "has a signature that does not verify",
+	ReasonMissingClaim:   "lacks a required claim",
+	ReasonExpired:        "has expired",
+	ReasonNotYetValid:    "is not valid yet",
+	ReasonIssuedInFuture: "was issued in the future",
+	ReasonLifetime:       "lives longer than allowed",
+	ReasonIssuer:         "comes from another issuer",
+	ReasonAudience:       "is meant for another audience",
+	ReasonUsed:           "was already used",
+	ReasonOtherArguments: "was issued for other arguments",
+	ReasonOtherIntent:    "was issued for another action",
+	ReasonOtherCaller:    "was issued for another caller",
+	ReasonOtherTenant:    "was issued for another tenant",
+}
+
+// Describe returns the reason as the end of a sentence ("has expired").
+func (r TokenReason) Describe() string {
+	if s, ok := reasonText[r]; ok {
+		return s
+	}
+	return "is not valid"
+}
+
+// TokenError is a refused token. Err, when set, is the underlying cause, for
+// logs only.
+type TokenError struct {
+	Reason TokenReason
+	// Claim names the missing claim for ReasonMissingClaim.
+	Claim string
+	Err   error
+}
+
+func tokenError(r TokenReason, err error) *TokenError { return &TokenError{Reason: r, Err: err} }
+
+// Error implements error.
+func (e *TokenError) Error() string {
+	s := "token " + e.Reason.Describe()
+	if e.Claim != "" {
+		s += " (" + e.Claim + ")"
+	}
+	return s
+}
+
+// Unwrap returns the cause.
+func (e *TokenError) Unwrap() error { return e.Err }
+
+// VerifierConfig configures a Verifier for one kind of token.
+type VerifierConfig struct {
+	// Type is the required "typ" header (TypConfirmation or TypApproval).
+	Type string
+	// Keys are the verification keys. Required.
+	Keys KeySet
+	// Issuer is the required iss (DefaultIssuer when empty).
+	Issuer string
+	// Audience must be among the aud values (DefaultAudience when empty).
+	Audience string
+	// Algorithms is the allow-list (DefaultAlgorithms when empty). "none"
+	// is never accepted.
+	Algorithms []string
+	// MaxLifetime bounds exp - iat. Required.
+	MaxLifetime time.Duration
+	// Leeway is the clock skew allowed (DefaultLeeway when zero; negative
+	// means none).
+	Leeway time.Duration
+	// MaxBytes caps the token size (DefaultMaxTokenBytes when zero).
+	MaxBytes int
+	// Now is the clock (time.Now when nil).
+	Now func() time.Time
+}
+
+// Verifier verifies tokens of one kind with golang-jwt v5 and the rules of
+// RFC 8725: size cap before parsing, algorithm allow-list with each key bound
+// to one algorithm, no critical extensions, exact typ, iss and aud, required
+// jti, iat and exp, bounded lifetime and a small leeway. It does not check
+// the call binding or single use: the gates do. It is safe for concurrent
+// use.
+type Verifier struct {
+	cfg     VerifierConfig
+	allowed map[string]bool
+	typAlt  string
+	parser  *jwt.Parser
+}
+
+// NewVerifier checks the configuration and returns a Verifier.
+func NewVerifier(cfg VerifierConfig) (*Verifier, error) {
+	if cfg.Type == "" {
+		return nil, errors.New("verifier: no token type")
+	}
+	if cfg.Keys == nil {
+		return nil, errors.New("verifier: no keys")
+	}
+	if cfg.MaxLifetime <= 0 {
+		return nil, errors.New("verifier: the maximum lifetime must be positive")
+	}
+	if cfg.Issuer == "" {
+		cfg.Issuer = DefaultIssuer
+	}
+	if cfg.Audience == "" {
+		cfg.Audience = DefaultAudience
+	}
+	if len(cfg.Algorithms) == 0 {
+		cfg.Algorithms = DefaultAlgorithms
+	}
+	if cfg.Leeway == 0 {
+		cfg.Leeway = DefaultLeeway
+	} else if cfg.Leeway < 0 {
+		cfg.Leeway = 0
+	}
+	if cfg.MaxBytes <= 0 {
+		cfg.MaxBytes = DefaultMaxTokenBytes
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	allowed := make(map[string]bool, len(cfg.Algorithms))
+	for _, a := range cfg.Algorithms {
+		if strings.EqualFold(a, "none") || jwt.GetSigningMethod(a) == nil {
+			return nil, fmt.Errorf("verifier: algorithm %q is not supported", a)
+		}
+		allowed[a] = true
+	}
+	v := &Verifier{
+		cfg:     cfg,
+		allowed: allowed,
+		typAlt:  "application/" + cfg.Type,
+		// Claims are validated below, with precise reasons and the
+		// lifetime rule that golang-jwt does not have; the parser only
+		// decodes (strict base64) and verifies the signature.
+		parser: jwt.NewParser(jwt.WithoutClaimsValidation(), jwt.WithStrictDecoding()),
+	}
+	return v, nil
+}
+
+// Type returns the token type the verifier accepts.
+func (v *Verifier) Type() string { return v.cfg.Type }
+
+// MaxLifetime returns the longest lifetime accepted.
+func (v *Verifier) MaxLifetime() time.Duration { return v.cfg.MaxLifetime }
+
+// Leeway returns the clock skew allowed.
+func (v *Verifier) Leeway() time.Duration { return v.cfg.Leeway }
+
+// Verify checks a token and returns its claims, or a *TokenError.
+func (v *Verifier) Verify(token string) (*Claims, error) {
+	if len(token) > v.cfg.MaxBytes {
+		return nil, tokenError(ReasonTooLarge, nil)
+	}
+	c := new(Claims)
+	_, err := v.parser.ParseWithClaims(token, c, v.keyfunc)
+	if err != nil {
+		var te *TokenError
+		switch {
+		case errors.As(err, &te):
+			return nil, te
+		case errors.Is(err, jwt.ErrTokenSignatureInvalid):
+			return nil, tokenError(ReasonBadSignature, err)
+		case errors.Is(err, jwt.ErrTokenUnverifiable):
+			// alg missing or not an algorithm golang-jwt knows.
+			return nil, tokenError(ReasonAlgorithm, err)
+		}
+		return nil, tokenError(ReasonMalformed, err)
+	}
+	if err := v.validate(c); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// keyfunc checks the header before any key is used: typ, crit, alg against
+// the allow-list and the key's own algorithm.
+func (v *Verifier) keyfunc(t *jwt.Token) (any, error) {
+	typ, _ := t.Header["typ"].(string)
+	if !strings.EqualFold(typ, v.cfg.Type) && !strings.EqualFold(typ, v.typAlt) {
+		return nil, tokenError(ReasonType, nil)
+	}
+	k, terr := selectKey(t, v.cfg.Keys, v.allowed)
+	if terr != nil {
+		return nil, terr
+	}
+	return k.Public, nil
+}
+
+func (v *Verifier) validate(c *Claims) error {
+	switch {
+	case c.ID == "":
+		return &TokenError{Reason: ReasonMissingClaim, Claim: "jti"}
+	case c.ExpiresAt == nil:
+		return &TokenError{Reason: ReasonMissingClaim, Claim: "exp"}
+	case c.IssuedAt == nil:
+		return &TokenError{Reason: ReasonMissingClaim, Claim: "iat"}
+	}
+	now, leeway := v.cfg.Now(), v.cfg.Leeway
+	exp, iat := c.ExpiresAt.Time, c.IssuedAt.Time
+	switch {
+	case !now.Before(exp.Add(leeway)):
+		return tokenError(ReasonExpired, nil)
+	case c.NotBefore != nil && now.Add(leeway).Before(c.NotBefore.Time):
+		return tokenError(ReasonNotYetValid, nil)
+	case now.Add(leeway).Before(iat):
+		return tokenError(ReasonIssuedInFuture, nil)
+	case exp.Sub(iat) > v.cfg.MaxLifetime:
+		return tokenError(ReasonLifetime, nil)
+	case c.Issuer != v.cfg.Issuer:
+		return tokenError(ReasonIssuer, nil)
+	case !slices.Contains(c.Audience, v.cfg.Audience):
+		return tokenError(ReasonAudience, nil)
+	}
+	return nil
+}
+
+// SpentUntil is how long a token's id must stay recorded as used: until the
+// token could no longer pass even with the leeway.
+func (v *Verifier) SpentUntil(c *Claims) time.Time {
+	return c.ExpiresAt.Time.Add(v.cfg.Leeway)
+}
