@@ -247,8 +247,10 @@ func Lint(data []byte, opts LintOptions) *LintResult {
 			if am == nil {
 				continue
 			}
-			l.safety(a, am)
+			// Level first: where the level requires a field, its error
+			// stands for the lint rule's warning at the same path.
 			l.level(a, am, r.Level, m.Form)
+			l.safety(a, am)
 		}
 		l.preconditions(m)
 		r.Quality = score(m)
@@ -303,17 +305,22 @@ type linter struct {
 }
 
 func (l *linter) add(rule string, sev Severity, path, fix, format string, args ...any) {
-	// A level finding repeats what any other finding at its path says
-	// (a missing required field, for one), and RuleLevelUndeclared what a
-	// level finding at /conformance says.
-	key := rule + "\x00" + path
-	if l.seen[key] || (rule == RuleLevelField && l.seen[path]) ||
-		(rule == RuleLevelUndeclared && l.seen[RuleLevelField+"\x00"+path]) {
+	// A rule's finding repeats what any finding already at its path says
+	// (the loader's "expected boolean" at /actions/0/idempotent makes
+	// "does not say whether it is idempotent" noise), and one rule reports
+	// one path once.
+	if l.seen[path] || l.seen[rule+"\x00"+path] {
 		return
 	}
-	l.seen[key] = true
+	l.seen[rule+"\x00"+path] = true
 	l.seen[path] = true
 	l.findings = append(l.findings, Finding{Rule: rule, Severity: sev, Path: path, Message: fmt.Sprintf(format, args...), Fix: fix})
+}
+
+// addLoaded records a loader problem; several may share a path.
+func (l *linter) addLoaded(rule, path, fix, msg string) {
+	l.seen[path] = true
+	l.findings = append(l.findings, Finding{Rule: rule, Severity: SeverityError, Path: path, Message: msg, Fix: fix})
 }
 
 var (
@@ -403,7 +410,7 @@ func (l *linter) addProblem(p Problem) {
 	case "items", "properties":
 		rule, fix = RuleSemantic, "use items only on arrays and properties only on objects"
 	}
-	l.add(rule, SeverityError, p.Path, fix, "%s", p.Message)
+	l.addLoaded(rule, p.Path, fix, p.Message)
 }
 
 var didYouMeanRE = regexp.MustCompile(`did you mean "([^"]+)"\?`)
@@ -521,8 +528,15 @@ func (l *linter) level(a *Action, am map[string]any, lvl Level, form Form) {
 		if s, isStr := v.(string); ok && (!isStr || strings.TrimSpace(s) != "") {
 			continue
 		}
+		why := ""
+		switch f {
+		case "side_effects":
+			why = fmt.Sprintf(" of a %s action", a.Type)
+		case "confirmation_required":
+			why = fmt.Sprintf(" of an action of %s risk", a.RiskLevel)
+		}
 		l.add(RuleLevelField, SeverityError, a.Pointer+"/"+f, levelFix(f),
-			"conformance level %s requires %q", lvl, f)
+			"conformance level %s requires %q%s", lvl, f, why)
 	}
 }
 

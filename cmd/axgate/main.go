@@ -1,0 +1,183 @@
+// Command axgate is the command-line tool for the people who write AXAG
+// manifests and run gateways:
+//
+//	axgate lint MANIFEST [--level basic|intermediate|full] [--format text|json] [--prune OUT]
+//	axgate tools MANIFEST [--format mcp|openai|anthropic]
+//	axgate keys gen [--alg EdDSA|ES256|RS256] --out DIR
+//	axgate token principal|confirmation|approval --key KEY …
+//	axgate serve --manifest M --upstream URL --jwks FILE …
+//
+// Exit status: 0 on success (lint: PASS), 1 on failure (lint: FAIL), 2 on a
+// usage error. Run "axgate help COMMAND" for a command's flags.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+)
+
+// Exit statuses.
+const (
+	exitOK    = 0
+	exitFail  = 1
+	exitUsage = 2
+)
+
+// env is what a command may touch: its streams and the environment. Tests
+// run commands in-process with their own env.
+type env struct {
+	stdout, stderr io.Writer
+	getenv         func(string) string
+	// signals delivers the process's signals to serve; nil means the real
+	// ones.
+	signals func(sig ...os.Signal) (<-chan os.Signal, func())
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	e := &env{stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv}
+	os.Exit(run(ctx, e, os.Args[1:]))
+}
+
+// command is one subcommand.
+type command struct {
+	name    string
+	summary string
+	run     func(ctx context.Context, e *env, args []string) int
+}
+
+func commands() []command {
+	return []command{
+		{"lint", "check a manifest and print its grade report", runLint},
+		{"tools", "print the tool definitions for MCP, OpenAI or Anthropic", runTools},
+		{"keys", "generate a signing key and its public JWKS (keys gen)", runKeys},
+		{"token", "mint development tokens: principal, confirmation, approval", runToken},
+		{"serve", "run a gateway that enforces a manifest in front of a tool server", runServe},
+	}
+}
+
+func run(ctx context.Context, e *env, args []string) int {
+	if len(args) == 0 {
+		usage(e.stderr)
+		return exitUsage
+	}
+	name, rest := args[0], args[1:]
+	switch name {
+	case "-h", "-help", "--help":
+		usage(e.stdout)
+		return exitOK
+	case "help":
+		if len(rest) == 0 {
+			usage(e.stdout)
+			return exitOK
+		}
+		name, rest = rest[0], []string{"-h"}
+	}
+	for _, c := range commands() {
+		if c.name == name {
+			return c.run(ctx, e, rest)
+		}
+	}
+	fmt.Fprintf(e.stderr, "axgate: unknown command %q\n\n", name)
+	usage(e.stderr)
+	return exitUsage
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "axgate enforces AXAG manifests on AI agents' tool calls.")
+	fmt.Fprintln(w, "\nUsage: axgate COMMAND [arguments]\n\nCommands:")
+	for _, c := range commands() {
+		fmt.Fprintf(w, "  %-7s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintln(w, "\nRun \"axgate help COMMAND\" for a command's flags.")
+	fmt.Fprintln(w, "Exit status: 0 success (lint: PASS), 1 failure (lint: FAIL), 2 usage error.")
+}
+
+// newFlags returns a flag set that reports errors instead of exiting and
+// prints its usage to e.stderr (or e.stdout for -h).
+func newFlags(e *env, name, synopsis, about string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	fs.Usage = func() {
+		w := fs.Output()
+		fmt.Fprintf(w, "Usage: axgate %s\n\n", synopsis)
+		if about != "" {
+			fmt.Fprintf(w, "%s\n\n", strings.TrimSpace(about))
+		}
+		fmt.Fprintln(w, "Flags:")
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// parseFlags parses flags and positional arguments in any order ("axgate
+// lint m.json --format json" as well as "axgate lint --format json m.json"),
+// which the flag package alone does not: it stops at the first positional
+// argument. "--" ends the flags. It returns the positional arguments, and
+// for -h the error flag.ErrHelp after printing the usage to stdout.
+func parseFlags(e *env, fs *flag.FlagSet, args []string) ([]string, error) {
+	for _, a := range args {
+		if a == "-h" || a == "-help" || a == "--help" {
+			fs.SetOutput(e.stdout)
+			fs.Usage()
+			return nil, flag.ErrHelp
+		}
+		if a == "--" {
+			break
+		}
+	}
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		if len(args) > len(rest) && args[len(args)-len(rest)-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+}
+
+// usageError prints a usage problem and returns the usage exit status.
+func usageError(e *env, fs *flag.FlagSet, format string, args ...any) int {
+	fmt.Fprintf(e.stderr, "axgate %s: %s\n", fs.Name(), fmt.Sprintf(format, args...))
+	fmt.Fprintf(e.stderr, "Run \"axgate help %s\" for usage.\n", fs.Name())
+	return exitUsage
+}
+
+// flagStatus is the exit status after parseFlags failed.
+func flagStatus(err error) int {
+	if errors.Is(err, flag.ErrHelp) {
+		return exitOK
+	}
+	return exitUsage
+}
+
+// failf prints an operational failure and returns the failure exit status.
+func failf(e *env, cmd, format string, args ...any) int {
+	fmt.Fprintf(e.stderr, "axgate %s: %s\n", cmd, fmt.Sprintf(format, args...))
+	return exitFail
+}
+
+// oneOf checks a flag value against its choices.
+func oneOf(v string, choices ...string) bool {
+	for _, c := range choices {
+		if v == c {
+			return true
+		}
+	}
+	return false
+}
