@@ -1,0 +1,125 @@
+package gates_test
+
+import (
+	"net/http"
+	"reflect"
+	"strings"
+	"testing"
+
+	axerr "github.com/axgate/axgate/errors"
+	"github.com/axgate/axgate/gates"
+	"github.com/axgate/axgate/middleware"
+)
+
+const constraintManifest = `{
+  "version": "1.0.0",
+  "actions": [
+    {"intent": "room.book", "entity": "room", "action_type": "write", "description": "Book a room",
+     "required_parameters": [
+       {"name": "check_in", "type": "string", "format": "date", "description": "Arrival"},
+       {"name": "check_out", "type": "string", "format": "date", "description": "Departure"},
+       {"name": "guests", "type": "integer", "description": "Guests"}],
+     "optional_parameters": [
+       {"name": "min_price", "type": "number", "description": "Lowest price"},
+       {"name": "max_price", "type": "number", "description": "Highest price"},
+       {"name": "amount", "type": "number", "description": "Deposit"}],
+     "risk_level": "medium", "idempotent": false, "scope": "user",
+     "constraints": {
+       "dates_ordered": "check_out > check_in",
+       "party_size": "guests <= 8",
+       "price_range": "args.max_price >= args.min_price",
+       "deposit_limit": "!has(args.amount) || args.amount <= 500.0 || 'finance' in principal.roles"
+     }},
+    {"intent": "event.plan", "entity": "event", "action_type": "write", "description": "Plan an event",
+     "risk_level": "low", "idempotent": false, "scope": "global",
+     "constraints": {"ordered": "timestamp(args.end) > timestamp(args.start)"}},
+    {"intent": "product.search", "entity": "product", "action_type": "read", "description": "Search",
+     "risk_level": "none", "idempotent": true, "scope": "global"}
+  ]
+}`
+
+func TestConstraints(t *testing.T) {
+	m := mustParse(t, constraintManifest)
+	g, err := gates.NewConstraints(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	alice := middleware.Principal{ID: "alice"}
+	finance := middleware.Principal{ID: "fin", Roles: []string{"finance"}}
+	tests := []struct {
+		name    string
+		intent  string
+		args    string
+		p       middleware.Principal
+		code    axerr.Code
+		details map[string]any
+	}{
+		{name: "all hold", intent: "room.book", args: `{"check_in":"2026-05-01","check_out":"2026-05-03","guests":2}`},
+		{name: "dates reversed", intent: "room.book", args: `{"check_in":"2026-05-03","check_out":"2026-05-01","guests":2}`,
+			code: axerr.CodePreconditionFailed, details: map[string]any{"reason": "constraint_failed", "failed_constraint": "dates_ordered", "expression": "check_out > check_in"}},
+		{name: "same day", intent: "room.book", args: `{"check_in":"2026-05-01","check_out":"2026-05-01","guests":2}`,
+			code: axerr.CodePreconditionFailed, details: map[string]any{"failed_constraint": "dates_ordered"}},
+		{name: "double against int literal", intent: "room.book", args: `{"check_in":"2026-05-01","check_out":"2026-05-03","guests":9}`,
+			code: axerr.CodePreconditionFailed, details: map[string]any{"failed_constraint": "party_size"}},
+		{name: "two fail, both named", intent: "room.book", args: `{"check_in":"2026-05-03","check_out":"2026-05-01","guests":9}`,
+			code: axerr.CodePreconditionFailed, details: map[string]any{"failed_constraint": "dates_ordered", "failed_constraints": []any{"dates_ordered", "party_size"}}},
+		{name: "optional pair absent: not applicable", intent: "room.book", args: `{"check_in":"2026-05-01","check_out":"2026-05-03","guests":2,"min_price":50}`},
+		{name: "optional pair present, holds", intent: "room.book", args: `{"check_in":"2026-05-01","check_out":"2026-05-03","guests":2,"min_price":50,"max_price":80.5}`},
+		{name: "optional pair present, fails", intent: "room.book", args: `{"check_in":"2026-05-01","check_out":"2026-05-03","guests":2,"min_price":90,"max_price":80}`,
+			code: axerr.CodePreconditionFailed, details: map[string]any{"failed_constraint": "price_range"}},
+		{name: "principal: over the limit", intent: "room.book", args: `{"check_in":"2026-05-01","check_out":"2026-05-03","guests":2,"amount":900}`, p: alice,
+			code: axerr.CodePreconditionFailed, details: map[string]any{"failed_constraint": "deposit_limit"}},
+		{name: "principal: role lifts the limit", intent: "room.book", args: `{"check_in":"2026-05-01","check_out":"2026-05-03","guests":2,"amount":900}`, p: finance},
+		{name: "timestamps with offsets", intent: "event.plan", args: `{"start":"2026-05-01T10:00:00+02:00","end":"2026-05-01T09:30:00Z"}`},
+		{name: "timestamps reversed", intent: "event.plan", args: `{"start":"2026-05-01T10:00:00Z","end":"2026-05-01T11:00:00+02:00"}`,
+			code: axerr.CodePreconditionFailed, details: map[string]any{"failed_constraint": "ordered"}},
+		{name: "present but not evaluable: refused", intent: "event.plan", args: `{"start":"yesterday","end":"2026-05-01T11:00:00Z"}`,
+			code: axerr.CodePreconditionFailed, details: map[string]any{"reason": "constraint_not_evaluable", "failed_constraint": "ordered"}},
+		{name: "wrong types: refused", intent: "event.plan", args: `{"start":1,"end":2}`,
+			code: axerr.CodePreconditionFailed, details: map[string]any{"reason": "constraint_not_evaluable"}},
+		{name: "no constraints", intent: "product.search", args: `{}`},
+		{name: "arguments not an object", intent: "event.plan", args: `"x"`, code: axerr.CodeInvalidArguments},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := g.Check(call(t, m, tt.intent, tt.args, tt.p))
+			if tt.code == "" {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			d := refusal(t, err, tt.code, tt.code.HTTPStatus())
+			for k, want := range tt.details {
+				if !reflect.DeepEqual(d[k], want) {
+					t.Errorf("details[%s] = %#v, want %#v", k, d[k], want)
+				}
+			}
+			if tt.code == axerr.CodePreconditionFailed && d["suggestion"] == nil {
+				t.Error("no suggestion")
+			}
+		})
+	}
+	if axerr.CodePreconditionFailed.HTTPStatus() != http.StatusPreconditionFailed {
+		t.Error("precondition status is not 412")
+	}
+}
+
+func TestConstraintsCompileErrors(t *testing.T) {
+	m := mustParse(t, `{"version":"1.0.0","actions":[
+	  {"intent":"room.book","entity":"room","action_type":"write","description":"Book","risk_level":"low","idempotent":false,"scope":"global",
+	   "required_parameters":[{"name":"check_in","type":"string","description":"In"}],
+	   "constraints":{"syntax":"check_in >","typo":"check_inn > 1","not_bool":"check_in + 'x'","ok":"check_in != ''"}}]}`)
+	_, err := gates.NewConstraints(m)
+	if err == nil {
+		t.Fatal("bad constraints compiled")
+	}
+	for _, want := range []string{"/actions/0/constraints/syntax", "/actions/0/constraints/typo", "/actions/0/constraints/not_bool"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error does not name %s: %v", want, err)
+		}
+	}
+	if strings.Contains(err.Error(), "/constraints/ok") {
+		t.Errorf("error names a good constraint: %v", err)
+	}
+}
