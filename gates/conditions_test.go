@@ -88,7 +88,9 @@ func TestPreconditions(t *testing.T) {
 			return nil
 		}},
 		"coupon_valid": {Expr: `!has(args.coupon) || coupon.startsWith("SAVE")`},
-		"order_open":   {Check: func(context.Context, *middleware.Call) error { return gates.PreconditionFailed("", "order_open", "the order has shipped") }},
+		"order_open": {Check: func(context.Context, *middleware.Call) error {
+			return gates.PreconditionFailed("", "order_open", "the order has shipped")
+		}},
 	}
 	g, err := gates.NewPreconditions(m, bound, false)
 	if err != nil {
