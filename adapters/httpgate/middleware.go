@@ -192,9 +192,9 @@ func (g *gate) resolve(r *http.Request) (*manifest.Action, string, error) {
 // write.
 type noWrite struct{}
 
-func (noWrite) Header() http.Header       { return http.Header{} }
+func (noWrite) Header() http.Header         { return http.Header{} }
 func (noWrite) Write(b []byte) (int, error) { return len(b), nil }
-func (noWrite) WriteHeader(int)           {}
+func (noWrite) WriteHeader(int)             {}
 
 func (g *gate) serve(w http.ResponseWriter, r *http.Request, a *manifest.Action) {
 	ctx := g.cfg.propagator.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
