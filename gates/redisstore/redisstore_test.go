@@ -1,0 +1,305 @@
+package redisstore_test
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/axgate/axgate/gates"
+	"github.com/axgate/axgate/gates/redisstore"
+	"github.com/axgate/axgate/gates/redisstore/redistest"
+	"github.com/axgate/axgate/gates/storetest"
+)
+
+// stores returns stores on the shared test Redis under a prefix of the
+// test's own.
+func stores(t *testing.T, c *redis.Client, opts redisstore.Options) *redisstore.Stores {
+	opts.Prefix = redistest.Prefix(t, c)
+	return redisstore.New(c, opts)
+}
+
+func TestReplayStoreConformance(t *testing.T) {
+	c := redistest.Client(t)
+	storetest.TestReplayStore(t, func(t *testing.T) gates.ReplayStore { return stores(t, c, redisstore.Options{}).Replay })
+}
+
+func TestLimiterConformance(t *testing.T) {
+	c := redistest.Client(t)
+	storetest.TestLimiter(t, func(t *testing.T) gates.Limiter { return stores(t, c, redisstore.Options{}).Limiter })
+}
+
+func TestIdempotencyStoreConformance(t *testing.T) {
+	c := redistest.Client(t)
+	storetest.TestIdempotencyStore(t, func(t *testing.T) gates.IdempotencyStore {
+		return stores(t, c, redisstore.Options{}).Idempotency
+	})
+}
+
+func TestApprovalStoreConformance(t *testing.T) {
+	c := redistest.Client(t)
+	storetest.TestApprovalStore(t, func(t *testing.T) gates.ApprovalStore { return stores(t, c, redisstore.Options{}).Approvals })
+}
+
+// TestOneRoundTripPerGateCall counts the commands and pipelines each
+// operation sends: the operations a gate makes on every call must cost one
+// round trip (scripts run with EVALSHA once Redis knows them).
+func TestOneRoundTripPerGateCall(t *testing.T) {
+	c := redistest.Client(t)
+	counter := &redistest.Counter{}
+	c.AddHook(counter)
+	s := stores(t, c, redisstore.Options{})
+	ctx := t.Context()
+	exp := time.Now().Add(time.Minute)
+	req := gates.ApprovalRequest{ID: "r1", Tenant: "acme", Roles: []string{"manager"}, State: gates.ApprovalPending, CreatedAt: time.Now(), ExpiresAt: exp}
+	limit := gates.Limit{Count: 10, Per: time.Minute}
+
+	// Warm up: the first run of each script may load it (EVALSHA, then EVAL).
+	s.Replay.Consume(ctx, []gates.TokenUse{{ID: "warm-1", Expires: exp}, {ID: "warm-2", Expires: exp}})
+	s.Limiter.AllowN(ctx, "warm", limit, 1)
+	s.Idempotency.Begin(ctx, "warm", "a", time.Minute)
+	s.Idempotency.Complete(ctx, "warm", json.RawMessage(`1`), time.Minute)
+	s.Approvals.Create(ctx, gates.ApprovalRequest{ID: "warm", ExpiresAt: exp})
+	s.Approvals.Update(ctx, "warm", func(*gates.ApprovalRequest) error { return nil })
+
+	for _, tc := range []struct {
+		name string
+		want int64
+		op   func() error
+	}{
+		{"ReplayStore.Consume one id", 1, func() error {
+			return s.Replay.Consume(ctx, []gates.TokenUse{{ID: "t1", Expires: exp}})
+		}},
+		{"ReplayStore.Consume three ids", 1, func() error {
+			return s.Replay.Consume(ctx, []gates.TokenUse{{ID: "t2", Expires: exp}, {ID: "t3", Expires: exp}, {ID: "t4", Expires: exp}})
+		}},
+		{"ReplayStore.Consume replayed", 1, func() error {
+			if err := s.Replay.Consume(ctx, []gates.TokenUse{{ID: "t1", Expires: exp}}); !errors.Is(err, gates.ErrReplayed) {
+				return fmt.Errorf("want ErrReplayed, got %v", err)
+			}
+			return nil
+		}},
+		{"ReplayStore.Used", 1, func() error { _, err := s.Replay.Used(ctx, "t1"); return err }},
+		{"Limiter.AllowN", 1, func() error { _, err := s.Limiter.AllowN(ctx, "k", limit, 1); return err }},
+		{"Limiter.AllowN peek", 1, func() error { _, err := s.Limiter.AllowN(ctx, "k", limit, 0); return err }},
+		{"IdempotencyStore.Begin", 1, func() error { _, _, err := s.Idempotency.Begin(ctx, "i1", "a", time.Minute); return err }},
+		{"IdempotencyStore.Begin held", 1, func() error { _, _, err := s.Idempotency.Begin(ctx, "i1", "a", time.Minute); return err }},
+		{"IdempotencyStore.Complete", 1, func() error { return s.Idempotency.Complete(ctx, "i1", json.RawMessage(`{}`), time.Minute) }},
+		{"IdempotencyStore.Release", 1, func() error { return s.Idempotency.Release(ctx, "i1") }},
+		{"ApprovalStore.Create", 1, func() error { _, _, err := s.Approvals.Create(ctx, req); return err }},
+		{"ApprovalStore.Create existing", 1, func() error { _, _, err := s.Approvals.Create(ctx, req); return err }},
+		{"ApprovalStore.Get", 1, func() error { _, err := s.Approvals.Get(ctx, "r1"); return err }},
+		{"ApprovalStore.Update", 2, func() error {
+			_, err := s.Approvals.Update(ctx, "r1", func(r *gates.ApprovalRequest) error { r.State = gates.ApprovalApproved; return nil })
+			return err
+		}},
+		{"ApprovalStore.List", 2, func() error { _, err := s.Approvals.List(ctx, gates.ApprovalFilter{Tenant: "acme"}); return err }},
+	} {
+		counter.Reset()
+		if err := tc.op(); err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+			continue
+		}
+		if got := counter.Count(); got != tc.want {
+			t.Errorf("%s: %d round trips, want %d", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestKeysUnderPrefix checks that every key the stores write starts with the
+// prefix, including the rate limiter's (redis_rate prefixes keys of its own).
+func TestKeysUnderPrefix(t *testing.T) {
+	c := redistest.Client(t)
+	prefix := redistest.Prefix(t, c)
+	s := redisstore.New(c, redisstore.Options{Prefix: prefix})
+	ctx := t.Context()
+	exp := time.Now().Add(time.Minute)
+	if err := s.Replay.Consume(ctx, []gates.TokenUse{{ID: "j1", Expires: exp}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Limiter.AllowN(ctx, "acme/user-1/orders.cancel", gates.Limit{Count: 5, Per: time.Minute}, 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.Idempotency.Begin(ctx, "acme/user-1/key-1", "digest", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.Approvals.Create(ctx, gates.ApprovalRequest{ID: "r1", Tenant: "acme", ExpiresAt: exp}); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		prefix + "jti:j1",
+		prefix + "rate:acme/user-1/orders.cancel",
+		prefix + "idem:acme/user-1/key-1",
+		prefix + "apr:req:r1",
+		prefix + "apr:idx:t:acme",
+		prefix + "apr:idx:all",
+	}
+	for _, k := range want {
+		if n, err := c.Exists(ctx, k).Result(); err != nil || n != 1 {
+			t.Errorf("key %q: exists = %d, %v; want it written", k, n, err)
+		}
+	}
+	if n, _ := c.Exists(ctx, "rate:"+prefix+"rate:acme/user-1/orders.cancel").Result(); n != 0 {
+		t.Error("the rate limiter wrote a key outside the prefix")
+	}
+}
+
+// TestUsedTokenKeptPastExpiry checks that a used token id outlives the token
+// by the clock skew, so that a replica whose clock runs behind cannot accept
+// it again.
+func TestUsedTokenKeptPastExpiry(t *testing.T) {
+	c := redistest.Client(t)
+	prefix := redistest.Prefix(t, c)
+	s := redisstore.NewReplayStore(c, redisstore.Options{Prefix: prefix, ClockSkew: time.Hour})
+	if err := s.Consume(t.Context(), []gates.TokenUse{{ID: "j1", Expires: time.Now().Add(time.Minute)}}); err != nil {
+		t.Fatal(err)
+	}
+	ttl, err := c.PTTL(t.Context(), prefix+"jti:j1").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ttl <= time.Hour || ttl > time.Hour+time.Minute {
+		t.Fatalf("used token id kept for %s, want the token's minute plus the hour of skew", ttl)
+	}
+}
+
+// TestInvalidInputRefused checks that input a store cannot keep safely is an
+// error (the gate then refuses), never silently accepted.
+func TestInvalidInputRefused(t *testing.T) {
+	c := redistest.Client(t)
+	s := stores(t, c, redisstore.Options{})
+	ctx := t.Context()
+	if err := s.Replay.Consume(ctx, []gates.TokenUse{{ID: "no-expiry"}}); err == nil || errors.Is(err, gates.ErrReplayed) {
+		t.Errorf("Consume of a token use without expiry = %v, want an error", err)
+	}
+	for _, l := range []gates.Limit{{Count: 0, Per: time.Minute}, {Count: 5, Per: 0}, {Count: -1, Per: time.Minute}} {
+		if d, err := s.Limiter.AllowN(ctx, "k", l, 1); err == nil {
+			t.Errorf("AllowN under %+v = %+v, want an error", l, d)
+		}
+	}
+	if _, err := s.Limiter.AllowN(ctx, "k", gates.Limit{Count: 5, Per: time.Minute}, -1); err == nil {
+		t.Error("AllowN(-1) succeeded, want an error")
+	}
+	if _, _, err := s.Idempotency.Begin(ctx, "k", "a", 0); err == nil {
+		t.Error("Begin with ttl 0 succeeded, want an error")
+	}
+	if _, _, err := s.Approvals.Create(ctx, gates.ApprovalRequest{}); err == nil {
+		t.Error("Create without an id succeeded, want an error")
+	}
+}
+
+// TestCompleteAfterClaimExpired checks that a result is not stored for a key
+// whose claim has lapsed (another call may hold it by now).
+func TestCompleteAfterClaimExpired(t *testing.T) {
+	c := redistest.Client(t)
+	s := stores(t, c, redisstore.Options{})
+	err := s.Idempotency.Complete(t.Context(), "never-claimed", json.RawMessage(`{}`), time.Minute)
+	if !errors.Is(err, gates.ErrNotFound) {
+		t.Fatalf("Complete of an unclaimed key = %v, want gates.ErrNotFound", err)
+	}
+}
+
+// TestUpdateMayNotMoveRequest checks that an update cannot change the id or
+// tenant the indexes are built on.
+func TestUpdateMayNotMoveRequest(t *testing.T) {
+	c := redistest.Client(t)
+	s := stores(t, c, redisstore.Options{})
+	ctx := t.Context()
+	if _, _, err := s.Approvals.Create(ctx, gates.ApprovalRequest{ID: "r1", Tenant: "acme", State: gates.ApprovalPending, ExpiresAt: time.Now().Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Approvals.Update(ctx, "r1", func(r *gates.ApprovalRequest) error { r.Tenant = "globex"; return nil }); err == nil {
+		t.Fatal("Update moving the request to another tenant succeeded")
+	}
+	if r, err := s.Approvals.Get(ctx, "r1"); err != nil || r.Tenant != "acme" {
+		t.Fatalf("Get after the refused update = %+v, %v; want it unchanged", r, err)
+	}
+}
+
+// TestExpiredRequestsLeaveTheInbox checks that requests past their expiry
+// and retention disappear, from Get and from the index List reads.
+func TestExpiredRequestsLeaveTheInbox(t *testing.T) {
+	c := redistest.Client(t)
+	prefix := redistest.Prefix(t, c)
+	s := redisstore.NewApprovalStore(c, redisstore.Options{Prefix: prefix, ApprovalRetention: 50 * time.Millisecond})
+	ctx := t.Context()
+	if _, _, err := s.Create(ctx, gates.ApprovalRequest{ID: "old", Tenant: "acme", State: gates.ApprovalPending, ExpiresAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		list, err := s.List(ctx, gates.ApprovalFilter{Tenant: "acme"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(list) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("expired request still listed: %+v", list)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, err := s.Get(ctx, "old"); !errors.Is(err, gates.ErrNotFound) {
+		t.Fatalf("Get(expired) = %v, want gates.ErrNotFound", err)
+	}
+	if n, _ := c.ZCard(ctx, prefix+"apr:idx:t:acme").Result(); n != 0 {
+		t.Fatalf("tenant index still holds %d ids after List met them expired", n)
+	}
+}
+
+// TestTwoReplicasShareState runs two sets of stores, each with a client (and
+// connection pool) of its own, on one Redis: the same token presented to both
+// at once is spent exactly once, round after round, and a limit holds across
+// both.
+func TestTwoReplicasShareState(t *testing.T) {
+	c1, c2 := redistest.Client(t), redistest.Client(t)
+	prefix := redistest.Prefix(t, c1)
+	a := redisstore.New(c1, redisstore.Options{Prefix: prefix})
+	b := redisstore.New(c2, redisstore.Options{Prefix: prefix})
+	ctx := t.Context()
+
+	for round := range 200 {
+		use := []gates.TokenUse{{ID: fmt.Sprint("tok-", round), Expires: time.Now().Add(time.Minute)}}
+		var errA, errB error
+		var wg sync.WaitGroup
+		wg.Go(func() { errA = a.Replay.Consume(ctx, use) })
+		wg.Go(func() { errB = b.Replay.Consume(ctx, use) })
+		wg.Wait()
+		ok := 0
+		for _, err := range []error{errA, errB} {
+			switch {
+			case err == nil:
+				ok++
+			case !errors.Is(err, gates.ErrReplayed):
+				t.Fatalf("round %d: %v", round, err)
+			}
+		}
+		if ok != 1 {
+			t.Fatalf("round %d: the token was spent %d times across two replicas, want exactly once", round, ok)
+		}
+	}
+
+	limit := gates.Limit{Count: 7, Per: time.Hour}
+	allowed := 0
+	for i := range 20 {
+		s := a
+		if i%2 == 1 {
+			s = b
+		}
+		d, err := s.Limiter.AllowN(ctx, "acme/user-1/orders.cancel", limit, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Allowed {
+			allowed++
+		}
+	}
+	if allowed != limit.Count {
+		t.Fatalf("20 calls alternating between replicas under 7 per hour: %d allowed", allowed)
+	}
+}

@@ -1,0 +1,126 @@
+package storetest
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/axgate/axgate/gates"
+)
+
+// TestReplayStore checks a gates.ReplayStore. newStore returns a new, empty
+// store for each subtest.
+func TestReplayStore(t *testing.T, newStore func(t *testing.T) gates.ReplayStore) {
+	use := func(id string) gates.TokenUse {
+		return gates.TokenUse{ID: id, Expires: time.Now().Add(5 * time.Minute)}
+	}
+	used := func(t *testing.T, s gates.ReplayStore, id string) bool {
+		t.Helper()
+		ok, err := s.Used(ctx(t), id)
+		if err != nil {
+			t.Fatalf("Used(%q): %v", id, err)
+		}
+		return ok
+	}
+
+	t.Run("ConsumeMarksUsed", func(t *testing.T) {
+		s := newStore(t)
+		if used(t, s, "a") {
+			t.Fatal("Used(a) = true before Consume")
+		}
+		if err := s.Consume(ctx(t), []gates.TokenUse{use("a")}); err != nil {
+			t.Fatalf("Consume(a): %v", err)
+		}
+		if !used(t, s, "a") {
+			t.Fatal("Used(a) = false after Consume")
+		}
+		if used(t, s, "b") {
+			t.Fatal("Used(b) = true, but only a was consumed")
+		}
+	})
+
+	t.Run("SecondConsumeIsReplay", func(t *testing.T) {
+		s := newStore(t)
+		if err := s.Consume(ctx(t), []gates.TokenUse{use("a")}); err != nil {
+			t.Fatalf("first Consume: %v", err)
+		}
+		err := s.Consume(ctx(t), []gates.TokenUse{use("a")})
+		if !errors.Is(err, gates.ErrReplayed) {
+			t.Fatalf("second Consume = %v, want gates.ErrReplayed", err)
+		}
+	})
+
+	t.Run("EmptyConsume", func(t *testing.T) {
+		s := newStore(t)
+		if err := s.Consume(ctx(t), nil); err != nil {
+			t.Fatalf("Consume(nil) = %v, want nil", err)
+		}
+	})
+
+	t.Run("SeveralIDs", func(t *testing.T) {
+		s := newStore(t)
+		if err := s.Consume(ctx(t), []gates.TokenUse{use("a"), use("b"), use("c")}); err != nil {
+			t.Fatalf("Consume(a, b, c): %v", err)
+		}
+		for _, id := range []string{"a", "b", "c"} {
+			if !used(t, s, id) {
+				t.Errorf("Used(%s) = false after Consume(a, b, c)", id)
+			}
+		}
+	})
+
+	t.Run("AllOrNothing", func(t *testing.T) {
+		s := newStore(t)
+		if err := s.Consume(ctx(t), []gates.TokenUse{use("b")}); err != nil {
+			t.Fatalf("Consume(b): %v", err)
+		}
+		err := s.Consume(ctx(t), []gates.TokenUse{use("a"), use("b"), use("c")})
+		if !errors.Is(err, gates.ErrReplayed) {
+			t.Fatalf("Consume(a, b, c) with b used = %v, want gates.ErrReplayed", err)
+		}
+		for _, id := range []string{"a", "c"} {
+			if used(t, s, id) {
+				t.Errorf("Used(%s) = true after a refused Consume: a refusal must record nothing", id)
+			}
+		}
+		if err := s.Consume(ctx(t), []gates.TokenUse{use("a"), use("c")}); err != nil {
+			t.Fatalf("Consume(a, c) after the refusal: %v", err)
+		}
+	})
+
+	t.Run("ConcurrentPresentationsOneWins", func(t *testing.T) {
+		s := newStore(t)
+		errs := race(Concurrency, func(int) error {
+			return s.Consume(ctx(t), []gates.TokenUse{use("tok")})
+		})
+		ok, replayed, other := count(errs, gates.ErrReplayed)
+		if other != nil {
+			t.Fatal(other)
+		}
+		if ok != 1 || replayed != Concurrency-1 {
+			t.Fatalf("%d concurrent Consume of one id: %d succeeded, %d replayed; want exactly 1 success", Concurrency, ok, replayed)
+		}
+	})
+
+	t.Run("ConcurrentOverlappingSetsOneWins", func(t *testing.T) {
+		s := newStore(t)
+		// Every set shares "shared", so at most one of them may succeed,
+		// and the losers must not leave their own ids behind.
+		errs := race(Concurrency, func(i int) error {
+			return s.Consume(ctx(t), []gates.TokenUse{use(fmt.Sprint("own-", i)), use("shared")})
+		})
+		ok, replayed, other := count(errs, gates.ErrReplayed)
+		if other != nil {
+			t.Fatal(other)
+		}
+		if ok != 1 || replayed != Concurrency-1 {
+			t.Fatalf("%d concurrent overlapping Consume: %d succeeded, %d replayed; want exactly 1 success", Concurrency, ok, replayed)
+		}
+		for i, err := range errs {
+			if err != nil && used(t, s, fmt.Sprint("own-", i)) {
+				t.Fatalf("a refused Consume left its id own-%d recorded", i)
+			}
+		}
+	})
+}
