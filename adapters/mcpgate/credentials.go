@@ -2,7 +2,11 @@ package mcpgate
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"net/http"
+	"time"
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
@@ -49,11 +53,15 @@ func TokenInfoPrincipal(_ context.Context, req *mcp.CallToolRequest) (middleware
 	return PrincipalFromTokenInfo(req.Extra.TokenInfo), nil
 }
 
-// PrincipalFromTokenInfo maps a verified bearer token to a principal: ID is
-// the token's user, Scopes its scopes, Claims its extra claims, Tenant the
-// "tenant" claim and Roles the "roles" claim (a list, or a space-separated
-// string).
+// PrincipalFromTokenInfo maps a verified bearer token to a principal. A
+// token verified by BearerVerifier carries the principal its authenticator
+// found. Otherwise ID is the token's user, Scopes its scopes, Claims its
+// extra claims, Tenant the "tenant" claim and Roles the "roles" claim (a
+// list, or a space-separated string).
 func PrincipalFromTokenInfo(ti *auth.TokenInfo) middleware.Principal {
+	if p, ok := ti.Extra[extraPrincipal].(middleware.Principal); ok {
+		return p
+	}
 	p := middleware.Principal{ID: ti.UserID, Scopes: ti.Scopes, Claims: ti.Extra}
 	if t, ok := ti.Extra[ClaimTenant].(string); ok {
 		p.Tenant = t
@@ -71,6 +79,41 @@ func PrincipalFromTokenInfo(ti *auth.TokenInfo) middleware.Principal {
 		p.Roles = strings.Fields(r)
 	}
 	return p
+}
+
+// extraPrincipal is the TokenInfo.Extra key under which BearerVerifier keeps
+// the principal it found.
+const extraPrincipal = "axgate/principal"
+
+// BearerVerifier adapts an HTTP authenticator, such as the JWT bearer of
+// adapters/httpgate (httpgate.JWTBearer), to the SDK's auth.TokenVerifier, so
+// that auth.RequireBearerToken guards the streamable HTTP transport and
+// TokenInfoPrincipal finds the same principal an HTTP tool server would:
+//
+//	bearer, _ := httpgate.JWTBearer(httpgate.BearerConfig{…})
+//	handler = auth.RequireBearerToken(mcpgate.BearerVerifier(bearer), nil)(handler)
+//
+// A refused request is answered 401 by RequireBearerToken. The token's
+// expiry is its "exp" claim.
+func BearerVerifier(authenticate func(*http.Request) (middleware.Principal, error)) auth.TokenVerifier {
+	return func(_ context.Context, _ string, r *http.Request) (*auth.TokenInfo, error) {
+		p, err := authenticate(r)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", auth.ErrInvalidToken, err)
+		}
+		ti := &auth.TokenInfo{UserID: p.ID, Scopes: p.Scopes, Extra: map[string]any{extraPrincipal: p}}
+		switch exp := p.Claims["exp"].(type) {
+		case float64:
+			ti.Expiration = time.Unix(int64(exp), 0)
+		case json.Number:
+			if n, err := exp.Int64(); err == nil {
+				ti.Expiration = time.Unix(n, 0)
+			}
+		case int64:
+			ti.Expiration = time.Unix(exp, 0)
+		}
+		return ti, nil
+	}
 }
 
 // StaticPrincipal returns a PrincipalFunc that always answers p: for a stdio

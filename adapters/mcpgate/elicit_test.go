@@ -2,6 +2,7 @@ package mcpgate_test
 
 import (
 	"context"
+	"encoding/json"
 	"sync"
 	"testing"
 
@@ -13,36 +14,11 @@ import (
 	"github.com/axgate/axgate/middleware"
 )
 
-// confirmStage follows the contract of the confirmation gate for the
-// adapter's sake: with no token it asks through Call.Elicit when the
-// transport can ask, and records an elicited confirmation in the facts.
-// The real gate is tested in confirm_test.go.
-var confirmStage = middleware.Stage{Name: "confirmation", Interceptor: func(ctx context.Context, call *middleware.Call, next middleware.Invoker) (middleware.Result, error) {
-	if !call.Action.ConfirmationRequired || call.Credentials.Confirmation == "valid" {
-		return next.Invoke(ctx, call)
-	}
-	missing := axerr.New(axerr.CodeConfirmationMissing, "this call needs the person's confirmation").WithIntent(call.Intent())
-	if call.Elicit == nil {
-		return middleware.Result{}, missing
-	}
-	ok, err := call.Elicit(ctx, "Place the order for cart "+argString(call, "cart_id")+"?")
-	if err != nil {
-		return middleware.Result{}, missing.WithCause(err)
-	}
-	if !ok {
-		return middleware.Result{}, missing.With("reason", "declined")
-	}
-	call.Facts.ConfirmationElicited = true
-	return next.Invoke(ctx, call)
-}}
-
-func argString(call *middleware.Call, name string) string {
-	args, _ := call.Args()
-	s, _ := args[name].(string)
-	return s
-}
-
+// order_place needs the person's confirmation (confirmation_required, risk
+// high).
 const orderArgs = `{"cart_id":"3f0c2a8e-9b1d-4c56-8f3e-2a1b0c9d8e7f","shipping_address_id":"home"}`
+
+const orderQuestion = "Allow order.place (Place a new order from the current cart), risk high?"
 
 // person answers elicitation requests and remembers the questions.
 type person struct {
@@ -58,17 +34,42 @@ func (p *person) handle(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitR
 	return &mcp.ElicitResult{Action: p.answer}, nil
 }
 
+// audit keeps the audit records of the enforcer.
+type audit struct {
+	mu      sync.Mutex
+	records []middleware.AuditRecord
+}
+
+func (a *audit) Audit(_ context.Context, r middleware.AuditRecord) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.records = append(a.records, r)
+}
+
+func (a *audit) allowed() []middleware.AuditRecord {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var out []middleware.AuditRecord
+	for _, r := range a.records {
+		if r.Decision == middleware.DecisionAllow {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
 // Both paths of the SDK: a current client gets the question in an
-// input-required result; a client on an older protocol is asked by the
-// server with elicitation/create.
+// input-required result and calls again with the answer; a client on an
+// older protocol is asked by the server with elicitation/create.
 var protocols = []string{"2026-07-28", "2025-11-25", "2025-06-18"}
 
-func TestElicitationAcceptRunsTheCall(t *testing.T) {
+func TestElicitationAcceptRunsTheCallAndIsAudited(t *testing.T) {
 	for _, proto := range protocols {
 		t.Run(proto, func(t *testing.T) {
 			p := &person{answer: "accept"}
+			log := &audit{}
 			f := connect(t, setup{
-				enfOpts:    []axgate.Option{appendStage(confirmStage)},
+				enfOpts:    []axgate.Option{axgate.WithAuditSink(log)},
 				gateOpts:   asAlice(),
 				clientOpts: &mcp.ClientOptions{ElicitationHandler: p.handle},
 				protocol:   proto,
@@ -77,11 +78,15 @@ func TestElicitationAcceptRunsTheCall(t *testing.T) {
 			if out["elicited"] != true {
 				t.Errorf("the tool did not see an elicited confirmation: %v", out)
 			}
-			if len(p.questions) != 1 || p.questions[0] != "Place the order for cart 3f0c2a8e-9b1d-4c56-8f3e-2a1b0c9d8e7f?" {
+			if len(p.questions) != 1 || p.questions[0] != orderQuestion {
 				t.Errorf("the person was asked %q", p.questions)
 			}
 			if f.seen.count() != 1 {
 				t.Errorf("the tool ran %d times", f.seen.count())
+			}
+			allowed := log.allowed()
+			if len(allowed) != 1 || !allowed[0].ConfirmationElicited || allowed[0].Intent != "order.place" || allowed[0].PrincipalID != "alice" {
+				t.Errorf("audit of the allowed call = %+v", allowed)
 			}
 		})
 	}
@@ -93,14 +98,13 @@ func TestElicitationDeclineOrCancelRefuses(t *testing.T) {
 			t.Run(proto+"/"+answer, func(t *testing.T) {
 				p := &person{answer: answer}
 				f := connect(t, setup{
-					enfOpts:    []axgate.Option{appendStage(confirmStage)},
 					gateOpts:   asAlice(),
 					clientOpts: &mcp.ClientOptions{ElicitationHandler: p.handle},
 					protocol:   proto,
 				})
 				env := refusal(t, f.call(t, "order_place", orderArgs, nil))
-				if env.Error.Code != string(axerr.CodeConfirmationMissing) {
-					t.Errorf("code = %s", env.Error.Code)
+				if env.Error.Code != string(axerr.CodeConfirmationMissing) || env.Error.Details["reason"] != "declined" {
+					t.Errorf("refusal = %s %v", env.Error.Code, env.Error.Details)
 				}
 				if len(p.questions) != 1 || f.seen.count() != 0 {
 					t.Errorf("asked %d times, tool ran %d times", len(p.questions), f.seen.count())
@@ -110,23 +114,47 @@ func TestElicitationDeclineOrCancelRefuses(t *testing.T) {
 	}
 }
 
-func TestNoElicitationWithoutClientSupport(t *testing.T) {
-	f := connect(t, setup{enfOpts: []axgate.Option{appendStage(confirmStage)}, gateOpts: asAlice()})
+func TestConfirmationTokenFlowWithoutElicitation(t *testing.T) {
+	f := connect(t, setup{gateOpts: asAlice()})
 	env := refusal(t, f.call(t, "order_place", orderArgs, nil))
-	if env.Error.Code != string(axerr.CodeConfirmationMissing) {
-		t.Errorf("code = %s", env.Error.Code)
+	if env.Error.Code != string(axerr.CodeConfirmationMissing) || env.Error.Details["confirmation_message"] != orderQuestion {
+		t.Fatalf("refusal = %s %v", env.Error.Code, env.Error.Details)
 	}
-	// The token flow still works.
-	out := structured(t, f.call(t, "order_place", orderArgs, mcp.Meta{mcpgate.MetaConfirmation: "valid"}))
+	// The host's UI asks the person, then signs a token for this exact call.
+	token, _, err := f.enf.IssueConfirmation(context.Background(), alice, "order_place", json.RawMessage(orderArgs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := structured(t, f.call(t, "order_place", orderArgs, mcp.Meta{mcpgate.MetaConfirmation: token}))
 	if out["elicited"] != false {
 		t.Errorf("elicited = %v", out["elicited"])
+	}
+	// Single use.
+	env = refusal(t, f.call(t, "order_place", orderArgs, mcp.Meta{mcpgate.MetaConfirmation: token}))
+	if env.Error.Code != string(axerr.CodeConfirmationMissing) || env.Error.Details["reason"] != "already_used" {
+		t.Errorf("replay: %s %v", env.Error.Code, env.Error.Details)
+	}
+}
+
+func TestConfirmationTokenForOtherArgumentsIsRefused(t *testing.T) {
+	f := connect(t, setup{gateOpts: asAlice()})
+	token, _, err := f.enf.IssueConfirmation(context.Background(), alice, "order_place", json.RawMessage(orderArgs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := `{"cart_id":"3f0c2a8e-9b1d-4c56-8f3e-2a1b0c9d8e7f","shipping_address_id":"office"}`
+	env := refusal(t, f.call(t, "order_place", other, mcp.Meta{mcpgate.MetaConfirmation: token}))
+	if env.Error.Code != string(axerr.CodeConfirmationMissing) || env.Error.Details["reason"] == nil {
+		t.Errorf("refusal = %s %v", env.Error.Code, env.Error.Details)
+	}
+	if f.seen.count() != 0 {
+		t.Error("the tool ran")
 	}
 }
 
 func TestWithoutElicitationNeverAsks(t *testing.T) {
 	p := &person{answer: "accept"}
 	f := connect(t, setup{
-		enfOpts:    []axgate.Option{appendStage(confirmStage)},
 		gateOpts:   asAlice(mcpgate.WithoutElicitation()),
 		clientOpts: &mcp.ClientOptions{ElicitationHandler: p.handle},
 	})
@@ -139,7 +167,6 @@ func TestWithoutElicitationNeverAsks(t *testing.T) {
 func TestElicitationIsNotAskedForCallsThatNeedNoConfirmation(t *testing.T) {
 	p := &person{answer: "accept"}
 	f := connect(t, setup{
-		enfOpts:    []axgate.Option{appendStage(confirmStage)},
 		gateOpts:   asAlice(),
 		clientOpts: &mcp.ClientOptions{ElicitationHandler: p.handle},
 	})
@@ -148,5 +175,44 @@ func TestElicitationIsNotAskedForCallsThatNeedNoConfirmation(t *testing.T) {
 	refusal(t, f.call(t, "order_place", `{"cart_id":"not-a-uuid"}`, nil))
 	if len(p.questions) != 0 {
 		t.Errorf("asked %q", p.questions)
+	}
+}
+
+// TestElicitationAnswerIsBoundToTheArguments drives the multi round-trip by
+// hand: an answer whose request state is not the digest of these arguments
+// is not taken as the person's answer to them.
+func TestElicitationAnswerIsBoundToTheArguments(t *testing.T) {
+	enf, err := newEnforcer(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer enf.Close()
+	s := &seen{}
+	h := mcpgate.ToolHandler(enf, s.echo(), asAlice()...)
+	caps := map[string]any{mcp.MetaKeyClientCapabilities: map[string]any{"elicitation": map[string]any{"form": map[string]any{}}}}
+	call := func(state string, answer mcp.InputResponse) *mcp.CallToolResult {
+		p := &mcp.CallToolParamsRaw{Name: "order_place", Arguments: json.RawMessage(orderArgs), RequestState: state}
+		p.Meta = caps
+		if answer != nil {
+			p.InputResponses = mcp.InputResponseMap{mcpgate.ConfirmationInputID: answer}
+		}
+		res, err := h(context.Background(), &mcp.CallToolRequest{Params: p})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	first := call("", nil)
+	q, ok := first.InputRequests[mcpgate.ConfirmationInputID].(*mcp.ElicitParams)
+	if !ok || q.Message != orderQuestion || first.RequestState == "" {
+		t.Fatalf("first pass = %+v", first)
+	}
+	accept := &mcp.ElicitResult{Action: "accept"}
+	if again := call("some-other-digest", accept); again.InputRequests == nil || s.count() != 0 {
+		t.Fatalf("an answer about other arguments was taken: %+v", again)
+	}
+	structured(t, call(first.RequestState, accept))
+	if s.count() != 1 {
+		t.Errorf("the tool ran %d times", s.count())
 	}
 }

@@ -40,6 +40,14 @@ func loadManifest(t testing.TB) *manifest.Manifest {
 	return m
 }
 
+// newEnforcer enforces the example manifest. Its preconditions and
+// postconditions are prose with no check bound to them: allowed on purpose
+// here, since the adapter is under test, not the conditions.
+func newEnforcer(t testing.TB, opts ...axgate.Option) (*axgate.Enforcer, error) {
+	t.Helper()
+	return axgate.New(loadManifest(t), append([]axgate.Option{axgate.WithUnboundConditions()}, opts...)...)
+}
+
 // seen records what the tool saw of the calls that reached it.
 type seen struct {
 	mu    sync.Mutex
@@ -111,7 +119,7 @@ type setup struct {
 // a connected client session.
 func connect(t *testing.T, s setup) *fixture {
 	t.Helper()
-	enf, err := axgate.New(loadManifest(t), s.enfOpts...)
+	enf, err := newEnforcer(t, s.enfOpts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -453,8 +461,7 @@ func TestCredentialsFromMeta(t *testing.T) {
 
 func TestArgumentsAreNeverThePrincipal(t *testing.T) {
 	var got *middleware.Call
-	m := loadManifest(t)
-	enf, err := axgate.New(m, axgate.WithUnknownParams(), appendStage(capture(&got)))
+	enf, err := newEnforcer(t, axgate.WithUnknownParams(), appendStage(capture(&got)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -487,7 +494,7 @@ func bearer(_ context.Context, token string, _ *http.Request) (*auth.TokenInfo, 
 		return nil, auth.ErrInvalidToken
 	}
 	return &auth.TokenInfo{
-		UserID: "alice", Scopes: []string{"shop:read"}, Expiration: time.Now().Add(time.Hour),
+		UserID: "alice", Scopes: []string{"read"}, Expiration: time.Now().Add(time.Hour),
 		Extra: map[string]any{"tenant": "acme", "roles": []any{"customer", "beta"}},
 	}, nil
 }
@@ -507,7 +514,7 @@ func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 
 func TestStreamableHTTPPrincipalAndHeaderCredentials(t *testing.T) {
 	var got *middleware.Call
-	enf, err := axgate.New(loadManifest(t), appendStage(capture(&got)))
+	enf, err := newEnforcer(t, appendStage(capture(&got)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -547,7 +554,7 @@ func TestStreamableHTTPPrincipalAndHeaderCredentials(t *testing.T) {
 	}
 	structured(t, res)
 	p := got.Principal
-	if p.ID != "alice" || p.Tenant != "acme" || !slices.Equal(p.Roles, []string{"customer", "beta"}) || !slices.Equal(p.Scopes, []string{"shop:read"}) {
+	if p.ID != "alice" || p.Tenant != "acme" || !slices.Equal(p.Roles, []string{"customer", "beta"}) || !slices.Equal(p.Scopes, []string{"read"}) {
 		t.Errorf("principal = %+v", p)
 	}
 	c := got.Credentials
@@ -560,7 +567,7 @@ func TestStreamableHTTPPrincipalAndHeaderCredentials(t *testing.T) {
 }
 
 func TestAddToolsNamesMissingAndUnknownHandlers(t *testing.T) {
-	enf, err := axgate.New(loadManifest(t))
+	enf, err := newEnforcer(t)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -575,7 +582,7 @@ func TestAddToolsNamesMissingAndUnknownHandlers(t *testing.T) {
 }
 
 func TestToolResultPassesThrough(t *testing.T) {
-	enf, err := axgate.New(loadManifest(t))
+	enf, err := newEnforcer(t)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -590,7 +597,7 @@ func TestToolResultPassesThrough(t *testing.T) {
 }
 
 func TestToolFailureIsARefusalWithoutInternals(t *testing.T) {
-	enf, err := axgate.New(loadManifest(t))
+	enf, err := newEnforcer(t)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -604,5 +611,52 @@ func TestToolFailureIsARefusalWithoutInternals(t *testing.T) {
 	env := refusal(t, res)
 	if env.Error.Code != string(axerr.CodeToolFailed) || strings.Contains(texts(res), "10.0.0.7") {
 		t.Errorf("refusal = %+v / %s", env.Error, texts(res))
+	}
+}
+
+func TestBearerVerifierCarriesTheAuthenticatorsPrincipal(t *testing.T) {
+	var got *middleware.Call
+	enf, err := newEnforcer(t, appendStage(capture(&got)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer enf.Close()
+	server := mcp.NewServer(&mcp.Implementation{Name: "shop", Version: "v0.0.1"}, nil)
+	if err := mcpgate.AddTools(server, enf, handlersFor(enf, (&seen{}).echo())); err != nil {
+		t.Fatal(err)
+	}
+	exp := float64(time.Now().Add(time.Hour).Unix())
+	authenticate := func(r *http.Request) (middleware.Principal, error) {
+		if r.Header.Get("Authorization") != "Bearer bob-token" {
+			return middleware.Principal{}, axerr.New(axerr.CodeUnauthenticated, "bad token")
+		}
+		return middleware.Principal{ID: "bob", Tenant: "globex", Roles: []string{"admin"}, Claims: map[string]any{"exp": exp, "org": "globex"}}, nil
+	}
+	handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil)
+	ts := httptest.NewServer(auth.RequireBearerToken(mcpgate.BearerVerifier(authenticate), nil)(handler))
+	defer ts.Close()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	connectAs := func(token string) (*mcp.ClientSession, error) {
+		hc := &http.Client{Transport: headerTransport{http.Header{"Authorization": {"Bearer " + token}}, http.DefaultTransport}}
+		return mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "v0"}, nil).
+			Connect(ctx, &mcp.StreamableClientTransport{Endpoint: ts.URL, HTTPClient: hc}, nil)
+	}
+	if _, err := connectAs("mallory-token"); err == nil {
+		t.Fatal("a bad bearer token connected")
+	}
+	cs, err := connectAs("bob-token")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "user_list", Arguments: map[string]any{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	structured(t, res)
+	if p := got.Principal; p.ID != "bob" || p.Tenant != "globex" || !slices.Equal(p.Roles, []string{"admin"}) || p.Claims["org"] != "globex" {
+		t.Errorf("principal = %+v", p)
 	}
 }
