@@ -1,0 +1,424 @@
+package axgate_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
+
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
+
+	"github.com/axgate/axgate"
+	axerr "github.com/axgate/axgate/errors"
+	"github.com/axgate/axgate/gates"
+	"github.com/axgate/axgate/manifest"
+	"github.com/axgate/axgate/middleware"
+)
+
+// observeManifest has a read action every standard gate lets through for
+// any authenticated caller, and a write action for refusals.
+const observeManifest = `{
+  "version": "1.0.0",
+  "actions": [
+    {"intent": "product.search", "entity": "product", "action_type": "read", "description": "Search products",
+     "required_parameters": [{"name": "query", "type": "string", "description": "text"}],
+     "risk_level": "none", "idempotent": true, "scope": "global"},
+    {"intent": "cart.add_item", "entity": "cart", "action_type": "write", "description": "Add to cart",
+     "required_parameters": [{"name": "product_id", "type": "string", "description": "id"}],
+     "risk_level": "low", "idempotent": true, "scope": "global", "side_effects": ["inventory_reserved"]}
+  ]
+}`
+
+type observed struct {
+	e      *axgate.Enforcer
+	spans  *tracetest.SpanRecorder
+	reader *sdkmetric.ManualReader
+	log    *bytes.Buffer
+}
+
+func newObserved(t *testing.T, opts ...axgate.Option) *observed {
+	t.Helper()
+	m, err := manifest.Parse([]byte(observeManifest))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := &observed{spans: tracetest.NewSpanRecorder(), reader: sdkmetric.NewManualReader(), log: &bytes.Buffer{}}
+	base := []axgate.Option{
+		axgate.WithTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(o.spans))),
+		axgate.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(o.reader))),
+		axgate.WithLogger(slog.New(slog.NewJSONHandler(o.log, nil))),
+	}
+	if o.e, err = axgate.New(m, append(base, opts...)...); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { o.e.Close() })
+	return o
+}
+
+func searchCall(args string) *middleware.Call {
+	return middleware.NewCall("product_search", json.RawMessage(args), middleware.Principal{ID: "u1", Tenant: "t1", Roles: []string{"customer"}})
+}
+
+var okTool = middleware.InvokerFunc(func(context.Context, *middleware.Call) (middleware.Result, error) {
+	return middleware.Result{Value: map[string]any{"items": []any{}}}, nil
+})
+
+func (o *observed) span(t *testing.T) sdktrace.ReadOnlySpan {
+	t.Helper()
+	ended := o.spans.Ended()
+	if len(ended) != 1 {
+		t.Fatalf("%d spans; want 1", len(ended))
+	}
+	return ended[0]
+}
+
+func attrs(kvs []attribute.KeyValue) map[string]string {
+	m := make(map[string]string, len(kvs))
+	for _, kv := range kvs {
+		m[string(kv.Key)] = kv.Value.Emit()
+	}
+	return m
+}
+
+// events renders the gate events as "gate:outcome[:code]".
+func events(s sdktrace.ReadOnlySpan) []string {
+	var out []string
+	for _, ev := range s.Events() {
+		a := attrs(ev.Attributes)
+		e := a["axag.gate"] + ":" + a["axag.gate.outcome"]
+		if a["axag.error.code"] != "" {
+			e += ":" + a["axag.error.code"]
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+func (o *observed) decisions(t *testing.T) map[string]int64 {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := o.reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int64{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name != "axag.decisions" {
+				continue
+			}
+			for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
+				var parts []string
+				for _, kv := range dp.Attributes.ToSlice() {
+					parts = append(parts, string(kv.Key)+"="+kv.Value.Emit())
+				}
+				out[strings.Join(parts, ",")] += dp.Value
+			}
+		}
+	}
+	return out
+}
+
+func (o *observed) auditRecords(t *testing.T) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(o.log.String()), "\n") {
+		if line == "" {
+			continue
+		}
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("audit line %q: %v", line, err)
+		}
+		out = append(out, rec)
+	}
+	return out
+}
+
+func TestObserveAllowedCall(t *testing.T) {
+	o := newObserved(t)
+	call := searchCall(`{"query":"red shoes"}`)
+	call.ID = "toolu_01"
+	if _, err := o.e.Invoke(context.Background(), call, okTool); err != nil {
+		t.Fatal(err)
+	}
+	s := o.span(t)
+	if s.Name() != "execute_tool product_search" {
+		t.Errorf("span name = %q", s.Name())
+	}
+	if s.SpanKind() != trace.SpanKindInternal {
+		t.Errorf("span kind = %v", s.SpanKind())
+	}
+	a := attrs(s.Attributes())
+	for k, v := range map[string]string{
+		"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "product_search", "gen_ai.tool.call.id": "toolu_01",
+		"axag.intent": "product.search", "axag.action_type": "read", "axag.risk_level": "none", "axag.decision": "allow",
+	} {
+		if a[k] != v {
+			t.Errorf("%s = %q; want %q", k, a[k], v)
+		}
+	}
+	for _, k := range []string{"axag.error.code", "axag.gate", "gen_ai.tool.call.arguments"} {
+		if _, ok := a[k]; ok {
+			t.Errorf("%s set on an allowed call", k)
+		}
+	}
+	if strings.Contains(fmt.Sprint(s.Attributes()), "red shoes") {
+		t.Error("argument value recorded")
+	}
+	// One pass event per stage of the standard chain, in order.
+	var want []string
+	for _, st := range o.e.Stages() {
+		if st != middleware.StageObserve {
+			want = append(want, st+":pass")
+		}
+	}
+	if got := events(s); !slices.Equal(got, want) {
+		t.Errorf("events = %v; want %v", got, want)
+	}
+	if s.Status().Code == codes.Error {
+		t.Errorf("status = %+v", s.Status())
+	}
+	if got := o.decisions(t); got["axag.decision=allow,axag.intent=product.search"] != 1 {
+		t.Errorf("axag.decisions = %v", got)
+	}
+	recs := o.auditRecords(t)
+	if len(recs) != 1 {
+		t.Fatalf("%d audit records", len(recs))
+	}
+	r := recs[0]
+	if r["decision"] != "allow" || r["principal"] != "u1" || r["tenant"] != "t1" || r["intent"] != "product.search" ||
+		r["trace_id"] != s.SpanContext().TraceID().String() || r["span_id"] != s.SpanContext().SpanID().String() {
+		t.Errorf("audit = %v", r)
+	}
+	if p, _ := json.Marshal(r["params"]); string(p) != `["query"]` {
+		t.Errorf("params = %s", p)
+	}
+}
+
+// refusal is one way a call is refused. A case with a real setup drives the
+// real gate; one without simulates the gate by putting a stage of its name
+// that refuses with its code where the standard chain has it (or last). When
+// a gate lands in the standard chain, give its case a real setup.
+type refusal struct {
+	gate string
+	code axerr.Code
+	// call returns a call the real gate refuses; nil simulates the gate.
+	call func() *middleware.Call
+	tool middleware.Invoker
+	// decision is "deny" unless said otherwise.
+	decision string
+}
+
+var refusals = []refusal{
+	{gate: gates.StageIntent, code: axerr.CodeIntentNotFound, call: func() *middleware.Call {
+		return middleware.NewCall("product_delete", json.RawMessage(`{}`), middleware.Principal{ID: "u1"})
+	}},
+	{gate: gates.StageParams, code: axerr.CodeMissingParam, call: func() *middleware.Call { return searchCall(`{}`) }},
+	{gate: axgate.StageTool, code: axerr.CodeToolFailed, decision: "allow", call: func() *middleware.Call { return searchCall(`{"query":"q"}`) },
+		tool: middleware.InvokerFunc(func(context.Context, *middleware.Call) (middleware.Result, error) {
+			return middleware.Result{}, errors.New("database is down")
+		})},
+	{gate: gates.StageAccess, code: axerr.CodeRoleInsufficient},
+	{gate: gates.StageAccess, code: axerr.CodeScopeViolation},
+	{gate: gates.StageAccess, code: axerr.CodeTenantBoundary},
+	{gate: gates.StageConstraints, code: axerr.CodeOutOfRange},
+	{gate: gates.StagePreconditions, code: axerr.CodePreconditionFailed},
+	{gate: gates.StageRateLimit, code: axerr.CodeRateLimited},
+	{gate: gates.StageConfirmation, code: axerr.CodeConfirmationMissing},
+	{gate: gates.StageApproval, code: axerr.CodeApprovalMissing},
+	{gate: gates.StageIdempotency, code: axerr.CodeDuplicateCall},
+	{gate: "my_policy", code: axerr.CodeScopeViolation},
+}
+
+// simulate puts a stage named gate that refuses with code in place of the
+// standard stage of that name, or last.
+func simulate(gate string, code axerr.Code) axgate.Option {
+	refuse := middleware.Stage{Name: gate, Interceptor: func(context.Context, *middleware.Call, middleware.Invoker) (middleware.Result, error) {
+		return middleware.Result{}, axerr.New(code, "simulated refusal").WithSuggestion("do something else")
+	}}
+	return axgate.WithPreExecution(func(std []middleware.Stage) []middleware.Stage {
+		out := slices.Clone(std)
+		if i := slices.IndexFunc(out, func(s middleware.Stage) bool { return s.Name == gate }); i >= 0 {
+			out[i] = refuse
+			return out
+		}
+		return append(out, refuse)
+	})
+}
+
+func TestObserveRefusalByEachGate(t *testing.T) {
+	for _, rc := range refusals {
+		t.Run(rc.gate+"/"+string(rc.code), func(t *testing.T) {
+			var opts []axgate.Option
+			call := searchCall(`{"query":"q"}`)
+			if rc.call != nil {
+				call = rc.call()
+			} else {
+				opts = append(opts, simulate(rc.gate, rc.code))
+			}
+			tool := rc.tool
+			if tool == nil {
+				tool = okTool
+			}
+			decision := rc.decision
+			if decision == "" {
+				decision = "deny"
+			}
+			o := newObserved(t, opts...)
+			_, err := o.e.Invoke(context.Background(), call, tool)
+			ae, ok := axerr.As(err)
+			if !ok || ae.Code != rc.code || ae.Gate != rc.gate {
+				t.Fatalf("err = %v (gate %q); want %s from %s", err, gateOf(err), rc.code, rc.gate)
+			}
+			s := o.span(t)
+			a := attrs(s.Attributes())
+			for k, v := range map[string]string{"axag.decision": decision, "axag.error.code": string(rc.code), "axag.gate": rc.gate, "error.type": string(rc.code)} {
+				if a[k] != v {
+					t.Errorf("%s = %q; want %q", k, a[k], v)
+				}
+			}
+			if s.Status().Code != codes.Error || s.Status().Description != string(rc.code) {
+				t.Errorf("status = %+v", s.Status())
+			}
+			ev := events(s)
+			if len(ev) == 0 || ev[len(ev)-1] != rc.gate+":deny:"+string(rc.code) {
+				t.Fatalf("events = %v; want the last one %s:deny:%s", ev, rc.gate, rc.code)
+			}
+			for _, e := range ev[:len(ev)-1] {
+				if !strings.HasSuffix(e, ":pass") {
+					t.Errorf("event before the refusal = %s", e)
+				}
+			}
+			for _, e := range s.Events() {
+				if strings.Contains(fmt.Sprint(e.Attributes), "simulated") || strings.Contains(fmt.Sprint(e.Attributes), "database") {
+					t.Errorf("event carries a message: %v", e.Attributes)
+				}
+			}
+			intent := ",axag.intent=" + call.Intent()
+			if call.Intent() == "" {
+				intent = ""
+			}
+			wantPoint := "axag.decision=" + decision + ",axag.error.code=" + string(rc.code) + intent
+			if got := o.decisions(t); got[wantPoint] != 1 || len(got) != 1 {
+				t.Errorf("axag.decisions = %v; want {%s: 1}", got, wantPoint)
+			}
+			recs := o.auditRecords(t)
+			if len(recs) != 1 || recs[0]["code"] != string(rc.code) || recs[0]["gate"] != rc.gate || recs[0]["decision"] != decision || recs[0]["level"] != "WARN" {
+				t.Errorf("audit = %v", recs)
+			}
+		})
+	}
+}
+
+func gateOf(err error) string {
+	if ae, ok := axerr.As(err); ok {
+		return ae.Gate
+	}
+	return ""
+}
+
+func TestObserveCheckIsMarked(t *testing.T) {
+	o := newObserved(t)
+	if err := o.e.Check(context.Background(), searchCall(`{"query":"q"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if a := attrs(o.span(t).Attributes()); a["axag.check_only"] != "true" || a["axag.decision"] != "allow" {
+		t.Errorf("attributes = %v", a)
+	}
+	if got := o.decisions(t); got["axag.check_only=true,axag.decision=allow,axag.intent=product.search"] != 1 {
+		t.Errorf("axag.decisions = %v", got)
+	}
+	if recs := o.auditRecords(t); len(recs) != 1 || recs[0]["check_only"] != true {
+		t.Errorf("audit = %v", recs)
+	}
+}
+
+func TestObserveArgumentRecording(t *testing.T) {
+	var got []middleware.AuditRecord
+	sink := middleware.AuditFunc(func(_ context.Context, r middleware.AuditRecord) { got = append(got, r) })
+	o := newObserved(t, axgate.WithArgumentRecording(middleware.RedactExcept()), axgate.WithAuditSink(sink))
+	if _, err := o.e.Invoke(context.Background(), searchCall(`{"query":"my address"}`), okTool); err != nil {
+		t.Fatal(err)
+	}
+	if a := attrs(o.span(t).Attributes()); a["gen_ai.tool.call.arguments"] != `{"query":"[REDACTED]"}` {
+		t.Errorf("recorded arguments = %q", a["gen_ai.tool.call.arguments"])
+	}
+	if len(got) != 1 || string(got[0].Arguments) != `{"query":"[REDACTED]"}` || !slices.Equal(got[0].Params, []string{"query"}) {
+		t.Errorf("sink records = %+v", got)
+	}
+	if len(o.auditRecords(t)) != 1 {
+		t.Error("the logger lost its record when a sink was added")
+	}
+}
+
+func TestObserveOffLeavesNoStage(t *testing.T) {
+	m, err := manifest.Parse([]byte(observeManifest))
+	if err != nil {
+		t.Fatal(err)
+	}
+	off := []axgate.Option{axgate.WithTracerProvider(tracenoop.NewTracerProvider()), axgate.WithMeterProvider(metricnoop.NewMeterProvider())}
+	e, err := axgate.New(m, off...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if slices.Contains(e.Stages(), middleware.StageObserve) {
+		t.Errorf("stages = %v; want no observe stage with tracing and metrics off", e.Stages())
+	}
+	var buf bytes.Buffer
+	e2, err := axgate.New(m, append(off, axgate.WithLogger(slog.New(slog.NewJSONHandler(&buf, nil))))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e2.Close()
+	if _, err := e2.Invoke(context.Background(), searchCall(`{"query":"q"}`), okTool); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(buf.String(), `"msg":"axgate decision"`) {
+		t.Errorf("audit log lost with tracing and metrics off: %q", buf.String())
+	}
+}
+
+// The audit log of a refused call: one JSON line per decision, with names
+// of parameters but never their values.
+func ExampleWithLogger() {
+	m, err := manifest.Parse([]byte(observeManifest))
+	if err != nil {
+		panic(err)
+	}
+	// Leave out what changes from run to run.
+	drop := func(_ []string, a slog.Attr) slog.Attr {
+		switch a.Key {
+		case slog.TimeKey, "duration", "trace_id", "span_id":
+			return slog.Attr{}
+		}
+		return a
+	}
+	logger := slog.New(slog.NewJSONHandler(os.Stdout, &slog.HandlerOptions{ReplaceAttr: drop}))
+	e, err := axgate.New(m, axgate.WithLogger(logger))
+	if err != nil {
+		panic(err)
+	}
+	defer e.Close()
+	call := middleware.NewCall("cart_add_item", json.RawMessage(`{"product_id":7}`), middleware.Principal{ID: "alice", Tenant: "acme"})
+	_, err = e.Invoke(context.Background(), call, okTool)
+	fmt.Println(err != nil)
+	// Output:
+	// {"level":"WARN","msg":"axgate decision","intent":"cart.add_item","tool":"cart_add_item","principal":"alice","tenant":"acme","risk_level":"low","decision":"deny","code":"AXAG_INVALID_TYPE","gate":"params","action_type":"write","params":["product_id"],"side_effects":["inventory_reserved"]}
+	// true
+}
