@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	axerr "github.com/axgate/axgate/errors"
@@ -273,9 +274,9 @@ func (g *Approval) missing(ctx context.Context, call *middleware.Call, digest, r
 func (g *Approval) missingError(call *middleware.Call, digest, reqID string, need int, approvers []string, rejected []rejectedToken) *axerr.Error {
 	a := call.Action
 	got := len(approvers)
-	e := axerr.Newf(axerr.CodeApprovalMissing, "this call needs approval by %d person(s) in role %v; %d valid approval(s) received", need, a.ApprovalRoles, got).
+	e := axerr.Newf(axerr.CodeApprovalMissing, "this call needs approval by %d person(s) holding one of the roles %s; %d valid approval(s) received", need, strings.Join(a.ApprovalRoles, ", "), got).
 		WithIntent(a.Intent).
-		WithSuggestion("Ask a person holding one of the approval roles to approve request " + reqID + ", then call again with their approval tokens.").
+		WithSuggestion("Ask a person holding one of the approval roles to approve request "+reqID+", then call again with their approval tokens.").
 		With("approval_request_id", reqID).
 		With("roles", nonNil(a.ApprovalRoles)).
 		With("count_needed", need).

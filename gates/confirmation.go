@@ -156,7 +156,7 @@ func (c *Confirmation) missing(call *middleware.Call, digest, reason string) *ax
 	msg := c.Message(call)
 	e := axerr.New(axerr.CodeConfirmationMissing, "this call needs the person's confirmation").
 		WithIntent(a.Intent).
-		WithSuggestion("Ask the person: \"" + msg + "\" If they agree, call again with a confirmation token for these exact arguments.").
+		WithSuggestion("Ask the person: \""+msg+"\" If they agree, call again with a confirmation token for these exact arguments.").
 		With("confirmation_message", msg).
 		With("risk_level", string(a.RiskLevel)).
 		With("side_effects", nonNil(a.SideEffects)).
