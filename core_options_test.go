@@ -4,4 +4,4 @@ import "github.com/axgate/axgate"
 
 // coreTestOptions are the options the core tests need on valid-full.json
 // once the policy gates exist: its preconditions are prose with no checker.
-func coreTestOptions() []axgate.Option { return nil }
+func coreTestOptions() []axgate.Option { return []axgate.Option{axgate.WithUnboundConditions()} }

@@ -1,19 +1,142 @@
 package axgate
 
-import "github.com/axgate/axgate/middleware"
+import (
+	"context"
+	"maps"
 
-// policyConfig configures roles, scope, tenant, constraints, preconditions,
-// rate limits, idempotency and postconditions.
-type policyConfig struct{}
+	"github.com/axgate/axgate/gates"
+	"github.com/axgate/axgate/middleware"
+)
 
-func defaultPolicyConfig() policyConfig { return policyConfig{} }
+// Stage names of the policy gates. Roles, granted scopes, user scope and
+// tenant share the access stage; details.reason says which check refused.
+const (
+	StageAccess         = gates.StageAccess
+	StageConstraints    = gates.StageConstraints
+	StagePreconditions  = gates.StagePreconditions
+	StagePostconditions = gates.StagePostconditions
+)
 
-// accessStages returns the roles, scope and tenant gates.
-func (e *Enforcer) accessStages() ([]middleware.Stage, error) { return nil, nil }
+// policyConfig configures roles, scope, tenant, constraints, preconditions
+// and postconditions.
+type policyConfig struct {
+	access gates.AccessOptions
+	pre    map[string]gates.Precondition
+	post   map[string]gates.Postcondition
+	// allowUnbound builds an enforcer although some conditions of the
+	// manifest are bound to nothing; each call records a warning instead.
+	allowUnbound bool
+}
+
+func defaultPolicyConfig() policyConfig {
+	return policyConfig{pre: map[string]gates.Precondition{}, post: map[string]gates.Postcondition{}}
+}
+
+// WithUserArgs sets the argument names that name a user (default user_id,
+// account_id, owner_id). Under scope: user every one of them that a call
+// carries must be the caller's ID, or the call is refused with
+// AXAG_SCOPE_VIOLATION. With no names, no argument is checked.
+func WithUserArgs(names ...string) Option {
+	return func(c *config) { c.policy.access.UserArgs = append([]string{}, names...) }
+}
+
+// WithUserOverrideRoles lets callers holding any of roles act on other
+// users' data under scope: user (an administrator, a support agent).
+func WithUserOverrideRoles(roles ...string) Option {
+	return func(c *config) { c.policy.access.UserOverrideRoles = append([]string{}, roles...) }
+}
+
+// WithTenantArgs sets the argument names that name a tenant (default
+// tenant_id, tenant, org_id, organization_id, workspace_id). Under a strict
+// tenant boundary every one of them that a call carries must be the caller's
+// tenant, or the call is refused with AXAG_TENANT_BOUNDARY. With no names,
+// no argument is checked.
+func WithTenantArgs(names ...string) Option {
+	return func(c *config) { c.policy.access.TenantArgs = append([]string{}, names...) }
+}
+
+// WithPrecondition binds the manifest's precondition name to a Go check
+// that returns nil when it holds. Any other error refuses the call with
+// AXAG_PRECONDITION_FAILED (its text stays out of the refusal; return
+// gates.PreconditionFailed for a message of your own, or an *errors.Error
+// such as gates.StoreUnavailable to answer with that). The check must not
+// change anything: Enforcer.Check runs it too. A later binding of the same
+// name replaces an earlier one.
+func WithPrecondition(name string, check func(ctx context.Context, call *middleware.Call) error) Option {
+	return func(c *config) { c.policy.pre[name] = gates.Precondition{Check: check} }
+}
+
+// WithPreconditionExpr binds the manifest's precondition name to a boolean
+// CEL expression over args, principal and the action's parameters, compiled
+// by New. A precondition whose expression cannot be evaluated (an argument
+// it reads is absent) does not hold.
+func WithPreconditionExpr(name, expr string) Option {
+	return func(c *config) { c.policy.pre[name] = gates.Precondition{Expr: expr} }
+}
+
+// WithPostcondition binds the manifest's postcondition name to a Go check of
+// the tool's result. An error answers the call with
+// AXGATE_POSTCONDITION_FAILED (502) instead of the result.
+func WithPostcondition(name string, check func(ctx context.Context, call *middleware.Call, res middleware.Result) error) Option {
+	return func(c *config) { c.policy.post[name] = gates.Postcondition{Check: check} }
+}
+
+// WithPostconditionExpr binds the manifest's postcondition name to a boolean
+// CEL expression over args, principal, the action's parameters and result
+// (the tool's result as encoding/json renders it).
+func WithPostconditionExpr(name, expr string) Option {
+	return func(c *config) { c.policy.post[name] = gates.Postcondition{Expr: expr} }
+}
+
+// WithCondition binds name, as a precondition and as a postcondition, to one
+// check of the host's own state. It is how one call's postcondition makes a
+// later call's precondition true: cart.validate declares the postcondition
+// cart_validated, order.place the precondition cart_validated, and the host
+// binds cart_validated to "my store says this cart was validated". After
+// cart.validate runs the check confirms the tool recorded it; before
+// order.place runs the same check lets the order through.
+func WithCondition(name string, check func(ctx context.Context, call *middleware.Call) error) Option {
+	return func(c *config) {
+		c.policy.pre[name] = gates.Precondition{Check: check}
+		c.policy.post[name] = gates.Postcondition{Check: func(ctx context.Context, call *middleware.Call, _ middleware.Result) error {
+			return check(ctx, call)
+		}}
+	}
+}
+
+// WithUnboundConditions builds an enforcer even though some preconditions or
+// postconditions of the manifest are bound to no check. By default New
+// refuses, listing them: a condition nobody checks would pass open. With
+// this option such a condition is skipped and every call of its action
+// records a warning in call.Facts.Warnings (and so in the audit record).
+func WithUnboundConditions() Option {
+	return func(c *config) { c.policy.allowUnbound = true }
+}
+
+// accessStages returns the roles, scope and tenant gate.
+func (e *Enforcer) accessStages() ([]middleware.Stage, error) {
+	return []middleware.Stage{gates.NewAccess(e.m, e.cfg.policy.access).Stage()}, nil
+}
 
 // conditionStages returns the constraint and precondition gates.
-func (e *Enforcer) conditionStages() ([]middleware.Stage, error) { return nil, nil }
+func (e *Enforcer) conditionStages() ([]middleware.Stage, error) {
+	cons, err := gates.NewConstraints(e.m)
+	if err != nil {
+		return nil, err
+	}
+	pre, err := gates.NewPreconditions(e.m, maps.Clone(e.cfg.policy.pre), e.cfg.policy.allowUnbound)
+	if err != nil {
+		return nil, err
+	}
+	return []middleware.Stage{cons.Stage(), pre.Stage()}, nil
+}
 
 // postStages returns the postcondition and output-schema checks, which run
 // after the tool.
-func (e *Enforcer) postStages() ([]middleware.Stage, error) { return nil, nil }
+func (e *Enforcer) postStages() ([]middleware.Stage, error) {
+	post, err := gates.NewPostconditions(e.m, maps.Clone(e.cfg.policy.post), e.cfg.policy.allowUnbound)
+	if err != nil {
+		return nil, err
+	}
+	return []middleware.Stage{post.Stage()}, nil
+}
