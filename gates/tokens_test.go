@@ -647,3 +647,7 @@ func TestVerifierConfig(t *testing.T) {
 		t.Fatalf("Verify = %v, want too_large", err)
 	}
 }
+
+func tkOK(context.Context, *middleware.Call) (middleware.Result, error) {
+	return middleware.Result{Value: "ran"}, nil
+}
