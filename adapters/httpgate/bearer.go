@@ -17,9 +17,9 @@ import (
 
 // BearerConfig configures JWTBearer.
 type BearerConfig struct {
-	// Keyfunc returns the verification key of a token (required). Bind each
-	// key to one algorithm in it; KeySetKeyfunc does so for a gates.KeySet
-	// (static keys, a JWKS file or URL), and keyfunc/v3 for a JWKS.
+	// Keyfunc returns the verification key of a token (required). Use
+	// gates.Keyfunc over a gates.KeySet (static keys, a JWKS file or URL):
+	// it binds each key to one algorithm and picks it by "kid".
 	Keyfunc jwt.Keyfunc
 	// Issuer is the required "iss" (required: a token from any issuer is
 	// never accepted).
@@ -73,8 +73,9 @@ var forbiddenTypes = []string{"axag-confirmation+jwt", "axag-approval+jwt"}
 //
 // A missing or bad token is refused with 401 AXGATE_UNAUTHENTICATED, a
 // "reason" detail (missing_token, too_large, malformed, expired,
-// not_yet_valid, bad_signature, unknown_key, wrong_issuer, wrong_audience,
-// wrong_type, crit_header, missing_claim, bad_claim) and a
+// not_yet_valid, bad_signature, unknown_key, algorithm_not_allowed,
+// wrong_issuer, wrong_audience, wrong_type, unsupported_critical_header,
+// missing_claim, bad_claim: the reasons of gates.TokenReason) and a
 // WWW-Authenticate: Bearer challenge. No key material or token content is
 // echoed.
 func JWTBearer(cfg BearerConfig) (PrincipalFunc, error) {
@@ -197,14 +198,19 @@ func bearerToken(h string) (string, bool) {
 	return t, t != ""
 }
 
+// jwtReason names why a token was refused, in the vocabulary of the token
+// gates (gates.TokenReason).
 func jwtReason(err error) string {
+	if te, ok := errors.AsType[*gates.TokenError](err); ok {
+		return string(te.Reason)
+	}
 	switch {
 	case errors.Is(err, errCrit):
-		return "crit_header"
+		return string(gates.ReasonCriticalHeader)
 	case errors.Is(err, errTypeRefused):
-		return "wrong_type"
+		return string(gates.ReasonType)
 	case errors.Is(err, gates.ErrUnknownKey):
-		return "unknown_key"
+		return string(gates.ReasonUnknownKey)
 	case errors.Is(err, jwt.ErrTokenExpired):
 		return "expired"
 	case errors.Is(err, jwt.ErrTokenNotValidYet), errors.Is(err, jwt.ErrTokenUsedBeforeIssued):
@@ -258,21 +264,4 @@ func bearerChallenge(e *axerr.Error) string {
 		return `Bearer realm="axgate"`
 	}
 	return `Bearer realm="axgate", error="invalid_token"`
-}
-
-// KeySetKeyfunc adapts a gates.KeySet (static keys, a JWKS file or URL) to a
-// jwt.Keyfunc: the key is chosen by the token's "kid", and the token's "alg"
-// must be the one algorithm that key is bound to.
-func KeySetKeyfunc(ks gates.KeySet) jwt.Keyfunc {
-	return func(t *jwt.Token) (any, error) {
-		kid, _ := t.Header["kid"].(string)
-		k, err := ks.Key(kid)
-		if err != nil {
-			return nil, err
-		}
-		if t.Method == nil || t.Method.Alg() != k.Algorithm {
-			return nil, fmt.Errorf("%w: key %q is for %s", jwt.ErrTokenSignatureInvalid, k.ID, k.Algorithm)
-		}
-		return k.Public, nil
-	}
 }

@@ -33,7 +33,7 @@ func newBearerFixture(t *testing.T) *bearerFixture {
 		t.Fatal(err)
 	}
 	auth, err := httpgate.JWTBearer(httpgate.BearerConfig{
-		Keyfunc:  httpgate.KeySetKeyfunc(ks),
+		Keyfunc:  gates.Keyfunc(ks),
 		Issuer:   "https://id.example",
 		Audience: "shop-api",
 	})
@@ -140,7 +140,7 @@ func TestJWTBearerRefusals(t *testing.T) {
 		{"HS256 with the public key", "Bearer " + confused, "bad_signature"},
 		{"other signing key", "Bearer " + forged, "bad_signature"},
 		{"unknown kid", "Bearer " + f.sign(t, f.claims(), map[string]any{"kid": "k9"}), "unknown_key"},
-		{"crit header", "Bearer " + f.sign(t, f.claims(), map[string]any{"crit": []string{"exp"}}), "crit_header"},
+		{"crit header", "Bearer " + f.sign(t, f.claims(), map[string]any{"crit": []string{"exp"}}), "unsupported_critical_header"},
 		{"confirmation token", "Bearer " + f.sign(t, f.claims(), map[string]any{"typ": "axag-confirmation+jwt"}), "wrong_type"},
 		{"approval token", "Bearer " + f.sign(t, f.claims(), map[string]any{"typ": "axag-approval+jwt"}), "wrong_type"},
 	}

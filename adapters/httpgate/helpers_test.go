@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/axgate/axgate"
+	"github.com/axgate/axgate/adapters/httpgate"
 	axerr "github.com/axgate/axgate/errors"
 	"github.com/axgate/axgate/manifest"
 	"github.com/axgate/axgate/middleware"
@@ -46,6 +48,9 @@ func refuseWith(err *axerr.Error) axgate.Option {
 	})
 }
 
+// quiet keeps the logs of expected failures out of the test output.
+var quiet = httpgate.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))
+
 // seen is what a capturing stage saw of the last call that reached it.
 type seen struct {
 	mu   sync.Mutex
@@ -73,13 +78,18 @@ func capture(s *seen) axgate.Option {
 	})
 }
 
-// userHeader authenticates by the X-Test-User header; no header, no caller.
+// userHeader authenticates by the X-Test-User header (roles from
+// X-Test-Roles, default member); no header, no caller.
 func userHeader(r *http.Request) (middleware.Principal, error) {
 	id := r.Header.Get("X-Test-User")
 	if id == "" {
 		return middleware.Principal{}, errors.New("no X-Test-User header")
 	}
-	return middleware.Principal{ID: id, Tenant: "acme", Roles: []string{"member"}}, nil
+	roles := []string{"member"}
+	if r := r.Header.Get("X-Test-Roles"); r != "" {
+		roles = strings.Split(r, ",")
+	}
+	return middleware.Principal{ID: id, Tenant: "acme", Roles: roles}, nil
 }
 
 // rejectAll is an authentication hook that rejects every request.

@@ -70,7 +70,7 @@ func gated(t *testing.T, enfOpts []axgate.Option, opts ...httpgate.Option) (http
 	t.Helper()
 	a := newApp()
 	mw := httpgate.Middleware(enforcer(t, enfOpts...), append([]httpgate.Option{
-		httpgate.WithPrincipal(userHeader), httpgate.WithRoutes(routes),
+		httpgate.WithPrincipal(userHeader), httpgate.WithRoutes(routes), quiet,
 	}, opts...)...)
 	return mw(a.mux), a
 }

@@ -21,7 +21,7 @@ func toolServer(t *testing.T, tool *spy, enfOpts []axgate.Option, opts ...httpga
 	t.Helper()
 	srv, err := httpgate.NewToolServer(enforcer(t, enfOpts...), map[string]middleware.Invoker{
 		"get_weather": tool, "ping": tool, "order.update": tool,
-	}, append([]httpgate.Option{httpgate.WithPrincipal(userHeader)}, opts...)...)
+	}, append([]httpgate.Option{httpgate.WithPrincipal(userHeader), quiet}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
