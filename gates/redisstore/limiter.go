@@ -31,10 +31,14 @@ func NewLimiter(client redis.UniversalClient, opts Options) *Limiter {
 
 // AllowN takes n calls for key under limit: Count calls per Per, in bursts
 // of up to Count. With n = 0 it only looks: Allowed says whether one call
-// would be allowed now, and nothing is taken.
+// would be allowed now, and nothing is taken. n may not exceed Count: so many
+// calls could never be allowed at once.
 func (l *Limiter) AllowN(ctx context.Context, key string, limit gates.Limit, n int) (gates.LimitDecision, error) {
-	if limit.Count <= 0 || limit.Per <= 0 || n < 0 {
-		return gates.LimitDecision{}, fmt.Errorf("redisstore: invalid limit %d per %s for %d calls", limit.Count, limit.Per, n)
+	if limit.Count <= 0 || limit.Per <= 0 {
+		return gates.LimitDecision{}, fmt.Errorf("redisstore: invalid limit %d per %s", limit.Count, limit.Per)
+	}
+	if n < 0 || n > limit.Count {
+		return gates.LimitDecision{}, fmt.Errorf("redisstore: cannot take %d calls under a limit of %d", n, limit.Count)
 	}
 	rl := redis_rate.Limit{Rate: limit.Count, Burst: limit.Count, Period: limit.Per}
 	ctx, cancel := l.ctx(ctx)
@@ -56,12 +60,8 @@ func (l *Limiter) AllowN(ctx context.Context, key string, limit gates.Limit, n i
 	}
 	d := gates.LimitDecision{Allowed: res.Allowed > 0, Remaining: res.Remaining}
 	if !d.Allowed {
-		d.RetryAfter = res.RetryAfter
-		if d.RetryAfter <= 0 {
-			// More calls than the burst: never allowed at once; the best
-			// advice is a full period.
-			d.RetryAfter = limit.Per
-		}
+		// A refusal always says when to come back.
+		d.RetryAfter = max(res.RetryAfter, time.Millisecond)
 	}
 	return d, nil
 }

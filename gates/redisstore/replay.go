@@ -34,8 +34,9 @@ end
 return 1
 `)
 
-// Consume marks every id used, atomically: if any was used already it
-// returns gates.ErrReplayed and marks none. One round trip.
+// Consume marks every id used, atomically: if any was used already (or one
+// id is given twice) it returns gates.ErrReplayed and marks none. One round
+// trip.
 func (s *ReplayStore) Consume(ctx context.Context, uses []gates.TokenUse) error {
 	if len(uses) == 0 {
 		return nil
@@ -43,7 +44,7 @@ func (s *ReplayStore) Consume(ctx context.Context, uses []gates.TokenUse) error 
 	now := time.Now()
 	keys := make([]string, 0, len(uses))
 	ttls := make([]any, 0, len(uses))
-	index := make(map[string]int, len(uses))
+	index := make(map[string]struct{}, len(uses))
 	for _, u := range uses {
 		if u.Expires.IsZero() {
 			return fmt.Errorf("redisstore: token id %q has no expiry", u.ID)
@@ -51,11 +52,12 @@ func (s *ReplayStore) Consume(ctx context.Context, uses []gates.TokenUse) error 
 		// Keep the id while any replica may still accept the token.
 		ttl := millis(u.Expires.Sub(now) + s.opts.ClockSkew)
 		k := s.key("jti:", u.ID)
-		if i, dup := index[k]; dup {
-			ttls[i] = max(ttls[i].(int64), ttl)
-			continue
+		if _, dup := index[k]; dup {
+			// One token presented twice in one call is a replay, as in
+			// the memory store.
+			return gates.ErrReplayed
 		}
-		index[k] = len(keys)
+		index[k] = struct{}{}
 		keys = append(keys, k)
 		ttls = append(ttls, ttl)
 	}

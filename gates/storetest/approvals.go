@@ -150,6 +150,81 @@ func TestApprovalStore(t *testing.T, newStore func(t *testing.T) gates.ApprovalS
 		}
 	})
 
+	t.Run("NewRequestMustBePending", func(t *testing.T) {
+		s := newStore(t)
+		r := request("r1", "acme", 0, "manager")
+		r.State = gates.ApprovalApproved
+		if _, _, err := s.Create(ctx(t), r); !errors.Is(err, gates.ErrInvalidTransition) {
+			t.Fatalf("Create of an approved request = %v, want gates.ErrInvalidTransition", err)
+		}
+		r.State = ""
+		got := create(t, s, r)
+		if got.State != gates.ApprovalPending {
+			t.Fatalf("Create with no state stored %q, want pending", got.State)
+		}
+	})
+
+	t.Run("DecidedRequestStaysDecided", func(t *testing.T) {
+		s := newStore(t)
+		create(t, s, request("r1", "acme", 0, "manager"))
+		if _, err := s.Update(ctx(t), "r1", decide("boss", true)); err != nil {
+			t.Fatalf("Update: %v", err)
+		}
+		approved := get(t, s, "r1")
+		for name, fn := range map[string]func(*gates.ApprovalRequest) error{
+			"approved to denied":  func(r *gates.ApprovalRequest) error { r.State = gates.ApprovalDenied; return nil },
+			"approved to pending": func(r *gates.ApprovalRequest) error { r.State = gates.ApprovalPending; return nil },
+			"approved to cancelled": func(r *gates.ApprovalRequest) error {
+				r.State = gates.ApprovalCancelled
+				return nil
+			},
+			"another decision on an approved request": decide("other", true),
+		} {
+			if _, err := s.Update(ctx(t), "r1", fn); !errors.Is(err, gates.ErrInvalidTransition) {
+				t.Errorf("Update %s = %v, want gates.ErrInvalidTransition", name, err)
+			}
+		}
+		sameRequest(t, "Get after refused updates", get(t, s, "r1"), approved)
+	})
+
+	t.Run("PastExpiryReadsExpired", func(t *testing.T) {
+		s := newStore(t)
+		r := request("r1", "acme", 0, "manager")
+		r.ExpiresAt = time.Now().Add(-time.Second)
+		create(t, s, r)
+		if got := get(t, s, "r1"); got.State != gates.ApprovalExpired {
+			t.Fatalf("Get of a pending request past its expiry: state %q, want expired", got.State)
+		}
+		if _, err := s.Update(ctx(t), "r1", decide("boss", true)); !errors.Is(err, gates.ErrInvalidTransition) {
+			t.Fatalf("approving an expired request = %v, want gates.ErrInvalidTransition", err)
+		}
+		list, err := s.List(ctx(t), gates.ApprovalFilter{Tenant: "acme", State: gates.ApprovalPending})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(list) != 0 {
+			t.Fatalf("List(pending) shows %d expired requests", len(list))
+		}
+	})
+
+	t.Run("CreateReplacesLapsedRequest", func(t *testing.T) {
+		s := newStore(t)
+		old := request("r1", "acme", 0, "manager")
+		old.ExpiresAt = time.Now().Add(-time.Second)
+		create(t, s, old)
+		fresh := request("r1", "acme", 5, "manager")
+		fresh.Requester = "user-2"
+		got, created, err := s.Create(ctx(t), fresh)
+		if err != nil {
+			t.Fatalf("Create over a lapsed request: %v", err)
+		}
+		if !created {
+			t.Fatal("Create over a lapsed request did not replace it")
+		}
+		sameRequest(t, "Create over a lapsed request", got, fresh)
+		sameRequest(t, "Get", get(t, s, "r1"), fresh)
+	})
+
 	t.Run("ReturnsCopies", func(t *testing.T) {
 		s := newStore(t)
 		r := request("r1", "acme", 0, "manager", "finance")

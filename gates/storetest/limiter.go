@@ -82,6 +82,24 @@ func TestLimiter(t *testing.T, newLimiter func(t *testing.T) gates.Limiter) {
 		}
 	})
 
+	t.Run("InvalidRequestsAreErrors", func(t *testing.T) {
+		l := newLimiter(t)
+		for _, tc := range []struct {
+			limit gates.Limit
+			n     int
+		}{
+			{gates.Limit{Count: 0, Per: time.Hour}, 1},
+			{gates.Limit{Count: -1, Per: time.Hour}, 1},
+			{gates.Limit{Count: 3, Per: 0}, 1},
+			{threePerHour, -1},
+			{threePerHour, 4}, // more than could ever be allowed at once
+		} {
+			if d, err := l.AllowN(ctx(t), "k", tc.limit, tc.n); err == nil {
+				t.Errorf("AllowN(%+v, %d) = %+v, want an error", tc.limit, tc.n, d)
+			}
+		}
+	})
+
 	t.Run("Cooldown", func(t *testing.T) {
 		l := newLimiter(t)
 		cooldown := gates.Limit{Count: 1, Per: 10 * time.Minute}

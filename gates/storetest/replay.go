@@ -89,6 +89,17 @@ func TestReplayStore(t *testing.T, newStore func(t *testing.T) gates.ReplayStore
 		}
 	})
 
+	t.Run("SameIDTwiceInOneCallIsReplay", func(t *testing.T) {
+		s := newStore(t)
+		err := s.Consume(ctx(t), []gates.TokenUse{use("a"), use("b"), use("a")})
+		if !errors.Is(err, gates.ErrReplayed) {
+			t.Fatalf("Consume(a, b, a) = %v, want gates.ErrReplayed", err)
+		}
+		if used(t, s, "b") {
+			t.Fatal("Used(b) = true after a refused Consume")
+		}
+	})
+
 	t.Run("ConcurrentPresentationsOneWins", func(t *testing.T) {
 		s := newStore(t)
 		errs := race(Concurrency, func(int) error {

@@ -1,0 +1,33 @@
+package gates_test
+
+import (
+	"testing"
+
+	"github.com/axgate/axgate/gates"
+	"github.com/axgate/axgate/gates/storetest"
+)
+
+// The memory stores keep the same contracts as the Redis stores of
+// gates/redisstore, checked by the same suite.
+
+func TestMemoryReplayStoreConformance(t *testing.T) {
+	storetest.TestReplayStore(t, func(*testing.T) gates.ReplayStore {
+		return gates.NewMemoryReplayStore(gates.MemoryReplayOptions{})
+	})
+}
+
+func TestMemoryLimiterConformance(t *testing.T) {
+	storetest.TestLimiter(t, func(*testing.T) gates.Limiter { return gates.NewMemoryLimiter(0) })
+}
+
+func TestMemoryIdempotencyStoreConformance(t *testing.T) {
+	storetest.TestIdempotencyStore(t, func(*testing.T) gates.IdempotencyStore {
+		return gates.NewMemoryIdempotencyStore(0)
+	})
+}
+
+func TestMemoryApprovalStoreConformance(t *testing.T) {
+	storetest.TestApprovalStore(t, func(*testing.T) gates.ApprovalStore {
+		return gates.NewMemoryApprovalStore(gates.MemoryApprovalOptions{})
+	})
+}
