@@ -2,6 +2,7 @@ package axgate
 
 import (
 	"context"
+	"errors"
 	"maps"
 
 	"github.com/axgate/axgate/gates"
@@ -120,12 +121,9 @@ func (e *Enforcer) accessStages() ([]middleware.Stage, error) {
 
 // conditionStages returns the constraint and precondition gates.
 func (e *Enforcer) conditionStages() ([]middleware.Stage, error) {
-	cons, err := gates.NewConstraints(e.m)
-	if err != nil {
-		return nil, err
-	}
-	pre, err := gates.NewPreconditions(e.m, maps.Clone(e.cfg.policy.pre), e.cfg.policy.allowUnbound)
-	if err != nil {
+	cons, cerr := gates.NewConstraints(e.m)
+	pre, perr := gates.NewPreconditions(e.m, maps.Clone(e.cfg.policy.pre), e.cfg.policy.allowUnbound)
+	if err := errors.Join(cerr, perr); err != nil {
 		return nil, err
 	}
 	return []middleware.Stage{cons.Stage(), pre.Stage()}, nil
