@@ -1,4 +1,4 @@
-package axgate_test
+package otelcollector_test
 
 import (
 	"context"
@@ -22,6 +22,24 @@ import (
 	"github.com/axgate/axgate/manifest"
 	"github.com/axgate/axgate/middleware"
 )
+
+// observeManifest has a read action every standard gate lets through for
+// any authenticated caller, and a write action with a required parameter.
+const observeManifest = `{
+  "version": "1.0.0",
+  "actions": [
+    {"intent": "product.search", "entity": "product", "action_type": "read", "description": "Search products",
+     "required_parameters": [{"name": "query", "type": "string", "description": "text"}],
+     "risk_level": "none", "idempotent": true, "scope": "global"},
+    {"intent": "cart.add_item", "entity": "cart", "action_type": "write", "description": "Add to cart",
+     "required_parameters": [{"name": "product_id", "type": "string", "description": "id"}],
+     "risk_level": "low", "idempotent": true, "scope": "global"}
+  ]
+}`
+
+var okTool = middleware.InvokerFunc(func(context.Context, *middleware.Call) (middleware.Result, error) {
+	return middleware.Result{Value: map[string]any{"items": []any{}}}, nil
+})
 
 // toolServer is a minimal HTTP tool server: POST /tools/{name} with the
 // arguments as the body, the caller in X-User, a W3C traceparent continued.
@@ -48,10 +66,10 @@ func toolServer(e *axgate.Enforcer) http.Handler {
 	return mux
 }
 
-// TestObserveCollectorEndToEnd exports the spans of an HTTP tool server over
+// TestCollectorEndToEnd exports the spans of an HTTP tool server over
 // OTLP to a real OpenTelemetry Collector and finds them in its debug output.
 // It skips when no collector binary is configured (see .ci/otelcol.sh).
-func TestObserveCollectorEndToEnd(t *testing.T) {
+func TestCollectorEndToEnd(t *testing.T) {
 	col := otelcollector.Start(t)
 
 	exp, err := otlptracehttp.New(context.Background(), otlptracehttp.WithEndpoint(col.Endpoint()), otlptracehttp.WithInsecure())
