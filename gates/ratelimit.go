@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -39,12 +40,18 @@ func RateLimit(l Limiter) middleware.Stage {
 		if a == nil || (a.RateLimit == nil && a.Cooldown <= 0) {
 			return next.Invoke(ctx, call)
 		}
-		rc := newRateCharge(l, call)
+		rc := rateCharge{l: l, action: a}
+		if a.Cooldown > 0 {
+			rc.cooldownKey = StateKey("cooldown", call.Principal.Tenant, call.Principal.ID, a.Intent)
+		}
+		if a.RateLimit != nil {
+			rc.rateKey = StateKey("rate", call.Principal.Tenant, call.Principal.ID, a.Intent)
+		}
 		if err := rc.take(ctx, 0); err != nil {
 			return middleware.Result{}, err
 		}
 		if !call.CheckOnly() {
-			call.OnCommit(rc.commit)
+			call.OnCommit(func(ctx context.Context) error { return rc.take(ctx, 1) })
 		}
 		return next.Invoke(ctx, call)
 	}}
@@ -54,44 +61,43 @@ func RateLimit(l Limiter) middleware.Stage {
 type rateCharge struct {
 	l      Limiter
 	action *manifest.Action
-	// key identifies (principal, tenant, intent); the cooldown's key adds a
-	// suffix so that the two never share a counter.
-	key string
+	// The keys name (principal, tenant, intent), one per counter; "" when
+	// the action does not declare that limit.
+	cooldownKey, rateKey string
 }
-
-func newRateCharge(l Limiter, call *middleware.Call) *rateCharge {
-	return &rateCharge{l: l, action: call.Action, key: StateKey("rate", call.Principal.Tenant, call.Principal.ID, call.Action.Intent)}
-}
-
-func (rc *rateCharge) commit(ctx context.Context) error { return rc.take(ctx, 1) }
 
 // take asks the limiter for n calls under the cooldown, then the rate limit.
 // The cooldown goes first: it is the one more often refused, and a refusal
 // there leaves the rate limit uncharged.
-func (rc *rateCharge) take(ctx context.Context, n int) error {
+func (rc rateCharge) take(ctx context.Context, n int) error {
 	a := rc.action
-	if a.Cooldown > 0 {
-		if err := rc.ask(ctx, rc.key+"|cooldown", Limit{Count: 1, Per: a.Cooldown}, n, true); err != nil {
+	if rc.cooldownKey != "" {
+		if err := rc.ask(ctx, rc.cooldownKey, Limit{Count: 1, Per: a.Cooldown}, n, true); err != nil {
 			return err
 		}
 	}
-	if a.RateLimit != nil {
-		if err := rc.ask(ctx, rc.key, Limit{Count: a.RateLimit.Count, Per: a.RateLimit.Per}, n, false); err != nil {
+	if rc.rateKey != "" {
+		if err := rc.ask(ctx, rc.rateKey, Limit{Count: a.RateLimit.Count, Per: a.RateLimit.Per}, n, false); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (rc *rateCharge) ask(ctx context.Context, key string, lim Limit, n int, cooldown bool) error {
+func (rc rateCharge) ask(ctx context.Context, key string, lim Limit, n int, cooldown bool) error {
 	d, err := rc.l.AllowN(ctx, key, lim, n)
-	if err != nil {
-		return StoreUnavailable(rc.action.Intent, "the rate limiter", err)
-	}
-	if d.Allowed {
+	var e *axerr.Error
+	switch {
+	case err != nil:
+		e = StoreUnavailable(rc.action.Intent, "the rate limiter", err)
+	case d.Allowed:
 		return nil
+	default:
+		e = RateLimited(rc.action, cooldown, d.RetryAfter)
 	}
-	return RateLimited(rc.action, cooldown, d.RetryAfter)
+	// Name this gate even when the refusal comes from the commit stage.
+	e.Gate = StageRateLimit
+	return e
 }
 
 // RateLimited is the refusal of a call over its rate limit (cooldown false)
@@ -147,17 +153,28 @@ func rateSpec(r *manifest.RateLimit) string {
 func StateKey(kind string, parts ...string) string {
 	n := len(kind)
 	for _, p := range parts {
-		n += len(p) + 6
+		n += len(p) + 2 + digits(len(p))
 	}
-	b := make([]byte, 0, n)
-	b = append(b, kind...)
+	var b strings.Builder
+	b.Grow(n)
+	b.WriteString(kind)
+	var num [20]byte
 	for _, p := range parts {
-		b = append(b, ':')
-		b = strconv.AppendInt(b, int64(len(p)), 10)
-		b = append(b, ':')
-		b = append(b, p...)
+		b.WriteByte(':')
+		b.Write(strconv.AppendInt(num[:0], int64(len(p)), 10))
+		b.WriteByte(':')
+		b.WriteString(p)
 	}
-	return string(b)
+	return b.String()
+}
+
+func digits(n int) int {
+	d := 1
+	for n >= 10 {
+		n /= 10
+		d++
+	}
+	return d
 }
 
 // DefaultMaxKeys bounds the keys a memory store holds when its constructor is
