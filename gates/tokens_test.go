@@ -46,7 +46,10 @@ const tkManifest = `{
     {"intent": "payout.send", "entity": "payout", "action_type": "write", "description": "Send a payout",
      "required_parameters": [{"name": "amount", "type": "number"}],
      "risk_level": "low",
-     "approval_required": true, "approval_roles": ["finance", "admin"], "approval_count": 2}
+     "approval_required": true, "approval_roles": ["finance", "admin"], "approval_count": 2},
+    {"intent": "vault.open", "entity": "vault", "action_type": "write", "description": "Open the vault",
+     "required_parameters": [{"name": "vault", "type": "string"}],
+     "risk_level": "high", "approval_required": true, "approval_roles": ["admin"]}
   ]
 }`
 

@@ -1,0 +1,358 @@
+package gates_test
+
+import (
+	"context"
+	"net/http"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	axerr "github.com/axgate/axgate/errors"
+	"github.com/axgate/axgate/gates"
+	"github.com/axgate/axgate/middleware"
+)
+
+// tkApproval is an approval gate beside the confirmation fixture, sharing
+// its keys and replay store.
+type tkApproval struct {
+	*tkFixture
+	store    *gates.MemoryApprovalStore
+	notified atomic.Int32
+	gate     *gates.Approval
+	issuer   gates.TokenIssuer
+}
+
+func newTkApproval(t testing.TB) *tkApproval {
+	t.Helper()
+	a := &tkApproval{tkFixture: newTkFixture(t), store: gates.NewMemoryApprovalStore(gates.MemoryApprovalOptions{})}
+	v, err := gates.NewVerifier(gates.VerifierConfig{Type: gates.TypApproval, Keys: a.keys, MaxLifetime: gates.DefaultApprovalLifetime})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.issuer = gates.TokenIssuer{Signer: a.signer}
+	a.gate, err = gates.NewApproval(gates.ApprovalConfig{
+		Verifier: v, Replay: a.replay, Store: a.store, Issuer: a.issuer,
+		Notifier: gates.NotifierFunc(func(context.Context, gates.ApprovalRequest) error { a.notified.Add(1); return nil }),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// approval mints an approval token by approver with roles for alice's call.
+func (a *tkApproval) approval(t testing.TB, approver string, roles []string, intent, args string) string {
+	t.Helper()
+	d, err := a.call(intent, args).ArgsSHA256()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, _, err := a.issuer.Approval(approver, roles, gates.ApprovalRequest{Intent: intent, Tenant: "acme", ArgsSHA256: d, Requester: "alice"}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+func (a *tkApproval) run(ctx context.Context, c *middleware.Call) error {
+	_, err := a.gate.Stage().Interceptor(ctx, c, middleware.InvokerFunc(tkOK))
+	return err
+}
+
+const tkPayout = `{"amount":900}`
+
+func TestApprovalNofM(t *testing.T) {
+	a := newTkApproval(t)
+	ctx := t.Context()
+	present := func(tokens ...string) (*middleware.Call, error) {
+		c := a.call("payout.send", tkPayout)
+		c.Credentials.Approvals = tokens
+		return c, a.run(ctx, c)
+	}
+	digest, _ := a.call("payout.send", tkPayout).ArgsSHA256()
+	wantID := gates.ApprovalRequestID("payout.send", digest, "alice", "acme")
+
+	// None: refused, and a request is recorded once, however often retried.
+	for range 3 {
+		_, err := present()
+		d := tkRefusal(t, err, axerr.CodeApprovalMissing, http.StatusPreconditionRequired)
+		if d["approval_request_id"] != wantID || d["count_needed"] != 2 || d["count_received"] != 0 || d["request_state"] != "pending" {
+			t.Fatalf("details = %v", d)
+		}
+		if !slices.Equal(d["roles"].([]string), []string{"finance", "admin"}) {
+			t.Fatalf("roles = %v", d["roles"])
+		}
+	}
+	if n := a.notified.Load(); n != 1 {
+		t.Errorf("notifier called %d times for one request retried 3 times, want 1", n)
+	}
+	req, err := a.store.Get(ctx, wantID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if req.Requester != "alice" || req.Tenant != "acme" || req.Count != 2 || string(req.Arguments) != tkPayout || req.State != gates.ApprovalPending {
+		t.Errorf("stored request = %+v", req)
+	}
+
+	bob := a.approval(t, "bob", []string{"finance"}, "payout.send", tkPayout)
+	bobAgain := a.approval(t, "bob", []string{"finance"}, "payout.send", tkPayout)
+	carol := a.approval(t, "carol", []string{"admin", "auditor"}, "payout.send", tkPayout)
+
+	// One of two.
+	_, err = present(bob)
+	if d := tkRefusal(t, err, axerr.CodeApprovalMissing, 428); d["count_received"] != 1 {
+		t.Fatalf("one approval: count_received = %v", d["count_received"])
+	}
+	// The same approver twice counts once.
+	_, err = present(bob, bobAgain)
+	if d := tkRefusal(t, err, axerr.CodeApprovalMissing, 428); d["count_received"] != 1 {
+		t.Fatalf("duplicate approver: count_received = %v, want 1", d["count_received"])
+	}
+	// Two distinct approvers in the roles: the call passes.
+	c, err := present(carol, bob)
+	if err != nil {
+		t.Fatalf("2 of 2 approvals refused: %v", err)
+	}
+	if !slices.Equal(c.Facts.Approvers, []string{"bob", "carol"}) || c.Facts.ApprovalRequestID != wantID {
+		t.Errorf("facts = %+v", c.Facts)
+	}
+	if err := c.RunCommits(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Spent: presenting them again is a replay.
+	_, err = present(carol, bob)
+	d := tkRefusal(t, err, axerr.CodeApprovalMissing, 428)
+	if d["count_received"] != 0 || tkJSON(t, d["rejected_tokens"]) != `[{"index":0,"reason":"already_used"},{"index":1,"reason":"already_used"}]` {
+		t.Fatalf("replayed approvals: %v", d)
+	}
+}
+
+func TestApprovalInvalid(t *testing.T) {
+	a := newTkApproval(t)
+	for name, tc := range map[string]struct {
+		tokens []string
+		reason string
+	}{
+		"self-approval": {[]string{a.approval(t, "alice", []string{"finance"}, "payout.send", tkPayout)}, "self_approval"},
+		"wrong role":    {[]string{a.approval(t, "dave", []string{"clerk"}, "payout.send", tkPayout)}, "role_not_allowed"},
+		"no roles":      {[]string{a.approval(t, "dave", nil, "payout.send", tkPayout)}, "role_not_allowed"},
+		"one good, one self": {[]string{
+			a.approval(t, "bob", []string{"finance"}, "payout.send", tkPayout),
+			a.approval(t, "alice", []string{"admin"}, "payout.send", tkPayout),
+		}, "self_approval"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := a.call("payout.send", tkPayout)
+			c.Credentials.Approvals = tc.tokens
+			d := tkRefusal(t, a.run(t.Context(), c), axerr.CodeApprovalInvalid, http.StatusForbidden)
+			if d["reason"] != tc.reason || d["gate"] != "approval" {
+				t.Fatalf("details = %v, want reason %s", d, tc.reason)
+			}
+		})
+	}
+}
+
+func TestApprovalTokenBinding(t *testing.T) {
+	a := newTkApproval(t)
+	confirmation := a.signEd(t, nil, a.claims(t, "payout.send", tkPayout)) // a confirmation, not an approval
+	otherArgs := a.approval(t, "bob", []string{"finance"}, "payout.send", `{"amount":1}`)
+	otherIntent := a.approval(t, "bob", []string{"finance"}, "vault.open", tkPayout)
+	c := a.call("payout.send", tkPayout)
+	c.Credentials.Approvals = []string{confirmation, otherArgs, otherIntent, "garbage"}
+	d := tkRefusal(t, a.run(t.Context(), c), axerr.CodeApprovalMissing, 428)
+	want := `[{"index":0,"reason":"wrong_type"},{"index":1,"reason":"bound_to_other_arguments"},{"index":2,"reason":"bound_to_other_intent"},{"index":3,"reason":"malformed"}]`
+	if got := tkJSON(t, d["rejected_tokens"]); got != want {
+		t.Fatalf("rejected_tokens = %s\nwant %s", got, want)
+	}
+	// Another requester (mallory presenting tokens issued for alice).
+	c = a.call("payout.send", tkPayout)
+	c.Principal = middleware.Principal{ID: "mallory", Tenant: "acme"}
+	c.Credentials.Approvals = []string{a.approval(t, "bob", []string{"finance"}, "payout.send", tkPayout)}
+	d = tkRefusal(t, a.run(t.Context(), c), axerr.CodeApprovalMissing, 428)
+	if got := tkJSON(t, d["rejected_tokens"]); got != `[{"index":0,"reason":"bound_to_other_caller"}]` {
+		t.Fatalf("other requester: %s", got)
+	}
+}
+
+func TestApprovalCheckRecordsNothing(t *testing.T) {
+	a := newTkApproval(t)
+	c := a.call("payout.send", tkPayout)
+	c.SetCheckOnly(true)
+	d := tkRefusal(t, a.run(t.Context(), c), axerr.CodeApprovalMissing, 428)
+	if d["request_state"] != "not_requested" {
+		t.Errorf("request_state = %v, want not_requested", d["request_state"])
+	}
+	if list, _ := a.store.List(t.Context(), gates.ApprovalFilter{}); len(list) != 0 || a.notified.Load() != 0 {
+		t.Fatalf("Check recorded %d requests and notified %d times", len(list), a.notified.Load())
+	}
+}
+
+func TestApprovalDecide(t *testing.T) {
+	a := newTkApproval(t)
+	ctx := t.Context()
+	c := a.call("payout.send", tkPayout)
+	err := a.run(ctx, c)
+	id := tkRefusal(t, err, axerr.CodeApprovalMissing, 428)["approval_request_id"].(string)
+
+	p := func(id, tenant string, roles ...string) middleware.Principal {
+		return middleware.Principal{ID: id, Tenant: tenant, Roles: roles}
+	}
+	alice, bob, carol := p("alice", "acme", "finance"), p("bob", "acme", "finance"), p("carol", "acme", "admin")
+
+	// Who may not decide.
+	for _, tc := range []struct {
+		who    middleware.Principal
+		code   axerr.Code
+		reason string
+	}{
+		{alice, axerr.CodeApprovalInvalid, "self_approval"},
+		{p("dave", "acme", "clerk"), axerr.CodeApprovalInvalid, "role_not_allowed"},
+		{p("eve", "globex", "finance"), axerr.CodeTenantBoundary, ""},
+		{p("", "acme", "finance"), axerr.CodeUnauthenticated, ""},
+	} {
+		_, _, _, err := a.gate.Decide(ctx, tc.who, id, true, "")
+		d := tkRefusal(t, err, tc.code, tc.code.HTTPStatus())
+		if tc.reason != "" && d["reason"] != tc.reason {
+			t.Errorf("%s: reason = %v, want %s", tc.who.ID, d["reason"], tc.reason)
+		}
+	}
+	if _, _, _, err := a.gate.Decide(ctx, bob, "apr_nope", true, ""); err == nil {
+		t.Error("deciding an unknown request succeeded")
+	}
+
+	// Inbox: bob and carol see it, alice (the requester) does not.
+	for who, want := range map[string]int{"bob": 1, "carol": 1, "alice": 0} {
+		pr := map[string]middleware.Principal{"bob": bob, "carol": carol, "alice": alice}[who]
+		list, err := a.gate.Pending(ctx, pr)
+		if err != nil || len(list) != want {
+			t.Errorf("Pending(%s) = %d requests, %v; want %d", who, len(list), err, want)
+		}
+	}
+	if list, _ := a.gate.Pending(ctx, p("frank", "globex", "finance")); len(list) != 0 {
+		t.Error("another tenant's approver sees the request")
+	}
+
+	// bob approves (1 of 2), twice: counted once.
+	req, bobTok, exp, err := a.gate.Decide(ctx, bob, id, true, "ok")
+	if err != nil || bobTok == "" || req.State != gates.ApprovalPending || exp.IsZero() {
+		t.Fatalf("bob's approval: state %s, token %v, err %v", req.State, bobTok != "", err)
+	}
+	req, _, _, err = a.gate.Decide(ctx, bob, id, true, "again")
+	if err != nil || len(req.Decisions) != 1 || req.State != gates.ApprovalPending {
+		t.Fatalf("bob again: %d decisions, state %s, %v", len(req.Decisions), req.State, err)
+	}
+	// carol approves: 2 of 2, approved.
+	req, carolTok, _, err := a.gate.Decide(ctx, carol, id, true, "")
+	if err != nil || req.State != gates.ApprovalApproved {
+		t.Fatalf("carol's approval: state %s, %v", req.State, err)
+	}
+	if list, _ := a.gate.Pending(ctx, bob); len(list) != 0 {
+		t.Error("an approved request is still in the inbox")
+	}
+	// The issued tokens let the call through.
+	c = a.call("payout.send", tkPayout)
+	c.Credentials.Approvals = []string{bobTok, carolTok}
+	if err := a.run(ctx, c); err != nil {
+		t.Fatalf("tokens from Decide refused: %v", err)
+	}
+	// Approved is final: a new decision is an invalid transition...
+	_, _, _, err = a.gate.Decide(ctx, p("gina", "acme", "admin"), id, false, "too late")
+	if d := tkRefusal(t, err, axerr.CodeApprovalInvalid, 403); d["reason"] != "invalid_transition" {
+		t.Errorf("deciding an approved request: %v", d)
+	}
+	// ...but an approver who approved gets a fresh token.
+	if _, tok, _, err := a.gate.Decide(ctx, carol, id, true, ""); err != nil || tok == "" || tok == carolTok {
+		t.Errorf("re-issue for carol: %v", err)
+	}
+}
+
+func TestApprovalDenyAndCancel(t *testing.T) {
+	a := newTkApproval(t)
+	ctx := t.Context()
+	bob := middleware.Principal{ID: "bob", Tenant: "acme", Roles: []string{"admin"}}
+	request := func(args string) string {
+		err := a.run(ctx, a.call("vault.open", args))
+		return tkRefusal(t, err, axerr.CodeApprovalMissing, 428)["approval_request_id"].(string)
+	}
+	id := request(`{"vault":"v1"}`)
+	req, tok, _, err := a.gate.Decide(ctx, bob, id, false, "not today")
+	if err != nil || tok != "" || req.State != gates.ApprovalDenied || req.Decisions[0].Reason != "not today" {
+		t.Fatalf("deny: %+v, token %q, %v", req, tok, err)
+	}
+	_, _, _, err = a.gate.Decide(ctx, bob, id, true, "changed my mind")
+	if d := tkRefusal(t, err, axerr.CodeApprovalInvalid, 403); d["reason"] != "invalid_transition" {
+		t.Fatalf("approve after deny: %v", d)
+	}
+	// The caller learns the request was denied.
+	err = a.run(ctx, a.call("vault.open", `{"vault":"v1"}`))
+	if d := tkRefusal(t, err, axerr.CodeApprovalMissing, 428); d["request_state"] != "denied" {
+		t.Errorf("request_state = %v, want denied", d["request_state"])
+	}
+
+	id = request(`{"vault":"v2"}`)
+	alice := a.alice
+	if err := a.gate.Cancel(ctx, bob, id); err == nil {
+		t.Error("someone other than the requester cancelled the request")
+	}
+	if err := a.gate.Cancel(ctx, alice, id); err != nil {
+		t.Fatalf("requester's cancel: %v", err)
+	}
+	if r, _ := a.gate.Request(ctx, id); r.State != gates.ApprovalCancelled {
+		t.Errorf("state = %s, want cancelled", r.State)
+	}
+	err = a.gate.Cancel(ctx, alice, id)
+	if d := tkRefusal(t, err, axerr.CodeApprovalInvalid, 403); d["reason"] != "invalid_transition" {
+		t.Errorf("second cancel: %v", d)
+	}
+}
+
+// TestTokensSpentTogether: a confirmation and an approval pass their gates;
+// with the approval missing nothing is spent, and once both are there they
+// are spent in one atomic step.
+func TestTokensSpentTogether(t *testing.T) {
+	a := newTkApproval(t)
+	ctx := t.Context()
+	const args = `{"vault":"v9"}`
+	conf := a.signEd(t, nil, a.claims(t, "vault.open", args))
+	chain := middleware.Build(middleware.InvokerFunc(tkOK), nil, a.tkFixture.gate.Stage(), a.gate.Stage(), tkCommit)
+	c := a.call("vault.open", args)
+	c.Credentials.Confirmation = conf
+	_, err := chain.Invoke(ctx, c)
+	tkRefusal(t, err, axerr.CodeApprovalMissing, 428)
+	if used, _ := a.replay.Used(ctx, tkJTI(t, conf)); used {
+		t.Fatal("the confirmation was spent although approval was missing")
+	}
+	appr := a.approval(t, "bob", []string{"admin"}, "vault.open", args)
+	c = a.call("vault.open", args)
+	c.Credentials.Confirmation, c.Credentials.Approvals = conf, []string{appr}
+	if _, err := chain.Invoke(ctx, c); err != nil {
+		t.Fatalf("confirmed and approved call refused: %v", err)
+	}
+	for _, tok := range []string{conf, appr} {
+		if used, _ := a.replay.Used(ctx, tkJTI(t, tok)); !used {
+			t.Errorf("token %s not spent", tkJTI(t, tok))
+		}
+	}
+	// If the approval was spent elsewhere meanwhile, the confirmation is not burned.
+	conf2 := a.signEd(t, nil, a.claims(t, "vault.open", args))
+	appr2 := a.approval(t, "bob", []string{"admin"}, "vault.open", args)
+	c = a.call("vault.open", args)
+	c.Credentials.Confirmation, c.Credentials.Approvals = conf2, []string{appr2}
+	if _, err := a.tkFixture.gate.Stage().Interceptor(ctx, c, middleware.InvokerFunc(func(ctx context.Context, c *middleware.Call) (middleware.Result, error) {
+		return a.gate.Stage().Interceptor(ctx, c, middleware.InvokerFunc(func(ctx context.Context, c *middleware.Call) (middleware.Result, error) {
+			// Another call spends the approval between the gates and the commit.
+			if err := a.replay.Consume(ctx, []gates.TokenUse{{ID: tkJTI(t, appr2), Expires: time.Now().Add(time.Hour)}}); err != nil {
+				t.Fatal(err)
+			}
+			return middleware.Result{}, c.RunCommits(ctx)
+		}))
+	})); err == nil {
+		t.Fatal("the commit let a replayed approval through")
+	} else if d := tkRefusal(t, err, axerr.CodeApprovalMissing, 428); tkJSON(t, d["rejected_tokens"]) != `[{"index":0,"reason":"already_used"}]` {
+		t.Errorf("details = %v", d)
+	}
+	if used, _ := a.replay.Used(ctx, tkJTI(t, conf2)); used {
+		t.Fatal("the confirmation was burned by the approval's replay")
+	}
+}
