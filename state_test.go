@@ -764,3 +764,37 @@ func ExampleWithDuplicateCalls() {
 	// <nil>
 	// AXGATE_DUPLICATE_CALL: email.send was just called with the same arguments, and it is not idempotent
 }
+
+// lastUnitTaken lets every look pass and refuses every charge: the race for
+// the last unit lost between the rate-limit stage and the commit.
+type lastUnitTaken struct{}
+
+func (lastUnitTaken) AllowN(_ context.Context, _ string, _ gates.Limit, n int) (gates.LimitDecision, error) {
+	if n == 0 {
+		return gates.LimitDecision{Allowed: true, Remaining: 1}, nil
+	}
+	return gates.LimitDecision{RetryAfter: 1500 * time.Millisecond}, nil
+}
+
+// TestRateLimitLostAtCommit: a call that passes the look but loses the last
+// unit at the commit is refused there, by the rate_limit gate, before the
+// tokens of later gates are spent and before the tool runs.
+func TestRateLimitLostAtCommit(t *testing.T) {
+	var spent atomic.Bool
+	spendToken := func(std []middleware.Stage) []middleware.Stage {
+		return append(std, middleware.Stage{Name: "confirm", Interceptor: func(ctx context.Context, call *middleware.Call, next middleware.Invoker) (middleware.Result, error) {
+			call.OnCommit(func(context.Context) error { spent.Store(true); return nil })
+			return next.Invoke(ctx, call)
+		}})
+	}
+	tool := &counterTool{}
+	e := stateEnforcer(t, axgate.WithLimiter(lastUnitTaken{}), axgate.WithPreExecution(spendToken))
+	_, err := e.Wrap(tool).Invoke(context.Background(), stateCall{tool: "report_export", who: alice}.call())
+	code, status, d := envelopeDetails(t, err)
+	if code != axerr.CodeRateLimited || status != 429 || d["gate"] != "rate_limit" || d["retry_after"] != 2.0 {
+		t.Fatalf("%v %v; want AXAG_RATE_LIMITED from rate_limit with retry_after 2", err, d)
+	}
+	if spent.Load() || tool.n.Load() != 0 {
+		t.Fatalf("token spent %v, tool ran %d times; want neither", spent.Load(), tool.n.Load())
+	}
+}
