@@ -75,7 +75,7 @@ func TestUsage(t *testing.T) {
 		{"tools bad format", []string{"tools", "--format", "gemini", "m.json"}, exitUsage, "--format must be mcp, openai or anthropic"},
 		{"tools without manifest", []string{"tools"}, exitUsage, "want exactly one MANIFEST"},
 		{"keys without subcommand", []string{"keys"}, exitUsage, "keys gen"},
-		{"token without kind", []string{"token"}, exitUsage, "principal, confirmation or approval"},
+		{"token without kind", []string{"token"}, exitUsage, "principal|confirmation|approval"},
 		{"serve without manifest", []string{"serve", "--upstream", "http://127.0.0.1:1"}, exitUsage, "--manifest is required"},
 	}
 	for _, c := range cases {

@@ -1,5 +1,451 @@
 package main
 
-import "context"
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
 
-func runServe(_ context.Context, e *env, args []string) int { return exitUsage }
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/propagation"
+
+	"github.com/axgate/axgate"
+	"github.com/axgate/axgate/adapters/httpgate"
+	axerr "github.com/axgate/axgate/errors"
+	"github.com/axgate/axgate/gates"
+	"github.com/axgate/axgate/gates/redisstore"
+	"github.com/axgate/axgate/manifest"
+	"github.com/axgate/axgate/middleware"
+)
+
+const serveAbout = `
+Runs a gateway that enforces a manifest in front of an existing HTTP tool
+server. The gateway serves the tool server routes itself —
+
+  GET  /tools, GET /tools/{name}   the manifest's tools (input schemas as enforced)
+  POST /tools/{name}/validate      the Tool Validation API (never reaches the upstream)
+  POST /tools/{name}/call          the whole axgate chain; a call it allows is
+                                   forwarded to UPSTREAM/tools/{name}/call and the
+                                   upstream's {"result": …} is checked and returned
+  GET  /healthz                    {"status":"ok", …}
+
+— and answers every refusal with the AXAG error envelope, without calling the
+upstream. Callers authenticate with "Authorization: Bearer JWT" (verified with
+--jwks or --jwks-url, --issuer, --audience; claims sub, tenant, roles, scope);
+confirmation and approval tokens travel in X-AXAG-Confirmation and
+X-AXAG-Approval and are verified with the same keys (and --signing-key's).
+
+The forwarded request carries the arguments as its body, the caller's
+Idempotency-Key, the trace context, and X-Axgate-Principal / X-Axgate-Tenant
+naming who called: the upstream must be reachable through the gateway only.
+
+SIGHUP reloads the manifest (and a --jwks file): a manifest that fails to load
+keeps the one in use, and the log says why. SIGINT or SIGTERM stop the server
+gracefully: no new connections, calls in flight finish (up to
+--shutdown-timeout).`
+
+// serveConfig is what the flags of serve say.
+type serveConfig struct {
+	manifest, upstream, listen       string
+	jwks, jwksURL, signingKey        string
+	issuer, audience                 string
+	anonymous                        bool
+	redis                            string
+	preconditions, postconditions    conditionFlags
+	allowUnbound, allowUnknownParams bool
+	shutdownTimeout, upstreamTimeout time.Duration
+}
+
+// conditionFlags collects repeated NAME=CEL flags.
+type conditionFlags []string
+
+func (c *conditionFlags) String() string { return strings.Join(*c, "; ") }
+
+func (c *conditionFlags) Set(v string) error {
+	name, expr, ok := strings.Cut(v, "=")
+	if !ok || strings.TrimSpace(name) == "" || strings.TrimSpace(expr) == "" {
+		return errors.New(`want NAME=CEL, e.g. "cart is not empty=args.quantity > 0"`)
+	}
+	*c = append(*c, v)
+	return nil
+}
+
+func runServe(ctx context.Context, e *env, args []string) int {
+	fs := newFlags(e, "serve", "serve --manifest M --upstream URL (--jwks FILE | --jwks-url URL | --anonymous) [flags]", serveAbout)
+	var c serveConfig
+	fs.StringVar(&c.manifest, "manifest", "", "the manifest to enforce (JSON or YAML)")
+	fs.StringVar(&c.upstream, "upstream", "", "base URL of the tool server to forward allowed calls to, e.g. http://127.0.0.1:9000")
+	fs.StringVar(&c.listen, "listen", "127.0.0.1:8080", "address to listen on (port 0 picks a free one; the log says which)")
+	fs.StringVar(&c.jwks, "jwks", "", "JWK Set file verifying bearer, confirmation and approval tokens (re-read on SIGHUP)")
+	fs.StringVar(&c.jwksURL, "jwks-url", "", "JWK Set URL verifying bearer, confirmation and approval tokens (refreshed in the background)")
+	fs.StringVar(&c.signingKey, "signing-key", "", "private key (PEM or JWK) whose public half also verifies confirmation and approval tokens")
+	fs.StringVar(&c.issuer, "issuer", gates.DefaultIssuer, "required iss of every token")
+	fs.StringVar(&c.audience, "audience", gates.DefaultAudience, "required aud of every token")
+	fs.BoolVar(&c.anonymous, "anonymous", false, "accept calls without a bearer token, as the empty principal (development only)")
+	fs.StringVar(&c.redis, "redis", "", "Redis URL for shared state across replicas (used tokens, rate limits, idempotency, approvals); default in memory")
+	fs.Var(&c.preconditions, "precondition", "bind a manifest precondition to a CEL expression: NAME=EXPR (repeatable)")
+	fs.Var(&c.postconditions, "postcondition", "bind a manifest postcondition to a CEL expression: NAME=EXPR (repeatable)")
+	fs.BoolVar(&c.allowUnbound, "allow-unbound-conditions", false, "serve even though some conditions are bound to no check (each call records a warning)")
+	fs.BoolVar(&c.allowUnknownParams, "allow-unknown-params", false, "accept arguments the manifest does not declare")
+	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long calls in flight may finish on shutdown")
+	fs.DurationVar(&c.upstreamTimeout, "upstream-timeout", 30*time.Second, "how long a forwarded call may take")
+	pos, err := parseFlags(e, fs, args)
+	if err != nil {
+		return flagStatus(err)
+	}
+	switch {
+	case len(pos) > 0:
+		return usageError(e, fs, "unexpected argument %q", pos[0])
+	case c.manifest == "":
+		return usageError(e, fs, "--manifest is required")
+	case c.upstream == "":
+		return usageError(e, fs, "--upstream is required")
+	case c.jwks != "" && c.jwksURL != "":
+		return usageError(e, fs, "give --jwks or --jwks-url, not both")
+	case c.jwks == "" && c.jwksURL == "" && !c.anonymous:
+		return usageError(e, fs, "callers must be authenticated: give --jwks or --jwks-url (or --anonymous, for development)")
+	case c.anonymous && (c.jwks != "" || c.jwksURL != ""):
+		return usageError(e, fs, "--anonymous and a key set exclude each other")
+	}
+	up, err := url.Parse(c.upstream)
+	if err != nil || (up.Scheme != "http" && up.Scheme != "https") || up.Host == "" {
+		return usageError(e, fs, "--upstream must be an http or https URL, not %q", c.upstream)
+	}
+
+	log := slog.New(slog.NewTextHandler(e.stderr, nil))
+	gw, err := newGateway(ctx, c, up, log)
+	if err != nil {
+		return failf(e, "serve", "%v", err)
+	}
+	defer gw.close()
+
+	ln, err := net.Listen("tcp", c.listen)
+	if err != nil {
+		return failf(e, "serve", "%v", err)
+	}
+	srv := &http.Server{
+		Handler:           gw,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	log.Info("axgate serve: listening", "addr", "http://"+ln.Addr().String(), "manifest", c.manifest,
+		"tools", gw.current().toolCount, "upstream", c.upstream)
+
+	signals := e.signals
+	if signals == nil {
+		signals = notify
+	}
+	hup, stopHUP := signals(syscall.SIGHUP)
+	defer stopHUP()
+	for {
+		select {
+		case <-hup:
+			gw.reload(ctx)
+		case err := <-served:
+			return failf(e, "serve", "%v", err)
+		case <-ctx.Done():
+			log.Info("axgate serve: shutting down", "timeout", c.shutdownTimeout)
+			sctx, cancel := context.WithTimeout(context.Background(), c.shutdownTimeout)
+			defer cancel()
+			if err := srv.Shutdown(sctx); err != nil {
+				return failf(e, "serve", "shutdown: %v", err)
+			}
+			log.Info("axgate serve: stopped")
+			return exitOK
+		}
+	}
+}
+
+// notify delivers the process's signals.
+func notify(sig ...os.Signal) (<-chan os.Signal, func()) {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, sig...)
+	return ch, func() { signal.Stop(ch) }
+}
+
+// gateway serves the enforced tool routes of the manifest loaded last, and
+// /healthz. A reload swaps the whole handler at once, so that a request sees
+// one manifest from start to end.
+type gateway struct {
+	cfg      serveConfig
+	upstream *upstream
+	log      *slog.Logger
+	// shared lives as long as the gateway: the Redis stores and a remote key
+	// set are not rebuilt on reload.
+	stores    *redisstore.Stores
+	remote    *gates.RemoteKeySet
+	mu        sync.Mutex // serializes reloads
+	loaded    atomic.Pointer[loadedManifest]
+	startedAt time.Time
+}
+
+// loadedManifest is one generation of the gateway.
+type loadedManifest struct {
+	enf       *axgate.Enforcer
+	handler   http.Handler
+	toolCount int
+	loadedAt  time.Time
+}
+
+func newGateway(ctx context.Context, c serveConfig, up *url.URL, log *slog.Logger) (*gateway, error) {
+	g := &gateway{
+		cfg:       c,
+		upstream:  &upstream{base: up, client: &http.Client{Timeout: c.upstreamTimeout}, propagator: otel.GetTextMapPropagator()},
+		log:       log,
+		startedAt: time.Now(),
+	}
+	if c.redis != "" {
+		s, err := redisstore.Open(ctx, c.redis, redisstore.Options{})
+		if err != nil {
+			return nil, err
+		}
+		g.stores = s
+	}
+	if c.jwksURL != "" {
+		ks, err := gates.NewRemoteKeySet(c.jwksURL, gates.RemoteKeySetOptions{
+			OnRefreshError: func(err error) {
+				log.Warn("axgate serve: JWK Set refresh failed; keeping the keys fetched before", "url", c.jwksURL, "err", err)
+			},
+		})
+		if err != nil {
+			g.close()
+			return nil, err
+		}
+		g.remote = ks
+	}
+	l, err := g.load()
+	if err != nil {
+		g.close()
+		return nil, err
+	}
+	g.loaded.Store(l)
+	return g, nil
+}
+
+// load builds one generation from the manifest and key files as they are
+// now.
+func (g *gateway) load() (*loadedManifest, error) {
+	c := g.cfg
+	m, err := manifest.LoadFile(c.manifest)
+	if err != nil {
+		return nil, err
+	}
+	var keys gates.KeySet
+	switch {
+	case c.jwks != "":
+		ks, err := gates.LoadJWKSFile(c.jwks)
+		if err != nil {
+			return nil, err
+		}
+		keys = ks
+	case g.remote != nil:
+		keys = g.remote
+	}
+	opts := []axgate.Option{axgate.WithIssuer(c.issuer), axgate.WithAudience(c.audience), axgate.WithLogger(g.log)}
+	if keys != nil {
+		opts = append(opts, axgate.WithTokenKeys(keys))
+	}
+	if c.signingKey != "" {
+		s, err := loadSigner(c.signingKey, "")
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, axgate.WithSigningKey(s))
+	}
+	if s := g.stores; s != nil {
+		opts = append(opts, axgate.WithReplayStore(s.Replay), axgate.WithLimiter(s.Limiter),
+			axgate.WithIdempotencyStore(s.Idempotency), axgate.WithApprovalStore(s.Approvals))
+	}
+	for _, p := range c.preconditions {
+		name, expr, _ := strings.Cut(p, "=")
+		opts = append(opts, axgate.WithPreconditionExpr(strings.TrimSpace(name), strings.TrimSpace(expr)))
+	}
+	for _, p := range c.postconditions {
+		name, expr, _ := strings.Cut(p, "=")
+		opts = append(opts, axgate.WithPostconditionExpr(strings.TrimSpace(name), strings.TrimSpace(expr)))
+	}
+	if c.allowUnbound {
+		opts = append(opts, axgate.WithUnboundConditions())
+	}
+	if c.allowUnknownParams {
+		opts = append(opts, axgate.WithUnknownParams())
+	}
+	enf, err := axgate.New(m, opts...)
+	if err != nil {
+		return nil, err
+	}
+	hopts := []httpgate.Option{httpgate.WithLogger(g.log)}
+	if c.anonymous {
+		hopts = append(hopts, httpgate.WithPrincipal(httpgate.Anonymous))
+	} else {
+		pf, err := httpgate.JWTBearer(httpgate.BearerConfig{Keyfunc: gates.Keyfunc(keys), Issuer: c.issuer, Audience: c.audience})
+		if err != nil {
+			enf.Close()
+			return nil, err
+		}
+		hopts = append(hopts, httpgate.WithPrincipal(pf))
+	}
+	handlers := make(map[string]middleware.Invoker, len(m.Actions))
+	for _, a := range m.Actions {
+		handlers[a.ToolName()] = g.upstream.tool(a.ToolName())
+	}
+	ts, err := httpgate.NewToolServer(enf, handlers, hopts...)
+	if err != nil {
+		enf.Close()
+		return nil, err
+	}
+	return &loadedManifest{enf: enf, handler: ts, toolCount: len(m.Actions), loadedAt: time.Now()}, nil
+}
+
+// reload loads the manifest again; on failure the running one stays.
+func (g *gateway) reload(context.Context) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	l, err := g.load()
+	if err != nil {
+		g.log.Error("axgate serve: reload failed; keeping the manifest in use", "manifest", g.cfg.manifest, "err", err)
+		return
+	}
+	old := g.loaded.Swap(l)
+	// Close stops the old generation's background work; calls still in its
+	// chain finish with what they hold.
+	old.enf.Close()
+	g.log.Info("axgate serve: manifest reloaded", "manifest", g.cfg.manifest, "tools", l.toolCount)
+}
+
+func (g *gateway) current() *loadedManifest { return g.loaded.Load() }
+
+func (g *gateway) close() {
+	if l := g.loaded.Load(); l != nil {
+		l.enf.Close()
+	}
+	if g.remote != nil {
+		g.remote.Close()
+	}
+	if g.stores != nil {
+		g.stores.Close()
+	}
+}
+
+// ServeHTTP serves /healthz and the current generation's tool routes.
+func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	l := g.current()
+	if r.URL.Path == "/healthz" {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store")
+		_ = json.NewEncoder(w).Encode(map[string]any{
+			"status": "ok", "tools": l.toolCount,
+			"manifest_loaded_at": l.loadedAt.UTC().Format(time.RFC3339),
+			"started_at":         g.startedAt.UTC().Format(time.RFC3339),
+		})
+		return
+	}
+	l.handler.ServeHTTP(w, r)
+}
+
+// maxUpstreamBytes bounds the upstream's answer.
+const maxUpstreamBytes = 16 << 20
+
+// upstream forwards allowed calls to the tool server behind the gateway.
+type upstream struct {
+	base       *url.URL
+	client     *http.Client
+	propagator propagation.TextMapPropagator
+}
+
+// tool returns the invoker that forwards calls of one tool.
+func (u *upstream) tool(name string) middleware.Invoker {
+	target := u.base.JoinPath("tools", name, "call").String()
+	return middleware.InvokerFunc(func(ctx context.Context, call *middleware.Call) (middleware.Result, error) {
+		body := []byte(call.Arguments)
+		if len(bytes.TrimSpace(body)) == 0 {
+			body = []byte("{}")
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
+		if err != nil {
+			return middleware.Result{}, err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json")
+		if k := call.Credentials.IdempotencyKey; k != "" {
+			req.Header.Set(httpgate.HeaderIdempotencyKey, k)
+		}
+		if id := call.Principal.ID; id != "" {
+			req.Header.Set("X-Axgate-Principal", id)
+		}
+		if t := call.Principal.Tenant; t != "" {
+			req.Header.Set("X-Axgate-Tenant", t)
+		}
+		u.propagator.Inject(ctx, propagation.HeaderCarrier(req.Header))
+		resp, err := u.client.Do(req)
+		if err != nil {
+			return middleware.Result{}, fmt.Errorf("upstream %s: %w", target, err)
+		}
+		defer resp.Body.Close()
+		data, err := io.ReadAll(io.LimitReader(resp.Body, maxUpstreamBytes+1))
+		if err != nil {
+			return middleware.Result{}, fmt.Errorf("upstream %s: reading the answer: %w", target, err)
+		}
+		if len(data) > maxUpstreamBytes {
+			return middleware.Result{}, fmt.Errorf("upstream %s: answer larger than %d bytes", target, maxUpstreamBytes)
+		}
+		if resp.StatusCode != http.StatusOK {
+			return middleware.Result{}, upstreamError(name, resp.StatusCode, data)
+		}
+		var ok struct {
+			Result json.RawMessage `json:"result"`
+		}
+		if err := json.Unmarshal(data, &ok); err != nil || ok.Result == nil {
+			return middleware.Result{}, fmt.Errorf("upstream %s: answer is not {\"result\": …}", target)
+		}
+		var v any
+		if err := json.Unmarshal(ok.Result, &v); err != nil {
+			return middleware.Result{}, fmt.Errorf("upstream %s: %w", target, err)
+		}
+		return middleware.Result{Value: v}, nil
+	})
+}
+
+// upstreamError relays a refusal the upstream wrote as an AXAG envelope with
+// a code axgate knows; anything else becomes AXGATE_TOOL_FAILED with the
+// upstream's status in the details (never its body: it may hold internals).
+func upstreamError(tool string, status int, body []byte) error {
+	var env struct {
+		Error struct {
+			Code    string         `json:"code"`
+			Message string         `json:"message"`
+			Details map[string]any `json:"details"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(body, &env) == nil && env.Error.Code != "" {
+		for _, c := range axerr.Codes() {
+			if string(c) == env.Error.Code && c != axerr.CodeInternal {
+				e := axerr.New(c, env.Error.Message).With("upstream_status", status)
+				for k, v := range env.Error.Details {
+					if _, taken := e.Details[k]; !taken {
+						e = e.With(k, v)
+					}
+				}
+				return e
+			}
+		}
+	}
+	return axerr.Newf(axerr.CodeToolFailed, "the tool server answered %d %s", status, http.StatusText(status)).
+		With("upstream_status", status).With("tool", tool)
+}
