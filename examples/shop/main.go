@@ -1,0 +1,340 @@
+// Command shop is a runnable AXAG tool server for a small shop: the actions
+// of the AXAG example manifest (product search, cart, order, account
+// deletion, user list) plus a refund that needs two approvals, a
+// tenant-scoped invoice list, a rate-limited coupon and a delivery window
+// with a relational constraint. Its state lives in memory.
+//
+//	go run ./examples/shop
+//
+// With no key flags it generates development keys, prints bearer tokens for
+// a few people and curl commands that walk through every gate: first a
+// refusal, then the call that gets through. See README.md.
+package main
+
+import (
+	"context"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/axgate/axgate"
+	"github.com/axgate/axgate/adapters/httpgate"
+	"github.com/axgate/axgate/gates"
+	"github.com/axgate/axgate/gates/redisstore"
+	"github.com/axgate/axgate/manifest"
+	"github.com/axgate/axgate/middleware"
+)
+
+// shopManifest is shop.json, built in so that the command runs from any
+// directory.
+//
+//go:embed shop.json
+var shopManifest []byte
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout); err != nil {
+		log.Fatal(err)
+	}
+}
+
+// config is the command line, each flag with an AXGATE_* environment
+// variable as its default.
+type config struct {
+	addr          string
+	manifest      string
+	principalJWKS string
+	confirmJWKS   string
+	approvalJWKS  string
+	signingKey    string
+	issuer        string
+	audience      string
+	redis         string
+	bare          bool
+}
+
+func parseFlags(args []string, out io.Writer) (config, error) {
+	var c config
+	fs := flag.NewFlagSet("shop", flag.ContinueOnError)
+	fs.SetOutput(out)
+	env := func(name, def string) string {
+		if v, ok := os.LookupEnv(name); ok {
+			return v
+		}
+		return def
+	}
+	fs.StringVar(&c.addr, "addr", env("AXGATE_ADDR", "127.0.0.1:8080"), "listen address (AXGATE_ADDR)")
+	fs.StringVar(&c.manifest, "manifest", env("AXGATE_MANIFEST", ""), "AXAG manifest file, JSON or YAML (AXGATE_MANIFEST); default: the built-in shop.json")
+	fs.StringVar(&c.principalJWKS, "principal-jwks", env("AXGATE_PRINCIPAL_JWKS", ""), "public JWKS file verifying callers' bearer tokens (AXGATE_PRINCIPAL_JWKS); without it: dev keys")
+	fs.StringVar(&c.confirmJWKS, "confirm-jwks", env("AXGATE_CONFIRM_JWKS", ""), "public JWKS file verifying confirmation tokens (AXGATE_CONFIRM_JWKS)")
+	fs.StringVar(&c.approvalJWKS, "approval-jwks", env("AXGATE_APPROVAL_JWKS", ""), "public JWKS file verifying approval tokens (AXGATE_APPROVAL_JWKS)")
+	fs.StringVar(&c.signingKey, "signing-key", env("AXGATE_SIGNING_KEY", ""), "private key file (JWK or PEM) signing the tokens /confirmations and /approvals issue (AXGATE_SIGNING_KEY); without it: an ephemeral key")
+	fs.StringVar(&c.issuer, "issuer", env("AXGATE_ISSUER", "axgate-shop"), "iss of bearer, confirmation and approval tokens (AXGATE_ISSUER)")
+	fs.StringVar(&c.audience, "audience", env("AXGATE_AUDIENCE", "axgate-shop"), "aud of bearer, confirmation and approval tokens (AXGATE_AUDIENCE)")
+	fs.StringVar(&c.redis, "redis", env("AXGATE_REDIS", ""), "Redis URL for state shared by replicas: used tokens, rate limits, idempotency, approvals (AXGATE_REDIS); default: in memory")
+	fs.BoolVar(&c.bare, "unsafe-bare", false, "serve the same tool handlers WITHOUT axgate (no authentication, no gates): only for benchmarks")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	return c, nil
+}
+
+// shop is the assembled server.
+type shop struct {
+	handler http.Handler
+	enf     *axgate.Enforcer
+	// tokens are dev bearer tokens by person, when the shop made its own
+	// principal key.
+	tokens map[string]string
+	close  func() error
+}
+
+func run(ctx context.Context, args []string, out io.Writer) error {
+	cfg, err := parseFlags(args, out)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	s, err := newShop(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer s.close()
+
+	ln, err := net.Listen("tcp", cfg.addr)
+	if err != nil {
+		return err
+	}
+	base := "http://" + ln.Addr().String()
+	srv := &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+	}
+	switch {
+	case cfg.bare:
+		fmt.Fprintf(out, "UNSAFE: serving the shop's tools WITHOUT axgate on %s (benchmark baseline)\n", base)
+	case s.tokens != nil:
+		fmt.Fprintf(out, "shop: AXAG tool server on %s with development keys (tokens die with the process)\n\n", base)
+		printWalkthrough(out, base, s.tokens, map[string]string{
+			"ALICE_CART": cartID(people[0].ID),
+			"BOB_ID":     people[1].ID,
+		})
+	default:
+		fmt.Fprintf(out, "shop: AXAG tool server on %s\n", base)
+	}
+
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return srv.Shutdown(shutdown)
+}
+
+// newShop builds the enforcer, the tool server and the human endpoints.
+func newShop(ctx context.Context, cfg config) (*shop, error) {
+	m, err := loadManifest(cfg.manifest)
+	if err != nil {
+		return nil, err
+	}
+	st := newStore()
+	if cfg.bare {
+		return &shop{handler: bareServer(st), close: func() error { return nil }}, nil
+	}
+
+	opts := append(st.conditions(),
+		axgate.WithIssuer(cfg.issuer),
+		axgate.WithAudience(cfg.audience),
+	)
+	if cfg.confirmJWKS != "" {
+		ks, err := gates.LoadJWKSFile(cfg.confirmJWKS)
+		if err != nil {
+			return nil, fmt.Errorf("-confirm-jwks: %w", err)
+		}
+		opts = append(opts, axgate.WithConfirmationKeys(ks))
+	}
+	if cfg.approvalJWKS != "" {
+		ks, err := gates.LoadJWKSFile(cfg.approvalJWKS)
+		if err != nil {
+			return nil, fmt.Errorf("-approval-jwks: %w", err)
+		}
+		opts = append(opts, axgate.WithApprovalKeys(ks))
+	}
+	if cfg.signingKey != "" {
+		signer, err := gates.LoadSigningKeyFile(cfg.signingKey, "")
+		if err != nil {
+			return nil, fmt.Errorf("-signing-key: %w", err)
+		}
+		opts = append(opts, axgate.WithSigningKey(signer))
+	} else {
+		// Without a configured key the shop signs confirmations and
+		// approvals with a key of its own; its public half verifies them
+		// alongside any JWKS given above.
+		signer, err := gates.GenerateDevKey("shop-dev-tokens")
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, axgate.WithSigningKey(signer))
+	}
+	closeStores := func() error { return nil }
+	if cfg.redis != "" {
+		stores, err := redisstore.Open(ctx, cfg.redis, redisstore.Options{})
+		if err != nil {
+			return nil, err
+		}
+		closeStores = stores.Close
+		opts = append(opts,
+			axgate.WithReplayStore(stores.Replay), axgate.WithLimiter(stores.Limiter),
+			axgate.WithIdempotencyStore(stores.Idempotency), axgate.WithApprovalStore(stores.Approvals))
+	}
+	enf, err := axgate.New(m, opts...)
+	if err != nil {
+		closeStores()
+		return nil, err
+	}
+	s := &shop{enf: enf, close: func() error { return errors.Join(enf.Close(), closeStores()) }}
+
+	var keyfunc jwt.Keyfunc
+	if cfg.principalJWKS != "" {
+		ks, err := gates.LoadJWKSFile(cfg.principalJWKS)
+		if err != nil {
+			s.close()
+			return nil, fmt.Errorf("-principal-jwks: %w", err)
+		}
+		keyfunc = gates.Keyfunc(ks)
+	} else {
+		signer, err := gates.GenerateDevKey("shop-dev-principals")
+		if err != nil {
+			s.close()
+			return nil, err
+		}
+		ks, err := gates.NewKeySet(signer.PublicKey())
+		if err != nil {
+			s.close()
+			return nil, err
+		}
+		keyfunc = gates.Keyfunc(ks)
+		if s.tokens, err = devTokens(signer, cfg.issuer, cfg.audience); err != nil {
+			s.close()
+			return nil, err
+		}
+	}
+	auth, err := httpgate.JWTBearer(httpgate.BearerConfig{Keyfunc: keyfunc, Issuer: cfg.issuer, Audience: cfg.audience})
+	if err != nil {
+		s.close()
+		return nil, err
+	}
+	tools, err := httpgate.NewToolServer(enf, st.tools(), httpgate.WithPrincipal(auth))
+	if err != nil {
+		s.close()
+		return nil, err
+	}
+	// The human endpoints mint tokens. A real shop mounts them on its UI
+	// backend behind the person's session, never where agents call; here
+	// both share one port so that the walkthrough works with curl alone.
+	human := httpgate.NewHumanHandler(enf, auth)
+	mux := http.NewServeMux()
+	mux.Handle("/tools", tools)
+	mux.Handle("/tools/", tools)
+	mux.Handle("/confirmations", human)
+	mux.Handle("/approvals", human)
+	mux.Handle("/approvals/", human)
+	s.handler = mux
+	return s, nil
+}
+
+func loadManifest(path string) (*manifest.Manifest, error) {
+	if path == "" {
+		return manifest.ParseJSON(shopManifest)
+	}
+	return manifest.LoadFile(path)
+}
+
+// devTokens signs a bearer token for each person, and one for Alice whose
+// scope grants reading only (an agent she allowed to look, not to buy).
+func devTokens(signer *gates.Signer, issuer, audience string) (map[string]string, error) {
+	now := time.Now()
+	claims := func(p person, scope string) jwt.MapClaims {
+		c := jwt.MapClaims{
+			"iss": issuer, "aud": audience, "sub": p.ID,
+			"iat": now.Unix(), "exp": now.Add(24 * time.Hour).Unix(),
+			"tenant": p.Tenant, "roles": p.Roles, "name": p.Name,
+		}
+		if scope != "" {
+			c["scope"] = scope
+		}
+		return c
+	}
+	out := map[string]string{}
+	for _, p := range people {
+		tok, err := signer.Sign("JWT", claims(p, ""))
+		if err != nil {
+			return nil, err
+		}
+		out[p.Name] = tok
+	}
+	tok, err := signer.Sign("JWT", claims(people[0], "read"))
+	if err != nil {
+		return nil, err
+	}
+	out["alice_readonly"] = tok
+	return out, nil
+}
+
+// bareServer serves POST /tools/{name}/call with the same handlers and no
+// axgate at all: no authentication, no checks. It exists only as the
+// baseline of bench/http.
+func bareServer(st *store) http.Handler {
+	tools := st.tools()
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /tools/{name}/call", func(w http.ResponseWriter, r *http.Request) {
+		t := tools[r.PathValue("name")]
+		if t == nil {
+			http.NotFound(w, r)
+			return
+		}
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, httpgate.DefaultMaxBodyBytes))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		call := middleware.NewCall(r.PathValue("name"), body, middleware.Principal{ID: people[0].ID, Tenant: people[0].Tenant, Roles: people[0].Roles})
+		res, err := t.Invoke(r.Context(), call)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		if err := json.NewEncoder(w).Encode(map[string]any{"result": res.Value}); err != nil {
+			slog.Error("bare: write", "error", err)
+		}
+	})
+	return mux
+}
