@@ -309,7 +309,7 @@ func (s *MemoryIdempotencyStore) Begin(ctx context.Context, key, argsSHA256 stri
 		}
 		delete(s.records, key)
 	}
-	if len(s.records) >= s.maxKeys || now.Sub(s.lastSweep) >= idempotencySweepEvery {
+	if since := now.Sub(s.lastSweep); since >= idempotencySweepEvery || (len(s.records) >= s.maxKeys && since >= sweepFullEvery) {
 		s.sweep(now)
 	}
 	if len(s.records) >= s.maxKeys {

@@ -190,6 +190,11 @@ var ErrStoreFull = errors.New("memory store is full")
 // idle keys, at the latest.
 const limiterSweepEvery = time.Minute
 
+// sweepFullEvery is how often a full memory store looks for keys to forget,
+// at most: a flood of new keys against a full store must not turn every
+// call into a sweep under the lock.
+const sweepFullEvery = time.Second
+
 // MemoryLimiter is a Limiter for one process: a token bucket per key
 // (golang.org/x/time/rate), Limit{Count, Per} being a bucket of Count tokens
 // refilled at Count per Per. A key whose bucket has refilled is
@@ -262,7 +267,7 @@ func (l *MemoryLimiter) AllowN(ctx context.Context, key string, limit Limit, n i
 			// A key never seen (or forgotten once full) has a full bucket.
 			return LimitDecision{Allowed: true, Remaining: limit.Count}, nil
 		}
-		if len(s.buckets) >= l.maxPerShard || now.Sub(s.lastSweep) >= limiterSweepEvery {
+		if since := now.Sub(s.lastSweep); since >= limiterSweepEvery || (len(s.buckets) >= l.maxPerShard && since >= sweepFullEvery) {
 			s.sweep(now)
 		}
 		if len(s.buckets) >= l.maxPerShard {
