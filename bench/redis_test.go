@@ -1,0 +1,242 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/axgate/axgate/gates"
+	"github.com/axgate/axgate/gates/redisstore"
+	"github.com/axgate/axgate/gates/redisstore/redistest"
+	"github.com/axgate/axgate/manifest"
+	"github.com/axgate/axgate/middleware"
+)
+
+// The Redis stores join the state benchmarks (BenchmarkRateLimitGate,
+// BenchmarkLimiterAllowN, BenchmarkIdempotencyGate); without
+// AXGATE_REDIS_URL they skip.
+func init() {
+	benchLimiters["redis"] = func(b *testing.B) gates.Limiter { s, _ := redisBenchStores(b); return s.Limiter }
+	benchIdempotencyStores["redis"] = func(b *testing.B) gates.IdempotencyStore {
+		s, _ := redisBenchStores(b)
+		return s.Idempotency
+	}
+}
+
+// redisBenchStores returns stores on the Redis at AXGATE_REDIS_URL (or
+// skips), under a prefix of the benchmark's own, and the counter of their
+// round trips.
+func redisBenchStores(b *testing.B) (*redisstore.Stores, *redistest.Counter) {
+	c := redistest.Client(b)
+	n := &redistest.Counter{}
+	c.AddHook(n)
+	return redisstore.New(c, redisstore.Options{Prefix: redistest.Prefix(b, c)}), n
+}
+
+// benchStore is one implementation of the stores under comparison; rt is
+// nil for the memory stores (no round trips).
+type benchStore struct {
+	name    string
+	replay  gates.ReplayStore
+	limiter gates.Limiter
+	rt      *redistest.Counter
+}
+
+// newBenchStore returns the stores named "memory" or "redis".
+func newBenchStore(b *testing.B, name string) benchStore {
+	if name == "redis" {
+		s, n := redisBenchStores(b)
+		return benchStore{name: name, replay: s.Replay, limiter: s.Limiter, rt: n}
+	}
+	return benchStore{name: name, replay: gates.NewMemoryReplayStore(gates.MemoryReplayOptions{}), limiter: gates.NewMemoryLimiter(0)}
+}
+
+// storeNames are the stores compared, in the order they run.
+var storeNames = []string{"memory", "redis"}
+
+// reportRoundTrips reports the store's round trips per operation since the
+// counter was last reset.
+func reportRoundTrips(b *testing.B, s benchStore, ops int) {
+	var n int64
+	if s.rt != nil {
+		n = s.rt.Count()
+	}
+	b.ReportMetric(float64(n)/float64(max(ops, 1)), "rt/op")
+}
+
+const confirmBenchManifest = `{"version":"1.0.0","actions":[
+ {"intent":"order.cancel","entity":"order","action_type":"write","description":"Cancel an order",
+  "risk_level":"high","confirmation_required":true,
+  "required_parameters":[{"name":"order_id","type":"string","description":"The order"}]}
+]}`
+
+var confirmBenchArgs = json.RawMessage(`{"order_id":"o-1"}`)
+
+// BenchmarkRedisConfirmationGate is one call through intent → confirmation →
+// commit → tool with a fresh confirmation token each time, on the memory
+// replay store and on the Redis one: the gate checks the token was not used
+// (Used), and the commit spends it (Consume). "replayed" presents a token
+// already spent (refused after one Used). Tokens are signed before the timer
+// starts; rt/op counts round trips to Redis per call.
+func BenchmarkRedisConfirmationGate(b *testing.B) {
+	m, err := manifest.Parse([]byte(confirmBenchManifest))
+	if err != nil {
+		b.Fatal(err)
+	}
+	signer, err := gates.GenerateDevKey("bench")
+	if err != nil {
+		b.Fatal(err)
+	}
+	keys, err := gates.NewKeySet(signer.PublicKey())
+	if err != nil {
+		b.Fatal(err)
+	}
+	verifier, err := gates.NewVerifier(gates.VerifierConfig{Type: gates.TypConfirmation, Keys: keys, MaxLifetime: time.Hour})
+	if err != nil {
+		b.Fatal(err)
+	}
+	issuer := gates.TokenIssuer{Signer: signer}
+	p := principals[0]
+	digest, err := middleware.NewCall("order_cancel", confirmBenchArgs, p).ArgsSHA256()
+	if err != nil {
+		b.Fatal(err)
+	}
+	mint := func(n int) []string {
+		out := make([]string, n)
+		for i := range out {
+			if out[i], _, err = issuer.Confirmation(p, "order.cancel", digest, time.Hour); err != nil {
+				b.Fatal(err)
+			}
+		}
+		return out
+	}
+	intent := gates.Intent(m, middleware.Limits{})
+	call := func(token string) *middleware.Call {
+		c := middleware.NewCall("order_cancel", confirmBenchArgs, p)
+		c.Credentials.Confirmation = token
+		return c
+	}
+	for _, name := range storeNames {
+		b.Run("store="+name, func(b *testing.B) {
+			s := newBenchStore(b, name)
+			g, err := gates.NewConfirmation(gates.ConfirmationConfig{Verifier: verifier, Replay: s.replay})
+			if err != nil {
+				b.Fatal(err)
+			}
+			inv := middleware.Build(okTool, nil, intent, g.Stage(), commitStage)
+			ctx := context.Background()
+			spent := mint(1)[0]
+			if _, err := inv.Invoke(ctx, call(spent)); err != nil {
+				b.Fatal(err)
+			}
+			b.Run("allowed", func(b *testing.B) {
+				tokens := mint(b.N)
+				if s.rt != nil {
+					s.rt.Reset()
+				}
+				b.ReportAllocs()
+				b.ResetTimer()
+				for i := range b.N {
+					if _, err := inv.Invoke(ctx, call(tokens[i])); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.StopTimer()
+				reportRoundTrips(b, s, b.N)
+			})
+			b.Run("replayed", func(b *testing.B) {
+				if s.rt != nil {
+					s.rt.Reset()
+				}
+				b.ReportAllocs()
+				b.ResetTimer()
+				for range b.N {
+					if _, err := inv.Invoke(ctx, call(spent)); err == nil {
+						b.Fatal("a spent token was accepted")
+					}
+				}
+				b.StopTimer()
+				reportRoundTrips(b, s, b.N)
+			})
+			b.Run("parallel", func(b *testing.B) {
+				tokens := mint(b.N)
+				if s.rt != nil {
+					s.rt.Reset()
+				}
+				var next atomic.Int64
+				b.ReportAllocs()
+				b.ResetTimer()
+				b.RunParallel(func(pb *testing.PB) {
+					for pb.Next() {
+						if _, err := inv.Invoke(ctx, call(tokens[next.Add(1)-1])); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+				b.StopTimer()
+				reportRoundTrips(b, s, b.N)
+			})
+		})
+	}
+}
+
+// BenchmarkRedisRateLimitGate is one call through intent → rate_limit →
+// commit → tool on the memory limiter and on the Redis one: the gate looks at
+// the counter (AllowN n=0) and the commit takes one call (n=1). "refused" is
+// a call over its limit (one look). rt/op counts round trips to Redis per
+// call.
+func BenchmarkRedisRateLimitGate(b *testing.B) {
+	m := stateBenchSetup(b)
+	intent := gates.Intent(m, middleware.Limits{})
+	for _, name := range storeNames {
+		b.Run("store="+name, func(b *testing.B) {
+			s := newBenchStore(b, name)
+			inv := middleware.Build(okTool, nil, intent, gates.RateLimit(s.limiter), commitStage)
+			ctx := context.Background()
+			run := func(b *testing.B, tool string, p middleware.Principal, wantErr bool) {
+				if s.rt != nil {
+					s.rt.Reset()
+				}
+				b.ReportAllocs()
+				b.ResetTimer()
+				for range b.N {
+					if _, err := inv.Invoke(ctx, middleware.NewCall(tool, stateBenchArgs, p)); (err != nil) != wantErr {
+						b.Fatal(err)
+					}
+				}
+				b.StopTimer()
+				reportRoundTrips(b, s, b.N)
+			}
+			b.Run("allowed", func(b *testing.B) { run(b, "report_export", principals[0], false) })
+			b.Run("refused", func(b *testing.B) {
+				inv.Invoke(ctx, middleware.NewCall("report_tight", stateBenchArgs, principals[1]))
+				run(b, "report_tight", principals[1], true)
+			})
+			b.Run("parallel", func(b *testing.B) {
+				if s.rt != nil {
+					s.rt.Reset()
+				}
+				next := make(chan int, len(principals))
+				for i := range principals {
+					next <- i
+				}
+				b.ReportAllocs()
+				b.ResetTimer()
+				b.RunParallel(func(pb *testing.PB) {
+					p := principals[<-next%len(principals)]
+					for pb.Next() {
+						if _, err := inv.Invoke(ctx, middleware.NewCall("report_export", stateBenchArgs, p)); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+				b.StopTimer()
+				reportRoundTrips(b, s, b.N)
+			})
+		})
+	}
+}
