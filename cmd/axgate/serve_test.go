@@ -163,7 +163,7 @@ func driveShop(t *testing.T, base string, pki servePKI, up *fakeUpstream) {
 		{"missing parameter", "/tools/cart_add_item/call", pki.bearer, `{"quantity":1}`, nil, 400, "AXAG_MISSING_PARAM"},
 		{"unknown tool", "/tools/cart_empty/call", pki.bearer, `{}`, nil, 404, "AXAG_INTENT_NOT_FOUND"},
 		{"precondition", "/tools/order_place/call", pki.bearer, `{"cart_id":""}`, nil, 412, "AXAG_PRECONDITION_FAILED"},
-		{"confirmation missing", "/tools/order_place/call", pki.bearer, `{"cart_id":"c-1"}`, nil, 0, "AXAG_CONFIRMATION_MISSING"},
+		{"confirmation missing", "/tools/order_place/call", pki.bearer, `{"cart_id":"c-1"}`, nil, 428, "AXAG_CONFIRMATION_MISSING"},
 		{"confirmation for other arguments", "/tools/order_place/call", pki.bearer, `{"cart_id":"c-1"}`,
 			[]string{"X-AXAG-Confirmation", pki.confirmation(t, "order.place", `{"cart_id":"c-2"}`)}, 0, ""},
 	}
@@ -173,12 +173,18 @@ func driveShop(t *testing.T, base string, pki servePKI, up *fakeUpstream) {
 			t.Errorf("%s: %d %v, want %d %s", r.name, status, body, r.status, r.code)
 		}
 	}
+	// The refusal tells the agent what to ask the person.
+	_, body := post(t, base, "/tools/order_place/call", pki.bearer, `{"cart_id":"c-1"}`)
+	e, _ := body["error"].(map[string]any)
+	if d, _ := e["details"].(map[string]any); d["confirmation_message"] != "Place the order for cart c-1?" {
+		t.Errorf("confirmation refusal details: %v", body)
+	}
 	if n := len(up.called()); n != before {
 		t.Fatalf("refused calls reached the upstream: %v", up.called()[before:])
 	}
 
 	status, body := post(t, base, "/tools/cart_add_item/call", pki.bearer, `{"product_id":"p-1","quantity":2}`)
-	if status != http.StatusOK || body["result"].(map[string]any)["tool"] != "cart_add_item" {
+	if result, _ := body["result"].(map[string]any); status != http.StatusOK || result["tool"] != "cart_add_item" {
 		t.Fatalf("allowed call: %d %v", status, body)
 	}
 	conf := pki.confirmation(t, "order.place", `{"cart_id":"c-1"}`)
