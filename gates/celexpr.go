@@ -3,6 +3,7 @@ package gates
 import (
 	"fmt"
 	"regexp"
+	"sync"
 
 	"cel.dev/cel-go/cel"
 	celast "cel.dev/cel-go/common/ast"
@@ -226,6 +227,23 @@ type celVars struct {
 
 var _ interpreter.Activation = (*celVars)(nil)
 
+// celVarsPool recycles activations: cel-go keeps none past Eval, and an
+// activation handed to it as an interface would otherwise cost an
+// allocation per call.
+var celVarsPool = sync.Pool{New: func() any { return new(celVars) }}
+
+func getCELVars(args map[string]any, call *middleware.Call) *celVars {
+	v := celVarsPool.Get().(*celVars)
+	v.args, v.call = args, call
+	return v
+}
+
+// release clears v, so the pool holds no call's data, and returns it.
+func (v *celVars) release() {
+	*v = celVars{}
+	celVarsPool.Put(v)
+}
+
 // ResolveName implements interpreter.Activation.
 func (v *celVars) ResolveName(name string) (any, bool) {
 	switch name {
@@ -257,13 +275,13 @@ func principalValue(p *middleware.Principal) map[string]any {
 	return map[string]any{
 		"id":     p.ID,
 		"tenant": p.Tenant,
-		"roles":  nonNil(p.Roles),
-		"scopes": nonNil(p.Scopes),
+		"roles":  celStringList(p.Roles),
+		"scopes": celStringList(p.Scopes),
 		"claims": claims,
 	}
 }
 
-func nonNil(s []string) []string {
+func celStringList(s []string) []string {
 	if s == nil {
 		return []string{}
 	}

@@ -88,7 +88,7 @@ func (g *Constraints) Stage() middleware.Stage {
 func (g *Constraints) Check(call *middleware.Call) error {
 	a := call.Action
 	if a == nil {
-		return noAction(StageConstraints)
+		return unresolvedAction(StageConstraints)
 	}
 	cs, ok := g.rules[a]
 	if !ok {
@@ -101,10 +101,11 @@ func (g *Constraints) Check(call *middleware.Call) error {
 	if err != nil {
 		return err
 	}
-	vars := celVars{args: args, call: call}
+	vars := getCELVars(args, call)
+	defer vars.release()
 	var failed []constraint
 	for _, c := range cs {
-		switch out, err := c.x.eval(&vars); out {
+		switch out, err := c.x.eval(vars); out {
 		case celFails:
 			failed = append(failed, c)
 		case celBroken:

@@ -142,7 +142,7 @@ func (g *Postconditions) Stage() middleware.Stage {
 func (g *Postconditions) Check(ctx context.Context, call *middleware.Call, res middleware.Result) error {
 	a := call.Action
 	if a == nil {
-		return noAction(StagePostconditions)
+		return unresolvedAction(StagePostconditions)
 	}
 	r, ok := g.rules[a]
 	if !ok {
@@ -198,7 +198,9 @@ func (g *Postconditions) Check(ctx context.Context, call *middleware.Call, res m
 			if err != nil {
 				return err
 			}
-			vars = &celVars{args: args, call: call, result: value, hasResult: true}
+			vars = getCELVars(args, call)
+			vars.result, vars.hasResult = value, true
+			defer vars.release()
 		}
 		switch out, err := pc.x.eval(vars); out {
 		case celHolds:

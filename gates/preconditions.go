@@ -164,7 +164,7 @@ func (g *Preconditions) Stage() middleware.Stage {
 func (g *Preconditions) Check(ctx context.Context, call *middleware.Call) error {
 	a := call.Action
 	if a == nil {
-		return noAction(StagePreconditions)
+		return unresolvedAction(StagePreconditions)
 	}
 	r, ok := g.rules[a]
 	if !ok {
@@ -190,7 +190,8 @@ func (g *Preconditions) Check(ctx context.Context, call *middleware.Call) error 
 			if err != nil {
 				return err
 			}
-			vars = &celVars{args: args, call: call}
+			vars = getCELVars(args, call)
+			defer vars.release()
 		}
 		switch out, err := pc.x.eval(vars); out {
 		case celHolds:
