@@ -85,7 +85,7 @@ const (
 	RuleActionType        = "AXAG-LINT-004"
 	RuleRiskLevel         = "AXAG-LINT-005"
 	RuleRiskConfirmation  = "AXAG-LINT-006"
-	RuleMutationIdempoten = "AXAG-LINT-007"
+	RuleMutationIdempotent = "AXAG-LINT-007"
 	RuleParamOverlap      = "AXAG-LINT-008"
 	RuleScopeMissing      = "AXAG-LINT-011"
 	RuleApprovalRoles     = "AXAG-LINT-012"
@@ -103,7 +103,7 @@ var Rules = []Rule{
 	{RuleActionType, SeverityError, "invalid action_type value"},
 	{RuleRiskLevel, SeverityError, "invalid risk_level value"},
 	{RuleRiskConfirmation, SeverityWarning, "high or critical risk without confirmation_required"},
-	{RuleMutationIdempoten, SeverityWarning, "write or delete action without an idempotent declaration"},
+	{RuleMutationIdempotent, SeverityWarning, "write or delete action without an idempotent declaration"},
 	{RuleParamOverlap, SeverityError, "parameter in both the required and the optional list"},
 	{RuleScopeMissing, SeverityWarning, "role-based or tenant-sensitive action without scope"},
 	{RuleApprovalRoles, SeverityError, "approval_required without approval_roles"},
@@ -442,7 +442,7 @@ func (l *linter) safety(a *Action, am map[string]any) {
 			"risk_level is %s but confirmation_required is not true: an agent could run it without a person confirming", a.RiskLevel)
 	}
 	if (a.Type == Write || a.Type == Delete) && a.Idempotent == nil {
-		l.add(RuleMutationIdempoten, SeverityWarning, ptr+"/idempotent",
+		l.add(RuleMutationIdempotent, SeverityWarning, ptr+"/idempotent",
 			"declare idempotent: true if repeating the call with the same arguments has no further effect, else false",
 			"%s action does not say whether it is idempotent: agents cannot tell whether a retry is safe", a.Type)
 	}
