@@ -79,20 +79,20 @@ type Rule struct {
 // (axag-lint), applied to what a manifest declares; the AXGATE ids cover what
 // that linter does not check in a manifest.
 const (
-	RuleParse             = "AXGATE-PARSE"
-	RuleSchema            = "AXGATE-SCHEMA"
-	RuleSemantic          = "AXGATE-SEMANTIC"
-	RuleActionType        = "AXAG-LINT-004"
-	RuleRiskLevel         = "AXAG-LINT-005"
-	RuleRiskConfirmation  = "AXAG-LINT-006"
+	RuleParse              = "AXGATE-PARSE"
+	RuleSchema             = "AXGATE-SCHEMA"
+	RuleSemantic           = "AXGATE-SEMANTIC"
+	RuleActionType         = "AXAG-LINT-004"
+	RuleRiskLevel          = "AXAG-LINT-005"
+	RuleRiskConfirmation   = "AXAG-LINT-006"
 	RuleMutationIdempotent = "AXAG-LINT-007"
-	RuleParamOverlap      = "AXAG-LINT-008"
-	RuleScopeMissing      = "AXAG-LINT-011"
-	RuleApprovalRoles     = "AXAG-LINT-012"
-	RuleLevelField        = "AXGATE-LEVEL-001"
-	RuleLevelUndeclared   = "AXGATE-LEVEL-002"
-	RulePrecondUnproduced = "AXGATE-PRECOND-001"
-	RulePrecondCycle      = "AXGATE-PRECOND-002"
+	RuleParamOverlap       = "AXAG-LINT-008"
+	RuleScopeMissing       = "AXAG-LINT-011"
+	RuleApprovalRoles      = "AXAG-LINT-012"
+	RuleLevelField         = "AXGATE-LEVEL-001"
+	RuleLevelUndeclared    = "AXGATE-LEVEL-002"
+	RulePrecondUnproduced  = "AXGATE-PRECOND-001"
+	RulePrecondCycle       = "AXGATE-PRECOND-002"
 )
 
 // Rules lists every rule Lint applies, in the order of the README's table.
