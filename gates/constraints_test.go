@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 
 	axerr "github.com/axgate/axgate/errors"
@@ -121,5 +122,42 @@ func TestConstraintsCompileErrors(t *testing.T) {
 	}
 	if strings.Contains(err.Error(), "/constraints/ok") {
 		t.Errorf("error names a good constraint: %v", err)
+	}
+}
+
+// TestConstraintsConcurrent evaluates the compiled programs from several
+// goroutines at once (run with -race): programs and pooled activations are
+// shared by every call.
+func TestConstraintsConcurrent(t *testing.T) {
+	m := mustParse(t, constraintManifest)
+	g, err := gates.NewConstraints(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range 200 {
+				good := (i+j)%2 == 0
+				args := `{"check_in":"2026-05-01","check_out":"2026-05-03","guests":2,"amount":900}`
+				if !good {
+					args = `{"check_in":"2026-05-03","check_out":"2026-05-01","guests":2}`
+				}
+				p := middleware.Principal{ID: "fin", Roles: []string{"finance"}}
+				err := g.Check(call(t, m, "room.book", args, p))
+				if good != (err == nil) {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Errorf("goroutine saw a wrong decision: %v", err)
 	}
 }
