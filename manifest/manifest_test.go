@@ -166,17 +166,17 @@ func TestProblemsAreAggregatedWithPaths(t *testing.T) {
 	_, err := manifest.ParseJSON([]byte(doc))
 	me := loadErr(t, err)
 	want := map[string]string{
-		"/actions/0/confirmation_requried":              `unknown field "confirmation_requried" (did you mean "confirmation_required"?)`,
-		"/actions/0/required_parameters/0/pattern":      "pattern does not compile",
-		"/actions/0/optional_parameters/0/name":         `parameter "id" is both required and optional`,
-		"/actions/0/optional_parameters/1":              "min/max apply to numbers",
-		"/actions/0/approval_roles":                     "approval_required is true but approval_roles is empty",
-		"/actions/0/rate_limit":                         "is not N/second",
-		"/actions/0/cooldown":                           "is not a positive duration",
-		"/actions/0/confirmation_message":               "placeholder {{nope}} names no declared parameter",
-		"/actions/1/intent":                             `intent "order.place" is already declared at /actions/0`,
-		"/actions/2/intent":                             "does not match pattern",
-		"/actions/3/approval_count":                     "must be >= 1",
+		"/actions/0/confirmation_requried":         `unknown field "confirmation_requried" (did you mean "confirmation_required"?)`,
+		"/actions/0/required_parameters/0/pattern": "pattern does not compile",
+		"/actions/0/optional_parameters/0/name":    `parameter "id" is both required and optional`,
+		"/actions/0/optional_parameters/1":         "min/max apply to numbers",
+		"/actions/0/approval_roles":                "approval_required is true but approval_roles is empty",
+		"/actions/0/rate_limit":                    "is not N/second",
+		"/actions/0/cooldown":                      "is not a positive duration",
+		"/actions/0/confirmation_message":          "placeholder {{nope}} names no declared parameter",
+		"/actions/1/intent":                        `intent "order.place" is already declared at /actions/0`,
+		"/actions/2/intent":                        "does not match pattern",
+		"/actions/3/approval_count":                "must be >= 1",
 	}
 	for path, msg := range want {
 		found := false
