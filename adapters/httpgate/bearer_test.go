@@ -176,3 +176,43 @@ func TestJWTBearerConfiguration(t *testing.T) {
 		}
 	}
 }
+
+// A token verified once is not verified again while it is valid; with the
+// cache off, every request pays for the signature.
+func TestJWTBearerCache(t *testing.T) {
+	f := newBearerFixture(t)
+	ks, err := gates.NewKeySet(gates.Key{ID: "k1", Algorithm: gates.AlgEdDSA, Public: f.pub})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		size, want int
+	}{{0, 1}, {-1, 3}} {
+		var lookups int
+		kf := gates.Keyfunc(ks)
+		auth, err := httpgate.JWTBearer(httpgate.BearerConfig{
+			Keyfunc: func(tok *jwt.Token) (any, error) { lookups++; return kf(tok) },
+			Issuer:  "https://id.example", Audience: "shop-api", CacheSize: c.size,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tok := f.sign(t, f.claims(), nil)
+		for range 3 {
+			r := httptest.NewRequest("GET", "/", nil)
+			r.Header.Set("Authorization", "Bearer "+tok)
+			if p, err := auth(r); err != nil || p.ID != "user-1" {
+				t.Fatalf("cache %d: %+v, %v", c.size, p, err)
+			}
+		}
+		if lookups != c.want {
+			t.Fatalf("cache %d: %d verifications, want %d", c.size, lookups, c.want)
+		}
+		// A tampered copy of a cached token is not the cached token.
+		r := httptest.NewRequest("GET", "/", nil)
+		r.Header.Set("Authorization", "Bearer "+tok[:len(tok)-2]+"AA")
+		if _, err := auth(r); err == nil {
+			t.Fatalf("cache %d: tampered token accepted", c.size)
+		}
+	}
+}
