@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"testing"
 
+	"github.com/axgate/axgate"
 	axerr "github.com/axgate/axgate/errors"
+	"github.com/axgate/axgate/gates"
 	"github.com/axgate/axgate/middleware"
 )
 
@@ -14,7 +16,17 @@ import (
 // *errors.Error; and the two must agree: the gate allows exactly the JSON
 // objects that Validate calls valid.
 func FuzzArguments(f *testing.F) {
-	e := fullEnforcer(f)
+	// Only the intent and parameter stages: the property is about them, and
+	// later gates (confirmation, …) refuse valid arguments for other reasons.
+	e := fullEnforcer(f, axgate.WithPreExecution(func(std []middleware.Stage) []middleware.Stage {
+		var kept []middleware.Stage
+		for _, s := range std {
+			if s.Name == gates.StageIntent || s.Name == gates.StageParams {
+				kept = append(kept, s)
+			}
+		}
+		return kept
+	}))
 	f.Add("order_place", []byte(`{"cart_id":"3fa85f64-5717-4562-b3fc-2c963f66afa6","shipping_address_id":"a","notes":"n"}`))
 	f.Add("product_search", []byte(`{"query":"lamp","category":"books","page":2,"limit":100}`))
 	f.Add("product_search", []byte(`{"query":"a","query":"b"}`))
