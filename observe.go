@@ -17,6 +17,7 @@ type observeConfig struct {
 	logger         *slog.Logger
 	sinks          []middleware.AuditSink
 	redact         middleware.Redactor
+	gateEvents     middleware.GateEvents
 
 	// telemetry is built by observeStages and observes the chain.
 	telemetry *middleware.Telemetry
@@ -66,6 +67,15 @@ func WithArgumentRecording(redact middleware.Redactor) Option {
 	return func(c *config) { c.observe.redact = redact }
 }
 
+// WithGateEvents says which gates' outcomes become events of a call's span:
+// every gate's (middleware.GateEventsAll, the default) or only the refusal
+// (middleware.GateEventsRefusals), which makes tracing several times cheaper
+// on a long chain. Gate times are in the axag.gate.duration histogram either
+// way.
+func WithGateEvents(which middleware.GateEvents) Option {
+	return func(c *config) { c.observe.gateEvents = which }
+}
+
 // observeStages returns the stage that traces, measures and audits each call.
 // It wraps the whole chain. When tracing and metrics are both turned off
 // (no-op providers) and no audit log is configured there is none, and the
@@ -77,6 +87,7 @@ func (e *Enforcer) observeStages() ([]middleware.Stage, error) {
 		MeterProvider:   oc.meterProvider,
 		Audit:           middleware.MultiAudit(append([]middleware.AuditSink{middleware.SlogAudit(oc.logger)}, oc.sinks...)...),
 		RecordArguments: oc.redact,
+		GateEvents:      oc.gateEvents,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("telemetry: %w", err)

@@ -457,3 +457,17 @@ func TestSlogAudit(t *testing.T) {
 		t.Errorf("trace_id present without a span: %v", rec["trace_id"])
 	}
 }
+
+func TestTelemetryRefusalEventsOnly(t *testing.T) {
+	r := newTelemetryRig(t, middleware.TelemetryConfig{GateEvents: middleware.GateEventsRefusals}, true)
+	call := middleware.NewCall("order_place", json.RawMessage(`{}`), middleware.Principal{})
+	if err := r.run(t, call, okTool, passStage("access"), refuseStage("params", axerr.New(axerr.CodeMissingParam, "missing"))); err == nil {
+		t.Fatal("allowed")
+	}
+	if got := gateEvents(oneSpan(t, r)); !slices.Equal(got, []string{"params:deny:AXAG_MISSING_PARAM"}) {
+		t.Errorf("events = %v; want the refusal only", got)
+	}
+	if got := histogramCounts(t, collect(t, r)["axag.gate.duration"]); got["axag.gate=access"] != 1 || got["axag.gate=params"] != 1 {
+		t.Errorf("axag.gate.duration = %v; want every gate timed", got)
+	}
+}
