@@ -153,7 +153,7 @@ func TestStateGates(t *testing.T) {
 			runs:  2,
 		},
 		{
-			name:  "cooldown and rate limit together: the cooldown decides first",
+			name:  "cooldown and rate limit together: the cooldown refuses",
 			calls: []stateCall{{tool: "sms_send", who: alice}, {tool: "sms_send", who: alice}},
 			runs:  1, code: axerr.CodeRateLimited, status: 429,
 			details: map[string]any{"reason": "cooldown", "cooldown_seconds": 10.0, "retry_after": 10.0},
@@ -796,5 +796,34 @@ func TestRateLimitLostAtCommit(t *testing.T) {
 	}
 	if spent.Load() || tool.n.Load() != 0 {
 		t.Fatalf("token spent %v, tool ran %d times; want neither", spent.Load(), tool.n.Load())
+	}
+}
+
+// bothRefuse refuses every key, the cooldown for 5s and the rate limit for
+// 40s.
+type bothRefuse struct{ charged atomic.Int32 }
+
+func (b *bothRefuse) AllowN(_ context.Context, key string, _ gates.Limit, n int) (gates.LimitDecision, error) {
+	if n > 0 {
+		b.charged.Add(1)
+	}
+	if strings.HasPrefix(key, "cooldown:") {
+		return gates.LimitDecision{RetryAfter: 5 * time.Second}, nil
+	}
+	return gates.LimitDecision{RetryAfter: 40 * time.Second}, nil
+}
+
+// TestRateLimitReportsTheLongerWait: when the cooldown and the rate limit
+// both refuse, the refusal names the one that lasts longer, so that waiting
+// retry_after once is enough; nothing is charged.
+func TestRateLimitReportsTheLongerWait(t *testing.T) {
+	l := &bothRefuse{}
+	_, err := stateEnforcer(t, axgate.WithLimiter(l)).Wrap(&counterTool{}).Invoke(context.Background(), stateCall{tool: "sms_send", who: alice}.call())
+	code, _, d := envelopeDetails(t, err)
+	if code != axerr.CodeRateLimited || d["reason"] != "rate_limit" || d["rate_limit"] != "3/hour" || d["retry_after"] != 40.0 {
+		t.Fatalf("%v %v; want the rate limit's refusal with retry_after 40", err, d)
+	}
+	if n := l.charged.Load(); n != 0 {
+		t.Fatalf("charged %d times", n)
 	}
 }

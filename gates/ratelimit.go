@@ -67,24 +67,41 @@ type rateCharge struct {
 }
 
 // take asks the limiter for n calls under the cooldown, then the rate limit.
-// The cooldown goes first: it is the one more often refused, and a refusal
-// there leaves the rate limit uncharged.
+// When charging (n > 0) it stops at the first refusal, so that a call the
+// cooldown refuses leaves the rate limit uncharged. When looking (n = 0) it
+// asks both and reports the longer wait, so that one retry_after is enough.
 func (rc rateCharge) take(ctx context.Context, n int) error {
-	a := rc.action
-	if rc.cooldownKey != "" {
-		if err := rc.ask(ctx, rc.cooldownKey, Limit{Count: 1, Per: a.Cooldown}, n, true); err != nil {
-			return err
+	var refusal *axerr.Error
+	for _, c := range [2]struct {
+		key      string
+		cooldown bool
+	}{{rc.cooldownKey, true}, {rc.rateKey, false}} {
+		if c.key == "" {
+			continue
+		}
+		e := rc.ask(ctx, c.key, n, c.cooldown)
+		if e == nil {
+			continue
+		}
+		if n > 0 || e.Code != axerr.CodeRateLimited {
+			return e
+		}
+		if refusal == nil || e.RetryAfter > refusal.RetryAfter {
+			refusal = e
 		}
 	}
-	if rc.rateKey != "" {
-		if err := rc.ask(ctx, rc.rateKey, Limit{Count: a.RateLimit.Count, Per: a.RateLimit.Per}, n, false); err != nil {
-			return err
-		}
+	if refusal == nil {
+		return nil
 	}
-	return nil
+	return refusal
 }
 
-func (rc rateCharge) ask(ctx context.Context, key string, lim Limit, n int, cooldown bool) error {
+// ask takes n calls from one counter: nil, or the refusal.
+func (rc rateCharge) ask(ctx context.Context, key string, n int, cooldown bool) *axerr.Error {
+	lim := Limit{Count: 1, Per: rc.action.Cooldown}
+	if !cooldown {
+		lim = Limit{Count: rc.action.RateLimit.Count, Per: rc.action.RateLimit.Per}
+	}
 	d, err := rc.l.AllowN(ctx, key, lim, n)
 	var e *axerr.Error
 	switch {
