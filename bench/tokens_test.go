@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	"golang.org/x/sys/unix"
 
 	"github.com/axgate/axgate/gates"
 	"github.com/axgate/axgate/manifest"
@@ -154,4 +155,69 @@ func BenchmarkConfirmationGateAndSpend(b *testing.B) {
 		}
 	}
 	tokReportCPU(b, cpu)
+}
+
+// BenchmarkConfirmationGateOverBare runs the gate and the bare golang-jwt
+// parse of the same token in alternating blocks of 16 calls and charges
+// each block the process CPU time it took (clock_gettime), so that a busy
+// machine, which inflates wall time, does not decide the comparison. It
+// reports both CPU times per call and their ratio; ns/op is the wall time of
+// one gate call plus one bare parse.
+func BenchmarkConfirmationGateOverBare(b *testing.B) {
+	tb := newTokBench(b)
+	ctx := context.Background()
+	keyfunc := func(*jwt.Token) (any, error) { return tb.pub, nil }
+	const block = 16
+	var gate, bare time.Duration
+	runGate := func() {
+		for range block {
+			if _, err := tb.gate(ctx, tb.call(tb.token), tokNext); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	runBare := func() {
+		for range block {
+			if tok, err := jwt.Parse(tb.token, keyfunc, jwt.WithValidMethods([]string{"EdDSA"})); err != nil || !tok.Valid {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.ReportAllocs()
+	n := 0
+	for b.Loop() {
+		t0 := tokProcessCPU()
+		if n%2 == 0 {
+			runGate()
+		} else {
+			runBare()
+		}
+		t1 := tokProcessCPU()
+		if n%2 == 0 {
+			runBare()
+		} else {
+			runGate()
+		}
+		t2 := tokProcessCPU()
+		if n%2 == 0 {
+			gate, bare = gate+t1-t0, bare+t2-t1
+		} else {
+			bare, gate = bare+t1-t0, gate+t2-t1
+		}
+		n++
+	}
+	calls := float64(n * block)
+	b.ReportMetric(float64(gate)/calls, "gate-cpu-ns/call")
+	b.ReportMetric(float64(bare)/calls, "bare-cpu-ns/call")
+	b.ReportMetric(float64(gate)/float64(bare), "gate/bare")
+	b.ReportMetric(0, "ns/op") // wall time of blocks says nothing per call
+}
+
+// tokProcessCPU is the process's CPU time with nanosecond resolution.
+func tokProcessCPU() time.Duration {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_PROCESS_CPUTIME_ID, &ts); err != nil {
+		return 0
+	}
+	return time.Duration(ts.Nano())
 }
