@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -214,4 +215,26 @@ func TestRunServesAndShutsDown(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("run: %v", err)
 	}
+}
+
+// Concurrent calls on one cart: results are encoded after the store's lock
+// is released, so they must not share the store's maps (run with -race).
+func TestConcurrentCartCalls(t *testing.T) {
+	s := devShop(t, config{})
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range 20 {
+				req := httptest.NewRequest("POST", "/tools/cart_add_item/call", strings.NewReader(`{"product_id":"`+lampID+`","quantity":1}`))
+				req.Header.Set("Authorization", "Bearer "+s.tokens["alice"])
+				rec := httptest.NewRecorder()
+				s.handler.ServeHTTP(rec, req)
+				if rec.Code != 200 {
+					t.Errorf("%d %s", rec.Code, rec.Body)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
 }

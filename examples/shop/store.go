@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -60,6 +61,16 @@ type order struct {
 	Notes   string         `json:"notes,omitempty"`
 	Window  []int          `json:"delivery_window,omitempty"`
 	Refunds []float64      `json:"refunds,omitempty"`
+}
+
+// snapshot copies the order for a result, which is encoded after the
+// store's lock is released.
+func (o *order) snapshot() *order {
+	c := *o
+	c.Items = maps.Clone(o.Items)
+	c.Window = slices.Clone(o.Window)
+	c.Refunds = slices.Clone(o.Refunds)
+	return &c
 }
 
 type invoice struct {
@@ -177,7 +188,8 @@ func (s *store) addToCart(p middleware.Principal, args map[string]any) (any, err
 		s.cartOwner[c] = p.ID
 	}
 	s.carts[c][pid] = min(s.carts[c][pid]+int(num(args, "quantity", 1)), 99)
-	return map[string]any{"cart_id": c, "items": s.carts[c]}, nil
+	// A copy: the result is encoded after the lock is released.
+	return map[string]any{"cart_id": c, "items": maps.Clone(s.carts[c])}, nil
 }
 
 func (s *store) placeOrder(p middleware.Principal, args map[string]any) (any, error) {
@@ -196,7 +208,7 @@ func (s *store) placeOrder(p middleware.Principal, args map[string]any) (any, er
 	s.orders[o.ID] = o
 	s.carts[c] = map[string]int{}
 	s.outbox[o.ID] = p.ID
-	return o, nil
+	return o.snapshot(), nil
 }
 
 func (s *store) deleteAccount(p middleware.Principal, args map[string]any) (any, error) {
@@ -253,7 +265,7 @@ func (s *store) scheduleDelivery(p middleware.Principal, args map[string]any) (a
 		return nil, axerr.Newf(axerr.CodePreconditionFailed, "you have no order %s", str(args, "order_id")).With("reason", "unknown_order")
 	}
 	o.Window = []int{int(num(args, "window_start", 0)), int(num(args, "window_end", 0))}
-	return o, nil
+	return o.snapshot(), nil
 }
 
 func (s *store) processRefund(p middleware.Principal, args map[string]any) (any, error) {
