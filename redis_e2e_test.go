@@ -122,7 +122,7 @@ func replicaRefusal(t *testing.T, err error) (*axerr.Error, map[string]any) {
 // call runs and the other is refused as a replay.
 func TestRedisReplicasSpendConfirmationOnce(t *testing.T) {
 	url := redistest.URL(t)
-	r := newReplicas(t, url, redistest.Prefix(t, redistest.Dial(t, url)), 2, redisstore.Options{})
+	r := newReplicas(t, url, redistest.Prefix(t, redistest.Dial(t, url)), 2, redisstore.Options{Timeout: 5 * time.Second})
 	const rounds = 200
 	for round := range rounds {
 		args := fmt.Sprintf(`{"order_id":"o-%d"}`, round)
@@ -166,7 +166,7 @@ func TestRedisReplicasSpendConfirmationOnce(t *testing.T) {
 // limit of 5 per minute allows 5 calls in all, not 5 per replica.
 func TestRedisReplicasShareRateLimit(t *testing.T) {
 	url := redistest.URL(t)
-	r := newReplicas(t, url, redistest.Prefix(t, redistest.Dial(t, url)), 2, redisstore.Options{})
+	r := newReplicas(t, url, redistest.Prefix(t, redistest.Dial(t, url)), 2, redisstore.Options{Timeout: 5 * time.Second})
 	const calls = 20
 	errs := make([]error, calls)
 	var wg sync.WaitGroup
@@ -206,7 +206,7 @@ func TestRedisReplicasShareRateLimit(t *testing.T) {
 // through the first; the approval token then cannot be used again on either.
 func TestRedisReplicasShareApprovals(t *testing.T) {
 	url := redistest.URL(t)
-	r := newReplicas(t, url, redistest.Prefix(t, redistest.Dial(t, url)), 2, redisstore.Options{})
+	r := newReplicas(t, url, redistest.Prefix(t, redistest.Dial(t, url)), 2, redisstore.Options{Timeout: 5 * time.Second})
 	ctx := t.Context()
 	const args = `{"amount":120}`
 
@@ -294,7 +294,7 @@ func TestRedisOutageRefusesWith503(t *testing.T) {
 	log := &replicaAudit{}
 	spans := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
-	r := newReplicas(t, srv.URL(), "axgate-fault:", 2, redisstore.Options{Timeout: 100 * time.Millisecond},
+	r := newReplicas(t, srv.URL(), "axgate-fault:", 2, redisstore.Options{Timeout: 250 * time.Millisecond},
 		axgate.WithAuditSink(log), axgate.WithTracerProvider(tp))
 	ctx := t.Context()
 

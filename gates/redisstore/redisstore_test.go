@@ -16,10 +16,17 @@ import (
 	"github.com/axgate/axgate/gates/storetest"
 )
 
+// testTimeout bounds store operations in the tests that check behaviour, not
+// timeouts: generous, so that a loaded machine does not fail them.
+const testTimeout = 5 * time.Second
+
 // stores returns stores on the shared test Redis under a prefix of the
 // test's own.
 func stores(t *testing.T, c *redis.Client, opts redisstore.Options) *redisstore.Stores {
 	opts.Prefix = redistest.Prefix(t, c)
+	if opts.Timeout == 0 {
+		opts.Timeout = testTimeout
+	}
 	return redisstore.New(c, opts)
 }
 
@@ -115,7 +122,7 @@ func TestOneRoundTripPerGateCall(t *testing.T) {
 func TestKeysUnderPrefix(t *testing.T) {
 	c := redistest.Client(t)
 	prefix := redistest.Prefix(t, c)
-	s := redisstore.New(c, redisstore.Options{Prefix: prefix})
+	s := redisstore.New(c, redisstore.Options{Prefix: prefix, Timeout: testTimeout})
 	ctx := t.Context()
 	exp := time.Now().Add(time.Minute)
 	if err := s.Replay.Consume(ctx, []gates.TokenUse{{ID: "j1", Expires: exp}}); err != nil {
@@ -154,7 +161,7 @@ func TestKeysUnderPrefix(t *testing.T) {
 func TestUsedTokenKeptPastExpiry(t *testing.T) {
 	c := redistest.Client(t)
 	prefix := redistest.Prefix(t, c)
-	s := redisstore.NewReplayStore(c, redisstore.Options{Prefix: prefix, ClockSkew: time.Hour})
+	s := redisstore.NewReplayStore(c, redisstore.Options{Prefix: prefix, Timeout: testTimeout, ClockSkew: time.Hour})
 	if err := s.Consume(t.Context(), []gates.TokenUse{{ID: "j1", Expires: time.Now().Add(time.Minute)}}); err != nil {
 		t.Fatal(err)
 	}
@@ -225,7 +232,7 @@ func TestUpdateMayNotMoveRequest(t *testing.T) {
 func TestExpiredRequestsLeaveTheInbox(t *testing.T) {
 	c := redistest.Client(t)
 	prefix := redistest.Prefix(t, c)
-	s := redisstore.NewApprovalStore(c, redisstore.Options{Prefix: prefix, ApprovalRetention: 50 * time.Millisecond})
+	s := redisstore.NewApprovalStore(c, redisstore.Options{Prefix: prefix, Timeout: testTimeout, ApprovalRetention: 50 * time.Millisecond})
 	ctx := t.Context()
 	if _, _, err := s.Create(ctx, gates.ApprovalRequest{ID: "old", Tenant: "acme", State: gates.ApprovalPending, ExpiresAt: time.Now()}); err != nil {
 		t.Fatal(err)
@@ -259,8 +266,8 @@ func TestExpiredRequestsLeaveTheInbox(t *testing.T) {
 func TestTwoReplicasShareState(t *testing.T) {
 	c1, c2 := redistest.Client(t), redistest.Client(t)
 	prefix := redistest.Prefix(t, c1)
-	a := redisstore.New(c1, redisstore.Options{Prefix: prefix})
-	b := redisstore.New(c2, redisstore.Options{Prefix: prefix})
+	a := redisstore.New(c1, redisstore.Options{Prefix: prefix, Timeout: testTimeout})
+	b := redisstore.New(c2, redisstore.Options{Prefix: prefix, Timeout: testTimeout})
 	ctx := t.Context()
 
 	for round := range 200 {
@@ -301,5 +308,33 @@ func TestTwoReplicasShareState(t *testing.T) {
 	}
 	if allowed != limit.Count {
 		t.Fatalf("20 calls alternating between replicas under 7 per hour: %d allowed", allowed)
+	}
+}
+
+// TestOpen checks that Open refuses a Redis that does not answer (a replica
+// must not start with state it cannot share) and works with one that does.
+func TestOpen(t *testing.T) {
+	if _, err := redisstore.Open(t.Context(), "redis://127.0.0.1:1/0", redisstore.Options{}); err == nil {
+		t.Fatal("Open of a closed port succeeded")
+	}
+	if _, err := redisstore.Open(t.Context(), "http://example.com", redisstore.Options{}); err == nil {
+		t.Fatal("Open of a URL that is not Redis succeeded")
+	}
+	o, err := redisstore.ParseURL("redis://127.0.0.1:6379/3")
+	if err != nil || !o.ContextTimeoutEnabled || o.DB != 3 {
+		t.Fatalf("ParseURL = %+v, %v; want context deadlines honoured, db 3", o, err)
+	}
+	s, err := redisstore.Open(t.Context(), redistest.URL(t), redisstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Replay.Used(t.Context(), "x"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Replay.Used(t.Context(), "x"); err == nil {
+		t.Fatal("the stores still answer after Close")
 	}
 }
