@@ -3,6 +3,7 @@ package gates
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sort"
 	"strings"
@@ -14,6 +15,10 @@ import (
 
 // StageApproval is the name of the approval gate.
 const StageApproval = "approval"
+
+// MaxApprovalTokens bounds the approval tokens one call may present (or
+// approval_count, when larger): each costs a signature check.
+const MaxApprovalTokens = 16
 
 // Notifier hears of every new approval request, to tell the people who may
 // decide it (mail, chat, a queue). It is called synchronously when the gate
@@ -116,6 +121,13 @@ func (g *Approval) intercept(ctx context.Context, call *middleware.Call, next mi
 	reqID := ApprovalRequestID(a.Intent, digest, p.ID, p.Tenant)
 	call.Facts.ApprovalRequestID = reqID
 
+	if n := len(call.Credentials.Approvals); n > max(need, MaxApprovalTokens) {
+		// Each token costs a signature check: bound the work a caller can ask for.
+		e := g.invalid(call, reqID, "too_many_tokens", "",
+			fmt.Sprintf("%d approval tokens were presented; at most %d are accepted", n, max(need, MaxApprovalTokens)))
+		delete(e.Details, "approver")
+		return middleware.Result{}, e
+	}
 	var (
 		approvers []string
 		accepted  []*Claims

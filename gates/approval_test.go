@@ -137,6 +137,13 @@ func TestApprovalInvalid(t *testing.T) {
 		"self-approval": {[]string{a.approval(t, "alice", []string{"finance"}, "payout.send", tkPayout)}, "self_approval"},
 		"wrong role":    {[]string{a.approval(t, "dave", []string{"clerk"}, "payout.send", tkPayout)}, "role_not_allowed"},
 		"no roles":      {[]string{a.approval(t, "dave", nil, "payout.send", tkPayout)}, "role_not_allowed"},
+		"too many tokens": {func() []string {
+			out := make([]string, gates.MaxApprovalTokens+1)
+			for i := range out {
+				out[i] = "x"
+			}
+			return out
+		}(), "too_many_tokens"},
 		"one good, one self": {[]string{
 			a.approval(t, "bob", []string{"finance"}, "payout.send", tkPayout),
 			a.approval(t, "alice", []string{"admin"}, "payout.send", tkPayout),
