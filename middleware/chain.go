@@ -78,8 +78,10 @@ type link struct {
 
 func (l *link) Invoke(ctx context.Context, call *Call) (Result, error) {
 	if l.obs != nil {
-		closePending(ctx, call, l.obs)
-		call.pendingStage, call.pendingStart = l.stage.Name, time.Now()
+		// One clock read both ends the previous stage and starts this one.
+		now := time.Now()
+		closePending(ctx, call, l.obs, now)
+		call.pendingStage, call.pendingStart = l.stage.Name, now
 	}
 	res, err := l.stage.Interceptor(ctx, call, l.next)
 	if err != nil {
@@ -102,13 +104,13 @@ type tail struct {
 }
 
 func (t *tail) Invoke(ctx context.Context, call *Call) (Result, error) {
-	closePending(ctx, call, t.obs)
+	closePending(ctx, call, t.obs, time.Now())
 	return t.next.Invoke(ctx, call)
 }
 
-func closePending(ctx context.Context, call *Call, obs Observer) {
+func closePending(ctx context.Context, call *Call, obs Observer, now time.Time) {
 	if call.pendingStage != "" || !call.pendingStart.IsZero() {
-		obs.StageDone(ctx, call, call.pendingStage, time.Since(call.pendingStart), nil)
+		obs.StageDone(ctx, call, call.pendingStage, now.Sub(call.pendingStart), nil)
 		call.pendingStage, call.pendingStart = "", time.Time{}
 	}
 }
