@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# Load test of examples/shop: a read action (product_search) and a write
+# action (cart_add_item, with a bearer token) through axgate's tool server,
+# against the same handlers served bare (-unsafe-bare: no authentication, no
+# gates), in one run. Rounds alternate bare and gated so that drift on a
+# shared machine hits both alike.
+#
+#   bash bench/http/run.sh            # defaults: 3 rounds of 10 s, 2 threads, 32 connections
+#   ROUNDS=5 DURATION=20s CONNS=64 bash bench/http/run.sh
+#
+# Needs wrk (Debian: apt-get install -y wrk). Prints a Markdown table of
+# requests/s and p99 latency (median over the rounds) for bench/README.md.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+ROUNDS=${ROUNDS:-3}
+DURATION=${DURATION:-10s}
+THREADS=${THREADS:-2}
+CONNS=${CONNS:-32}
+GATED_ADDR=${GATED_ADDR:-127.0.0.1:18180}
+BARE_ADDR=${BARE_ADDR:-127.0.0.1:18181}
+
+command -v wrk >/dev/null || { echo "wrk not found: apt-get install -y wrk" >&2; exit 1; }
+
+work=$(mktemp -d)
+pids=()
+cleanup() {
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+	wait 2>/dev/null || true
+	rm -rf "$work"
+}
+trap cleanup EXIT
+
+go build -o "$work/shop" ./examples/shop
+"$work/shop" -addr "$GATED_ADDR" >"$work/gated.out" 2>&1 &
+pids+=($!)
+"$work/shop" -addr "$BARE_ADDR" -unsafe-bare >"$work/bare.out" 2>&1 &
+pids+=($!)
+
+for _ in $(seq 50); do
+	grep -q "^export ALICE=" "$work/gated.out" 2>/dev/null && grep -q UNSAFE "$work/bare.out" 2>/dev/null && break
+	sleep 0.1
+done
+TOKEN=$(sed -nE "s/^export ALICE='([^']+)'/\1/p" "$work/gated.out")
+[ -n "$TOKEN" ] || { echo "no dev token in the shop's output:"; cat "$work/gated.out"; exit 1; } >&2
+export TOKEN
+
+cat >"$work/post.lua" <<'LUA'
+wrk.method = "POST"
+wrk.body = os.getenv("BODY")
+wrk.headers["Content-Type"] = "application/json"
+local token = os.getenv("TOKEN")
+if token and token ~= "" then wrk.headers["Authorization"] = "Bearer " .. token end
+LUA
+
+read_body='{"query":"lamp"}'
+write_body='{"product_id":"9b2f1c1e-8a4f-4c55-9d6e-3f2a1b0c9d8e","quantity":1}'
+
+# Check once that each server answers 200 to each request.
+for target in "$GATED_ADDR" "$BARE_ADDR"; do
+	for c in "product_search:$read_body" "cart_add_item:$write_body"; do
+		code=$(curl -s -o "$work/check" -w '%{http_code}' -X POST "http://$target/tools/${c%%:*}/call" \
+			-H "Authorization: Bearer $TOKEN" -H "Content-Type: application/json" -d "${c#*:}")
+		[ "$code" = 200 ] || { echo "$target ${c%%:*}: $code $(cat "$work/check")" >&2; exit 1; }
+	done
+done
+
+# one NAME ADDR TOOL BODY: one wrk run, appending "NAME rps p99_ms" to results.
+one() {
+	local out
+	out=$(BODY="$4" wrk -t"$THREADS" -c"$CONNS" -d"$DURATION" --latency -s "$work/post.lua" "http://$2/tools/$3/call")
+	if echo "$out" | grep -q "Non-2xx"; then
+		echo "$out" >&2
+		echo "$1: non-2xx answers" >&2
+		exit 1
+	fi
+	local rps p99
+	rps=$(echo "$out" | awk '/^Requests\/sec:/ {print $2}')
+	p99=$(echo "$out" | awk '$1 == "99%" {v=$2; if (v ~ /us$/) {sub(/us$/,"",v); v=v/1000} else if (v ~ /ms$/) {sub(/ms$/,"",v)} else if (v ~ /s$/) {sub(/s$/,"",v); v=v*1000}; print v}')
+	echo "$1 $rps $p99" >>"$work/results"
+	echo "  $1: $rps req/s, p99 ${p99} ms" >&2
+}
+
+for r in $(seq "$ROUNDS"); do
+	echo "round $r/$ROUNDS" >&2
+	one read_bare "$BARE_ADDR" product_search "$read_body"
+	one read_axgate "$GATED_ADDR" product_search "$read_body"
+	one write_bare "$BARE_ADDR" cart_add_item "$write_body"
+	one write_axgate "$GATED_ADDR" cart_add_item "$write_body"
+done
+
+median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
+col() { awk -v n="$1" -v c="$2" '$1 == n {print $c}' "$work/results" | median; }
+
+echo
+echo "wrk -t$THREADS -c$CONNS -d$DURATION, $ROUNDS rounds, medians; $(nproc) CPUs shared by wrk and both servers"
+echo
+echo "| action | bare req/s | axgate req/s | axgate/bare | bare p99 | axgate p99 |"
+echo "|---|---:|---:|---:|---:|---:|"
+for a in read write; do
+	b=$(col "${a}_bare" 2); g=$(col "${a}_axgate" 2)
+	bp=$(col "${a}_bare" 3); gp=$(col "${a}_axgate" 3)
+	name=$a; [ "$a" = read ] && name="read (product_search)" || name="write (cart_add_item, bearer)"
+	awk -v n="$name" -v b="$b" -v g="$g" -v bp="$bp" -v gp="$gp" 'BEGIN {printf "| %s | %.0f | %.0f | %.0f%% | %.2f ms | %.2f ms |\n", n, b, g, 100*g/b, bp, gp}'
+done
