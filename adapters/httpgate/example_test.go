@@ -1,0 +1,59 @@
+package httpgate_test
+
+import (
+	"fmt"
+	"io"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+
+	"github.com/axgate/axgate"
+	"github.com/axgate/axgate/adapters/httpgate"
+	"github.com/axgate/axgate/manifest"
+	"github.com/axgate/axgate/middleware"
+)
+
+const exampleManifest = `{"version":"1.0.0","actions":[{
+  "intent":"order.update","entity":"order","action_type":"write","operation_id":"order_update",
+  "description":"Change the quantity of an order",
+  "required_parameters":[{"name":"order_id","type":"string","description":"Order"},
+                         {"name":"quantity","type":"integer","description":"Quantity","min":1,"max":99}],
+  "risk_level":"low","idempotent":true,"scope":"global"}]}`
+
+// An existing handler gated by route: the arguments are the JSON body plus
+// the path value, and a refusal never reaches the handler.
+func ExampleMiddleware() {
+	m, err := manifest.ParseJSON([]byte(exampleManifest))
+	if err != nil {
+		log.Fatal(err)
+	}
+	enf, err := axgate.New(m)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer enf.Close()
+
+	app := http.NewServeMux()
+	app.HandleFunc("PUT /orders/{order_id}", func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body) // the body, unchanged
+		fmt.Fprintf(w, "updated %s with %s", r.PathValue("order_id"), body)
+	})
+	byUserHeader := func(r *http.Request) (middleware.Principal, error) {
+		return middleware.Principal{ID: r.Header.Get("X-User")}, nil // your authentication here
+	}
+	h := httpgate.Middleware(enf,
+		httpgate.WithPrincipal(byUserHeader),
+		httpgate.WithRoute("PUT /orders/{order_id}", "order_update"),
+	)(app)
+
+	for _, body := range []string{`{"quantity":3}`, `{"quantity":300}`} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("PUT", "/orders/o-7", strings.NewReader(body)))
+		out := strings.TrimSpace(rec.Body.String())
+		fmt.Println(rec.Code, out[:min(len(out), 37)])
+	}
+	// Output:
+	// 200 updated o-7 with {"quantity":3}
+	// 400 {"error":{"code":"AXAG_OUT_OF_RANGE",
+}
