@@ -85,7 +85,7 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	fs.StringVar(&c.signingKey, "signing-key", env("AXGATE_SIGNING_KEY", ""), "private key file (JWK or PEM) signing the tokens /confirmations and /approvals issue (AXGATE_SIGNING_KEY); without it: an ephemeral key")
 	fs.StringVar(&c.issuer, "issuer", env("AXGATE_ISSUER", "axgate-shop"), "iss of bearer, confirmation and approval tokens (AXGATE_ISSUER)")
 	fs.StringVar(&c.audience, "audience", env("AXGATE_AUDIENCE", "axgate-shop"), "aud of bearer, confirmation and approval tokens (AXGATE_AUDIENCE)")
-	fs.StringVar(&c.redis, "redis", env("AXGATE_REDIS", ""), "Redis URL for state shared by replicas: used tokens, rate limits, idempotency, approvals (AXGATE_REDIS); default: in memory")
+	fs.StringVar(&c.redis, "redis", env("AXGATE_REDIS_URL", ""), "Redis URL for state shared by replicas: used tokens, rate limits, idempotency, approvals (AXGATE_REDIS_URL); default: in memory")
 	fs.BoolVar(&c.bare, "unsafe-bare", false, "serve the same tool handlers WITHOUT axgate (no authentication, no gates): only for benchmarks")
 	if err := fs.Parse(args); err != nil {
 		return c, err
