@@ -144,7 +144,7 @@ func (g *Access) Stage() middleware.Stage {
 func (g *Access) Check(call *middleware.Call) error {
 	a := call.Action
 	if a == nil {
-		return noAction(StageAccess)
+		return unresolvedAction(StageAccess)
 	}
 	r := g.rules[a]
 	if r == nil {
@@ -164,7 +164,7 @@ func (g *Access) Check(call *middleware.Call) error {
 
 	// A nil Scopes means the credential carried no scope claim: nothing to
 	// narrow. An empty, non-nil list grants nothing.
-	if p.Scopes != nil && !granted(p.Scopes, r.grants) {
+	if p.Scopes != nil && !scopeGranted(p.Scopes, r.grants) {
 		return axerr.Newf(axerr.CodeScopeViolation, "the caller's granted scopes do not include %s", a.Intent).
 			WithIntent(a.Intent).
 			WithSuggestion("Obtain a credential granting one of the scopes listed in granting_scopes.").
@@ -187,11 +187,11 @@ func (g *Access) Check(call *middleware.Call) error {
 		if err != nil {
 			return err
 		}
-		if name, ok := firstMismatch(args, r.tenantArgs, p.Tenant); !ok {
+		if name, ok := firstForeignArg(args, r.tenantArgs, p.Tenant); !ok {
 			return tenantRefusal(a, AccessOtherTenant, "/"+name, "argument "+name+" names a tenant other than the caller's")
 		}
 		if len(r.userArgs) > 0 && !p.HasRole(g.opts.UserOverrideRoles...) {
-			if name, ok := firstMismatch(args, r.userArgs, p.ID); !ok {
+			if name, ok := firstForeignArg(args, r.userArgs, p.ID); !ok {
 				reason, msg := AccessOtherUser, "argument "+name+" names a user other than the caller"
 				if p.ID == "" {
 					reason, msg = AccessNoCaller, "argument "+name+" names a user and the caller has no identity to match it"
@@ -216,8 +216,8 @@ func tenantRefusal(a *manifest.Action, reason, argPath, msg string) *axerr.Error
 	return e
 }
 
-// granted reports whether any of the caller's scopes is one of the grants.
-func granted(scopes, grants []string) bool {
+// scopeGranted reports whether any of the caller's scopes is one of the grants.
+func scopeGranted(scopes, grants []string) bool {
 	for _, s := range scopes {
 		if slices.Contains(grants, s) {
 			return true
@@ -226,25 +226,25 @@ func granted(scopes, grants []string) bool {
 	return false
 }
 
-// firstMismatch returns the first of names present in args whose value does
+// firstForeignArg returns the first of names present in args whose value does
 // not name want, and false; or "", true when all present ones do. An empty
 // want matches nothing: a caller without an identity cannot be shown to be
 // the one named. A number names the identity with the same decimal spelling;
 // any other type names nobody.
-func firstMismatch(args map[string]any, names []string, want string) (string, bool) {
+func firstForeignArg(args map[string]any, names []string, want string) (string, bool) {
 	for _, n := range names {
 		v, ok := args[n]
 		if !ok {
 			continue
 		}
-		if want == "" || !sameID(v, want) {
+		if want == "" || !argNamesID(v, want) {
 			return n, false
 		}
 	}
 	return "", true
 }
 
-func sameID(v any, want string) bool {
+func argNamesID(v any, want string) bool {
 	switch v := v.(type) {
 	case string:
 		return v == want
@@ -259,8 +259,8 @@ func sameID(v any, want string) bool {
 	return false
 }
 
-// noAction is the refusal of a gate that runs before the intent is resolved:
-// a chain assembled in the wrong order.
-func noAction(stage string) *axerr.Error {
+// unresolvedAction is the refusal of a gate that runs before the intent is
+// resolved: a chain assembled in the wrong order.
+func unresolvedAction(stage string) *axerr.Error {
 	return axerr.Newf(axerr.CodeInternal, "the %s gate ran before the tool was resolved to a manifest action", stage)
 }
