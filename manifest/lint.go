@@ -1,7 +1,6 @@
 package manifest
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -209,7 +208,7 @@ func Lint(data []byte, opts LintOptions) *LintResult {
 			problems = []Problem{{Message: err.Error(), Keyword: "json"}}
 		}
 	}
-	r.doc = decodeDocument(data, format)
+	r.doc, _ = decodeDocument(data, format)
 	root, _ := r.doc.(map[string]any)
 	if m == nil && root != nil {
 		m = bestEffort(root)
@@ -273,27 +272,6 @@ func bestEffort(root map[string]any) (m *Manifest) {
 	}()
 	m, _ = build(root)
 	return m
-}
-
-// decodeDocument decodes the document as parse does, or returns nil.
-func decodeDocument(data []byte, format docFormat) any {
-	if format == formatAuto {
-		format = formatYAML
-		if t := bytes.TrimLeft(data, " \t\r\n\ufeff"); len(t) > 0 && t[0] == '{' {
-			format = formatJSON
-		}
-	}
-	if format == formatYAML {
-		var err error
-		if data, err = yamlToJSON(data); err != nil {
-			return nil
-		}
-	}
-	doc, err := jsonx.Decode(data, jsonx.Limits{MaxBytes: DefaultMaxManifestBytes, MaxDepth: maxManifestDepth})
-	if err != nil {
-		return nil
-	}
-	return doc
 }
 
 type linter struct {

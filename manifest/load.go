@@ -88,20 +88,17 @@ func Load(r io.Reader) (*Manifest, error) {
 // else is detected from the content.
 func LoadFile(name string) (*Manifest, error) {
 	f, err := os.Open(name)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	data, err := readLimited(f)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
-	}
-	return parse(data, name, formatFor(name))
+	return loadOpened(f, err, name)
 }
 
 // LoadFS reads a manifest from a file in fsys (for example an embed.FS).
 func LoadFS(fsys fs.FS, name string) (*Manifest, error) {
 	f, err := fsys.Open(name)
+	return loadOpened(f, err, name)
+}
+
+// loadOpened reads an opened manifest file, whose name also tells its format.
+func loadOpened(f io.ReadCloser, err error, name string) (*Manifest, error) {
 	if err != nil {
 		return nil, err
 	}
@@ -144,28 +141,9 @@ func readLimited(r io.Reader) ([]byte, error) {
 
 func parse(data []byte, source string, format docFormat) (*Manifest, error) {
 	fail := func(p ...Problem) error { return &Error{Source: source, Problems: p} }
-	if format == formatAuto {
-		format = formatYAML
-		if t := bytes.TrimLeft(data, " \t\r\n\ufeff"); len(t) > 0 && t[0] == '{' {
-			format = formatJSON
-		}
-	}
-	if format == formatYAML {
-		var err error
-		if data, err = yamlToJSON(data); err != nil {
-			return nil, fail(Problem{Message: err.Error(), Keyword: "yaml"})
-		}
-	}
-	doc, err := jsonx.Decode(data, jsonx.Limits{MaxBytes: DefaultMaxManifestBytes, MaxDepth: maxManifestDepth})
-	if err != nil {
-		p := Problem{Message: "not a well-formed JSON document: " + err.Error(), Keyword: "json"}
-		if je, ok := err.(*jsonx.Error); ok {
-			p.Path = je.Path
-			if je.Kind == jsonx.DuplicateKey {
-				p.Message, p.Keyword = "duplicate key", "duplicate"
-			}
-		}
-		return nil, fail(p)
+	doc, p := decodeDocument(data, format)
+	if p != nil {
+		return nil, fail(*p)
 	}
 	if _, ok := doc.(map[string]any); !ok {
 		return nil, fail(Problem{Message: "a manifest must be a JSON object", Keyword: "type"})
@@ -178,6 +156,35 @@ func parse(data []byte, source string, format docFormat) (*Manifest, error) {
 		return nil, fail(problems...)
 	}
 	return m, nil
+}
+
+// decodeDocument reads a JSON or YAML document strictly (size, depth, UTF-8,
+// duplicate keys) into the values encoding/json produces.
+func decodeDocument(data []byte, format docFormat) (any, *Problem) {
+	if format == formatAuto {
+		format = formatYAML
+		if t := bytes.TrimLeft(data, " \t\r\n\ufeff"); len(t) > 0 && t[0] == '{' {
+			format = formatJSON
+		}
+	}
+	if format == formatYAML {
+		var err error
+		if data, err = yamlToJSON(data); err != nil {
+			return nil, &Problem{Message: err.Error(), Keyword: "yaml"}
+		}
+	}
+	doc, err := jsonx.Decode(data, jsonx.Limits{MaxBytes: DefaultMaxManifestBytes, MaxDepth: maxManifestDepth})
+	if err != nil {
+		p := &Problem{Message: "not a well-formed JSON document: " + err.Error(), Keyword: "json"}
+		if je, ok := err.(*jsonx.Error); ok {
+			p.Path = je.Path
+			if je.Kind == jsonx.DuplicateKey {
+				p.Message, p.Keyword = "duplicate key", "duplicate"
+			}
+		}
+		return nil, p
+	}
+	return doc, nil
 }
 
 // sortProblems orders problems by path, keeping the order within one path,
