@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	stderrors "errors"
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -246,3 +247,44 @@ func As(err error) (*Error, bool) {
 
 // Is reports whether err is, or wraps, an *Error with the code.
 func Is(err error, code Code) bool { return stderrors.Is(err, code) }
+
+// Text explains the refusal in a few lines of plain text for a model: the
+// code and message, each violation, the scalar details in a stable order,
+// the suggestion, when to retry and what to do next. Transports that hand
+// refusals to a model as a tool result (MCP, agent SDKs) send it beside the
+// JSON envelope.
+func (e *Error) Text() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Refused (%s): %s", e.Code, e.Message)
+	for _, v := range e.Violations {
+		path := v.Path
+		if path == "" {
+			path = "(arguments)"
+		}
+		fmt.Fprintf(&b, "\n- %s: %s", path, v.Message)
+		if v.Code != "" && v.Code != e.Code {
+			fmt.Fprintf(&b, " [%s]", v.Code)
+		}
+	}
+	keys := make([]string, 0, len(e.Details))
+	for k, v := range e.Details {
+		switch v.(type) {
+		case string, bool, int, int64, float64, json.Number:
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fmt.Fprintf(&b, "\n%s: %v", k, e.Details[k])
+	}
+	if e.Suggestion != "" {
+		b.WriteString("\nSuggestion: " + e.Suggestion)
+	}
+	if s := e.RetryAfterSeconds(); s > 0 {
+		fmt.Fprintf(&b, "\nRetry after: %d s", s)
+	}
+	if a := e.Code.AgentAction(); a != "" {
+		b.WriteString("\nNext step: " + a)
+	}
+	return b.String()
+}

@@ -123,3 +123,21 @@ func ExampleError_Envelope() {
 	fmt.Println(string(data), e.HTTPStatus(), e.Retryable())
 	// Output: "AXAG_INTENT_NOT_FOUND" 404 false
 }
+
+func TestText(t *testing.T) {
+	e := axerr.Aggregate("order.place", []axerr.Violation{
+		{Path: "/cart_id", Message: "missing properties: 'cart_id'", Keyword: "required", Code: axerr.CodeMissingParam},
+		{Path: "/notes", Message: "expected string, but got number", Keyword: "type", Code: axerr.CodeInvalidType},
+	}).With("reason", "bad_args").WithSuggestion("Add /cart_id.")
+	e.RetryAfter = 2 * time.Second
+	want := "Refused (AXAG_MISSING_PARAM): 2 invalid arguments; first: /cart_id: missing properties: 'cart_id'\n" +
+		"- /cart_id: missing properties: 'cart_id'\n" +
+		"- /notes: expected string, but got number [AXAG_INVALID_TYPE]\n" +
+		"reason: bad_args\n" +
+		"Suggestion: Add /cart_id.\n" +
+		"Retry after: 2 s\n" +
+		"Next step: Add the missing parameter and call again."
+	if got := e.Text(); got != want {
+		t.Fatalf("Text() =\n%s\nwant\n%s", got, want)
+	}
+}
