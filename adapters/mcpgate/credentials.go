@@ -12,25 +12,27 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/axgate/axgate/adapters/wire"
 	axerr "github.com/axgate/axgate/errors"
 	"github.com/axgate/axgate/middleware"
 )
 
-// Keys of a tools/call request's _meta that carry credentials.
+// Keys of a tools/call request's _meta that carry credentials (package
+// adapters/wire defines them for every adapter).
 const (
-	MetaConfirmation   = "axag/confirmation"
-	MetaApprovals      = "axag/approvals"
-	MetaIdempotencyKey = "axag/idempotency_key"
-	MetaTenant         = "axag/tenant"
+	MetaConfirmation   = wire.MetaConfirmation
+	MetaApprovals      = wire.MetaApprovals
+	MetaIdempotencyKey = wire.MetaIdempotencyKey
+	MetaTenant         = wire.MetaTenant
 )
 
 // Headers of the streamable HTTP transport that carry credentials, as in
 // adapters/httpgate. _meta wins over a header.
 const (
-	HeaderConfirmation   = "X-AXAG-Confirmation"
-	HeaderApproval       = "X-AXAG-Approval"
-	HeaderIdempotencyKey = "Idempotency-Key"
-	HeaderTenant         = "X-AXAG-Tenant"
+	HeaderConfirmation   = wire.HeaderConfirmation
+	HeaderApproval       = wire.HeaderApproval
+	HeaderIdempotencyKey = wire.HeaderIdempotencyKey
+	HeaderTenant         = wire.HeaderTenant
 )
 
 // Claims of TokenInfo.Extra that TokenInfoPrincipal reads.
@@ -38,8 +40,6 @@ const (
 	ClaimTenant = "tenant"
 	ClaimRoles  = "roles"
 )
-
-var knownMeta = map[string]bool{MetaConfirmation: true, MetaApprovals: true, MetaIdempotencyKey: true, MetaTenant: true}
 
 var errNoTokenInfo = errors.New("the request carries no verified bearer token")
 
@@ -126,122 +126,13 @@ func StaticPrincipal(p middleware.Principal) PrincipalFunc {
 // key and the claimed tenant from _meta, then from the HTTP headers. A
 // credential of the wrong JSON type is refused, never ignored.
 func (c config) credentials(req *mcp.CallToolRequest) (middleware.Credentials, *axerr.Error) {
-	var cr middleware.Credentials
-	meta := req.Params.Meta
-	for k := range meta {
-		if strings.HasPrefix(k, "axag/") && !knownMeta[k] {
-			return cr, axerr.Newf(axerr.CodeInvalidArguments, "unknown _meta key %q", k).
-				With("meta_key", k).
-				WithSuggestion("Use " + MetaConfirmation + ", " + MetaApprovals + ", " + MetaIdempotencyKey + " or " + MetaTenant + ".")
-		}
-	}
-	var err *axerr.Error
-	str := func(key string) string {
-		v, ok := meta[key]
-		if !ok || v == nil {
-			return ""
-		}
-		s, ok := v.(string)
-		if !ok && err == nil {
-			err = badMeta(key, "a string")
-		}
-		return s
-	}
-	cr.Confirmation = str(MetaConfirmation)
-	cr.IdempotencyKey = str(MetaIdempotencyKey)
-	cr.ClaimedTenant = str(MetaTenant)
-	switch v := meta[MetaApprovals].(type) {
-	case nil:
-	case string:
-		cr.Approvals = splitList([]string{v})
-	case []string:
-		cr.Approvals = v
-	case []any:
-		for _, x := range v {
-			s, ok := x.(string)
-			if !ok {
-				return cr, badMeta(MetaApprovals, "a list of strings")
-			}
-			cr.Approvals = append(cr.Approvals, s)
-		}
-	default:
-		return cr, badMeta(MetaApprovals, "a list of strings")
-	}
-	if err != nil {
+	cr, err := wire.FromMeta(req.Params.Meta)
+	if err != nil || c.noHeaders || req.Extra == nil || req.Extra.Header == nil {
 		return cr, err
 	}
-	if c.noHeaders || req.Extra == nil || req.Extra.Header == nil {
-		return cr, nil
-	}
-	h := req.Extra.Header
-	if cr.Confirmation == "" {
-		cr.Confirmation = h.Get(HeaderConfirmation)
-	}
-	if cr.Approvals == nil {
-		cr.Approvals = splitList(h.Values(HeaderApproval))
-	}
-	if cr.IdempotencyKey == "" {
-		cr.IdempotencyKey = h.Get(HeaderIdempotencyKey)
-	}
-	if cr.ClaimedTenant == "" {
-		cr.ClaimedTenant = h.Get(HeaderTenant)
-	}
-	return cr, nil
-}
-
-func badMeta(key, want string) *axerr.Error {
-	return axerr.Newf(axerr.CodeInvalidArguments, "_meta %q must be %s", key, want).
-		With("meta_key", key).
-		WithSuggestion("Send the token as " + want + " in _meta, or leave the key out.")
-}
-
-// splitList accepts repeated values and comma-separated lists alike.
-func splitList(vals []string) []string {
-	var out []string
-	for _, v := range vals {
-		for _, s := range strings.Split(v, ",") {
-			if s = strings.TrimSpace(s); s != "" {
-				out = append(out, s)
-			}
-		}
-	}
-	return out
-}
-
-// metaCarrier lets an OpenTelemetry propagator read traceparent, tracestate
-// and baggage from a request's _meta (string values only).
-type metaCarrier map[string]any
-
-func (m metaCarrier) Get(key string) string {
-	s, _ := m[key].(string)
-	return s
-}
-
-func (m metaCarrier) Set(key, value string) { m[key] = value }
-
-func (m metaCarrier) Keys() []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	return out
+	return wire.Merge(cr, wire.FromHeader(req.Extra.Header)), nil
 }
 
 // CredentialsMeta returns the _meta entries that carry c, for a client
 // building a tools/call request (CallToolParams.Meta).
-func CredentialsMeta(c middleware.Credentials) mcp.Meta {
-	m := mcp.Meta{}
-	if c.Confirmation != "" {
-		m[MetaConfirmation] = c.Confirmation
-	}
-	if len(c.Approvals) > 0 {
-		m[MetaApprovals] = c.Approvals
-	}
-	if c.IdempotencyKey != "" {
-		m[MetaIdempotencyKey] = c.IdempotencyKey
-	}
-	if c.ClaimedTenant != "" {
-		m[MetaTenant] = c.ClaimedTenant
-	}
-	return m
-}
+func CredentialsMeta(c middleware.Credentials) mcp.Meta { return mcp.Meta(wire.ToMeta(c)) }

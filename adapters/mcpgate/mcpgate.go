@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/axgate/axgate"
+	"github.com/axgate/axgate/adapters/wire"
 	axerr "github.com/axgate/axgate/errors"
 	"github.com/axgate/axgate/middleware"
 )
@@ -171,7 +172,7 @@ func (c config) handler(e *axgate.Enforcer, tool middleware.Invoker) mcp.ToolHan
 			return c.refuse(axerr.New(axerr.CodeInvalidArguments, "the tools/call request has no params"))
 		}
 		meta := req.Params.Meta
-		ctx = c.propagator.Extract(ctx, metaCarrier(meta))
+		ctx = c.propagator.Extract(ctx, wire.MetaCarrier(meta))
 
 		p, err := c.principal(ctx, req)
 		if err != nil {

@@ -2,9 +2,6 @@ package mcpgate
 
 import (
 	"encoding/json"
-	"fmt"
-	"sort"
-	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -31,49 +28,11 @@ func Refusal(e *axerr.Error) *mcp.CallToolResult {
 	return &mcp.CallToolResult{
 		IsError: true,
 		Content: []mcp.Content{
-			&mcp.TextContent{Text: RefusalText(e)},
+			&mcp.TextContent{Text: e.Text()},
 			&mcp.TextContent{Text: string(raw)},
 		},
 		StructuredContent: json.RawMessage(raw),
 	}
-}
-
-// RefusalText explains a refusal in a few lines of plain text for the model.
-func RefusalText(e *axerr.Error) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "Refused (%s): %s", e.Code, e.Message)
-	for _, v := range e.Violations {
-		path := v.Path
-		if path == "" {
-			path = "(arguments)"
-		}
-		fmt.Fprintf(&b, "\n- %s: %s", path, v.Message)
-		if v.Code != "" && v.Code != e.Code {
-			fmt.Fprintf(&b, " [%s]", v.Code)
-		}
-	}
-	// Facts a model acts on, in a stable order.
-	keys := make([]string, 0, len(e.Details))
-	for k, v := range e.Details {
-		switch v.(type) {
-		case string, bool, int, int64, float64, json.Number:
-			keys = append(keys, k)
-		}
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		fmt.Fprintf(&b, "\n%s: %v", k, e.Details[k])
-	}
-	if e.Suggestion != "" {
-		b.WriteString("\nSuggestion: " + e.Suggestion)
-	}
-	if s := e.RetryAfterSeconds(); s > 0 {
-		fmt.Fprintf(&b, "\nRetry after: %d s", s)
-	}
-	if a := e.Code.AgentAction(); a != "" {
-		b.WriteString("\nNext step: " + a)
-	}
-	return b.String()
 }
 
 // JSONRPCError renders a refusal as the JSON-RPC error of the MCP wire:

@@ -30,24 +30,25 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/axgate/axgate"
+	"github.com/axgate/axgate/adapters/wire"
 	axerr "github.com/axgate/axgate/errors"
 	"github.com/axgate/axgate/middleware"
 )
 
 // Keys of a tools/call request's _meta that carry credentials.
 const (
-	MetaConfirmation   = "axag/confirmation"
-	MetaApprovals      = "axag/approvals"
-	MetaIdempotencyKey = "axag/idempotency_key"
-	MetaTenant         = "axag/tenant"
+	MetaConfirmation   = wire.MetaConfirmation
+	MetaApprovals      = wire.MetaApprovals
+	MetaIdempotencyKey = wire.MetaIdempotencyKey
+	MetaTenant         = wire.MetaTenant
 )
 
 // Headers of the HTTP transports that carry credentials; _meta wins.
 const (
-	HeaderConfirmation   = "X-AXAG-Confirmation"
-	HeaderApproval       = "X-AXAG-Approval"
-	HeaderIdempotencyKey = "Idempotency-Key"
-	HeaderTenant         = "X-AXAG-Tenant"
+	HeaderConfirmation   = wire.HeaderConfirmation
+	HeaderApproval       = wire.HeaderApproval
+	HeaderIdempotencyKey = wire.HeaderIdempotencyKey
+	HeaderTenant         = wire.HeaderTenant
 )
 
 // PrincipalFunc returns the authenticated caller of a tool call, from the
@@ -133,7 +134,7 @@ func Middleware(e *axgate.Enforcer, opts ...Option) server.ToolHandlerMiddleware
 	inv := e.Wrap(middleware.InvokerFunc(runHandler))
 	return func(next server.ToolHandlerFunc) server.ToolHandlerFunc {
 		return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-			ctx = c.propagator.Extract(ctx, metaCarrier(metaFields(req)))
+			ctx = c.propagator.Extract(ctx, wire.MetaCarrier(metaFields(req)))
 			p, err := c.principal(ctx, req)
 			if err != nil {
 				return Refusal(unauthenticated(err)), nil
@@ -225,92 +226,15 @@ func metaFields(req mcp.CallToolRequest) map[string]any {
 	return req.Params.Meta.AdditionalFields
 }
 
-var knownMeta = map[string]bool{MetaConfirmation: true, MetaApprovals: true, MetaIdempotencyKey: true, MetaTenant: true}
-
 // credentials reads the call's tokens, idempotency key and claimed tenant
 // from _meta, then from the HTTP headers. A credential of the wrong type or
 // an unknown axag/ key is refused, never ignored.
 func (c config) credentials(req mcp.CallToolRequest) (middleware.Credentials, *axerr.Error) {
-	var cr middleware.Credentials
-	meta := metaFields(req)
-	for k := range meta {
-		if strings.HasPrefix(k, "axag/") && !knownMeta[k] {
-			return cr, axerr.Newf(axerr.CodeInvalidArguments, "unknown _meta key %q", k).With("meta_key", k).
-				WithSuggestion("Use " + MetaConfirmation + ", " + MetaApprovals + ", " + MetaIdempotencyKey + " or " + MetaTenant + ".")
-		}
+	cr, err := wire.FromMeta(metaFields(req))
+	if err != nil || c.noHeaders || req.Header == nil {
+		return cr, err
 	}
-	for key, dst := range map[string]*string{MetaConfirmation: &cr.Confirmation, MetaIdempotencyKey: &cr.IdempotencyKey, MetaTenant: &cr.ClaimedTenant} {
-		switch v := meta[key].(type) {
-		case nil:
-		case string:
-			*dst = v
-		default:
-			return cr, badMeta(key, "a string")
-		}
-	}
-	switch v := meta[MetaApprovals].(type) {
-	case nil:
-	case string:
-		cr.Approvals = splitList([]string{v})
-	case []string:
-		cr.Approvals = v
-	case []any:
-		for _, x := range v {
-			s, ok := x.(string)
-			if !ok {
-				return cr, badMeta(MetaApprovals, "a list of strings")
-			}
-			cr.Approvals = append(cr.Approvals, s)
-		}
-	default:
-		return cr, badMeta(MetaApprovals, "a list of strings")
-	}
-	if c.noHeaders || req.Header == nil {
-		return cr, nil
-	}
-	h := req.Header
-	if cr.Confirmation == "" {
-		cr.Confirmation = h.Get(HeaderConfirmation)
-	}
-	if cr.Approvals == nil {
-		cr.Approvals = splitList(h.Values(HeaderApproval))
-	}
-	if cr.IdempotencyKey == "" {
-		cr.IdempotencyKey = h.Get(HeaderIdempotencyKey)
-	}
-	if cr.ClaimedTenant == "" {
-		cr.ClaimedTenant = h.Get(HeaderTenant)
-	}
-	return cr, nil
-}
-
-func badMeta(key, want string) *axerr.Error {
-	return axerr.Newf(axerr.CodeInvalidArguments, "_meta %q must be %s", key, want).With("meta_key", key).
-		WithSuggestion("Send the token as " + want + " in _meta, or leave the key out.")
-}
-
-func splitList(vals []string) []string {
-	var out []string
-	for _, v := range vals {
-		for _, s := range strings.Split(v, ",") {
-			if s = strings.TrimSpace(s); s != "" {
-				out = append(out, s)
-			}
-		}
-	}
-	return out
-}
-
-type metaCarrier map[string]any
-
-func (m metaCarrier) Get(key string) string { s, _ := m[key].(string); return s }
-func (m metaCarrier) Set(key, value string) { m[key] = value }
-func (m metaCarrier) Keys() []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	return out
+	return wire.Merge(cr, wire.FromHeader(req.Header)), nil
 }
 
 func unauthenticated(err error) *axerr.Error {
@@ -342,46 +266,9 @@ func Refusal(e *axerr.Error) *mcp.CallToolResult {
 	_ = json.Unmarshal(raw, &structured)
 	return &mcp.CallToolResult{
 		IsError:           true,
-		Content:           []mcp.Content{mcp.NewTextContent(RefusalText(e)), mcp.NewTextContent(string(raw))},
+		Content:           []mcp.Content{mcp.NewTextContent(e.Text()), mcp.NewTextContent(string(raw))},
 		StructuredContent: structured,
 	}
-}
-
-// RefusalText explains a refusal in a few lines of plain text for the model.
-func RefusalText(e *axerr.Error) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "Refused (%s): %s", e.Code, e.Message)
-	for _, v := range e.Violations {
-		path := v.Path
-		if path == "" {
-			path = "(arguments)"
-		}
-		fmt.Fprintf(&b, "\n- %s: %s", path, v.Message)
-		if v.Code != "" && v.Code != e.Code {
-			fmt.Fprintf(&b, " [%s]", v.Code)
-		}
-	}
-	keys := make([]string, 0, len(e.Details))
-	for k, v := range e.Details {
-		switch v.(type) {
-		case string, bool, int, int64, float64, json.Number:
-			keys = append(keys, k)
-		}
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		fmt.Fprintf(&b, "\n%s: %v", k, e.Details[k])
-	}
-	if e.Suggestion != "" {
-		b.WriteString("\nSuggestion: " + e.Suggestion)
-	}
-	if s := e.RetryAfterSeconds(); s > 0 {
-		fmt.Fprintf(&b, "\nRetry after: %d s", s)
-	}
-	if a := e.Code.AgentAction(); a != "" {
-		b.WriteString("\nNext step: " + a)
-	}
-	return b.String()
 }
 
 // Success renders a value the chain answered with instead of the handler
