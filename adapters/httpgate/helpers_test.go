@@ -22,7 +22,7 @@ import (
 )
 
 // enforcer builds an enforcer for testdata/tools.json.
-func enforcer(t *testing.T, opts ...axgate.Option) *axgate.Enforcer {
+func enforcer(t testing.TB, opts ...axgate.Option) *axgate.Enforcer {
 	t.Helper()
 	m, err := manifest.LoadFile(filepath.Join("testdata", "tools.json"))
 	if err != nil {

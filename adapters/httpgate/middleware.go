@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"mime"
 	"net/http"
 	"strings"
@@ -35,13 +36,17 @@ import (
 // headers. A refusal is written with WriteError and the handler is not
 // called.
 //
-// The handler's response on a gated route is buffered, so that the checks
-// after the tool (postconditions, output schema) can still refuse it and the
-// idempotency gate can store it. A response with status 500 or more counts as
-// a failed call (an idempotency key may then be used again) and is passed on
-// as the handler wrote it. A result the idempotency gate replays is written
-// as JSON with status 200 and Idempotent-Replayed: true. The handler can read
-// the authenticated principal with PrincipalFrom.
+// The handler's response is buffered when something after the tool needs
+// it: the action declares postconditions or an output schema (which can
+// still refuse the response), or the request carries an Idempotency-Key (the
+// idempotency gate stores the result to replay it). Otherwise it goes
+// straight to the client and the chain sees a nil result; WithResponseBuffering
+// buffers every response, for a custom stage that reads results. A response
+// with status 500 or more counts as a failed call (an idempotency key may
+// then be used again) and is passed on as the handler wrote it. A result the
+// idempotency gate replays is written as JSON with status 200 and
+// Idempotent-Replayed: true. The handler can read the authenticated
+// principal with PrincipalFrom.
 func Middleware(enf *axgate.Enforcer, opts ...Option) func(http.Handler) http.Handler {
 	mw, err := NewMiddleware(enf, opts...)
 	if err != nil {
@@ -61,7 +66,7 @@ func NewMiddleware(enf *axgate.Enforcer, opts ...Option) (func(http.Handler) htt
 	}
 	m := enf.Manifest()
 	bound := http.NewServeMux()
-	byPattern := make(map[string]*manifest.Action, len(cfg.routes))
+	byPattern := make(map[string]boundRoute, len(cfg.routes))
 	var errs []error
 	for _, rt := range cfg.routes {
 		a := lookup(m, rt.tool)
@@ -73,7 +78,7 @@ func NewMiddleware(enf *axgate.Enforcer, opts ...Option) (func(http.Handler) htt
 			errs = append(errs, err)
 			continue
 		}
-		byPattern[rt.pattern] = a
+		byPattern[rt.pattern] = boundRoute{action: a, wildcards: strings.Contains(rt.pattern, "{")}
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
@@ -93,8 +98,20 @@ func register(mux *http.ServeMux, pattern string) (err error) {
 			err = fmt.Errorf("httpgate: route %q: %v", pattern, p)
 		}
 	}()
-	mux.Handle(pattern, http.NotFoundHandler()) // only its pattern is used
+	mux.Handle(pattern, matched) // only its pattern and path values are used
 	return nil
+}
+
+// matched is the handler of every bound pattern: matching a request sets its
+// path values, and there is nothing else to do.
+var matched = http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
+
+// boundRoute is the tool of a bound pattern.
+type boundRoute struct {
+	action *manifest.Action
+	// wildcards: the pattern has path values ({name}), which the request
+	// only carries after a second match.
+	wildcards bool
 }
 
 // lookup finds an action by tool name or by intent.
@@ -109,7 +126,7 @@ type gate struct {
 	cfg       config
 	m         *manifest.Manifest
 	bound     *http.ServeMux
-	byPattern map[string]*manifest.Action
+	byPattern map[string]boundRoute
 	next      http.Handler
 	chain     middleware.Invoker
 }
@@ -122,8 +139,11 @@ type exchange struct {
 	principal middleware.Principal
 	w         http.ResponseWriter
 	r         *http.Request
-	rec       *recorder
-	decode    bool
+	rec       *recorder // the handler's buffered response, once it ran
+	stream    *streamed // or the handler's response as it went out
+	// buffer: a stage after the tool needs the response; decode: as a
+	// value, not only as bytes.
+	buffer, decode bool
 }
 
 // PrincipalFrom returns the principal a gated request was authenticated as,
@@ -137,7 +157,7 @@ func PrincipalFrom(ctx context.Context) (middleware.Principal, bool) {
 }
 
 func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	a, pattern, err := g.resolve(r)
+	a, wildcards, err := g.resolve(r)
 	if err != nil {
 		g.cfg.writeError(r.Context(), w, err)
 		return
@@ -146,7 +166,7 @@ func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		g.next.ServeHTTP(w, r)
 		return
 	}
-	if pattern != "" {
+	if wildcards {
 		// Match again on a copy of the request so that it carries the
 		// pattern's path values, leaving the caller's request untouched.
 		r = r.WithContext(r.Context())
@@ -156,25 +176,26 @@ func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // resolve finds the action of a request: by bound pattern, then by intent
-// header. It returns nil for a request that is not gated.
-func (g *gate) resolve(r *http.Request) (*manifest.Action, string, error) {
+// header. It returns nil for a request that is not gated, and whether the
+// request was matched by a pattern with path values.
+func (g *gate) resolve(r *http.Request) (*manifest.Action, bool, error) {
 	var a *manifest.Action
-	var pattern string
+	var wildcards bool
 	if len(g.byPattern) > 0 {
 		if _, p := g.bound.Handler(r); p != "" {
-			if a = g.byPattern[p]; a != nil {
-				pattern = p
+			if rt, ok := g.byPattern[p]; ok {
+				a, wildcards = rt.action, rt.wildcards
 			}
 		}
 	}
 	if g.cfg.intentHeader {
-		if name := r.Header.Get(HeaderIntent); name != "" {
+		if name := header(r.Header, keyIntent); name != "" {
 			h := lookup(g.m, name)
 			switch {
 			case h == nil:
-				return nil, "", gates.IntentNotFound(g.m, name)
+				return nil, false, gates.IntentNotFound(g.m, name)
 			case a != nil && h != a:
-				return nil, "", axerr.Newf(axerr.CodeIntentNotFound, "the %s header names %q, but this route is %q", HeaderIntent, name, a.Intent).
+				return nil, false, axerr.Newf(axerr.CodeIntentNotFound, "the %s header names %q, but this route is %q", HeaderIntent, name, a.Intent).
 					WithIntent(a.Intent).With("tool", name).
 					WithSuggestion("Drop the header or name the route's own intent.")
 			}
@@ -182,17 +203,17 @@ func (g *gate) resolve(r *http.Request) (*manifest.Action, string, error) {
 		}
 	}
 	if a == nil && g.cfg.requireRoute {
-		return nil, "", axerr.Newf(axerr.CodeIntentNotFound, "%s %s is not a tool of this server", r.Method, r.URL.Path).
+		return nil, false, axerr.Newf(axerr.CodeIntentNotFound, "%s %s is not a tool of this server", r.Method, r.URL.Path).
 			WithSuggestion("Use one of the routes bound to a tool.")
 	}
-	return a, pattern, nil
+	return a, wildcards, nil
 }
 
-// noWrite is the ResponseWriter of the second match, whose handlers never
-// write.
+// noWrite is the ResponseWriter of the second match, whose handler never
+// writes.
 type noWrite struct{}
 
-func (noWrite) Header() http.Header         { return http.Header{} }
+func (noWrite) Header() http.Header         { return nil }
 func (noWrite) Write(b []byte) (int, error) { return len(b), nil }
 func (noWrite) WriteHeader(int)             {}
 
@@ -203,7 +224,7 @@ func (g *gate) serve(w http.ResponseWriter, r *http.Request, a *manifest.Action)
 		g.cfg.writeError(ctx, w, err)
 		return
 	}
-	body, err := g.cfg.readBody(w, r)
+	body, err := g.cfg.readBodyAgain(w, r)
 	if err != nil {
 		g.cfg.writeError(ctx, w, err)
 		return
@@ -225,24 +246,40 @@ func (g *gate) serve(w http.ResponseWriter, r *http.Request, a *manifest.Action)
 		Credentials: credentials(r.Header),
 		Limits:      g.cfg.callLimits(),
 	}
-	ex := &exchange{principal: p, w: w, r: r, decode: a.OutputSchema != nil || len(a.Postconditions) > 0}
+	checksResult := a.OutputSchema != nil || len(a.Postconditions) > 0
+	ex := &exchange{
+		principal: p, w: w, r: r,
+		buffer: g.cfg.bufferAll || checksResult || call.Credentials.IdempotencyKey != "",
+		decode: checksResult,
+	}
 	ctx = context.WithValue(ctx, exchangeKey{}, ex)
 	res, err := g.chain.Invoke(ctx, call)
-	if err != nil {
-		if hf, ok := errors.AsType[*handlerFailure](err); ok {
+	switch {
+	case ex.stream != nil && ex.stream.wrote:
+		// The response went out as the handler wrote it.
+		if err != nil && !isHandlerFailure(err) {
+			g.cfg.log.LogAttrs(ctx, slog.LevelError, "httpgate: the chain refused a call after its response was sent", slog.String("tool", call.Tool), slog.Any("error", err))
+		}
+	case err != nil:
+		if hf, ok := errors.AsType[*handlerFailure](err); ok && hf.rec != nil {
 			hf.rec.flush(w)
 			return
 		}
 		g.cfg.writeError(ctx, w, err)
-		return
-	}
-	if ex.rec != nil {
+	case ex.rec != nil:
 		ex.rec.flush(w)
-		return
+	case ex.stream != nil:
+		// The handler wrote nothing at all: net/http's 200 with no body.
+	default:
+		// The chain answered without running the handler: a replayed result.
+		w.Header()[HeaderReplayed] = []string{"true"}
+		writeJSON(w, http.StatusOK, res.Value)
 	}
-	// The chain answered without running the handler: a replayed result.
-	w.Header().Set(HeaderReplayed, "true")
-	writeJSON(w, http.StatusOK, res.Value)
+}
+
+func isHandlerFailure(err error) bool {
+	_, ok := errors.AsType[*handlerFailure](err)
+	return ok
 }
 
 // invokeHandler is the tool at the end of the chain: the wrapped handler,
@@ -252,10 +289,18 @@ func (g *gate) invokeHandler(ctx context.Context, call *middleware.Call) (middle
 	if !ok {
 		return middleware.Result{}, errors.New("httpgate: handler invoked outside a request")
 	}
+	if !ex.buffer {
+		ex.stream = &streamed{ResponseWriter: ex.w}
+		g.next.ServeHTTP(ex.stream, ex.r.WithContext(ctx))
+		if ex.stream.status >= http.StatusInternalServerError {
+			return middleware.Result{}, &handlerFailure{status: ex.stream.status}
+		}
+		return middleware.Result{}, nil
+	}
 	ex.rec = newRecorder()
 	g.next.ServeHTTP(ex.rec, ex.r.WithContext(ctx))
 	if ex.rec.status >= http.StatusInternalServerError {
-		return middleware.Result{}, &handlerFailure{rec: ex.rec}
+		return middleware.Result{}, &handlerFailure{status: ex.rec.status, rec: ex.rec}
 	}
 	v, err := ex.rec.value(ex.decode)
 	if err != nil {
@@ -265,12 +310,51 @@ func (g *gate) invokeHandler(ctx context.Context, call *middleware.Call) (middle
 }
 
 // handlerFailure is a handler's response with status 500 or more: a failed
-// call, whose response is still passed on as written.
-type handlerFailure struct{ rec *recorder }
+// call, whose response is still passed on as written (from rec when it was
+// buffered).
+type handlerFailure struct {
+	status int
+	rec    *recorder
+}
 
 func (f *handlerFailure) Error() string {
-	return fmt.Sprintf("handler responded %d %s", f.rec.status, http.StatusText(f.rec.status))
+	return fmt.Sprintf("handler responded %d %s", f.status, http.StatusText(f.status))
 }
+
+// streamed passes a handler's response straight to the client, noting its
+// status.
+type streamed struct {
+	http.ResponseWriter
+	status int
+	wrote  bool
+}
+
+func (s *streamed) WriteHeader(status int) {
+	if !s.wrote && status >= 200 { // 1xx are informational, more follows
+		s.status, s.wrote = status, true
+	}
+	s.ResponseWriter.WriteHeader(status)
+}
+
+func (s *streamed) Write(b []byte) (int, error) {
+	if !s.wrote {
+		s.status, s.wrote = http.StatusOK, true
+	}
+	return s.ResponseWriter.Write(b)
+}
+
+// Flush sends what was written so far, for handlers that stream (as
+// http.Flusher; the status is then 200 unless set before).
+func (s *streamed) Flush() {
+	if !s.wrote {
+		s.status, s.wrote = http.StatusOK, true
+	}
+	_ = http.NewResponseController(s.ResponseWriter).Flush()
+}
+
+// Unwrap gives http.ResponseController the client's writer (Flush,
+// deadlines, Hijack).
+func (s *streamed) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
 // recorder buffers a handler's response.
 type recorder struct {
@@ -331,6 +415,9 @@ func (r *recorder) value(decode bool) (any, error) {
 }
 
 func isJSON(contentType string) bool {
+	if contentType == "application/json" {
+		return true // the common case, without parsing
+	}
 	mt, _, err := mime.ParseMediaType(contentType)
 	if err != nil {
 		return false

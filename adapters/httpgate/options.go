@@ -59,6 +59,7 @@ type config struct {
 	maxBodyBytes int64
 	maxDepth     int
 	callsOff     bool
+	bufferAll    bool
 	propagator   propagation.TextMapPropagator
 	log          *slog.Logger
 	errs         []error
@@ -146,6 +147,16 @@ func WithLimits(maxBodyBytes int64, maxDepth int) Option {
 		c.maxDepth = maxDepth
 	}
 }
+
+// WithResponseBuffering makes Middleware buffer every gated handler's
+// response and give it to the chain as the result (a JSON body as
+// json.RawMessage, other bodies as a string), also when no standard stage
+// after the tool needs it: for a custom stage (axgate.WithPreExecution) that
+// reads results, or that may refuse after the handler ran. Without it a
+// response is buffered only when the action declares postconditions or an
+// output schema or the request carries an Idempotency-Key, and streamed to
+// the client otherwise.
+func WithResponseBuffering() Option { return func(c *config) { c.bufferAll = true } }
 
 // WithCallsDisabled makes the tool server refuse POST /tools/{name}/call with
 // 403, while discovery and validation keep working (the allow_execute=false

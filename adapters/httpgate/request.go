@@ -16,9 +16,9 @@ import (
 	"github.com/axgate/axgate/middleware"
 )
 
-// readBody reads the whole request body, at most c.maxBodyBytes, and gives
-// the request a fresh reader over the same bytes so the handler sees the body
-// unchanged.
+// readBody reads the whole request body, at most c.maxBodyBytes. The bytes
+// become the call's arguments, which gates may keep (an approval request
+// stores them), so they are never a pooled buffer.
 func (c *config) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	if r.Body == nil || r.Body == http.NoBody {
 		return nil, nil
@@ -26,12 +26,35 @@ func (c *config) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error
 	if r.ContentLength > c.maxBodyBytes {
 		return nil, tooLarge(c.maxBodyBytes)
 	}
+	if r.ContentLength > 0 {
+		// A declared length (checked above): read exactly that many bytes
+		// into one buffer of the right size, as net/http's server never
+		// returns more than Content-Length anyway.
+		body := make([]byte, r.ContentLength)
+		if _, err := io.ReadFull(r.Body, body); err != nil {
+			return nil, unreadable(err)
+		}
+		return body, nil
+	}
+	// Unknown length (chunked, or a client request built in memory):
+	// stop at the limit.
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, c.maxBodyBytes))
 	if err != nil {
 		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
 			return nil, tooLarge(c.maxBodyBytes)
 		}
-		return nil, axerr.New(axerr.CodeInvalidArguments, "the request body could not be read").WithCause(err)
+		return nil, unreadable(err)
+	}
+	return body, nil
+}
+
+// readBodyAgain is readBody for a request passed on to a handler: the
+// request gets a fresh reader over the same bytes, so the handler sees the
+// body unchanged.
+func (c *config) readBodyAgain(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	body, err := c.readBody(w, r)
+	if err != nil || r.Body == nil || r.Body == http.NoBody {
+		return body, err
 	}
 	if len(body) == 0 {
 		r.Body = http.NoBody
@@ -39,6 +62,10 @@ func (c *config) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error
 		r.Body = io.NopCloser(bytes.NewReader(body))
 	}
 	return body, nil
+}
+
+func unreadable(err error) *axerr.Error {
+	return axerr.New(axerr.CodeInvalidArguments, "the request body could not be read").WithCause(err)
 }
 
 func tooLarge(limit int64) *axerr.Error {

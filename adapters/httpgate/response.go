@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 
 	axerr "github.com/axgate/axgate/errors"
 	"github.com/axgate/axgate/middleware"
@@ -47,24 +48,76 @@ func (c *config) writeError(ctx context.Context, w http.ResponseWriter, err erro
 	WriteError(w, err)
 }
 
-// writeJSON writes v with the status. Responses are small, so they are
-// encoded into memory first: an encoding failure then still gets a proper
-// 500 instead of half a body.
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		status = http.StatusInternalServerError
-		buf.Reset()
-		_ = json.NewEncoder(&buf).Encode(internalError(err).Envelope())
+// jsonBuffer is an encoder and the buffer it writes into, reused across
+// responses: a response is encoded into memory first, so that an encoding
+// failure still gets a proper 500 instead of half a body, and the buffer's
+// growth is paid once per pooled buffer, not once per response.
+type jsonBuffer struct {
+	buf bytes.Buffer
+	enc *json.Encoder
+}
+
+var jsonBuffers = sync.Pool{New: func() any {
+	b := new(jsonBuffer)
+	b.enc = json.NewEncoder(&b.buf)
+	b.enc.SetEscapeHTML(false)
+	return b
+}}
+
+// maxPooledBuffer is the largest buffer kept for reuse; a rare huge response
+// does not pin its memory in the pool.
+const maxPooledBuffer = 64 << 10
+
+func releaseJSONBuffer(b *jsonBuffer) {
+	if b.buf.Cap() <= maxPooledBuffer {
+		b.buf.Reset()
+		jsonBuffers.Put(b)
 	}
+}
+
+// writeJSON writes v with the status.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b := jsonBuffers.Get().(*jsonBuffer)
+	defer releaseJSONBuffer(b)
+	if err := b.enc.Encode(v); err != nil {
+		status = encodingFailed(b, err)
+	}
+	writeBuffered(w, status, b.buf.Bytes())
+}
+
+// writeResult writes a tool's result as 200 {"result": v}. It spares the
+// wrapper object the encoder would otherwise box and reflect over.
+func writeResult(w http.ResponseWriter, v any) {
+	b := jsonBuffers.Get().(*jsonBuffer)
+	defer releaseJSONBuffer(b)
+	status := http.StatusOK
+	b.buf.WriteString(`{"result":`)
+	if err := b.enc.Encode(v); err != nil {
+		status = encodingFailed(b, err)
+	} else {
+		b.buf.Truncate(b.buf.Len() - 1) // the encoder's newline
+		b.buf.WriteString("}\n")
+	}
+	writeBuffered(w, status, b.buf.Bytes())
+}
+
+// encodingFailed replaces what b holds with the envelope of a 500.
+func encodingFailed(b *jsonBuffer, err error) int {
+	b.buf.Reset()
+	_ = b.enc.Encode(internalError(err).Envelope())
+	return http.StatusInternalServerError
+}
+
+// writeBuffered writes an encoded JSON body with its headers. The header
+// keys are canonical already and the three values share one allocation.
+func writeBuffered(w http.ResponseWriter, status int, body []byte) {
+	shared := []string{"application/json", "nosniff", strconv.Itoa(len(body))}
 	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Content-Length", strconv.Itoa(buf.Len()))
+	h["Content-Type"] = shared[0:1:1]
+	h["X-Content-Type-Options"] = shared[1:2:2]
+	h["Content-Length"] = shared[2:3:3]
 	w.WriteHeader(status)
-	_, _ = w.Write(buf.Bytes())
+	_, _ = w.Write(body)
 }
 
 // writeMessage writes the discovery API's {"error": "..."} body.
@@ -90,14 +143,33 @@ func (c *config) authenticate(r *http.Request) (middleware.Principal, error) {
 	return p, axerr.New(axerr.CodeUnauthenticated, "the request is not authenticated").WithCause(err)
 }
 
+// The credential headers' keys as net/http stores them (canonical form), so
+// that reading them needs no canonicalization, which would allocate for
+// every request.
+var (
+	keyConfirmation   = http.CanonicalHeaderKey(HeaderConfirmation)
+	keyApproval       = http.CanonicalHeaderKey(HeaderApproval)
+	keyIdempotencyKey = http.CanonicalHeaderKey(HeaderIdempotencyKey)
+	keyTenant         = http.CanonicalHeaderKey(HeaderTenant)
+	keyIntent         = http.CanonicalHeaderKey(HeaderIntent)
+)
+
+// header returns the first value of a header by its canonical key.
+func header(h http.Header, canonicalKey string) string {
+	if v := h[canonicalKey]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
 // credentials reads the call's credentials from the request headers.
 func credentials(h http.Header) middleware.Credentials {
 	cr := middleware.Credentials{
-		Confirmation:   h.Get(HeaderConfirmation),
-		IdempotencyKey: h.Get(HeaderIdempotencyKey),
-		ClaimedTenant:  h.Get(HeaderTenant),
+		Confirmation:   header(h, keyConfirmation),
+		IdempotencyKey: header(h, keyIdempotencyKey),
+		ClaimedTenant:  header(h, keyTenant),
 	}
-	for _, v := range h.Values(HeaderApproval) {
+	for _, v := range h[keyApproval] {
 		// A JWT never contains a comma, so splitting is unambiguous.
 		for tok := range strings.SplitSeq(v, ",") {
 			if tok = strings.TrimSpace(tok); tok != "" {

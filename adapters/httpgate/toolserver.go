@@ -1,6 +1,7 @@
 package httpgate
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -109,7 +110,35 @@ func NewToolServer(enf *axgate.Enforcer, handlers map[string]middleware.Invoker,
 }
 
 // ServeHTTP serves the tool API.
-func (s *ToolServer) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+func (s *ToolServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// The call route is the hot one. A POST to exactly /tools/{name}/call
+	// naming a served tool is routed here directly: the mux would route it
+	// the same way (a tool name has no slash and is not "." or ".."), only
+	// at the cost of a second pattern match. Everything else, including
+	// unknown names, goes through the mux.
+	if r.Method == http.MethodPost {
+		if name, ok := callPath(r.URL.Path); ok {
+			if t := s.tools[name]; t != nil {
+				s.serveCall(w, r, name, t)
+				return
+			}
+		}
+	}
+	s.mux.ServeHTTP(w, r)
+}
+
+// callPath returns the {name} of a path /tools/{name}/call.
+func callPath(path string) (string, bool) {
+	rest, ok := strings.CutPrefix(path, "/tools/")
+	if !ok {
+		return "", false
+	}
+	name, ok := strings.CutSuffix(rest, "/call")
+	if !ok || name == "" || strings.Contains(name, "/") {
+		return "", false
+	}
+	return name, true
+}
 
 func (s *ToolServer) listTools(w http.ResponseWriter, _ *http.Request) {
 	writeRaw(w, http.StatusOK, s.list)
@@ -144,13 +173,17 @@ func (s *ToolServer) validate(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *ToolServer) call(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	s.serveCall(w, r, name, s.tools[name])
+}
+
+// serveCall runs the chain and the tool of t (nil: not a served tool).
+func (s *ToolServer) serveCall(w http.ResponseWriter, r *http.Request, name string, t *servedTool) {
 	if s.cfg.callsOff {
 		writeMessage(w, http.StatusForbidden, "Tool execution is disabled on this server")
 		return
 	}
 	ctx := s.cfg.propagator.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
-	name := r.PathValue("name")
-	t := s.tools[name]
 	if t == nil {
 		s.cfg.writeError(ctx, w, gates.IntentNotFound(s.enf.Manifest(), name))
 		return
@@ -165,7 +198,7 @@ func (s *ToolServer) call(w http.ResponseWriter, r *http.Request) {
 		s.cfg.writeError(ctx, w, err)
 		return
 	}
-	if len(strings.TrimSpace(string(body))) == 0 {
+	if len(bytes.TrimSpace(body)) == 0 {
 		body = []byte("{}")
 	}
 	call := &middleware.Call{
@@ -182,17 +215,9 @@ func (s *ToolServer) call(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if call.Facts.Replayed {
-		w.Header().Set(HeaderReplayed, "true")
+		w.Header()[HeaderReplayed] = []string{"true"}
 	}
-	writeJSON(w, http.StatusOK, struct {
-		Result any `json:"result"`
-	}{res.Value})
+	writeResult(w, res.Value)
 }
 
-func writeRaw(w http.ResponseWriter, status int, body []byte) {
-	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(status)
-	_, _ = w.Write(body)
-}
+func writeRaw(w http.ResponseWriter, status int, body []byte) { writeBuffered(w, status, body) }
