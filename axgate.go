@@ -94,6 +94,10 @@ func (e *Enforcer) assemble() error {
 // commit runs the work the gates deferred (marking tokens used) once every
 // pre-execution gate has allowed the call.
 func commit(ctx context.Context, call *middleware.Call, next middleware.Invoker) (middleware.Result, error) {
+	if call.CheckOnly() {
+		// A checked call spends nothing; it must never run either.
+		return middleware.Result{}, axerr.New(axerr.CodeInternal, "a call marked check-only reached the tool; it was refused").WithIntent(call.Intent())
+	}
 	if err := call.RunCommits(ctx); err != nil {
 		return middleware.Result{}, err
 	}
@@ -151,12 +155,14 @@ func (e *Enforcer) Close() error {
 type toolBoundary struct{ next middleware.Invoker }
 
 func (t toolBoundary) Invoke(ctx context.Context, call *middleware.Call) (middleware.Result, error) {
+	call.MarkExecuted()
 	res, err := t.next.Invoke(ctx, call)
 	if err == nil {
 		return res, nil
 	}
 	if ae, ok := axerr.As(err); ok {
 		if ae.Gate == "" {
+			ae = ae.Clone() // the tool's error may be shared
 			ae.Gate = StageTool
 		}
 		return res, ae

@@ -220,3 +220,60 @@ func TestNewRefusesNil(t *testing.T) {
 		t.Fatal("New(nil) succeeded")
 	}
 }
+
+// A call marked check-only that goes through Wrap must not run the tool: it
+// would run without its tokens spent or its rate limit charged.
+func TestCheckOnlyCallNeverRuns(t *testing.T) {
+	e := fullEnforcer(t)
+	tool := &spy{}
+	call := middleware.NewCall("product_search", json.RawMessage(`{"query":"x"}`), principal)
+	call.SetCheckOnly(true)
+	_, err := e.Wrap(tool).Invoke(context.Background(), call)
+	if !errors.Is(err, axerr.CodeInternal) || tool.calls.Load() != 0 {
+		t.Fatalf("err = %v, calls %d; want AXGATE_INTERNAL and no run", err, tool.calls.Load())
+	}
+}
+
+// An action from another load of the manifest has no compiled schema in this
+// enforcer; it must be refused, not waved through.
+func TestForeignActionRefused(t *testing.T) {
+	e := fullEnforcer(t)
+	other := loadManifest(t, filepath.Join(specDir, "valid-full.json"))
+	tool := &spy{}
+	call := middleware.NewCall("product_search", json.RawMessage(`{"evil":true}`), principal)
+	call.Action = other.Tool("product_search")
+	_, err := e.Wrap(tool).Invoke(context.Background(), call)
+	if !errors.Is(err, axerr.CodeInternal) || tool.calls.Load() != 0 {
+		t.Fatalf("err = %v, calls %d; want AXGATE_INTERNAL and no run", err, tool.calls.Load())
+	}
+}
+
+// A tool that returns a shared, package-level refusal must get it back
+// unchanged after the chain annotated its copy.
+func TestSharedErrorsAreNotMutated(t *testing.T) {
+	shared := axerr.New(axerr.CodePreconditionFailed, "closed for the night")
+	e := fullEnforcer(t)
+	tool := middleware.InvokerFunc(func(context.Context, *middleware.Call) (middleware.Result, error) {
+		return middleware.Result{}, shared
+	})
+	_, err := e.Wrap(tool).Invoke(context.Background(), middleware.NewCall("product_search", json.RawMessage(`{"query":"x"}`), principal))
+	ae, ok := axerr.As(err)
+	if !ok || ae.Gate != "tool" {
+		t.Fatalf("err = %v", err)
+	}
+	if shared.Gate != "" || shared.Intent != "" || shared.Details != nil {
+		t.Fatalf("the shared error was changed: %+v", shared)
+	}
+}
+
+func TestExecutedIsMarked(t *testing.T) {
+	e := fullEnforcer(t)
+	ran := middleware.NewCall("product_search", json.RawMessage(`{"query":"x"}`), principal)
+	refused := middleware.NewCall("product_search", json.RawMessage(`{}`), principal)
+	tool := e.Wrap(&spy{})
+	_, _ = tool.Invoke(context.Background(), ran)
+	_, _ = tool.Invoke(context.Background(), refused)
+	if !ran.Executed() || refused.Executed() {
+		t.Fatalf("executed: ran %v refused %v", ran.Executed(), refused.Executed())
+	}
+}

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	stderrors "errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -88,6 +90,17 @@ func (e *Error) HTTPStatus() int { return e.Code.HTTPStatus() }
 
 // Retryable reports whether an agent may call again.
 func (e *Error) Retryable() bool { return e.Code.Retryable() }
+
+// Clone returns a copy of e that shares nothing mutable with it (details and
+// violations are copied), so that a gate can annotate a refusal it did not
+// create — a package-level error a checker returns, say — without changing
+// it for everyone else.
+func (e *Error) Clone() *Error {
+	c := *e
+	c.Details = maps.Clone(e.Details)
+	c.Violations = slices.Clone(e.Violations)
+	return &c
+}
 
 // With sets a detail and returns e, for chaining at construction.
 func (e *Error) With(key string, value any) *Error {

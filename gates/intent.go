@@ -28,6 +28,12 @@ func Intent(m *manifest.Manifest, limits middleware.Limits) middleware.Stage {
 				return middleware.Result{}, IntentNotFound(m, call.Tool)
 			}
 			call.Action = a
+		} else if m.Tool(call.Action.ToolName()) != call.Action {
+			// A transport resolved the action from another manifest (or
+			// another load of this one): the gates hold no compiled data
+			// for it, so it must not pass.
+			return middleware.Result{}, axerr.Newf(axerr.CodeInternal, "the call's action %q is not from the enforced manifest", call.Action.Intent).
+				WithIntent(call.Action.Intent)
 		}
 		return next.Invoke(ctx, call)
 	}}

@@ -62,32 +62,42 @@ func (p *Params) Check(call *middleware.Call) error {
 	if err != nil {
 		return err
 	}
-	leaves := p.Leaves(call.Action, args)
-	if len(leaves) == 0 {
-		return nil
-	}
-	vs := make([]axerr.Violation, len(leaves))
-	for i, l := range leaves {
-		vs[i] = axerr.Violation{Path: l.Path, Message: l.Message, Keyword: l.Keyword, Code: axerr.CodeForKeyword(l.Keyword)}
+	vs, err := p.Violations(call.Action, args)
+	if err != nil || len(vs) == 0 {
+		return err
 	}
 	e := axerr.Aggregate(call.Intent(), vs)
 	e.Suggestion = suggestion(vs[0])
 	return e
 }
 
-// Leaves validates a decoded argument document against the action's schema
-// and returns the validator's failures in its natural order, one per leaf.
-// An action without declared parameters accepts anything.
-func (p *Params) Leaves(a *manifest.Action, value any) []schemax.Leaf {
+// Violations validates a decoded argument document against the action's
+// schema and returns the validator's failures in its natural order, one per
+// leaf, each with its AXAG code. An action without declared parameters
+// accepts anything; an action that is not from the manifest the gate was
+// built for is refused (the gate has no schema to vouch for it).
+func (p *Params) Violations(a *manifest.Action, value any) ([]axerr.Violation, error) {
 	ps, ok := p.schemas[a]
-	if !ok || ps.schema == nil {
-		return nil
+	if !ok {
+		name := "<nil>"
+		if a != nil {
+			name = a.Intent
+		}
+		return nil, axerr.Newf(axerr.CodeInternal, "the parameter gate has no schema for action %q: it is not from the enforced manifest", name)
+	}
+	if ps.schema == nil {
+		return nil, nil
 	}
 	err := ps.schema.Validate(value)
 	if err == nil {
-		return nil
+		return nil, nil
 	}
-	return schemax.Flatten(err, ps.doc, value)
+	leaves := schemax.Flatten(err, ps.doc, value)
+	vs := make([]axerr.Violation, len(leaves))
+	for i, l := range leaves {
+		vs[i] = axerr.Violation{Path: l.Path, Message: l.Message, Keyword: l.Keyword, Code: axerr.CodeForKeyword(l.Keyword)}
+	}
+	return vs, nil
 }
 
 func suggestion(v axerr.Violation) string {

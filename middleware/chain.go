@@ -86,7 +86,11 @@ func (l *link) Invoke(ctx context.Context, call *Call) (Result, error) {
 	res, err := l.stage.Interceptor(ctx, call, l.next)
 	if err != nil {
 		if e, ok := axerr.As(err); ok && e.Gate == "" && l.stage.Name != "" {
+			// Annotate a copy: the error may be shared (a package-level
+			// refusal a checker returns).
+			e = e.Clone()
 			e.Gate = l.stage.Name
+			err = e
 		}
 		if l.obs != nil && call.pendingStage == l.stage.Name && !call.pendingStart.IsZero() {
 			// The stage refused before passing the call on.

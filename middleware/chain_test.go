@@ -58,8 +58,12 @@ func TestBuildOrderAndAttribution(t *testing.T) {
 	refusal := axerr.New(axerr.CodeScopeViolation, "no")
 	inv = middleware.Build(tool, rec, stage("a", &log, nil), stage("b", &log, refusal), stage("c", &log, nil))
 	_, err = inv.Invoke(context.Background(), middleware.NewCall("t", nil, middleware.Principal{}))
-	if !errors.Is(err, axerr.CodeScopeViolation) || refusal.Gate != "b" {
-		t.Fatalf("err = %v, gate %q; want the refusal of stage b", err, refusal.Gate)
+	got, _ := axerr.As(err)
+	if !errors.Is(err, axerr.CodeScopeViolation) || got == nil || got.Gate != "b" {
+		t.Fatalf("err = %v; want the refusal of stage b", err)
+	}
+	if refusal.Gate != "" {
+		t.Errorf("the stage's own error was annotated in place: gate %q", refusal.Gate)
 	}
 	if strings.Join(log, ",") != "a,b" {
 		t.Errorf("stages after a refusal ran: %v", log)
@@ -166,5 +170,15 @@ func TestCommitsRunOnce(t *testing.T) {
 	}
 	if err := c.RunCommits(context.Background()); err != nil || n != 1 {
 		t.Fatalf("commits ran twice: n = %d", n)
+	}
+}
+
+func TestBlankAndNullArgumentsHashAsEmpty(t *testing.T) {
+	want, _ := middleware.NewCall("t", json.RawMessage(`{}`), middleware.Principal{}).ArgsSHA256()
+	for _, raw := range []string{"", "  ", "null", " null\n"} {
+		got, err := middleware.NewCall("t", json.RawMessage(raw), middleware.Principal{}).ArgsSHA256()
+		if err != nil || got != want {
+			t.Errorf("%q hashes to %s, %v; want the hash of {}", raw, got, err)
+		}
 	}
 }
