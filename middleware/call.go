@@ -1,6 +1,7 @@
 package middleware
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
@@ -193,11 +194,11 @@ func (c *Call) Args() (map[string]any, error) {
 
 func (c *Call) decode() {
 	c.decoded = true
-	raw := c.Arguments
-	if len(raw) == 0 || string(raw) == "null" {
+	if isEmptyArgs(c.Arguments) {
 		c.value = map[string]any{}
 		return
 	}
+	raw := c.Arguments
 	v, err := c.Limits.Decode(raw)
 	if err == nil {
 		if v == nil {
@@ -207,6 +208,13 @@ func (c *Call) decode() {
 		return
 	}
 	c.valueErr = DecodeError(err).WithIntent(c.Intent())
+}
+
+// isEmptyArgs reports whether raw arguments mean "no arguments": nothing,
+// blanks, or JSON null. They decode and hash as {}.
+func isEmptyArgs(raw []byte) bool {
+	t := bytes.TrimSpace(raw)
+	return len(t) == 0 || string(t) == "null"
 }
 
 // DecodeError turns an error of the strict JSON decoder into the *Error a
@@ -257,7 +265,7 @@ func (c *Call) ArgsSHA256() (string, error) {
 		return "", err
 	}
 	raw := []byte(c.Arguments)
-	if len(raw) == 0 || string(raw) == "null" {
+	if isEmptyArgs(raw) {
 		raw = []byte("{}")
 	}
 	canon, err := jcs.Transform(raw)
@@ -295,5 +303,16 @@ func (c *Call) RunCommits(ctx context.Context) error {
 // (Enforcer.Check): stateful gates must then look without recording.
 func (c *Call) CheckOnly() bool { return c.checkOnly }
 
-// SetCheckOnly marks the call as checked without being run.
+// SetCheckOnly marks the call as checked without being run. Enforcer.Check
+// sets it; the commit stage refuses a check-only call, so that a call marked
+// this way can never reach the tool without its tokens spent.
 func (c *Call) SetCheckOnly(v bool) { c.checkOnly = v }
+
+// MarkExecuted records that the tool was invoked for this call. The standard
+// chain marks it right before the tool runs.
+func (c *Call) MarkExecuted() { c.executed = true }
+
+// Executed reports whether the tool was invoked for this call, whatever it
+// returned: a gate that undoes its own work on failure (an idempotency claim)
+// must not undo it once the tool has run.
+func (c *Call) Executed() bool { return c.executed }
