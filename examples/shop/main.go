@@ -331,8 +331,12 @@ func bareServer(st *store) http.Handler {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return
 		}
+		// The same headers and JSON (no HTML escaping) as httpgate's answer.
 		w.Header().Set("Content-Type", "application/json")
-		if err := json.NewEncoder(w).Encode(map[string]any{"result": res.Value}); err != nil {
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		enc := json.NewEncoder(w)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(map[string]any{"result": res.Value}); err != nil {
 			slog.Error("bare: write", "error", err)
 		}
 	})
