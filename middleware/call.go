@@ -146,9 +146,14 @@ type Call struct {
 
 	commits   []Commit
 	checkOnly bool
+	executed  bool
 
 	pendingStage string
 	pendingStart time.Time
+
+	// telemetry is the Telemetry stage's state while it traces this call
+	// (otel.go), so that the observer finds the span without a ctx.Value.
+	telemetry *callTelemetry
 }
 
 // NewCall returns a call of a tool with raw JSON arguments.

@@ -316,28 +316,44 @@ func (t *Telemetry) Enabled() bool { return t.tracer != nil || t.metrics || t.au
 // outermost, and pass t as the chain's Observer.
 func (t *Telemetry) Stage() Stage { return Stage{Name: StageObserve, Interceptor: t.intercept} }
 
-// callState is what the stage keeps about a call whose span records, for the
-// observer to add gate events to.
-type callState struct {
-	span trace.Span
+// callTelemetry is what the stage keeps about a call whose span records,
+// for the observer to add gate events to. It hangs off the Call rather than
+// the context, which would cost an allocation per call and a lookup per
+// gate, and it is pooled.
+type callTelemetry struct {
+	// owner is the Telemetry that started span: a chain observed by another
+	// Telemetry leaves this call's span alone.
+	owner *Telemetry
+	span  trace.Span
 	// denied is set once a gate's refusal was added as an event.
 	denied bool
+	// end holds the span's end option, so that ending it with the time the
+	// stage read allocates no option slice.
+	end [1]trace.SpanEndOption
 }
 
-type callStateKey struct{}
+var callTelemetryPool = sync.Pool{New: func() any { return new(callTelemetry) }}
 
 func (t *Telemetry) intercept(ctx context.Context, call *Call, next Invoker) (Result, error) {
-	start := time.Now()
+	// Inside Build's observed chain the clock was read as this stage began
+	// (Call.pendingStart): the call's time starts there, with no read of its
+	// own. Run some other way, it reads the clock.
+	start := call.pendingStart
+	if call.pendingStage != StageObserve || start.IsZero() {
+		start = time.Now()
+	}
 	at := t.lookup(call)
 	var (
 		span trace.Span
-		st   *callState
+		st   *callTelemetry
 	)
+	prev := call.telemetry
 	if t.tracer != nil {
 		ctx, span = t.tracer.Start(ctx, at.spanName, at.startOpts...)
 		if span.IsRecording() {
-			st = &callState{span: span}
-			ctx = context.WithValue(ctx, callStateKey{}, st)
+			st = callTelemetryPool.Get().(*callTelemetry)
+			st.owner, st.span = t, span
+			call.telemetry = st
 			if at.action == nil {
 				span.SetAttributes(keyToolName.String(boundedToolName(call.Tool)))
 			}
@@ -349,8 +365,14 @@ func (t *Telemetry) intercept(ctx context.Context, call *Call, next Invoker) (Re
 	res, err := next.Invoke(ctx, call)
 	end := time.Now()
 	t.finish(ctx, call, at, st, start, end, err)
-	if span != nil {
-		span.End(trace.WithTimestamp(end))
+	if st != nil {
+		call.telemetry = prev
+		st.end[0] = trace.WithTimestamp(end)
+		span.End(st.end[:]...)
+		*st = callTelemetry{}
+		callTelemetryPool.Put(st)
+	} else if span != nil {
+		span.End()
 	}
 	return res, err
 }
@@ -401,7 +423,7 @@ func outcomeOf(err error) outcome {
 	return o
 }
 
-func (t *Telemetry) finish(ctx context.Context, call *Call, started *actionTelemetry, st *callState, start, end time.Time, err error) {
+func (t *Telemetry) finish(ctx context.Context, call *Call, started *actionTelemetry, st *callTelemetry, start, end time.Time, err error) {
 	at := started
 	if call.Action != nil && call.Action != started.action {
 		at = t.forAction(call.Action)
@@ -425,7 +447,7 @@ func (t *Telemetry) finish(ctx context.Context, call *Call, started *actionTelem
 }
 
 // annotate sets the decision on a recording span.
-func (t *Telemetry) annotate(st *callState, call *Call, started, at *actionTelemetry, o outcome, args json.RawMessage) {
+func (t *Telemetry) annotate(st *callTelemetry, call *Call, started, at *actionTelemetry, o outcome, args json.RawMessage) {
 	span := st.span
 	if at != started && at.action != nil {
 		span.SetAttributes(at.static...)
@@ -500,7 +522,7 @@ func (at *actionTelemetry) outcome(o outcome, check bool) *outcomeTelemetry {
 
 // StageDone records a stage's time and adds its outcome to the call's span.
 // It implements Observer.
-func (t *Telemetry) StageDone(ctx context.Context, call *Call, stage string, d time.Duration, err error) {
+func (t *Telemetry) StageDone(_ context.Context, call *Call, stage string, d time.Duration, err error) {
 	if stage == StageObserve {
 		return
 	}
@@ -519,8 +541,8 @@ func (t *Telemetry) StageDone(ctx context.Context, call *Call, stage string, d t
 	if bg := context.Background(); t.metrics && t.gateDuration.Enabled(bg) {
 		t.gateDuration.Record(bg, d.Seconds(), g.record...)
 	}
-	st, _ := ctx.Value(callStateKey{}).(*callState)
-	if st == nil {
+	st := call.telemetry
+	if st == nil || st.owner != t {
 		return
 	}
 	if err == nil {

@@ -471,3 +471,79 @@ func TestTelemetryRefusalEventsOnly(t *testing.T) {
 		t.Errorf("axag.gate.duration = %v; want every gate timed", got)
 	}
 }
+
+// Two telemetry stages on one call (an enforcer's chain inside another's):
+// each span gets the events of its own chain only, and the outer span keeps
+// hearing its gates after the inner chain returned.
+func TestTelemetryNestedChains(t *testing.T) {
+	outer := newTelemetryRig(t, middleware.TelemetryConfig{}, true)
+	inner := newTelemetryRig(t, middleware.TelemetryConfig{}, true)
+	innerChain := middleware.Build(okTool, inner.tel, inner.tel.Stage(), passStage("inner_gate"))
+	tool := middleware.InvokerFunc(func(ctx context.Context, c *middleware.Call) (middleware.Result, error) {
+		return innerChain.Invoke(ctx, c)
+	})
+	call := middleware.NewCall("product_search", json.RawMessage(`{"query":"x"}`), middleware.Principal{})
+	if err := outer.run(t, call, tool, passStage("outer_gate"), refuseAfter("post", axerr.New(axerr.CodePostconditionFailed, "no"))); err == nil {
+		t.Fatal("allowed")
+	}
+	if got := gateEvents(oneSpan(t, inner)); !slices.Equal(got, []string{"inner_gate:pass"}) {
+		t.Errorf("inner events = %v", got)
+	}
+	want := []string{"intent:pass", "outer_gate:pass", "post:pass", "post:deny:AXGATE_POSTCONDITION_FAILED"}
+	if got := gateEvents(oneSpan(t, outer)); !slices.Equal(got, want) {
+		t.Errorf("outer events = %v; want %v", got, want)
+	}
+}
+
+// refuseAfter is a stage that runs the rest of the chain and then refuses.
+func refuseAfter(name string, e error) middleware.Stage {
+	return middleware.Stage{Name: name, Interceptor: func(ctx context.Context, c *middleware.Call, next middleware.Invoker) (middleware.Result, error) {
+		if _, err := next.Invoke(ctx, c); err != nil {
+			return middleware.Result{}, err
+		}
+		return middleware.Result{}, e
+	}}
+}
+
+// The stage used without the chain's observer (Wrap) still traces, measures
+// and audits the call; only the gate events and times need the observer.
+func TestTelemetryStageWithoutObserver(t *testing.T) {
+	r := newTelemetryRig(t, middleware.TelemetryConfig{}, true)
+	inv := middleware.Wrap(okTool, r.tel.Stage().Interceptor)
+	call := middleware.NewCall("product_search", json.RawMessage(`{"query":"x"}`), middleware.Principal{ID: "u1"})
+	if _, err := inv.Invoke(context.Background(), call); err != nil {
+		t.Fatal(err)
+	}
+	s := oneSpan(t, r)
+	wantAttrs(t, "span", s.Attributes(), map[string]string{"axag.decision": "allow", "axag.intent": "product.search"})
+	if len(s.Events()) != 0 {
+		t.Errorf("events = %v; want none without an observer", gateEvents(s))
+	}
+	if len(r.audit) != 1 || r.audit[0].Time.IsZero() || r.audit[0].Duration < 0 {
+		t.Errorf("audit = %+v", r.audit)
+	}
+	if got := histogramCounts(t, collect(t, r)["axag.call.duration"]); got["axag.decision=allow,axag.intent=product.search"] != 1 {
+		t.Errorf("axag.call.duration = %v", got)
+	}
+}
+
+// A chain observed by a Telemetry whose stage it lacks adds nothing to the
+// span another Telemetry started for the same call.
+func TestTelemetryForeignObserver(t *testing.T) {
+	outer := newTelemetryRig(t, middleware.TelemetryConfig{}, true)
+	other := newTelemetryRig(t, middleware.TelemetryConfig{}, true)
+	innerChain := middleware.Build(okTool, other.tel, passStage("inner_gate"))
+	tool := middleware.InvokerFunc(func(ctx context.Context, c *middleware.Call) (middleware.Result, error) {
+		return innerChain.Invoke(ctx, c)
+	})
+	call := middleware.NewCall("product_search", json.RawMessage(`{"query":"x"}`), middleware.Principal{})
+	if err := outer.run(t, call, tool); err != nil {
+		t.Fatal(err)
+	}
+	if got := gateEvents(oneSpan(t, outer)); !slices.Equal(got, []string{"intent:pass"}) {
+		t.Errorf("outer events = %v; want its own gate only", got)
+	}
+	if got := histogramCounts(t, collect(t, other)["axag.gate.duration"]); got["axag.gate=inner_gate"] != 1 {
+		t.Errorf("the other telemetry's axag.gate.duration = %v", got)
+	}
+}
