@@ -4,7 +4,7 @@
 # of the binary on stdout. Everything else goes to stderr.
 #
 #   export AXGATE_OTELCOL="$(bash .ci/otelcol.sh)"
-#   go test ./observe/e2e/ -run Collector -v
+#   go test ./examples/shop/ -run OTLP -v
 #
 # Idempotent: the binary is cached under ${AXGATE_CACHE:-$HOME/.cache/axgate}/otelcol/<version>
 # and reused when it already runs. The first build takes a few minutes on two cores.

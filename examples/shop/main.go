@@ -23,12 +23,19 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
+	"path"
 	"syscall"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
 
 	"github.com/axgate/axgate"
 	"github.com/axgate/axgate/adapters/httpgate"
@@ -64,6 +71,7 @@ type config struct {
 	issuer        string
 	audience      string
 	redis         string
+	otlp          string
 	bare          bool
 }
 
@@ -86,6 +94,7 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	fs.StringVar(&c.issuer, "issuer", env("AXGATE_ISSUER", "axgate-shop"), "iss of bearer, confirmation and approval tokens (AXGATE_ISSUER)")
 	fs.StringVar(&c.audience, "audience", env("AXGATE_AUDIENCE", "axgate-shop"), "aud of bearer, confirmation and approval tokens (AXGATE_AUDIENCE)")
 	fs.StringVar(&c.redis, "redis", env("AXGATE_REDIS_URL", ""), "Redis URL for state shared by replicas: used tokens, rate limits, idempotency, approvals (AXGATE_REDIS_URL); default: in memory")
+	fs.StringVar(&c.otlp, "otlp", "", "export traces over OTLP/HTTP to this base URL, e.g. http://localhost:4318; default: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT when set, else no export")
 	fs.BoolVar(&c.bare, "unsafe-bare", false, "serve the same tool handlers WITHOUT axgate (no authentication, no gates): only for benchmarks")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -203,13 +212,28 @@ func newShop(ctx context.Context, cfg config) (*shop, error) {
 		}
 		opts = append(opts, axgate.WithSigningKey(signer))
 	}
-	closeStores := func() error { return nil }
+	tp, err := tracerProvider(ctx, cfg.otlp)
+	if err != nil {
+		return nil, err
+	}
+	closeTracing := func() error { return nil }
+	if tp != nil {
+		opts = append(opts, axgate.WithTracerProvider(tp))
+		closeTracing = func() error {
+			// Flush the spans still batched before the process ends.
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			return tp.Shutdown(ctx)
+		}
+	}
+	closeStores := closeTracing
 	if cfg.redis != "" {
 		stores, err := redisstore.Open(ctx, cfg.redis, redisstore.Options{})
 		if err != nil {
+			closeTracing()
 			return nil, err
 		}
-		closeStores = stores.Close
+		closeStores = func() error { return errors.Join(stores.Close(), closeTracing()) }
 		opts = append(opts,
 			axgate.WithReplayStore(stores.Replay), axgate.WithLimiter(stores.Limiter),
 			axgate.WithIdempotencyStore(stores.Idempotency), axgate.WithApprovalStore(stores.Approvals))
@@ -251,7 +275,13 @@ func newShop(ctx context.Context, cfg config) (*shop, error) {
 		s.close()
 		return nil, err
 	}
-	tools, err := httpgate.NewToolServer(enf, st.tools(), httpgate.WithPrincipal(auth))
+	toolOpts := []httpgate.Option{httpgate.WithPrincipal(auth)}
+	if tp != nil {
+		// Continue the caller's W3C traceparent, so that each call's span
+		// joins the agent's trace.
+		toolOpts = append(toolOpts, httpgate.WithPropagator(propagation.TraceContext{}))
+	}
+	tools, err := httpgate.NewToolServer(enf, st.tools(), toolOpts...)
 	if err != nil {
 		s.close()
 		return nil, err
@@ -268,6 +298,37 @@ func newShop(ctx context.Context, cfg config) (*shop, error) {
 	mux.Handle("/approvals/", human)
 	s.handler = mux
 	return s, nil
+}
+
+// tracerProvider returns a provider that batches the shop's spans to an
+// OTLP/HTTP collector: at base (the same form as OTEL_EXPORTER_OTLP_ENDPOINT:
+// /v1/traces is appended), or where the standard OTEL_EXPORTER_OTLP_*
+// variables say when base is empty. With neither it returns nil: no export.
+// The service name is axgate-shop unless OTEL_SERVICE_NAME says otherwise.
+func tracerProvider(ctx context.Context, base string) (*sdktrace.TracerProvider, error) {
+	var opts []otlptracehttp.Option
+	switch {
+	case base != "":
+		u, err := url.Parse(base)
+		if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+			return nil, fmt.Errorf("-otlp %q: want a base URL such as http://localhost:4318", base)
+		}
+		opts = append(opts, otlptracehttp.WithEndpoint(u.Host), otlptracehttp.WithURLPath(path.Join("/", u.Path, "v1/traces")))
+		if u.Scheme == "http" {
+			opts = append(opts, otlptracehttp.WithInsecure())
+		}
+	case os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") == "" && os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") == "":
+		return nil, nil
+	}
+	exp, err := otlptracehttp.New(ctx, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("OTLP exporter: %w", err)
+	}
+	res, err := resource.Merge(resource.NewSchemaless(semconv.ServiceName("axgate-shop")), resource.Environment())
+	if err != nil {
+		return nil, fmt.Errorf("OTLP resource: %w", err)
+	}
+	return sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res)), nil
 }
 
 func loadManifest(path string) (*manifest.Manifest, error) {
