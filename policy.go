@@ -60,7 +60,8 @@ func WithTenantArgs(names ...string) Option {
 // that returns nil when it holds. Any other error refuses the call with
 // AXAG_PRECONDITION_FAILED (its text stays out of the refusal; return
 // gates.PreconditionFailed for a message of your own, or an *errors.Error
-// such as gates.StoreUnavailable to answer with that). The check must not
+// such as gates.StoreUnavailable to answer with that: the caller gets a copy,
+// so a package-level error is never changed). The check must not
 // change anything: Enforcer.Check runs it too. A later binding of the same
 // name replaces an earlier one.
 func WithPrecondition(name string, check func(ctx context.Context, call *middleware.Call) error) Option {
@@ -77,7 +78,8 @@ func WithPreconditionExpr(name, expr string) Option {
 
 // WithPostcondition binds the manifest's postcondition name to a Go check of
 // the tool's result. An error answers the call with
-// AXGATE_POSTCONDITION_FAILED (502) instead of the result.
+// AXGATE_POSTCONDITION_FAILED (502) instead of the result; an *errors.Error
+// answers with a copy of itself. It runs only when the tool succeeded.
 func WithPostcondition(name string, check func(ctx context.Context, call *middleware.Call, res middleware.Result) error) Option {
 	return func(c *config) { c.policy.post[name] = gates.Postcondition{Check: check} }
 }

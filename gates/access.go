@@ -128,12 +128,7 @@ func ScopeGrants(a *manifest.Action) []string {
 
 // Stage returns the gate as a chain stage.
 func (g *Access) Stage() middleware.Stage {
-	return middleware.Stage{Name: StageAccess, Interceptor: func(ctx context.Context, call *middleware.Call, next middleware.Invoker) (middleware.Result, error) {
-		if err := g.Check(call); err != nil {
-			return middleware.Result{}, err
-		}
-		return next.Invoke(ctx, call)
-	}}
+	return checkStage(StageAccess, func(_ context.Context, call *middleware.Call) error { return g.Check(call) })
 }
 
 // Check applies the checks in order — roles, granted scopes, a claimed

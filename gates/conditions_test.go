@@ -5,6 +5,8 @@ import (
 	"errors"
 	"reflect"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	axerr "github.com/axgate/axgate/errors"
@@ -262,5 +264,109 @@ func TestPostconditionsUnbound(t *testing.T) {
 	}
 	if len(c.Facts.Warnings) != 1 || !strings.Contains(c.Facts.Warnings[0], `"order_created"`) {
 		t.Errorf("warnings = %q", c.Facts.Warnings)
+	}
+}
+
+// errShopClosed is a refusal a host keeps at package level and returns from
+// several checkers, as Go code commonly does with sentinel errors.
+var errShopClosed = axerr.New(axerr.CodePreconditionFailed, "the shop is closed")
+
+// errNotRecorded is the same for postconditions.
+var errNotRecorded = axerr.New(axerr.CodePostconditionFailed, "the ledger did not record the call")
+
+// TestConditionsLeaveSharedErrorsAlone: a checker's package-level refusal,
+// returned for two actions by goroutines at once, comes back to each caller
+// with that caller's intent and condition, and is itself never changed (run
+// with -race: annotating it in place raced on its details).
+func TestConditionsLeaveSharedErrorsAlone(t *testing.T) {
+	m := mustParse(t, conditionManifest)
+	closed := func(context.Context, *middleware.Call) error { return errShopClosed }
+	pre, err := gates.NewPreconditions(m, map[string]gates.Precondition{
+		"cart_validated": {Check: closed}, "coupon_valid": {Expr: "true"}, "order_open": {Check: closed},
+	}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	notRecorded := func(context.Context, *middleware.Call, middleware.Result) error { return errNotRecorded }
+	post, err := gates.NewPostconditions(m, map[string]gates.Postcondition{
+		"cart_validated": {Check: notRecorded}, "order_created": {Check: notRecorded},
+	}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	preCases := []struct{ intent, condition string }{{"order.place", "cart_validated"}, {"order.cancel", "order_open"}}
+	postCases := []struct{ intent, condition string }{{"cart.validate", "cart_validated"}, {"order.place", "order_created"}}
+	var wg sync.WaitGroup
+	for range 8 {
+		for i := range 2 {
+			wg.Go(func() {
+				c := preCases[i]
+				err := pre.Check(context.Background(), call(t, m, c.intent, `{"cart_id":"c1"}`, middleware.Principal{ID: "alice"}))
+				e, ok := axerr.As(err)
+				if !ok || e.Code != axerr.CodePreconditionFailed || e.Message != "the shop is closed" {
+					t.Errorf("%s: err = %v", c.intent, err)
+					return
+				}
+				if e.Intent != c.intent || e.Details["failed_precondition"] != c.condition || e.Suggestion == "" {
+					t.Errorf("%s: refusal names intent %q, precondition %v, suggestion %q", c.intent, e.Intent, e.Details["failed_precondition"], e.Suggestion)
+				}
+			})
+			wg.Go(func() {
+				c := postCases[i]
+				res := middleware.Result{Value: map[string]any{"valid": true, "total": 1}}
+				err := post.Check(context.Background(), call(t, m, c.intent, `{"cart_id":"c1"}`, middleware.Principal{ID: "alice"}), res)
+				e, ok := axerr.As(err)
+				if !ok || e.Code != axerr.CodePostconditionFailed {
+					t.Errorf("%s: err = %v", c.intent, err)
+					return
+				}
+				if e.Intent != c.intent || e.Details["failed_postcondition"] != c.condition {
+					t.Errorf("%s: refusal names intent %q, postcondition %v", c.intent, e.Intent, e.Details["failed_postcondition"])
+				}
+			})
+		}
+	}
+	wg.Wait()
+	for _, shared := range []*axerr.Error{errShopClosed, errNotRecorded} {
+		if shared.Intent != "" || shared.Suggestion != "" || shared.Gate != "" || len(shared.Details) != 0 {
+			t.Errorf("the shared error was changed: intent %q, suggestion %q, gate %q, details %v", shared.Intent, shared.Suggestion, shared.Gate, shared.Details)
+		}
+	}
+}
+
+// TestPostconditionsSkipFailedTool: a tool that fails, even with a result
+// beside its error, is answered with its own error, unchanged; no
+// postcondition or output schema is checked, since there is no result to
+// vouch for.
+func TestPostconditionsSkipFailedTool(t *testing.T) {
+	m := mustParse(t, conditionManifest)
+	var checked atomic.Int32
+	g, err := gates.NewPostconditions(m, map[string]gates.Postcondition{
+		"cart_validated": {Check: func(context.Context, *middleware.Call, middleware.Result) error {
+			checked.Add(1)
+			return errors.New("not validated")
+		}},
+		"order_created": {Expr: "false"},
+	}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, toolErr := range []error{errors.New("disk full"), axerr.New(axerr.CodeToolFailed, "boom"), context.Canceled} {
+		for _, intent := range []string{"cart.validate", "order.place"} {
+			partial := map[string]any{"valid": "half"} // violates cart.validate's output_schema too
+			tool := middleware.InvokerFunc(func(context.Context, *middleware.Call) (middleware.Result, error) {
+				return middleware.Result{Value: partial}, toolErr
+			})
+			res, err := g.Stage().Interceptor(context.Background(), call(t, m, intent, `{"cart_id":"c1"}`, middleware.Principal{ID: "alice"}), tool)
+			if err != toolErr {
+				t.Errorf("%s, tool error %v: got %v", intent, toolErr, err)
+			}
+			if !reflect.DeepEqual(res.Value, partial) {
+				t.Errorf("%s: the tool's result beside its error was dropped: %#v", intent, res.Value)
+			}
+		}
+	}
+	if n := checked.Load(); n != 0 {
+		t.Errorf("a postcondition was checked %d times on a failed tool", n)
 	}
 }

@@ -74,12 +74,7 @@ func NewConstraints(m *manifest.Manifest) (*Constraints, error) {
 
 // Stage returns the gate as a chain stage.
 func (g *Constraints) Stage() middleware.Stage {
-	return middleware.Stage{Name: StageConstraints, Interceptor: func(ctx context.Context, call *middleware.Call, next middleware.Invoker) (middleware.Result, error) {
-		if err := g.Check(call); err != nil {
-			return middleware.Result{}, err
-		}
-		return next.Invoke(ctx, call)
-	}}
+	return checkStage(StageConstraints, func(_ context.Context, call *middleware.Call) error { return g.Check(call) })
 }
 
 // Check evaluates every constraint of the call's action, in name order, and

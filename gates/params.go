@@ -47,12 +47,7 @@ func NewParams(m *manifest.Manifest, allowUnknown bool) (*Params, error) {
 
 // Stage returns the gate as a chain stage.
 func (p *Params) Stage() middleware.Stage {
-	return middleware.Stage{Name: StageParams, Interceptor: func(ctx context.Context, call *middleware.Call, next middleware.Invoker) (middleware.Result, error) {
-		if err := p.Check(call); err != nil {
-			return middleware.Result{}, err
-		}
-		return next.Invoke(ctx, call)
-	}}
+	return checkStage(StageParams, func(_ context.Context, call *middleware.Call) error { return p.Check(call) })
 }
 
 // Check validates the call's arguments: nil, or an *errors.Error listing every

@@ -29,8 +29,9 @@ const (
 
 // ResultChecker checks a postcondition once the tool has run. It returns nil
 // when the postcondition holds; errors are treated as by Checker (an
-// *errors.Error passes as it is, anything else means "does not hold" and is
-// never shown to the caller).
+// *errors.Error reaches the caller as a copy, with the intent and, for
+// AXGATE_POSTCONDITION_FAILED, failed_postcondition filled in when missing;
+// anything else means "does not hold" and is never shown to the caller).
 type ResultChecker func(ctx context.Context, call *middleware.Call, res middleware.Result) error
 
 // Postcondition binds a postcondition name of the manifest to a check: a Go
@@ -56,22 +57,20 @@ type Postconditions struct {
 type postRule struct {
 	schema    *jsonschema.Schema
 	schemaDoc any
-	checks    []postCheck
+	checks    []condition[ResultChecker]
 	warnings  []string
 	// decode: some check needs the result as JSON values.
 	decode bool
-}
-
-type postCheck struct {
-	name  string
-	check ResultChecker
-	x     *celExpr
 }
 
 // NewPostconditions binds every postcondition of m, with the same policy as
 // NewPreconditions: unbound ones fail it with an *UnboundError unless
 // allowUnbound, which records a warning per call instead.
 func NewPostconditions(m *manifest.Manifest, bound map[string]Postcondition, allowUnbound bool) (*Postconditions, error) {
+	bindings := make(map[string]conditionBinding[ResultChecker], len(bound))
+	for name, b := range bound {
+		bindings[name] = conditionBinding[ResultChecker]{check: b.Check, hasCheck: b.Check != nil, expr: b.Expr}
+	}
 	g := &Postconditions{rules: map[*manifest.Action]*postRule{}}
 	envs := &celEnvs{withResult: true}
 	unbound := map[string][]string{}
@@ -84,30 +83,13 @@ func NewPostconditions(m *manifest.Manifest, bound map[string]Postcondition, all
 				errs = append(errs, fmt.Errorf("%s/output_schema: %w", a.Pointer, err))
 			}
 		}
-		for i, name := range a.Postconditions {
-			b, ok := bound[name]
-			if b.Check != nil && b.Expr != "" {
-				errs = append(errs, fmt.Errorf("postcondition %q is bound to both a checker and an expression", name))
-				continue
-			}
-			if !ok || (b.Check == nil && b.Expr == "") {
-				unbound[name] = append(unbound[name], fmt.Sprintf("%s/postconditions/%d", a.Pointer, i))
-				r.warnings = append(r.warnings, fmt.Sprintf("postcondition %q of %s is not checked: nothing is bound to it", name, a.Intent))
-				continue
-			}
-			pc := postCheck{name: name, check: b.Check}
-			if b.Check == nil {
-				env, bare, err := envs.action(a)
-				if err == nil {
-					pc.x, err = compileCEL(env, bare, b.Expr)
-				}
-				if err != nil {
-					errs = append(errs, fmt.Errorf("%s/postconditions/%d: postcondition %q: %w", a.Pointer, i, name, err))
-					continue
-				}
+		checks, warnings, bindErrs := bindConditions(postconditionKind, a, a.Postconditions, bindings, envs, unbound)
+		errs = append(errs, bindErrs...)
+		r.checks, r.warnings = checks, warnings
+		for _, c := range checks {
+			if c.x != nil {
 				r.decode = true
 			}
-			r.checks = append(r.checks, pc)
 		}
 		if r.schema != nil || len(r.checks) > 0 || len(r.warnings) > 0 {
 			g.rules[a] = r
@@ -181,15 +163,11 @@ func (g *Postconditions) Check(ctx context.Context, call *middleware.Call, res m
 	var vars *celVars
 	for i := range r.checks {
 		pc := &r.checks[i]
-		if pc.check != nil {
+		if pc.x == nil {
 			if err := pc.check(ctx, call, res); err != nil {
-				if ae, ok := axerr.As(err); ok {
-					if ae.Intent == "" {
-						ae.Intent = a.Intent
-					}
-					return ae
-				}
-				return postFailed(a, "postcondition not met: "+pc.name, ReasonPostconditionFailed).WithCause(err).With("failed_postcondition", pc.name)
+				return conditionRefusal(postconditionKind, a, pc.name, err, "", func() *axerr.Error {
+					return postFailed(a, "postcondition not met: "+pc.name, ReasonPostconditionFailed)
+				})
 			}
 			continue
 		}

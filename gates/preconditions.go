@@ -17,11 +17,14 @@ import (
 const StagePreconditions = "preconditions"
 
 // Checker checks a precondition of a call. It returns nil when the
-// precondition holds. An *errors.Error is passed to the caller as it is (a
-// checker whose own store failed returns StoreUnavailable); any other error
-// means the precondition does not hold, and its text stays in the refusal's
-// cause, for logs, never shown to the caller. Use PreconditionFailed to give
-// the caller a message of your own.
+// precondition holds. An *errors.Error is the checker's own answer (a checker
+// whose own store failed returns StoreUnavailable): the caller gets a copy,
+// with the action's intent when it names none and, for
+// AXAG_PRECONDITION_FAILED, the precondition's name and suggestion when it
+// lacks them, so a package-level error may be returned safely. Any other
+// error means the precondition does not hold, and its text stays in the
+// refusal's cause, for logs, never shown to the caller. Use
+// PreconditionFailed to give the caller a message of your own.
 //
 // A checker must not change anything: Enforcer.Check runs it too.
 type Checker func(ctx context.Context, call *middleware.Call) error
@@ -67,20 +70,16 @@ func (e *UnboundError) Error() string {
 // must be shown to hold.
 type Preconditions struct {
 	rules map[*manifest.Action]*preRule
+	// producers maps a condition name to the intents whose postconditions
+	// produce it, for the refusal's suggestion.
+	producers map[string][]string
 }
 
 type preRule struct {
-	checks []preCheck
+	checks []condition[Checker]
 	// warnings are recorded on every call when unbound preconditions are
 	// allowed.
 	warnings []string
-}
-
-type preCheck struct {
-	name       string
-	check      Checker
-	x          *celExpr
-	producedBy []string
 }
 
 // NewPreconditions binds every precondition of m. Unless allowUnbound, a
@@ -89,8 +88,11 @@ type preCheck struct {
 // unbound precondition records a warning in call.Facts.Warnings. An
 // expression that does not compile fails it with the action's path.
 func NewPreconditions(m *manifest.Manifest, bound map[string]Precondition, allowUnbound bool) (*Preconditions, error) {
-	producers := Producers(m)
-	g := &Preconditions{rules: map[*manifest.Action]*preRule{}}
+	bindings := make(map[string]conditionBinding[Checker], len(bound))
+	for name, b := range bound {
+		bindings[name] = conditionBinding[Checker]{check: b.Check, hasCheck: b.Check != nil, expr: b.Expr}
+	}
+	g := &Preconditions{rules: map[*manifest.Action]*preRule{}, producers: Producers(m)}
 	envs := &celEnvs{}
 	unbound := map[string][]string{}
 	var errs []error
@@ -98,32 +100,9 @@ func NewPreconditions(m *manifest.Manifest, bound map[string]Precondition, allow
 		if len(a.Preconditions) == 0 {
 			continue
 		}
-		r := &preRule{}
-		for i, name := range a.Preconditions {
-			b, ok := bound[name]
-			if b.Check != nil && b.Expr != "" {
-				errs = append(errs, fmt.Errorf("precondition %q is bound to both a checker and an expression", name))
-				continue
-			}
-			if !ok || (b.Check == nil && b.Expr == "") {
-				unbound[name] = append(unbound[name], fmt.Sprintf("%s/preconditions/%d", a.Pointer, i))
-				r.warnings = append(r.warnings, fmt.Sprintf("precondition %q of %s is not checked: nothing is bound to it", name, a.Intent))
-				continue
-			}
-			pc := preCheck{name: name, check: b.Check, producedBy: producers[name]}
-			if b.Check == nil {
-				env, bare, err := envs.action(a)
-				if err == nil {
-					pc.x, err = compileCEL(env, bare, b.Expr)
-				}
-				if err != nil {
-					errs = append(errs, fmt.Errorf("%s/preconditions/%d: precondition %q: %w", a.Pointer, i, name, err))
-					continue
-				}
-			}
-			r.checks = append(r.checks, pc)
-		}
-		g.rules[a] = r
+		checks, warnings, bindErrs := bindConditions(preconditionKind, a, a.Preconditions, bindings, envs, unbound)
+		errs = append(errs, bindErrs...)
+		g.rules[a] = &preRule{checks: checks, warnings: warnings}
 	}
 	if len(unbound) > 0 && !allowUnbound {
 		errs = append(errs, &UnboundError{Kind: "precondition", Names: unbound})
@@ -151,12 +130,7 @@ func Producers(m *manifest.Manifest) map[string][]string {
 
 // Stage returns the gate as a chain stage.
 func (g *Preconditions) Stage() middleware.Stage {
-	return middleware.Stage{Name: StagePreconditions, Interceptor: func(ctx context.Context, call *middleware.Call, next middleware.Invoker) (middleware.Result, error) {
-		if err := g.Check(ctx, call); err != nil {
-			return middleware.Result{}, err
-		}
-		return next.Invoke(ctx, call)
-	}}
+	return checkStage(StagePreconditions, g.Check)
 }
 
 // Check runs the preconditions of the call's action in manifest order and
@@ -179,9 +153,11 @@ func (g *Preconditions) Check(ctx context.Context, call *middleware.Call) error 
 	var vars *celVars
 	for i := range r.checks {
 		pc := &r.checks[i]
-		if pc.check != nil {
+		if pc.x == nil {
 			if err := pc.check(ctx, call); err != nil {
-				return pc.refusal(a, err)
+				return conditionRefusal(preconditionKind, a, pc.name, err, preSuggestion(pc.name, g.producers[pc.name]), func() *axerr.Error {
+					return g.notMet(a, pc.name)
+				})
 			}
 			continue
 		}
@@ -196,36 +172,21 @@ func (g *Preconditions) Check(ctx context.Context, call *middleware.Call) error 
 		switch out, err := pc.x.eval(vars); out {
 		case celHolds:
 		case celFails:
-			return pc.refusal(a, nil)
+			return g.notMet(a, pc.name)
 		default:
-			e := pc.refusal(a, err)
-			e.Details["reason"] = ReasonPreconditionNotEvaluable
-			return e
+			return g.notMet(a, pc.name).With("reason", ReasonPreconditionNotEvaluable).WithCause(err)
 		}
 	}
 	return nil
 }
 
-// refusal turns a checker's error into the caller's refusal.
-func (pc *preCheck) refusal(a *manifest.Action, err error) *axerr.Error {
-	if ae, ok := axerr.As(err); ok {
-		if ae.Intent == "" {
-			ae.Intent = a.Intent
-		}
-		if ae.Code == axerr.CodePreconditionFailed {
-			if _, set := ae.Details["failed_precondition"]; !set {
-				ae.With("failed_precondition", pc.name)
-			}
-			if ae.Suggestion == "" {
-				ae.Suggestion = preSuggestion(pc.name, pc.producedBy)
-			}
-		}
-		return ae
-	}
-	e := PreconditionFailed(a.Intent, pc.name, "").WithCause(err)
-	e.Suggestion = preSuggestion(pc.name, pc.producedBy)
-	if len(pc.producedBy) > 0 {
-		e.With("produced_by", slices.Clone(pc.producedBy))
+// notMet is the gate's refusal for precondition name of a, which does not
+// hold: PreconditionFailed with a suggestion of what to call first.
+func (g *Preconditions) notMet(a *manifest.Action, name string) *axerr.Error {
+	producedBy := g.producers[name]
+	e := PreconditionFailed(a.Intent, name, "").WithSuggestion(preSuggestion(name, producedBy))
+	if len(producedBy) > 0 {
+		e.With("produced_by", slices.Clone(producedBy))
 	}
 	return e
 }
