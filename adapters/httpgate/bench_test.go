@@ -154,3 +154,20 @@ func BenchmarkMiddlewareRead(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkToolServerWrite is one write call (order_update, declared
+// idempotent: false) without an idempotency key: the duplicate-call detector
+// looks every call up, and since the arguments repeat, warns on each.
+func BenchmarkToolServerWrite(b *testing.B) {
+	body := []byte(`{"order_id":"o-7","quantity":2}`)
+	header := http.Header{"Content-Type": {"application/json"}, "X-Test-User": {"u1"}}
+	srv, err := httpgate.NewToolServer(enforcer(b), map[string]middleware.Invoker{"order_update": benchTool}, httpgate.WithPrincipal(userHeader))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	w := &sink{h: http.Header{}}
+	for b.Loop() {
+		serve(b, srv, w, "/tools/order_update/call", body, header)
+	}
+}

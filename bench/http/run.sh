@@ -7,6 +7,7 @@
 #
 #   bash bench/http/run.sh            # defaults: 3 rounds of 10 s, 2 threads, 32 connections
 #   ROUNDS=5 DURATION=20s CONNS=64 bash bench/http/run.sh
+#   REV=HEAD bash bench/http/run.sh   # build a commit, not the working tree
 #
 # Needs wrk (Debian: apt-get install -y wrk). Prints a Markdown table of
 # requests/s and p99 latency (median over the rounds) for bench/README.md.
@@ -30,11 +31,22 @@ cleanup() {
 	rm -rf "$work"
 }
 trap cleanup EXIT
+# No trace export from the gated server: the comparison is of the gates.
+unset OTEL_EXPORTER_OTLP_ENDPOINT OTEL_EXPORTER_OTLP_TRACES_ENDPOINT
 
-go build -o "$work/shop" ./examples/shop
+if [ -n "${REV:-}" ]; then
+	# Build a committed revision, untouched by edits in progress in the tree.
+	mkdir "$work/src"
+	git archive "$REV" | tar -x -C "$work/src"
+	(cd "$work/src" && go build -o "$work/shop" ./examples/shop)
+else
+	go build -o "$work/shop" ./examples/shop
+fi
 "$work/shop" -addr "$GATED_ADDR" >"$work/gated.out" 2>&1 &
+GATED_PID=$!
 pids+=($!)
 "$work/shop" -addr "$BARE_ADDR" -unsafe-bare >"$work/bare.out" 2>&1 &
+BARE_PID=$!
 pids+=($!)
 
 for _ in $(seq 50); do
@@ -65,41 +77,72 @@ for target in "$GATED_ADDR" "$BARE_ADDR"; do
 	done
 done
 
-# one NAME ADDR TOOL BODY: one wrk run, appending "NAME rps p99_ms" to results.
+# cpu PID: the CPU time the process has used, in clock ticks.
+cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+TICK_US=$((1000000 / $(getconf CLK_TCK)))
+
+# one NAME ADDR TOOL BODY PID: one wrk run, appending "NAME rps p99_ms
+# server_cpu_us_per_request" to results. The server's CPU time per request
+# does not depend on how busy the rest of the machine is, unlike req/s.
 one() {
-	local out
+	local out before after
+	before=$(cpu "$5")
 	out=$(BODY="$4" wrk -t"$THREADS" -c"$CONNS" -d"$DURATION" --latency -s "$work/post.lua" "http://$2/tools/$3/call")
+	after=$(cpu "$5")
 	if echo "$out" | grep -q "Non-2xx"; then
 		echo "$out" >&2
 		echo "$1: non-2xx answers" >&2
 		exit 1
 	fi
-	local rps p99
+	local rps p99 n cpu_us
 	rps=$(echo "$out" | awk '/^Requests\/sec:/ {print $2}')
+	n=$(echo "$out" | awk '/requests in/ {print $1}')
+	cpu_us=$(awk -v t="$(((after - before) * TICK_US))" -v n="$n" 'BEGIN {printf "%.1f", t / n}')
 	p99=$(echo "$out" | awk '$1 == "99%" {v=$2; if (v ~ /us$/) {sub(/us$/,"",v); v=v/1000} else if (v ~ /ms$/) {sub(/ms$/,"",v)} else if (v ~ /s$/) {sub(/s$/,"",v); v=v*1000}; print v}')
-	echo "$1 $rps $p99" >>"$work/results"
-	echo "  $1: $rps req/s, p99 ${p99} ms" >&2
+	echo "$1 $rps $p99 $cpu_us" >>"$work/results"
+	echo "  $1: $rps req/s, p99 ${p99} ms, server CPU ${cpu_us} µs/request" >&2
+}
+
+# pair ACTION TOOL BODY ROUND: the bare and the gated run of one action,
+# bare first in odd rounds and gated first in even ones, so that neither
+# side always runs on a machine the other just warmed (or loaded).
+pair() {
+	if [ $(($4 % 2)) = 1 ]; then
+		one "$1_bare" "$BARE_ADDR" "$2" "$3" "$BARE_PID"
+		one "$1_axgate" "$GATED_ADDR" "$2" "$3" "$GATED_PID"
+	else
+		one "$1_axgate" "$GATED_ADDR" "$2" "$3" "$GATED_PID"
+		one "$1_bare" "$BARE_ADDR" "$2" "$3" "$BARE_PID"
+	fi
 }
 
 for r in $(seq "$ROUNDS"); do
-	echo "round $r/$ROUNDS" >&2
-	one read_bare "$BARE_ADDR" product_search "$read_body"
-	one read_axgate "$GATED_ADDR" product_search "$read_body"
-	one write_bare "$BARE_ADDR" cart_add_item "$write_body"
-	one write_axgate "$GATED_ADDR" cart_add_item "$write_body"
+	echo "round $r/$ROUNDS (load average $(cut -d' ' -f1-3 /proc/loadavg))" >&2
+	pair read product_search "$read_body" "$r"
+	pair write cart_add_item "$write_body" "$r"
 done
 
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 col() { awk -v n="$1" -v c="$2" '$1 == n {print $c}' "$work/results" | median; }
+# ratio ACTION: the median over the rounds of axgate/bare req/s, each
+# round's two runs back to back: steadier than the ratio of the medians
+# when the machine's load drifts between rounds.
+ratio() {
+	paste <(awk -v n="$1_bare" '$1 == n {print $2}' "$work/results") <(awk -v n="$1_axgate" '$1 == n {print $2}' "$work/results") |
+		awk '{print 100 * $2 / $1}' | median
+}
 
 echo
-echo "wrk -t$THREADS -c$CONNS -d$DURATION, $ROUNDS rounds, medians; $(nproc) CPUs shared by wrk and both servers"
+echo "wrk -t$THREADS -c$CONNS -d$DURATION, $ROUNDS rounds, medians; $(nproc) CPUs shared by wrk and both servers; load average at the end $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
-echo "| action | bare req/s | axgate req/s | axgate/bare | bare p99 | axgate p99 |"
-echo "|---|---:|---:|---:|---:|---:|"
+echo "| action | bare req/s | axgate req/s | axgate/bare (per round) | bare p99 | axgate p99 | server CPU/request bare → axgate |"
+echo "|---|---:|---:|---:|---:|---:|---:|"
 for a in read write; do
 	b=$(col "${a}_bare" 2); g=$(col "${a}_axgate" 2)
 	bp=$(col "${a}_bare" 3); gp=$(col "${a}_axgate" 3)
-	name=$a; [ "$a" = read ] && name="read (product_search)" || name="write (cart_add_item, bearer)"
-	awk -v n="$name" -v b="$b" -v g="$g" -v bp="$bp" -v gp="$gp" 'BEGIN {printf "| %s | %.0f | %.0f | %.0f%% | %.2f ms | %.2f ms |\n", n, b, g, 100*g/b, bp, gp}'
+	bc=$(col "${a}_bare" 4); gc=$(col "${a}_axgate" 4)
+	rr=$(ratio "$a")
+	name=$a; [ "$a" = read ] && name="read (product_search)" || name="write (cart_add_item)"
+	awk -v n="$name" -v b="$b" -v g="$g" -v rr="$rr" -v bp="$bp" -v gp="$gp" -v bc="$bc" -v gc="$gc" \
+		'BEGIN {printf "| %s | %.0f | %.0f | %.0f%% (%.0f%%) | %.2f ms | %.2f ms | %.1f → %.1f µs |\n", n, b, g, 100*g/b, rr, bp, gp, bc, gc}'
 done
