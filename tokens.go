@@ -300,9 +300,10 @@ func (e *Enforcer) IssueConfirmation(ctx context.Context, p middleware.Principal
 
 // Decide records an approver's decision on a pending approval request and,
 // on approval, returns a signed approval token for the requester's call.
-// The approver must hold one of the request's approval roles, belong to its
-// tenant and not be its requester (AXAG_APPROVAL_INVALID or
-// AXAG_TENANT_BOUNDARY otherwise). A request is approved once enough
+// The approver must belong to the request's tenant (a request of another
+// tenant reads as unknown: AXAG_APPROVAL_INVALID, reason request_not_found,
+// telling nothing of it), not be its requester and hold one of its approval
+// roles (AXAG_APPROVAL_INVALID otherwise). A request is approved once enough
 // distinct approvers approved and denied at the first denial; deciding a
 // request that is no longer pending is refused, except that an approver who
 // already approved gets a fresh token.
@@ -312,16 +313,21 @@ func (e *Enforcer) Decide(ctx context.Context, approver middleware.Principal, re
 }
 
 // PendingApprovals lists the pending requests the approver may decide:
-// of the approver's tenant, approvable by one of the approver's roles, not
-// the approver's own; oldest first.
+// of the approver's tenant (requests without a tenant for an approver
+// without one), approvable by one of the approver's roles, not the
+// approver's own; oldest first.
 func (e *Enforcer) PendingApprovals(ctx context.Context, approver middleware.Principal) ([]gates.ApprovalRequest, error) {
 	return e.cfg.tokens.rt.approval.Pending(ctx, approver)
 }
 
-// ApprovalRequest returns one approval request, for an approver's UI. The
-// caller must check that the principal asking may see it.
-func (e *Enforcer) ApprovalRequest(ctx context.Context, id string) (gates.ApprovalRequest, error) {
-	return e.cfg.tokens.rt.approval.Request(ctx, id)
+// ApprovalRequest returns one approval request, with the call's arguments,
+// to viewer: its requester, or an approver who may decide it (of its tenant,
+// holding one of its roles). Anyone else is refused with
+// AXAG_APPROVAL_INVALID and learns nothing of the request: reason
+// request_not_found for another tenant's request (as for an unknown id),
+// not_allowed within the tenant.
+func (e *Enforcer) ApprovalRequest(ctx context.Context, viewer middleware.Principal, id string) (gates.ApprovalRequest, error) {
+	return e.cfg.tokens.rt.approval.Request(ctx, viewer, id)
 }
 
 // CancelApproval cancels a pending approval request; only its requester may.

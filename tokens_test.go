@@ -221,7 +221,7 @@ func TestApprovalEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r, _ := e.ApprovalRequest(ctx, id); r.State != gates.ApprovalApproved {
+	if r, _ := e.ApprovalRequest(ctx, tokAlice, id); r.State != gates.ApprovalApproved {
 		t.Fatalf("request state %s, want approved", r.State)
 	}
 	c = tokCall("payout_send", args, tokAlice)
@@ -231,6 +231,125 @@ func TestApprovalEndToEnd(t *testing.T) {
 	}
 	if !slices.Equal(c.Facts.Approvers, []string{"bob", "carol"}) || c.Facts.ApprovalRequestID != id || tool.calls.Load() != 1 {
 		t.Fatalf("facts %+v, tool ran %d", c.Facts, tool.calls.Load())
+	}
+}
+
+// TestApprovalRequestVisibility: a request, with its arguments, is shown to
+// its requester and its approvers only; another tenant cannot tell it from
+// an unknown id.
+func TestApprovalRequestVisibility(t *testing.T) {
+	e := tokEnforcer(t)
+	ctx := t.Context()
+	_, err := e.Invoke(ctx, tokCall("payout_send", `{"amount":900}`, tokAlice), &spy{})
+	id := tokRefusal(t, err, axerr.CodeApprovalMissing, 428)["approval_request_id"].(string)
+	for _, p := range []middleware.Principal{tokAlice, tokBob} {
+		if r, err := e.ApprovalRequest(ctx, p, id); err != nil || r.ID != id {
+			t.Errorf("%s cannot read the request: %v", p.ID, err)
+		}
+	}
+	for _, tc := range []struct {
+		who    middleware.Principal
+		reason string
+	}{
+		{middleware.Principal{ID: "mallory", Tenant: "globex", Roles: []string{"finance"}}, "request_not_found"},
+		{middleware.Principal{ID: "alice", Tenant: "globex"}, "request_not_found"},
+		{middleware.Principal{ID: "dave", Tenant: "acme", Roles: []string{"clerk"}}, "not_allowed"},
+	} {
+		r, err := e.ApprovalRequest(ctx, tc.who, id)
+		d := tokRefusal(t, err, axerr.CodeApprovalInvalid, http.StatusForbidden)
+		if d["reason"] != tc.reason || r.ID != "" || strings.Contains(err.(*axerr.Error).Message, "payout") {
+			t.Errorf("%s@%s: %v, %+v", tc.who.ID, tc.who.Tenant, d, r)
+		}
+	}
+	_, err = e.ApprovalRequest(ctx, tokBob, "apr_unknown")
+	if d := tokRefusal(t, err, axerr.CodeApprovalInvalid, 403); d["reason"] != "request_not_found" {
+		t.Errorf("unknown id: %v", d)
+	}
+}
+
+// tokListingStore records how many requests the store's List hands back.
+type tokListingStore struct {
+	*gates.MemoryApprovalStore
+	listed atomic.Int32
+}
+
+func (s *tokListingStore) List(ctx context.Context, f gates.ApprovalFilter) ([]gates.ApprovalRequest, error) {
+	out, err := s.MemoryApprovalStore.List(ctx, f)
+	s.listed.Add(int32(len(out)))
+	return out, err
+}
+
+// TestPendingApprovalsWithoutTenant: an approver without a tenant sees the
+// requests without one, and the store is asked for exactly those, not for
+// every tenant's.
+func TestPendingApprovalsWithoutTenant(t *testing.T) {
+	store := &tokListingStore{MemoryApprovalStore: gates.NewMemoryApprovalStore(gates.MemoryApprovalOptions{})}
+	e := tokEnforcer(t, axgate.WithApprovalStore(store))
+	ctx := t.Context()
+	solo := middleware.Principal{ID: "solo", Roles: []string{"clerk"}}
+	for _, p := range []middleware.Principal{tokAlice, solo} {
+		_, err := e.Invoke(ctx, tokCall("payout_send", `{"amount":900}`, p), &spy{})
+		tokRefusal(t, err, axerr.CodeApprovalMissing, 428)
+	}
+	nora := middleware.Principal{ID: "nora", Roles: []string{"finance"}}
+	inbox, err := e.PendingApprovals(ctx, nora)
+	if err != nil || len(inbox) != 1 || inbox[0].Requester != "solo" || inbox[0].Tenant != "" {
+		t.Fatalf("inbox of an approver without a tenant: %+v, %v", inbox, err)
+	}
+	if n := store.listed.Load(); n != 1 {
+		t.Fatalf("the store handed over %d requests for an approver without a tenant, want only the 1 without a tenant", n)
+	}
+}
+
+// TestNestedCallSpendsItsOwnConfirmation: a tool that makes a gated call of
+// its own with the context it was given: its confirmation token lets the
+// nested call run once, not once per attempt.
+func TestNestedCallSpendsItsOwnConfirmation(t *testing.T) {
+	e := tokEnforcer(t)
+	ctx := t.Context()
+	const refundArgs = `{"order_id":"o-1","amount":25}`
+	conf, _, err := e.IssueConfirmation(ctx, tokAlice, "order_refund", []byte(refundArgs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	refund := &spy{}
+	var nested []error
+	outer := middleware.InvokerFunc(func(ctx context.Context, c *middleware.Call) (middleware.Result, error) {
+		for range 3 {
+			n := tokCall("order_refund", refundArgs, tokAlice)
+			n.Credentials.Confirmation = conf
+			_, err := e.Invoke(ctx, n, refund)
+			nested = append(nested, err)
+		}
+		return middleware.Result{}, nil
+	})
+	// The outer call, vault_open, is confirmed and approved by carol: its
+	// batch holds two tokens.
+	const vaultArgs = `{"vault":"main"}`
+	vaultConf, _, err := e.IssueConfirmation(ctx, tokAlice, "vault_open", []byte(vaultArgs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := tokCall("vault_open", vaultArgs, tokAlice)
+	c.Credentials.Confirmation = vaultConf
+	_, err = e.Invoke(ctx, c, outer)
+	id := tokRefusal(t, err, axerr.CodeApprovalMissing, 428)["approval_request_id"].(string)
+	appr, _, err := e.Decide(ctx, tokCarol, id, true, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c = tokCall("vault_open", vaultArgs, tokAlice)
+	c.Credentials.Confirmation, c.Credentials.Approvals = vaultConf, []string{appr}
+	if _, err := e.Invoke(ctx, c, outer); err != nil {
+		t.Fatalf("outer call: %v", err)
+	}
+	if n := refund.calls.Load(); n != 1 || nested[0] != nil {
+		t.Fatalf("one confirmation ran the nested refund %d times (first: %v), want once", n, nested[0])
+	}
+	for _, err := range nested[1:] {
+		if d := tokRefusal(t, err, axerr.CodeConfirmationMissing, 428); d["reason"] != "already_used" {
+			t.Fatalf("replayed nested call: %v", d)
+		}
 	}
 }
 

@@ -76,10 +76,11 @@ var confirmBenchArgs = json.RawMessage(`{"order_id":"o-1"}`)
 
 // BenchmarkRedisConfirmationGate is one call through intent → confirmation →
 // commit → tool with a fresh confirmation token each time, on the memory
-// replay store and on the Redis one: the gate checks the token was not used
-// (Used), and the commit spends it (Consume). "replayed" presents a token
-// already spent (refused after one Used). Tokens are signed before the timer
-// starts; rt/op counts round trips to Redis per call.
+// replay store and on the Redis one: the gate verifies the token and the
+// commit spends it (one Consume, which is also the replay check).
+// "replayed" presents a token already spent (refused by that Consume).
+// Tokens are signed before the timer starts; rt/op counts round trips to
+// Redis per call.
 func BenchmarkRedisConfirmationGate(b *testing.B) {
 	m, err := manifest.Parse([]byte(confirmBenchManifest))
 	if err != nil {

@@ -130,7 +130,7 @@ func (g *Approval) intercept(ctx context.Context, call *middleware.Call, next mi
 	}
 	var (
 		approvers []string
-		accepted  []*Claims
+		accepted  []acceptedToken
 		rejected  []rejectedToken
 	)
 	for i, raw := range call.Credentials.Approvals {
@@ -151,16 +151,23 @@ func (g *Approval) intercept(ctx context.Context, call *middleware.Call, next mi
 			// The same person approving twice still counts once.
 			continue
 		}
-		used, err := g.cfg.Replay.Used(ctx, c.ID)
-		if err != nil {
-			return middleware.Result{}, StoreUnavailable(call.Intent(), "the token replay store", err)
-		}
-		if used {
-			rejected = append(rejected, rejectedToken{Index: i, Reason: ReasonUsed})
-			continue
+		key := ReplayKey(c.Issuer, c.ID)
+		if call.CheckOnly() {
+			// No commit follows a check, so look the id up to report a
+			// spent token. A call that runs is checked once, by Consume at
+			// the commit.
+			used, err := g.cfg.Replay.Used(ctx, key)
+			if err != nil {
+				return middleware.Result{}, StoreUnavailable(call.Intent(), "the token replay store", err)
+			}
+			if used {
+				rejected = append(rejected, rejectedToken{Index: i, Reason: ReasonUsed})
+				continue
+			}
 		}
 		approvers = append(approvers, c.Subject)
-		accepted = append(accepted, c)
+		accepted = append(accepted, acceptedToken{index: i, approver: c.Subject,
+			use: TokenUse{ID: key, Expires: g.cfg.Verifier.SpentUntil(c)}})
 	}
 
 	if len(approvers) < need {
@@ -172,17 +179,44 @@ func (g *Approval) intercept(ctx context.Context, call *middleware.Call, next mi
 	if call.CheckOnly() {
 		return next.Invoke(ctx, call)
 	}
-	for _, c := range accepted {
-		ctx = spend(ctx, call, g.cfg.Replay, spentToken{
-			use:  TokenUse{ID: c.ID, Expires: g.cfg.Verifier.SpentUntil(c)},
-			kind: StageApproval,
-		}, func() *axerr.Error {
-			e := g.missingError(call, digest, reqID, need, nil, []rejectedToken{{Reason: ReasonUsed}})
-			e.Message = "an approval token was already used; request approval again"
-			return e
-		})
+	replayed := replayRefusal(func(indexes []int) *axerr.Error {
+		return g.replayed(call, digest, reqID, need, accepted, rejected, indexes)
+	})
+	uses := make([]pendingUse, len(accepted))
+	for i, t := range accepted {
+		uses[i] = pendingUse{use: t.use, index: t.index, refusal: &replayed}
 	}
+	ctx = spend(ctx, call, g.cfg.Replay, uses...)
 	return next.Invoke(ctx, call)
+}
+
+// acceptedToken is an approval token that counts for the call.
+type acceptedToken struct {
+	index    int // among the presented tokens
+	approver string
+	use      TokenUse
+}
+
+// replayed is AXAG_APPROVAL_MISSING for approval tokens found used at the
+// commit (indexes among the presented tokens): they no longer count.
+func (g *Approval) replayed(call *middleware.Call, digest, reqID string, need int, accepted []acceptedToken, rejected []rejectedToken, indexes []int) *axerr.Error {
+	var approvers []string
+	for _, t := range accepted {
+		if !slices.Contains(indexes, t.index) {
+			approvers = append(approvers, t.approver)
+		}
+	}
+	// The facts record who approved: the replayed tokens did not count.
+	call.Facts.Approvers = slices.Clone(approvers)
+	sort.Strings(call.Facts.Approvers)
+	all := slices.Clone(rejected)
+	for _, i := range indexes {
+		all = append(all, rejectedToken{Index: i, Reason: ReasonUsed})
+	}
+	slices.SortFunc(all, func(a, b rejectedToken) int { return a.Index - b.Index })
+	e := g.missingError(call, digest, reqID, need, approvers, all)
+	e.Message = "an approval token was already used; ask for approval again"
+	return e
 }
 
 // verify checks one approval token and its binding to the call.
@@ -198,18 +232,11 @@ func (g *Approval) verify(raw string, call *middleware.Call, digest string) (*Cl
 		}
 		return nil, te
 	}
-	p := call.Principal
-	switch {
-	case c.Subject == "":
+	if c.Subject == "" {
 		return nil, &TokenError{Reason: ReasonMissingClaim, Claim: "sub"}
-	case c.ArgsSHA256 != digest:
-		return nil, tokenError(ReasonOtherArguments, nil)
-	case c.Intent != call.Intent():
-		return nil, tokenError(ReasonOtherIntent, nil)
-	case c.Requester != p.ID:
-		return nil, tokenError(ReasonOtherCaller, nil)
-	case c.Tenant != p.Tenant:
-		return nil, tokenError(ReasonOtherTenant, nil)
+	}
+	if terr := bindToCall(c, c.Requester, call, digest); terr != nil {
+		return nil, terr
 	}
 	return c, nil
 }
@@ -221,7 +248,7 @@ func (g *Approval) invalid(call *middleware.Call, reqID, reason, approver, msg s
 		WithIntent(call.Intent()).
 		With("reason", reason).
 		With("approver", approver).
-		With("roles", nonNil(call.Action.ApprovalRoles)).
+		With("roles", detailList(call.Action.ApprovalRoles)).
 		With("approval_request_id", reqID)
 	e.Gate = StageApproval
 	return e
@@ -290,7 +317,7 @@ func (g *Approval) missingError(call *middleware.Call, digest, reqID string, nee
 		WithIntent(a.Intent).
 		WithSuggestion("Ask a person holding one of the approval roles to approve request "+reqID+", then call again with their approval tokens.").
 		With("approval_request_id", reqID).
-		With("roles", nonNil(a.ApprovalRoles)).
+		With("roles", detailList(a.ApprovalRoles)).
 		With("count_needed", need).
 		With("count_received", got).
 		With("args_sha256", digest).
@@ -309,8 +336,9 @@ func (g *Approval) missingError(call *middleware.Call, digest, reqID string, nee
 }
 
 // Decide records an approver's decision on a pending request. The approver
-// must hold one of the request's roles, belong to its tenant and not be its
-// requester. An approval counts once per approver; the request becomes
+// must belong to its tenant (a request of another tenant reads as unknown:
+// AXAG_APPROVAL_INVALID with reason request_not_found), not be its requester
+// and hold one of its roles. An approval counts once per approver; the request becomes
 // approved when enough distinct approvers approved, denied at the first
 // denial. On approval it returns a signed approval token for the requester's
 // call (also when the approver approved before and asks again, for example
@@ -324,10 +352,10 @@ func (g *Approval) Decide(ctx context.Context, approver middleware.Principal, re
 	}
 	req, err := g.cfg.Store.Get(ctx, requestID)
 	if errors.Is(err, ErrNotFound) {
-		return ApprovalRequest{}, "", time.Time{}, decideError("request_not_found", requestID, "there is no approval request "+requestID)
+		return ApprovalRequest{}, "", time.Time{}, requestNotFound(requestID)
 	}
 	if err != nil {
-		return ApprovalRequest{}, "", time.Time{}, StoreUnavailable(req.Intent, "the approval store", err)
+		return ApprovalRequest{}, "", time.Time{}, StoreUnavailable("", "the approval store", err)
 	}
 	if err := g.mayDecide(approver, req); err != nil {
 		return ApprovalRequest{}, "", time.Time{}, err
@@ -383,25 +411,30 @@ func (g *Approval) issue(approver string, roles []string, req ApprovalRequest) (
 	return tok, exp, nil
 }
 
-// mayDecide checks who may decide a request: not its requester, someone of
-// its tenant, holding one of its roles.
+// mayDecide checks who may decide a request: someone of its tenant (a
+// request of another tenant reads as unknown, and nothing of it is told), not
+// its requester, holding one of its roles.
 func (g *Approval) mayDecide(approver middleware.Principal, req ApprovalRequest) error {
 	switch {
+	case approver.Tenant != req.Tenant:
+		return requestNotFound(req.ID)
 	case approver.ID == req.Requester:
 		return decideError("self_approval", req.ID, "the requester cannot decide their own request").WithIntent(req.Intent)
-	case approver.Tenant != req.Tenant:
-		e := axerr.New(axerr.CodeTenantBoundary, "the approver belongs to another tenant than the request").
-			WithIntent(req.Intent).With("approval_request_id", req.ID)
-		return e
 	case !approver.HasRole(req.Roles...):
 		return decideError("role_not_allowed", req.ID, "the approver holds none of the roles that may decide this request").
-			WithIntent(req.Intent).With("roles", nonNil(req.Roles))
+			WithIntent(req.Intent).With("roles", detailList(req.Roles))
 	}
 	return nil
 }
 
 func decideError(reason, reqID, msg string) *axerr.Error {
 	return axerr.New(axerr.CodeApprovalInvalid, msg).With("reason", reason).With("approval_request_id", reqID)
+}
+
+// requestNotFound is the answer for an unknown request id, and for the
+// request of another tenant, which must not be told apart from it.
+func requestNotFound(id string) *axerr.Error {
+	return decideError("request_not_found", id, "there is no approval request "+id)
 }
 
 // approverRoles are the approver's roles that may decide the request: what
@@ -431,12 +464,14 @@ func distinctApprovals(r ApprovalRequest) int {
 }
 
 // Pending lists the pending requests the approver may decide, oldest first:
-// same tenant, one of the approver's roles, not the approver's own.
+// same tenant (for an approver without a tenant, requests without one), one
+// of the approver's roles, not the approver's own. The store is asked for
+// exactly that tenant, never for every tenant's requests.
 func (g *Approval) Pending(ctx context.Context, approver middleware.Principal) ([]ApprovalRequest, error) {
 	if approver.ID == "" || len(approver.Roles) == 0 {
 		return []ApprovalRequest{}, nil
 	}
-	all, err := g.cfg.Store.List(ctx, ApprovalFilter{Tenant: approver.Tenant, Roles: approver.Roles, State: ApprovalPending})
+	all, err := g.cfg.Store.List(ctx, ApprovalFilter{Tenant: approver.Tenant, Roles: slices.Clone(approver.Roles), State: ApprovalPending})
 	if err != nil {
 		return nil, StoreUnavailable("", "the approval store", err)
 	}
@@ -449,23 +484,39 @@ func (g *Approval) Pending(ctx context.Context, approver middleware.Principal) (
 	return out, nil
 }
 
-// Request returns the approval request with this id; an unknown id is
-// AXAG_APPROVAL_INVALID with reason request_not_found.
-func (g *Approval) Request(ctx context.Context, id string) (ApprovalRequest, error) {
+// Request returns the approval request with this id to viewer, who must be
+// its requester or someone who may decide it (of its tenant, holding one of
+// its roles). An unknown id, and a request of another tenant, are
+// AXAG_APPROVAL_INVALID with reason request_not_found; anyone else of the
+// tenant gets reason not_allowed, and neither learns anything of the request.
+func (g *Approval) Request(ctx context.Context, viewer middleware.Principal, id string) (ApprovalRequest, error) {
+	if viewer.ID == "" {
+		return ApprovalRequest{}, axerr.New(axerr.CodeUnauthenticated, "only an authenticated principal may read an approval request")
+	}
 	req, err := g.cfg.Store.Get(ctx, id)
 	if errors.Is(err, ErrNotFound) {
-		return ApprovalRequest{}, decideError("request_not_found", id, "there is no approval request "+id)
+		return ApprovalRequest{}, requestNotFound(id)
 	}
 	if err != nil {
 		return ApprovalRequest{}, StoreUnavailable("", "the approval store", err)
 	}
-	return req, nil
+	switch {
+	case viewer.Tenant != req.Tenant:
+		return ApprovalRequest{}, requestNotFound(id)
+	case viewer.ID == req.Requester, viewer.HasRole(req.Roles...):
+		return req, nil
+	}
+	return ApprovalRequest{}, decideError("not_allowed", id, "only the requester and the approvers of an approval request may read it")
 }
 
-// Cancel moves a pending request to cancelled. Only its requester may.
+// Cancel moves a pending request to cancelled. Only its requester may; a
+// request of another tenant reads as unknown.
 func (g *Approval) Cancel(ctx context.Context, requester middleware.Principal, id string) error {
 	_, err := g.cfg.Store.Update(ctx, id, func(r *ApprovalRequest) error {
-		if r.Requester != requester.ID || r.Tenant != requester.Tenant {
+		switch {
+		case r.Tenant != requester.Tenant:
+			return requestNotFound(id)
+		case r.Requester != requester.ID:
 			return decideError("not_requester", id, "only the requester can cancel an approval request")
 		}
 		r.State = ApprovalCancelled
@@ -475,7 +526,7 @@ func (g *Approval) Cancel(ctx context.Context, requester middleware.Principal, i
 	case err == nil:
 		return nil
 	case errors.Is(err, ErrNotFound):
-		return decideError("request_not_found", id, "there is no approval request "+id)
+		return requestNotFound(id)
 	case errors.Is(err, ErrInvalidTransition):
 		return decideError("invalid_transition", id, err.Error())
 	}

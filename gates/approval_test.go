@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -120,11 +121,16 @@ func TestApprovalNofM(t *testing.T) {
 	if err := c.RunCommits(ctx); err != nil {
 		t.Fatal(err)
 	}
-	// Spent: presenting them again is a replay.
-	_, err = present(carol, bob)
+	// Spent: presenting them again is a replay, refused at the commit.
+	c = a.call("payout.send", tkPayout)
+	c.Credentials.Approvals = []string{carol, bob}
+	_, err = middleware.Build(middleware.InvokerFunc(tkOK), nil, a.gate.Stage(), tkCommit).Invoke(ctx, c)
 	d := tkRefusal(t, err, axerr.CodeApprovalMissing, 428)
 	if d["count_received"] != 0 || tkJSON(t, d["rejected_tokens"]) != `[{"index":0,"reason":"already_used"},{"index":1,"reason":"already_used"}]` {
 		t.Fatalf("replayed approvals: %v", d)
+	}
+	if len(c.Facts.Approvers) != 0 {
+		t.Errorf("the replayed approvers are recorded as approving: %q", c.Facts.Approvers)
 	}
 }
 
@@ -190,7 +196,7 @@ func TestApprovalCheckRecordsNothing(t *testing.T) {
 	if d["request_state"] != "not_requested" {
 		t.Errorf("request_state = %v, want not_requested", d["request_state"])
 	}
-	if list, _ := a.store.List(t.Context(), gates.ApprovalFilter{}); len(list) != 0 || a.notified.Load() != 0 {
+	if list, _ := a.store.List(t.Context(), gates.ApprovalFilter{AnyTenant: true}); len(list) != 0 || a.notified.Load() != 0 {
 		t.Fatalf("Check recorded %d requests and notified %d times", len(list), a.notified.Load())
 	}
 }
@@ -215,13 +221,51 @@ func TestApprovalDecide(t *testing.T) {
 	}{
 		{alice, axerr.CodeApprovalInvalid, "self_approval"},
 		{p("dave", "acme", "clerk"), axerr.CodeApprovalInvalid, "role_not_allowed"},
-		{p("eve", "globex", "finance"), axerr.CodeTenantBoundary, ""},
+		// Another tenant's request reads as an unknown one, even to someone
+		// there with the requester's id.
+		{p("eve", "globex", "finance"), axerr.CodeApprovalInvalid, "request_not_found"},
+		{p("alice", "globex", "finance"), axerr.CodeApprovalInvalid, "request_not_found"},
 		{p("", "acme", "finance"), axerr.CodeUnauthenticated, ""},
 	} {
 		_, _, _, err := a.gate.Decide(ctx, tc.who, id, true, "")
 		d := tkRefusal(t, err, tc.code, tc.code.HTTPStatus())
 		if tc.reason != "" && d["reason"] != tc.reason {
 			t.Errorf("%s: reason = %v, want %s", tc.who.ID, d["reason"], tc.reason)
+		}
+		if tc.reason == "request_not_found" {
+			if body := tkJSON(t, err.(*axerr.Error).Envelope()); strings.Contains(body, "payout") || strings.Contains(body, "finance") {
+				t.Errorf("%s of another tenant learns of the request: %s", tc.who.ID, body)
+			}
+		}
+	}
+
+	// Who may read it: the requester and its approvers, not another tenant
+	// nor someone of the tenant without a role.
+	for _, tc := range []struct {
+		who    middleware.Principal
+		code   axerr.Code
+		reason string
+	}{
+		{alice, "", ""},
+		{bob, "", ""},
+		{p("alice", "", "finance"), axerr.CodeApprovalInvalid, "request_not_found"},
+		{p("frank", "globex", "finance"), axerr.CodeApprovalInvalid, "request_not_found"},
+		{p("dave", "acme", "clerk"), axerr.CodeApprovalInvalid, "not_allowed"},
+		{p("", "acme", "finance"), axerr.CodeUnauthenticated, ""},
+	} {
+		req, err := a.gate.Request(ctx, tc.who, id)
+		if tc.code == "" {
+			if err != nil || req.ID != id || string(req.Arguments) != tkPayout {
+				t.Errorf("Request as %s: %+v, %v", tc.who.ID, req, err)
+			}
+			continue
+		}
+		d := tkRefusal(t, err, tc.code, tc.code.HTTPStatus())
+		if d["reason"] != nil && d["reason"] != tc.reason || strings.Contains(tkJSON(t, err.(*axerr.Error).Envelope()), "payout") {
+			t.Errorf("Request as %s@%s: %v", tc.who.ID, tc.who.Tenant, d)
+		}
+		if req.ID != "" {
+			t.Errorf("Request as %s returned the request", tc.who.ID)
 		}
 	}
 	if _, _, _, err := a.gate.Decide(ctx, bob, "apr_nope", true, ""); err == nil {
@@ -302,10 +346,15 @@ func TestApprovalDenyAndCancel(t *testing.T) {
 	if err := a.gate.Cancel(ctx, bob, id); err == nil {
 		t.Error("someone other than the requester cancelled the request")
 	}
+	if err := a.gate.Cancel(ctx, middleware.Principal{ID: "alice", Tenant: "globex"}, id); err == nil {
+		t.Error("the requester's namesake in another tenant cancelled the request")
+	} else if d := tkRefusal(t, err, axerr.CodeApprovalInvalid, 403); d["reason"] != "request_not_found" {
+		t.Errorf("cancel from another tenant: %v", d)
+	}
 	if err := a.gate.Cancel(ctx, alice, id); err != nil {
 		t.Fatalf("requester's cancel: %v", err)
 	}
-	if r, _ := a.gate.Request(ctx, id); r.State != gates.ApprovalCancelled {
+	if r, _ := a.gate.Request(ctx, alice, id); r.State != gates.ApprovalCancelled {
 		t.Errorf("state = %s, want cancelled", r.State)
 	}
 	err = a.gate.Cancel(ctx, alice, id)
@@ -327,7 +376,7 @@ func TestTokensSpentTogether(t *testing.T) {
 	c.Credentials.Confirmation = conf
 	_, err := chain.Invoke(ctx, c)
 	tkRefusal(t, err, axerr.CodeApprovalMissing, 428)
-	if used, _ := a.replay.Used(ctx, tkJTI(t, conf)); used {
+	if used, _ := a.replay.Used(ctx, tkReplayKey(t, conf)); used {
 		t.Fatal("the confirmation was spent although approval was missing")
 	}
 	appr := a.approval(t, "bob", []string{"admin"}, "vault.open", args)
@@ -337,8 +386,8 @@ func TestTokensSpentTogether(t *testing.T) {
 		t.Fatalf("confirmed and approved call refused: %v", err)
 	}
 	for _, tok := range []string{conf, appr} {
-		if used, _ := a.replay.Used(ctx, tkJTI(t, tok)); !used {
-			t.Errorf("token %s not spent", tkJTI(t, tok))
+		if used, _ := a.replay.Used(ctx, tkReplayKey(t, tok)); !used {
+			t.Errorf("token %s not spent", tkReplayKey(t, tok))
 		}
 	}
 	// If the approval was spent elsewhere meanwhile, the confirmation is not burned.
@@ -349,7 +398,7 @@ func TestTokensSpentTogether(t *testing.T) {
 	if _, err := a.tkFixture.gate.Stage().Interceptor(ctx, c, middleware.InvokerFunc(func(ctx context.Context, c *middleware.Call) (middleware.Result, error) {
 		return a.gate.Stage().Interceptor(ctx, c, middleware.InvokerFunc(func(ctx context.Context, c *middleware.Call) (middleware.Result, error) {
 			// Another call spends the approval between the gates and the commit.
-			if err := a.replay.Consume(ctx, []gates.TokenUse{{ID: tkJTI(t, appr2), Expires: time.Now().Add(time.Hour)}}); err != nil {
+			if err := a.replay.Consume(ctx, []gates.TokenUse{{ID: tkReplayKey(t, appr2), Expires: time.Now().Add(time.Hour)}}); err != nil {
 				t.Fatal(err)
 			}
 			return middleware.Result{}, c.RunCommits(ctx)
@@ -359,7 +408,7 @@ func TestTokensSpentTogether(t *testing.T) {
 	} else if d := tkRefusal(t, err, axerr.CodeApprovalMissing, 428); tkJSON(t, d["rejected_tokens"]) != `[{"index":0,"reason":"already_used"}]` {
 		t.Errorf("details = %v", d)
 	}
-	if used, _ := a.replay.Used(ctx, tkJTI(t, conf2)); used {
+	if used, _ := a.replay.Used(ctx, tkReplayKey(t, conf2)); used {
 		t.Fatal("the confirmation was burned by the approval's replay")
 	}
 }

@@ -2,17 +2,12 @@ package gates
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 	"sort"
 	"sync"
 	"time"
-
-	"github.com/gowebpki/jcs"
 )
 
 // ErrInvalidTransition is wrapped by the error of a state change the approval
@@ -61,14 +56,7 @@ func ValidateTransition(from, to ApprovalState) error {
 // what an approval binds: intent, arguments digest, requester and tenant. A
 // retry of the same call gets the same id.
 func ApprovalRequestID(intent, argsSHA256, requester, tenant string) string {
-	doc, _ := json.Marshal([]string{intent, argsSHA256, requester, tenant})
-	canon, err := jcs.Transform(doc)
-	if err != nil {
-		// Cannot happen for an array of strings; hash the plain encoding.
-		canon = doc
-	}
-	sum := sha256.Sum256(canon)
-	return "apr_" + base64.RawURLEncoding.EncodeToString(sum[:18])
+	return "apr_" + digestStrings(intent, argsSHA256, requester, tenant)[:24] // 144 bits
 }
 
 // DefaultApprovalRequests bounds a MemoryApprovalStore by default.
@@ -186,9 +174,7 @@ func (s *MemoryApprovalStore) Update(ctx context.Context, id string, fn func(*Ap
 	return cloneRequest(&stored), nil
 }
 
-// List implements ApprovalStore: requests matching f, oldest first. An empty
-// f.Roles matches every request; otherwise a request matches when one of its
-// roles is among f.Roles.
+// List implements ApprovalStore: requests matching f, oldest first.
 func (s *MemoryApprovalStore) List(ctx context.Context, f ApprovalFilter) ([]ApprovalRequest, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -199,13 +185,7 @@ func (s *MemoryApprovalStore) List(ctx context.Context, f ApprovalFilter) ([]App
 	var out []ApprovalRequest
 	for _, r := range s.reqs {
 		s.expireLocked(r, now)
-		if f.Tenant != "" && r.Tenant != f.Tenant {
-			continue
-		}
-		if f.State != "" && r.State != f.State {
-			continue
-		}
-		if len(f.Roles) > 0 && !slices.ContainsFunc(r.Roles, func(role string) bool { return slices.Contains(f.Roles, role) }) {
+		if !f.Matches(r) {
 			continue
 		}
 		out = append(out, cloneRequest(r))

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -104,32 +105,31 @@ func (c *Confirmation) intercept(ctx context.Context, call *middleware.Call, nex
 	if err != nil {
 		return middleware.Result{}, c.refused(call, digest, err)
 	}
-	p := call.Principal
-	switch {
-	case claims.ArgsSHA256 != digest:
-		return middleware.Result{}, c.refused(call, digest, tokenError(ReasonOtherArguments, nil))
-	case claims.Intent != call.Intent():
-		return middleware.Result{}, c.refused(call, digest, tokenError(ReasonOtherIntent, nil))
-	case claims.Subject != p.ID:
-		return middleware.Result{}, c.refused(call, digest, tokenError(ReasonOtherCaller, nil))
-	case claims.Tenant != p.Tenant:
-		return middleware.Result{}, c.refused(call, digest, tokenError(ReasonOtherTenant, nil))
-	}
-	used, err := c.cfg.Replay.Used(ctx, claims.ID)
-	if err != nil {
-		return middleware.Result{}, StoreUnavailable(call.Intent(), "the token replay store", err)
-	}
-	if used {
-		return middleware.Result{}, c.refused(call, digest, tokenError(ReasonUsed, nil))
+	if terr := bindToCall(claims, claims.Subject, call, digest); terr != nil {
+		return middleware.Result{}, c.refused(call, digest, terr)
 	}
 	call.Facts.ConfirmationJTI = claims.ID
+	key := ReplayKey(claims.Issuer, claims.ID)
 	if call.CheckOnly() {
+		// No commit follows a check, so look the id up to report a spent
+		// token. A call that runs is checked once, by Consume at the commit.
+		used, err := c.cfg.Replay.Used(ctx, key)
+		if err != nil {
+			return middleware.Result{}, StoreUnavailable(call.Intent(), "the token replay store", err)
+		}
+		if used {
+			return middleware.Result{}, c.refused(call, digest, tokenError(ReasonUsed, nil))
+		}
 		return next.Invoke(ctx, call)
 	}
-	ctx = spend(ctx, call, c.cfg.Replay, spentToken{
-		use:  TokenUse{ID: claims.ID, Expires: c.cfg.Verifier.SpentUntil(claims)},
-		kind: StageConfirmation,
-	}, c.usedError(call, digest))
+	replayed := replayRefusal(func([]int) *axerr.Error {
+		call.Facts.ConfirmationJTI = "" // it did not count
+		return c.refused(call, digest, tokenError(ReasonUsed, nil))
+	})
+	ctx = spend(ctx, call, c.cfg.Replay, pendingUse{
+		use:     TokenUse{ID: key, Expires: c.cfg.Verifier.SpentUntil(claims)},
+		refusal: &replayed,
+	})
 	return next.Invoke(ctx, call)
 }
 
@@ -146,10 +146,6 @@ func (c *Confirmation) refused(call *middleware.Call, digest string, err error) 
 	return e.WithCause(err)
 }
 
-func (c *Confirmation) usedError(call *middleware.Call, digest string) func() *axerr.Error {
-	return func() *axerr.Error { return c.refused(call, digest, tokenError(ReasonUsed, nil)) }
-}
-
 // missing is AXAG_CONFIRMATION_MISSING with what a UI needs to ask the person.
 func (c *Confirmation) missing(call *middleware.Call, digest, reason string) *axerr.Error {
 	a := call.Action
@@ -159,7 +155,7 @@ func (c *Confirmation) missing(call *middleware.Call, digest, reason string) *ax
 		WithSuggestion("Ask the person: \""+msg+"\" If they agree, call again with a confirmation token for these exact arguments.").
 		With("confirmation_message", msg).
 		With("risk_level", string(a.RiskLevel)).
-		With("side_effects", nonNil(a.SideEffects)).
+		With("side_effects", detailList(a.SideEffects)).
 		With("args_sha256", digest).
 		With("token_type", TypConfirmation)
 	e.Gate = StageConfirmation
@@ -178,11 +174,14 @@ func (c *Confirmation) missing(call *middleware.Call, digest, reason string) *ax
 	return e
 }
 
-func nonNil(s []string) []string {
+// detailList is a copy of s for an error's details: never nil (JSON [],
+// not null), and never sharing the manifest's array with whoever edits the
+// error.
+func detailList(s []string) []string {
 	if s == nil {
 		return []string{}
 	}
-	return s
+	return slices.Clone(s)
 }
 
 // Message returns the confirmation message for the call: the action's
@@ -359,57 +358,4 @@ func (ti TokenIssuer) Approval(approver string, roles []string, req ApprovalRequ
 		return "", time.Time{}, err
 	}
 	return tok, exp, nil
-}
-
-// spentToken is a verified token waiting to be marked used.
-type spentToken struct {
-	use  TokenUse
-	kind string // the gate that accepted it
-}
-
-// spendBatch gathers the tokens of one call, so that they are marked used
-// together (one atomic Consume), right before the tool runs.
-type spendBatch struct {
-	store  ReplayStore
-	tokens []spentToken
-	// used builds the refusal for a replay found at commit time.
-	used []func() *axerr.Error
-}
-
-type spendKey struct{}
-
-// spend adds a token to the call's batch, creating the batch and its commit
-// on first use. The batch travels in the context to the later token gates.
-func spend(ctx context.Context, call *middleware.Call, store ReplayStore, t spentToken, used func() *axerr.Error) context.Context {
-	if b, ok := ctx.Value(spendKey{}).(*spendBatch); ok && b.store == store {
-		b.tokens = append(b.tokens, t)
-		b.used = append(b.used, used)
-		return ctx
-	}
-	b := &spendBatch{store: store, tokens: []spentToken{t}, used: []func() *axerr.Error{used}}
-	call.OnCommit(b.commit(call))
-	return context.WithValue(ctx, spendKey{}, b)
-}
-
-func (b *spendBatch) commit(call *middleware.Call) middleware.Commit {
-	return func(ctx context.Context) error {
-		uses := make([]TokenUse, len(b.tokens))
-		for i, t := range b.tokens {
-			uses[i] = t.use
-		}
-		err := b.store.Consume(ctx, uses)
-		if err == nil {
-			return nil
-		}
-		if !errors.Is(err, ErrReplayed) {
-			return StoreUnavailable(call.Intent(), "the token replay store", err)
-		}
-		// Another call spent one of the tokens first: say which.
-		for i, t := range b.tokens {
-			if used, uerr := b.store.Used(ctx, t.use.ID); uerr == nil && used {
-				return b.used[i]()
-			}
-		}
-		return b.used[0]()
-	}
 }

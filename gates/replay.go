@@ -3,9 +3,16 @@ package gates
 import (
 	"container/heap"
 	"context"
+	"encoding/json"
 	"errors"
+	"reflect"
 	"sync"
 	"time"
+
+	"github.com/gowebpki/jcs"
+
+	axerr "github.com/axgate/axgate/errors"
+	"github.com/axgate/axgate/middleware"
 )
 
 // DefaultReplayEntries bounds a MemoryReplayStore by default.
@@ -129,4 +136,150 @@ func (h *expiryHeap) Pop() any {
 	e := old[len(old)-1]
 	*h = old[:len(old)-1]
 	return e
+}
+
+// ReplayKey is the id under which the gates record a token as used in a
+// ReplayStore: the digest of its issuer and jti (digestStrings). It is 43
+// characters long whatever the jti (which may be kilobytes), and two issuers
+// that happen to use the same jti do not spend each other's tokens.
+func ReplayKey(issuer, jti string) string { return digestStrings(issuer, jti) }
+
+// digestStrings is the base64url (unpadded) SHA-256 of the JSON array of
+// parts in its RFC 8785 form, as middleware.DigestCanonical computes it: an
+// unambiguous digest of several strings ("a","bc" and "ab","c" differ).
+func digestStrings(parts ...string) string {
+	doc, _ := json.Marshal(parts) // cannot fail for strings
+	if canon, err := jcs.Transform(doc); err == nil {
+		doc = canon
+	} // else cannot happen for an array of strings: hash the plain encoding
+	return middleware.DigestCanonical(doc)
+}
+
+// replayRefusal builds a gate's refusal for tokens that turn out, at the
+// commit, to be used already. indexes are the positions of those tokens
+// among the ones the gate read (always 0 for the one confirmation token).
+type replayRefusal func(indexes []int) *axerr.Error
+
+// pendingUse is a verified token waiting to be marked used at the commit.
+type pendingUse struct {
+	use   TokenUse
+	index int
+	// refusal is shared by the tokens one gate spends in one call, and
+	// compared by pointer to tell the gates apart.
+	refusal *replayRefusal
+}
+
+// spendGroup is the tokens of one call to be marked used in one store.
+type spendGroup struct {
+	store ReplayStore
+	uses  []pendingUse
+}
+
+// spendBatch gathers the tokens one call spends, so that they are marked
+// used together, right before the tool runs. It travels in the context from
+// the first token gate to the later ones, tied to its call: a gated call that
+// the tool makes with the context it was given is another Call and gets a
+// batch of its own, even when many run at once.
+//
+// Tokens whose gates share a replay store (the same store value) are spent
+// in one atomic Consume. Gates configured with different stores, or with a
+// store whose type cannot be compared with ==, get one Consume per store, in
+// gate order: no store can be atomic across stores, so if a later store
+// finds a replay, the tokens an earlier store recorded stay spent.
+type spendBatch struct {
+	call      *middleware.Call
+	groups    []*spendGroup
+	committed bool
+}
+
+type spendKey struct{}
+
+// spend adds tokens to the call's batch for store, creating the batch and
+// registering its commit on the call on first use, and returns the context
+// that carries the batch to the later gates.
+func spend(ctx context.Context, call *middleware.Call, store ReplayStore, uses ...pendingUse) context.Context {
+	b, _ := ctx.Value(spendKey{}).(*spendBatch)
+	if b == nil || b.call != call || b.committed {
+		b = &spendBatch{call: call}
+		call.OnCommit(b.commit)
+		ctx = context.WithValue(ctx, spendKey{}, b)
+	}
+	g := b.group(store)
+	g.uses = append(g.uses, uses...)
+	return ctx
+}
+
+// group returns the batch's group for store, creating it.
+func (b *spendBatch) group(store ReplayStore) *spendGroup {
+	for _, g := range b.groups {
+		if sameStore(g.store, store) {
+			return g
+		}
+	}
+	g := &spendGroup{store: store}
+	b.groups = append(b.groups, g)
+	return g
+}
+
+// sameStore reports whether a and b are the same store value. It never
+// panics: values of a type == cannot compare (a struct holding a slice or a
+// func) are never the same.
+func sameStore(a, b ReplayStore) bool {
+	va, vb := reflect.ValueOf(a), reflect.ValueOf(b)
+	return va.Type() == vb.Type() && va.Comparable() && va.Equal(vb)
+}
+
+// commit marks the batch's tokens used, one Consume per store.
+func (b *spendBatch) commit(ctx context.Context) error {
+	b.committed = true
+	for _, g := range b.groups {
+		if err := g.consume(ctx, b.call); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (g *spendGroup) consume(ctx context.Context, call *middleware.Call) error {
+	uses := make([]TokenUse, len(g.uses))
+	for i, u := range g.uses {
+		uses[i] = u.use
+	}
+	err := g.store.Consume(ctx, uses)
+	switch {
+	case err == nil:
+		return nil
+	case !errors.Is(err, ErrReplayed):
+		return StoreUnavailable(call.Intent(), "the token replay store", err)
+	}
+	return g.replayed(ctx)
+}
+
+// replayed is the refusal for a Consume that found a replay: that of the
+// first gate with a token already used, naming all of that gate's used
+// tokens. With one token there is nothing to look up; with several, each is
+// looked up (on this refusal only).
+func (g *spendGroup) replayed(ctx context.Context) *axerr.Error {
+	hits := g.uses[:1]
+	if len(g.uses) > 1 {
+		var found []pendingUse
+		for _, u := range g.uses {
+			if used, err := g.store.Used(ctx, u.use.ID); err == nil && used {
+				found = append(found, u)
+			}
+		}
+		if len(found) > 0 {
+			// Otherwise the batch repeated an id, or the store cannot
+			// tell: blame the first token.
+			hits = found
+		}
+	}
+	first := hits[0].refusal
+	var indexes []int
+	for _, h := range hits {
+		if h.refusal == first {
+			indexes = append(indexes, h.index)
+		}
+	}
+	return (*first)(indexes)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"time"
 
 	axerr "github.com/axgate/axgate/errors"
@@ -135,12 +136,30 @@ type ApprovalRequest struct {
 
 // ApprovalFilter selects requests for an approver's inbox.
 type ApprovalFilter struct {
-	// Tenant, when set, keeps only that tenant's requests.
+	// Tenant keeps only that tenant's requests. Empty keeps only requests
+	// without a tenant, unless AnyTenant is set.
 	Tenant string
+	// AnyTenant, with an empty Tenant, keeps every tenant's requests (an
+	// administrator's view; an approver's inbox never sets it).
+	AnyTenant bool
 	// Roles, when set, keeps requests that any of these roles may approve.
 	Roles []string
 	// State, when set, keeps only requests in that state.
 	State ApprovalState
+}
+
+// Matches reports whether r passes the filter, for ApprovalStore
+// implementations.
+func (f ApprovalFilter) Matches(r *ApprovalRequest) bool {
+	switch {
+	case r.Tenant != f.Tenant && (f.Tenant != "" || !f.AnyTenant):
+		return false
+	case f.State != "" && r.State != f.State:
+		return false
+	case len(f.Roles) > 0 && !slices.ContainsFunc(r.Roles, func(role string) bool { return slices.Contains(f.Roles, role) }):
+		return false
+	}
+	return true
 }
 
 // ApprovalStore keeps approval requests and their state.

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/axgate/axgate/middleware"
 )
 
 // Token types: the "typ" header of each kind of token (RFC 8725 §3.11), so
@@ -133,6 +135,24 @@ func (e *TokenError) Error() string {
 
 // Unwrap returns the cause.
 func (e *TokenError) Unwrap() error { return e.Err }
+
+// bindToCall checks that verified claims were issued for this call: its
+// arguments, its intent, its caller (caller is the claim naming them: sub of
+// a confirmation, requester of an approval) and its tenant.
+func bindToCall(c *Claims, caller string, call *middleware.Call, digest string) *TokenError {
+	p := call.Principal
+	switch {
+	case c.ArgsSHA256 != digest:
+		return tokenError(ReasonOtherArguments, nil)
+	case c.Intent != call.Intent():
+		return tokenError(ReasonOtherIntent, nil)
+	case caller != p.ID:
+		return tokenError(ReasonOtherCaller, nil)
+	case c.Tenant != p.Tenant:
+		return tokenError(ReasonOtherTenant, nil)
+	}
+	return nil
+}
 
 // VerifierConfig configures a Verifier for one kind of token.
 type VerifierConfig struct {

@@ -208,6 +208,15 @@ func (f *tkFixture) pass(ctx context.Context, c *middleware.Call) error {
 	return err
 }
 
+// passAndCommit runs the gate and then, as the commit stage does, the work
+// it deferred, and reports the refusal, if any.
+func (f *tkFixture) passAndCommit(ctx context.Context, c *middleware.Call) error {
+	_, err := f.gate.Stage().Interceptor(ctx, c, middleware.InvokerFunc(func(ctx context.Context, c *middleware.Call) (middleware.Result, error) {
+		return middleware.Result{Value: "ran"}, c.RunCommits(ctx)
+	}))
+	return err
+}
+
 // tkRefusal asserts err is an *axerr.Error with code and status, and returns
 // its envelope details.
 func tkRefusal(t testing.TB, err error, code axerr.Code, status int) map[string]any {
@@ -237,7 +246,7 @@ func TestConfirmationTokenAttacks(t *testing.T) {
 	valid := func() jwt.MapClaims { return f.claims(t, "order.refund", args) }
 
 	used := f.signEd(t, nil, valid())
-	if err := f.replay.Consume(t.Context(), []gates.TokenUse{{ID: tkJTI(t, used), Expires: now.Add(time.Hour)}}); err != nil {
+	if err := f.replay.Consume(t.Context(), []gates.TokenUse{{ID: tkReplayKey(t, used), Expires: now.Add(time.Hour)}}); err != nil {
 		t.Fatal(err)
 	}
 	huge := strings.Repeat("A", gates.DefaultMaxTokenBytes+1)
@@ -296,7 +305,11 @@ func TestConfirmationTokenAttacks(t *testing.T) {
 				c.Principal = *tc.p
 			}
 			c.Credentials.Confirmation = tc.token
-			d := tkRefusal(t, f.pass(t.Context(), c), axerr.CodeConfirmationMissing, http.StatusPreconditionRequired)
+			// Through the commit, which finds a replay.
+			d := tkRefusal(t, f.passAndCommit(t.Context(), c), axerr.CodeConfirmationMissing, http.StatusPreconditionRequired)
+			if d["gate"] != gates.StageConfirmation {
+				t.Errorf("gate = %v, want %s", d["gate"], gates.StageConfirmation)
+			}
 			if d["reason"] != tc.reason {
 				t.Fatalf("reason = %v, want %s", d["reason"], tc.reason)
 			}
@@ -356,13 +369,13 @@ func TestConfirmationTokenAccepted(t *testing.T) {
 				t.Errorf("Facts.ConfirmationJTI = %q, want the token's jti", c.Facts.ConfirmationJTI)
 			}
 			// The gate defers consumption: until the commit, the token is unused.
-			if used, _ := f.replay.Used(t.Context(), c.Facts.ConfirmationJTI); used {
+			if used, _ := f.replay.Used(t.Context(), tkReplayKey(t, tok)); used {
 				t.Fatal("the gate spent the token before the commit")
 			}
 			if err := c.RunCommits(t.Context()); err != nil {
 				t.Fatal(err)
 			}
-			if used, _ := f.replay.Used(t.Context(), c.Facts.ConfirmationJTI); !used {
+			if used, _ := f.replay.Used(t.Context(), tkReplayKey(t, tok)); !used {
 				t.Fatal("the commit did not spend the token")
 			}
 		})
@@ -592,7 +605,7 @@ func TestConfirmationCheckDoesNotSpend(t *testing.T) {
 	if err := c.RunCommits(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	if used, _ := f.replay.Used(t.Context(), tkJTI(t, tok)); used {
+	if used, _ := f.replay.Used(t.Context(), tkReplayKey(t, tok)); used {
 		t.Fatal("a check-only call spent the token")
 	}
 }
@@ -614,15 +627,20 @@ func TestConfirmationStoreDownFailsClosed(t *testing.T) {
 		t.Fatal(err)
 	}
 	args := `{"order_id":"o-1","amount":25}`
-	c := f.call("order.refund", args)
-	c.Credentials.Confirmation = f.signEd(t, nil, f.claims(t, "order.refund", args))
-	_, err = g.Stage().Interceptor(t.Context(), c, middleware.InvokerFunc(func(context.Context, *middleware.Call) (middleware.Result, error) {
+	tool := middleware.InvokerFunc(func(context.Context, *middleware.Call) (middleware.Result, error) {
 		t.Fatal("the tool ran although the replay store is down")
 		return middleware.Result{}, nil
-	}))
-	d := tkRefusal(t, err, axerr.CodeStoreUnavailable, http.StatusServiceUnavailable)
-	if strings.Contains(tkJSON(t, d), "connection refused") {
-		t.Error("the store's error leaked to the caller")
+	})
+	for _, checkOnly := range []bool{false, true} {
+		// A call fails at the commit (Consume); a check, at its lookup.
+		c := f.call("order.refund", args)
+		c.Credentials.Confirmation = f.signEd(t, nil, f.claims(t, "order.refund", args))
+		c.SetCheckOnly(checkOnly)
+		_, err = middleware.Build(tool, nil, g.Stage(), tkCommit).Invoke(t.Context(), c)
+		d := tkRefusal(t, err, axerr.CodeStoreUnavailable, http.StatusServiceUnavailable)
+		if strings.Contains(tkJSON(t, d), "connection refused") {
+			t.Error("the store's error leaked to the caller")
+		}
 	}
 }
 

@@ -203,15 +203,16 @@ func (s *ApprovalStore) Update(ctx context.Context, id string, fn func(*gates.Ap
 }
 
 // List returns the requests that match the filter, oldest first. It reads
-// the tenant's index (every tenant's without one) and then the requests: two
+// the index of the filter's tenant (of requests without a tenant when it is
+// empty; of every tenant's only with f.AnyTenant) and then the requests: two
 // round trips. Ids whose request has expired are dropped from the index on
 // the way.
 func (s *ApprovalStore) List(ctx context.Context, f gates.ApprovalFilter) ([]gates.ApprovalRequest, error) {
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
-	index := s.allIndex()
-	if f.Tenant != "" {
-		index = s.tenantIndex(f.Tenant)
+	index := s.tenantIndex(f.Tenant)
+	if f.Tenant == "" && f.AnyTenant {
+		index = s.allIndex()
 	}
 	ids, err := s.rdb.ZRange(ctx, index, 0, -1).Result()
 	if err != nil {
@@ -241,7 +242,7 @@ func (s *ApprovalStore) List(ctx context.Context, f gates.ApprovalFilter) ([]gat
 		if err != nil {
 			return nil, err
 		}
-		if matches(f, &req) {
+		if f.Matches(&req) {
 			out = append(out, req)
 		}
 	}
@@ -258,20 +259,6 @@ func (s *ApprovalStore) List(ctx context.Context, f gates.ApprovalFilter) ([]gat
 		return strings.Compare(a.ID, b.ID)
 	})
 	return out, nil
-}
-
-// matches reports whether r passes the filter.
-func matches(f gates.ApprovalFilter, r *gates.ApprovalRequest) bool {
-	if f.Tenant != "" && r.Tenant != f.Tenant {
-		return false
-	}
-	if f.State != "" && r.State != f.State {
-		return false
-	}
-	if len(f.Roles) > 0 && !slices.ContainsFunc(r.Roles, func(role string) bool { return slices.Contains(f.Roles, role) }) {
-		return false
-	}
-	return true
 }
 
 // decodeRequest decodes a stored request as it reads at now: a pending

@@ -242,6 +242,7 @@ func TestApprovalStore(t *testing.T, newStore func(t *testing.T) gates.ApprovalS
 		create(t, s, request("acme-manager", "acme", 0, "manager"))
 		create(t, s, request("globex-manager", "globex", 2, "manager"))
 		create(t, s, request("acme-decided", "acme", 3, "manager", "finance"))
+		create(t, s, request("solo-manager", "", 4, "manager"))
 		if _, err := s.Update(ctx(t), "acme-decided", decide("boss", false)); err != nil {
 			t.Fatalf("Update: %v", err)
 		}
@@ -249,15 +250,21 @@ func TestApprovalStore(t *testing.T, newStore func(t *testing.T) gates.ApprovalS
 			filter gates.ApprovalFilter
 			want   []string
 		}{
-			{gates.ApprovalFilter{}, []string{"acme-manager", "acme-finance", "globex-manager", "acme-decided"}},
+			// No tenant: only requests without one, unless AnyTenant.
+			{gates.ApprovalFilter{}, []string{"solo-manager"}},
+			{gates.ApprovalFilter{Roles: []string{"manager"}, State: gates.ApprovalPending}, []string{"solo-manager"}},
+			{gates.ApprovalFilter{State: gates.ApprovalDenied}, nil},
+			{gates.ApprovalFilter{AnyTenant: true}, []string{"acme-manager", "acme-finance", "globex-manager", "acme-decided", "solo-manager"}},
+			{gates.ApprovalFilter{AnyTenant: true, State: gates.ApprovalDenied}, []string{"acme-decided"}},
+			{gates.ApprovalFilter{AnyTenant: true, Roles: []string{"manager"}, State: gates.ApprovalPending}, []string{"acme-manager", "globex-manager", "solo-manager"}},
+			{gates.ApprovalFilter{AnyTenant: true, Roles: []string{"auditor"}}, nil},
 			{gates.ApprovalFilter{Tenant: "acme"}, []string{"acme-manager", "acme-finance", "acme-decided"}},
+			// AnyTenant does not widen a tenant that is set.
+			{gates.ApprovalFilter{Tenant: "acme", AnyTenant: true}, []string{"acme-manager", "acme-finance", "acme-decided"}},
 			{gates.ApprovalFilter{Tenant: "acme", Roles: []string{"manager"}}, []string{"acme-manager", "acme-decided"}},
 			{gates.ApprovalFilter{Tenant: "acme", Roles: []string{"auditor", "finance"}}, []string{"acme-finance", "acme-decided"}},
 			{gates.ApprovalFilter{Tenant: "acme", Roles: []string{"manager"}, State: gates.ApprovalPending}, []string{"acme-manager"}},
-			{gates.ApprovalFilter{State: gates.ApprovalDenied}, []string{"acme-decided"}},
-			{gates.ApprovalFilter{Roles: []string{"manager"}, State: gates.ApprovalPending}, []string{"acme-manager", "globex-manager"}},
 			{gates.ApprovalFilter{Tenant: "initech"}, nil},
-			{gates.ApprovalFilter{Roles: []string{"auditor"}}, nil},
 		} {
 			list, err := s.List(ctx(t), tc.filter)
 			if err != nil {
