@@ -175,3 +175,82 @@ func BenchmarkObserve(b *testing.B) {
 		}))
 	})
 }
+
+// BenchmarkObserveParts prices, with the SDK alone and no chain, the pieces
+// that tracing and metrics add to the read chain of BenchmarkObserve, so that
+// the difference between its modes can be told apart:
+//
+//   - span: one span started with the six attributes of an execute_tool
+//     span, the decision set, ended (the SDK configured as in on);
+//   - span+events: the same span with the eleven axag.gate pass events the
+//     standard chain adds (prepared options, as the Telemetry stage does);
+//   - gate-points: eleven axag.gate.duration points, one per gate;
+//   - clock: the thirteen clock reads an observed chain makes per call
+//     (one per stage boundary and one at the end).
+func BenchmarkObserveParts(b *testing.B) {
+	gates := []string{"intent", "access", "params", "constraints", "preconditions", "rate_limit",
+		"confirmation", "approval", "idempotency", "commit", "postconditions"}
+	newTracer := func(b *testing.B) trace.Tracer {
+		tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(discardExporter{}), sdktrace.WithSampler(sdktrace.AlwaysSample()))
+		b.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+		return tp.Tracer("parts")
+	}
+	start := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(
+		attribute.String("gen_ai.operation.name", "execute_tool"), attribute.String("gen_ai.tool.name", "product_search"),
+		attribute.String("axag.intent", "product.search"), attribute.String("axag.action_type", "read"),
+		attribute.String("axag.risk_level", "none"))}
+	allow := []attribute.KeyValue{attribute.String("axag.decision", "allow")}
+	events := make([][]trace.EventOption, len(gates))
+	points := make([][]metric.RecordOption, len(gates))
+	for i, g := range gates {
+		events[i] = []trace.EventOption{trace.WithAttributes(attribute.String("axag.gate", g), attribute.String("axag.gate.outcome", "pass"))}
+		points[i] = []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("axag.gate", g)))}
+	}
+	span := func(b *testing.B, nEvents int) {
+		tracer := newTracer(b)
+		ctx := context.Background()
+		b.ReportAllocs()
+		cpu := startCPU()
+		for b.Loop() {
+			_, s := tracer.Start(ctx, "execute_tool product_search", start...)
+			for i := range nEvents {
+				s.AddEvent("axag.gate", events[i]...)
+			}
+			s.SetAttributes(allow...)
+			s.End()
+		}
+		cpu.report(b)
+	}
+	b.Run("part=span", func(b *testing.B) { span(b, 0) })
+	b.Run("part=span+events", func(b *testing.B) { span(b, len(gates)) })
+	b.Run("part=gate-points", func(b *testing.B) {
+		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
+		h, err := mp.Meter("parts").Float64Histogram("axag.gate.duration", metric.WithUnit("s"),
+			metric.WithExplicitBucketBoundaries(0.000_001, 0.000_005, 0.000_01, 0.000_025, 0.000_05, 0.000_1, 0.000_25, 0.000_5,
+				0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10))
+		if err != nil {
+			b.Fatal(err)
+		}
+		ctx := context.Background()
+		b.ReportAllocs()
+		cpu := startCPU()
+		for b.Loop() {
+			for i := range points {
+				h.Record(ctx, 0.000_002, points[i]...)
+			}
+		}
+		cpu.report(b)
+	})
+	b.Run("part=clock", func(b *testing.B) {
+		var last time.Time
+		b.ReportAllocs()
+		cpu := startCPU()
+		for b.Loop() {
+			for range len(gates) + 2 {
+				last = time.Now()
+			}
+		}
+		cpu.report(b)
+		_ = last
+	})
+}
