@@ -40,16 +40,27 @@ func WithIdempotencyStore(s gates.IdempotencyStore) Option {
 	return func(c *config) { c.state.idempotency.Store = s }
 }
 
-// WithIdempotencyWindow sets how long the result of a call made with an
-// idempotency key is kept and replayed (default 24h), and how long such a
-// call counts as in flight when its result cannot be stored or its process
-// dies mid-call (the lease, default 5m: make it longer than the slowest
-// tool). A zero keeps the default; New fails when either is negative.
-func WithIdempotencyWindow(window, lease time.Duration) Option {
+// WithIdempotencyWindow sets how long the outcome of a call made with an
+// idempotency key is kept and replayed: its result, or its refusal once the
+// tool ran (default 24h). A zero keeps the default; New fails when it is
+// negative.
+func WithIdempotencyWindow(window time.Duration) Option {
 	return func(c *config) {
 		if window != 0 {
 			c.state.idempotency.Window = window
 		}
+	}
+}
+
+// WithIdempotencyLease sets how long a call made with an idempotency key
+// counts as in flight (default 5m): retries with the key are refused with
+// AXGATE_DUPLICATE_IN_FLIGHT meanwhile. It ends early when the call's outcome
+// is stored; it only runs out when the process dies mid-call, the outcome
+// cannot be stored, or the tool takes longer — then a retry may run the tool
+// again, so make it longer than the slowest tool. A zero keeps the default;
+// New fails when it is negative.
+func WithIdempotencyLease(lease time.Duration) Option {
+	return func(c *config) {
 		if lease != 0 {
 			c.state.idempotency.Lease = lease
 		}

@@ -402,10 +402,13 @@ func TestLaterRefusalDoesNotCharge(t *testing.T) {
 	}
 }
 
-// TestFailedCallReleasesTheKey: when the tool fails, panics, or a stage after
-// the idempotency gate refuses (a commit that fails, as a replayed token
-// would), the key is released and a retry with it runs.
-func TestFailedCallReleasesTheKey(t *testing.T) {
+// TestCallRefusedBeforeTheToolReleasesTheKey: a call refused after the
+// idempotency gate but before its tool ran (a commit that fails, as a token
+// spent meanwhile would) releases its key, and a retry with it runs; without
+// a key, it is no original for a duplicate. Once the tool has run — even
+// failing or panicking — the key is kept: a retry gets the first outcome, and
+// a repeat without a key is a duplicate.
+func TestCallRefusedBeforeTheToolReleasesTheKey(t *testing.T) {
 	var failCommit atomic.Bool
 	failingCommit := func(std []middleware.Stage) []middleware.Stage {
 		return append(std, middleware.Stage{Name: "spend", Interceptor: func(ctx context.Context, call *middleware.Call, next middleware.Invoker) (middleware.Result, error) {
@@ -444,28 +447,58 @@ func TestFailedCallReleasesTheKey(t *testing.T) {
 	}
 
 	for _, key := range []string{"k-1", ""} {
-		sc := stateCall{tool: "order_place", args: `{"sku":"A","qty":1}`, who: alice, key: key}
-		runs.Store(0)
+		t.Run("key="+key, func(t *testing.T) {
+			sc := stateCall{tool: "order_place", args: `{"sku":"A","qty":1}`, who: alice, key: key}
+			runs.Store(0)
+			mode.Store("ok")
+			failCommit.Store(true)
+			for range 2 {
+				if err := invoke(sc); !errors.Is(err, axerr.CodeConfirmationMissing) {
+					t.Fatalf("failing commit: %v; want the commit's refusal", err)
+				}
+			}
+			failCommit.Store(false)
+			if err := invoke(sc); err != nil {
+				t.Fatalf("retry after the commit failures: %v; want it to run", err)
+			}
+			if n := runs.Load(); n != 1 {
+				t.Fatalf("the tool ran %d times; want once, after the commit failures", n)
+			}
+		})
+	}
 
-		mode.Store("fail")
-		if err := invoke(sc); !errors.Is(err, axerr.CodeToolFailed) {
-			t.Fatalf("key %q, failing tool: %v; want AXGATE_TOOL_FAILED", key, err)
-		}
-		mode.Store("panic")
-		if err := invoke(sc); err == nil || err.Error() != "panic: tool bug" {
-			t.Fatalf("key %q, panicking tool: %v; want the panic to go on", key, err)
-		}
-		mode.Store("ok")
-		failCommit.Store(true)
-		if err := invoke(sc); !errors.Is(err, axerr.CodeConfirmationMissing) {
-			t.Fatalf("key %q, failing commit: %v; want the commit's refusal", key, err)
-		}
-		failCommit.Store(false)
-		if err := invoke(sc); err != nil {
-			t.Fatalf("key %q, retry after the failures: %v; want it to run", key, err)
-		}
-		if n := runs.Load(); n != 3 {
-			t.Fatalf("key %q: the tool ran %d times; want 3 (fail, panic, success)", key, n)
+	for _, tc := range []struct {
+		mode string
+		// first is the first call's answer; retry, a retry's.
+		first, retry string
+	}{
+		{"fail", string(axerr.CodeToolFailed), string(axerr.CodeToolFailed)},
+		{"panic", "panic: tool bug", string(axerr.CodeInternal)},
+	} {
+		for _, key := range []string{"k-" + tc.mode, ""} {
+			t.Run(tc.mode+"/key="+key, func(t *testing.T) {
+				sc := stateCall{tool: "order_place", args: `{"sku":"B","qty":1}`, who: alice, key: key}
+				if key == "" {
+					sc.args = `{"sku":"` + tc.mode + `","qty":1}`
+				}
+				runs.Store(0)
+				mode.Store(tc.mode)
+				err := invoke(sc)
+				if err == nil || (err.Error() != tc.first && !errors.Is(err, axerr.Code(tc.first))) {
+					t.Fatalf("first call: %v; want %s", err, tc.first)
+				}
+				mode.Store("ok")
+				want := axerr.Code(tc.retry)
+				if key == "" {
+					want = axerr.CodeDuplicateCall
+				}
+				if err := invoke(sc); !errors.Is(err, want) {
+					t.Fatalf("retry: %v; want %s without running the tool again", err, want)
+				}
+				if n := runs.Load(); n != 1 {
+					t.Fatalf("the tool ran %d times; want 1", n)
+				}
+			})
 		}
 	}
 }
@@ -599,24 +632,24 @@ func TestIdempotencyKeyUnderConcurrency(t *testing.T) {
 // failingLimiter and failingStore stand for a store that is down.
 type failingLimiter struct{}
 
-func (failingLimiter) AllowN(context.Context, string, gates.Limit, int) (gates.LimitDecision, error) {
+func (failingLimiter) AllowN(context.Context, []gates.LimitKey, int) (gates.LimitDecision, error) {
 	return gates.LimitDecision{}, errors.New("dial tcp 10.0.0.7:6379: connection refused")
 }
 
 type failingStore struct{ failOn string }
 
-func (f failingStore) Begin(context.Context, string, string, time.Duration) (*gates.IdempotencyRecord, bool, error) {
+func (f failingStore) Begin(context.Context, string, string, time.Duration) (*gates.IdempotencyRecord, string, error) {
 	if f.failOn == "begin" {
-		return nil, false, errors.New("dial tcp 10.0.0.7:6379: connection refused")
+		return nil, "", errors.New("dial tcp 10.0.0.7:6379: connection refused")
 	}
-	return nil, true, nil
+	return nil, "claim", nil
 }
 
-func (f failingStore) Complete(context.Context, string, json.RawMessage, time.Duration) error {
+func (f failingStore) Complete(context.Context, string, string, gates.IdempotencyOutcome, time.Duration) error {
 	return errors.New("dial tcp 10.0.0.7:6379: connection refused")
 }
 
-func (f failingStore) Release(context.Context, string) error { return nil }
+func (f failingStore) Release(context.Context, string, string) error { return nil }
 
 // TestStoreFailureFailsClosed: a store that fails makes the gate refuse with
 // 503 AXGATE_STORE_UNAVAILABLE, naming no internals, and the tool does not run.
@@ -664,8 +697,8 @@ func TestStateOptionsRefuseBadValues(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, opt := range map[string]axgate.Option{
-		"negative window":           axgate.WithIdempotencyWindow(-time.Hour, 0),
-		"negative lease":            axgate.WithIdempotencyWindow(0, -time.Minute),
+		"negative window":           axgate.WithIdempotencyWindow(-time.Hour),
+		"negative lease":            axgate.WithIdempotencyLease(-time.Minute),
 		"negative duplicate window": axgate.WithDuplicateCalls(gates.DuplicateWarn, -time.Second),
 		"unknown duplicate policy":  axgate.WithDuplicateCalls(gates.DuplicatePolicy(7), time.Minute),
 	} {
@@ -680,7 +713,7 @@ func TestStateOptionsRefuseBadValues(t *testing.T) {
 // duplicates).
 func TestIdempotencyStoreOptionIsUsed(t *testing.T) {
 	store := gates.NewMemoryIdempotencyStore(0)
-	e := stateEnforcer(t, axgate.WithIdempotencyStore(store), axgate.WithIdempotencyWindow(time.Hour, time.Minute))
+	e := stateEnforcer(t, axgate.WithIdempotencyStore(store), axgate.WithIdempotencyWindow(time.Hour), axgate.WithIdempotencyLease(time.Minute))
 	if _, err := e.Wrap(&counterTool{}).Invoke(context.Background(), stateCall{tool: "order_place", args: `{"sku":"A","qty":1}`, who: alice, key: "k"}.call()); err != nil {
 		t.Fatal(err)
 	}
@@ -769,7 +802,7 @@ func ExampleWithDuplicateCalls() {
 // the last unit lost between the rate-limit stage and the commit.
 type lastUnitTaken struct{}
 
-func (lastUnitTaken) AllowN(_ context.Context, _ string, _ gates.Limit, n int) (gates.LimitDecision, error) {
+func (lastUnitTaken) AllowN(_ context.Context, _ []gates.LimitKey, n int) (gates.LimitDecision, error) {
 	if n == 0 {
 		return gates.LimitDecision{Allowed: true, Remaining: 1}, nil
 	}
@@ -799,18 +832,21 @@ func TestRateLimitLostAtCommit(t *testing.T) {
 	}
 }
 
-// bothRefuse refuses every key, the cooldown for 5s and the rate limit for
-// 40s.
+// bothRefuse refuses every call: the cooldown would for 5s and the rate
+// limit for 40s, so it names the rate limit.
 type bothRefuse struct{ charged atomic.Int32 }
 
-func (b *bothRefuse) AllowN(_ context.Context, key string, _ gates.Limit, n int) (gates.LimitDecision, error) {
+func (b *bothRefuse) AllowN(_ context.Context, keys []gates.LimitKey, n int) (gates.LimitDecision, error) {
 	if n > 0 {
 		b.charged.Add(1)
 	}
-	if strings.HasPrefix(key, "cooldown:") {
-		return gates.LimitDecision{RetryAfter: 5 * time.Second}, nil
+	d := gates.LimitDecision{RetryAfter: 5 * time.Second}
+	for i, k := range keys {
+		if strings.HasPrefix(k.Key, "rate:") {
+			d = gates.LimitDecision{RetryAfter: 40 * time.Second, RefusedBy: i}
+		}
 	}
-	return gates.LimitDecision{RetryAfter: 40 * time.Second}, nil
+	return d, nil
 }
 
 // TestRateLimitReportsTheLongerWait: when the cooldown and the rate limit
@@ -825,5 +861,82 @@ func TestRateLimitReportsTheLongerWait(t *testing.T) {
 	}
 	if n := l.charged.Load(); n != 0 {
 		t.Fatalf("charged %d times", n)
+	}
+}
+
+// chargeManifest is a payment: not idempotent, with a postcondition.
+const chargeManifest = `{"version":"1.0.0","actions":[
+ {"intent":"payment.charge","entity":"payment","action_type":"write","description":"Charge a card","idempotent":false,
+  "postconditions":["charge settled"],
+  "required_parameters":[{"name":"amount","type":"integer","description":"Cents"}]}
+]}`
+
+// TestKeyedCallThatRanKeepsItsOutcome: once the tool has run, a failure —
+// the tool's own, or a postcondition after it — is stored under the
+// idempotency key like a result, and a retry with the key gets the same
+// refusal without running the tool again: a payment is charged once per
+// key. A call refused before the tool ran (a commit that fails) releases the
+// key instead, and a retry runs.
+func TestKeyedCallThatRanKeepsItsOutcome(t *testing.T) {
+	m, err := manifest.Parse([]byte(chargeManifest))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var settled atomic.Bool
+	e, err := axgate.New(m, axgate.WithPostcondition("charge settled", func(context.Context, *middleware.Call, middleware.Result) error {
+		if !settled.Load() {
+			return errors.New("the charge is still pending")
+		}
+		return nil
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name    string
+		tool    func() error
+		settled bool
+		code    axerr.Code
+		details map[string]any
+	}{
+		{"tool error", func() error { return errors.New("card network timeout") }, true, axerr.CodeToolFailed, nil},
+		{"tool refusal", func() error {
+			return axerr.New(axerr.CodeToolFailed, "card declined").With("decline_code", "insufficient_funds")
+		}, true, axerr.CodeToolFailed, map[string]any{"decline_code": "insufficient_funds"}},
+		{"postcondition", func() error { return nil }, false, axerr.CodePostconditionFailed, map[string]any{"failed_postcondition": "charge settled"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			settled.Store(tc.settled)
+			var runs atomic.Int32
+			inv := e.Wrap(middleware.InvokerFunc(func(context.Context, *middleware.Call) (middleware.Result, error) {
+				runs.Add(1)
+				return middleware.Result{Value: map[string]any{"charge_id": "ch-1"}}, tc.tool()
+			}))
+			var firstMessage string
+			for i := range 3 {
+				call := stateCall{tool: "payment_charge", args: `{"amount":500}`, who: alice, key: "pay-" + tc.name}.call()
+				_, err := inv.Invoke(context.Background(), call)
+				code, _, d := envelopeDetails(t, err)
+				if code != tc.code {
+					t.Fatalf("call %d: %v; want %s", i+1, err, tc.code)
+				}
+				for k, want := range tc.details {
+					if d[k] != want {
+						t.Errorf("call %d: details[%q] = %#v; want %#v", i+1, k, d[k], want)
+					}
+				}
+				ae, _ := axerr.As(err)
+				if i == 0 {
+					firstMessage = ae.Message
+					continue
+				}
+				if !call.Facts.Replayed || d["replayed"] != true || d["idempotency_key"] != "pay-"+tc.name || ae.Message != firstMessage {
+					t.Errorf("retry %d: %v, replayed %v, details %v; want the first refusal (%q), marked replayed", i, err, call.Facts.Replayed, d, firstMessage)
+				}
+			}
+			if n := runs.Load(); n != 1 {
+				t.Fatalf("the tool ran %d times under one idempotency key; want 1", n)
+			}
+		})
 	}
 }

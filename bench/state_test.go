@@ -139,19 +139,33 @@ func BenchmarkRateLimitGate(b *testing.B) {
 	}
 }
 
-// BenchmarkLimiterAllowN is the store alone: one AllowN(n=1) on one key
-// under a limit that is never reached.
+// BenchmarkLimiterAllowN is the store alone: one AllowN(n=1) under a limit
+// that is never reached, on one counter ("one_counter") or on a cooldown and
+// a rate limit at once ("two_counters", what the gate asks for an action
+// declaring both).
 func BenchmarkLimiterAllowN(b *testing.B) {
 	limit := gates.Limit{Count: 1_000_000_000, Per: time.Second}
+	rate := gates.LimitKey{Key: "rate:4:acme:6:user-1:13:report.export", Limit: limit}
+	cooldown := gates.LimitKey{Key: "cooldown:4:acme:6:user-1:13:report.export", Limit: gates.Limit{Count: 1, Per: time.Nanosecond}}
 	for _, name := range sortedNames(benchLimiters) {
 		b.Run("store="+name, func(b *testing.B) {
 			l := benchLimiters[name](b)
 			ctx := context.Background()
-			b.ReportAllocs()
-			for b.Loop() {
-				if d, err := l.AllowN(ctx, "rate:4:acme:6:user-1:13:report.export", limit, 1); err != nil || !d.Allowed {
-					b.Fatal(d, err)
-				}
+			for _, tc := range []struct {
+				name string
+				keys []gates.LimitKey
+			}{
+				{"one_counter", []gates.LimitKey{rate}},
+				{"two_counters", []gates.LimitKey{cooldown, rate}},
+			} {
+				b.Run(tc.name, func(b *testing.B) {
+					b.ReportAllocs()
+					for b.Loop() {
+						if _, err := l.AllowN(ctx, tc.keys, 1); err != nil {
+							b.Fatal(err)
+						}
+					}
+				})
 			}
 		})
 	}

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -79,16 +80,25 @@ type IdempotencyOptions struct {
 // With an idempotency key (call.Credentials.IdempotencyKey, the HTTP
 // Idempotency-Key header; IETF draft semantics), scoped to the principal, the
 // tenant and the intent: the first call claims the key and runs; a retry with
-// the same arguments (compared by their JCS SHA-256) gets the stored result
+// the same arguments (compared by their JCS SHA-256) gets the stored outcome
 // without the tool running again (call.Facts.Replayed); a retry with other
 // arguments is refused with AXGATE_IDEMPOTENCY_KEY_REUSED (422); a retry while
 // the first call still runs is refused with AXGATE_DUPLICATE_IN_FLIGHT (409).
-// When the call fails, at the tool or at any stage after this one (a token
-// spent meanwhile, a rate limit lost at the commit), the key is released so
-// that a retry may run.
+//
+// The outcome is stored once the tool has run (call.Executed), whatever it
+// was: the result, or the refusal — the tool's error (AXGATE_TOOL_FAILED), a
+// postcondition that failed. As the IETF draft has it, the response is
+// replayed, errors included: a non-idempotent tool that failed may have done
+// part of its work (charged a card, then timed out), and running it again
+// under the same key could do it twice. The replayed refusal keeps its code,
+// message and details, adds "replayed": true and the key, and says to send a
+// new key to try again. A call refused before its tool ran (a token spent
+// meanwhile, a rate limit lost at the commit) releases the key, and a retry
+// may run.
 //
 // Without a key, a repeat of the same call inside the duplicate window is
-// handled by the DuplicatePolicy.
+// handled by the DuplicatePolicy; a call refused before its tool ran is no
+// original for a duplicate.
 //
 // A check-only call (Enforcer.Check) passes without the store being touched:
 // the store can only be asked by claiming.
@@ -156,61 +166,93 @@ func (g *Idempotency) keyed(ctx context.Context, call *middleware.Call, next mid
 	sum := sha256.Sum256([]byte(key))
 	skey := StateKey("idem", call.Principal.Tenant, call.Principal.ID, intent, base64.RawURLEncoding.EncodeToString(sum[:]))
 
-	rec, claimed, err := g.store.Begin(ctx, skey, digest, g.lease)
+	rec, claim, err := g.store.Begin(ctx, skey, digest, g.lease)
 	if err != nil {
 		return middleware.Result{}, StoreUnavailable(intent, "the idempotency store", err)
 	}
-	if !claimed {
-		if rec == nil {
-			return middleware.Result{}, StoreUnavailable(intent, "the idempotency store", errors.New("key held but no record returned"))
-		}
-		if rec.ArgsSHA256 != digest {
-			return middleware.Result{}, axerr.New(axerr.CodeIdempotencyKeyReused, "this idempotency key was already used for a call with other arguments").
-				WithIntent(intent).
-				WithSuggestion("Send a new idempotency key with these arguments, or the original arguments to get the original result.").
-				With("idempotency_key", key).
-				With("args_sha256", digest)
-		}
-		switch rec.State {
-		case IdempotencyDone:
-			call.Facts.Replayed = true
-			return middleware.Result{Value: json.RawMessage(rec.Result)}, nil
-		case IdempotencyInFlight:
-			e := axerr.New(axerr.CodeDuplicateInFlight, "the first call with this idempotency key is still running").
-				WithIntent(intent).
-				WithSuggestion("Wait for it to finish, then call again with the same key and arguments to get its result.").
-				With("idempotency_key", key)
-			e.RetryAfter = time.Second
-			return middleware.Result{}, e
-		}
-		return middleware.Result{}, StoreUnavailable(intent, "the idempotency store", fmt.Errorf("record in unknown state %q", rec.State))
+	if claim == "" {
+		return g.held(call, rec, key, digest)
 	}
 
-	done := false
+	finished := false
 	defer func() {
-		if !done {
-			// The call failed (or panicked) after the claim: forget it so a
-			// retry may run.
-			g.release(ctx, call, skey)
+		if !finished {
+			// A panic after the claim. Before the tool ran: forget the
+			// claim so a retry may run. After: the tool may have done its
+			// work, so a retry gets a refusal rather than a second run.
+			if !call.Executed() {
+				g.release(ctx, call, skey, claim)
+				return
+			}
+			e := axerr.New(axerr.CodeInternal, "the call failed unexpectedly after the tool ran").WithIntent(intent)
+			g.complete(ctx, call, skey, claim, IdempotencyOutcome{Refusal: envelopeJSON(e)})
 		}
 	}()
 	res, err := next.Invoke(ctx, call)
-	if err != nil {
+	finished = true
+	if !call.Executed() {
+		// Refused before the tool ran (or answered without it, by a stage
+		// of the user's): there is no outcome to keep, and a retry may run.
+		g.release(ctx, call, skey, claim)
 		return res, err
 	}
-	done = true
-	// The tool has run: from here on the caller gets its result whatever
-	// happens to the record. A record that cannot be stored stays in flight
-	// until the lease ends, so that a retry is refused rather than run twice.
-	raw, err := json.Marshal(res.Value)
+	// The tool has run: from here on the caller gets its outcome whatever
+	// happens to the record, and a retry with the key gets the same.
+	var out IdempotencyOutcome
 	if err != nil {
-		call.Facts.Warnings = append(call.Facts.Warnings, "idempotency: the result cannot be stored as JSON; a retry with this key will be refused until the lease ends, then run again")
-		return res, nil
+		ae, ok := axerr.As(err)
+		if !ok {
+			// Outside the standard chain, a tool's plain error: the tool
+			// boundary would have answered the same.
+			ae = axerr.New(axerr.CodeToolFailed, "the tool failed to complete the call").WithIntent(intent)
+		}
+		out.Refusal = envelopeJSON(ae)
+	} else if out.Result, err = json.Marshal(res.Value); err != nil {
+		// The result cannot be replayed; refuse the retries rather than
+		// run the tool again.
+		e := axerr.New(axerr.CodeInternal, "the first call with this idempotency key ran, but its result could not be kept for a retry").WithIntent(intent)
+		out = IdempotencyOutcome{Refusal: envelopeJSON(e)}
+		call.Facts.Warnings = append(call.Facts.Warnings, "idempotency: the result cannot be stored as JSON; a retry with this key will be refused")
 	}
-	if err := g.store.Complete(context.WithoutCancel(ctx), skey, raw, g.window); err != nil {
-		call.Facts.Warnings = append(call.Facts.Warnings, "idempotency: the result could not be stored; a retry with this key will be refused until the lease ends, then run again")
+	g.complete(ctx, call, skey, claim, out)
+	return res, err
+}
+
+// held answers a call whose key another call holds: the stored outcome, or
+// a refusal.
+func (g *Idempotency) held(call *middleware.Call, rec *IdempotencyRecord, key, digest string) (middleware.Result, error) {
+	intent := call.Intent()
+	if rec == nil {
+		return middleware.Result{}, StoreUnavailable(intent, "the idempotency store", errors.New("key held but no record returned"))
 	}
-	return res, nil
+	if rec.ArgsSHA256 != digest {
+		return middleware.Result{}, axerr.New(axerr.CodeIdempotencyKeyReused, "this idempotency key was already used for a call with other arguments").
+			WithIntent(intent).
+			WithSuggestion("Send a new idempotency key with these arguments, or the original arguments to get the original result.").
+			With("idempotency_key", key).
+			With("args_sha256", digest)
+	}
+	switch rec.State {
+	case IdempotencyDone:
+		if len(rec.Refusal) > 0 {
+			e, err := replayedRefusal(rec.Refusal, key)
+			if err != nil {
+				return middleware.Result{}, StoreUnavailable(intent, "the idempotency store", err)
+			}
+			call.Facts.Replayed = true
+			return middleware.Result{}, e
+		}
+		call.Facts.Replayed = true
+		return middleware.Result{Value: json.RawMessage(rec.Result)}, nil
+	case IdempotencyInFlight:
+		e := axerr.New(axerr.CodeDuplicateInFlight, "the first call with this idempotency key is still running").
+			WithIntent(intent).
+			WithSuggestion("Wait for it to finish, then call again with the same key and arguments to get its result.").
+			With("idempotency_key", key)
+		e.RetryAfter = time.Second
+		return middleware.Result{}, e
+	}
+	return middleware.Result{}, StoreUnavailable(intent, "the idempotency store", fmt.Errorf("record in unknown state %q", rec.State))
 }
 
 // unkeyed detects a repeat of a call that carries no idempotency key.
@@ -221,33 +263,107 @@ func (g *Idempotency) unkeyed(ctx context.Context, call *middleware.Call, next m
 		return middleware.Result{}, err
 	}
 	skey := StateKey("dup", call.Principal.Tenant, call.Principal.ID, intent, digest)
-	_, claimed, err := g.store.Begin(ctx, skey, digest, g.dupWindow)
+	_, claim, err := g.store.Begin(ctx, skey, digest, g.dupWindow)
 	if err != nil {
 		return middleware.Result{}, StoreUnavailable(intent, "the idempotency store", err)
 	}
-	if !claimed {
+	if claim == "" {
 		if g.dup == DuplicateRefuse {
 			return middleware.Result{}, DuplicateCall(intent, digest, g.dupWindow)
 		}
 		call.Facts.Warnings = append(call.Facts.Warnings, fmt.Sprintf("duplicate call: %s was called with the same arguments within the last %s", intent, g.dupWindow))
 		return next.Invoke(ctx, call)
 	}
-	done := false
 	defer func() {
-		if !done {
-			// A call that failed is no original for a duplicate.
-			g.release(ctx, call, skey)
+		if !call.Executed() {
+			// A call refused before its tool ran (or that panicked before
+			// it) is no original for a duplicate. One whose tool ran is,
+			// whatever it returned: the tool may have done its work.
+			g.release(ctx, call, skey, claim)
 		}
 	}()
-	res, err := next.Invoke(ctx, call)
-	done = err == nil
-	return res, err
+	return next.Invoke(ctx, call)
 }
 
-func (g *Idempotency) release(ctx context.Context, call *middleware.Call, skey string) {
-	if err := g.store.Release(context.WithoutCancel(ctx), skey); err != nil {
+// release forgets this call's claim on skey, so that a retry may run.
+func (g *Idempotency) release(ctx context.Context, call *middleware.Call, skey, claim string) {
+	err := g.store.Release(context.WithoutCancel(ctx), skey, claim)
+	switch {
+	case err == nil, errors.Is(err, ErrNotFound):
+		// Released, or the lease ended first: nothing is held either way.
+	default:
 		call.Facts.Warnings = append(call.Facts.Warnings, "idempotency: the claim could not be released; a retry will be refused until the lease ends")
 	}
+}
+
+// complete stores the outcome of the call that holds claim on skey.
+func (g *Idempotency) complete(ctx context.Context, call *middleware.Call, skey, claim string, out IdempotencyOutcome) {
+	err := g.store.Complete(context.WithoutCancel(ctx), skey, claim, out, g.window)
+	switch {
+	case err == nil:
+	case errors.Is(err, ErrNotFound):
+		call.Facts.Warnings = append(call.Facts.Warnings, "idempotency: the call outlived its lease, so its outcome was not stored; a retry with this key may run the tool again (make the lease longer than the tool)")
+	default:
+		call.Facts.Warnings = append(call.Facts.Warnings, "idempotency: the outcome could not be stored; a retry with this key will be refused until the lease ends, then run again")
+	}
+}
+
+// envelopeJSON renders a refusal as its AXAG envelope, as the caller sees
+// it; this is what a record keeps.
+func envelopeJSON(e *axerr.Error) json.RawMessage {
+	raw, err := json.Marshal(e.Envelope())
+	if err != nil {
+		// A detail that does not render (a channel, say): keep the code and
+		// message, which always do.
+		raw, _ = json.Marshal(axerr.New(e.Code, e.Message).WithIntent(e.Intent).Envelope())
+	}
+	return raw
+}
+
+// Details the envelope derives from the code or the error's own fields;
+// replayedRefusal rebuilds those fields instead of copying them as details.
+var derivedDetails = []string{"intent", "suggestion", "violations", "retry_after", "gate", "retryable", "agent_action"}
+
+// replayedRefusal rebuilds the stored refusal of the first call with key:
+// the same code, message, intent, violations and details, marked replayed.
+// It names this gate, which answered without the tool running.
+func replayedRefusal(envelope json.RawMessage, key string) (*axerr.Error, error) {
+	var env struct {
+		Error struct {
+			Code    axerr.Code      `json:"code"`
+			Message string          `json:"message"`
+			Details json.RawMessage `json:"details"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(envelope, &env); err != nil || env.Error.Code == "" {
+		return nil, fmt.Errorf("stored refusal is not an AXAG envelope: %v", err)
+	}
+	var fields struct {
+		Intent     string            `json:"intent"`
+		Violations []axerr.Violation `json:"violations"`
+		Gate       string            `json:"gate"`
+	}
+	var details map[string]any
+	if len(env.Error.Details) > 0 {
+		if err := json.Unmarshal(env.Error.Details, &fields); err != nil {
+			return nil, fmt.Errorf("stored refusal has malformed details: %w", err)
+		}
+		if err := json.Unmarshal(env.Error.Details, &details); err != nil {
+			return nil, fmt.Errorf("stored refusal has malformed details: %w", err)
+		}
+	}
+	e := axerr.New(env.Error.Code, env.Error.Message).WithIntent(fields.Intent)
+	e.Violations = fields.Violations
+	for _, k := range derivedDetails {
+		delete(details, k)
+	}
+	e.Details = details
+	if fields.Gate != "" {
+		e.With("first_gate", fields.Gate)
+	}
+	e.Gate = StageIdempotency
+	e.Suggestion = "This is the stored outcome of the first call with this idempotency key: the tool ran once and will not run again for this key. To try again, send a new idempotency key."
+	return e.With("replayed", true).With("idempotency_key", key), nil
 }
 
 // DuplicateCall is the refusal of a repeat, without an idempotency key, of a
@@ -272,11 +388,13 @@ type MemoryIdempotencyStore struct {
 	records   map[string]*memoryRecord
 	maxKeys   int
 	lastSweep time.Time
+	claims    uint64
 	now       func() time.Time
 }
 
 type memoryRecord struct {
 	rec     IdempotencyRecord
+	claim   string
 	expires time.Time
 }
 
@@ -291,12 +409,12 @@ func NewMemoryIdempotencyStore(maxKeys int) *MemoryIdempotencyStore {
 }
 
 // Begin claims key (see IdempotencyStore). The returned record is a copy.
-func (s *MemoryIdempotencyStore) Begin(ctx context.Context, key, argsSHA256 string, ttl time.Duration) (*IdempotencyRecord, bool, error) {
+func (s *MemoryIdempotencyStore) Begin(ctx context.Context, key, argsSHA256 string, ttl time.Duration) (*IdempotencyRecord, string, error) {
 	if ttl <= 0 {
-		return nil, false, fmt.Errorf("ttl %s is not positive", ttl)
+		return nil, "", fmt.Errorf("ttl %s is not positive", ttl)
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, false, err
+		return nil, "", err
 	}
 	now := s.now()
 	s.mu.Lock()
@@ -305,23 +423,28 @@ func (s *MemoryIdempotencyStore) Begin(ctx context.Context, key, argsSHA256 stri
 		if now.Before(r.expires) {
 			cp := r.rec
 			cp.Result = bytes.Clone(r.rec.Result)
-			return &cp, false, nil
+			cp.Refusal = bytes.Clone(r.rec.Refusal)
+			return &cp, "", nil
 		}
 		delete(s.records, key)
 	}
-	if since := now.Sub(s.lastSweep); since >= idempotencySweepEvery || (len(s.records) >= s.maxKeys && since >= sweepFullEvery) {
+	if sweepDue(now, s.lastSweep, idempotencySweepEvery, len(s.records) >= s.maxKeys) {
 		s.sweep(now)
 	}
 	if len(s.records) >= s.maxKeys {
-		return nil, false, ErrStoreFull
+		return nil, "", ErrStoreFull
 	}
-	s.records[key] = &memoryRecord{rec: IdempotencyRecord{ArgsSHA256: argsSHA256, State: IdempotencyInFlight}, expires: now.Add(ttl)}
-	return nil, true, nil
+	// Claims only need to differ within this store: a counter does.
+	s.claims++
+	claim := strconv.FormatUint(s.claims, 36)
+	s.records[key] = &memoryRecord{rec: IdempotencyRecord{ArgsSHA256: argsSHA256, State: IdempotencyInFlight}, claim: claim, expires: now.Add(ttl)}
+	return nil, claim, nil
 }
 
-// Complete stores the result of the call that claimed key. It returns
-// ErrNotFound when the claim has expired or was released.
-func (s *MemoryIdempotencyStore) Complete(ctx context.Context, key string, result json.RawMessage, ttl time.Duration) error {
+// Complete stores the outcome of the call that holds claim on key. It
+// returns ErrNotFound when the claim has expired or was released, or another
+// call holds the key now.
+func (s *MemoryIdempotencyStore) Complete(ctx context.Context, key, claim string, out IdempotencyOutcome, ttl time.Duration) error {
 	if ttl <= 0 {
 		return fmt.Errorf("ttl %s is not positive", ttl)
 	}
@@ -331,25 +454,42 @@ func (s *MemoryIdempotencyStore) Complete(ctx context.Context, key string, resul
 	now := s.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r, ok := s.records[key]
-	if !ok || !now.Before(r.expires) {
+	r := s.held(key, claim, now)
+	if r == nil {
 		return ErrNotFound
 	}
 	r.rec.State = IdempotencyDone
-	r.rec.Result = bytes.Clone(result)
+	r.rec.Result = bytes.Clone(out.Result)
+	r.rec.Refusal = bytes.Clone(out.Refusal)
 	r.expires = now.Add(ttl)
 	return nil
 }
 
-// Release forgets key; releasing a key not held is not an error.
-func (s *MemoryIdempotencyStore) Release(ctx context.Context, key string) error {
+// Release forgets key while claim holds it in flight; otherwise it returns
+// ErrNotFound and changes nothing.
+func (s *MemoryIdempotencyStore) Release(ctx context.Context, key, claim string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	now := s.now()
 	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.held(key, claim, now)
+	if r == nil || r.rec.State != IdempotencyInFlight {
+		return ErrNotFound
+	}
 	delete(s.records, key)
-	s.mu.Unlock()
 	return nil
+}
+
+// held returns the live record of key when claim holds it. Call with s.mu
+// held.
+func (s *MemoryIdempotencyStore) held(key, claim string, now time.Time) *memoryRecord {
+	r, ok := s.records[key]
+	if !ok || claim == "" || r.claim != claim || !now.Before(r.expires) {
+		return nil
+	}
+	return r
 }
 
 // Len returns how many records the store holds now (expired ones not yet

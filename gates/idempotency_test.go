@@ -9,6 +9,10 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	axerr "github.com/axgate/axgate/errors"
+	"github.com/axgate/axgate/manifest"
+	"github.com/axgate/axgate/middleware"
 )
 
 func newTestIdempotencyStore(maxKeys int) (*MemoryIdempotencyStore, *fakeClock) {
@@ -22,22 +26,26 @@ func TestMemoryIdempotencyStoreLifecycle(t *testing.T) {
 	ctx := context.Background()
 	s, clk := newTestIdempotencyStore(0)
 
-	rec, claimed, err := s.Begin(ctx, "k", "digest-1", time.Minute)
-	if err != nil || !claimed || rec != nil {
-		t.Fatalf("first Begin: %v, %v, %v; want claimed", rec, claimed, err)
+	rec, claim, err := s.Begin(ctx, "k", "digest-1", time.Minute)
+	if err != nil || claim == "" || rec != nil {
+		t.Fatalf("first Begin: %v, %q, %v; want claimed", rec, claim, err)
 	}
-	rec, claimed, err = s.Begin(ctx, "k", "digest-2", time.Minute)
-	if err != nil || claimed || rec == nil || rec.State != IdempotencyInFlight || rec.ArgsSHA256 != "digest-1" {
-		t.Fatalf("Begin while in flight: %+v, %v, %v; want the in-flight record of digest-1", rec, claimed, err)
+	rec, other, err := s.Begin(ctx, "k", "digest-2", time.Minute)
+	if err != nil || other != "" || rec == nil || rec.State != IdempotencyInFlight || rec.ArgsSHA256 != "digest-1" {
+		t.Fatalf("Begin while in flight: %+v, %q, %v; want the in-flight record of digest-1", rec, other, err)
 	}
-	if err := s.Complete(ctx, "k", json.RawMessage(`{"order_id":"o-1"}`), time.Hour); err != nil {
+	if err := s.Complete(ctx, "k", claim, IdempotencyOutcome{Result: json.RawMessage(`{"order_id":"o-1"}`)}, time.Hour); err != nil {
 		t.Fatal(err)
+	}
+	// A completed record is no longer in flight: it cannot be released.
+	if err := s.Release(ctx, "k", claim); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Release of a completed record: %v; want ErrNotFound", err)
 	}
 	// Completing renews the record for the window, past the lease.
 	clk.Advance(30 * time.Minute)
-	rec, claimed, _ = s.Begin(ctx, "k", "digest-1", time.Minute)
-	if claimed || rec.State != IdempotencyDone || string(rec.Result) != `{"order_id":"o-1"}` {
-		t.Fatalf("Begin after Complete: %+v, %v; want the done record", rec, claimed)
+	rec, other, _ = s.Begin(ctx, "k", "digest-1", time.Minute)
+	if other != "" || rec.State != IdempotencyDone || string(rec.Result) != `{"order_id":"o-1"}` || rec.Refusal != nil {
+		t.Fatalf("Begin after Complete: %+v, %q; want the done record", rec, other)
 	}
 	// The copy is the caller's: changing it does not change the store.
 	rec.Result[0] = 'X'
@@ -45,30 +53,59 @@ func TestMemoryIdempotencyStoreLifecycle(t *testing.T) {
 		t.Fatalf("stored result changed through a returned copy: %s", rec.Result)
 	}
 	clk.Advance(31 * time.Minute)
-	if _, claimed, _ = s.Begin(ctx, "k", "digest-3", time.Minute); !claimed {
+	if _, claim, _ = s.Begin(ctx, "k", "digest-3", time.Minute); claim == "" {
 		t.Fatal("Begin after the window: not claimed")
 	}
-	if err := s.Release(ctx, "k"); err != nil {
+	if err := s.Release(ctx, "k", claim); err != nil {
 		t.Fatal(err)
 	}
-	if _, claimed, _ = s.Begin(ctx, "k", "digest-4", time.Minute); !claimed {
+	if _, claim, _ = s.Begin(ctx, "k", "digest-4", time.Minute); claim == "" {
 		t.Fatal("Begin after Release: not claimed")
 	}
-	if err := s.Release(ctx, "never-held"); err != nil {
-		t.Fatalf("Release of a key not held: %v", err)
+	if err := s.Release(ctx, "never-held", "c"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Release of a key not held: %v; want ErrNotFound", err)
 	}
 }
 
-func TestMemoryIdempotencyStoreLeaseExpires(t *testing.T) {
+func TestMemoryIdempotencyStoreKeepsRefusals(t *testing.T) {
+	ctx := context.Background()
+	s, _ := newTestIdempotencyStore(0)
+	_, claim, _ := s.Begin(ctx, "k", "d", time.Minute)
+	refusal := json.RawMessage(`{"error":{"code":"AXGATE_TOOL_FAILED"}}`)
+	if err := s.Complete(ctx, "k", claim, IdempotencyOutcome{Refusal: refusal}, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	rec, _, _ := s.Begin(ctx, "k", "d", time.Minute)
+	if rec == nil || rec.State != IdempotencyDone || string(rec.Refusal) != string(refusal) || rec.Result != nil {
+		t.Fatalf("record after a refusal: %+v; want done with the refusal", rec)
+	}
+}
+
+// TestMemoryIdempotencyStoreStaleClaim: a claim whose lease ended can
+// neither complete nor release the key once another call claimed it.
+func TestMemoryIdempotencyStoreStaleClaim(t *testing.T) {
 	ctx := context.Background()
 	s, clk := newTestIdempotencyStore(0)
-	s.Begin(ctx, "k", "d", time.Minute)
+	_, stale, _ := s.Begin(ctx, "k", "d", time.Minute)
 	clk.Advance(time.Minute)
-	if err := s.Complete(ctx, "k", json.RawMessage(`1`), time.Hour); !errors.Is(err, ErrNotFound) {
+	if err := s.Complete(ctx, "k", stale, IdempotencyOutcome{Result: json.RawMessage(`1`)}, time.Hour); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("Complete after the lease: %v; want ErrNotFound", err)
 	}
-	if _, claimed, _ := s.Begin(ctx, "k", "d", time.Minute); !claimed {
-		t.Fatal("Begin after the lease: not claimed")
+	_, fresh, _ := s.Begin(ctx, "k", "d", time.Minute)
+	if fresh == "" || fresh == stale {
+		t.Fatalf("Begin after the lease: claim %q (stale %q); want a new claim", fresh, stale)
+	}
+	if err := s.Release(ctx, "k", stale); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Release with the stale claim: %v; want ErrNotFound", err)
+	}
+	if err := s.Complete(ctx, "k", stale, IdempotencyOutcome{Result: json.RawMessage(`1`)}, time.Hour); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Complete with the stale claim: %v; want ErrNotFound", err)
+	}
+	if rec, claim, _ := s.Begin(ctx, "k", "d", time.Minute); claim != "" || rec.State != IdempotencyInFlight {
+		t.Fatalf("the fresh claim was disturbed: %+v, %q", rec, claim)
+	}
+	if err := s.Complete(ctx, "k", fresh, IdempotencyOutcome{Result: json.RawMessage(`2`)}, time.Hour); err != nil {
+		t.Fatalf("Complete with the fresh claim: %v", err)
 	}
 }
 
@@ -81,11 +118,11 @@ func TestMemoryIdempotencyStoreOneClaimUnderConcurrency(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for range 100 {
-				_, claimed, err := s.Begin(context.Background(), "k", "d", time.Minute)
+				_, claim, err := s.Begin(context.Background(), "k", "d", time.Minute)
 				if err != nil {
 					t.Error(err)
 				}
-				if claimed {
+				if claim != "" {
 					claims.Add(1)
 				}
 			}
@@ -101,16 +138,16 @@ func TestMemoryIdempotencyStoreBounded(t *testing.T) {
 	ctx := context.Background()
 	s, clk := newTestIdempotencyStore(3)
 	for i := range 3 {
-		if _, claimed, err := s.Begin(ctx, fmt.Sprint("k", i), "d", time.Minute); err != nil || !claimed {
-			t.Fatalf("key %d: %v, %v", i, claimed, err)
+		if _, claim, err := s.Begin(ctx, fmt.Sprint("k", i), "d", time.Minute); err != nil || claim == "" {
+			t.Fatalf("key %d: %q, %v", i, claim, err)
 		}
 	}
 	if _, _, err := s.Begin(ctx, "k3", "d", time.Minute); !errors.Is(err, ErrStoreFull) {
 		t.Fatalf("fourth live key: %v; want ErrStoreFull", err)
 	}
 	clk.Advance(time.Minute)
-	if _, claimed, err := s.Begin(ctx, "k3", "d", time.Minute); err != nil || !claimed {
-		t.Fatalf("after expiry: %v, %v; want claimed", claimed, err)
+	if _, claim, err := s.Begin(ctx, "k3", "d", time.Minute); err != nil || claim == "" {
+		t.Fatalf("after expiry: %q, %v; want claimed", claim, err)
 	}
 	if n := s.Len(); n != 1 {
 		t.Fatalf("Len = %d; want the expired records swept", n)
@@ -123,7 +160,7 @@ func TestMemoryIdempotencyStoreRejectsBadInput(t *testing.T) {
 	if _, _, err := s.Begin(ctx, "k", "d", 0); err == nil {
 		t.Error("Begin with ttl 0: no error")
 	}
-	if err := s.Complete(ctx, "k", nil, -time.Second); err == nil {
+	if err := s.Complete(ctx, "k", "c", IdempotencyOutcome{}, -time.Second); err == nil {
 		t.Error("Complete with negative ttl: no error")
 	}
 	cancelled, cancel := context.WithCancel(ctx)
@@ -152,5 +189,85 @@ func TestNewIdempotencyRejectsBadOptions(t *testing.T) {
 	}
 	if g.window != DefaultIdempotencyWindow || g.lease != DefaultIdempotencyLease || g.dupWindow != DefaultDuplicateWindow || g.dup != DuplicateWarn {
 		t.Fatalf("defaults not applied: %+v", g)
+	}
+}
+
+// commitThenRun stands for the end of the standard chain: the commit stage
+// (deferred work), then the tool boundary, which marks the call executed.
+func commitThenRun(tool func(ctx context.Context, call *middleware.Call) (middleware.Result, error)) middleware.Invoker {
+	commit := middleware.Stage{Name: "commit", Interceptor: func(ctx context.Context, call *middleware.Call, next middleware.Invoker) (middleware.Result, error) {
+		if err := call.RunCommits(ctx); err != nil {
+			return middleware.Result{}, err
+		}
+		return next.Invoke(ctx, call)
+	}}
+	return middleware.Build(middleware.InvokerFunc(func(ctx context.Context, call *middleware.Call) (middleware.Result, error) {
+		call.MarkExecuted()
+		return tool(ctx, call)
+	}), nil, commit)
+}
+
+// TestIdempotencyStaleClaimLeavesANewerOneAlone: call A outlives its lease,
+// call B claims the key and completes; when A then fails — before its tool
+// ran (released) or after (its outcome stored) — B's record stays, and a
+// retry C gets B's result: the tool ran twice (A and B), never a third time.
+func TestIdempotencyStaleClaimLeavesANewerOneAlone(t *testing.T) {
+	for _, aFails := range []string{"before the tool", "in the tool"} {
+		t.Run(aFails, func(t *testing.T) {
+			store, clk := newTestIdempotencyStore(0)
+			g, err := NewIdempotency(IdempotencyOptions{Store: store, Lease: time.Minute})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var inv middleware.Invoker
+			var runs atomic.Int32
+			newCall := func() *middleware.Call {
+				c := middleware.NewCall("order_place", json.RawMessage(`{"sku":"A"}`), middleware.Principal{ID: "alice", Tenant: "acme"})
+				c.Action = &manifest.Action{Intent: "order.place", Idempotent: new(false)}
+				c.Credentials.IdempotencyKey = "k-1"
+				return c
+			}
+			// B runs while A is stuck past its lease.
+			runB := func(ctx context.Context) {
+				clk.Advance(2 * time.Minute)
+				if res, err := inv.Invoke(ctx, newCall()); err != nil || res.Value != "B" {
+					t.Fatalf("call B: %v, %v; want it to run", res.Value, err)
+				}
+			}
+			var first atomic.Bool
+			first.Store(true)
+			slowCommit := middleware.Stage{Name: "spend", Interceptor: func(ctx context.Context, call *middleware.Call, next middleware.Invoker) (middleware.Result, error) {
+				if aFails == "before the tool" && first.CompareAndSwap(true, false) {
+					call.OnCommit(func(ctx context.Context) error {
+						runB(ctx)
+						return axerr.New(axerr.CodeConfirmationMissing, "token already used")
+					})
+				}
+				return next.Invoke(ctx, call)
+			}}
+			tail := commitThenRun(func(ctx context.Context, call *middleware.Call) (middleware.Result, error) {
+				if runs.Add(1) == 1 && aFails == "in the tool" {
+					runB(ctx)
+					return middleware.Result{}, errors.New("provider down")
+				}
+				return middleware.Result{Value: "B"}, nil
+			})
+			inv = middleware.Build(tail, nil, g.Stage(), slowCommit)
+			if _, err := inv.Invoke(context.Background(), newCall()); err == nil {
+				t.Fatal("call A succeeded; want it to fail")
+			}
+			c := newCall()
+			res, err := inv.Invoke(context.Background(), c)
+			if err != nil || !c.Facts.Replayed || string(res.Value.(json.RawMessage)) != `"B"` {
+				t.Fatalf("retry C: %v, %v, replayed %v; want B's stored result", res.Value, err, c.Facts.Replayed)
+			}
+			want := int32(1)
+			if aFails == "in the tool" {
+				want = 2
+			}
+			if n := runs.Load(); n != want {
+				t.Fatalf("the tool ran %d times; want %d", n, want)
+			}
+		})
 	}
 }

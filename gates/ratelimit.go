@@ -5,8 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"math"
+	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -25,84 +26,75 @@ const StageRateLimit = "rate_limit"
 // An action's rate_limit (N/period) allows N calls per period with bursts up
 // to N; its cooldown is the minimum interval between two calls. Both are
 // counted per (principal, tenant, intent). A call over either is refused with
-// AXAG_RATE_LIMITED (429) and retry_after.
+// AXAG_RATE_LIMITED (429) and retry_after; when both refuse, the refusal is
+// the longer wait's, so that one retry_after is enough.
 //
 // The stage only looks at the counters (l.AllowN with n = 0), so a call over
 // its limit is refused before anyone is asked to confirm it. The call is
-// charged (n = 1) in the commit, right before the tool runs, together with
-// the token ids: a call that a later gate refuses (confirmation missing,
-// approval pending, a duplicate) does not use up the caller's allowance, and
-// a call that loses the race for the last unit is refused there. A
-// check-only call (Enforcer.Check) is never charged. l must not be nil.
+// charged (n = 1) in the commit, right before the tool runs: a call that a
+// later gate refuses (confirmation missing, approval pending, a duplicate)
+// does not use up the caller's allowance, and a call that loses the race for
+// the last unit is refused there. Its commit is registered before the token
+// gates', so that such a call is refused before its tokens are spent. The
+// cooldown and the rate limit are charged together, all or nothing: a call
+// the rate limit refuses at the commit does not start a cooldown. One
+// exception costs a unit: a call that passes this charge and is then refused
+// by a later commit (its token spent meanwhile by a concurrent call, the
+// replay store failing) has been charged. A check-only call (Enforcer.Check)
+// is never charged. l must not be nil.
+//
+// Each call whose action declares a limit asks l twice, whatever the number
+// of counters: one look, one charge (two Redis round trips with
+// redisstore.Limiter).
 func RateLimit(l Limiter) middleware.Stage {
 	return middleware.Stage{Name: StageRateLimit, Interceptor: func(ctx context.Context, call *middleware.Call, next middleware.Invoker) (middleware.Result, error) {
 		a := call.Action
 		if a == nil || (a.RateLimit == nil && a.Cooldown <= 0) {
 			return next.Invoke(ctx, call)
 		}
-		rc := rateCharge{l: l, action: a}
+		rc := &rateCharge{l: l, action: a, cooldownAt: -1}
 		if a.Cooldown > 0 {
-			rc.cooldownKey = StateKey("cooldown", call.Principal.Tenant, call.Principal.ID, a.Intent)
+			rc.cooldownAt = rc.n
+			rc.keys[rc.n] = LimitKey{Key: StateKey("cooldown", call.Principal.Tenant, call.Principal.ID, a.Intent), Limit: Limit{Count: 1, Per: a.Cooldown}}
+			rc.n++
 		}
 		if a.RateLimit != nil {
-			rc.rateKey = StateKey("rate", call.Principal.Tenant, call.Principal.ID, a.Intent)
+			rc.keys[rc.n] = LimitKey{Key: StateKey("rate", call.Principal.Tenant, call.Principal.ID, a.Intent), Limit: Limit{Count: a.RateLimit.Count, Per: a.RateLimit.Per}}
+			rc.n++
 		}
 		if err := rc.take(ctx, 0); err != nil {
 			return middleware.Result{}, err
 		}
 		if !call.CheckOnly() {
-			call.OnCommit(func(ctx context.Context) error { return rc.take(ctx, 1) })
+			call.OnCommit(rc.charge)
 		}
 		return next.Invoke(ctx, call)
 	}}
 }
 
-// rateCharge is one call's counters: its cooldown and its rate limit.
+// rateCharge is one call's counters: its cooldown and its rate limit, as
+// far as the action declares them.
 type rateCharge struct {
 	l      Limiter
 	action *manifest.Action
-	// The keys name (principal, tenant, intent), one per counter; "" when
-	// the action does not declare that limit.
-	cooldownKey, rateKey string
+	keys   [2]LimitKey
+	n      int
+	// cooldownAt is the index of the cooldown in keys, -1 without one.
+	cooldownAt int
 }
 
-// take asks the limiter for n calls under the cooldown, then the rate limit.
-// When charging (n > 0) it stops at the first refusal, so that a call the
-// cooldown refuses leaves the rate limit uncharged. When looking (n = 0) it
-// asks both and reports the longer wait, so that one retry_after is enough.
-func (rc rateCharge) take(ctx context.Context, n int) error {
-	var refusal *axerr.Error
-	for _, c := range [2]struct {
-		key      string
-		cooldown bool
-	}{{rc.cooldownKey, true}, {rc.rateKey, false}} {
-		if c.key == "" {
-			continue
-		}
-		e := rc.ask(ctx, c.key, n, c.cooldown)
-		if e == nil {
-			continue
-		}
-		if n > 0 || e.Code != axerr.CodeRateLimited {
-			return e
-		}
-		if refusal == nil || e.RetryAfter > refusal.RetryAfter {
-			refusal = e
-		}
+// charge takes the call from every counter at once: the commit.
+func (rc *rateCharge) charge(ctx context.Context) error {
+	if err := rc.take(ctx, 1); err != nil {
+		return err
 	}
-	if refusal == nil {
-		return nil
-	}
-	return refusal
+	return nil
 }
 
-// ask takes n calls from one counter: nil, or the refusal.
-func (rc rateCharge) ask(ctx context.Context, key string, n int, cooldown bool) *axerr.Error {
-	lim := Limit{Count: 1, Per: rc.action.Cooldown}
-	if !cooldown {
-		lim = Limit{Count: rc.action.RateLimit.Count, Per: rc.action.RateLimit.Per}
-	}
-	d, err := rc.l.AllowN(ctx, key, lim, n)
+// take asks the limiter for n calls from all the counters at once: nil, or
+// the refusal of the counter with the longer wait.
+func (rc *rateCharge) take(ctx context.Context, n int) *axerr.Error {
+	d, err := rc.l.AllowN(ctx, rc.keys[:rc.n], n)
 	var e *axerr.Error
 	switch {
 	case err != nil:
@@ -110,7 +102,13 @@ func (rc rateCharge) ask(ctx context.Context, key string, n int, cooldown bool) 
 	case d.Allowed:
 		return nil
 	default:
-		e = RateLimited(rc.action, cooldown, d.RetryAfter)
+		by := d.RefusedBy
+		if by < 0 || by >= rc.n {
+			// A limiter that names no counter: blame the rate limit, the
+			// one with a period to quote, or the cooldown when alone.
+			by = rc.n - 1
+		}
+		e = RateLimited(rc.action, by == rc.cooldownAt, d.RetryAfter)
 	}
 	// Name this gate even when the refusal comes from the commit stage.
 	e.Gate = StageRateLimit
@@ -164,36 +162,6 @@ func rateSpec(r *manifest.RateLimit) string {
 	return strconv.Itoa(r.Count) + "/" + periodName(r.Per)
 }
 
-// StateKey builds a store key from a kind and parts. Each part is written
-// with its length in front, so no part can be forged to look like two
-// ("a:b" + "c" never equals "a" + "b:c"); stores may add their own prefix.
-func StateKey(kind string, parts ...string) string {
-	n := len(kind)
-	for _, p := range parts {
-		n += len(p) + 2 + digits(len(p))
-	}
-	var b strings.Builder
-	b.Grow(n)
-	b.WriteString(kind)
-	var num [20]byte
-	for _, p := range parts {
-		b.WriteByte(':')
-		b.Write(strconv.AppendInt(num[:0], int64(len(p)), 10))
-		b.WriteByte(':')
-		b.WriteString(p)
-	}
-	return b.String()
-}
-
-func digits(n int) int {
-	d := 1
-	for n >= 10 {
-		n /= 10
-		d++
-	}
-	return d
-}
-
 // DefaultMaxKeys bounds the keys a memory store holds when its constructor is
 // given no bound.
 const DefaultMaxKeys = 100_000
@@ -211,6 +179,14 @@ const limiterSweepEvery = time.Minute
 // at most: a flood of new keys against a full store must not turn every
 // call into a sweep under the lock.
 const sweepFullEvery = time.Second
+
+// sweepDue reports whether a memory store that last forgot its idle keys at
+// last should look for more now: every period, or sooner (but not more than
+// once per sweepFullEvery) when it is full.
+func sweepDue(now, last time.Time, period time.Duration, full bool) bool {
+	since := now.Sub(last)
+	return since >= period || (full && since >= sweepFullEvery)
+}
 
 // MemoryLimiter is a Limiter for one process: a token bucket per key
 // (golang.org/x/time/rate), Limit{Count, Per} being a bucket of Count tokens
@@ -257,63 +233,142 @@ func NewMemoryLimiter(maxKeys int) *MemoryLimiter {
 	return l
 }
 
-// AllowN takes n calls for key under limit; n = 0 only looks. When refused,
-// nothing is taken and RetryAfter says when one call will be allowed (for
-// n = 0) or the n calls (for n > 0).
-func (l *MemoryLimiter) AllowN(ctx context.Context, key string, limit Limit, n int) (LimitDecision, error) {
-	if limit.Count < 1 || limit.Per <= 0 {
-		return LimitDecision{}, fmt.Errorf("invalid limit %d per %s", limit.Count, limit.Per)
-	}
-	if n < 0 || n > limit.Count {
-		return LimitDecision{}, fmt.Errorf("cannot take %d calls under a limit of %d", n, limit.Count)
+// AllowN takes n calls from every counter in keys, all or nothing (see
+// Limiter); n = 0 only looks. The shards of the keys stay locked from the
+// first look to the last charge, so the decision is atomic. When refused,
+// nothing is taken and RetryAfter says when the counter that refused longest
+// will allow one call (for n = 0) or the n calls (for n > 0).
+func (l *MemoryLimiter) AllowN(ctx context.Context, keys []LimitKey, n int) (LimitDecision, error) {
+	if err := checkLimitKeys(keys, n); err != nil {
+		return LimitDecision{}, err
 	}
 	if err := ctx.Err(); err != nil {
 		return LimitDecision{}, err
 	}
 	now := l.now()
-	s := &l.shards[0]
-	if len(l.shards) > 1 {
-		s = &l.shards[maphash.String(l.seed, key)%uint64(len(l.shards))]
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
 
-	b := s.buckets[key]
-	if b == nil {
-		if n == 0 {
-			// A key never seen (or forgotten once full) has a full bucket.
-			return LimitDecision{Allowed: true, Remaining: limit.Count}, nil
+	// Lock each shard the keys fall in once, in shard order (no deadlock
+	// between calls that share shards).
+	var shardBuf [4]int
+	shardOf := shardBuf[:0]
+	if len(keys) > len(shardBuf) {
+		shardOf = make([]int, 0, len(keys))
+	}
+	for _, k := range keys {
+		shardOf = append(shardOf, l.shardIndex(k.Key))
+	}
+	var lockBuf [4]int
+	locked := append(lockBuf[:0], shardOf...)
+	slices.Sort(locked)
+	locked = slices.Compact(locked)
+	for _, i := range locked {
+		l.shards[i].mu.Lock()
+	}
+	defer func() {
+		for _, i := range locked {
+			l.shards[i].mu.Unlock()
 		}
-		if since := now.Sub(s.lastSweep); since >= limiterSweepEvery || (len(s.buckets) >= l.maxPerShard && since >= sweepFullEvery) {
+	}()
+
+	// Look at every counter first; charge only when all of them allow.
+	want := max(n, 1)
+	d := LimitDecision{Allowed: true, Remaining: math.MaxInt}
+	var bucketBuf [4]*bucket
+	buckets := bucketBuf[:0]
+	if len(keys) > len(bucketBuf) {
+		buckets = make([]*bucket, 0, len(keys))
+	}
+	for i, k := range keys {
+		b := l.shards[shardOf[i]].buckets[k.Key]
+		buckets = append(buckets, b)
+		if b == nil {
+			// A key never seen (or forgotten once full) has a full bucket.
+			d.Remaining = min(d.Remaining, k.Limit.Count-n)
+			continue
+		}
+		if b.limit != k.Limit {
+			// The manifest changed the limit: keep the count, change the
+			// rate.
+			b.lim.SetLimitAt(now, every(k.Limit))
+			b.lim.SetBurstAt(now, k.Limit.Count)
+			b.limit = k.Limit
+		}
+		if tokens := b.lim.TokensAt(now); tokens >= float64(want) {
+			d.Remaining = min(d.Remaining, int(tokens)-n)
+			continue
+		}
+		// Refused: ask the bucket when the call would be allowed, then give
+		// the reservation back (exact under the lock: nothing was reserved
+		// after it).
+		r := b.lim.ReserveN(now, want)
+		delay := r.DelayFrom(now)
+		r.CancelAt(now)
+		if d.Allowed || delay > d.RetryAfter {
+			d = LimitDecision{RetryAfter: delay, RefusedBy: i}
+		}
+	}
+	if !d.Allowed {
+		if d.RetryAfter <= 0 {
+			// Cannot happen: a refusal always has a wait. Refuse rather
+			// than assume, and say when to come back.
+			d.RetryAfter = keys[d.RefusedBy].Limit.Per / time.Duration(keys[d.RefusedBy].Limit.Count)
+		}
+		return d, nil
+	}
+	if n == 0 {
+		return d, nil
+	}
+	// Make the buckets of new keys before charging any, so that a full
+	// store refuses the call without charging part of it.
+	for i, k := range keys {
+		if buckets[i] != nil {
+			continue
+		}
+		s := &l.shards[shardOf[i]]
+		if sweepDue(now, s.lastSweep, limiterSweepEvery, len(s.buckets) >= l.maxPerShard) {
 			s.sweep(now)
 		}
 		if len(s.buckets) >= l.maxPerShard {
 			return LimitDecision{}, ErrStoreFull
 		}
-		b = &bucket{lim: rate.NewLimiter(every(limit), limit.Count), limit: limit}
-		s.buckets[key] = b
-	} else if b.limit != limit {
-		// The manifest changed the limit: keep the count, change the rate.
-		b.lim.SetLimitAt(now, every(limit))
-		b.lim.SetBurstAt(now, limit.Count)
-		b.limit = limit
+		buckets[i] = &bucket{lim: rate.NewLimiter(every(k.Limit), k.Limit.Count), limit: k.Limit}
+		s.buckets[k.Key] = buckets[i]
 	}
+	for _, b := range buckets {
+		// Cannot fail: every bucket was seen to hold n tokens under the
+		// lock.
+		b.lim.AllowN(now, n)
+	}
+	return d, nil
+}
 
-	want := max(n, 1)
-	if b.lim.TokensAt(now) >= float64(want) {
-		if n > 0 && !b.lim.AllowN(now, n) {
-			// Cannot happen under the shard's lock; refuse rather than assume.
-			return LimitDecision{RetryAfter: limit.Per / time.Duration(limit.Count)}, nil
-		}
-		return LimitDecision{Allowed: true, Remaining: remaining(b.lim, now)}, nil
+// checkLimitKeys refuses a request no limiter can answer: no counter, a
+// counter asked twice, a limit that is not a rate, or n out of range.
+func checkLimitKeys(keys []LimitKey, n int) error {
+	if len(keys) == 0 {
+		return errors.New("no counter to take from")
 	}
-	// Refused: ask the bucket when the call would be allowed, then give the
-	// reservation back (exact under the shard's lock: nothing was reserved
-	// after it).
-	r := b.lim.ReserveN(now, want)
-	delay := r.DelayFrom(now)
-	r.CancelAt(now)
-	return LimitDecision{RetryAfter: delay, Remaining: 0}, nil
+	for i, k := range keys {
+		if k.Limit.Count < 1 || k.Limit.Per <= 0 {
+			return fmt.Errorf("invalid limit %d per %s", k.Limit.Count, k.Limit.Per)
+		}
+		if n < 0 || n > k.Limit.Count {
+			return fmt.Errorf("cannot take %d calls under a limit of %d", n, k.Limit.Count)
+		}
+		for _, other := range keys[:i] {
+			if other.Key == k.Key {
+				return fmt.Errorf("counter %q asked twice in one call", k.Key)
+			}
+		}
+	}
+	return nil
+}
+
+func (l *MemoryLimiter) shardIndex(key string) int {
+	if len(l.shards) == 1 {
+		return 0
+	}
+	return int(maphash.String(l.seed, key) % uint64(len(l.shards)))
 }
 
 // Len returns how many keys the limiter holds now (idle keys not yet swept

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	axerr "github.com/axgate/axgate/errors"
@@ -48,19 +50,33 @@ type Limit struct {
 	Per   time.Duration
 }
 
-// LimitDecision is a Limiter's answer.
+// LimitKey is one counter a call is charged to: its key and its limit.
+type LimitKey struct {
+	Key   string
+	Limit Limit
+}
+
+// LimitDecision is a Limiter's answer for all the counters of a call.
 type LimitDecision struct {
 	Allowed bool
-	// RetryAfter is how long until the call would be allowed, when refused.
+	// RetryAfter is how long until the call would be allowed, when refused:
+	// the longest wait of the counters that refuse.
 	RetryAfter time.Duration
-	// Remaining calls allowed right now after this one.
+	// Remaining calls allowed right now after this one, by the tightest
+	// counter.
 	Remaining int
+	// RefusedBy is the index, in the keys asked, of the counter whose wait
+	// is RetryAfter, when refused.
+	RefusedBy int
 }
 
 // Limiter counts calls per key (GCRA or token bucket).
 type Limiter interface {
-	// AllowN takes n calls for key under limit. n = 0 only looks.
-	AllowN(ctx context.Context, key string, limit Limit, n int) (LimitDecision, error)
+	// AllowN takes n calls from every counter in keys, all or nothing: when
+	// one refuses, none is charged. n = 0 only looks: whether one call would
+	// be allowed now. keys are distinct, at least one; n may not exceed any
+	// counter's Count (so many calls could never be allowed at once).
+	AllowN(ctx context.Context, keys []LimitKey, n int) (LimitDecision, error)
 }
 
 // IdempotencyState is the state of an idempotency record.
@@ -77,20 +93,37 @@ type IdempotencyRecord struct {
 	// ArgsSHA256 is the digest of the arguments first sent with the key.
 	ArgsSHA256 string           `json:"args_sha256"`
 	State      IdempotencyState `json:"state"`
-	// Result is the stored result (JSON), once done.
+	// Result is the stored result (JSON) of a call that succeeded, once
+	// done.
 	Result json.RawMessage `json:"result,omitempty"`
+	// Refusal is the stored refusal of a call that ran and failed (the
+	// tool's error, a postcondition), as its AXAG error envelope (JSON),
+	// once done. At most one of Result and Refusal is set.
+	Refusal json.RawMessage `json:"refusal,omitempty"`
+}
+
+// IdempotencyOutcome is the outcome of a call that ran, as Complete stores
+// it: its result or its refusal.
+type IdempotencyOutcome struct {
+	Result  json.RawMessage
+	Refusal json.RawMessage
 }
 
 // IdempotencyStore keeps the outcome of non-idempotent calls by key.
 type IdempotencyStore interface {
 	// Begin claims key for a call with these arguments, marking it in flight
-	// for ttl. If the key is already held it returns the existing record and
-	// claimed = false, and changes nothing.
-	Begin(ctx context.Context, key, argsSHA256 string, ttl time.Duration) (existing *IdempotencyRecord, claimed bool, err error)
-	// Complete stores the result of the call that claimed key, kept for ttl.
-	Complete(ctx context.Context, key string, result json.RawMessage, ttl time.Duration) error
-	// Release forgets key (the call failed, so a retry may run it again).
-	Release(ctx context.Context, key string) error
+	// for ttl, and returns the claim: a token unique to this call that
+	// Complete and Release require. If the key is already held it returns the
+	// existing record and claim "", and changes nothing.
+	Begin(ctx context.Context, key, argsSHA256 string, ttl time.Duration) (existing *IdempotencyRecord, claim string, err error)
+	// Complete stores the outcome of the call that holds claim on key, kept
+	// for ttl. When claim no longer holds the key (its lease ended; another
+	// call may hold it now) it changes nothing and returns ErrNotFound.
+	Complete(ctx context.Context, key, claim string, outcome IdempotencyOutcome, ttl time.Duration) error
+	// Release forgets key while claim holds it in flight (the call did not
+	// run, so a retry may run it). Otherwise it changes nothing and returns
+	// ErrNotFound.
+	Release(ctx context.Context, key, claim string) error
 }
 
 // ApprovalState is the state of an approval request.
@@ -175,6 +208,36 @@ type ApprovalStore interface {
 	Update(ctx context.Context, id string, fn func(*ApprovalRequest) error) (ApprovalRequest, error)
 	// List returns the requests that match the filter, oldest first.
 	List(ctx context.Context, f ApprovalFilter) ([]ApprovalRequest, error)
+}
+
+// StateKey builds a store key from a kind and parts. Each part is written
+// with its length in front, so no part can be forged to look like two
+// ("a:b" + "c" never equals "a" + "b:c"); stores may add their own prefix.
+func StateKey(kind string, parts ...string) string {
+	n := len(kind)
+	for _, p := range parts {
+		n += len(p) + 2 + digits(len(p))
+	}
+	var b strings.Builder
+	b.Grow(n)
+	b.WriteString(kind)
+	var num [20]byte
+	for _, p := range parts {
+		b.WriteByte(':')
+		b.Write(strconv.AppendInt(num[:0], int64(len(p)), 10))
+		b.WriteByte(':')
+		b.WriteString(p)
+	}
+	return b.String()
+}
+
+func digits(n int) int {
+	d := 1
+	for n >= 10 {
+		n /= 10
+		d++
+	}
+	return d
 }
 
 // StoreUnavailable is the refusal of a gate whose store failed: 503,

@@ -35,18 +35,22 @@ func TestFailClosed(t *testing.T) {
 		out["Consume"] = s.Replay.Consume(ctx, []gates.TokenUse{{ID: id("tok"), Expires: exp}})
 		out["Consume several"] = s.Replay.Consume(ctx, []gates.TokenUse{{ID: id("t1"), Expires: exp}, {ID: id("t2"), Expires: exp}})
 		_, out["Used"] = s.Replay.Used(ctx, id("tok"))
-		d, err := s.Limiter.AllowN(ctx, "k", limit, 1)
+		d, err := s.Limiter.AllowN(ctx, []gates.LimitKey{{Key: "k", Limit: limit}}, 1)
 		if err == nil && !d.Allowed {
 			err = errors.New("refused under a limit of 1000")
 		}
 		out["AllowN"] = err
-		rec, claimed, err := s.Idempotency.Begin(ctx, id("idem"), "digest", time.Hour)
-		if err == nil && (!claimed || rec != nil) {
+		rec, claim, err := s.Idempotency.Begin(ctx, id("idem"), "digest", time.Hour)
+		if err == nil && (claim == "" || rec != nil) {
 			err = errors.New("fresh key not claimed")
 		}
 		out["Begin"] = err
-		out["Complete"] = s.Idempotency.Complete(ctx, id("idem"), json.RawMessage(`{}`), time.Hour)
-		out["Release"] = s.Idempotency.Release(ctx, id("idem"))
+		out["Complete"] = s.Idempotency.Complete(ctx, id("idem"), claim, gates.IdempotencyOutcome{Result: json.RawMessage(`{}`)}, time.Hour)
+		_, claim, err = s.Idempotency.Begin(ctx, id("idem2"), "digest", time.Hour)
+		if err == nil {
+			err = s.Idempotency.Release(ctx, id("idem2"), claim)
+		}
+		out["Release"] = err
 		_, created, err := s.Approvals.Create(ctx, gates.ApprovalRequest{ID: id("req"), State: gates.ApprovalPending, ExpiresAt: exp})
 		if err == nil && !created {
 			err = errors.New("fresh request not created")

@@ -3,99 +3,133 @@ package redisstore
 import (
 	"context"
 	"fmt"
-	"strings"
+	"strconv"
 	"time"
 
-	"github.com/go-redis/redis_rate/v10"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/axgate/axgate/gates"
 )
 
-// Limiter is a gates.Limiter on Redis, using the GCRA of
-// github.com/go-redis/redis_rate: the state of a key is one timestamp, and a
-// decision is one script run (one round trip).
-type Limiter struct {
-	base
-	rl *redis_rate.Limiter
-}
+// Limiter is a gates.Limiter on Redis, with the GCRA (generic cell rate
+// algorithm) of github.com/go-redis/redis_rate: the state of a counter is
+// one timestamp, its theoretical arrival time. Every decision, over all the
+// counters of a call, is one script run: one round trip, atomic.
+//
+// The counters of one call must hash to one slot with Redis Cluster: give
+// Options.Prefix a hash tag (see the package documentation).
+type Limiter struct{ base }
 
 var _ gates.Limiter = (*Limiter)(nil)
 
 // NewLimiter returns a Limiter on client.
 func NewLimiter(client redis.UniversalClient, opts Options) *Limiter {
-	l := &Limiter{base: newBase(client, opts)}
-	l.rl = redis_rate.NewLimiter(rateKeys{client})
-	return l
+	return &Limiter{base: newBase(client, opts)}
 }
 
-// AllowN takes n calls for key under limit: Count calls per Per, in bursts
-// of up to Count. With n = 0 it only looks: Allowed says whether one call
-// would be allowed now, and nothing is taken. n may not exceed Count: so many
-// calls could never be allowed at once.
-func (l *Limiter) AllowN(ctx context.Context, key string, limit gates.Limit, n int) (gates.LimitDecision, error) {
-	if limit.Count <= 0 || limit.Per <= 0 {
-		return gates.LimitDecision{}, fmt.Errorf("redisstore: invalid limit %d per %s", limit.Count, limit.Per)
+// allowScript is redis_rate's GCRA script (itself from
+// github.com/rwz/redis-gcra; Copyright (c) 2017 Pavel Pravosud, and
+// Copyright (c) 2013 The github.com/go-redis/redis_rate Authors, BSD 2-Clause
+// licence) extended to several counters taken all or nothing: it looks at
+// every counter first and writes only when all of them allow.
+//
+// KEYS are the counters; ARGV[1] is the number of calls to take (0 only
+// looks: does one call fit?); then, for each counter, its burst (= rate) and
+// its period in seconds. It returns {1, 0, "0", remaining} when allowed, or
+// {0, i, wait, 0}: counter i (1-based) refuses longest, for wait seconds.
+var allowScript = redis.NewScript(`
+local cost = tonumber(ARGV[1])
+local need = math.max(cost, 1)
+
+-- now in seconds since 2017-01-01, as redis_rate counts: the values keep
+-- their precision in a double.
+local t = redis.call('TIME')
+local now = (t[1] - 1483228800) + (t[2] / 1000000)
+
+local tats, intervals = {}, {}
+local remaining = -1
+local refused, wait = 0, 0
+for i, key in ipairs(KEYS) do
+  local burst = tonumber(ARGV[2 * i])
+  local interval = tonumber(ARGV[2 * i + 1]) / burst
+  local tat = tonumber(redis.call('GET', key) or '') or now
+  tat = math.max(tat, now)
+  tats[i], intervals[i] = tat, interval
+  -- how early the last of the needed calls would be: < 0 means too early
+  local diff = (now - tat) + interval * (burst - need)
+  if diff < 0 then
+    if -diff > wait then
+      refused, wait = i, -diff
+    end
+  else
+    local left = math.floor(diff / interval + 1e-9) + need - cost
+    if remaining < 0 or left < remaining then
+      remaining = left
+    end
+  end
+end
+if refused > 0 then
+  return {0, refused, tostring(wait), 0}
+end
+if cost > 0 then
+  for i, key in ipairs(KEYS) do
+    local new_tat = tats[i] + intervals[i] * cost
+    redis.call('SET', key, new_tat, 'EX', math.max(math.ceil(new_tat - now), 1))
+  end
+end
+return {1, 0, '0', remaining}
+`)
+
+// AllowN takes n calls from every counter in keys, all or nothing (see
+// gates.Limiter); each counter allows Count calls per Per, in bursts of up to
+// Count. With n = 0 it only looks: Allowed says whether one call would be
+// allowed now, and nothing is taken. One round trip.
+func (l *Limiter) AllowN(ctx context.Context, keys []gates.LimitKey, n int) (gates.LimitDecision, error) {
+	if len(keys) == 0 {
+		return gates.LimitDecision{}, fmt.Errorf("redisstore: no counter to take from")
 	}
-	if n < 0 || n > limit.Count {
-		return gates.LimitDecision{}, fmt.Errorf("redisstore: cannot take %d calls under a limit of %d", n, limit.Count)
+	rkeys := make([]string, len(keys))
+	args := make([]any, 1, 1+2*len(keys))
+	args[0] = n
+	for i, k := range keys {
+		if k.Limit.Count <= 0 || k.Limit.Per <= 0 {
+			return gates.LimitDecision{}, fmt.Errorf("redisstore: invalid limit %d per %s", k.Limit.Count, k.Limit.Per)
+		}
+		if n < 0 || n > k.Limit.Count {
+			return gates.LimitDecision{}, fmt.Errorf("redisstore: cannot take %d calls under a limit of %d", n, k.Limit.Count)
+		}
+		for _, other := range keys[:i] {
+			if other.Key == k.Key {
+				return gates.LimitDecision{}, fmt.Errorf("redisstore: counter %q asked twice in one call", k.Key)
+			}
+		}
+		rkeys[i] = l.key("rate:", k.Key)
+		args = append(args, k.Limit.Count, strconv.FormatFloat(k.Limit.Per.Seconds(), 'f', -1, 64))
 	}
-	rl := redis_rate.Limit{Rate: limit.Count, Burst: limit.Count, Period: limit.Per}
 	ctx, cancel := l.ctx(ctx)
 	defer cancel()
-	res, err := l.rl.AllowN(ctx, l.key("rate:", key), rl, n)
+	v, err := allowScript.Run(ctx, l.rdb, rkeys, args...).Slice()
 	if err != nil {
 		return gates.LimitDecision{}, fmt.Errorf("redisstore: rate limit: %w", err)
 	}
-	if n == 0 {
-		// redis_rate reports what is left; one call needs one whole slot.
-		// ResetAfter is when the bucket is full again, so one slot frees
-		// (Count-1) emission intervals before that.
-		d := gates.LimitDecision{Allowed: res.Remaining >= 1, Remaining: res.Remaining}
-		if !d.Allowed {
-			interval := limit.Per / time.Duration(limit.Count)
-			d.RetryAfter = max(res.ResetAfter-time.Duration(limit.Count-1)*interval, time.Millisecond)
-		}
-		return d, nil
+	if len(v) != 4 {
+		return gates.LimitDecision{}, fmt.Errorf("redisstore: rate limit: unexpected reply of %d values", len(v))
 	}
-	d := gates.LimitDecision{Allowed: res.Allowed > 0, Remaining: res.Remaining}
-	if !d.Allowed {
-		// A refusal always says when to come back.
-		d.RetryAfter = max(res.RetryAfter, time.Millisecond)
+	allowed, ok1 := v[0].(int64)
+	by, ok2 := v[1].(int64)
+	waitText, ok3 := v[2].(string)
+	remaining, ok4 := v[3].(int64)
+	if !ok1 || !ok2 || !ok3 || !ok4 {
+		return gates.LimitDecision{}, fmt.Errorf("redisstore: rate limit: unexpected reply %v", v)
 	}
-	return d, nil
-}
-
-// rateKeys gives redis_rate the client with its own key prefix ("rate:")
-// removed, so that every key stays under Options.Prefix.
-type rateKeys struct{ redis.UniversalClient }
-
-const rateLibPrefix = "rate:"
-
-func trimRateKeys(keys []string) []string {
-	out := make([]string, len(keys))
-	for i, k := range keys {
-		out[i] = strings.TrimPrefix(k, rateLibPrefix)
+	if allowed == 1 {
+		return gates.LimitDecision{Allowed: true, Remaining: int(max(remaining, 0))}, nil
 	}
-	return out
-}
-
-func (r rateKeys) Eval(ctx context.Context, script string, keys []string, args ...any) *redis.Cmd {
-	return r.UniversalClient.Eval(ctx, script, trimRateKeys(keys), args...)
-}
-
-func (r rateKeys) EvalSha(ctx context.Context, sha1 string, keys []string, args ...any) *redis.Cmd {
-	return r.UniversalClient.EvalSha(ctx, sha1, trimRateKeys(keys), args...)
-}
-
-func (r rateKeys) EvalRO(ctx context.Context, script string, keys []string, args ...any) *redis.Cmd {
-	return r.UniversalClient.EvalRO(ctx, script, trimRateKeys(keys), args...)
-}
-
-func (r rateKeys) EvalShaRO(ctx context.Context, sha1 string, keys []string, args ...any) *redis.Cmd {
-	return r.UniversalClient.EvalShaRO(ctx, sha1, trimRateKeys(keys), args...)
-}
-
-func (r rateKeys) Del(ctx context.Context, keys ...string) *redis.IntCmd {
-	return r.UniversalClient.Del(ctx, trimRateKeys(keys)...)
+	wait, err := strconv.ParseFloat(waitText, 64)
+	if err != nil || by < 1 || int(by) > len(keys) {
+		return gates.LimitDecision{}, fmt.Errorf("redisstore: rate limit: unexpected reply %v", v)
+	}
+	// A refusal always says when to come back.
+	retry := max(time.Duration(wait*float64(time.Second)), time.Millisecond)
+	return gates.LimitDecision{RetryAfter: retry, RefusedBy: int(by) - 1}, nil
 }

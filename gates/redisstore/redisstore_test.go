@@ -67,9 +67,13 @@ func TestOneRoundTripPerGateCall(t *testing.T) {
 
 	// Warm up: the first run of each script may load it (EVALSHA, then EVAL).
 	s.Replay.Consume(ctx, []gates.TokenUse{{ID: "warm-1", Expires: exp}, {ID: "warm-2", Expires: exp}})
-	s.Limiter.AllowN(ctx, "warm", limit, 1)
-	s.Idempotency.Begin(ctx, "warm", "a", time.Minute)
-	s.Idempotency.Complete(ctx, "warm", json.RawMessage(`1`), time.Minute)
+	s.Limiter.AllowN(ctx, []gates.LimitKey{{Key: "warm", Limit: limit}}, 1)
+	_, warm, _ := s.Idempotency.Begin(ctx, "warm", "a", time.Minute)
+	s.Idempotency.Complete(ctx, "warm", warm, gates.IdempotencyOutcome{Result: json.RawMessage(`1`)}, time.Minute)
+	_, warm, _ = s.Idempotency.Begin(ctx, "warm-2", "a", time.Minute)
+	s.Idempotency.Release(ctx, "warm-2", warm)
+	var claim string
+	two := []gates.LimitKey{{Key: "cooldown", Limit: gates.Limit{Count: 1, Per: time.Millisecond}}, {Key: "k", Limit: limit}}
 	s.Approvals.Create(ctx, gates.ApprovalRequest{ID: "warm", ExpiresAt: exp})
 	s.Approvals.Update(ctx, "warm", func(*gates.ApprovalRequest) error { return nil })
 
@@ -91,12 +95,25 @@ func TestOneRoundTripPerGateCall(t *testing.T) {
 			return nil
 		}},
 		{"ReplayStore.Used", 1, func() error { _, err := s.Replay.Used(ctx, "t1"); return err }},
-		{"Limiter.AllowN", 1, func() error { _, err := s.Limiter.AllowN(ctx, "k", limit, 1); return err }},
-		{"Limiter.AllowN peek", 1, func() error { _, err := s.Limiter.AllowN(ctx, "k", limit, 0); return err }},
-		{"IdempotencyStore.Begin", 1, func() error { _, _, err := s.Idempotency.Begin(ctx, "i1", "a", time.Minute); return err }},
+		{"Limiter.AllowN", 1, func() error { _, err := s.Limiter.AllowN(ctx, two[1:], 1); return err }},
+		{"Limiter.AllowN peek", 1, func() error { _, err := s.Limiter.AllowN(ctx, two[1:], 0); return err }},
+		{"Limiter.AllowN cooldown and rate", 1, func() error { _, err := s.Limiter.AllowN(ctx, two, 1); return err }},
+		{"Limiter.AllowN cooldown and rate peek", 1, func() error { _, err := s.Limiter.AllowN(ctx, two, 0); return err }},
+		{"IdempotencyStore.Begin", 1, func() error {
+			var err error
+			_, claim, err = s.Idempotency.Begin(ctx, "i1", "a", time.Minute)
+			return err
+		}},
 		{"IdempotencyStore.Begin held", 1, func() error { _, _, err := s.Idempotency.Begin(ctx, "i1", "a", time.Minute); return err }},
-		{"IdempotencyStore.Complete", 1, func() error { return s.Idempotency.Complete(ctx, "i1", json.RawMessage(`{}`), time.Minute) }},
-		{"IdempotencyStore.Release", 1, func() error { return s.Idempotency.Release(ctx, "i1") }},
+		{"IdempotencyStore.Complete", 1, func() error {
+			return s.Idempotency.Complete(ctx, "i1", claim, gates.IdempotencyOutcome{Result: json.RawMessage(`{}`)}, time.Minute)
+		}},
+		{"IdempotencyStore.Begin again", 1, func() error {
+			var err error
+			_, claim, err = s.Idempotency.Begin(ctx, "i2", "a", time.Minute)
+			return err
+		}},
+		{"IdempotencyStore.Release", 1, func() error { return s.Idempotency.Release(ctx, "i2", claim) }},
 		{"ApprovalStore.Create", 1, func() error { _, _, err := s.Approvals.Create(ctx, req); return err }},
 		{"ApprovalStore.Create existing", 1, func() error { _, _, err := s.Approvals.Create(ctx, req); return err }},
 		{"ApprovalStore.Get", 1, func() error { _, err := s.Approvals.Get(ctx, "r1"); return err }},
@@ -128,7 +145,7 @@ func TestKeysUnderPrefix(t *testing.T) {
 	if err := s.Replay.Consume(ctx, []gates.TokenUse{{ID: "j1", Expires: exp}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Limiter.AllowN(ctx, "acme/user-1/orders.cancel", gates.Limit{Count: 5, Per: time.Minute}, 1); err != nil {
+	if _, err := s.Limiter.AllowN(ctx, []gates.LimitKey{{Key: "acme/user-1/orders.cancel", Limit: gates.Limit{Count: 5, Per: time.Minute}}}, 1); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := s.Idempotency.Begin(ctx, "acme/user-1/key-1", "digest", time.Minute); err != nil {
@@ -184,11 +201,11 @@ func TestInvalidInputRefused(t *testing.T) {
 		t.Errorf("Consume of a token use without expiry = %v, want an error", err)
 	}
 	for _, l := range []gates.Limit{{Count: 0, Per: time.Minute}, {Count: 5, Per: 0}, {Count: -1, Per: time.Minute}} {
-		if d, err := s.Limiter.AllowN(ctx, "k", l, 1); err == nil {
+		if d, err := s.Limiter.AllowN(ctx, []gates.LimitKey{{Key: "k", Limit: l}}, 1); err == nil {
 			t.Errorf("AllowN under %+v = %+v, want an error", l, d)
 		}
 	}
-	if _, err := s.Limiter.AllowN(ctx, "k", gates.Limit{Count: 5, Per: time.Minute}, -1); err == nil {
+	if _, err := s.Limiter.AllowN(ctx, []gates.LimitKey{{Key: "k", Limit: gates.Limit{Count: 5, Per: time.Minute}}}, -1); err == nil {
 		t.Error("AllowN(-1) succeeded, want an error")
 	}
 	if _, _, err := s.Idempotency.Begin(ctx, "k", "a", 0); err == nil {
@@ -204,7 +221,7 @@ func TestInvalidInputRefused(t *testing.T) {
 func TestCompleteAfterClaimExpired(t *testing.T) {
 	c := redistest.Client(t)
 	s := stores(t, c, redisstore.Options{})
-	err := s.Idempotency.Complete(t.Context(), "never-claimed", json.RawMessage(`{}`), time.Minute)
+	err := s.Idempotency.Complete(t.Context(), "never-claimed", "claim", gates.IdempotencyOutcome{Result: json.RawMessage(`{}`)}, time.Minute)
 	if !errors.Is(err, gates.ErrNotFound) {
 		t.Fatalf("Complete of an unclaimed key = %v, want gates.ErrNotFound", err)
 	}
@@ -298,7 +315,7 @@ func TestTwoReplicasShareState(t *testing.T) {
 		if i%2 == 1 {
 			s = b
 		}
-		d, err := s.Limiter.AllowN(ctx, "acme/user-1/orders.cancel", limit, 1)
+		d, err := s.Limiter.AllowN(ctx, []gates.LimitKey{{Key: "acme/user-1/orders.cancel", Limit: limit}}, 1)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -3,6 +3,7 @@ package storetest
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"testing"
 	"time"
 
@@ -13,31 +14,47 @@ import (
 // new, empty store for each subtest.
 func TestIdempotencyStore(t *testing.T, newStore func(t *testing.T) gates.IdempotencyStore) {
 	const ttl = time.Hour
-	begin := func(t *testing.T, s gates.IdempotencyStore, key, args string, ttl time.Duration) (*gates.IdempotencyRecord, bool) {
+	begin := func(t *testing.T, s gates.IdempotencyStore, key, args string, ttl time.Duration) (*gates.IdempotencyRecord, string) {
 		t.Helper()
-		rec, claimed, err := s.Begin(ctx(t), key, args, ttl)
+		rec, claim, err := s.Begin(ctx(t), key, args, ttl)
 		if err != nil {
 			t.Fatalf("Begin(%q): %v", key, err)
 		}
-		if claimed != (rec == nil) {
-			t.Fatalf("Begin(%q) = (%+v, claimed %v): a claim returns no record, a refusal returns the holder", key, rec, claimed)
+		if (claim != "") != (rec == nil) {
+			t.Fatalf("Begin(%q) = (%+v, claim %q): a claim returns no record, a refusal returns the holder and no claim", key, rec, claim)
 		}
-		return rec, claimed
+		return rec, claim
 	}
+	claim := func(t *testing.T, s gates.IdempotencyStore, key, args string, ttl time.Duration) string {
+		t.Helper()
+		rec, c := begin(t, s, key, args, ttl)
+		if c == "" {
+			t.Fatalf("Begin(%q) on a free key did not claim it: %+v", key, rec)
+		}
+		return c
+	}
+	result := gates.IdempotencyOutcome{Result: json.RawMessage(`{"order_id":"o-1","total":12.5}`)}
 
 	t.Run("FirstBeginClaims", func(t *testing.T) {
 		s := newStore(t)
-		if _, claimed := begin(t, s, "k", "args-1", ttl); !claimed {
-			t.Fatal("Begin on a fresh key did not claim it")
+		claim(t, s, "k", "args-1", ttl)
+	})
+
+	t.Run("ClaimsAreUnique", func(t *testing.T) {
+		s := newStore(t)
+		a := claim(t, s, "a", "args-1", ttl)
+		b := claim(t, s, "b", "args-1", ttl)
+		if a == b {
+			t.Fatalf("two claims are both %q", a)
 		}
 	})
 
 	t.Run("InFlightKeyIsHeld", func(t *testing.T) {
 		s := newStore(t)
-		begin(t, s, "k", "args-1", ttl)
+		claim(t, s, "k", "args-1", ttl)
 		for _, args := range []string{"args-1", "args-2"} {
-			rec, claimed := begin(t, s, "k", args, ttl)
-			if claimed {
+			rec, c := begin(t, s, "k", args, ttl)
+			if c != "" {
 				t.Fatalf("Begin(k, %s) claimed a key in flight", args)
 			}
 			if rec.State != gates.IdempotencyInFlight || rec.ArgsSHA256 != "args-1" {
@@ -48,54 +65,125 @@ func TestIdempotencyStore(t *testing.T, newStore func(t *testing.T) gates.Idempo
 
 	t.Run("CompleteStoresResult", func(t *testing.T) {
 		s := newStore(t)
-		begin(t, s, "k", "args-1", ttl)
-		result := json.RawMessage(`{"order_id":"o-1","total":12.5}`)
-		if err := s.Complete(ctx(t), "k", result, ttl); err != nil {
+		c := claim(t, s, "k", "args-1", ttl)
+		if err := s.Complete(ctx(t), "k", c, result, ttl); err != nil {
 			t.Fatalf("Complete: %v", err)
 		}
-		rec, claimed := begin(t, s, "k", "args-1", ttl)
-		if claimed {
+		rec, other := begin(t, s, "k", "args-1", ttl)
+		if other != "" {
 			t.Fatal("Begin claimed a completed key")
 		}
-		if rec.State != gates.IdempotencyDone || rec.ArgsSHA256 != "args-1" || !bytes.Equal(rec.Result, result) {
-			t.Fatalf("record after Complete = {%s %s %s}, want {args-1 done %s}", rec.ArgsSHA256, rec.State, rec.Result, result)
+		if rec.State != gates.IdempotencyDone || rec.ArgsSHA256 != "args-1" || !bytes.Equal(rec.Result, result.Result) || len(rec.Refusal) != 0 {
+			t.Fatalf("record after Complete = {%s %s %s %s}, want {args-1 done %s}", rec.ArgsSHA256, rec.State, rec.Result, rec.Refusal, result.Result)
+		}
+	})
+
+	t.Run("CompleteStoresRefusal", func(t *testing.T) {
+		s := newStore(t)
+		c := claim(t, s, "k", "args-1", ttl)
+		refusal := json.RawMessage(`{"error":{"code":"AXGATE_TOOL_FAILED","type":"execution_error","message":"the tool failed to complete the call","details":{}}}`)
+		if err := s.Complete(ctx(t), "k", c, gates.IdempotencyOutcome{Refusal: refusal}, ttl); err != nil {
+			t.Fatalf("Complete: %v", err)
+		}
+		rec, _ := begin(t, s, "k", "args-1", ttl)
+		if rec.State != gates.IdempotencyDone || !bytes.Equal(rec.Refusal, refusal) || len(rec.Result) != 0 {
+			t.Fatalf("record after Complete with a refusal = {%s %s result %s refusal %s}, want done with the refusal", rec.ArgsSHA256, rec.State, rec.Result, rec.Refusal)
 		}
 	})
 
 	t.Run("ReleaseFreesKey", func(t *testing.T) {
 		s := newStore(t)
-		begin(t, s, "k", "args-1", ttl)
-		if err := s.Release(ctx(t), "k"); err != nil {
+		c := claim(t, s, "k", "args-1", ttl)
+		if err := s.Release(ctx(t), "k", c); err != nil {
 			t.Fatalf("Release: %v", err)
 		}
-		if _, claimed := begin(t, s, "k", "args-2", ttl); !claimed {
-			t.Fatal("Begin after Release did not claim the key")
+		claim(t, s, "k", "args-2", ttl)
+	})
+
+	t.Run("CompletedKeyCannotBeReleased", func(t *testing.T) {
+		s := newStore(t)
+		c := claim(t, s, "k", "args-1", ttl)
+		if err := s.Complete(ctx(t), "k", c, result, ttl); err != nil {
+			t.Fatalf("Complete: %v", err)
+		}
+		if err := s.Release(ctx(t), "k", c); !errors.Is(err, gates.ErrNotFound) {
+			t.Fatalf("Release of a completed key = %v, want gates.ErrNotFound", err)
+		}
+		if rec, _ := begin(t, s, "k", "args-1", ttl); rec == nil || rec.State != gates.IdempotencyDone {
+			t.Fatalf("record after the refused Release = %+v, want it still done", rec)
+		}
+	})
+
+	t.Run("OtherClaimCannotCompleteOrRelease", func(t *testing.T) {
+		s := newStore(t)
+		c := claim(t, s, "k", "args-1", ttl)
+		wrong := c + "-not"
+		if err := s.Complete(ctx(t), "k", wrong, result, ttl); !errors.Is(err, gates.ErrNotFound) {
+			t.Fatalf("Complete with another claim = %v, want gates.ErrNotFound", err)
+		}
+		if err := s.Release(ctx(t), "k", wrong); !errors.Is(err, gates.ErrNotFound) {
+			t.Fatalf("Release with another claim = %v, want gates.ErrNotFound", err)
+		}
+		if err := s.Complete(ctx(t), "never-claimed", c, result, ttl); !errors.Is(err, gates.ErrNotFound) {
+			t.Fatalf("Complete of a key never claimed = %v, want gates.ErrNotFound", err)
+		}
+		if rec, _ := begin(t, s, "k", "args-1", ttl); rec == nil || rec.State != gates.IdempotencyInFlight {
+			t.Fatalf("record after the refused Complete and Release = %+v, want it still in flight", rec)
+		}
+		if err := s.Complete(ctx(t), "k", c, result, ttl); err != nil {
+			t.Fatalf("Complete with the right claim: %v", err)
 		}
 	})
 
 	t.Run("KeysAreIndependent", func(t *testing.T) {
 		s := newStore(t)
-		begin(t, s, "a", "args-1", ttl)
-		if _, claimed := begin(t, s, "b", "args-1", ttl); !claimed {
-			t.Fatal("Begin(b) refused because a is held")
-		}
+		claim(t, s, "a", "args-1", ttl)
+		claim(t, s, "b", "args-1", ttl)
 	})
 
 	t.Run("InFlightMarkerExpires", func(t *testing.T) {
 		s := newStore(t)
-		begin(t, s, "k", "args-1", 100*time.Millisecond)
+		claim(t, s, "k", "args-1", 100*time.Millisecond)
 		eventually(t, "the key claimable once its in-flight marker expired", func() bool {
-			_, claimed := begin(t, s, "k", "args-2", ttl)
-			return claimed
+			_, c := begin(t, s, "k", "args-2", ttl)
+			return c != ""
 		})
+	})
+
+	// A call that outlived its lease must not touch the claim of the call
+	// that took the key over: completing or releasing it would let a third
+	// call run.
+	t.Run("StaleClaimLeavesTheNewOneAlone", func(t *testing.T) {
+		s := newStore(t)
+		stale := claim(t, s, "k", "args-1", 100*time.Millisecond)
+		var fresh string
+		eventually(t, "the key claimable once its in-flight marker expired", func() bool {
+			_, fresh = begin(t, s, "k", "args-1", ttl)
+			return fresh != ""
+		})
+		if fresh == stale {
+			t.Fatalf("the new claim equals the stale one (%q)", fresh)
+		}
+		if err := s.Release(ctx(t), "k", stale); !errors.Is(err, gates.ErrNotFound) {
+			t.Fatalf("Release with the stale claim = %v, want gates.ErrNotFound", err)
+		}
+		if err := s.Complete(ctx(t), "k", stale, result, ttl); !errors.Is(err, gates.ErrNotFound) {
+			t.Fatalf("Complete with the stale claim = %v, want gates.ErrNotFound", err)
+		}
+		if rec, c := begin(t, s, "k", "args-1", ttl); c != "" || rec.State != gates.IdempotencyInFlight {
+			t.Fatalf("after the stale claim's Release and Complete: %+v, claimed %v; want the new claim still in flight", rec, c != "")
+		}
+		if err := s.Complete(ctx(t), "k", fresh, result, ttl); err != nil {
+			t.Fatalf("Complete with the new claim: %v", err)
+		}
 	})
 
 	t.Run("ConcurrentBeginOneClaims", func(t *testing.T) {
 		s := newStore(t)
-		claims := make([]bool, Concurrency)
+		claims := make([]string, Concurrency)
 		errs := race(Concurrency, func(i int) error {
-			_, claimed, err := s.Begin(ctx(t), "k", "args-1", ttl)
-			claims[i] = claimed
+			_, c, err := s.Begin(ctx(t), "k", "args-1", ttl)
+			claims[i] = c
 			return err
 		})
 		if _, _, other := count(errs, nil); other != nil {
@@ -103,7 +191,7 @@ func TestIdempotencyStore(t *testing.T, newStore func(t *testing.T) gates.Idempo
 		}
 		n := 0
 		for _, c := range claims {
-			if c {
+			if c != "" {
 				n++
 			}
 		}
