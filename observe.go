@@ -68,10 +68,12 @@ func WithArgumentRecording(redact middleware.Redactor) Option {
 }
 
 // WithGateEvents says which gates' outcomes become events of a call's span:
-// every gate's (middleware.GateEventsAll, the default) or only the refusal
+// every gate's (middleware.GateEventsAll, the default), only the refusal
 // (middleware.GateEventsRefusals), which roughly halves what tracing adds to
-// an allowed call on the standard chain. Gate times are in the
-// axag.gate.duration histogram either way.
+// an allowed call on the standard chain, or one event listing the gates
+// passed plus the refusal (middleware.GateEventsSummary), at about the cost
+// of refusals only. Gate times are in the axag.gate.duration histogram
+// either way.
 func WithGateEvents(which middleware.GateEvents) Option {
 	return func(c *config) { c.observe.gateEvents = which }
 }

@@ -56,6 +56,7 @@ const (
 	keyGate       = attribute.Key("axag.gate")
 	keyOutcome    = attribute.Key("axag.gate.outcome")
 	keyPaths      = attribute.Key("axag.error.paths")
+	keyPassed     = attribute.Key("axag.gates.passed")
 	keyCheckOnly  = attribute.Key("axag.check_only")
 	keyReplayed   = attribute.Key("axag.replayed")
 )
@@ -66,6 +67,9 @@ const (
 	gateTool = "tool"
 	// gateEvent is the name of the span event each stage's outcome adds.
 	gateEvent = "axag.gate"
+	// passedEvent is the name of the event that lists the gates a call
+	// passed (GateEventsSummary).
+	passedEvent = "axag.gates"
 	// outcomes of a gate event.
 	outcomePass = "pass"
 	outcomeDeny = "deny"
@@ -125,6 +129,13 @@ const (
 	// call (bench/README.md); the gates' times are still in
 	// axag.gate.duration.
 	GateEventsRefusals
+	// GateEventsSummary keeps every gate's outcome at about the cost of
+	// GateEventsRefusals: one "axag.gates" event whose axag.gates.passed
+	// lists, in order, the gates the call passed, added when the call
+	// leaves the gates (before a refusal's own event, or when the chain
+	// returns), plus the refusal's event. The events then say nothing of
+	// when each gate finished; axag.gate.duration does.
+	GateEventsSummary
 )
 
 // TelemetryConfig configures NewTelemetry.
@@ -166,9 +177,13 @@ type Telemetry struct {
 	callDuration metric.Float64Histogram
 	gateDuration metric.Float64Histogram
 
-	audit      AuditSink
-	redact     Redactor
-	passEvents bool
+	audit  AuditSink
+	redact Redactor
+	events GateEvents
+
+	// passedPaths are the prepared axag.gates events, by the comma-joined
+	// names of the gates passed.
+	passedPaths pathCache
 
 	byTool   map[string]*actionTelemetry
 	byAction map[*manifest.Action]*actionTelemetry
@@ -213,11 +228,11 @@ type gateTelemetry struct {
 // NewTelemetry prepares the telemetry of the actions of m.
 func NewTelemetry(m *manifest.Manifest, cfg TelemetryConfig) (*Telemetry, error) {
 	t := &Telemetry{
-		audit:      cfg.Audit,
-		redact:     cfg.RecordArguments,
-		passEvents: cfg.GateEvents == GateEventsAll,
-		byTool:     make(map[string]*actionTelemetry),
-		byAction:   make(map[*manifest.Action]*actionTelemetry),
+		audit:    cfg.Audit,
+		redact:   cfg.RecordArguments,
+		events:   cfg.GateEvents,
+		byTool:   make(map[string]*actionTelemetry),
+		byAction: make(map[*manifest.Action]*actionTelemetry),
 	}
 	tp := cfg.TracerProvider
 	if tp == nil {
@@ -329,6 +344,10 @@ type callTelemetry struct {
 	span  trace.Span
 	// denied is set once a gate's refusal was added as an event.
 	denied bool
+	// passed are the gates passed so far and key their comma-joined names,
+	// for the summary event; they keep their capacity in the pool.
+	passed []string
+	key    []byte
 	// end holds the span's end option, so that ending it with the time the
 	// stage read allocates no option slice.
 	end [1]trace.SpanEndOption
@@ -371,7 +390,7 @@ func (t *Telemetry) intercept(ctx context.Context, call *Call, next Invoker) (Re
 		call.telemetry = prev
 		st.end[0] = trace.WithTimestamp(end)
 		span.End(st.end[:]...)
-		*st = callTelemetry{}
+		*st = callTelemetry{passed: st.passed[:0], key: st.key[:0]}
 		callTelemetryPool.Put(st)
 	} else if span != nil {
 		span.End()
@@ -463,6 +482,7 @@ func (t *Telemetry) annotate(st *callTelemetry, call *Call, started, at *actionT
 	if args != nil {
 		span.SetAttributes(keyToolArguments.String(string(args)))
 	}
+	t.addPassed(st)
 	if o.code == "" {
 		span.SetAttributes(at.allowAttrs...)
 		return
@@ -548,14 +568,36 @@ func (t *Telemetry) StageDone(_ context.Context, call *Call, stage string, d tim
 		return
 	}
 	if err == nil {
-		if t.passEvents {
+		switch t.events {
+		case GateEventsAll:
 			st.span.AddEvent(gateEvent, g.pass...)
+		case GateEventsSummary:
+			st.passed = append(st.passed, stage)
 		}
 		return
 	}
+	t.addPassed(st)
 	ae, _ := axerr.As(err)
 	st.denied = true
 	st.span.AddEvent(gateEvent, trace.WithAttributes(denyAttrs(stage, ae)...))
+}
+
+// addPassed adds the summary event of the gates passed so far, if any, and
+// forgets them.
+func (t *Telemetry) addPassed(st *callTelemetry) {
+	if len(st.passed) == 0 {
+		return
+	}
+	st.key = st.key[:0]
+	for i, name := range st.passed {
+		if i > 0 {
+			st.key = append(st.key, ',')
+		}
+		st.key = append(st.key, name...)
+	}
+	opts := t.passedPaths.get(st.key, st.passed)
+	st.passed = st.passed[:0]
+	st.span.AddEvent(passedEvent, opts...)
 }
 
 // denyAttrs describe a refusal without the values of the arguments: the
@@ -589,6 +631,45 @@ func boundedToolName(s string) string {
 		cut--
 	}
 	return s[:cut]
+}
+
+// pathCache holds the prepared options of axag.gates events, like cache but
+// looked up by the bytes of the key, so that a hit allocates nothing.
+type pathCache struct {
+	mu sync.Mutex
+	m  atomic.Pointer[map[string][]trace.EventOption]
+}
+
+func (c *pathCache) get(key []byte, passed []string) []trace.EventOption {
+	if m := c.m.Load(); m != nil {
+		if v, ok := (*m)[string(key)]; ok {
+			return v
+		}
+	}
+	build := func() []trace.EventOption {
+		return []trace.EventOption{trace.WithAttributes(keyPassed.StringSlice(passed))}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	old := c.m.Load()
+	if old != nil {
+		if v, ok := (*old)[string(key)]; ok {
+			return v
+		}
+		if len(*old) >= maxCached {
+			return build()
+		}
+	}
+	v := build()
+	next := make(map[string][]trace.EventOption, 1+lenOf(old))
+	if old != nil {
+		for k2, v2 := range *old {
+			next[k2] = v2
+		}
+	}
+	next[string(key)] = v
+	c.m.Store(&next)
+	return v
 }
 
 // cache is a copy-on-write map: reads take no lock and allocate nothing;

@@ -547,3 +547,58 @@ func TestTelemetryForeignObserver(t *testing.T) {
 		t.Errorf("the other telemetry's axag.gate.duration = %v", got)
 	}
 }
+
+// GateEventsSummary: one axag.gates event lists the gates passed, in order,
+// before the refusal's own event (or at the end of an allowed call).
+func TestTelemetrySummaryEvents(t *testing.T) {
+	events := func(s sdktrace.ReadOnlySpan) []string {
+		var out []string
+		for _, ev := range s.Events() {
+			m := attrMap(ev.Attributes)
+			switch ev.Name {
+			case "axag.gates":
+				out = append(out, "passed:"+m["axag.gates.passed"])
+			case "axag.gate":
+				out = append(out, m["axag.gate"]+":"+m["axag.gate.outcome"])
+			default:
+				out = append(out, "?"+ev.Name)
+			}
+		}
+		return out
+	}
+	toolFails := middleware.InvokerFunc(func(context.Context, *middleware.Call) (middleware.Result, error) {
+		e := axerr.New(axerr.CodeToolFailed, "the tool failed")
+		e.Gate = "tool"
+		return middleware.Result{}, e
+	})
+	cases := []struct {
+		name   string
+		tool   string
+		inv    middleware.Invoker
+		stages []middleware.Stage
+		want   []string
+	}{
+		{"allowed", "product_search", okTool, []middleware.Stage{passStage("access"), passStage("params")},
+			[]string{`passed:["intent","access","params"]`}},
+		{"refused", "order_place", okTool, []middleware.Stage{passStage("access"), refuseStage("params", axerr.New(axerr.CodeMissingParam, "missing"))},
+			[]string{`passed:["intent","access"]`, "params:deny"}},
+		{"refused first", "nope", okTool, nil, []string{"intent:deny"}},
+		{"tool failure", "order_place", toolFails, []middleware.Stage{passStage("params")},
+			[]string{`passed:["intent","params"]`, "tool:deny"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newTelemetryRig(t, middleware.TelemetryConfig{GateEvents: middleware.GateEventsSummary}, true)
+			// Twice: the second call takes the prepared event and a pooled state.
+			for range 2 {
+				call := middleware.NewCall(tc.tool, json.RawMessage(`{"query":"x"}`), middleware.Principal{})
+				_ = r.run(t, call, tc.inv, tc.stages...)
+			}
+			for _, s := range r.spans.Ended() {
+				if got := events(s); !slices.Equal(got, tc.want) {
+					t.Errorf("events = %v; want %v", got, tc.want)
+				}
+			}
+		})
+	}
+}
