@@ -181,8 +181,8 @@ type Telemetry struct {
 	redact Redactor
 	events GateEvents
 
-	// passedPaths are the prepared axag.gates events, by the comma-joined
-	// names of the gates passed.
+	// passedPaths are the prepared axag.gates events, by the names of the
+	// gates passed joined with NUL bytes.
 	passedPaths pathCache
 
 	byTool   map[string]*actionTelemetry
@@ -344,8 +344,8 @@ type callTelemetry struct {
 	span  trace.Span
 	// denied is set once a gate's refusal was added as an event.
 	denied bool
-	// passed are the gates passed so far and key their comma-joined names,
-	// for the summary event; they keep their capacity in the pool.
+	// passed are the gates passed so far and key their names joined with
+	// NUL bytes, for the summary event; both keep their capacity in the pool.
 	passed []string
 	key    []byte
 	// end holds the span's end option, so that ending it with the time the
@@ -591,7 +591,7 @@ func (t *Telemetry) addPassed(st *callTelemetry) {
 	st.key = st.key[:0]
 	for i, name := range st.passed {
 		if i > 0 {
-			st.key = append(st.key, ',')
+			st.key = append(st.key, 0)
 		}
 		st.key = append(st.key, name...)
 	}
