@@ -2,12 +2,17 @@ package gates
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/gowebpki/jcs"
+
+	"github.com/axgate/axgate/middleware"
 )
 
 // ErrInvalidTransition is wrapped by the error of a state change the approval
@@ -56,7 +61,11 @@ func ValidateTransition(from, to ApprovalState) error {
 // what an approval binds: intent, arguments digest, requester and tenant. A
 // retry of the same call gets the same id.
 func ApprovalRequestID(intent, argsSHA256, requester, tenant string) string {
-	return "apr_" + digestStrings(intent, argsSHA256, requester, tenant)[:24] // 144 bits
+	doc, _ := json.Marshal([]string{intent, argsSHA256, requester, tenant}) // cannot fail for strings
+	if canon, err := jcs.Transform(doc); err == nil {
+		doc = canon
+	} // else cannot happen for an array of strings: hash the plain encoding
+	return "apr_" + middleware.DigestCanonical(doc)[:24] // the first 144 bits
 }
 
 // DefaultApprovalRequests bounds a MemoryApprovalStore by default.

@@ -3,13 +3,11 @@ package gates
 import (
 	"container/heap"
 	"context"
-	"encoding/json"
 	"errors"
 	"reflect"
+	"strconv"
 	"sync"
 	"time"
-
-	"github.com/gowebpki/jcs"
 
 	axerr "github.com/axgate/axgate/errors"
 	"github.com/axgate/axgate/middleware"
@@ -139,20 +137,17 @@ func (h *expiryHeap) Pop() any {
 }
 
 // ReplayKey is the id under which the gates record a token as used in a
-// ReplayStore: the digest of its issuer and jti (digestStrings). It is 43
-// characters long whatever the jti (which may be kilobytes), and two issuers
-// that happen to use the same jti do not spend each other's tokens.
-func ReplayKey(issuer, jti string) string { return digestStrings(issuer, jti) }
-
-// digestStrings is the base64url (unpadded) SHA-256 of the JSON array of
-// parts in its RFC 8785 form, as middleware.DigestCanonical computes it: an
-// unambiguous digest of several strings ("a","bc" and "ab","c" differ).
-func digestStrings(parts ...string) string {
-	doc, _ := json.Marshal(parts) // cannot fail for strings
-	if canon, err := jcs.Transform(doc); err == nil {
-		doc = canon
-	} // else cannot happen for an array of strings: hash the plain encoding
-	return middleware.DigestCanonical(doc)
+// ReplayStore: the base64url SHA-256 (middleware.DigestCanonical) of the
+// issuer, length-prefixed, and the jti. It is 43 characters long whatever the
+// jti (which may be kilobytes), and two issuers that happen to use the same
+// jti do not spend each other's tokens.
+func ReplayKey(issuer, jti string) string {
+	b := make([]byte, 0, 24+len(issuer)+len(jti))
+	b = strconv.AppendInt(b, int64(len(issuer)), 10)
+	b = append(b, ':')
+	b = append(b, issuer...)
+	b = append(b, jti...)
+	return middleware.DigestCanonical(b)
 }
 
 // replayRefusal builds a gate's refusal for tokens that turn out, at the
