@@ -302,7 +302,7 @@ func (e *Enforcer) IssueConfirmation(ctx context.Context, p middleware.Principal
 // on approval, returns a signed approval token for the requester's call.
 // The approver must belong to the request's tenant (a request of another
 // tenant reads as unknown: AXAG_APPROVAL_INVALID, reason request_not_found,
-// telling nothing of it), not be its requester and hold one of its approval
+// matching gates.ErrNotFound, telling nothing of it), not be its requester and hold one of its approval
 // roles (AXAG_APPROVAL_INVALID otherwise). A request is approved once enough
 // distinct approvers approved and denied at the first denial; deciding a
 // request that is no longer pending is refused, except that an approver who

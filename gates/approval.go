@@ -432,9 +432,10 @@ func decideError(reason, reqID, msg string) *axerr.Error {
 }
 
 // requestNotFound is the answer for an unknown request id, and for the
-// request of another tenant, which must not be told apart from it.
+// request of another tenant, which must not be told apart from it. It
+// matches ErrNotFound with errors.Is.
 func requestNotFound(id string) *axerr.Error {
-	return decideError("request_not_found", id, "there is no approval request "+id)
+	return decideError("request_not_found", id, "there is no approval request "+id).WithCause(ErrNotFound)
 }
 
 // approverRoles are the approver's roles that may decide the request: what

@@ -2,6 +2,7 @@ package gates_test
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"slices"
 	"strings"
@@ -233,6 +234,9 @@ func TestApprovalDecide(t *testing.T) {
 			t.Errorf("%s: reason = %v, want %s", tc.who.ID, d["reason"], tc.reason)
 		}
 		if tc.reason == "request_not_found" {
+			if !errors.Is(err, gates.ErrNotFound) {
+				t.Errorf("%s: the refusal does not match gates.ErrNotFound", tc.who.ID)
+			}
 			if body := tkJSON(t, err.(*axerr.Error).Envelope()); strings.Contains(body, "payout") || strings.Contains(body, "finance") {
 				t.Errorf("%s of another tenant learns of the request: %s", tc.who.ID, body)
 			}
