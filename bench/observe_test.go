@@ -76,6 +76,8 @@ func (c cpuClock) report(b *testing.B) {
 //     spans) and SDK meter (manual reader);
 //   - on,refusal-events: as on, with span events for refusals only
 //     (WithGateEvents(middleware.GateEventsRefusals));
+//   - on,summary-events: as on, with one event listing the gates passed
+//     (WithGateEvents(middleware.GateEventsSummary));
 //   - lean: refusal events only, and a view that drops axag.gate.duration:
 //     one span and two metric points per call;
 //   - on+audit: as on, plus the slog audit log (JSON to io.Discard).
@@ -106,6 +108,9 @@ func BenchmarkObserve(b *testing.B) {
 		{"on", func() []axgate.Option { return sdk() }},
 		{"on,refusal-events", func() []axgate.Option {
 			return append(sdk(), axgate.WithGateEvents(middleware.GateEventsRefusals))
+		}},
+		{"on,summary-events", func() []axgate.Option {
+			return append(sdk(), axgate.WithGateEvents(middleware.GateEventsSummary))
 		}},
 		{"lean", func() []axgate.Option {
 			return append(sdk(dropGates), axgate.WithGateEvents(middleware.GateEventsRefusals))
