@@ -108,14 +108,25 @@ func encodingFailed(b *jsonBuffer, err error) int {
 	return http.StatusInternalServerError
 }
 
+// chunkingThreshold is the size of net/http's response buffer
+// (bufferBeforeChunkingSize): a body that fits is counted by the server
+// itself when the handler returns, which costs less than writing a
+// Content-Length header the handler set; a larger one would be sent chunked
+// unless its length is set here.
+const chunkingThreshold = 2048
+
 // writeBuffered writes an encoded JSON body with its headers. The header
-// keys are canonical already and the three values share one allocation.
+// keys are canonical already and the values share one allocation.
 func writeBuffered(w http.ResponseWriter, status int, body []byte) {
-	shared := []string{"application/json", "nosniff", strconv.Itoa(len(body))}
 	h := w.Header()
-	h["Content-Type"] = shared[0:1:1]
-	h["X-Content-Type-Options"] = shared[1:2:2]
-	h["Content-Length"] = shared[2:3:3]
+	if len(body) > chunkingThreshold {
+		vals := []string{"application/json", "nosniff", strconv.Itoa(len(body))}
+		h["Content-Length"] = vals[2:3:3]
+		h["Content-Type"], h["X-Content-Type-Options"] = vals[0:1:1], vals[1:2:2]
+	} else {
+		vals := []string{"application/json", "nosniff"}
+		h["Content-Type"], h["X-Content-Type-Options"] = vals[0:1:1], vals[1:2:2]
+	}
 	w.WriteHeader(status)
 	_, _ = w.Write(body)
 }

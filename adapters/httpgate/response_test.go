@@ -224,3 +224,25 @@ func TestToolServerCallRouteEdges(t *testing.T) {
 		t.Fatalf("tool called %d times", n)
 	}
 }
+
+// Small and large answers both go out with a Content-Length, never chunked.
+func TestToolServerContentLength(t *testing.T) {
+	for _, size := range []int{10, 5000} {
+		ts := httptest.NewServer(toolServer(t, &spy{value: map[string]any{"text": strings.Repeat("x", size)}}, nil))
+		req, _ := http.NewRequest("POST", ts.URL+"/tools/ping/call", strings.NewReader(`{}`))
+		req.Header.Set("X-Test-User", "u1")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		ts.Close()
+		if resp.StatusCode != 200 || resp.ContentLength != int64(len(body)) || len(resp.TransferEncoding) > 0 {
+			t.Fatalf("size %d: %d, Content-Length %d for %d bytes, Transfer-Encoding %v", size, resp.StatusCode, resp.ContentLength, len(body), resp.TransferEncoding)
+		}
+		if resp.Header.Get("Content-Type") != "application/json" || resp.Header.Get("X-Content-Type-Options") != "nosniff" {
+			t.Fatalf("size %d: headers %v", size, resp.Header)
+		}
+	}
+}
