@@ -2,7 +2,9 @@ package bench
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -186,9 +188,10 @@ func BenchmarkRedisConfirmationGate(b *testing.B) {
 
 // BenchmarkRedisRateLimitGate is one call through intent → rate_limit →
 // commit → tool on the memory limiter and on the Redis one: the gate looks at
-// the counter (AllowN n=0) and the commit takes one call (n=1). "refused" is
-// a call over its limit (one look). rt/op counts round trips to Redis per
-// call.
+// the counters (AllowN n=0) and the commit takes one call (n=1), from all of
+// them at once. "cooldown_and_rate" is an action declaring both (two
+// counters, still one look and one charge; each call a new caller's).
+// "refused" is a call over its limit (one look). rt/op counts round trips to Redis per call.
 func BenchmarkRedisRateLimitGate(b *testing.B) {
 	m := stateBenchSetup(b)
 	intent := gates.Intent(m, middleware.Limits{})
@@ -212,6 +215,28 @@ func BenchmarkRedisRateLimitGate(b *testing.B) {
 				reportRoundTrips(b, s, b.N)
 			}
 			b.Run("allowed", func(b *testing.B) { run(b, "report_export", principals[0], false) })
+			b.Run("cooldown_and_rate", func(b *testing.B) {
+				who := freshPrincipals(b.N)
+				inv := inv
+				if s.rt == nil {
+					// Room for every new caller's two counters, twice over (the
+					// shards fill unevenly): the default bound (100,000 busy keys)
+					// would refuse the rest.
+					inv = middleware.Build(okTool, nil, intent, gates.RateLimit(gates.NewMemoryLimiter(4*b.N+64)), commitStage)
+				}
+				if s.rt != nil {
+					s.rt.Reset()
+				}
+				b.ReportAllocs()
+				b.ResetTimer()
+				for i := range b.N {
+					if _, err := inv.Invoke(ctx, middleware.NewCall("sms_send", stateBenchArgs, who[i])); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.StopTimer()
+				reportRoundTrips(b, s, b.N)
+			})
 			b.Run("refused", func(b *testing.B) {
 				inv.Invoke(ctx, middleware.NewCall("report_tight", stateBenchArgs, principals[1]))
 				run(b, "report_tight", principals[1], true)
@@ -237,6 +262,85 @@ func BenchmarkRedisRateLimitGate(b *testing.B) {
 				})
 				b.StopTimer()
 				reportRoundTrips(b, s, b.N)
+			})
+		})
+	}
+}
+
+// BenchmarkRedisIdempotencyGate is one call of a non-idempotent action
+// through intent → idempotency → commit → tool, on the memory store and on
+// the Redis one. "keyed" sends a new idempotency key each time (the claim,
+// then the stored result), "replay" a key already completed (the stored
+// result, the tool does not run), "duplicate_warn" the same call without a
+// key (a detected duplicate, warned). rt/op counts round trips to Redis per
+// call.
+func BenchmarkRedisIdempotencyGate(b *testing.B) {
+	m := stateBenchSetup(b)
+	intent := gates.Intent(m, middleware.Limits{})
+	call := func(key string) *middleware.Call {
+		c := middleware.NewCall("order_place", stateBenchArgs, principals[0])
+		c.Credentials.IdempotencyKey = key
+		return c
+	}
+	for _, name := range storeNames {
+		b.Run("store="+name, func(b *testing.B) {
+			var store gates.IdempotencyStore = gates.NewMemoryIdempotencyStore(0)
+			var rt *redistest.Counter
+			if name == "redis" {
+				var s *redisstore.Stores
+				s, rt = redisBenchStores(b)
+				store = s.Idempotency
+			}
+			g, err := gates.NewIdempotency(gates.IdempotencyOptions{Store: store})
+			if err != nil {
+				b.Fatal(err)
+			}
+			inv := middleware.Build(okTool, nil, intent, g.Stage(), commitStage)
+			ctx := context.Background()
+			for _, key := range []string{"replay-key", ""} {
+				if _, err := inv.Invoke(ctx, call(key)); err != nil {
+					b.Fatal(err)
+				}
+			}
+			// run makes b.N calls with key(i); fresh says each key is new.
+			run := func(b *testing.B, fresh bool, key func(i int) string, check func(*middleware.Call) bool) {
+				inv := inv
+				if rt == nil && fresh {
+					// Room for a record per call: the default bound
+					// (100,000 live records) would refuse the rest.
+					g, err := gates.NewIdempotency(gates.IdempotencyOptions{Store: gates.NewMemoryIdempotencyStore(b.N + 16)})
+					if err != nil {
+						b.Fatal(err)
+					}
+					inv = middleware.Build(okTool, nil, intent, g.Stage(), commitStage)
+				}
+				keys := make([]string, b.N)
+				for i := range keys {
+					keys[i] = key(i)
+				}
+				if rt != nil {
+					rt.Reset()
+				}
+				b.ReportAllocs()
+				b.ResetTimer()
+				for i := range b.N {
+					c := call(keys[i])
+					if _, err := inv.Invoke(ctx, c); err != nil || !check(c) {
+						b.Fatal(err, c.Facts)
+					}
+				}
+				b.StopTimer()
+				reportRoundTrips(b, benchStore{rt: rt}, b.N)
+			}
+			b.Run("keyed", func(b *testing.B) {
+				prefix := rand.Text() // new keys for each round of the benchmark
+				run(b, true, func(i int) string { return fmt.Sprint(prefix, "-", i) }, func(c *middleware.Call) bool { return !c.Facts.Replayed })
+			})
+			b.Run("replay", func(b *testing.B) {
+				run(b, false, func(int) string { return "replay-key" }, func(c *middleware.Call) bool { return c.Facts.Replayed })
+			})
+			b.Run("duplicate_warn", func(b *testing.B) {
+				run(b, false, func(int) string { return "" }, func(c *middleware.Call) bool { return len(c.Facts.Warnings) == 1 })
 			})
 		})
 	}

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"maps"
 	"slices"
@@ -31,11 +32,14 @@ var benchIdempotencyStores = map[string]func(b *testing.B) gates.IdempotencyStor
 
 // stateBenchManifest has a read action without limits (the baseline), one
 // with a rate limit that a benchmark never reaches, one with a tight limit
-// (every call after the first is refused), and a non-idempotent write.
+// (every call after the first is refused), one with a cooldown and a rate
+// limit (benchmarks call it as a new caller each time), and a non-idempotent
+// write.
 const stateBenchManifest = `{"version":"1.0.0","actions":[
  {"intent":"catalog.search","entity":"catalog","action_type":"read","description":"Search"},
  {"intent":"report.export","entity":"report","action_type":"read","description":"Export","rate_limit":"1000000000/second"},
  {"intent":"report.tight","entity":"report","action_type":"read","description":"Export","rate_limit":"1/day"},
+ {"intent":"sms.send","entity":"sms","action_type":"write","description":"Send","rate_limit":"10/hour","cooldown":"1h"},
  {"intent":"order.place","entity":"order","action_type":"write","description":"Place","idempotent":false,
   "required_parameters":[{"name":"sku","type":"string","description":"Item"}]}
 ]}`
@@ -74,13 +78,26 @@ var principals = func() []middleware.Principal {
 	return ps
 }()
 
+// freshPrincipals returns n callers never seen before, for calls that must
+// each be a caller's first (under a cooldown).
+func freshPrincipals(n int) []middleware.Principal {
+	run := rand.Text()
+	ps := make([]middleware.Principal, n)
+	for i := range ps {
+		ps[i] = middleware.Principal{ID: fmt.Sprint(run, "-", i), Tenant: "acme"}
+	}
+	return ps
+}
+
 func sortedNames[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
 
 // BenchmarkRateLimitGate is one call through intent → rate_limit → commit →
 // tool: the stage looks at the counter (AllowN n=0) and the commit charges it
 // (n=1). "baseline" is the same chain without the rate-limit stage; the
-// difference is the gate's cost. "refused" is a call over its limit (one
-// look, refused). "parallel" runs GOMAXPROCS goroutines on one key ("one
+// difference is the gate's cost. "cooldown_and_rate" is an action declaring
+// both (two counters, still one look and one charge), each call a new
+// caller's. "refused" is a call
+// over its limit (one look, refused). "parallel" runs GOMAXPROCS goroutines on one key ("one
 // key") or on a key each ("keys").
 func BenchmarkRateLimitGate(b *testing.B) {
 	m := stateBenchSetup(b)
@@ -103,6 +120,23 @@ func BenchmarkRateLimitGate(b *testing.B) {
 			l := benchLimiters[name](b)
 			inv := middleware.Build(okTool, nil, intent, gates.RateLimit(l), commitStage)
 			b.Run("allowed", func(b *testing.B) { run(b, inv, "report_export", principals[0], false) })
+			b.Run("cooldown_and_rate", func(b *testing.B) {
+				who := freshPrincipals(b.N)
+				inv := inv
+				if name == "memory" {
+					// Room for every new caller's two counters, twice over (the
+					// shards fill unevenly): the default bound (100,000 busy keys)
+					// would refuse the rest.
+					inv = middleware.Build(okTool, nil, intent, gates.RateLimit(gates.NewMemoryLimiter(4*b.N+64)), commitStage)
+				}
+				b.ReportAllocs()
+				b.ResetTimer()
+				for i := range b.N {
+					if _, err := inv.Invoke(context.Background(), middleware.NewCall("sms_send", stateBenchArgs, who[i])); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
 			b.Run("no_limit_declared", func(b *testing.B) { run(b, inv, "catalog_search", principals[0], false) })
 			b.Run("refused", func(b *testing.B) {
 				inv.Invoke(context.Background(), middleware.NewCall("report_tight", stateBenchArgs, principals[1]))

@@ -102,6 +102,12 @@ type IdempotencyOptions struct {
 //
 // A check-only call (Enforcer.Check) passes without the store being touched:
 // the store can only be asked by claiming.
+//
+// The gate tells a call refused before its tool ran from one whose tool
+// failed by call.Executed, which the tool boundary of Enforcer.Wrap sets. In
+// a chain of your own, call Call.MarkExecuted right before the tool runs;
+// otherwise a failed call is taken as never run (its key released), while a
+// successful one is always kept.
 type Idempotency struct {
 	store     IdempotencyStore
 	window    time.Duration
@@ -190,14 +196,16 @@ func (g *Idempotency) keyed(ctx context.Context, call *middleware.Call, next mid
 	}()
 	res, err := next.Invoke(ctx, call)
 	finished = true
-	if !call.Executed() {
-		// Refused before the tool ran (or answered without it, by a stage
-		// of the user's): there is no outcome to keep, and a retry may run.
+	if err != nil && !call.Executed() {
+		// Refused before the tool ran: there is no outcome to keep, and a
+		// retry may run.
 		g.release(ctx, call, skey, claim)
 		return res, err
 	}
-	// The tool has run: from here on the caller gets its outcome whatever
-	// happens to the record, and a retry with the key gets the same.
+	// The tool has run (a result counts as such even in a chain that does
+	// not mark calls executed): from here on the caller gets its outcome
+	// whatever happens to the record, and a retry with the key gets the
+	// same.
 	var out IdempotencyOutcome
 	if err != nil {
 		ae, ok := axerr.As(err)
@@ -274,15 +282,21 @@ func (g *Idempotency) unkeyed(ctx context.Context, call *middleware.Call, next m
 		call.Facts.Warnings = append(call.Facts.Warnings, fmt.Sprintf("duplicate call: %s was called with the same arguments within the last %s", intent, g.dupWindow))
 		return next.Invoke(ctx, call)
 	}
+	// A call refused before its tool ran (or that panicked before it) is no
+	// original for a duplicate. One whose tool ran is, whatever it returned:
+	// the tool may have done its work.
+	finished := false
 	defer func() {
-		if !call.Executed() {
-			// A call refused before its tool ran (or that panicked before
-			// it) is no original for a duplicate. One whose tool ran is,
-			// whatever it returned: the tool may have done its work.
+		if !finished && !call.Executed() {
 			g.release(ctx, call, skey, claim)
 		}
 	}()
-	return next.Invoke(ctx, call)
+	res, err := next.Invoke(ctx, call)
+	finished = true
+	if err != nil && !call.Executed() {
+		g.release(ctx, call, skey, claim)
+	}
+	return res, err
 }
 
 // release forgets this call's claim on skey, so that a retry may run.

@@ -271,3 +271,30 @@ func TestIdempotencyStaleClaimLeavesANewerOneAlone(t *testing.T) {
 		})
 	}
 }
+
+// TestIdempotencyInAChainThatDoesNotMarkExecution: in a chain of the user's
+// own that never calls MarkExecuted, a successful result is still kept and
+// replayed (a failure counts as never run).
+func TestIdempotencyInAChainThatDoesNotMarkExecution(t *testing.T) {
+	g, err := NewIdempotency(IdempotencyOptions{Store: NewMemoryIdempotencyStore(0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var runs atomic.Int32
+	inv := middleware.Build(middleware.InvokerFunc(func(context.Context, *middleware.Call) (middleware.Result, error) {
+		runs.Add(1)
+		return middleware.Result{Value: "placed"}, nil
+	}), nil, g.Stage())
+	for i := range 2 {
+		c := middleware.NewCall("order_place", json.RawMessage(`{"sku":"A"}`), middleware.Principal{ID: "alice"})
+		c.Action = &manifest.Action{Intent: "order.place", Idempotent: new(false)}
+		c.Credentials.IdempotencyKey = "k-1"
+		res, err := inv.Invoke(context.Background(), c)
+		if err != nil || (i == 1 && (!c.Facts.Replayed || string(res.Value.(json.RawMessage)) != `"placed"`)) {
+			t.Fatalf("call %d: %v, %v, replayed %v", i+1, res.Value, err, c.Facts.Replayed)
+		}
+	}
+	if n := runs.Load(); n != 1 {
+		t.Fatalf("the tool ran %d times; want 1", n)
+	}
+}

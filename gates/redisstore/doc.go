@@ -9,9 +9,12 @@
 //
 //   - ReplayStore: used token ids (SET NX with an expiry; several ids at once
 //     with a Lua script, all or nothing).
-//   - Limiter: GCRA from github.com/go-redis/redis_rate/v10.
-//   - IdempotencyStore: an in-flight marker, then the stored result, both
-//     with an expiry; claiming is one script.
+//   - Limiter: the GCRA script of github.com/go-redis/redis_rate, extended
+//     to take a call from several counters (cooldown and rate limit) at
+//     once, all or nothing.
+//   - IdempotencyStore: an in-flight marker held by a claim token, then the
+//     stored outcome (result or refusal), both with an expiry; each
+//     operation is one script, which checks the claim.
 //   - ApprovalStore: requests as JSON documents with a per-tenant index for
 //     an approver's inbox; updates are optimistic transactions
 //     (WATCH/MULTI/EXEC) retried on conflict.
