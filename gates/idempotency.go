@@ -58,13 +58,16 @@ const (
 type IdempotencyOptions struct {
 	// Store keeps the records. Required.
 	Store IdempotencyStore
-	// Window is how long the result of a call made with an idempotency key
-	// is kept and replayed (default 24h).
+	// Window is how long the outcome of a call made with an idempotency key
+	// (its result, or its refusal once the tool ran) is kept and replayed
+	// (default 24h).
 	Window time.Duration
 	// Lease is how long a call with a key counts as in flight: a retry with
-	// the same key inside it gets 409 AXGATE_DUPLICATE_IN_FLIGHT. It only
-	// matters when the process dies mid-call or cannot store the result;
-	// make it longer than your slowest tool (default 5m).
+	// the same key inside it gets 409 AXGATE_DUPLICATE_IN_FLIGHT. It ends
+	// when the outcome is stored, so it only matters when the process dies
+	// mid-call, the outcome cannot be stored, or the tool outlives it (its
+	// outcome is then not stored, and a retry may run the tool again): make
+	// it longer than your slowest tool (default 5m).
 	Lease time.Duration
 	// Duplicates says what to do with a repeat, without a key, of the same
 	// call (principal, tenant, intent, arguments) inside DuplicateWindow.
@@ -215,7 +218,9 @@ func (g *Idempotency) keyed(ctx context.Context, call *middleware.Call, next mid
 			ae = axerr.New(axerr.CodeToolFailed, "the tool failed to complete the call").WithIntent(intent)
 		}
 		out.Refusal = envelopeJSON(ae)
-	} else if out.Result, err = json.Marshal(res.Value); err != nil {
+	} else if raw, merr := json.Marshal(res.Value); merr == nil {
+		out.Result = raw
+	} else {
 		// The result cannot be replayed; refuse the retries rather than
 		// run the tool again.
 		e := axerr.New(axerr.CodeInternal, "the first call with this idempotency key ran, but its result could not be kept for a retry").WithIntent(intent)

@@ -298,3 +298,37 @@ func TestIdempotencyInAChainThatDoesNotMarkExecution(t *testing.T) {
 		t.Fatalf("the tool ran %d times; want 1", n)
 	}
 }
+
+// TestIdempotencyResultThatCannotBeStored: the caller gets the tool's result
+// (it happened) with a warning; a retry with the key is refused rather than
+// run again.
+func TestIdempotencyResultThatCannotBeStored(t *testing.T) {
+	g, err := NewIdempotency(IdempotencyOptions{Store: NewMemoryIdempotencyStore(0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var runs atomic.Int32
+	inv := middleware.Build(commitThenRun(func(context.Context, *middleware.Call) (middleware.Result, error) {
+		runs.Add(1)
+		return middleware.Result{Value: make(chan int)}, nil
+	}), nil, g.Stage())
+	newCall := func() *middleware.Call {
+		c := middleware.NewCall("order_place", json.RawMessage(`{"sku":"A"}`), middleware.Principal{ID: "alice"})
+		c.Action = &manifest.Action{Intent: "order.place", Idempotent: new(false)}
+		c.Credentials.IdempotencyKey = "k-1"
+		return c
+	}
+	c := newCall()
+	res, err := inv.Invoke(context.Background(), c)
+	if err != nil || res.Value == nil || len(c.Facts.Warnings) != 1 {
+		t.Fatalf("first call: %v, %v, warnings %q; want the result and a warning", res.Value, err, c.Facts.Warnings)
+	}
+	c = newCall()
+	_, err = inv.Invoke(context.Background(), c)
+	if ae, ok := axerr.As(err); !ok || ae.Code != axerr.CodeInternal || ae.Details["replayed"] != true || !c.Facts.Replayed {
+		t.Fatalf("retry: %v; want the stored AXGATE_INTERNAL, replayed", err)
+	}
+	if n := runs.Load(); n != 1 {
+		t.Fatalf("the tool ran %d times; want 1", n)
+	}
+}
