@@ -81,26 +81,43 @@ done
 cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 TICK_US=$((1000000 / $(getconf CLK_TCK)))
 
+# children_cpu: the CPU time (user + system, in µs) of this shell's finished
+# children, wrk among them, as "times" printed it into $work/times (times
+# must run in this shell, not in a subshell, to see them).
+children_cpu() {
+	tail -1 "$work/times" | awk '{
+		t = 0
+		for (i = 1; i <= 2; i++) { split($i, p, /[ms]/); t += p[1] * 60 + p[2] }
+		printf "%.0f", t * 1e6
+	}'
+}
+
 # one NAME ADDR TOOL BODY PID: one wrk run, appending "NAME rps p99_ms
-# server_cpu_us_per_request" to results. The server's CPU time per request
-# does not depend on how busy the rest of the machine is, unlike req/s.
+# server_cpu_us wrk_cpu_us" (CPU per request) to results. CPU time per
+# request depends much less than req/s on how busy the rest of the machine
+# is.
 one() {
-	local out before after
+	local out before after wrk_before wrk_after
 	before=$(cpu "$5")
+	times >"$work/times"
+	wrk_before=$(children_cpu)
 	out=$(BODY="$4" wrk -t"$THREADS" -c"$CONNS" -d"$DURATION" --latency -s "$work/post.lua" "http://$2/tools/$3/call")
+	times >"$work/times"
+	wrk_after=$(children_cpu)
 	after=$(cpu "$5")
 	if echo "$out" | grep -q "Non-2xx"; then
 		echo "$out" >&2
 		echo "$1: non-2xx answers" >&2
 		exit 1
 	fi
-	local rps p99 n cpu_us
+	local rps p99 n cpu_us wrk_us
 	rps=$(echo "$out" | awk '/^Requests\/sec:/ {print $2}')
 	n=$(echo "$out" | awk '/requests in/ {print $1}')
 	cpu_us=$(awk -v t="$(((after - before) * TICK_US))" -v n="$n" 'BEGIN {printf "%.1f", t / n}')
+	wrk_us=$(awk -v t="$((wrk_after - wrk_before))" -v n="$n" 'BEGIN {printf "%.1f", t / n}')
 	p99=$(echo "$out" | awk '$1 == "99%" {v=$2; if (v ~ /us$/) {sub(/us$/,"",v); v=v/1000} else if (v ~ /ms$/) {sub(/ms$/,"",v)} else if (v ~ /s$/) {sub(/s$/,"",v); v=v*1000}; print v}')
-	echo "$1 $rps $p99 $cpu_us" >>"$work/results"
-	echo "  $1: $rps req/s, p99 ${p99} ms, server CPU ${cpu_us} µs/request" >&2
+	echo "$1 $rps $p99 $cpu_us $wrk_us" >>"$work/results"
+	echo "  $1: $rps req/s, p99 ${p99} ms, CPU per request: server ${cpu_us} µs, wrk ${wrk_us} µs" >&2
 }
 
 # pair ACTION TOOL BODY ROUND: the bare and the gated run of one action,
@@ -135,14 +152,18 @@ ratio() {
 echo
 echo "wrk -t$THREADS -c$CONNS -d$DURATION, $ROUNDS rounds, medians; $(nproc) CPUs shared by wrk and both servers; load average at the end $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
-echo "| action | bare req/s | axgate req/s | axgate/bare (per round) | bare p99 | axgate p99 | server CPU/request bare → axgate |"
-echo "|---|---:|---:|---:|---:|---:|---:|"
+echo "| action | bare req/s | axgate req/s | axgate/bare (per round) | bare p99 | axgate p99 | server CPU/request bare → axgate | CPU-bound estimate |"
+echo "|---|---:|---:|---:|---:|---:|---:|---:|"
 for a in read write; do
 	b=$(col "${a}_bare" 2); g=$(col "${a}_axgate" 2)
 	bp=$(col "${a}_bare" 3); gp=$(col "${a}_axgate" 3)
 	bc=$(col "${a}_bare" 4); gc=$(col "${a}_axgate" 4)
+	bw=$(col "${a}_bare" 5); gw=$(col "${a}_axgate" 5)
 	rr=$(ratio "$a")
 	name=$a; [ "$a" = read ] && name="read (product_search)" || name="write (cart_add_item)"
-	awk -v n="$name" -v b="$b" -v g="$g" -v rr="$rr" -v bp="$bp" -v gp="$gp" -v bc="$bc" -v gc="$gc" \
-		'BEGIN {printf "| %s | %.0f | %.0f | %.0f%% (%.0f%%) | %.2f ms | %.2f ms | %.1f → %.1f µs |\n", n, b, g, 100*g/b, rr, bp, gp, bc, gc}'
+	# The CPU-bound estimate: the throughput ratio if the machine did
+	# nothing but this benchmark, (wrk + bare server) / (wrk + gated server)
+	# CPU per request.
+	awk -v n="$name" -v b="$b" -v g="$g" -v rr="$rr" -v bp="$bp" -v gp="$gp" -v bc="$bc" -v gc="$gc" -v bw="$bw" -v gw="$gw" \
+		'BEGIN {printf "| %s | %.0f | %.0f | %.0f%% (%.0f%%) | %.2f ms | %.2f ms | %.1f → %.1f µs | %.0f%% |\n", n, b, g, 100*g/b, rr, bp, gp, bc, gc, 100*(bw+bc)/(gw+gc)}'
 done
