@@ -1,6 +1,7 @@
 package errors
 
 import (
+	"context"
 	"encoding/json"
 	stderrors "errors"
 	"fmt"
@@ -300,4 +301,28 @@ func (e *Error) Text() string {
 		b.WriteString("\nNext step: " + a)
 	}
 	return b.String()
+}
+
+// Ensure returns err as an *Error when it is one (or wraps one). Anything
+// else becomes a new *Error with the code and message, keeping err as its
+// cause for logs, never for the caller. Adapters use it where a plain error
+// (from an authenticator, say) must reach the caller as a refusal.
+func Ensure(err error, code Code, message string) *Error {
+	if e, ok := As(err); ok {
+		return e
+	}
+	return New(code, message).WithCause(err)
+}
+
+// From returns err as the *Error a caller sees: itself when it is one, a
+// retryable AXGATE_TOOL_FAILED when the call was cancelled or ran out of
+// time, and AXGATE_INTERNAL (with a message that reveals nothing) otherwise.
+func From(err error) *Error {
+	if e, ok := As(err); ok {
+		return e
+	}
+	if stderrors.Is(err, context.Canceled) || stderrors.Is(err, context.DeadlineExceeded) {
+		return New(CodeToolFailed, "the call was cancelled or ran out of time").WithCause(err)
+	}
+	return New(CodeInternal, "the call could not be processed").WithCause(err)
 }

@@ -1,6 +1,7 @@
 package errors_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -139,5 +140,23 @@ func TestText(t *testing.T) {
 		"Next step: Add the missing parameter and call again."
 	if got := e.Text(); got != want {
 		t.Fatalf("Text() =\n%s\nwant\n%s", got, want)
+	}
+}
+
+func TestEnsureAndFrom(t *testing.T) {
+	own := axerr.New(axerr.CodeScopeViolation, "no")
+	if axerr.Ensure(fmt.Errorf("wrapped: %w", own), axerr.CodeUnauthenticated, "x") != own {
+		t.Error("Ensure did not return the wrapped *Error")
+	}
+	plain := errors.New("jwt: signature invalid")
+	e := axerr.Ensure(plain, axerr.CodeUnauthenticated, "the caller is not authenticated")
+	if e.Code != axerr.CodeUnauthenticated || !errors.Is(e, plain) || strings.Contains(e.Message, "signature") {
+		t.Errorf("Ensure = %+v", e)
+	}
+	if axerr.From(context.DeadlineExceeded).Code != axerr.CodeToolFailed {
+		t.Error("a deadline is not a tool failure")
+	}
+	if f := axerr.From(plain); f.Code != axerr.CodeInternal || strings.Contains(f.Message, "jwt") {
+		t.Errorf("From = %+v", f)
 	}
 }

@@ -140,7 +140,7 @@ func (g *Gate) BeforeTool(ctx agent.Context, t tool.Tool, args map[string]any) (
 	var creds middleware.Credentials
 	if g.cfg.credentials != nil {
 		if creds, err = g.cfg.credentials(ctx, t.Name(), args); err != nil {
-			return Refusal(asRefusal(err)), nil
+			return Refusal(axerr.From(err)), nil
 		}
 	}
 	raw, err := json.Marshal(args)
@@ -167,7 +167,7 @@ func (g *Gate) BeforeTool(ctx agent.Context, t tool.Tool, args map[string]any) (
 	}
 	res, err := g.inv.Invoke(toolContext{Context: ctx, rt: rt, args: args}, call)
 	if err != nil {
-		ae := asRefusal(err)
+		ae := axerr.From(err)
 		if errors.Is(err, ErrConfirmationRequested) {
 			ae.With("confirmation_requested", true)
 		}
@@ -259,15 +259,5 @@ func Refusal(e *axerr.Error) map[string]any {
 }
 
 func unauthenticated(err error) *axerr.Error {
-	if ae, ok := axerr.As(err); ok {
-		return ae
-	}
-	return axerr.New(axerr.CodeUnauthenticated, "the caller is not authenticated").WithCause(err)
-}
-
-func asRefusal(err error) *axerr.Error {
-	if ae, ok := axerr.As(err); ok {
-		return ae
-	}
-	return axerr.New(axerr.CodeInternal, "the call could not be processed").WithCause(err)
+	return axerr.Ensure(err, axerr.CodeUnauthenticated, "the caller is not authenticated")
 }

@@ -198,7 +198,7 @@ func gate(ctx context.Context, c config, inv middleware.Invoker, in *compose.Too
 	var creds middleware.Credentials
 	if c.credentials != nil {
 		if creds, err = c.credentials(ctx, in); err != nil {
-			return nil, Refusal(asRefusal(err))
+			return nil, Refusal(axerr.From(err))
 		}
 	}
 	call := middleware.NewCall(in.Name, json.RawMessage(in.Arguments), p)
@@ -206,7 +206,7 @@ func gate(ctx context.Context, c config, inv middleware.Invoker, in *compose.Too
 	call.Credentials = creds
 	res, err := inv.Invoke(context.WithValue(ctx, endpointKey{}, run), call)
 	if err != nil {
-		return nil, Refusal(asRefusal(err))
+		return nil, Refusal(axerr.From(err))
 	}
 	return res.Value, ""
 }
@@ -249,15 +249,5 @@ func Refusal(e *axerr.Error) string {
 }
 
 func unauthenticated(err error) *axerr.Error {
-	if ae, ok := axerr.As(err); ok {
-		return ae
-	}
-	return axerr.New(axerr.CodeUnauthenticated, "the caller is not authenticated").WithCause(err)
-}
-
-func asRefusal(err error) *axerr.Error {
-	if ae, ok := axerr.As(err); ok {
-		return ae
-	}
-	return axerr.New(axerr.CodeInternal, "the call could not be processed").WithCause(err)
+	return axerr.Ensure(err, axerr.CodeUnauthenticated, "the caller is not authenticated")
 }

@@ -3,7 +3,6 @@ package mcpgate
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -208,7 +207,7 @@ func (c config) handler(e *axgate.Enforcer, tool middleware.Invoker) mcp.ToolHan
 // JSON-RPC error is returned unwrapped, since the SDK keeps the data of a
 // *jsonrpc.Error only when the handler returns one as it is.
 func (c config) refuse(err error) (*mcp.CallToolResult, error) {
-	ae := asRefusal(err)
+	ae := axerr.From(err)
 	if c.rpcParamErrors && ae.Code.IsParameterError() {
 		return nil, JSONRPCError(ae)
 	}
@@ -216,22 +215,6 @@ func (c config) refuse(err error) (*mcp.CallToolResult, error) {
 }
 
 func unauthenticated(err error) *axerr.Error {
-	if ae, ok := axerr.As(err); ok {
-		return ae
-	}
-	return axerr.New(axerr.CodeUnauthenticated, "the caller is not authenticated").
-		WithSuggestion("Connect with valid credentials (a bearer token on the streamable HTTP transport).").
-		WithCause(err)
-}
-
-// asRefusal returns err as an *axerr.Error; anything else is a fault that the
-// caller sees only as AXGATE_INTERNAL.
-func asRefusal(err error) *axerr.Error {
-	if ae, ok := axerr.As(err); ok {
-		return ae
-	}
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return axerr.New(axerr.CodeToolFailed, "the call was cancelled or ran out of time").WithCause(err)
-	}
-	return axerr.New(axerr.CodeInternal, "the call could not be processed").WithCause(err)
+	return axerr.Ensure(err, axerr.CodeUnauthenticated, "the caller is not authenticated").
+		WithSuggestion("Connect with valid credentials (a bearer token on the streamable HTTP transport).")
 }

@@ -156,7 +156,7 @@ func Middleware(e *axgate.Enforcer, opts ...Option) server.ToolHandlerMiddleware
 				if errors.As(err, &te) {
 					return te.res, nil // the tool's own error result, for the model
 				}
-				return Refusal(asRefusal(err)), nil
+				return Refusal(axerr.From(err)), nil
 			}
 			if run.res != nil && !call.Facts.Replayed {
 				return run.res, nil
@@ -238,18 +238,8 @@ func (c config) credentials(req mcp.CallToolRequest) (middleware.Credentials, *a
 }
 
 func unauthenticated(err error) *axerr.Error {
-	if ae, ok := axerr.As(err); ok {
-		return ae
-	}
-	return axerr.New(axerr.CodeUnauthenticated, "the caller is not authenticated").
-		WithSuggestion("Connect with valid credentials.").WithCause(err)
-}
-
-func asRefusal(err error) *axerr.Error {
-	if ae, ok := axerr.As(err); ok {
-		return ae
-	}
-	return axerr.New(axerr.CodeInternal, "the call could not be processed").WithCause(err)
+	return axerr.Ensure(err, axerr.CodeUnauthenticated, "the caller is not authenticated").
+		WithSuggestion("Connect with valid credentials.")
 }
 
 // Refusal renders a refusal as a tool result: isError, a readable text for
