@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/axgate/axgate"
+	"github.com/axgate/axgate/adapters/wire"
 	axerr "github.com/axgate/axgate/errors"
 	"github.com/axgate/axgate/gates"
 	"github.com/axgate/axgate/manifest"
@@ -189,7 +190,7 @@ func (g *gate) resolve(r *http.Request) (*manifest.Action, bool, error) {
 		}
 	}
 	if g.cfg.intentHeader {
-		if name := header(r.Header, keyIntent); name != "" {
+		if name := wire.Header(r.Header, keyIntent); name != "" {
 			h := lookup(g.m, name)
 			switch {
 			case h == nil:
@@ -243,7 +244,7 @@ func (g *gate) serve(w http.ResponseWriter, r *http.Request, a *manifest.Action)
 		Action:      a,
 		Arguments:   args,
 		Principal:   p,
-		Credentials: credentials(r.Header),
+		Credentials: wire.FromHeader(r.Header),
 		Limits:      g.cfg.callLimits(),
 	}
 	checksResult := a.OutputSchema != nil || len(a.Postconditions) > 0

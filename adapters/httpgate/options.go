@@ -8,6 +8,7 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/propagation"
 
+	"github.com/axgate/axgate/adapters/wire"
 	axerr "github.com/axgate/axgate/errors"
 	"github.com/axgate/axgate/middleware"
 )
@@ -15,16 +16,16 @@ import (
 // Headers that carry a call's credentials and, optionally, its intent.
 const (
 	// HeaderConfirmation carries one confirmation token.
-	HeaderConfirmation = "X-AXAG-Confirmation"
+	HeaderConfirmation = wire.HeaderConfirmation
 	// HeaderApproval carries approval tokens: the header repeated, or
 	// comma-separated values, or both.
-	HeaderApproval = "X-AXAG-Approval"
+	HeaderApproval = wire.HeaderApproval
 	// HeaderIdempotencyKey carries the caller's idempotency key (IETF
 	// draft-ietf-httpapi-idempotency-key-header).
-	HeaderIdempotencyKey = "Idempotency-Key"
+	HeaderIdempotencyKey = wire.HeaderIdempotencyKey
 	// HeaderTenant carries the tenant the request claims to act in; it must
 	// be the principal's own.
-	HeaderTenant = "X-AXAG-Tenant"
+	HeaderTenant = wire.HeaderTenant
 	// HeaderIntent names the intent (or tool name) of a request, read by
 	// Middleware only with WithIntentHeader.
 	HeaderIntent = "X-AXAG-Intent"

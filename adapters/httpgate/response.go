@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
-	"strings"
 	"sync"
 
 	axerr "github.com/axgate/axgate/errors"
@@ -154,39 +153,6 @@ func (c *config) authenticate(r *http.Request) (middleware.Principal, error) {
 	return p, axerr.New(axerr.CodeUnauthenticated, "the request is not authenticated").WithCause(err)
 }
 
-// The credential headers' keys as net/http stores them (canonical form), so
-// that reading them needs no canonicalization, which would allocate for
-// every request.
-var (
-	keyConfirmation   = http.CanonicalHeaderKey(HeaderConfirmation)
-	keyApproval       = http.CanonicalHeaderKey(HeaderApproval)
-	keyIdempotencyKey = http.CanonicalHeaderKey(HeaderIdempotencyKey)
-	keyTenant         = http.CanonicalHeaderKey(HeaderTenant)
-	keyIntent         = http.CanonicalHeaderKey(HeaderIntent)
-)
-
-// header returns the first value of a header by its canonical key.
-func header(h http.Header, canonicalKey string) string {
-	if v := h[canonicalKey]; len(v) > 0 {
-		return v[0]
-	}
-	return ""
-}
-
-// credentials reads the call's credentials from the request headers.
-func credentials(h http.Header) middleware.Credentials {
-	cr := middleware.Credentials{
-		Confirmation:   header(h, keyConfirmation),
-		IdempotencyKey: header(h, keyIdempotencyKey),
-		ClaimedTenant:  header(h, keyTenant),
-	}
-	for _, v := range h[keyApproval] {
-		// A JWT never contains a comma, so splitting is unambiguous.
-		for tok := range strings.SplitSeq(v, ",") {
-			if tok = strings.TrimSpace(tok); tok != "" {
-				cr.Approvals = append(cr.Approvals, tok)
-			}
-		}
-	}
-	return cr
-}
+// keyIntent is the intent header's key as net/http stores it (canonical
+// form), so reading it does not allocate.
+var keyIntent = http.CanonicalHeaderKey(HeaderIntent)

@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/axgate/axgate"
+	"github.com/axgate/axgate/adapters/wire"
 	"github.com/axgate/axgate/gates"
 	"github.com/axgate/axgate/manifest"
 	"github.com/axgate/axgate/middleware"
@@ -206,7 +207,7 @@ func (s *ToolServer) serveCall(w http.ResponseWriter, r *http.Request, name stri
 		Action:      t.action,
 		Arguments:   body,
 		Principal:   p,
-		Credentials: credentials(r.Header),
+		Credentials: wire.FromHeader(r.Header),
 		Limits:      s.cfg.callLimits(),
 	}
 	res, err := t.chain.Invoke(ctx, call)

@@ -36,14 +36,33 @@ const (
 
 var knownMeta = map[string]bool{MetaConfirmation: true, MetaApprovals: true, MetaIdempotencyKey: true, MetaTenant: true}
 
+// The credential headers' keys as net/http stores them (canonical form):
+// reading them needs no canonicalization, which would allocate on every
+// request.
+var (
+	keyConfirmation   = http.CanonicalHeaderKey(HeaderConfirmation)
+	keyApproval       = http.CanonicalHeaderKey(HeaderApproval)
+	keyIdempotencyKey = http.CanonicalHeaderKey(HeaderIdempotencyKey)
+	keyTenant         = http.CanonicalHeaderKey(HeaderTenant)
+)
+
 // FromHeader reads a call's credentials from HTTP headers.
 func FromHeader(h http.Header) middleware.Credentials {
 	return middleware.Credentials{
-		Confirmation:   h.Get(HeaderConfirmation),
-		Approvals:      SplitList(h.Values(HeaderApproval)),
-		IdempotencyKey: h.Get(HeaderIdempotencyKey),
-		ClaimedTenant:  h.Get(HeaderTenant),
+		Confirmation:   Header(h, keyConfirmation),
+		Approvals:      SplitList(h[keyApproval]),
+		IdempotencyKey: Header(h, keyIdempotencyKey),
+		ClaimedTenant:  Header(h, keyTenant),
 	}
+}
+
+// Header returns the first value of a header by its canonical key (as
+// http.CanonicalHeaderKey gives it), without allocating.
+func Header(h http.Header, canonicalKey string) string {
+	if v := h[canonicalKey]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
 }
 
 // FromMeta reads a call's credentials from an MCP request's _meta. A
