@@ -3,6 +3,7 @@ package middleware
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"slices"
 	"time"
@@ -47,7 +48,9 @@ type AuditRecord struct {
 	// CheckOnly is true for a check that ran the gates without the tool.
 	CheckOnly bool
 
-	// Params are the names of the arguments the call carried, sorted.
+	// Params are the names of the declared arguments the call carried,
+	// sorted, followed by "+N undeclared" when it carried others (their
+	// names are the caller's choice and are not recorded).
 	Params []string
 	// Arguments are the arguments as the Redactor returned them; nil unless
 	// argument recording was configured.
@@ -236,10 +239,21 @@ func paramNames(call *Call) []string {
 	if err != nil {
 		return nil
 	}
+	// Only names the manifest declares are recorded: the others are the
+	// caller's choice, and a key can smuggle a value (or a megabyte) into
+	// the log. They are counted instead.
 	names := make([]string, 0, len(args))
+	undeclared := 0
 	for k := range args {
-		names = append(names, k)
+		if call.Action != nil && call.Action.Param(k) != nil {
+			names = append(names, k)
+		} else {
+			undeclared++
+		}
 	}
 	slices.Sort(names)
+	if undeclared > 0 {
+		names = append(names, fmt.Sprintf("+%d undeclared", undeclared))
+	}
 	return names
 }

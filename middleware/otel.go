@@ -383,7 +383,22 @@ func (t *Telemetry) intercept(ctx context.Context, call *Call, next Invoker) (Re
 			}
 		}
 	}
+	// A tool that panics still gets its span ended, its metrics and its
+	// audit record (as AXGATE_INTERNAL); the panic then goes on unchanged.
+	panicked := true
+	defer func() {
+		if panicked {
+			t.complete(ctx, call, at, st, span, prev, start, axerr.New(axerr.CodeInternal, "the call panicked"))
+		}
+	}()
 	res, err := next.Invoke(ctx, call)
+	panicked = false
+	t.complete(ctx, call, at, st, span, prev, start, err)
+	return res, err
+}
+
+// complete records the call's outcome and ends its span.
+func (t *Telemetry) complete(ctx context.Context, call *Call, at *actionTelemetry, st *callTelemetry, span trace.Span, prev *callTelemetry, start time.Time, err error) {
 	end := time.Now()
 	t.finish(ctx, call, at, st, start, end, err)
 	if st != nil {
@@ -395,7 +410,6 @@ func (t *Telemetry) intercept(ctx context.Context, call *Call, next Invoker) (Re
 	} else if span != nil {
 		span.End()
 	}
-	return res, err
 }
 
 // lookup returns what was prepared for the call's action: the one the

@@ -602,3 +602,39 @@ func TestTelemetrySummaryEvents(t *testing.T) {
 		})
 	}
 }
+
+// A tool that panics still ends its span and leaves an audit record; the
+// panic goes on to the caller unchanged.
+func TestTelemetryToolPanic(t *testing.T) {
+	r := newTelemetryRig(t, middleware.TelemetryConfig{}, true)
+	boom := middleware.InvokerFunc(func(context.Context, *middleware.Call) (middleware.Result, error) { panic("boom") })
+	func() {
+		defer func() {
+			if p := recover(); p != "boom" {
+				t.Fatalf("recovered %v; want the tool's own panic", p)
+			}
+		}()
+		_ = r.run(t, middleware.NewCall("order_place", json.RawMessage(`{"cart_id":"c"}`), middleware.Principal{ID: "alice"}), boom)
+	}()
+	if len(r.spans.Ended()) != 1 {
+		t.Fatalf("%d spans ended; want 1", len(r.spans.Ended()))
+	}
+	if len(r.audit) != 1 || r.audit[0].Code != axerr.CodeInternal {
+		t.Fatalf("audit = %+v; want one AXGATE_INTERNAL record", r.audit)
+	}
+}
+
+// Only declared parameter names reach the audit log; the caller's other
+// keys are counted, since a key can carry a value.
+func TestAuditRecordsDeclaredNamesOnly(t *testing.T) {
+	r := newTelemetryRig(t, middleware.TelemetryConfig{}, true)
+	call := middleware.NewCall("order_place", json.RawMessage(`{"cart_id":"c","password=hunter2":1,"x":2}`), middleware.Principal{ID: "alice"})
+	_ = r.run(t, call, okTool)
+	if len(r.audit) != 1 {
+		t.Fatalf("audit = %+v", r.audit)
+	}
+	got := strings.Join(r.audit[0].Params, ",")
+	if got != "cart_id,+2 undeclared" {
+		t.Fatalf("params = %q", got)
+	}
+}
