@@ -9,6 +9,12 @@
 //     gathered from the JSON body, the path values and the query parameters,
 //     and the whole axgate chain runs before the handler is called. A refused
 //     request gets the AXAG error envelope and never reaches the handler.
+//     The X-AXAG-Intent header never chooses the tool of an ordinary route:
+//     on a bound route it may only repeat the route's tool (WithIntentHeader),
+//     and it selects the tool only on the intent-dispatch endpoints declared
+//     with WithIntentHeaderOn ("POST /agent"). Anywhere else a request
+//     carrying it is refused with AXAG_INTENT_NOT_FOUND, so an agent cannot
+//     run an unbound handler after the checks of an action of its choosing.
 //   - NewToolServer serves a manifest as a tool API: GET /tools,
 //     GET /tools/{name}, POST /tools/{name}/validate (the Tool Validation API,
 //     not gated by authentication and never calling a handler) and

@@ -22,8 +22,8 @@ import (
 )
 
 // Middleware returns net/http middleware that gates the routes bound with
-// WithRoute (and, with WithIntentHeader, requests naming an intent) by the
-// enforcer's whole chain. It panics when a pattern is invalid, two patterns
+// WithRoute (and, with WithIntentHeaderOn, the requests to an intent-dispatch
+// endpoint) by the enforcer's whole chain. It panics when a pattern is invalid, two patterns
 // conflict or a route names a tool the manifest does not declare, as
 // ServeMux.Handle does: a mistake in the bindings shows at start-up, not on
 // the first request. NewMiddleware returns the error instead.
@@ -35,7 +35,9 @@ import (
 // like the action's parameters; the credentials come from the
 // X-AXAG-Confirmation, X-AXAG-Approval, Idempotency-Key and X-AXAG-Tenant
 // headers. A refusal is written with WriteError and the handler is not
-// called.
+// called. A bound route requested by a path that is not canonical
+// ("/orders/./1") gets ServeMux's redirect to the canonical path; neither the
+// chain nor the handler runs.
 //
 // The handler's response is buffered when something after the tool needs
 // it: the action declares postconditions or an output schema (which can
@@ -81,6 +83,15 @@ func NewMiddleware(enf *axgate.Enforcer, opts ...Option) (func(http.Handler) htt
 		}
 		byPattern[rt.pattern] = boundRoute{action: a, wildcards: strings.Contains(rt.pattern, "{")}
 	}
+	for _, pattern := range cfg.dispatch {
+		// Registered in the same mux as the routes, so that a dispatch
+		// pattern conflicting with a route fails at start-up.
+		if err := register(bound, pattern); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		byPattern[pattern] = boundRoute{dispatch: true, wildcards: strings.Contains(pattern, "{")}
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
@@ -99,17 +110,24 @@ func register(mux *http.ServeMux, pattern string) (err error) {
 			err = fmt.Errorf("httpgate: route %q: %v", pattern, p)
 		}
 	}()
-	mux.Handle(pattern, matched) // only its pattern and path values are used
+	mux.Handle(pattern, matched{}) // only its pattern and path values are used
 	return nil
 }
 
 // matched is the handler of every bound pattern: matching a request sets its
-// path values, and there is nothing else to do.
-var matched = http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
+// path values, and there is nothing else to do. It is a comparable type so
+// that resolve can tell it from the redirect ServeMux.Handler returns for a
+// path that is not in canonical form.
+type matched struct{}
 
-// boundRoute is the tool of a bound pattern.
+func (matched) ServeHTTP(http.ResponseWriter, *http.Request) {}
+
+// boundRoute is the tool of a bound pattern, or an intent-dispatch pattern.
 type boundRoute struct {
 	action *manifest.Action
+	// dispatch: a pattern of WithIntentHeaderOn, whose tool is the one the
+	// intent header names (action is nil).
+	dispatch bool
 	// wildcards: the pattern has path values ({name}), which the request
 	// only carries after a second match.
 	wildcards bool
@@ -158,12 +176,21 @@ func PrincipalFrom(ctx context.Context) (middleware.Principal, bool) {
 }
 
 func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	a, wildcards, err := g.resolve(r)
-	if err != nil {
+	a, wildcards, redirect, err := g.resolve(r)
+	switch {
+	case err != nil:
 		g.cfg.writeError(r.Context(), w, err)
 		return
-	}
-	if a == nil {
+	case redirect != nil:
+		// A bound route, spelled in a form that is not canonical
+		// ("/orders/./1/cancel", a missing trailing slash): answer with
+		// ServeMux's redirect to the canonical path, without running the
+		// chain (no token is spent on a request that only gets a redirect)
+		// and without handing the odd spelling to the application, whose
+		// router might read it otherwise.
+		redirect.ServeHTTP(w, r)
+		return
+	case a == nil:
 		g.next.ServeHTTP(w, r)
 		return
 	}
@@ -172,49 +199,83 @@ func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// pattern's path values, leaving the caller's request untouched.
 		r = r.WithContext(r.Context())
 		g.bound.ServeHTTP(noWrite{}, r)
+		if r.Pattern == "" {
+			// resolve saw the same request match; this cannot happen,
+			// but a request without its path values is never gated.
+			g.cfg.writeError(r.Context(), w, axerr.Newf(axerr.CodeIntentNotFound, "%s %s is not a tool of this server", r.Method, r.URL.Path))
+			return
+		}
 	}
 	g.serve(w, r, a)
 }
 
-// resolve finds the action of a request: by bound pattern, then by intent
-// header. It returns nil for a request that is not gated, and whether the
-// request was matched by a pattern with path values.
-func (g *gate) resolve(r *http.Request) (*manifest.Action, bool, error) {
-	var a *manifest.Action
-	var wildcards bool
+// resolve finds the action of a request: by bound pattern, or by intent
+// header on a dispatch pattern. It returns nil for a request that is not
+// gated, whether the request was matched by a pattern with path values, and
+// the redirect to answer instead when the request names a bound pattern by a
+// path that is not canonical.
+//
+// The intent header never picks the tool of a request outside the dispatch
+// patterns: on a bound route it may only repeat the route's tool, and on any
+// other route it is refused. Otherwise an agent could run any handler of the
+// application (POST /admin/wipe) after the checks of whichever action it
+// chose (system.ping).
+func (g *gate) resolve(r *http.Request) (a *manifest.Action, wildcards bool, redirect http.Handler, err error) {
+	var rt boundRoute
 	if len(g.byPattern) > 0 {
-		if _, p := g.bound.Handler(r); p != "" {
-			if rt, ok := g.byPattern[p]; ok {
-				a, wildcards = rt.action, rt.wildcards
+		h, p := g.bound.Handler(r)
+		if p != "" {
+			var ok bool
+			if rt, ok = g.byPattern[p]; ok && h != (matched{}) {
+				return nil, false, h, nil
 			}
 		}
 	}
+	var name string
 	if g.cfg.intentHeader {
-		if name := wire.Header(r.Header, keyIntent); name != "" {
+		name = wire.Header(r.Header, keyIntent)
+	}
+	switch {
+	case rt.dispatch:
+		if name == "" {
+			return nil, false, nil, axerr.Newf(axerr.CodeIntentNotFound, "%s %s dispatches by intent, and the request names none", r.Method, r.URL.Path).
+				WithSuggestion("Name the tool's intent in the " + HeaderIntent + " header.")
+		}
+		h := lookup(g.m, name)
+		if h == nil {
+			return nil, false, nil, gates.IntentNotFound(g.m, name)
+		}
+		return h, rt.wildcards, nil, nil
+	case rt.action != nil:
+		if name != "" {
 			h := lookup(g.m, name)
 			switch {
 			case h == nil:
-				return nil, false, gates.IntentNotFound(g.m, name)
-			case a != nil && h != a:
-				return nil, false, axerr.Newf(axerr.CodeIntentNotFound, "the %s header names %q, but this route is %q", HeaderIntent, name, a.Intent).
-					WithIntent(a.Intent).With("tool", name).
+				return nil, false, nil, gates.IntentNotFound(g.m, name)
+			case h != rt.action:
+				return nil, false, nil, axerr.Newf(axerr.CodeIntentNotFound, "the %s header names %q, but this route is %q", HeaderIntent, name, rt.action.Intent).
+					WithIntent(rt.action.Intent).With("tool", name).
 					WithSuggestion("Drop the header or name the route's own intent.")
 			}
-			a = h
 		}
-	}
-	if a == nil && g.cfg.requireRoute {
-		return nil, false, axerr.Newf(axerr.CodeIntentNotFound, "%s %s is not a tool of this server", r.Method, r.URL.Path).
+		return rt.action, rt.wildcards, nil, nil
+	case name != "":
+		return nil, false, nil, axerr.Newf(axerr.CodeIntentNotFound, "%s %s is not bound to a tool, and the %s header cannot choose one for it", r.Method, r.URL.Path, HeaderIntent).
+			With("tool", name).
+			WithSuggestion("Call the route bound to the tool, or an intent-dispatch endpoint of this server.")
+	case g.cfg.requireRoute:
+		return nil, false, nil, axerr.Newf(axerr.CodeIntentNotFound, "%s %s is not a tool of this server", r.Method, r.URL.Path).
 			WithSuggestion("Use one of the routes bound to a tool.")
 	}
-	return a, wildcards, nil
+	return nil, false, nil, nil
 }
 
 // noWrite is the ResponseWriter of the second match, whose handler never
-// writes.
+// writes. Its Header is a fresh map all the same, so that a handler that
+// does write (a redirect) cannot panic.
 type noWrite struct{}
 
-func (noWrite) Header() http.Header         { return nil }
+func (noWrite) Header() http.Header         { return http.Header{} }
 func (noWrite) Write(b []byte) (int, error) { return len(b), nil }
 func (noWrite) WriteHeader(int)             {}
 

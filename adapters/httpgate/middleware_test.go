@@ -57,6 +57,10 @@ func newApp() *app {
 	a.mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "ok")
 	})
+	a.mux.HandleFunc("POST /admin/wipe", func(w http.ResponseWriter, r *http.Request) {
+		a.calls.Add(1)
+		io.WriteString(w, "wiped")
+	})
 	return a
 }
 
@@ -205,21 +209,96 @@ func TestMiddlewareUnboundRoutesPassThrough(t *testing.T) {
 
 func TestMiddlewareIntentHeader(t *testing.T) {
 	h, a := gated(t, nil, httpgate.WithIntentHeader())
-	r := do(t, h, "POST", "/rpc", `{}`, "X-Test-User", "u1", "X-AXAG-Intent", "system.ping")
-	if r.status != 200 || r.raw != "pong" || a.calls.Load() != 1 {
-		t.Fatalf("%d %s", r.status, r.raw)
-	}
-	do(t, h, "POST", "/rpc", `{}`, "X-Test-User", "u1", "X-AXAG-Intent", "nope.nothing").wantRefusal(t, axerr.CodeIntentNotFound)
-	do(t, h, "POST", "/rpc", `{"city":"Oslo","x":1}`, "X-Test-User", "u1", "X-AXAG-Intent", "get_weather").wantRefusal(t, axerr.CodeUnknownParam)
 	// On a bound route the header may only repeat the route's tool.
 	do(t, h, "GET", "/weather?city=Oslo", "", "X-Test-User", "u1", "X-AXAG-Intent", "system.ping").wantRefusal(t, axerr.CodeIntentNotFound)
+	do(t, h, "GET", "/weather?city=Oslo", "", "X-Test-User", "u1", "X-AXAG-Intent", "nope.nothing").wantRefusal(t, axerr.CodeIntentNotFound)
 	if r := do(t, h, "GET", "/weather?city=Oslo", "", "X-Test-User", "u1", "X-AXAG-Intent", "weather.get"); r.status != 200 {
 		t.Fatalf("%d %s", r.status, r.raw)
+	}
+	// Off the bound routes the header chooses nothing: refused, not gated
+	// by the named action's rules.
+	do(t, h, "POST", "/rpc", `{}`, "X-Test-User", "u1", "X-AXAG-Intent", "system.ping").wantRefusal(t, axerr.CodeIntentNotFound)
+	if n := a.calls.Load(); n != 1 {
+		t.Fatalf("handlers called %d times, want 1", n)
 	}
 	// Without the option the header is ignored.
 	plain, _ := gated(t, nil)
 	if r := do(t, plain, "POST", "/rpc", `{}`, "X-AXAG-Intent", "nope.nothing"); r.status != 200 {
 		t.Fatalf("%d %s", r.status, r.raw)
+	}
+}
+
+// Regression (security review): an agent must not pick which action's rules
+// guard a handler it was never bound to. POST /admin/wipe with
+// X-AXAG-Intent: system.ping ran the wipe after system.ping's checks.
+func TestMiddlewareIntentHeaderCannotGuardUnboundHandler(t *testing.T) {
+	for _, opts := range [][]httpgate.Option{
+		{httpgate.WithIntentHeader(), httpgate.WithRequireIntent()},
+		{httpgate.WithIntentHeader()},
+		{httpgate.WithIntentHeaderOn("POST /rpc"), httpgate.WithRequireIntent()},
+	} {
+		h, a := gated(t, nil, opts...)
+		do(t, h, "POST", "/admin/wipe", `{}`, "X-Test-User", "u1", "X-AXAG-Intent", "system.ping").wantRefusal(t, axerr.CodeIntentNotFound)
+		if n := a.calls.Load(); n != 0 {
+			t.Fatalf("the wipe handler ran %d times", n)
+		}
+	}
+	// With no route bound at all the header still chooses nothing.
+	a := newApp()
+	bare := httpgate.Middleware(enforcer(t), httpgate.WithPrincipal(userHeader), httpgate.WithIntentHeader(), quiet)(a.mux)
+	do(t, bare, "POST", "/admin/wipe", `{}`, "X-Test-User", "u1", "X-AXAG-Intent", "system.ping").wantRefusal(t, axerr.CodeIntentNotFound)
+	if n := a.calls.Load(); n != 0 {
+		t.Fatalf("the wipe handler ran %d times", n)
+	}
+}
+
+func TestMiddlewareIntentDispatchEndpoint(t *testing.T) {
+	var s seen
+	h, a := gated(t, []axgate.Option{capture(&s)}, httpgate.WithIntentHeaderOn("POST /rpc"))
+	r := do(t, h, "POST", "/rpc", `{}`, "X-Test-User", "u1", "X-AXAG-Intent", "system.ping")
+	if r.status != 200 || r.raw != "pong" || a.calls.Load() != 1 {
+		t.Fatalf("%d %s", r.status, r.raw)
+	}
+	if call, _ := s.get(); call.Tool != "ping" {
+		t.Fatalf("gated as %q, want ping", call.Tool)
+	}
+	do(t, h, "POST", "/rpc", `{}`, "X-Test-User", "u1", "X-AXAG-Intent", "nope.nothing").wantRefusal(t, axerr.CodeIntentNotFound)
+	do(t, h, "POST", "/rpc", `{"city":"Oslo","x":1}`, "X-Test-User", "u1", "X-AXAG-Intent", "get_weather").wantRefusal(t, axerr.CodeUnknownParam)
+	// A dispatch endpoint without the header is refused, not passed through.
+	do(t, h, "POST", "/rpc", `{}`, "X-Test-User", "u1").wantRefusal(t, axerr.CodeIntentNotFound)
+	if n := a.calls.Load(); n != 1 {
+		t.Fatalf("handlers called %d times, want 1", n)
+	}
+	// A dispatch pattern conflicting with a bound route fails at start-up.
+	if _, err := httpgate.NewMiddleware(enforcer(t), httpgate.WithRoute("POST /rpc", "ping"), httpgate.WithIntentHeaderOn("POST /rpc")); err == nil {
+		t.Fatal("a dispatch pattern equal to a bound route was accepted")
+	}
+}
+
+// Regression (security review): a bound route spelled in a form that is not
+// canonical panicked (ServeMux's redirect wrote into a nil header map). It
+// gets the redirect, and neither the chain nor the handler runs.
+func TestMiddlewareNonCanonicalPathRedirects(t *testing.T) {
+	var s seen
+	h, a := gated(t, []axgate.Option{capture(&s)})
+	for _, target := range []string{"/orders/./o-1", "/orders//o-1", "/x/../orders/o-1", "/./weather?city=Oslo"} {
+		method := "POST"
+		if strings.Contains(target, "weather") {
+			method = "GET"
+		}
+		r := do(t, h, method, target, `{"quantity":1}`, "X-Test-User", "u1")
+		if r.status != http.StatusMovedPermanently && r.status != http.StatusTemporaryRedirect && r.status != http.StatusPermanentRedirect {
+			t.Fatalf("%s %s: %d %s, want ServeMux's redirect", method, target, r.status, r.raw)
+		}
+		if loc := r.header.Get("Location"); !strings.HasPrefix(loc, "/orders/o-1") && !strings.HasPrefix(loc, "/weather") {
+			t.Fatalf("%s: Location %q", target, loc)
+		}
+	}
+	if call, _ := s.get(); call.Tool != "" {
+		t.Fatalf("the chain ran for a redirect: %+v", call)
+	}
+	if n := a.calls.Load(); n != 0 {
+		t.Fatalf("handler called %d times", n)
 	}
 }
 

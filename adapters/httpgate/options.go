@@ -55,6 +55,7 @@ type Option func(*config)
 type config struct {
 	principal    PrincipalFunc
 	routes       []route
+	dispatch     []string // patterns of WithIntentHeaderOn
 	intentHeader bool
 	requireRoute bool
 	maxBodyBytes int64
@@ -119,16 +120,34 @@ func WithRoutes(routes map[string]string) Option {
 	}
 }
 
-// WithIntentHeader lets Middleware take the tool from the X-AXAG-Intent
-// header (an intent such as "order.place", or a tool name). On a bound route
-// the header may only repeat the route's tool; a different one is refused
-// with AXAG_INTENT_NOT_FOUND rather than guessed between. On an unbound route
-// the header alone gates the request.
+// WithIntentHeader lets Middleware read the X-AXAG-Intent header (an intent
+// such as "order.place", or a tool name) on bound routes: there the header
+// may only repeat the route's own tool, and a different one is refused with
+// AXAG_INTENT_NOT_FOUND rather than guessed between. On a route that is not
+// bound (nor a WithIntentHeaderOn pattern) a request carrying the header is
+// refused the same way: the header never chooses which action's rules guard
+// a handler that was not bound to it.
 func WithIntentHeader() Option { return func(c *config) { c.intentHeader = true } }
 
+// WithIntentHeaderOn declares intent-dispatch endpoints ("POST /agent"):
+// ServeMux patterns whose requests are gated as the tool the X-AXAG-Intent
+// header names, for a handler that serves every tool behind one route and
+// dispatches by intent itself. A request to such a pattern without the
+// header, or naming an intent the manifest does not declare, is refused
+// with AXAG_INTENT_NOT_FOUND. It implies WithIntentHeader. Only these
+// patterns are dispatched by the header: declare them for handlers that
+// really act on the header's intent, since the chain checks the rules of the
+// intent named, not of whatever the handler does.
+func WithIntentHeaderOn(patterns ...string) Option {
+	return func(c *config) {
+		c.intentHeader = true
+		c.dispatch = append(c.dispatch, patterns...)
+	}
+}
+
 // WithRequireIntent makes Middleware refuse, with 404 AXAG_INTENT_NOT_FOUND,
-// every request that resolves to no tool (no bound route, no intent
-// header), instead of passing it through: for a handler that serves agents
+// every request that resolves to no tool (no bound route, no dispatch
+// pattern), instead of passing it through: for a handler that serves agents
 // only.
 func WithRequireIntent() Option { return func(c *config) { c.requireRoute = true } }
 
