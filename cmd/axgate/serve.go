@@ -53,9 +53,15 @@ Idempotency-Key, the trace context, and X-Axgate-Principal / X-Axgate-Tenant
 naming who called: the upstream must be reachable through the gateway only.
 
 SIGHUP reloads the manifest (and a --jwks file): a manifest that fails to load
-keeps the one in use, and the log says why. SIGINT or SIGTERM stop the server
-gracefully: no new connections, calls in flight finish (up to
---shutdown-timeout).`
+keeps the one in use, and the log says why. A reload keeps the state: used
+tokens, pending approvals, rate-limit counts and idempotency records. Without
+--redis that state lives in this process and is lost when it stops.
+
+SIGINT or SIGTERM stop the server gracefully: no new connections, calls in
+flight finish (up to --shutdown-timeout).
+
+A redirect from the upstream is not followed (it would carry the arguments
+and the caller's identity elsewhere): the call fails with AXGATE_TOOL_FAILED.`
 
 // serveConfig is what the flags of serve say.
 type serveConfig struct {
@@ -136,12 +142,7 @@ func runServe(ctx context.Context, e *env, args []string) int {
 	if err != nil {
 		return failf(e, "serve", "%v", err)
 	}
-	srv := &http.Server{
-		Handler:           gw,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
+	srv := newServer(gw, c, log)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	log.Info("axgate serve: listening", "addr", "http://"+ln.Addr().String(), "manifest", c.manifest,
@@ -172,6 +173,31 @@ func runServe(ctx context.Context, e *env, args []string) int {
 	}
 }
 
+// Server timeouts. A slow client must not hold a connection (and a call's
+// goroutine) forever: the body must arrive within serverReadTimeout, and the
+// answer may take as long as the upstream may, plus writeSlack to relay it.
+const (
+	serverReadHeaderTimeout = 10 * time.Second
+	serverReadTimeout       = 30 * time.Second
+	serverIdleTimeout       = 2 * time.Minute
+	writeSlack              = 5 * time.Second
+)
+
+// newServer returns the HTTP server of the gateway, with every timeout set.
+func newServer(h http.Handler, c serveConfig, log *slog.Logger) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: serverReadHeaderTimeout,
+		ReadTimeout:       serverReadTimeout,
+		// WriteTimeout runs from the end of the request headers, so it
+		// covers reading the body too: at least the read timeout, plus the
+		// upstream's time, plus the time to write the answer.
+		WriteTimeout: serverReadTimeout + c.upstreamTimeout + writeSlack,
+		IdleTimeout:  serverIdleTimeout,
+		ErrorLog:     slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+}
+
 // notify delivers the process's signals.
 func notify(sig ...os.Signal) (<-chan os.Signal, func()) {
 	ch := make(chan os.Signal, 1)
@@ -186,13 +212,32 @@ type gateway struct {
 	cfg      serveConfig
 	upstream *upstream
 	log      *slog.Logger
-	// shared lives as long as the gateway: the Redis stores and a remote key
-	// set are not rebuilt on reload.
-	stores    *redisstore.Stores
+	// What follows lives as long as the gateway and is handed to every
+	// generation, so that a reload forgets nothing: used token ids, pending
+	// approvals, rate-limit counts and idempotency records stay, and a token
+	// signed before a reload still verifies after it.
+	state     gatewayState
+	redis     *redisstore.Stores // nil without --redis; closed by close
 	remote    *gates.RemoteKeySet
-	mu        sync.Mutex // serializes reloads
+	devSigner *gates.Signer // the ephemeral key when no key is configured
+	mu        sync.Mutex    // serializes reloads
 	loaded    atomic.Pointer[loadedManifest]
 	startedAt time.Time
+}
+
+// gatewayState is the state the gates keep: in Redis with --redis, in
+// memory otherwise.
+type gatewayState struct {
+	replay      gates.ReplayStore
+	approvals   gates.ApprovalStore
+	limiter     gates.Limiter
+	idempotency gates.IdempotencyStore
+}
+
+// options hands the state to a generation.
+func (s gatewayState) options() []axgate.Option {
+	return []axgate.Option{axgate.WithReplayStore(s.replay), axgate.WithApprovalStore(s.approvals),
+		axgate.WithLimiter(s.limiter), axgate.WithIdempotencyStore(s.idempotency)}
 }
 
 // loadedManifest is one generation of the gateway.
@@ -206,7 +251,7 @@ type loadedManifest struct {
 func newGateway(ctx context.Context, c serveConfig, up *url.URL, log *slog.Logger) (*gateway, error) {
 	g := &gateway{
 		cfg:       c,
-		upstream:  &upstream{base: up, client: &http.Client{Timeout: c.upstreamTimeout}, propagator: otel.GetTextMapPropagator()},
+		upstream:  newUpstream(up, c.upstreamTimeout),
 		log:       log,
 		startedAt: time.Now(),
 	}
@@ -215,7 +260,28 @@ func newGateway(ctx context.Context, c serveConfig, up *url.URL, log *slog.Logge
 		if err != nil {
 			return nil, err
 		}
-		g.stores = s
+		g.redis = s
+		g.state = gatewayState{replay: s.Replay, approvals: s.Approvals, limiter: s.Limiter, idempotency: s.Idempotency}
+	} else {
+		// Made once, not by each axgate.New: a reload that made new ones
+		// would let a confirmation token be used again after every SIGHUP.
+		g.state = gatewayState{
+			replay:      gates.NewMemoryReplayStore(gates.MemoryReplayOptions{}),
+			approvals:   gates.NewMemoryApprovalStore(gates.MemoryApprovalOptions{}),
+			limiter:     gates.NewMemoryLimiter(0),
+			idempotency: gates.NewMemoryIdempotencyStore(0),
+		}
+	}
+	if c.jwks == "" && c.jwksURL == "" && c.signingKey == "" {
+		// axgate.New would make an ephemeral key of its own on each load;
+		// one for the life of the process keeps the tokens signed with it
+		// (approval tokens, IssueConfirmation's) valid across reloads.
+		s, err := gates.GenerateDevKey(axgate.DevKeyID)
+		if err != nil {
+			g.close()
+			return nil, fmt.Errorf("ephemeral signing key: %w", err)
+		}
+		g.devSigner = s
 	}
 	if c.jwksURL != "" {
 		ks, err := gates.NewRemoteKeySet(c.jwksURL, gates.RemoteKeySetOptions{
@@ -261,17 +327,17 @@ func (g *gateway) load() (*loadedManifest, error) {
 	if keys != nil {
 		opts = append(opts, axgate.WithTokenKeys(keys))
 	}
-	if c.signingKey != "" {
+	switch {
+	case c.signingKey != "":
 		s, err := loadSigner(c.signingKey, "")
 		if err != nil {
 			return nil, err
 		}
 		opts = append(opts, axgate.WithSigningKey(s))
+	case g.devSigner != nil:
+		opts = append(opts, axgate.WithSigningKey(g.devSigner))
 	}
-	if s := g.stores; s != nil {
-		opts = append(opts, axgate.WithReplayStore(s.Replay), axgate.WithLimiter(s.Limiter),
-			axgate.WithIdempotencyStore(s.Idempotency), axgate.WithApprovalStore(s.Approvals))
-	}
+	opts = append(opts, g.state.options()...)
 	for _, p := range c.preconditions {
 		name, expr, _ := strings.Cut(p, "=")
 		opts = append(opts, axgate.WithPreconditionExpr(strings.TrimSpace(name), strings.TrimSpace(expr)))
@@ -338,9 +404,10 @@ func (g *gateway) close() {
 	if g.remote != nil {
 		g.remote.Close()
 	}
-	if g.stores != nil {
-		g.stores.Close()
+	if g.redis != nil {
+		g.redis.Close()
 	}
+	// The memory stores hold no resources: nothing to close.
 }
 
 // ServeHTTP serves /healthz and the current generation's tool routes.
@@ -367,6 +434,22 @@ type upstream struct {
 	base       *url.URL
 	client     *http.Client
 	propagator propagation.TextMapPropagator
+}
+
+// newUpstream returns the forwarder to base; a call may take up to timeout.
+func newUpstream(base *url.URL, timeout time.Duration) *upstream {
+	return &upstream{
+		base: base,
+		client: &http.Client{
+			Timeout: timeout,
+			// Never follow a redirect: it would send the arguments and the
+			// caller's identity (X-Axgate-Principal, X-Axgate-Tenant)
+			// wherever the Location says. The 3xx itself is the answer, and
+			// a failure.
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		},
+		propagator: otel.GetTextMapPropagator(),
+	}
 }
 
 // tool returns the invoker that forwards calls of one tool.
@@ -404,6 +487,12 @@ func (u *upstream) tool(name string) middleware.Invoker {
 		}
 		if len(data) > maxUpstreamBytes {
 			return middleware.Result{}, fmt.Errorf("upstream %s: answer larger than %d bytes", target, maxUpstreamBytes)
+		}
+		if resp.StatusCode >= 300 && resp.StatusCode < 400 {
+			// Not relayed as an envelope either: a redirect is not the
+			// tool's answer.
+			return middleware.Result{}, axerr.Newf(axerr.CodeToolFailed, "the tool server answered %d %s, a redirect the gateway does not follow", resp.StatusCode, http.StatusText(resp.StatusCode)).
+				With("upstream_status", resp.StatusCode).With("tool", name)
 		}
 		if resp.StatusCode != http.StatusOK {
 			return middleware.Result{}, upstreamError(name, resp.StatusCode, data)

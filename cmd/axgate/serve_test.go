@@ -19,6 +19,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/axgate/axgate/middleware"
 )
 
 // fakeUpstream is a tool server that records the calls it gets.
@@ -132,6 +134,12 @@ func errorCode(body map[string]any) string {
 	e, _ := body["error"].(map[string]any)
 	c, _ := e["code"].(string)
 	return c
+}
+
+func errorDetails(body map[string]any) map[string]any {
+	e, _ := body["error"].(map[string]any)
+	d, _ := e["details"].(map[string]any)
+	return d
 }
 
 func toolNames(t *testing.T, base string) []string {
@@ -360,12 +368,20 @@ func TestServeBinary(t *testing.T) {
 		t.Fatalf("healthz: %d %v", status, body)
 	}
 	driveShop(t, base, pki, up)
+	conf := pki.confirmation(t, "order.place", `{"cart_id":"c-7"}`)
+	if status, body := post(t, base, "/tools/order_place/call", pki.bearer, `{"cart_id":"c-7"}`, "X-AXAG-Confirmation", conf); status != 200 {
+		t.Fatalf("confirmed call: %d %v", status, body)
+	}
 
 	copyFile(t, filepath.Join("testdata", "serve", "shop-v2.json"), mpath)
 	cmd.Process.Signal(syscall.SIGHUP)
 	log.waitFor(t, "manifest reloaded")
 	if names := toolNames(t, base); strings.Join(names, ",") != "cart_add_item,order_place,cart_clear" {
 		t.Fatalf("after SIGHUP with a good manifest: %v", names)
+	}
+	// The reload kept the used token ids (in memory: no --redis).
+	if status, body := post(t, base, "/tools/order_place/call", pki.bearer, `{"cart_id":"c-7"}`, "X-AXAG-Confirmation", conf); status != http.StatusPreconditionRequired || errorDetails(body)["reason"] != "already_used" {
+		t.Errorf("a confirmation token used before SIGHUP, again after it: %d %v, want 428 with reason already_used", status, body)
 	}
 
 	copyFile(t, filepath.Join("testdata", "serve", "broken.json"), mpath)
@@ -471,4 +487,132 @@ func copyFile(t *testing.T, from, to string) {
 func toJSON(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
+}
+
+// newShopGateway serves testdata/serve/shop.json (copied, so that a test can
+// rewrite it and reload) in front of up, in process.
+func newShopGateway(t *testing.T, c serveConfig, up http.Handler) (gw *gateway, base, mpath string) {
+	t.Helper()
+	upSrv := httptest.NewServer(up)
+	t.Cleanup(upSrv.Close)
+	mpath = filepath.Join(t.TempDir(), "manifest.json")
+	copyFile(t, filepath.Join("testdata", "serve", "shop.json"), mpath)
+	c.manifest, c.issuer, c.audience = mpath, "axgate", "axgate"
+	c.preconditions = conditionFlags{`cart is not empty=args.cart_id != ""`}
+	c.upstreamTimeout = 5 * time.Second
+	u, _ := url.Parse(upSrv.URL)
+	gw, err := newGateway(context.Background(), c, u, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(gw.close)
+	srv := httptest.NewServer(gw)
+	t.Cleanup(srv.Close)
+	return gw, srv.URL, mpath
+}
+
+// TestServeReloadKeepsState: without --redis, the state the gates keep is
+// in memory, and a reload must not wipe it — else a confirmation token could
+// be used once per SIGHUP.
+func TestServeReloadKeepsState(t *testing.T) {
+	pki := newServePKI(t)
+	up := &fakeUpstream{}
+	gw, base, mpath := newShopGateway(t, serveConfig{jwks: pki.jwks}, up)
+
+	conf := pki.confirmation(t, "order.place", `{"cart_id":"c-1"}`)
+	if status, body := post(t, base, "/tools/order_place/call", pki.bearer, `{"cart_id":"c-1"}`, "X-AXAG-Confirmation", conf); status != 200 {
+		t.Fatalf("confirmed call: %d %v", status, body)
+	}
+	if status, body := post(t, base, "/tools/cart_add_item/call", pki.bearer, `{"product_id":"p-1","quantity":1}`, "Idempotency-Key", "k-1"); status != 200 {
+		t.Fatalf("call with an idempotency key: %d %v", status, body)
+	}
+	calls := len(up.called())
+
+	gw.reload(context.Background())
+
+	status, body := post(t, base, "/tools/order_place/call", pki.bearer, `{"cart_id":"c-1"}`, "X-AXAG-Confirmation", conf)
+	if d := errorDetails(body); status != http.StatusPreconditionRequired || errorCode(body) != "AXAG_CONFIRMATION_MISSING" || d["reason"] != "already_used" {
+		t.Errorf("a confirmation token used before a reload, used again after it: %d %v, want 428 AXAG_CONFIRMATION_MISSING with reason already_used", status, body)
+	}
+	status, body = post(t, base, "/tools/cart_add_item/call", pki.bearer, `{"product_id":"p-1","quantity":1}`, "Idempotency-Key", "k-1")
+	if status != 200 {
+		t.Errorf("retry with the idempotency key after a reload: %d %v", status, body)
+	}
+	if n := len(up.called()); n != calls {
+		t.Errorf("after a reload the upstream got %d more calls (%+v), want none: the idempotency record was lost", n-calls, up.called()[calls:])
+	}
+
+	// Rate-limit counts survive a reload too.
+	var m map[string]any
+	data, err := os.ReadFile(mpath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, &m); err != nil {
+		t.Fatal(err)
+	}
+	m["actions"].([]any)[0].(map[string]any)["rate_limit"] = "1/hour"
+	if err := os.WriteFile(mpath, []byte(toJSON(m)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gw.reload(context.Background())
+	if status, body := post(t, base, "/tools/cart_add_item/call", pki.bearer, `{"product_id":"p-2","quantity":1}`); status != 200 {
+		t.Fatalf("first call under 1/hour: %d %v", status, body)
+	}
+	gw.reload(context.Background())
+	if status, body := post(t, base, "/tools/cart_add_item/call", pki.bearer, `{"product_id":"p-3","quantity":1}`); status != http.StatusTooManyRequests || errorCode(body) != "AXAG_RATE_LIMITED" {
+		t.Errorf("second call under 1/hour, after a reload: %d %v, want 429 AXAG_RATE_LIMITED", status, body)
+	}
+}
+
+// TestServeReloadKeepsEphemeralKey: with no key configured, a token signed
+// by the gateway's ephemeral key before a reload still verifies after it.
+func TestServeReloadKeepsEphemeralKey(t *testing.T) {
+	up := &fakeUpstream{}
+	gw, base, _ := newShopGateway(t, serveConfig{anonymous: true}, up)
+	tok, _, err := gw.current().enf.IssueConfirmation(context.Background(), middleware.Principal{}, "order_place", json.RawMessage(`{"cart_id":"c-1"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw.reload(context.Background())
+	if status, body := post(t, base, "/tools/order_place/call", "", `{"cart_id":"c-1"}`, "X-AXAG-Confirmation", tok); status != 200 {
+		t.Errorf("a token issued before the reload: %d %v", status, body)
+	}
+}
+
+// TestServeUpstreamRedirect: a redirect from the upstream is a failure, and
+// is not followed — following it would send the arguments and the caller's
+// identity elsewhere.
+func TestServeUpstreamRedirect(t *testing.T) {
+	pki := newServePKI(t)
+	elsewhere := &fakeUpstream{}
+	elsewhereSrv := httptest.NewServer(elsewhere)
+	defer elsewhereSrv.Close()
+	for _, status := range []int{http.StatusTemporaryRedirect, http.StatusPermanentRedirect, http.StatusFound} {
+		redirecting := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			http.Redirect(w, r, elsewhereSrv.URL+r.URL.Path, status)
+		})
+		_, base, _ := newShopGateway(t, serveConfig{jwks: pki.jwks}, redirecting)
+		got, body := post(t, base, "/tools/cart_add_item/call", pki.bearer, `{"product_id":"p-1","quantity":1}`)
+		if got != http.StatusBadGateway || errorCode(body) != "AXGATE_TOOL_FAILED" || errorDetails(body)["upstream_status"] != float64(status) {
+			t.Errorf("upstream %d: %d %v, want 502 AXGATE_TOOL_FAILED with upstream_status %d", status, got, body, status)
+		}
+	}
+	if calls := elsewhere.called(); len(calls) != 0 {
+		t.Errorf("the redirect was followed: %+v", calls)
+	}
+}
+
+// TestServeTimeouts: a slow client cannot hold a connection open forever.
+func TestServeTimeouts(t *testing.T) {
+	srv := newServer(http.NotFoundHandler(), serveConfig{upstreamTimeout: time.Minute}, slog.New(slog.DiscardHandler))
+	if srv.ReadHeaderTimeout <= 0 || srv.ReadTimeout <= 0 || srv.IdleTimeout <= 0 {
+		t.Errorf("unset timeouts: header %v, read %v, idle %v", srv.ReadHeaderTimeout, srv.ReadTimeout, srv.IdleTimeout)
+	}
+	// The write deadline runs from the end of the headers: it must leave
+	// room to read the body and wait for the upstream.
+	if srv.WriteTimeout <= srv.ReadTimeout+time.Minute {
+		t.Errorf("WriteTimeout %v leaves no room for a read of %v and an upstream of 1m", srv.WriteTimeout, srv.ReadTimeout)
+	}
 }
