@@ -270,6 +270,19 @@ func (l *MemoryLimiter) AllowN(ctx context.Context, keys []LimitKey, n int) (Lim
 		}
 	}()
 
+	// Sweep before looking, never between looking and charging: a sweep
+	// drops full buckets, and one this call looked at would then be
+	// charged outside the map, its charge lost. A swept bucket is full, the
+	// same as an absent one, so the look below sees no difference.
+	if n > 0 {
+		for _, i := range locked {
+			s := &l.shards[i]
+			if sweepDue(now, s.lastSweep, limiterSweepEvery, len(s.buckets) >= l.maxPerShard) {
+				s.sweep(now)
+			}
+		}
+	}
+
 	// Look at every counter first; charge only when all of them allow.
 	want := max(n, 1)
 	d := LimitDecision{Allowed: true, Remaining: math.MaxInt}
@@ -325,9 +338,6 @@ func (l *MemoryLimiter) AllowN(ctx context.Context, keys []LimitKey, n int) (Lim
 			continue
 		}
 		s := &l.shards[shardOf[i]]
-		if sweepDue(now, s.lastSweep, limiterSweepEvery, len(s.buckets) >= l.maxPerShard) {
-			s.sweep(now)
-		}
 		if len(s.buckets) >= l.maxPerShard {
 			return LimitDecision{}, ErrStoreFull
 		}

@@ -299,3 +299,25 @@ func TestRateLimitChargeIsAllOrNothing(t *testing.T) {
 		t.Fatalf("cooldown after the refused call: %+v, %v; want it untouched", d, err)
 	}
 }
+
+// A sweep due while a call charges a full counter it looked at and a new
+// one must not drop the looked-at bucket from under the charge: the charge
+// would be lost and the next call let through inside its cooldown.
+func TestMemoryLimiterSweepDoesNotLoseACharge(t *testing.T) {
+	l, clk := newTestLimiter(8) // one shard
+	ctx := context.Background()
+	cooldown := LimitKey{Key: "cool", Limit: Limit{Count: 1, Per: 3 * time.Second}}
+	// Make the cooldown bucket exist, then let it refill past a sweep.
+	if d, err := l.AllowN(ctx, []LimitKey{cooldown}, 1); err != nil || !d.Allowed {
+		t.Fatalf("first = %+v, %v", d, err)
+	}
+	clk.Advance(2 * limiterSweepEvery)
+	rate := LimitKey{Key: "rate-new", Limit: Limit{Count: 60, Per: time.Hour}}
+	if d, err := l.AllowN(ctx, []LimitKey{cooldown, rate}, 1); err != nil || !d.Allowed {
+		t.Fatalf("second = %+v, %v", d, err)
+	}
+	clk.Advance(100 * time.Millisecond)
+	if d, err := l.AllowN(ctx, []LimitKey{cooldown, rate}, 1); err != nil || d.Allowed {
+		t.Fatalf("third, 0.1 s into a 3 s cooldown = %+v, %v; want refused", d, err)
+	}
+}

@@ -75,15 +75,24 @@ func (s *MemoryReplayStore) Consume(ctx context.Context, uses []TokenUse) error 
 		return ErrReplayStoreFull
 	}
 	for _, u := range uses {
-		if !u.Expires.After(now) {
-			// Already expired: no token with this id can pass any more.
-			continue
+		exp := u.Expires
+		if !exp.After(now) {
+			// The token expired between its check at the gate and this
+			// commit. Calls that checked it in time may still be on their
+			// way here, so it is recorded for a while all the same: exactly
+			// one of them runs.
+			exp = now.Add(expiredTokenGrace)
 		}
-		s.expires[u.ID] = u.Expires
-		heap.Push(&s.byTime, expiryEntry{id: u.ID, at: u.Expires})
+		s.expires[u.ID] = exp
+		heap.Push(&s.byTime, expiryEntry{id: u.ID, at: exp})
 	}
 	return nil
 }
+
+// expiredTokenGrace is how long a token that was already past its expiry
+// at the commit stays recorded: longer than any call takes from its token
+// gate to its commit.
+const expiredTokenGrace = 5 * time.Minute
 
 // Used implements ReplayStore.
 func (s *MemoryReplayStore) Used(ctx context.Context, id string) (bool, error) {

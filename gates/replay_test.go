@@ -1,6 +1,7 @@
 package gates_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
@@ -79,5 +80,19 @@ func TestMemoryReplayStoreManyExpire(t *testing.T) {
 	}
 	if err := s.Consume(t.Context(), []gates.TokenUse{{ID: "over", Expires: clock.now.Add(time.Hour)}}); !errors.Is(err, gates.ErrReplayStoreFull) {
 		t.Fatalf("Consume over the bound = %v, want ErrReplayStoreFull", err)
+	}
+}
+
+// A token checked at its gate in time but committed after its expiry is
+// still spent exactly once: two calls racing past the edge must not both run.
+func TestMemoryReplayStoreExpiredAtCommit(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	s := gates.NewMemoryReplayStore(gates.MemoryReplayOptions{Now: func() time.Time { return now }})
+	use := []gates.TokenUse{{ID: "k", Expires: now.Add(-time.Second)}}
+	if err := s.Consume(context.Background(), use); err != nil {
+		t.Fatalf("first Consume = %v", err)
+	}
+	if err := s.Consume(context.Background(), use); !errors.Is(err, gates.ErrReplayed) {
+		t.Fatalf("second Consume = %v; want ErrReplayed", err)
 	}
 }

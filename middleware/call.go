@@ -295,12 +295,16 @@ func (c *Call) OnCommit(f Commit) { c.commits = append(c.commits, f) }
 // RunCommits runs the registered commits in order and stops at the first
 // error. The commit stage of the standard chain calls it.
 func (c *Call) RunCommits(ctx context.Context) error {
-	for _, f := range c.commits {
+	// Take the list first: if a commit fails and the chain runs again on
+	// this call (a retry stage), the old commits must not run beside the
+	// new ones.
+	fs := c.commits
+	c.commits = nil
+	for _, f := range fs {
 		if err := f(ctx); err != nil {
 			return err
 		}
 	}
-	c.commits = c.commits[:0]
 	return nil
 }
 

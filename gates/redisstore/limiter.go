@@ -38,6 +38,10 @@ func NewLimiter(client redis.UniversalClient, opts Options) *Limiter {
 // its period in seconds. It returns {1, 0, "0", remaining} when allowed, or
 // {0, i, wait, 0}: counter i (1-based) refuses longest, for wait seconds.
 var allowScript = redis.NewScript(`
+-- As in redis_rate: before Redis 5, a script that reads TIME must replicate
+-- its effects rather than itself (a no-op from Redis 5 on).
+redis.replicate_commands()
+
 local cost = tonumber(ARGV[1])
 local need = math.max(cost, 1)
 
