@@ -1,11 +1,20 @@
 package mcpgate
 
 import (
+	"bytes"
 	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
+	"strings"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/axgate/axgate/gates"
 	"github.com/axgate/axgate/middleware"
 )
 
@@ -13,29 +22,206 @@ import (
 // input-required result (MCP multi round-trip requests).
 const ConfirmationInputID = "axag/confirmation"
 
+// DefaultElicitationTTL is how long the person has to answer a confirmation
+// question asked inline, unless WithElicitationTTL says otherwise.
+const DefaultElicitationTTL = 5 * time.Minute
+
+// ElicitationKeySize is the size of the key that signs the request state of
+// a confirmation question (HMAC-SHA256), and the least WithElicitationKey
+// accepts.
+const ElicitationKeySize = 32
+
 // ErrElicitationPending is what Call.Elicit returns on the first pass of a
 // call whose confirmation the person has not answered yet: the adapter then
 // answers with the question, and the call comes again with the answer.
 var ErrElicitationPending = errors.New("mcpgate: the confirmation question is on its way to the person")
 
+// ErrElicitationStateInvalid is what Call.Elicit returns when a call carries
+// an answer whose request state the adapter did not issue for this very call
+// (another tool, other arguments, another principal or tenant), that expired,
+// or that was already answered. The call is refused with
+// AXAG_CONFIRMATION_MISSING, reason "elicitation_state_invalid".
+var ErrElicitationStateInvalid = errors.New("mcpgate: the answer's request state was not issued for this call, expired, or was already used")
+
+// ReasonElicitationStateInvalid is the details.reason of that refusal.
+const ReasonElicitationStateInvalid = "elicitation_state_invalid"
+
 // confirmSchema is the form of a yes/no question: no fields, the person's
 // accept or decline is the answer.
 var confirmSchema = map[string]any{"type": "object", "properties": map[string]any{}}
+
+// WithElicitationKey sets the key that signs the request state of
+// confirmation questions asked inline. By default each AddTools or
+// ToolHandler generates a random key, which is right for one process; servers
+// behind a load balancer, where the answer may reach another replica than the
+// question, share one secret key of at least ElicitationKeySize random bytes
+// (and a shared WithElicitationReplayStore). A shorter key is a programming
+// error: WithElicitationKey panics.
+func WithElicitationKey(key []byte) Option {
+	if len(key) < ElicitationKeySize {
+		panic("mcpgate: WithElicitationKey needs at least 32 bytes of key")
+	}
+	k := bytes.Clone(key)
+	return func(c *config) { c.elicit.key = k }
+}
+
+// WithElicitationTTL sets how long the person has to answer a confirmation
+// question asked inline (DefaultElicitationTTL when d is not positive). A
+// later answer is refused; the agent calls again and the person is asked
+// again.
+func WithElicitationTTL(d time.Duration) Option {
+	return func(c *config) {
+		if d > 0 {
+			c.elicit.ttl = d
+		}
+	}
+}
+
+// WithElicitationReplayStore records the answered confirmation questions so
+// that each answer is taken once. By default each AddTools or ToolHandler
+// keeps them in memory; replicas that share WithElicitationKey share a store
+// too (such as redisstore's ReplayStore). A store that fails refuses the call
+// with AXGATE_STORE_UNAVAILABLE.
+func WithElicitationReplayStore(s gates.ReplayStore) Option {
+	return func(c *config) { c.elicit.replay = s }
+}
+
+// elicitKeys signs and checks the request state of confirmation questions.
+type elicitKeys struct {
+	key    []byte
+	ttl    time.Duration
+	replay gates.ReplayStore
+	now    func() time.Time
+}
+
+// init fills what the options left unset: a fresh random key and an
+// in-memory record of the answered questions.
+func (k *elicitKeys) init() {
+	if k.now == nil {
+		k.now = time.Now
+	}
+	if k.key == nil {
+		k.key = make([]byte, ElicitationKeySize)
+		rand.Read(k.key) // crypto/rand.Read never fails (it crashes the program instead).
+	}
+	if k.ttl <= 0 {
+		k.ttl = DefaultElicitationTTL
+	}
+	if k.replay == nil {
+		k.replay = gates.NewMemoryReplayStore(gates.MemoryReplayOptions{Now: k.now})
+	}
+}
+
+// questionState is what the request state of a confirmation question says:
+// the one call it was asked about, until when, and a random id that makes
+// each question answerable once.
+type questionState struct {
+	Tool      string `json:"tool"`
+	Intent    string `json:"intent"`
+	Principal string `json:"sub"`
+	Tenant    string `json:"tenant"`
+	Args      string `json:"args_sha256"`
+	Expires   int64  `json:"exp"`
+	ID        string `json:"jti"`
+}
+
+// stateFor describes call, or fails when its arguments cannot be digested.
+func stateFor(call *middleware.Call) (questionState, error) {
+	digest, err := call.ArgsSHA256()
+	if err != nil {
+		return questionState{}, err
+	}
+	return questionState{Tool: call.Tool, Intent: call.Intent(), Principal: call.Principal.ID, Tenant: call.Principal.Tenant, Args: digest}, nil
+}
+
+// stateMACContext separates these MACs from any other use of the key.
+const stateMACContext = "axgate/mcpgate/elicitation-state/v1\x00"
+
+func (k *elicitKeys) mac(payload string) []byte {
+	m := hmac.New(sha256.New, k.key)
+	m.Write([]byte(stateMACContext))
+	m.Write([]byte(payload))
+	return m.Sum(nil)
+}
+
+// sign returns the request state of a new question about s: base64url(JSON)
+// "." base64url(HMAC-SHA256).
+func (k *elicitKeys) sign(s questionState) (string, error) {
+	var id [16]byte
+	rand.Read(id[:])
+	s.ID = base64.RawURLEncoding.EncodeToString(id[:])
+	s.Expires = k.now().Add(k.ttl).Unix()
+	raw, err := json.Marshal(s)
+	if err != nil {
+		return "", err
+	}
+	payload := base64.RawURLEncoding.EncodeToString(raw)
+	return payload + "." + base64.RawURLEncoding.EncodeToString(k.mac(payload)), nil
+}
+
+// verify reports whether state is a question this adapter asked about
+// exactly the call want describes, still open, and answers it (records its
+// id, so that no other answer is taken for it). It fails with
+// ErrElicitationStateInvalid, or with the replay store's failure.
+func (k *elicitKeys) verify(ctx context.Context, state string, want questionState) error {
+	payload, sig, ok := strings.Cut(state, ".")
+	if !ok {
+		return ErrElicitationStateInvalid
+	}
+	mac, err := base64.RawURLEncoding.DecodeString(sig)
+	if err != nil || !hmac.Equal(mac, k.mac(payload)) {
+		return ErrElicitationStateInvalid
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(payload)
+	if err != nil {
+		return ErrElicitationStateInvalid
+	}
+	var got questionState
+	if err := json.Unmarshal(raw, &got); err != nil || got.ID == "" {
+		return ErrElicitationStateInvalid
+	}
+	expires := time.Unix(got.Expires, 0)
+	if !k.now().Before(expires) {
+		return ErrElicitationStateInvalid
+	}
+	want.Expires, want.ID = got.Expires, got.ID
+	if got != want {
+		return ErrElicitationStateInvalid
+	}
+	err = k.replay.Consume(ctx, []gates.TokenUse{{ID: "mcpgate-elicitation:" + got.ID, Expires: expires}})
+	switch {
+	case errors.Is(err, gates.ErrReplayed):
+		return ErrElicitationStateInvalid
+	case err != nil:
+		return gates.StoreUnavailable(want.Intent, "the elicitation replay store", err)
+	}
+	return nil
+}
 
 // elicitation asks for a confirmation through the MCP client.
 //
 // The SDK's multi round-trip requests do the asking: on the first pass, ask
 // records the question and the handler answers "input required" with an
-// elicitation request; the client shows it to the person (a client on an
-// older protocol is asked by the SDK itself, with elicitation/create) and
-// calls the tool again with the answer, which ask then returns. The whole
-// chain runs on each pass, so every gate before the confirmation sees the
-// call again and the handler stays innermost.
+// elicitation request and a request state; the client shows the question to
+// the person (a client on an older protocol is asked by the SDK itself, with
+// elicitation/create) and calls the tool again with the answer and the
+// state, which ask then checks and returns. The whole chain runs on each
+// pass, so every gate before the confirmation sees the call again and the
+// handler stays innermost.
+//
+// The client sends both the answer and the state, so the state is what
+// proves that the server asked: it is signed with the adapter's key, names
+// the one call it was asked about (tool, intent, principal, tenant, digest of
+// the arguments), expires, and is taken once.
 type elicitation struct {
+	keys     *elicitKeys
 	answered bool
 	accepted bool
-	question string
-	digest   string
+	state    string // the answer's request state
+	question string // set when the question is to be asked
+	asked    string // the request state of the question asked
+	invalid  bool   // the answer's state was refused
+	storeErr error  // the replay store failed
 }
 
 // elicitation returns nil when the client cannot be asked.
@@ -50,30 +236,41 @@ func (c config) elicitation(req *mcp.CallToolRequest) *elicitation {
 	if caps.Elicitation.Form == nil && caps.Elicitation.URL != nil {
 		return nil // URL mode only: it cannot show a yes/no question.
 	}
-	el := &elicitation{}
+	el := &elicitation{keys: c.elicit}
 	if r, ok := req.Params.InputResponses[ConfirmationInputID].(*mcp.ElicitResult); ok && r != nil {
 		el.answered = true
 		el.accepted = r.Action == "accept"
-		el.digest = req.Params.RequestState
+		el.state = req.Params.RequestState
 	}
 	return el
 }
 
-func (el *elicitation) ask(_ context.Context, call *middleware.Call, message string) (bool, error) {
+func (el *elicitation) ask(ctx context.Context, call *middleware.Call, message string) (bool, error) {
+	want, err := stateFor(call)
+	if err != nil {
+		return false, err
+	}
 	if el.answered {
-		// The answer is for the arguments the question was about: the
-		// request state carries their digest.
-		if d, err := call.ArgsSHA256(); err == nil && d == el.digest {
+		verr := el.keys.verify(ctx, el.state, want)
+		switch {
+		case verr == nil:
 			return el.accepted, nil
+		case errors.Is(verr, ErrElicitationStateInvalid):
+			el.invalid = true
+		default:
+			el.storeErr = verr
 		}
+		return false, verr
+	}
+	if el.asked, err = el.keys.sign(want); err != nil {
+		return false, err
 	}
 	el.question = message
 	return false, ErrElicitationPending
 }
 
 // inputRequired is the result that asks the person.
-func (el *elicitation) inputRequired(call *middleware.Call) *mcp.CallToolResult {
-	digest, _ := call.ArgsSHA256()
+func (el *elicitation) inputRequired() *mcp.CallToolResult {
 	return &mcp.CallToolResult{
 		InputRequests: mcp.InputRequestMap{
 			ConfirmationInputID: &mcp.ElicitParams{
@@ -82,6 +279,6 @@ func (el *elicitation) inputRequired(call *middleware.Call) *mcp.CallToolResult 
 				RequestedSchema: confirmSchema,
 			},
 		},
-		RequestState: digest,
+		RequestState: el.asked,
 	}
 }

@@ -1,16 +1,22 @@
 package mcpgate_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
+	"errors"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/axgate/axgate"
 	"github.com/axgate/axgate/adapters/mcpgate"
 	axerr "github.com/axgate/axgate/errors"
+	"github.com/axgate/axgate/gates"
 	"github.com/axgate/axgate/middleware"
 )
 
@@ -178,41 +184,223 @@ func TestElicitationIsNotAskedForCallsThatNeedNoConfirmation(t *testing.T) {
 	}
 }
 
-// TestElicitationAnswerIsBoundToTheArguments drives the multi round-trip by
-// hand: an answer whose request state is not the digest of these arguments
-// is not taken as the person's answer to them.
-func TestElicitationAnswerIsBoundToTheArguments(t *testing.T) {
+// answerer drives the multi round-trip by hand, as a client (honest or not)
+// can: it sends whatever request state and answer it likes.
+type answerer struct {
+	t    *testing.T
+	h    mcp.ToolHandler
+	tool *seen
+}
+
+func newAnswerer(t *testing.T, enf *axgate.Enforcer, opts ...mcpgate.Option) *answerer {
+	t.Helper()
+	s := &seen{}
+	return &answerer{t: t, h: mcpgate.ToolHandler(enf, s.echo(), opts...), tool: s}
+}
+
+// elicitingClient declares that the client can show a form to the person.
+var elicitingClient = map[string]any{mcp.MetaKeyClientCapabilities: map[string]any{"elicitation": map[string]any{"form": map[string]any{}}}}
+
+func (a *answerer) call(tool, args, state string, answer mcp.InputResponse) *mcp.CallToolResult {
+	a.t.Helper()
+	p := &mcp.CallToolParamsRaw{Name: tool, Arguments: json.RawMessage(args), RequestState: state}
+	p.Meta = elicitingClient
+	if answer != nil {
+		p.InputResponses = mcp.InputResponseMap{mcpgate.ConfirmationInputID: answer}
+	}
+	res, err := a.h(context.Background(), &mcp.CallToolRequest{Params: p})
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	return res
+}
+
+// ask makes the first pass and returns the request state of the question.
+func (a *answerer) ask(tool, args string) string {
+	a.t.Helper()
+	first := a.call(tool, args, "", nil)
+	q, ok := first.InputRequests[mcpgate.ConfirmationInputID].(*mcp.ElicitParams)
+	if !ok || q.Message == "" || first.RequestState == "" {
+		a.t.Fatalf("first pass = %+v", first)
+	}
+	return first.RequestState
+}
+
+var accept = &mcp.ElicitResult{Action: "accept"}
+
+// wantStateRefused checks that the answer was not taken: the call is refused
+// with AXAG_CONFIRMATION_MISSING, reason elicitation_state_invalid, and the
+// tool did not run.
+func wantStateRefused(t *testing.T, res *mcp.CallToolResult, a *answerer, ran int) {
+	t.Helper()
+	env := refusal(t, res)
+	if env.Error.Code != string(axerr.CodeConfirmationMissing) || env.Error.Details["reason"] != mcpgate.ReasonElicitationStateInvalid {
+		t.Errorf("refusal = %s %v", env.Error.Code, env.Error.Details)
+	}
+	if env.Error.Details["args_sha256"] == nil || env.Error.Details["confirmation_message"] == nil {
+		t.Errorf("the refusal lacks what the agent needs to ask again: %v", env.Error.Details)
+	}
+	if a.tool.count() != ran {
+		t.Errorf("the tool ran %d times, want %d", a.tool.count(), ran)
+	}
+}
+
+func enforcer(t *testing.T) *axgate.Enforcer {
+	t.Helper()
 	enf, err := newEnforcer(t)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer enf.Close()
-	s := &seen{}
-	h := mcpgate.ToolHandler(enf, s.echo(), asAlice()...)
-	caps := map[string]any{mcp.MetaKeyClientCapabilities: map[string]any{"elicitation": map[string]any{"form": map[string]any{}}}}
-	call := func(state string, answer mcp.InputResponse) *mcp.CallToolResult {
-		p := &mcp.CallToolParamsRaw{Name: "order_place", Arguments: json.RawMessage(orderArgs), RequestState: state}
-		p.Meta = caps
-		if answer != nil {
-			p.InputResponses = mcp.InputResponseMap{mcpgate.ConfirmationInputID: answer}
+	t.Cleanup(func() { enf.Close() })
+	return enf
+}
+
+func TestElicitationGenuineAnswerRunsTheCallOnce(t *testing.T) {
+	a := newAnswerer(t, enforcer(t), asAlice()...)
+	state := a.ask("order_place", orderArgs)
+	out := structured(t, a.call("order_place", orderArgs, state, accept))
+	if out["elicited"] != true || a.tool.count() != 1 {
+		t.Fatalf("out = %v, the tool ran %d times", out, a.tool.count())
+	}
+	// The same answer again is a replay: the question was answered.
+	wantStateRefused(t, a.call("order_place", orderArgs, state, accept), a, 1)
+}
+
+// The client sends both the answer and the state: a state the client can
+// compute (the digest of the arguments) must not let it confirm for the
+// person, with no question ever asked.
+func TestElicitationForgedStateIsRefused(t *testing.T) {
+	a := newAnswerer(t, enforcer(t), asAlice()...)
+	digest, err := middleware.NewCall("order_place", json.RawMessage(orderArgs), alice).ArgsSHA256()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, forged := range []string{digest, "", "x.y", digest + "." + digest, "e30.AAAA"} {
+		for range 3 {
+			wantStateRefused(t, a.call("order_place", orderArgs, forged, accept), a, 0)
 		}
-		res, err := h(context.Background(), &mcp.CallToolRequest{Params: p})
-		if err != nil {
-			t.Fatal(err)
+	}
+	// A genuine state whose content was edited no longer matches its MAC.
+	state := a.ask("order_place", orderArgs)
+	payload, mac, _ := strings.Cut(state, ".")
+	raw, _ := base64.RawURLEncoding.DecodeString(payload)
+	edited := strings.Replace(string(raw), `"exp":`, `"exp":9`, 1)
+	wantStateRefused(t, a.call("order_place", orderArgs, base64.RawURLEncoding.EncodeToString([]byte(edited))+"."+mac, accept), a, 0)
+}
+
+func TestElicitationStateIsBoundToTheCall(t *testing.T) {
+	key := bytes.Repeat([]byte{7}, mcpgate.ElicitationKeySize)
+	enf := enforcer(t)
+	a := newAnswerer(t, enf, asAlice(mcpgate.WithElicitationKey(key))...)
+	other := `{"cart_id":"3f0c2a8e-9b1d-4c56-8f3e-2a1b0c9d8e7f","shipping_address_id":"office"}`
+
+	t.Run("other arguments", func(t *testing.T) {
+		state := a.ask("order_place", orderArgs)
+		wantStateRefused(t, a.call("order_place", other, state, accept), a, 0)
+	})
+	t.Run("other tool", func(t *testing.T) {
+		// account_delete acts on the caller's own account: its owner asks.
+		owner := middleware.Principal{ID: "9d2e4f60-1c3b-4a5d-8e7f-0a1b2c3d4e5f", Tenant: "acme", Roles: []string{"customer"}}
+		o := newAnswerer(t, enf, mcpgate.WithPrincipal(mcpgate.StaticPrincipal(owner)), mcpgate.WithElicitationKey(key))
+		state := o.ask("order_place", orderArgs)
+		del := `{"account_id":"9d2e4f60-1c3b-4a5d-8e7f-0a1b2c3d4e5f","confirmation_text":"DELETE"}`
+		wantStateRefused(t, o.call("account_delete", del, state, accept), o, 0)
+		// The question about account_delete itself is answerable (its
+		// approval is the next gate's business).
+		env := refusal(t, o.call("account_delete", del, o.ask("account_delete", del), accept))
+		if env.Error.Code != string(axerr.CodeApprovalMissing) {
+			t.Errorf("refusal = %s %v", env.Error.Code, env.Error.Details)
 		}
-		return res
+	})
+	t.Run("other principal", func(t *testing.T) {
+		// Another replica (same key) serving mallory, in alice's tenant.
+		mallory := middleware.Principal{ID: "mallory", Tenant: "acme", Roles: []string{"customer"}}
+		m := newAnswerer(t, enf, mcpgate.WithPrincipal(mcpgate.StaticPrincipal(mallory)), mcpgate.WithElicitationKey(key))
+		state := a.ask("order_place", orderArgs)
+		wantStateRefused(t, m.call("order_place", orderArgs, state, accept), m, 0)
+		// A state mallory was given herself does not work for alice.
+		wantStateRefused(t, a.call("order_place", orderArgs, m.ask("order_place", orderArgs), accept), a, 0)
+	})
+	t.Run("other key", func(t *testing.T) {
+		// Each AddTools or ToolHandler signs with its own random key by default.
+		b := newAnswerer(t, enf, asAlice()...)
+		wantStateRefused(t, b.call("order_place", orderArgs, a.ask("order_place", orderArgs), accept), b, 0)
+	})
+	t.Run("the right call still works", func(t *testing.T) {
+		state := a.ask("order_place", other)
+		structured(t, a.call("order_place", other, state, accept))
+	})
+}
+
+func TestElicitationStateExpires(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts []mcpgate.Option
+		wait time.Duration
+	}{
+		{"default", nil, mcpgate.DefaultElicitationTTL},
+		{"WithElicitationTTL", []mcpgate.Option{mcpgate.WithElicitationTTL(time.Minute)}, time.Minute},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+			clock := func() time.Time { return now }
+			a := newAnswerer(t, enforcer(t), asAlice(append(tc.opts, mcpgate.WithClock(clock))...)...)
+			state := a.ask("order_place", orderArgs)
+			now = now.Add(tc.wait)
+			wantStateRefused(t, a.call("order_place", orderArgs, state, accept), a, 0)
+			// Asked again, the person's answer is taken.
+			state = a.ask("order_place", orderArgs)
+			now = now.Add(tc.wait - time.Second)
+			structured(t, a.call("order_place", orderArgs, state, accept))
+		})
 	}
-	first := call("", nil)
-	q, ok := first.InputRequests[mcpgate.ConfirmationInputID].(*mcp.ElicitParams)
-	if !ok || q.Message != orderQuestion || first.RequestState == "" {
-		t.Fatalf("first pass = %+v", first)
+}
+
+// Of many concurrent answers carrying one state, exactly one is taken.
+func TestElicitationStateIsSingleUseUnderConcurrency(t *testing.T) {
+	a := newAnswerer(t, enforcer(t), asAlice()...)
+	state := a.ask("order_place", orderArgs)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			p := &mcp.CallToolParamsRaw{Name: "order_place", Arguments: json.RawMessage(orderArgs), RequestState: state,
+				InputResponses: mcp.InputResponseMap{mcpgate.ConfirmationInputID: accept}}
+			p.Meta = elicitingClient
+			if _, err := a.h(context.Background(), &mcp.CallToolRequest{Params: p}); err != nil {
+				t.Error(err)
+			}
+		})
 	}
-	accept := &mcp.ElicitResult{Action: "accept"}
-	if again := call("some-other-digest", accept); again.InputRequests == nil || s.count() != 0 {
-		t.Fatalf("an answer about other arguments was taken: %+v", again)
+	wg.Wait()
+	if a.tool.count() != 1 {
+		t.Errorf("the tool ran %d times", a.tool.count())
 	}
-	structured(t, call(first.RequestState, accept))
-	if s.count() != 1 {
-		t.Errorf("the tool ran %d times", s.count())
+}
+
+// failingReplay is a replay store that is down.
+type failingReplay struct{}
+
+func (failingReplay) Consume(context.Context, []gates.TokenUse) error {
+	return errors.New("connection refused")
+}
+func (failingReplay) Used(context.Context, string) (bool, error) {
+	return false, errors.New("connection refused")
+}
+
+func TestElicitationReplayStoreFailureFailsClosed(t *testing.T) {
+	a := newAnswerer(t, enforcer(t), asAlice(mcpgate.WithElicitationReplayStore(failingReplay{}))...)
+	state := a.ask("order_place", orderArgs)
+	env := refusal(t, a.call("order_place", orderArgs, state, accept))
+	if env.Error.Code != string(axerr.CodeStoreUnavailable) || a.tool.count() != 0 {
+		t.Errorf("refusal = %s %v, the tool ran %d times", env.Error.Code, env.Error.Details, a.tool.count())
 	}
+}
+
+func TestWithElicitationKeyRefusesShortKeys(t *testing.T) {
+	defer func() {
+		if recover() == nil {
+			t.Error("a 16-byte key was accepted")
+		}
+	}()
+	mcpgate.WithElicitationKey(make([]byte, 16))
 }

@@ -3,6 +3,7 @@ package mcpgate
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -36,16 +37,19 @@ type config struct {
 	noElicitation  bool
 	noHeaders      bool
 	propagator     propagation.TextMapPropagator
+	elicit         *elicitKeys // shared by every handler of one AddTools or ToolHandler
 }
 
 func newConfig(opts []Option) config {
 	c := config{
 		principal:  TokenInfoPrincipal,
 		propagator: propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}),
+		elicit:     &elicitKeys{},
 	}
 	for _, o := range opts {
 		o(&c)
 	}
+	c.elicit.init()
 	return c
 }
 
@@ -190,11 +194,17 @@ func (c config) handler(e *axgate.Enforcer, tool middleware.Invoker) mcp.ToolHan
 		}
 		res, err := inv.Invoke(ctx, call)
 		if err != nil {
-			if el != nil && el.question != "" {
+			switch {
+			case el == nil:
+			case el.question != "":
 				// The confirmation gate asked and no answer was there yet:
 				// ask the person through the client, then the client calls
 				// again with the answer.
-				return el.inputRequired(call), nil
+				return el.inputRequired(), nil
+			case el.storeErr != nil:
+				return c.refuse(el.storeErr)
+			case el.invalid:
+				return c.refuse(stateInvalid(err))
 			}
 			return c.refuse(err)
 		}
@@ -212,6 +222,18 @@ func (c config) refuse(err error) (*mcp.CallToolResult, error) {
 		return nil, JSONRPCError(ae)
 	}
 	return Refusal(ae), nil
+}
+
+// stateInvalid turns the confirmation gate's refusal of an answer whose
+// request state was refused ("elicitation_failed") into one that says so.
+func stateInvalid(err error) *axerr.Error {
+	ae := axerr.From(err)
+	if ae.Code != axerr.CodeConfirmationMissing || !errors.Is(err, ErrElicitationStateInvalid) {
+		return ae
+	}
+	ae.Message = "the answer to the confirmation question does not belong to this call"
+	ae.Suggestion = "Call the tool again without requestState and inputResponses: the person is asked again about these exact arguments."
+	return ae.With("reason", ReasonElicitationStateInvalid)
 }
 
 func unauthenticated(err error) *axerr.Error {

@@ -1,0 +1,9 @@
+package mcpgate
+
+import "time"
+
+// WithClock sets the clock that dates the request state of confirmation
+// questions, so that tests can let one expire.
+func WithClock(now func() time.Time) Option {
+	return func(c *config) { c.elicit.now = now }
+}
