@@ -4,7 +4,12 @@
 //
 // With no key flags it generates development keys at start and prints, on
 // standard error, a bearer token for the agent and one for an approver, and
-// where a person mints confirmation tokens. See README.md.
+// where a person mints confirmation tokens. The person-facing endpoints are
+// served in that development mode only: they authenticate with the same
+// bearer tokens as the agent, so an agent holding its user's token could
+// confirm for the person. In production a host mounts
+// httpgate.NewHumanHandler on its UI backend, behind the UI's own (session)
+// authentication, which agents never hold. See README.md.
 package main
 
 import (
@@ -65,7 +70,7 @@ func run(ctx context.Context, args []string, stdin io.ReadCloser, stdout io.Writ
 	fs := flag.NewFlagSet("mcpserver", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	httpAddr := fs.String("http", os.Getenv("AXGATE_HTTP"), "serve streamable HTTP on this address, at /mcp (default: stdio)")
-	humanAddr := fs.String("human", os.Getenv("AXGATE_HUMAN"), "serve the person-facing token endpoints on this address (default with -http: 127.0.0.1:8082; \"off\": none); never give an agent this address")
+	humanAddr := fs.String("human", os.Getenv("AXGATE_HUMAN"), "development keys only: serve the person-facing token endpoints on this address (default with -http: 127.0.0.1:8082; \"off\": none); never give an agent this address")
 	manifestPath := fs.String("manifest", envOr("AXGATE_MANIFEST", defaultManifest()), "the AXAG manifest (JSON or YAML)")
 	principalJWKS := fs.String("principal-jwks", os.Getenv("AXGATE_PRINCIPAL_JWKS"), "public JWKS file that verifies bearer tokens (default: generated dev key)")
 	tokenJWKS := fs.String("token-jwks", os.Getenv("AXGATE_TOKEN_JWKS"), "public JWKS file that verifies confirmation and approval tokens (default: the process's own key)")
@@ -74,10 +79,19 @@ func run(ctx context.Context, args []string, stdin io.ReadCloser, stdout io.Writ
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	// The person-facing endpoints authenticate with the agents' bearer
+	// tokens here, so whoever holds a user's token (the agent acting for
+	// that user) could mint the user's confirmation and approval tokens. That
+	// is fine for a demo on generated dev keys and nothing else: with real
+	// keys a host mounts httpgate.NewHumanHandler on its UI backend with the
+	// UI's own session authenticator.
+	devKeys := *principalJWKS == ""
 	switch {
 	case *humanAddr == "off":
 		*humanAddr = ""
-	case *humanAddr == "" && *httpAddr != "":
+	case *humanAddr != "" && !devKeys:
+		return errors.New("-human is for development keys only: its endpoints would accept the agents' bearer tokens, letting an agent confirm for the person; mount httpgate.NewHumanHandler on your UI backend behind the UI's own authentication instead")
+	case *humanAddr == "" && *httpAddr != "" && devKeys:
 		*humanAddr = "127.0.0.1:8082"
 	}
 
@@ -168,6 +182,7 @@ func run(ctx context.Context, args []string, stdin io.ReadCloser, stdout io.Writ
 	}()
 
 	if *humanAddr != "" {
+		// Development keys only (checked above): see devKeys.
 		if info.HumanURL, err = listen(*humanAddr, httpgate.NewHumanHandler(enf, bearer)); err != nil {
 			return err
 		}
@@ -227,7 +242,7 @@ func printWelcome(w io.Writer, m *manifest.Manifest, info ready) {
 		fmt.Fprintf(w, "  export APPROVER_TOKEN=%s  # %s, an approver\n", info.ApproverToken, devApprover.ID)
 	}
 	if info.HumanURL != "" {
-		fmt.Fprintf(w, "\nperson-facing endpoints on %s (they mint tokens: never give an agent this address)\n", info.HumanURL)
+		fmt.Fprintf(w, "\nperson-facing endpoints on %s (development only: they mint tokens and accept the dev bearer tokens; never give an agent this address)\n", info.HumanURL)
 		fmt.Fprintf(w, "  confirm one exact call:  curl -s -X POST %s/confirmations -H \"Authorization: Bearer $AGENT_TOKEN\" \\\n", info.HumanURL)
 		fmt.Fprintf(w, "                             -d '{\"tool\":\"order_place\",\"arguments\":{…the exact arguments…}}'\n")
 		fmt.Fprintf(w, "  then call the tool again with _meta {\"axag/confirmation\":\"<token>\"} (or header X-AXAG-Confirmation)\n")

@@ -16,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/axgate/axgate/adapters/mcpgate"
+	"github.com/axgate/axgate/gates"
 )
 
 // nodeDir holds the Node client test and its package.json.
@@ -224,5 +225,34 @@ func TestNodeClient(t *testing.T) {
 	t.Logf("node --test client.test.mjs:\n%s", out)
 	if err != nil {
 		t.Fatalf("the Node client failed: %v", err)
+	}
+}
+
+// TestHumanEndpointsOnlyWithDevKeys: the person-facing endpoints accept the
+// same bearer tokens as the agent, so with real keys (-principal-jwks) they
+// are not served by default and -human is refused.
+func TestHumanEndpointsOnlyWithDevKeys(t *testing.T) {
+	signer, err := gates.GenerateDevKey("test-principal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	jwks, err := signer.PublicJWKS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "principals.jwks.json")
+	if err := os.WriteFile(path, jwks, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	r := start(t, "-http", "127.0.0.1:0", "-principal-jwks", path)
+	if r.HumanURL != "" || r.AgentToken != "" {
+		t.Errorf("with real keys: human endpoints on %q, dev token %q", r.HumanURL, r.AgentToken)
+	}
+
+	err = run(context.Background(), []string{"-manifest", manifestForTest(t), "-http", "127.0.0.1:0", "-human", "127.0.0.1:0", "-principal-jwks", path},
+		io.NopCloser(strings.NewReader("")), nopWriteCloser{io.Discard}, io.Discard, func(ready) { t.Error("the server started") })
+	if err == nil || !strings.Contains(err.Error(), "-human is for development keys only") {
+		t.Errorf("run with -human and -principal-jwks: %v", err)
 	}
 }
