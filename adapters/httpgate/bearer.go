@@ -1,6 +1,8 @@
 package httpgate
 
 import (
+	"crypto"
+	"crypto/subtle"
 	"errors"
 	"fmt"
 	"net/http"
@@ -54,8 +56,11 @@ type BearerConfig struct {
 	// agent presenting the same bearer token call after call pays for the
 	// signature once (an Ed25519 verification costs about 50 µs, more than
 	// the whole gate chain). A remembered token is only ever the exact same
-	// string, and is dropped once its exp (plus Leeway) has passed. Default
-	// 4096; negative disables the cache.
+	// string, and is dropped once its exp (plus Leeway) has passed or once
+	// Keyfunc no longer returns the key it was verified with (a key revoked
+	// from the key set: the Keyfunc is asked again on every hit, which for
+	// gates.Keyfunc is a lookup in memory). Default 4096; negative disables
+	// the cache.
 	CacheSize int
 }
 
@@ -143,10 +148,15 @@ type bearer struct {
 	cache map[string]verified // raw token → what it verified to
 }
 
-// verified is a token that passed every check, until it expires.
+// verified is a token that passed every check, until it expires or its key
+// leaves the key set.
 type verified struct {
 	p   middleware.Principal
 	exp time.Time
+	// token is the parsed header and method, for asking the Keyfunc again
+	// on a hit; key is the key the signature was verified with.
+	token *jwt.Token
+	key   any
 }
 
 var (
@@ -166,7 +176,12 @@ func (b *bearer) principal(r *http.Request) (middleware.Principal, error) {
 		return p, nil
 	}
 	claims := jwt.MapClaims{}
-	_, err := b.parser.ParseWithClaims(raw, claims, b.keyfunc)
+	var key any
+	tok, err := b.parser.ParseWithClaims(raw, claims, func(t *jwt.Token) (any, error) {
+		k, err := b.keyfunc(t)
+		key = k
+		return k, err
+	})
 	if err != nil {
 		reason := jwtReason(err)
 		return middleware.Principal{}, unauthenticated(reason, "the bearer token is not valid ("+strings.ReplaceAll(reason, "_", " ")+")").WithCause(err)
@@ -193,15 +208,21 @@ func (b *bearer) principal(r *http.Request) (middleware.Principal, error) {
 			p.Scopes = []string{} // stated, and empty: grants nothing
 		}
 	}
-	if exp, err := claims.GetExpirationTime(); err == nil && exp != nil {
-		b.remember(raw, verified{p: p, exp: exp.Time})
+	if exp, err := claims.GetExpirationTime(); err == nil && exp != nil && sameKey(key, key) {
+		// Only a key that can be compared is remembered: a hit must be
+		// able to tell that the key set still holds it.
+		b.remember(raw, verified{p: p, exp: exp.Time, token: &jwt.Token{Header: tok.Header, Method: tok.Method}, key: key})
 	}
 	return p, nil
 }
 
-// cached returns the principal of a token verified before and not expired
-// since. The principal is shared by every request with that token: gates
-// read it, never change it.
+// cached returns the principal of a token verified before, not expired
+// since, and whose key the key set still holds. The Keyfunc is asked again
+// on every hit (a lookup in memory: gates.KeySet never fetches on the
+// request path), so that a key revoked or rotated out of a remote key set
+// stops its tokens at the next refresh rather than at their exp. The
+// principal is shared by every request with that token: gates read it,
+// never change it.
 func (b *bearer) cached(raw string) (middleware.Principal, bool) {
 	if b.cache == nil {
 		return middleware.Principal{}, false
@@ -212,13 +233,34 @@ func (b *bearer) cached(raw string) (middleware.Principal, bool) {
 	if !ok {
 		return middleware.Principal{}, false
 	}
-	if time.Now().After(v.exp.Add(b.cfg.Leeway)) {
+	if time.Now().After(v.exp.Add(b.cfg.Leeway)) || !b.keyStillValid(v) {
 		b.mu.Lock()
 		delete(b.cache, raw)
 		b.mu.Unlock()
 		return middleware.Principal{}, false // parsed again, refused as expired
 	}
 	return v.p, true
+}
+
+// keyStillValid asks the Keyfunc for the key of a remembered token again and
+// reports whether it is still the key the token was verified with.
+func (b *bearer) keyStillValid(v verified) bool {
+	k, err := b.cfg.Keyfunc(v.token)
+	return err == nil && sameKey(v.key, k)
+}
+
+// sameKey reports whether two verification keys are the same key: public
+// keys by their Equal method (ed25519, ecdsa, rsa), HMAC secrets by their
+// bytes. Any other kind of key is never the same, so it is not cached.
+func sameKey(a, b any) bool {
+	switch k := a.(type) {
+	case interface{ Equal(crypto.PublicKey) bool }:
+		return k.Equal(b)
+	case []byte:
+		other, ok := b.([]byte)
+		return ok && len(k) > 0 && subtle.ConstantTimeCompare(k, other) == 1
+	}
+	return false
 }
 
 func (b *bearer) remember(raw string, v verified) {

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -191,8 +192,15 @@ func TestJWTBearerCache(t *testing.T) {
 		var lookups int
 		kf := gates.Keyfunc(ks)
 		auth, err := httpgate.JWTBearer(httpgate.BearerConfig{
-			Keyfunc: func(tok *jwt.Token) (any, error) { lookups++; return kf(tok) },
-			Issuer:  "https://id.example", Audience: "shop-api", CacheSize: c.size,
+			Keyfunc: func(tok *jwt.Token) (any, error) {
+				// A cache hit asks for the key again with the remembered
+				// header only; a verification hands over the raw token.
+				if tok.Raw != "" {
+					lookups++
+				}
+				return kf(tok)
+			},
+			Issuer: "https://id.example", Audience: "shop-api", CacheSize: c.size,
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -214,5 +222,83 @@ func TestJWTBearerCache(t *testing.T) {
 		if _, err := auth(r); err == nil {
 			t.Fatalf("cache %d: tampered token accepted", c.size)
 		}
+	}
+}
+
+// rotatingKeys is a key set whose keys change, as a remote JWK Set does on
+// refresh.
+type rotatingKeys struct {
+	mu   sync.Mutex
+	keys map[string]gates.Key
+}
+
+func (r *rotatingKeys) Key(kid string) (gates.Key, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	k, ok := r.keys[kid]
+	if !ok {
+		return gates.Key{}, gates.ErrUnknownKey
+	}
+	return k, nil
+}
+
+func (r *rotatingKeys) set(keys ...gates.Key) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.keys = map[string]gates.Key{}
+	for _, k := range keys {
+		r.keys[k.ID] = k
+	}
+}
+
+// Regression (security review): a verified token stayed in the cache, and
+// valid, after its key was revoked from the key set, until its exp.
+func TestJWTBearerCacheForgetsRevokedKeys(t *testing.T) {
+	f := newBearerFixture(t)
+	otherPub, _, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k1 := gates.Key{ID: "k1", Algorithm: gates.AlgEdDSA, Public: f.pub}
+	for _, c := range []struct {
+		name   string
+		after  []gates.Key
+		reason string
+	}{
+		{"revoked", nil, "unknown_key"},
+		{"replaced under the same kid", []gates.Key{{ID: "k1", Algorithm: gates.AlgEdDSA, Public: otherPub}}, "bad_signature"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			keys := &rotatingKeys{}
+			keys.set(k1)
+			auth, err := httpgate.JWTBearer(httpgate.BearerConfig{Keyfunc: gates.Keyfunc(keys), Issuer: "https://id.example", Audience: "shop-api"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tok := f.sign(t, f.claims(), nil)
+			call := func() error {
+				r := httptest.NewRequest("GET", "/", nil)
+				r.Header.Set("Authorization", "Bearer "+tok)
+				_, err := auth(r)
+				return err
+			}
+			for range 2 { // verified, then from the cache
+				if err := call(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			keys.set(c.after...)
+			err = call()
+			e, ok := axerr.As(err)
+			if !ok || e.Code != axerr.CodeUnauthenticated || e.Details["reason"] != c.reason {
+				t.Fatalf("after the key set changed: %v, want 401 %s", err, c.reason)
+			}
+			// Restoring the key makes the token good again: nothing was
+			// remembered as refused.
+			keys.set(k1)
+			if err := call(); err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }

@@ -2,8 +2,10 @@ package httpgate
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
+	"mime"
 	"net/http"
 	"time"
 
@@ -30,6 +32,9 @@ import (
 // mount the handler on the UI backend, never on the API agents call, and
 // authenticate it with that backend's own principal function (a session, not
 // an agent's bearer token). A nil principal function refuses every request.
+// The POST bodies must be Content-Type application/json; any other media
+// type is refused with 415, so that a cross-site form cannot ride on a
+// session cookie (CSRF).
 // Errors are AXAG envelopes; an unknown approval request is 404.
 func NewHumanHandler(enf *axgate.Enforcer, principal PrincipalFunc, opts ...Option) http.Handler {
 	cfg := newConfig(append(opts, WithPrincipal(principal)))
@@ -78,7 +83,7 @@ func (h *humanHandler) confirm(w http.ResponseWriter, r *http.Request) {
 		Arguments json.RawMessage `json:"arguments"`
 	}
 	if err := h.decodeBody(w, r, &req); err != nil {
-		h.cfg.writeError(ctx, w, err)
+		h.writeBodyError(ctx, w, err)
 		return
 	}
 	if req.Tool == "" {
@@ -129,7 +134,7 @@ func (h *humanHandler) decide(w http.ResponseWriter, r *http.Request) {
 		Reason  string `json:"reason"`
 	}
 	if err := h.decodeBody(w, r, &req); err != nil {
-		h.cfg.writeError(ctx, w, err)
+		h.writeBodyError(ctx, w, err)
 		return
 	}
 	if req.Approve == nil {
@@ -152,9 +157,12 @@ func (h *humanHandler) decide(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, resp)
 }
 
-// decodeBody reads a small JSON request object strictly: bounded, no unknown
-// fields, nothing after it.
+// decodeBody reads a small JSON request object strictly: Content-Type
+// application/json, bounded, no unknown fields, nothing after it.
 func (h *humanHandler) decodeBody(w http.ResponseWriter, r *http.Request, v any) error {
+	if e := requireJSON(r); e != nil {
+		return e
+	}
 	body, err := h.cfg.readBody(w, r)
 	if err != nil {
 		return err
@@ -168,6 +176,35 @@ func (h *humanHandler) decodeBody(w http.ResponseWriter, r *http.Request, v any)
 		return badRequest("the body does not have the expected fields: " + err.Error())
 	}
 	return nil
+}
+
+// requireJSON refuses a request body that is not declared application/json,
+// with 415. A browser sends a cross-site form (text/plain, urlencoded,
+// multipart) without a CORS preflight and with the person's cookies: a UI
+// backend that authenticates by session cookie would otherwise mint a token
+// for a page the person merely visited (CSRF). A cross-site application/json
+// request needs a preflight, which the backend does not grant.
+func requireJSON(r *http.Request) *axerr.Error {
+	ct := r.Header.Get("Content-Type")
+	if ct == "application/json" {
+		return nil
+	}
+	if mt, _, err := mime.ParseMediaType(ct); err == nil && mt == "application/json" {
+		return nil
+	}
+	return axerr.New(axerr.CodeInvalidArguments, "the request body must be application/json").
+		With("reason", "unsupported_media_type").With("content_type", ct).With("accepted", "application/json").
+		WithSuggestion("Send the body as JSON with Content-Type: application/json.")
+}
+
+// writeBodyError writes a refusal of decodeBody: 415 for a body that is not
+// JSON by its media type, the error table's status otherwise.
+func (h *humanHandler) writeBodyError(ctx context.Context, w http.ResponseWriter, err error) {
+	if e, ok := axerr.As(err); ok && e.Details["reason"] == "unsupported_media_type" {
+		writeJSON(w, http.StatusUnsupportedMediaType, e.Envelope())
+		return
+	}
+	h.cfg.writeError(ctx, w, err)
 }
 
 func badRequest(msg string) *axerr.Error {

@@ -19,34 +19,53 @@ import (
 // readBody reads the whole request body, at most c.maxBodyBytes. The bytes
 // become the call's arguments, which gates may keep (an approval request
 // stores them), so they are never a pooled buffer.
+//
+// Memory follows the bytes that actually arrive, not the Content-Length a
+// client declares: at most maxBodyPrealloc is reserved up front, and the
+// buffer grows as the body comes in. Otherwise a few unauthenticated clients
+// (the validation endpoint reads bodies before anyone is authenticated)
+// could each declare 1 MiB, send it slowly, and hold that memory for
+// nothing.
 func (c *config) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	if r.Body == nil || r.Body == http.NoBody {
 		return nil, nil
 	}
-	if r.ContentLength > c.maxBodyBytes {
+	declared := r.ContentLength // -1 when unknown (chunked)
+	if declared > c.maxBodyBytes {
 		return nil, tooLarge(c.maxBodyBytes)
 	}
-	if r.ContentLength > 0 {
-		// A declared length (checked above): read exactly that many bytes
-		// into one buffer of the right size, as net/http's server never
-		// returns more than Content-Length anyway.
-		body := make([]byte, r.ContentLength)
-		if _, err := io.ReadFull(r.Body, body); err != nil {
+	size := int64(512)
+	if declared > 0 {
+		size = min(declared, maxBodyPrealloc)
+	}
+	body := make([]byte, 0, size)
+	lr := http.MaxBytesReader(w, r.Body, c.maxBodyBytes)
+	for declared <= 0 || int64(len(body)) < declared {
+		// net/http's server never returns more than a declared length, so
+		// the loop stops there without a read that would need more room.
+		if len(body) == cap(body) {
+			body = append(body, 0)[:len(body)]
+		}
+		n, err := lr.Read(body[len(body):cap(body)])
+		body = body[:len(body)+n]
+		if err == io.EOF {
+			if declared > 0 && int64(len(body)) < declared {
+				return nil, unreadable(io.ErrUnexpectedEOF)
+			}
+			break
+		}
+		if err != nil {
+			if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+				return nil, tooLarge(c.maxBodyBytes)
+			}
 			return nil, unreadable(err)
 		}
-		return body, nil
-	}
-	// Unknown length (chunked, or a client request built in memory):
-	// stop at the limit.
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, c.maxBodyBytes))
-	if err != nil {
-		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
-			return nil, tooLarge(c.maxBodyBytes)
-		}
-		return nil, unreadable(err)
 	}
 	return body, nil
 }
+
+// maxBodyPrealloc is the most readBody reserves before the bytes arrive.
+const maxBodyPrealloc = 64 << 10
 
 // readBodyAgain is readBody for a request passed on to a handler: the
 // request gets a fresh reader over the same bytes, so the handler sees the

@@ -1,7 +1,10 @@
 package httpgate_test
 
 import (
+	"io"
 	"net/http"
+	"net/http/httptest"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -184,5 +187,55 @@ func TestValidateCriterion11NoErrorsKeyWhenValid(t *testing.T) {
 	}
 	if ct := r.header.Get("Content-Type"); ct != "application/json" {
 		t.Fatalf("Content-Type = %q", ct)
+	}
+}
+
+// shortBody declares a Content-Length and then ends early, as a client that
+// sends slowly (or never finishes) looks to the server while it waits.
+type shortBody struct{ r io.Reader }
+
+func (b shortBody) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	if err == io.EOF {
+		err = io.ErrUnexpectedEOF
+	}
+	return n, err
+}
+
+// Regression (security review): the validation endpoint, which nobody has
+// to authenticate for, reserved the whole declared Content-Length (up to
+// 1 MiB) before the first byte arrived, so a few slow clients could hold a
+// lot of memory. Memory now follows the bytes that arrive.
+func TestValidateMemoryFollowsTheBytesThatArrive(t *testing.T) {
+	h, _ := validationServer(t)
+	const declared = httpgate.DefaultMaxBodyBytes
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	req := httptest.NewRequest("POST", "/tools/get_weather/validate", shortBody{strings.NewReader(`{"city":`)})
+	req.ContentLength = declared
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	runtime.ReadMemStats(&after)
+	if rec.Code != http.StatusBadRequest {
+		t.Fatalf("%d %s, want 400 for a body that ended early", rec.Code, rec.Body)
+	}
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > declared/2 {
+		t.Fatalf("serving a 8-byte body that declared %d bytes allocated %d bytes", declared, grew)
+	}
+
+	// A large body that arrives in full is read byte for byte.
+	big := `{"city":"` + strings.Repeat("x", 300<<10) + `"}`
+	req = httptest.NewRequest("POST", "/tools/get_weather/validate", strings.NewReader(big))
+	rec = httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	if rec.Code != 200 || !strings.Contains(rec.Body.String(), `"valid":true`) {
+		t.Fatalf("%d %s", rec.Code, rec.Body)
+	}
+	// And one over the limit is still refused.
+	req = httptest.NewRequest("POST", "/tools/get_weather/validate", strings.NewReader(`{"city":"`+strings.Repeat("x", declared)+`"}`))
+	rec = httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	if rec.Code != http.StatusRequestEntityTooLarge {
+		t.Fatalf("%d %s", rec.Code, rec.Body)
 	}
 }
