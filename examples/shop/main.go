@@ -134,14 +134,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	base := "http://" + ln.Addr().String()
-	srv := &http.Server{
-		Handler:           s.handler,
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       10 * time.Second,
-		WriteTimeout:      30 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    64 << 10,
-	}
+	srv := newServer(s.handler)
 	switch {
 	case cfg.bare:
 		fmt.Fprintf(out, "UNSAFE: serving the shop's tools WITHOUT axgate on %s (benchmark baseline)\n", base)
@@ -167,7 +160,22 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	return srv.Shutdown(shutdown)
 }
 
-// newShop builds the enforcer, the tool server and the human endpoints.
+// newServer is the shop's HTTP server: every phase of a request is bounded
+// in time, so that slow clients cannot hold connections (and the bodies
+// being read) open indefinitely.
+func newServer(h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+	}
+}
+
+// newShop builds the enforcer, the tool server and, in development mode,
+// the human endpoints.
 func newShop(ctx context.Context, cfg config) (*shop, error) {
 	m, err := loadManifest(cfg.manifest)
 	if err != nil {
@@ -286,16 +294,24 @@ func newShop(ctx context.Context, cfg config) (*shop, error) {
 		s.close()
 		return nil, err
 	}
-	// The human endpoints mint tokens. A real shop mounts them on its UI
-	// backend behind the person's session, never where agents call; here
-	// both share one port so that the walkthrough works with curl alone.
-	human := httpgate.NewHumanHandler(enf, auth)
 	mux := http.NewServeMux()
 	mux.Handle("/tools", tools)
 	mux.Handle("/tools/", tools)
-	mux.Handle("/confirmations", human)
-	mux.Handle("/approvals", human)
-	mux.Handle("/approvals/", human)
+	if s.tokens != nil {
+		// Development mode only (the shop made its own principal key and
+		// printed the walkthrough's tokens): the human endpoints share the
+		// agents' port and bearer authenticator so that the walkthrough
+		// needs nothing but curl. They mint confirmation and approval
+		// tokens, so on this port any agent holding Alice's bearer token
+		// could confirm its own call. With a real identity provider
+		// (-principal-jwks) they are not served here: the host mounts
+		// httpgate.NewHumanHandler on its UI backend, authenticated by the
+		// person's session, where no agent can reach it.
+		human := httpgate.NewHumanHandler(enf, auth)
+		mux.Handle("/confirmations", human)
+		mux.Handle("/approvals", human)
+		mux.Handle("/approvals/", human)
+	}
 	s.handler = mux
 	return s, nil
 }

@@ -55,6 +55,10 @@ func TestWalkthrough(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			if st.Body != "" {
+				// As the printed curl command sends it.
+				req.Header.Set("Content-Type", "application/json")
+			}
 			if st.As != "" {
 				req.Header.Set("Authorization", "Bearer "+vars[tokenVar(st.As)])
 			}
@@ -146,6 +150,32 @@ func TestPrincipalJWKS(t *testing.T) {
 	forged, _ := other.Sign("JWT", jwt.MapClaims{"iss": "https://idp.example", "aud": "shop", "sub": people[0].ID, "exp": time.Now().Add(time.Minute).Unix()})
 	if got := call(forged); got != 401 {
 		t.Fatalf("token of another key: %d", got)
+	}
+
+	// Regression (security review): with a real identity provider the
+	// human endpoints are not on the agents' port, so an agent holding
+	// Alice's bearer token cannot confirm or approve its own calls.
+	for _, c := range []struct{ method, path, body string }{
+		{"POST", "/confirmations", `{"tool":"order_place","arguments":{}}`},
+		{"GET", "/approvals", ""},
+		{"POST", "/approvals/some-id", `{"approve":true}`},
+	} {
+		req := httptest.NewRequest(c.method, c.path, strings.NewReader(c.body))
+		req.Header.Set("Authorization", "Bearer "+tok)
+		req.Header.Set("Content-Type", "application/json")
+		rec := httptest.NewRecorder()
+		s.handler.ServeHTTP(rec, req)
+		if rec.Code != http.StatusNotFound || strings.Contains(rec.Body.String(), "token") {
+			t.Fatalf("%s %s with an agent's bearer token: %d %s, want 404", c.method, c.path, rec.Code, rec.Body)
+		}
+	}
+}
+
+// The server bounds every phase of a request in time.
+func TestServerTimeouts(t *testing.T) {
+	srv := newServer(http.NotFoundHandler())
+	if srv.ReadHeaderTimeout <= 0 || srv.ReadTimeout <= 0 || srv.WriteTimeout <= 0 || srv.IdleTimeout <= 0 {
+		t.Fatalf("timeouts: read header %v, read %v, write %v, idle %v", srv.ReadHeaderTimeout, srv.ReadTimeout, srv.WriteTimeout, srv.IdleTimeout)
 	}
 }
 
