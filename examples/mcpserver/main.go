@@ -243,7 +243,7 @@ func printWelcome(w io.Writer, m *manifest.Manifest, info ready) {
 	}
 	if info.HumanURL != "" {
 		fmt.Fprintf(w, "\nperson-facing endpoints on %s (development only: they mint tokens and accept the dev bearer tokens; never give an agent this address)\n", info.HumanURL)
-		fmt.Fprintf(w, "  confirm one exact call:  curl -s -X POST %s/confirmations -H \"Authorization: Bearer $AGENT_TOKEN\" \\\n", info.HumanURL)
+		fmt.Fprintf(w, "  confirm one exact call:  curl -s -X POST %s/confirmations -H \"Authorization: Bearer $AGENT_TOKEN\" -H \"Content-Type: application/json\" \\\n", info.HumanURL)
 		fmt.Fprintf(w, "                             -d '{\"tool\":\"order_place\",\"arguments\":{…the exact arguments…}}'\n")
 		fmt.Fprintf(w, "  then call the tool again with _meta {\"axag/confirmation\":\"<token>\"} (or header X-AXAG-Confirmation)\n")
 		fmt.Fprintf(w, "  approval inbox:          curl -s %s/approvals -H \"Authorization: Bearer $APPROVER_TOKEN\"\n", info.HumanURL)
