@@ -171,6 +171,17 @@ func (g *Approval) intercept(ctx context.Context, call *middleware.Call, next mi
 	}
 
 	if len(approvers) < need {
+		if !call.CheckOnly() {
+			// A token an earlier gate passed (the confirmation) that is
+			// spent already fails the call at the commit: refuse as the
+			// commit would, and ask no approver about it.
+			switch e, err := pendingBatch(ctx, call).spentAlready(ctx); {
+			case err != nil:
+				return middleware.Result{}, err
+			case e != nil:
+				return middleware.Result{}, e
+			}
+		}
 		return middleware.Result{}, g.missing(ctx, call, digest, reqID, need, approvers, rejected)
 	}
 	sorted := slices.Clone(approvers)

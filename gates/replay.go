@@ -278,6 +278,52 @@ func (g *spendGroup) replayed(ctx context.Context) *axerr.Error {
 			hits = found
 		}
 	}
+	return refusalFor(hits)
+}
+
+// pendingBatch returns the batch of tokens that call's earlier gates left to
+// be spent at its commit, or nil.
+func pendingBatch(ctx context.Context, call *middleware.Call) *spendBatch {
+	b, _ := ctx.Value(spendKey{}).(*spendBatch)
+	if b == nil || b.call != call || b.committed {
+		return nil
+	}
+	return b
+}
+
+// spentAlready looks the batch's tokens up in their stores, one Used per
+// token. If one is used already, the call will fail at the commit whatever
+// happens next, and it returns the refusal the commit would give, so that a
+// later gate (the approval gate, behind the confirmation gate) asks no one
+// to decide a doomed call. It returns nil, nil for a nil batch or when no
+// token is used, and StoreUnavailable when a store cannot tell (fail
+// closed). Only a gate's refusal path calls it: a call that goes on is
+// checked once, by Consume at the commit.
+func (b *spendBatch) spentAlready(ctx context.Context) (*axerr.Error, error) {
+	if b == nil {
+		return nil, nil
+	}
+	for _, g := range b.groups {
+		var hits []pendingUse
+		for _, u := range g.uses {
+			used, err := g.store.Used(ctx, u.use.ID)
+			if err != nil {
+				return nil, StoreUnavailable(b.call.Intent(), "the token replay store", err)
+			}
+			if used {
+				hits = append(hits, u)
+			}
+		}
+		if len(hits) > 0 {
+			return refusalFor(hits), nil
+		}
+	}
+	return nil, nil
+}
+
+// refusalFor is the refusal of the gate of the first of hits (tokens found
+// used), naming that gate's tokens among them.
+func refusalFor(hits []pendingUse) *axerr.Error {
 	first := hits[0].refusal
 	var indexes []int
 	for _, h := range hits {

@@ -3,6 +3,7 @@ package gates_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"slices"
 	"strings"
@@ -382,5 +383,82 @@ func TestRefusalDetailsAreCopies(t *testing.T) {
 	// And the rendered envelope still reads as JSON.
 	if _, err := json.Marshal(e.Envelope()); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// tkFailingUsed is a replay store whose lookups fail.
+type tkFailingUsed struct{ *gates.MemoryReplayStore }
+
+func (tkFailingUsed) Used(context.Context, string) (bool, error) {
+	return false, errors.New("dial tcp 10.0.0.9:6379: connection refused")
+}
+
+// TestSpentConfirmationAsksNoApprover: a call whose confirmation token is
+// spent already would fail at the commit, so the approval gate, finding its
+// approvals missing, refuses as the commit would and asks no approver to
+// decide it: no approval request, no notification.
+func TestSpentConfirmationAsksNoApprover(t *testing.T) {
+	a := newTkApproval(t)
+	ctx := t.Context()
+	chain := middleware.Build(middleware.InvokerFunc(tkOK), nil, a.tkFixture.gate.Stage(), a.gate.Stage(), tkCommit)
+	const args = `{"vault":"v7"}`
+	if !a.tkFixture.gate.Required(a.m.Action("vault.open")) || !a.m.Action("vault.open").ApprovalRequired {
+		t.Fatal("vault.open must need both confirmation and approval")
+	}
+
+	spent := a.signEd(t, nil, a.claims(t, "vault.open", args))
+	if err := a.replay.Consume(ctx, []gates.TokenUse{{ID: tkReplayKey(t, spent), Expires: jwtExp(t, spent)}}); err != nil {
+		t.Fatal(err)
+	}
+	c := a.call("vault.open", args)
+	c.Credentials.Confirmation = spent
+	_, err := chain.Invoke(ctx, c)
+	d := tkRefusal(t, err, axerr.CodeConfirmationMissing, http.StatusPreconditionRequired)
+	if d["reason"] != "already_used" || d["gate"] != gates.StageConfirmation {
+		t.Fatalf("spent confirmation, no approvals: %v", d)
+	}
+	reqID := c.Facts.ApprovalRequestID
+	if reqID == "" {
+		t.Fatal("the approval gate did not see the call")
+	}
+	if _, err := a.store.Get(ctx, reqID); !errors.Is(err, gates.ErrNotFound) {
+		t.Fatalf("approval request for a doomed call: err = %v, want ErrNotFound", err)
+	}
+	if n := a.notified.Load(); n != 0 {
+		t.Fatalf("approvers notified %d times of a doomed call, want 0", n)
+	}
+
+	// A fresh confirmation without approvals: the request is recorded and
+	// the approvers hear of it once.
+	c = a.call("vault.open", args)
+	c.Credentials.Confirmation = a.signEd(t, nil, a.claims(t, "vault.open", args))
+	_, err = chain.Invoke(ctx, c)
+	d = tkRefusal(t, err, axerr.CodeApprovalMissing, http.StatusPreconditionRequired)
+	if d["approval_request_id"] != reqID || d["request_state"] != string(gates.ApprovalPending) || d["approvers_notified"] != true {
+		t.Fatalf("fresh confirmation, no approvals: %v", d)
+	}
+	if req, err := a.store.Get(ctx, reqID); err != nil || req.State != gates.ApprovalPending {
+		t.Fatalf("approval request = %+v, %v; want pending", req, err)
+	}
+	if n := a.notified.Load(); n != 1 {
+		t.Fatalf("approvers notified %d times, want once", n)
+	}
+
+	// A replay store that cannot tell: fail closed, ask no one.
+	conf, err := gates.NewConfirmation(gates.ConfirmationConfig{Verifier: a.verifier, Replay: tkFailingUsed{gates.NewMemoryReplayStore(gates.MemoryReplayOptions{})}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	failing := middleware.Build(middleware.InvokerFunc(tkOK), nil, conf.Stage(), a.gate.Stage(), tkCommit)
+	const other = `{"vault":"v8"}`
+	c = a.call("vault.open", other)
+	c.Credentials.Confirmation = a.signEd(t, nil, a.claims(t, "vault.open", other))
+	_, err = failing.Invoke(ctx, c)
+	tkRefusal(t, err, axerr.CodeStoreUnavailable, http.StatusServiceUnavailable)
+	if _, err := a.store.Get(ctx, c.Facts.ApprovalRequestID); !errors.Is(err, gates.ErrNotFound) {
+		t.Fatalf("approval request despite the replay store failing: err = %v", err)
+	}
+	if n := a.notified.Load(); n != 1 {
+		t.Fatalf("approvers notified %d times, want still once", n)
 	}
 }
