@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	axerr "github.com/axgate/axgate/errors"
 	"github.com/axgate/axgate/gates"
@@ -198,4 +200,38 @@ func (e *Enforcer) Tool(name string) (manifest.Tool, bool) {
 		t.InputSchema = doc
 	}
 	return t, true
+}
+
+// CheckHandlers matches the names of the handlers an adapter is about to
+// bind, one per tool, against the manifest. It returns nil when every tool
+// has a handler and every handler a tool, and otherwise an error naming both
+// kinds of mismatch, so that a server never starts with a tool unguarded or a
+// handler no gate knows.
+func (e *Enforcer) CheckHandlers(names []string) error {
+	have := make(map[string]bool, len(names))
+	var unknown []string
+	for _, n := range names {
+		have[n] = true
+		if e.m.Tool(n) == nil {
+			unknown = append(unknown, n)
+		}
+	}
+	var missing []string
+	for _, a := range e.m.Actions {
+		if !have[a.ToolName()] {
+			missing = append(missing, a.ToolName())
+		}
+	}
+	if len(missing)+len(unknown) == 0 {
+		return nil
+	}
+	slices.Sort(unknown)
+	var parts []string
+	if len(missing) > 0 {
+		parts = append(parts, "no handler for "+strings.Join(missing, ", "))
+	}
+	if len(unknown) > 0 {
+		parts = append(parts, "handlers for tools the manifest does not declare: "+strings.Join(unknown, ", "))
+	}
+	return errors.New(strings.Join(parts, "; "))
 }

@@ -277,3 +277,18 @@ func TestExecutedIsMarked(t *testing.T) {
 		t.Fatalf("executed: ran %v refused %v", ran.Executed(), refused.Executed())
 	}
 }
+
+func TestCheckHandlers(t *testing.T) {
+	e := fullEnforcer(t)
+	var all []string
+	for _, tl := range e.Tools() {
+		all = append(all, tl.Name)
+	}
+	if err := e.CheckHandlers(all); err != nil {
+		t.Fatalf("every tool bound: %v", err)
+	}
+	err := e.CheckHandlers(append(all[1:], "order_cancel"))
+	if err == nil || !strings.Contains(err.Error(), "no handler for "+all[0]) || !strings.Contains(err.Error(), "does not declare: order_cancel") {
+		t.Fatalf("err = %v; want the missing and the unknown named", err)
+	}
+}

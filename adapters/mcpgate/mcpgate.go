@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
-	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/otel/propagation"
@@ -91,29 +89,16 @@ func WithPropagator(p propagation.TextMapPropagator) Option {
 // handler and every handler a manifest tool: AddTools registers nothing and
 // names the mismatches otherwise.
 func AddTools(s *mcp.Server, e *axgate.Enforcer, h Handlers, opts ...Option) error {
-	var missing, unknown []string
+	var names []string
+	for name, handler := range h {
+		if handler != nil {
+			names = append(names, name)
+		}
+	}
+	if err := e.CheckHandlers(names); err != nil {
+		return fmt.Errorf("mcpgate: %w", err)
+	}
 	tools := e.Tools()
-	for _, t := range tools {
-		if h[t.Name] == nil {
-			missing = append(missing, t.Name)
-		}
-	}
-	for name := range h {
-		if _, ok := e.Tool(name); !ok {
-			unknown = append(unknown, name)
-		}
-	}
-	if len(missing)+len(unknown) > 0 {
-		slices.Sort(unknown)
-		var parts []string
-		if len(missing) > 0 {
-			parts = append(parts, "no handler for "+strings.Join(missing, ", "))
-		}
-		if len(unknown) > 0 {
-			parts = append(parts, "handlers for tools the manifest does not declare: "+strings.Join(unknown, ", "))
-		}
-		return fmt.Errorf("mcpgate: %s", strings.Join(parts, "; "))
-	}
 	c := newConfig(opts)
 	for _, t := range tools {
 		def, _ := Tool(e, t.Name)

@@ -22,8 +22,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"sort"
-	"strings"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
@@ -311,21 +309,14 @@ func Tool(e *axgate.Enforcer, name string) (mcp.Tool, bool) {
 // enforcing is Middleware's, installed on the server. Every manifest tool
 // needs a handler and every handler a manifest tool.
 func AddTools(s *server.MCPServer, e *axgate.Enforcer, handlers map[string]server.ToolHandlerFunc) error {
-	var missing, unknown []string
-	for _, t := range e.Tools() {
-		if handlers[t.Name] == nil {
-			missing = append(missing, t.Name)
+	var names []string
+	for name, handler := range handlers {
+		if handler != nil {
+			names = append(names, name)
 		}
 	}
-	for name := range handlers {
-		if _, ok := e.Tool(name); !ok {
-			unknown = append(unknown, name)
-		}
-	}
-	if len(missing)+len(unknown) > 0 {
-		sort.Strings(unknown)
-		return fmt.Errorf("mcpgo: no handler for [%s]; handlers for tools the manifest does not declare: [%s]",
-			strings.Join(missing, ", "), strings.Join(unknown, ", "))
+	if err := e.CheckHandlers(names); err != nil {
+		return fmt.Errorf("mcpgo: %w", err)
 	}
 	for _, t := range e.Tools() {
 		tool, _ := Tool(e, t.Name)
