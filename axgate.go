@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 
 	axerr "github.com/axgate/axgate/errors"
 	"github.com/axgate/axgate/gates"
@@ -31,6 +32,8 @@ type Enforcer struct {
 	pre    []middleware.Stage
 	obs    middleware.Observer
 	check  middleware.Invoker
+	// index is the position of each action in m.Actions.
+	index map[*manifest.Action]int
 
 	// closers are run by Close (background key refresh and the like).
 	closers []func() error
@@ -44,7 +47,10 @@ func New(m *manifest.Manifest, opts ...Option) (*Enforcer, error) {
 	if m == nil {
 		return nil, errors.New("axgate: nil manifest")
 	}
-	e := &Enforcer{m: m, cfg: defaultConfig()}
+	e := &Enforcer{m: m, cfg: defaultConfig(), index: make(map[*manifest.Action]int, len(m.Actions))}
+	for i, a := range m.Actions {
+		e.index[a] = i
+	}
 	for _, o := range opts {
 		o(&e.cfg)
 	}
@@ -89,8 +95,61 @@ func (e *Enforcer) assemble() error {
 	e.pre = append(append([]middleware.Stage{}, outer...), pre...)
 	e.stages = append(append(append([]middleware.Stage{}, outer...), pre...), post...)
 	e.obs = e.observer()
-	e.check = middleware.Build(middleware.InvokerFunc(checked), e.obs, e.pre...)
+	e.check = e.perAction(middleware.InvokerFunc(checked), e.pre)
 	return nil
+}
+
+// perAction returns inv wrapped in stages, built for each action on its
+// first call with only the stages that apply to it.
+func (e *Enforcer) perAction(inv middleware.Invoker, stages []middleware.Stage) *actionChains {
+	return &actionChains{
+		e:      e,
+		chains: make([]actionChain, len(e.m.Actions)),
+		build: func(a *manifest.Action) middleware.Invoker {
+			return middleware.BuildFor(a, inv, e.obs, stages...)
+		},
+		full: middleware.Build(inv, e.obs, stages...),
+	}
+}
+
+// actionOf returns the manifest action a call is for and its position in
+// the manifest, as the intent gate will resolve it; false when that cannot be
+// told before the intent gate runs (a tool the manifest does not declare,
+// an action the transport took from another manifest).
+func (e *Enforcer) actionOf(call *middleware.Call) (*manifest.Action, int, bool) {
+	a := call.Action
+	if a == nil {
+		a = e.m.Tool(call.Tool)
+	}
+	i, ok := e.index[a]
+	return a, i, ok
+}
+
+// actionChains runs each call through the chain of its own action: the
+// stages that apply to it (middleware.BuildFor), so that a call passes only
+// the gates with something to check and, when observed, its span records
+// only theirs. A call whose action cannot be told before the intent gate
+// takes the whole chain, whose intent gate refuses it.
+type actionChains struct {
+	e      *Enforcer
+	chains []actionChain
+	build  func(a *manifest.Action) middleware.Invoker
+	full   middleware.Invoker
+}
+
+type actionChain struct {
+	once sync.Once
+	inv  middleware.Invoker
+}
+
+func (c *actionChains) Invoke(ctx context.Context, call *middleware.Call) (middleware.Result, error) {
+	a, i, ok := c.e.actionOf(call)
+	if !ok {
+		return c.full.Invoke(ctx, call)
+	}
+	ch := &c.chains[i]
+	ch.once.Do(func() { ch.inv = c.build(a) })
+	return ch.inv.Invoke(ctx, call)
 }
 
 // commit runs the work the gates deferred (marking tokens used) once every
@@ -122,17 +181,24 @@ func (e *Enforcer) Stages() []string {
 	return out
 }
 
-// Wrap returns tool wrapped in the whole chain. A tool error that is not an
-// *errors.Error becomes AXGATE_TOOL_FAILED with a safe message; the original
-// stays reachable with errors.Unwrap for logs, never for the caller.
+// Wrap returns tool wrapped in the whole chain. Each call passes the stages
+// that apply to its action (a stage's Applies: a read action with no
+// confirmation, approval, rate limit or conditions skips those gates), so
+// that neither the call nor its span pays for gates with nothing to check.
+// A tool error that is not an *errors.Error becomes AXGATE_TOOL_FAILED with a
+// safe message; the original stays reachable with errors.Unwrap for logs,
+// never for the caller.
 func (e *Enforcer) Wrap(tool middleware.Invoker) middleware.Invoker {
-	return middleware.Build(toolBoundary{tool}, e.obs, e.stages...)
+	return e.perAction(toolBoundary{tool}, e.stages)
 }
 
 // Invoke runs one call through the whole chain and tool: Wrap for a single
-// call.
+// call, which builds only the chain of the call's action.
 func (e *Enforcer) Invoke(ctx context.Context, call *middleware.Call, tool middleware.Invoker) (middleware.Result, error) {
-	return e.Wrap(tool).Invoke(ctx, call)
+	if a, _, ok := e.actionOf(call); ok {
+		return middleware.BuildFor(a, toolBoundary{tool}, e.obs, e.stages...).Invoke(ctx, call)
+	}
+	return middleware.Build(toolBoundary{tool}, e.obs, e.stages...).Invoke(ctx, call)
 }
 
 // Check runs every pre-execution gate without invoking the tool and without

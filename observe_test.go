@@ -180,13 +180,11 @@ func TestObserveAllowedCall(t *testing.T) {
 	if strings.Contains(fmt.Sprint(s.Attributes()), "red shoes") {
 		t.Error("argument value recorded")
 	}
-	// One pass event per stage of the standard chain, in order.
-	var want []string
-	for _, st := range o.e.Stages() {
-		if st != middleware.StageObserve {
-			want = append(want, st+":pass")
-		}
-	}
+	// One pass event per gate the call went through, in order: a read
+	// action with no constraints, conditions, rate limit, confirmation,
+	// approval or idempotency concerns goes through only the gates that
+	// check every call (TestObserveFullPath has one that goes through all).
+	want := []string{"intent:pass", "access:pass", "params:pass", "commit:pass"}
 	if got := events(s); !slices.Equal(got, want) {
 		t.Errorf("events = %v; want %v", got, want)
 	}
@@ -207,6 +205,86 @@ func TestObserveAllowedCall(t *testing.T) {
 	}
 	if p, _ := json.Marshal(r["params"]); string(p) != `["query"]` {
 		t.Errorf("params = %s", p)
+	}
+}
+
+// fullPathManifest has an action that every gate of the standard chain has
+// something to check for.
+const fullPathManifest = `{
+  "version": "1.0.0",
+  "actions": [
+    {"intent": "order.refund", "entity": "order", "action_type": "write", "description": "Refund an order",
+     "required_parameters": [{"name": "order_id", "type": "string"}, {"name": "amount", "type": "number"}],
+     "constraints": {"positive": "amount > 0"},
+     "preconditions": ["order_open"], "postconditions": ["refund_recorded"],
+     "rate_limit": "5/minute", "idempotent": false,
+     "risk_level": "medium", "confirmation_required": true,
+     "approval_required": true, "approval_roles": ["admin"]}
+  ]
+}`
+
+// TestObserveFullPath: a call of an action that every gate checks passes
+// every stage of the standard chain, and its span has one pass event for
+// each, in the chain's order.
+func TestObserveFullPath(t *testing.T) {
+	m, err := manifest.Parse([]byte(fullPathManifest))
+	if err != nil {
+		t.Fatal(err)
+	}
+	spans := tracetest.NewSpanRecorder()
+	e, err := axgate.New(m,
+		axgate.WithTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))),
+		axgate.WithMeterProvider(metricnoop.NewMeterProvider()),
+		axgate.WithPreconditionExpr("order_open", "args.amount < 1000"),
+		axgate.WithPostconditionExpr("refund_recorded", "result.recorded == true"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	ctx := t.Context()
+	alice := middleware.Principal{ID: "alice", Tenant: "acme", Roles: []string{"clerk"}}
+	carol := middleware.Principal{ID: "carol", Tenant: "acme", Roles: []string{"admin"}}
+	const args = `{"order_id":"o-1","amount":25}`
+	tool := middleware.InvokerFunc(func(context.Context, *middleware.Call) (middleware.Result, error) {
+		return middleware.Result{Value: map[string]any{"recorded": true}}, nil
+	})
+	confirmation, _, err := e.IssueConfirmation(ctx, alice, "order_refund", json.RawMessage(args))
+	if err != nil {
+		t.Fatal(err)
+	}
+	call := middleware.NewCall("order_refund", json.RawMessage(args), alice)
+	call.Credentials.Confirmation = confirmation
+	_, err = e.Invoke(ctx, call, tool)
+	ae, ok := axerr.As(err)
+	if !ok || ae.Code != axerr.CodeApprovalMissing {
+		t.Fatalf("without approval: %v; want %s", err, axerr.CodeApprovalMissing)
+	}
+	approval, _, err := e.Decide(ctx, carol, ae.Details["approval_request_id"].(string), true, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	call = middleware.NewCall("order_refund", json.RawMessage(args), alice)
+	call.Credentials.Confirmation = confirmation
+	call.Credentials.Approvals = []string{approval}
+	if _, err := e.Invoke(ctx, call, tool); err != nil {
+		t.Fatalf("confirmed and approved call: %v", err)
+	}
+	ended := spans.Ended()
+	s := ended[len(ended)-1]
+	var want []string
+	for _, st := range e.Stages() {
+		if st != middleware.StageObserve {
+			want = append(want, st+":pass")
+		}
+	}
+	if len(want) != 11 {
+		t.Fatalf("standard chain %v: want 11 gates", e.Stages())
+	}
+	if got := events(s); !slices.Equal(got, want) {
+		t.Errorf("events = %v; want %v", got, want)
+	}
+	if a := attrs(s.Attributes()); a["axag.decision"] != "allow" {
+		t.Errorf("decision = %q", a["axag.decision"])
 	}
 }
 

@@ -128,7 +128,7 @@ func ScopeGrants(a *manifest.Action) []string {
 
 // Stage returns the gate as a chain stage.
 func (g *Access) Stage() middleware.Stage {
-	return checkStage(StageAccess, func(_ context.Context, call *middleware.Call) error { return g.Check(call) })
+	return checkStage(StageAccess, nil, func(_ context.Context, call *middleware.Call) error { return g.Check(call) })
 }
 
 // Check applies the checks in order — roles, granted scopes, a claimed

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	axerr "github.com/axgate/axgate/errors"
+	"github.com/axgate/axgate/manifest"
 	"github.com/axgate/axgate/middleware"
 )
 
@@ -97,7 +98,9 @@ func NewApproval(cfg ApprovalConfig) (*Approval, error) {
 
 // Stage returns the gate as a chain stage.
 func (g *Approval) Stage() middleware.Stage {
-	return middleware.Stage{Name: StageApproval, Interceptor: g.intercept}
+	return middleware.Stage{Name: StageApproval, Interceptor: g.intercept, Applies: func(a *manifest.Action) bool {
+		return a == nil || a.ApprovalRequired
+	}}
 }
 
 // rejectedToken says why one presented approval token did not count.

@@ -71,7 +71,9 @@ func (c *Confirmation) Required(a *manifest.Action) bool {
 
 // Stage returns the gate as a chain stage.
 func (c *Confirmation) Stage() middleware.Stage {
-	return middleware.Stage{Name: StageConfirmation, Interceptor: c.intercept}
+	return middleware.Stage{Name: StageConfirmation, Interceptor: c.intercept, Applies: func(a *manifest.Action) bool {
+		return a == nil || c.Required(a)
+	}}
 }
 
 func (c *Confirmation) intercept(ctx context.Context, call *middleware.Call, next middleware.Invoker) (middleware.Result, error) {

@@ -74,7 +74,13 @@ func NewConstraints(m *manifest.Manifest) (*Constraints, error) {
 
 // Stage returns the gate as a chain stage.
 func (g *Constraints) Stage() middleware.Stage {
-	return checkStage(StageConstraints, func(_ context.Context, call *middleware.Call) error { return g.Check(call) })
+	return checkStage(StageConstraints, g.Applies, func(_ context.Context, call *middleware.Call) error { return g.Check(call) })
+}
+
+// Applies reports whether a has constraints to evaluate.
+func (g *Constraints) Applies(a *manifest.Action) bool {
+	_, ok := g.rules[a]
+	return ok || a == nil || len(a.Constraints) > 0
 }
 
 // Check evaluates every constraint of the call's action, in name order, and

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	axerr "github.com/axgate/axgate/errors"
+	"github.com/axgate/axgate/manifest"
 	"github.com/axgate/axgate/middleware"
 )
 
@@ -146,12 +147,18 @@ func NewIdempotency(o IdempotencyOptions) (*Idempotency, error) {
 
 // Stage returns the gate as a chain stage.
 func (g *Idempotency) Stage() middleware.Stage {
-	return middleware.Stage{Name: StageIdempotency, Interceptor: g.intercept}
+	return middleware.Stage{Name: StageIdempotency, Interceptor: g.intercept, Applies: nonIdempotent}
+}
+
+// nonIdempotent reports whether a is declared not idempotent, the only
+// actions the gate looks after (true for a nil action, which it passes on).
+func nonIdempotent(a *manifest.Action) bool {
+	return a == nil || (a.Idempotent != nil && !*a.Idempotent)
 }
 
 func (g *Idempotency) intercept(ctx context.Context, call *middleware.Call, next middleware.Invoker) (middleware.Result, error) {
 	a := call.Action
-	if a == nil || a.Idempotent == nil || *a.Idempotent || call.CheckOnly() {
+	if a == nil || !nonIdempotent(a) || call.CheckOnly() {
 		return next.Invoke(ctx, call)
 	}
 	if key := call.Credentials.IdempotencyKey; key != "" {

@@ -47,7 +47,7 @@ func NewParams(m *manifest.Manifest, allowUnknown bool) (*Params, error) {
 
 // Stage returns the gate as a chain stage.
 func (p *Params) Stage() middleware.Stage {
-	return checkStage(StageParams, func(_ context.Context, call *middleware.Call) error { return p.Check(call) })
+	return checkStage(StageParams, nil, func(_ context.Context, call *middleware.Call) error { return p.Check(call) })
 }
 
 // Check validates the call's arguments: nil, or an *errors.Error listing every

@@ -107,7 +107,7 @@ func NewPostconditions(m *manifest.Manifest, bound map[string]Postcondition, all
 // Stage returns the gate as a chain stage. It belongs after the commit stage,
 // right around the tool.
 func (g *Postconditions) Stage() middleware.Stage {
-	return middleware.Stage{Name: StagePostconditions, Interceptor: func(ctx context.Context, call *middleware.Call, next middleware.Invoker) (middleware.Result, error) {
+	return middleware.Stage{Name: StagePostconditions, Applies: g.Applies, Interceptor: func(ctx context.Context, call *middleware.Call, next middleware.Invoker) (middleware.Result, error) {
 		res, err := next.Invoke(ctx, call)
 		if err != nil {
 			return res, err
@@ -117,6 +117,12 @@ func (g *Postconditions) Stage() middleware.Stage {
 		}
 		return res, nil
 	}}
+}
+
+// Applies reports whether a declares postconditions or an output schema.
+func (g *Postconditions) Applies(a *manifest.Action) bool {
+	_, ok := g.rules[a]
+	return ok || a == nil || len(a.Postconditions) > 0 || a.CompiledOutputSchema() != nil
 }
 
 // Check verifies a result of the call's action and returns the refusal, or

@@ -130,7 +130,14 @@ func Producers(m *manifest.Manifest) map[string][]string {
 
 // Stage returns the gate as a chain stage.
 func (g *Preconditions) Stage() middleware.Stage {
-	return checkStage(StagePreconditions, g.Check)
+	return checkStage(StagePreconditions, g.Applies, g.Check)
+}
+
+// Applies reports whether a declares preconditions (bound or, with unbound
+// conditions allowed, warned about on every call).
+func (g *Preconditions) Applies(a *manifest.Action) bool {
+	_, ok := g.rules[a]
+	return ok || a == nil || len(a.Preconditions) > 0
 }
 
 // Check runs the preconditions of the call's action in manifest order and

@@ -47,9 +47,9 @@ const StageRateLimit = "rate_limit"
 // of counters: one look, one charge (two Redis round trips with
 // redisstore.Limiter).
 func RateLimit(l Limiter) middleware.Stage {
-	return middleware.Stage{Name: StageRateLimit, Interceptor: func(ctx context.Context, call *middleware.Call, next middleware.Invoker) (middleware.Result, error) {
+	return middleware.Stage{Name: StageRateLimit, Applies: rateLimited, Interceptor: func(ctx context.Context, call *middleware.Call, next middleware.Invoker) (middleware.Result, error) {
 		a := call.Action
-		if a == nil || (a.RateLimit == nil && a.Cooldown <= 0) {
+		if a == nil || !rateLimited(a) {
 			return next.Invoke(ctx, call)
 		}
 		rc := &rateCharge{l: l, action: a, cooldownAt: -1}
@@ -70,6 +70,12 @@ func RateLimit(l Limiter) middleware.Stage {
 		}
 		return next.Invoke(ctx, call)
 	}}
+}
+
+// rateLimited reports whether a declares a rate limit or a cooldown (true
+// for a nil action, which the gate passes on to the next one).
+func rateLimited(a *manifest.Action) bool {
+	return a == nil || a.RateLimit != nil || a.Cooldown > 0
 }
 
 // rateCharge is one call's counters: its cooldown and its rate limit, as

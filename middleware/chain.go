@@ -5,6 +5,7 @@ import (
 	"time"
 
 	axerr "github.com/axgate/axgate/errors"
+	"github.com/axgate/axgate/manifest"
 )
 
 // Invoker runs a tool call.
@@ -27,6 +28,19 @@ type Interceptor func(ctx context.Context, call *Call, next Invoker) (Result, er
 type Stage struct {
 	Name        string
 	Interceptor Interceptor
+	// Applies, when not nil, reports whether the stage has anything to do
+	// for calls of an action; BuildFor leaves out a stage that does not, so
+	// such a call neither runs it nor, when observed, times it or records
+	// an event for it. It may return false only when the stage would pass
+	// every call of the action on unchanged, whatever its arguments,
+	// principal, credentials or the state of any store, and it must return
+	// true for a nil action. Nil means the stage always applies.
+	Applies func(a *manifest.Action) bool
+}
+
+// AppliesTo reports whether s has anything to do for calls of a.
+func (s Stage) AppliesTo(a *manifest.Action) bool {
+	return s.Applies == nil || a == nil || s.Applies(a)
 }
 
 // Observer hears the outcome of every stage: err is nil when the stage passed
@@ -68,6 +82,21 @@ func Build(inv Invoker, obs Observer, stages ...Stage) Invoker {
 		next = &link{stage: stages[i], next: next, obs: obs}
 	}
 	return next
+}
+
+// BuildFor is Build for the calls of one action: it leaves out the stages
+// that do not apply to a (Stage.Applies), so that a read action with no
+// confirmation, approval, rate limit or conditions does not pass through
+// those gates at all. The invoker it returns must only be given calls of a:
+// the stages left out would have checked any other action.
+func BuildFor(a *manifest.Action, inv Invoker, obs Observer, stages ...Stage) Invoker {
+	kept := make([]Stage, 0, len(stages))
+	for _, s := range stages {
+		if s.AppliesTo(a) {
+			kept = append(kept, s)
+		}
+	}
+	return Build(inv, obs, kept...)
 }
 
 type link struct {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	axerr "github.com/axgate/axgate/errors"
+	"github.com/axgate/axgate/manifest"
 	"github.com/axgate/axgate/middleware"
 )
 
@@ -70,6 +71,44 @@ func TestBuildOrderAndAttribution(t *testing.T) {
 	}
 	if strings.Join(rec.events, ",") != "a:pass,b:refuse" {
 		t.Errorf("observer = %v", rec.events)
+	}
+}
+
+func TestBuildForLeavesOutStagesThatDoNotApply(t *testing.T) {
+	read := &manifest.Action{Intent: "report.read", Type: manifest.Read}
+	write := &manifest.Action{Intent: "report.delete", Type: manifest.Delete}
+	var log []string
+	tool := middleware.InvokerFunc(func(context.Context, *middleware.Call) (middleware.Result, error) {
+		log = append(log, "tool")
+		return middleware.Result{}, nil
+	})
+	writesOnly := stage("writes_only", &log, nil)
+	writesOnly.Applies = func(a *manifest.Action) bool { return a.Type != manifest.Read }
+	stages := []middleware.Stage{stage("always", &log, nil), writesOnly, stage("last", &log, nil)}
+	for _, tc := range []struct {
+		action *manifest.Action
+		want   string
+	}{
+		{read, "always,last,tool"},
+		{write, "always,writes_only,last,tool"},
+		// Without an action nothing can be left out.
+		{nil, "always,writes_only,last,tool"},
+	} {
+		log = nil
+		rec := &recorder{}
+		inv := middleware.BuildFor(tc.action, tool, rec, stages...)
+		if _, err := inv.Invoke(context.Background(), &middleware.Call{Action: tc.action}); err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Join(log, ","); got != tc.want {
+			t.Errorf("%v: ran %s; want %s", tc.action, got, tc.want)
+		}
+		if want := strings.ReplaceAll(strings.TrimSuffix(tc.want, ",tool"), ",", ":pass,") + ":pass"; strings.Join(rec.events, ",") != want {
+			t.Errorf("%v: observer heard %v; want %s", tc.action, rec.events, want)
+		}
+	}
+	if !writesOnly.AppliesTo(nil) || writesOnly.AppliesTo(read) || !stages[0].AppliesTo(read) {
+		t.Error("AppliesTo disagrees with Applies")
 	}
 }
 

@@ -10,5 +10,7 @@
 // interceptors do: it may refuse the call, pass it on, or look at the result.
 // Every gate of axgate is an ordinary Interceptor, named by a Stage, so users
 // can reorder, drop or add their own. Build composes stages around an
-// Invoker once; invoking the result allocates nothing of its own.
+// Invoker once; invoking the result allocates nothing of its own. BuildFor
+// does the same for the calls of one action, leaving out the stages whose
+// Applies says they have nothing to check for it.
 package middleware
