@@ -7,6 +7,8 @@ import (
 	"reflect"
 	"testing"
 
+	axerr "github.com/axgate/axgate/errors"
+	"github.com/axgate/axgate/gates"
 	"github.com/axgate/axgate/manifest"
 	"github.com/axgate/axgate/middleware"
 )
@@ -126,4 +128,49 @@ func hostileCalls(a *manifest.Action) []*middleware.Call {
 		}
 	}
 	return out
+}
+
+// TestActionChangedInTheChainIsRefused: a stage of the user's that renames
+// the tool of a call before the intent gate cannot carry a call of note.read
+// (whose chain has no confirmation, approval or rate limit) into
+// order.refund, which needs them all: the chain chosen for note.read refuses
+// it before the next gate runs, and the tool never runs.
+func TestActionChangedInTheChainIsRefused(t *testing.T) {
+	m, err := manifest.Parse([]byte(appliesManifest))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rename := middleware.Stage{Name: "rename", Interceptor: func(ctx context.Context, call *middleware.Call, next middleware.Invoker) (middleware.Result, error) {
+		call.Tool = "order_refund"
+		return next.Invoke(ctx, call)
+	}}
+	e, err := New(m, WithUnboundConditions(), WithPreExecution(func(std []middleware.Stage) []middleware.Stage {
+		return append([]middleware.Stage{rename}, std...)
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	ran := false
+	tool := middleware.InvokerFunc(func(context.Context, *middleware.Call) (middleware.Result, error) {
+		ran = true
+		return middleware.Result{}, nil
+	})
+	p := middleware.Principal{ID: "alice", Tenant: "acme", Roles: []string{"admin"}}
+	const args = `{"order_id":"o-1","amount":5}`
+	_, err = e.Invoke(context.Background(), middleware.NewCall("note_read", json.RawMessage(args), p), tool)
+	if ran || !internalFrom(err, gates.StageIntent) {
+		t.Fatalf("Invoke: err = %v (tool ran: %v); want AXGATE_INTERNAL from the intent gate", err, ran)
+	}
+	if _, err = e.Wrap(tool).Invoke(context.Background(), middleware.NewCall("note_read", json.RawMessage(args), p)); ran || !internalFrom(err, gates.StageIntent) {
+		t.Fatalf("Wrap: err = %v (tool ran: %v); want AXGATE_INTERNAL from the intent gate", err, ran)
+	}
+	if err := e.Check(context.Background(), middleware.NewCall("note_read", json.RawMessage(args), p)); !internalFrom(err, gates.StageIntent) {
+		t.Fatalf("Check: err = %v; want AXGATE_INTERNAL from the intent gate", err)
+	}
+}
+
+func internalFrom(err error, gate string) bool {
+	ae, ok := axerr.As(err)
+	return ok && ae.Code == axerr.CodeInternal && ae.Gate == gate
 }

@@ -74,21 +74,18 @@ func Wrap(inv Invoker, interceptors ...Interceptor) Invoker {
 // that is an *errors.Error with no Gate gets the refusing stage's name. obs,
 // when not nil, hears each stage's outcome and time.
 func Build(inv Invoker, obs Observer, stages ...Stage) Invoker {
-	next := inv
-	if obs != nil {
-		next = &tail{next: inv, obs: obs}
-	}
-	for i := len(stages) - 1; i >= 0; i-- {
-		next = &link{stage: stages[i], next: next, obs: obs}
-	}
-	return next
+	return build(nil, inv, obs, stages)
 }
 
 // BuildFor is Build for the calls of one action: it leaves out the stages
 // that do not apply to a (Stage.Applies), so that a read action with no
 // confirmation, approval, rate limit or conditions does not pass through
-// those gates at all. The invoker it returns must only be given calls of a:
-// the stages left out would have checked any other action.
+// those gates at all. Give it only calls of a (or calls whose action is
+// not resolved yet, which a stage such as the intent gate resolves to a):
+// the stages left out would have checked any other action. Should a stage
+// resolve or change call.Action to another action, the next stage is not
+// run and the call is refused with AXGATE_INTERNAL, attributed to that
+// stage.
 func BuildFor(a *manifest.Action, inv Invoker, obs Observer, stages ...Stage) Invoker {
 	kept := make([]Stage, 0, len(stages))
 	for _, s := range stages {
@@ -96,16 +93,59 @@ func BuildFor(a *manifest.Action, inv Invoker, obs Observer, stages ...Stage) In
 			kept = append(kept, s)
 		}
 	}
-	return Build(inv, obs, kept...)
+	return build(a, inv, obs, kept)
+}
+
+// build composes the chain; a non-nil action pins it to that action.
+func build(a *manifest.Action, inv Invoker, obs Observer, stages []Stage) Invoker {
+	next := inv
+	if obs != nil {
+		next = &tail{next: next, obs: obs}
+	}
+	if a != nil {
+		// Outside tail, so that a refusal here is still the last stage's.
+		next = &pinned{action: a, next: next}
+	}
+	for i := len(stages) - 1; i >= 0; i-- {
+		next = &link{stage: stages[i], next: next, obs: obs, action: a}
+	}
+	return next
+}
+
+// actionChanged refuses a call whose action is no longer the one its chain
+// was built for. It has no Gate: the stage that passed the call on gets it.
+func actionChanged(want, got *manifest.Action) error {
+	return axerr.Newf(axerr.CodeInternal, "the call's action changed from %q to %q inside a chain built for the first; it was refused", want.Intent, got.Intent).
+		WithIntent(got.Intent)
+}
+
+// pinned checks, after the last stage of a chain built for one action, that
+// the call is still of that action.
+type pinned struct {
+	action *manifest.Action
+	next   Invoker
+}
+
+func (p *pinned) Invoke(ctx context.Context, call *Call) (Result, error) {
+	if call.Action != nil && call.Action != p.action {
+		return Result{}, actionChanged(p.action, call.Action)
+	}
+	return p.next.Invoke(ctx, call)
 }
 
 type link struct {
 	stage Stage
 	next  Invoker
 	obs   Observer
+	// action, when not nil, is the action the chain was built for.
+	action *manifest.Action
 }
 
 func (l *link) Invoke(ctx context.Context, call *Call) (Result, error) {
+	if l.action != nil && call.Action != nil && call.Action != l.action {
+		// Before the previous stage's time is closed: the refusal is its.
+		return Result{}, actionChanged(l.action, call.Action)
+	}
 	if l.obs != nil {
 		// One clock read both ends the previous stage and starts this one.
 		now := time.Now()

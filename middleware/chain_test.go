@@ -112,6 +112,64 @@ func TestBuildForLeavesOutStagesThatDoNotApply(t *testing.T) {
 	}
 }
 
+// A chain built for one action refuses a call that a stage turns into a call
+// of another: the gates left out of that chain would have checked it.
+func TestBuildForRefusesAChangedAction(t *testing.T) {
+	read := &manifest.Action{Intent: "report.read", Type: manifest.Read}
+	del := &manifest.Action{Intent: "report.delete", Type: manifest.Delete}
+	switchTo := func(name string, a *manifest.Action, log *[]string) middleware.Stage {
+		return middleware.Stage{Name: name, Interceptor: func(ctx context.Context, c *middleware.Call, next middleware.Invoker) (middleware.Result, error) {
+			*log = append(*log, name)
+			c.Action = a
+			return next.Invoke(ctx, c)
+		}}
+	}
+	for _, tc := range []struct {
+		name   string
+		stages func(log *[]string) []middleware.Stage
+		gate   string
+		ran    string
+	}{
+		{"a stage in the middle", func(log *[]string) []middleware.Stage {
+			return []middleware.Stage{switchTo("resolve", del, log), stage("after", log, nil)}
+		}, "resolve", "resolve"},
+		{"the last stage", func(log *[]string) []middleware.Stage {
+			return []middleware.Stage{stage("first", log, nil), switchTo("resolve", del, log)}
+		}, "resolve", "first,resolve"},
+		{"resolving to the chain's own action", func(log *[]string) []middleware.Stage {
+			return []middleware.Stage{switchTo("resolve", read, log), stage("after", log, nil)}
+		}, "", "resolve,after,tool"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var log []string
+			tool := middleware.InvokerFunc(func(context.Context, *middleware.Call) (middleware.Result, error) {
+				log = append(log, "tool")
+				return middleware.Result{}, nil
+			})
+			rec := &recorder{}
+			// The call's action is not resolved yet, as when the chain is
+			// chosen by tool name before the intent gate runs.
+			_, err := middleware.BuildFor(read, tool, rec, tc.stages(&log)...).Invoke(context.Background(), &middleware.Call{Tool: "report_read"})
+			if got := strings.Join(log, ","); got != tc.ran {
+				t.Errorf("ran %s; want %s", got, tc.ran)
+			}
+			if tc.gate == "" {
+				if err != nil {
+					t.Fatalf("err = %v", err)
+				}
+				return
+			}
+			ae, ok := axerr.As(err)
+			if !ok || ae.Code != axerr.CodeInternal || ae.Gate != tc.gate {
+				t.Fatalf("err = %v; want %s from %s", err, axerr.CodeInternal, tc.gate)
+			}
+			if last := rec.events[len(rec.events)-1]; last != tc.gate+":refuse" {
+				t.Errorf("observer = %v; want the last %s:refuse", rec.events, tc.gate)
+			}
+		})
+	}
+}
+
 func TestChainComposes(t *testing.T) {
 	var log []string
 	mk := func(name string) middleware.Interceptor {
