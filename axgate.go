@@ -181,6 +181,24 @@ func (e *Enforcer) Stages() []string {
 	return out
 }
 
+// StagesFor returns the names of the stages a call of tool passes, outermost
+// first: those of Stages that apply to its action. It is false when the
+// manifest declares no such tool (such a call takes the whole chain, whose
+// intent gate refuses it).
+func (e *Enforcer) StagesFor(tool string) ([]string, bool) {
+	a := e.m.Tool(tool)
+	if a == nil {
+		return nil, false
+	}
+	var out []string
+	for _, s := range e.stages {
+		if s.AppliesTo(a) {
+			out = append(out, s.Name)
+		}
+	}
+	return out, true
+}
+
 // Wrap returns tool wrapped in the whole chain. Each call passes the stages
 // that apply to its action (a stage's Applies: a read action with no
 // confirmation, approval, rate limit or conditions skips those gates), so

@@ -64,3 +64,31 @@ func ExampleEnforcer_Validate() {
 	fmt.Println(r.Status(), string(out))
 	// Output: 200 {"valid":false,"errors":[{"path":"/query","message":"expected string, but got number","keyword":"type"}]}
 }
+
+// Each call passes only the gates that have something to check for its
+// action: a plain read skips confirmation, approval, rate limit,
+// idempotency and the condition gates, which a refund with a confirmation
+// and a rate limit goes through.
+func ExampleEnforcer_StagesFor() {
+	m, err := manifest.Parse([]byte(`{"version": "1.0.0", "actions": [
+	  {"intent": "product.search", "entity": "product", "action_type": "read", "description": "Search",
+	   "risk_level": "none", "scope": "global"},
+	  {"intent": "order.refund", "entity": "order", "action_type": "write", "description": "Refund",
+	   "required_parameters": [{"name": "order_id", "type": "string"}],
+	   "confirmation_required": true, "rate_limit": "5/minute", "idempotent": false}]}`))
+	if err != nil {
+		panic(err)
+	}
+	enf, err := axgate.New(m)
+	if err != nil {
+		panic(err)
+	}
+	defer enf.Close()
+	for _, tool := range []string{"product_search", "order_refund"} {
+		stages, _ := enf.StagesFor(tool)
+		fmt.Println(tool, stages)
+	}
+	// Output:
+	// product_search [observe intent access params commit]
+	// order_refund [observe intent access params rate_limit confirmation idempotency commit]
+}

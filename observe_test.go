@@ -188,6 +188,12 @@ func TestObserveAllowedCall(t *testing.T) {
 	if got := events(s); !slices.Equal(got, want) {
 		t.Errorf("events = %v; want %v", got, want)
 	}
+	if got, ok := o.e.StagesFor("product_search"); !ok || !slices.Equal(got, []string{"observe", "intent", "access", "params", "commit"}) {
+		t.Errorf("StagesFor(product_search) = %v, %v", got, ok)
+	}
+	if got, ok := o.e.StagesFor("product_delete"); ok || got != nil {
+		t.Errorf("StagesFor of an unknown tool = %v, %v", got, ok)
+	}
 	if s.Status().Code == codes.Error {
 		t.Errorf("status = %+v", s.Status())
 	}
@@ -279,6 +285,9 @@ func TestObserveFullPath(t *testing.T) {
 	}
 	if len(want) != 11 {
 		t.Fatalf("standard chain %v: want 11 gates", e.Stages())
+	}
+	if got, _ := e.StagesFor("order_refund"); !slices.Equal(got, e.Stages()) {
+		t.Errorf("StagesFor(order_refund) = %v; want the whole chain %v", got, e.Stages())
 	}
 	if got := events(s); !slices.Equal(got, want) {
 		t.Errorf("events = %v; want %v", got, want)
