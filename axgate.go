@@ -4,9 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
-	"sync"
+	"sync/atomic"
 
 	axerr "github.com/axgate/axgate/errors"
 	"github.com/axgate/axgate/gates"
@@ -90,7 +91,7 @@ func (e *Enforcer) assemble() error {
 		return fmt.Errorf("axgate: %w", errors.Join(errs...))
 	}
 	if e.cfg.editPre != nil {
-		pre = e.cfg.editPre(pre)
+		pre = alwaysApplyEdited(pre, e.cfg.editPre(slices.Clone(pre)))
 	}
 	e.pre = append(append([]middleware.Stage{}, outer...), pre...)
 	e.stages = append(append(append([]middleware.Stage{}, outer...), pre...), post...)
@@ -137,9 +138,11 @@ type actionChains struct {
 	full   middleware.Invoker
 }
 
+// actionChain is one action's chain, built on its first call. Two first
+// calls at once may both build it (the same chain; one is kept); a build
+// that panics leaves it unbuilt for the next call to try again.
 type actionChain struct {
-	once sync.Once
-	inv  middleware.Invoker
+	inv atomic.Pointer[middleware.Invoker]
 }
 
 func (c *actionChains) Invoke(ctx context.Context, call *middleware.Call) (middleware.Result, error) {
@@ -148,8 +151,32 @@ func (c *actionChains) Invoke(ctx context.Context, call *middleware.Call) (middl
 		return c.full.Invoke(ctx, call)
 	}
 	ch := &c.chains[i]
-	ch.once.Do(func() { ch.inv = c.build(a) })
-	return ch.inv.Invoke(ctx, call)
+	inv := ch.inv.Load()
+	if inv == nil {
+		built := c.build(a)
+		ch.inv.CompareAndSwap(nil, &built)
+		inv = ch.inv.Load()
+	}
+	return (*inv).Invoke(ctx, call)
+}
+
+// alwaysApplyEdited returns edited with Applies cleared on every stage whose
+// Interceptor is none of std's: a stage the user wrote or wrapped (keeping
+// a standard stage's Name and Applies) must see every call, since its code
+// may check what the standard gate's Applies knows nothing of. Functions
+// are told apart by their code pointers: a user's closure is never one of
+// the standard gates' code.
+func alwaysApplyEdited(std, edited []middleware.Stage) []middleware.Stage {
+	standard := make(map[uintptr]bool, len(std))
+	for _, s := range std {
+		standard[reflect.ValueOf(s.Interceptor).Pointer()] = true
+	}
+	for i := range edited {
+		if edited[i].Applies != nil && !standard[reflect.ValueOf(edited[i].Interceptor).Pointer()] {
+			edited[i].Applies = nil
+		}
+	}
+	return edited
 }
 
 // commit runs the work the gates deferred (marking tokens used) once every
@@ -210,8 +237,8 @@ func (e *Enforcer) Wrap(tool middleware.Invoker) middleware.Invoker {
 	return e.perAction(toolBoundary{tool}, e.stages)
 }
 
-// Invoke runs one call through the whole chain and tool: Wrap for a single
-// call, which builds only the chain of the call's action.
+// Invoke runs one call through the chain of its action and the tool: Wrap
+// for a single call, which builds only that chain.
 func (e *Enforcer) Invoke(ctx context.Context, call *middleware.Call, tool middleware.Invoker) (middleware.Result, error) {
 	if a, _, ok := e.actionOf(call); ok {
 		return middleware.BuildFor(a, toolBoundary{tool}, e.obs, e.stages...).Invoke(ctx, call)
@@ -219,9 +246,10 @@ func (e *Enforcer) Invoke(ctx context.Context, call *middleware.Call, tool middl
 	return middleware.Build(toolBoundary{tool}, e.obs, e.stages...).Invoke(ctx, call)
 }
 
-// Check runs every pre-execution gate without invoking the tool and without
-// recording anything (tokens are not spent, rate limits not charged). It
-// returns nil when the call would be allowed to run now.
+// Check runs the pre-execution gates of the call's action (those with
+// something to check for it, as Wrap does) without invoking the tool and
+// without recording anything (tokens are not spent, rate limits not
+// charged). It returns nil when the call would be allowed to run now.
 func (e *Enforcer) Check(ctx context.Context, call *middleware.Call) error {
 	call.SetCheckOnly(true)
 	defer call.SetCheckOnly(false)

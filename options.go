@@ -42,7 +42,10 @@ func WithUnknownParams() Option { return func(c *config) { c.allowUnknownParams 
 // WithPreExecution edits the pre-execution stages of the standard chain
 // (intent … idempotency) before the enforcer is built: reorder them, drop
 // one, or add your own middleware.Stage. The commit stage, the
-// postconditions and the tool always follow.
+// postconditions and the tool always follow. A stage whose Interceptor is
+// not one of the standard ones runs for every call, whatever its Applies
+// says: wrap a standard gate in code of your own and your code sees every
+// call, not only those of the actions the gate had something to check for.
 func WithPreExecution(edit func(std []middleware.Stage) []middleware.Stage) Option {
 	return func(c *config) { c.editPre = edit }
 }

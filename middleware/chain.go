@@ -80,12 +80,13 @@ func Build(inv Invoker, obs Observer, stages ...Stage) Invoker {
 // BuildFor is Build for the calls of one action: it leaves out the stages
 // that do not apply to a (Stage.Applies), so that a read action with no
 // confirmation, approval, rate limit or conditions does not pass through
-// those gates at all. Give it only calls of a (or calls whose action is
-// not resolved yet, which a stage such as the intent gate resolves to a):
-// the stages left out would have checked any other action. Should a stage
-// resolve or change call.Action to another action, the next stage is not
-// run and the call is refused with AXGATE_INTERNAL, attributed to that
-// stage.
+// those gates at all. Give it only calls of a, or calls whose action is
+// not resolved yet and which one of its stages (the intent gate) resolves
+// to a: the stages left out would have checked any other action. The chain
+// is pinned to a: should a stage set call.Action to another action, the
+// next stage is not run and the call is refused with AXGATE_INTERNAL,
+// attributed to that stage; and a call that leaves the last stage with any
+// action but a, or none, is refused the same way before inv runs.
 func BuildFor(a *manifest.Action, inv Invoker, obs Observer, stages ...Stage) Invoker {
 	kept := make([]Stage, 0, len(stages))
 	for _, s := range stages {
@@ -115,19 +116,24 @@ func build(a *manifest.Action, inv Invoker, obs Observer, stages []Stage) Invoke
 // actionChanged refuses a call whose action is no longer the one its chain
 // was built for. It has no Gate: the stage that passed the call on gets it.
 func actionChanged(want, got *manifest.Action) error {
+	if got == nil {
+		return axerr.Newf(axerr.CodeInternal, "the call left a chain built for %q with no action; it was refused", want.Intent).
+			WithIntent(want.Intent)
+	}
 	return axerr.Newf(axerr.CodeInternal, "the call's action changed from %q to %q inside a chain built for the first; it was refused", want.Intent, got.Intent).
 		WithIntent(got.Intent)
 }
 
 // pinned checks, after the last stage of a chain built for one action, that
-// the call is still of that action.
+// the call is of that action: by then its intent gate has resolved it, so
+// no action at all means a stage cleared it.
 type pinned struct {
 	action *manifest.Action
 	next   Invoker
 }
 
 func (p *pinned) Invoke(ctx context.Context, call *Call) (Result, error) {
-	if call.Action != nil && call.Action != p.action {
+	if call.Action != p.action {
 		return Result{}, actionChanged(p.action, call.Action)
 	}
 	return p.next.Invoke(ctx, call)

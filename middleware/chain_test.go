@@ -139,6 +139,15 @@ func TestBuildForRefusesAChangedAction(t *testing.T) {
 		{"resolving to the chain's own action", func(log *[]string) []middleware.Stage {
 			return []middleware.Stage{switchTo("resolve", read, log), stage("after", log, nil)}
 		}, "", "resolve,after,tool"},
+		// Cleared after it was resolved: the stages left out would have
+		// refused a call with no action; the tool must not run either.
+		{"clearing it", func(log *[]string) []middleware.Stage {
+			return []middleware.Stage{switchTo("resolve", read, log), switchTo("clear", nil, log), stage("after", log, nil)}
+		}, "after", "resolve,clear,after"},
+		// Never resolved at all.
+		{"leaving it unresolved", func(log *[]string) []middleware.Stage {
+			return []middleware.Stage{stage("only", log, nil)}
+		}, "only", "only"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var log []string
