@@ -264,3 +264,71 @@ func BenchmarkObserveParts(b *testing.B) {
 		_ = last
 	})
 }
+
+// BenchmarkObserveSDKMinimum is the least any OpenTelemetry SDK
+// instrumentation of a call costs: the off chain of BenchmarkObserve inside
+// one span with a single attribute and one counter point, nothing of
+// axgate's, with the SDK's span processor
+//
+//   - none: no processor at all (spans are made and dropped, never exported);
+//   - syncer: an exporter that drops spans, called on End;
+//   - batcher: the same exporter behind the batch processor, as in Observe.
+//
+// "off" is the bare chain, in the same run.
+func BenchmarkObserveSDKMinimum(b *testing.B) {
+	m, err := manifest.Parse([]byte(readManifest))
+	if err != nil {
+		b.Fatal(err)
+	}
+	e, err := axgate.New(m, axgate.WithTracerProvider(tracenoop.NewTracerProvider()), axgate.WithMeterProvider(metricnoop.NewMeterProvider()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer e.Close()
+	inner := e.Wrap(middleware.InvokerFunc(func(context.Context, *middleware.Call) (middleware.Result, error) {
+		return middleware.Result{Value: "ok"}, nil
+	}))
+	p := middleware.Principal{ID: "u1", Tenant: "t1", Roles: []string{"customer"}}
+	for _, mode := range []struct {
+		name string
+		opts []sdktrace.TracerProviderOption
+	}{
+		{"off", nil},
+		{"none", nil},
+		{"syncer", []sdktrace.TracerProviderOption{sdktrace.WithSyncer(discardExporter{})}},
+		{"batcher", []sdktrace.TracerProviderOption{sdktrace.WithBatcher(discardExporter{})}},
+	} {
+		b.Run("processor="+mode.name, func(b *testing.B) {
+			tp := sdktrace.NewTracerProvider(append(mode.opts, sdktrace.WithSampler(sdktrace.AlwaysSample()))...)
+			defer tp.Shutdown(context.Background())
+			tracer := tp.Tracer("minimum")
+			mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
+			counter, err := mp.Meter("minimum").Int64Counter("decisions")
+			if err != nil {
+				b.Fatal(err)
+			}
+			start := []trace.SpanStartOption{trace.WithAttributes(attribute.String("gen_ai.operation.name", "execute_tool"))}
+			add := []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("axag.intent", "product.search")))}
+			ctx := context.Background()
+			b.ReportAllocs()
+			cpu := startCPU()
+			for b.Loop() {
+				call := middleware.NewCall("product_search", searchArgs, p)
+				if mode.name == "off" {
+					if _, err := inner.Invoke(ctx, call); err != nil {
+						b.Fatal(err)
+					}
+					continue
+				}
+				sctx, span := tracer.Start(ctx, "execute_tool product_search", start...)
+				_, err := inner.Invoke(sctx, call)
+				span.End()
+				counter.Add(ctx, 1, add...)
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+			cpu.report(b)
+		})
+	}
+}
