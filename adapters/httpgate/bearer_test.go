@@ -216,9 +216,18 @@ func TestJWTBearerCache(t *testing.T) {
 		if lookups != c.want {
 			t.Fatalf("cache %d: %d verifications, want %d", c.size, lookups, c.want)
 		}
-		// A tampered copy of a cached token is not the cached token.
+		// A tampered copy of a cached token is not the cached token. The
+		// character changed sits inside the signature, where all six bits of
+		// a base64url character are signature bits, so the copy is always a
+		// different signature (the last character carries padding bits, and
+		// replacing it could leave the token as it was).
+		i := len(tok) - 10
+		swap := byte('A')
+		if tok[i] == 'A' {
+			swap = 'B'
+		}
 		r := httptest.NewRequest("GET", "/", nil)
-		r.Header.Set("Authorization", "Bearer "+tok[:len(tok)-2]+"AA")
+		r.Header.Set("Authorization", "Bearer "+tok[:i]+string(swap)+tok[i+1:])
 		if _, err := auth(r); err == nil {
 			t.Fatalf("cache %d: tampered token accepted", c.size)
 		}
