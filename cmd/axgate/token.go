@@ -43,9 +43,12 @@ func runToken(_ context.Context, e *env, args []string) int {
 		return exitUsage
 	}
 	kind := args[0]
+	// help lists every flag of every kind, each saying which kinds take it,
+	// so that "axgate help token" shows the flags a kind needs.
+	help := false
 	switch kind {
 	case "-h", "-help", "--help":
-		kind = "principal|confirmation|approval"
+		kind, help = "principal|confirmation|approval", true
 	case "principal", "confirmation", "approval":
 		args = args[1:]
 	default:
@@ -61,19 +64,36 @@ func runToken(_ context.Context, e *env, args []string) int {
 	tenant := fs.String("tenant", "", "the caller's tenant, if it has one")
 	ttl := fs.Duration("ttl", 0, "lifetime (default: principal 1h, confirmation 5m, approval 1h)")
 	var roles, scope, intent, argsJSON, argsFile, requester *string
-	if kind == "principal" || kind == "approval" {
-		roles = fs.String("roles", "", "comma-separated roles (principal: the caller's; approval: the approver's)")
+	// takes reports whether this kind takes a flag that the kinds named
+	// take; in help, every flag is listed with those kinds in its usage.
+	takes := func(usage string, kinds ...string) (bool, string) {
+		if help {
+			return true, usage + " (" + strings.Join(kinds, ", ") + ")"
+		}
+		for _, k := range kinds {
+			if k == kind {
+				return true, usage
+			}
+		}
+		return false, ""
 	}
-	if kind == "principal" {
-		scope = fs.String("scope", "", "granted scopes, space-separated")
+	if ok, u := takes("comma-separated roles (principal: the caller's; approval: the approver's)", "principal", "approval"); ok {
+		roles = fs.String("roles", "", u)
 	}
-	if kind == "confirmation" || kind == "approval" {
-		intent = fs.String("intent", "", "the manifest intent of the call, e.g. order.place")
-		argsJSON = fs.String("args", "", "the call's arguments as a JSON object")
-		argsFile = fs.String("args-file", "", "read the call's arguments from this file (- for stdin is not supported)")
+	if ok, u := takes("granted scopes, space-separated", "principal"); ok {
+		scope = fs.String("scope", "", u)
 	}
-	if kind == "approval" {
-		requester = fs.String("requester", "", "the caller whose call is approved")
+	if ok, u := takes("the manifest intent of the call, e.g. order.place", "confirmation", "approval"); ok {
+		intent = fs.String("intent", "", u)
+	}
+	if ok, u := takes("the call's arguments as a JSON object", "confirmation", "approval"); ok {
+		argsJSON = fs.String("args", "", u)
+	}
+	if ok, u := takes("read the call's arguments from this file (- for stdin is not supported)", "confirmation", "approval"); ok {
+		argsFile = fs.String("args-file", "", u)
+	}
+	if ok, u := takes("the caller whose call is approved", "approval"); ok {
+		requester = fs.String("requester", "", u)
 	}
 	pos, err := parseFlags(e, fs, args)
 	if err != nil {

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"io/fs"
 	"regexp"
 	"strings"
 
@@ -26,19 +28,24 @@ names do not fit fails (exit 1) rather than producing definitions the
 provider would refuse.`
 
 func runTools(_ context.Context, e *env, args []string) int {
-	fs := newFlags(e, "tools", "tools MANIFEST [--format mcp|openai|anthropic]", toolsAbout)
-	format := fs.String("format", "mcp", "output format: mcp, openai or anthropic")
-	pos, err := parseFlags(e, fs, args)
+	flags := newFlags(e, "tools", "tools MANIFEST [--format mcp|openai|anthropic]", toolsAbout)
+	format := flags.String("format", "mcp", "output format: mcp, openai or anthropic")
+	pos, err := parseFlags(e, flags, args)
 	if err != nil {
 		return flagStatus(err)
 	}
 	if len(pos) != 1 {
-		return usageError(e, fs, "want exactly one MANIFEST, got %d arguments", len(pos))
+		return usageError(e, flags, "want exactly one MANIFEST, got %d arguments", len(pos))
 	}
 	if !oneOf(*format, "mcp", "openai", "anthropic") {
-		return usageError(e, fs, "--format must be mcp, openai or anthropic, not %q", *format)
+		return usageError(e, flags, "--format must be mcp, openai or anthropic, not %q", *format)
 	}
 	m, err := manifest.LoadFile(pos[0])
+	if pe := (*fs.PathError)(nil); errors.As(err, &pe) {
+		// A file that cannot be read is a usage error, as for lint: exit 2,
+		// not the 1 of a manifest that is wrong.
+		return usageError(e, flags, "%v", err)
+	}
 	if err != nil {
 		return failf(e, "tools", "%v\n(run \"axgate lint %s\" for fixes)", err, pos[0])
 	}

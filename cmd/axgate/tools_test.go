@@ -110,3 +110,31 @@ func TestToolsRefusals(t *testing.T) {
 		}
 	}
 }
+
+// An unreadable manifest is a usage error (exit 2), as for lint; a manifest
+// that is read but wrong is a failure (exit 1).
+func TestToolsUnreadableFileIsUsageError(t *testing.T) {
+	_, stderr, code := cli(t, nil, "tools", filepath.Join(t.TempDir(), "missing.json"))
+	if code != exitUsage || !strings.Contains(stderr, "missing.json") {
+		t.Fatalf("missing file: exit %d, stderr %q; want exit %d naming the file", code, stderr, exitUsage)
+	}
+	_, stderr, code = cli(t, nil, "tools", sharedManifest("invalid-missing-intent.json"))
+	if code != exitFail {
+		t.Fatalf("invalid manifest: exit %d, stderr %q; want %d", code, stderr, exitFail)
+	}
+}
+
+// "axgate help token" lists the flags of every token kind, each with the
+// kinds that take it.
+func TestHelpTokenListsEveryFlag(t *testing.T) {
+	stdout, stderr, code := cli(t, nil, "help", "token")
+	out := stdout + stderr
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, out)
+	}
+	for _, flag := range []string{"-roles", "-scope", "-intent", "-args", "-args-file", "-requester", "-key", "-sub", "-tenant", "-ttl"} {
+		if !strings.Contains(out, "  "+flag+" ") {
+			t.Errorf("help token does not list %s:\n%s", flag, out)
+		}
+	}
+}
