@@ -116,8 +116,8 @@ func TestMiddlewareRefusesBodiesThatAreNotJSON(t *testing.T) {
 	}
 
 	refused := [][]string{
-		{},                        // no Content-Type at all
-		{"Content-Type", ""},      // an empty one
+		{},                   // no Content-Type at all
+		{"Content-Type", ""}, // an empty one
 		{"Content-Type", "text/plain"},
 		{"Content-Type", "text/plain; charset=utf-8"},
 		{"Content-Type", "multipart/form-data; boundary=x"},
