@@ -34,14 +34,20 @@ import (
 //
 // For a gated request, in order: the trace context is continued; the caller
 // is authenticated (WithPrincipal); the body is read (at most 1 MiB by
-// default) and handed back to the handler unchanged; the arguments are the
-// body's JSON object merged with the path values and query parameters named
-// like the action's parameters; the credentials come from the
-// X-AXAG-Confirmation, X-AXAG-Approval, Idempotency-Key and X-AXAG-Tenant
-// headers. A refusal is written with WriteError and the handler is not
-// called. A bound route requested by a path that is not canonical
+// default), and a non-empty one must be declared JSON (application/json or a
+// +json type, charset utf-8 or none; otherwise 415
+// AXGATE_UNSUPPORTED_MEDIA_TYPE); the arguments are the body's JSON object
+// merged with the path values and query parameters named like the action's
+// parameters; the credentials come from the X-AXAG-Confirmation,
+// X-AXAG-Approval, Idempotency-Key and X-AXAG-Tenant headers. The handler
+// then reads as its body the RFC 8785 canonical encoding of the checked
+// arguments that came from the body, not the bytes sent (path and query
+// stay as they were). A refusal is written with WriteError and the handler
+// is not called. A bound route requested by a path that is not canonical
 // ("/orders/./1") gets ServeMux's redirect to the canonical path; neither the
-// chain nor the handler runs.
+// chain nor the handler runs. A request on a bound path with a method that
+// is not bound there is refused with 405 AXGATE_METHOD_NOT_ALLOWED and an
+// Allow header, unless WithPassThroughMethods names the method.
 //
 // The handler's response is buffered when something after the tool needs
 // it: the action declares postconditions or an output schema (which can
