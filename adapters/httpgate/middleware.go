@@ -469,7 +469,7 @@ func (g *gate) invokeHandler(ctx context.Context, call *middleware.Call) (middle
 func (ex *exchange) canonicalBody(call *middleware.Call) error {
 	r := ex.r
 	if len(ex.body) == 0 {
-		r.Body, r.ContentLength = http.NoBody, 0
+		r.Body, r.ContentLength, r.TransferEncoding = http.NoBody, 0, nil
 		r.Header.Del("Content-Length")
 		return nil
 	}
@@ -487,7 +487,7 @@ func (ex *exchange) canonicalBody(call *middleware.Call) error {
 		return err
 	}
 	r.Body = io.NopCloser(bytes.NewReader(canon))
-	r.ContentLength = int64(len(canon))
+	r.ContentLength, r.TransferEncoding = int64(len(canon)), nil // the length is known now
 	r.Header.Set("Content-Length", strconv.Itoa(len(canon)))
 	return nil
 }

@@ -227,6 +227,13 @@ func TestMiddlewareHandsTheHandlerCanonicalArguments(t *testing.T) {
 			}
 		}
 	}
+	// A body sent chunked reaches the handler with its length known.
+	if r := send(t, "POST", base+"/orders", io.MultiReader(strings.NewReader(` {"quantity":3,"order_id":"o-3"} `)), "Content-Type", "application/json"); r.status != http.StatusNoContent {
+		t.Fatalf("chunked: %d %s", r.status, r.raw)
+	}
+	if runs := a.ran(); runs[len(runs)-1].body != `{"order_id":"o-3","quantity":3}` || runs[len(runs)-1].contentLength != 31 {
+		t.Fatalf("chunked: handler read %+v", runs[len(runs)-1])
+	}
 	// A request without a body gets none.
 	if r := send(t, "GET", base+"/weather?city=Oslo", nil); r.status != http.StatusNoContent {
 		t.Fatalf("%d %s", r.status, r.raw)
