@@ -127,7 +127,7 @@ func unsupportedMediaType(cts []string) *axerr.Error {
 		if len(ct) > maxEchoedContentType {
 			ct = ct[:maxEchoedContentType] + "…"
 		}
-		e = axerr.Newf(axerr.CodeUnsupportedMediaType, "the request body is %q; arguments must be sent as JSON (application/json or a +json type, in UTF-8)", ct).
+		e = axerr.Newf(axerr.CodeUnsupportedMediaType, "the request body is declared %q; arguments must be sent as JSON (application/json or a +json type, in UTF-8)", ct).
 			With("content_type", ct)
 	default:
 		e = axerr.Newf(axerr.CodeUnsupportedMediaType, "the request has %d Content-Type headers; it must have one, declaring JSON", len(cts))
