@@ -63,6 +63,11 @@ const (
 	CodeUnauthenticated Code = "AXGATE_UNAUTHENTICATED"
 	// CodePayloadTooLarge: the arguments are over the configured size.
 	CodePayloadTooLarge Code = "AXGATE_PAYLOAD_TOO_LARGE"
+	// CodeUnsupportedMediaType: a request body that is not JSON
+	// (application/json or a +json type, in UTF-8).
+	CodeUnsupportedMediaType Code = "AXGATE_UNSUPPORTED_MEDIA_TYPE"
+	// CodeMethodNotAllowed: the path is bound to a tool, the method is not.
+	CodeMethodNotAllowed Code = "AXGATE_METHOD_NOT_ALLOWED"
 	// CodeIdempotencyKeyReused: an idempotency key sent again with other arguments.
 	CodeIdempotencyKeyReused Code = "AXGATE_IDEMPOTENCY_KEY_REUSED"
 	// CodeDuplicateInFlight: the same call is still running.
@@ -109,6 +114,8 @@ var table = map[Code]codeInfo{
 	CodeInvalidArguments:     {TypeParameter, http.StatusBadRequest, true, "Send the arguments as one well-formed JSON object and call again."},
 	CodeUnauthenticated:      {TypeAuthentication, http.StatusUnauthorized, false, "Authenticate and call again."},
 	CodePayloadTooLarge:      {TypeRequest, http.StatusRequestEntityTooLarge, false, "Send smaller arguments."},
+	CodeUnsupportedMediaType: {TypeRequest, http.StatusUnsupportedMediaType, true, "Send the arguments as a JSON object with Content-Type: application/json."},
+	CodeMethodNotAllowed:     {TypeRouting, http.StatusMethodNotAllowed, true, "Call again with one of the methods the Allow header lists."},
 	CodeIdempotencyKeyReused: {TypeConflict, http.StatusUnprocessableEntity, false, "Use a new idempotency key for different arguments."},
 	CodeDuplicateInFlight:    {TypeConflict, http.StatusConflict, true, "Wait for the first call to finish, then call again with the same key."},
 	CodeDuplicateCall:        {TypeConflict, http.StatusConflict, false, "This exact call was just made; do not repeat it unless the user asks."},
@@ -146,6 +153,7 @@ func Codes() []Code {
 		CodeScopeViolation, CodeTenantBoundary, CodeRoleInsufficient, CodeIntentNotFound,
 		CodeVersionMismatch, CodeRateLimited,
 		CodeUnknownParam, CodeInvalidArguments, CodeUnauthenticated, CodePayloadTooLarge,
+		CodeUnsupportedMediaType, CodeMethodNotAllowed,
 		CodeIdempotencyKeyReused, CodeDuplicateInFlight, CodeDuplicateCall, CodeToolFailed,
 		CodePostconditionFailed, CodeStoreUnavailable, CodeInternal,
 	}

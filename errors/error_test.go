@@ -21,6 +21,7 @@ func TestCodeTable(t *testing.T) {
 		axerr.CodeScopeViolation: 403, axerr.CodeTenantBoundary: 403, axerr.CodeRoleInsufficient: 403,
 		axerr.CodeIntentNotFound: 404, axerr.CodeVersionMismatch: 409, axerr.CodeRateLimited: 429,
 		axerr.CodeUnauthenticated: 401, axerr.CodePayloadTooLarge: 413, axerr.CodeStoreUnavailable: 503,
+		axerr.CodeUnsupportedMediaType: 415, axerr.CodeMethodNotAllowed: 405,
 		axerr.CodeToolFailed: 502, axerr.CodePostconditionFailed: 502, axerr.CodeIdempotencyKeyReused: 422,
 	}
 	for code, status := range want {

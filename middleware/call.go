@@ -143,6 +143,7 @@ type Call struct {
 	value    any
 	valueErr *axerr.Error
 	digest   string
+	canon    []byte
 
 	commits   []Commit
 	checkOnly bool
@@ -261,13 +262,32 @@ func kindOf(v any) string {
 // ArgsSHA256 returns the base64url (unpadded) SHA-256 of the arguments
 // canonicalized with RFC 8785 (JCS): the value tokens bind a call to. Key
 // order, whitespace and number spelling do not change it. It is computed once
-// per call.
+// per call, over the bytes CanonicalArguments returns.
 func (c *Call) ArgsSHA256() (string, error) {
 	if c.digest != "" {
 		return c.digest, nil
 	}
-	if _, err := c.Args(); err != nil {
+	canon, err := c.CanonicalArguments()
+	if err != nil {
 		return "", err
+	}
+	c.digest = DigestCanonical(canon)
+	return c.digest, nil
+}
+
+// CanonicalArguments returns the arguments canonicalized with RFC 8785
+// (JCS), empty arguments as {}: the bytes ArgsSHA256 digests, and the bytes
+// an adapter hands the tool, so that what a token binds and what the tool
+// reads are one encoding of the value the gates checked. Arguments the
+// gates would refuse (not an object, a repeated key, …) give the same
+// *errors.Error as Args. It is computed once per call and shared: the
+// caller must not modify the returned slice.
+func (c *Call) CanonicalArguments() ([]byte, error) {
+	if c.canon != nil {
+		return c.canon, nil
+	}
+	if _, err := c.Args(); err != nil {
+		return nil, err
 	}
 	raw := []byte(c.Arguments)
 	if isEmptyArgs(raw) {
@@ -275,10 +295,10 @@ func (c *Call) ArgsSHA256() (string, error) {
 	}
 	canon, err := jcs.Transform(raw)
 	if err != nil {
-		return "", axerr.New(axerr.CodeInvalidArguments, "arguments cannot be canonicalized: "+err.Error())
+		return nil, axerr.New(axerr.CodeInvalidArguments, "arguments cannot be canonicalized: "+err.Error())
 	}
-	c.digest = DigestCanonical(canon)
-	return c.digest, nil
+	c.canon = canon
+	return canon, nil
 }
 
 // DigestCanonical returns the base64url (unpadded) SHA-256 of canonical bytes.

@@ -267,6 +267,25 @@ func TestArgsSHA256IsCanonical(t *testing.T) {
 	}
 }
 
+// CanonicalArguments are the bytes ArgsSHA256 digests: what an adapter hands
+// the tool is what a token binds.
+func TestCanonicalArgumentsAreWhatIsDigested(t *testing.T) {
+	c := middleware.NewCall("t", json.RawMessage(`{ "b": 1.0E2, "a": "\u0078" }`), middleware.Principal{})
+	canon, err := c.CanonicalArguments()
+	if err != nil || string(canon) != `{"a":"x","b":100}` {
+		t.Fatalf("CanonicalArguments = %s, %v", canon, err)
+	}
+	if d, _ := c.ArgsSHA256(); d != middleware.DigestCanonical(canon) {
+		t.Fatalf("ArgsSHA256 %s is not the digest of the canonical bytes", d)
+	}
+	if empty, _ := middleware.NewCall("t", nil, middleware.Principal{}).CanonicalArguments(); string(empty) != "{}" {
+		t.Fatalf("no arguments: %s", empty)
+	}
+	if _, err := middleware.NewCall("t", json.RawMessage(`[1]`), middleware.Principal{}).CanonicalArguments(); err == nil {
+		t.Fatal("an array was canonicalized as arguments")
+	}
+}
+
 func TestCommitsRunOnce(t *testing.T) {
 	c := &middleware.Call{}
 	n := 0

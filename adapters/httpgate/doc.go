@@ -7,7 +7,10 @@
 //     ("POST /orders", "DELETE /accounts/{account_id}") is bound to a manifest
 //     tool; a request on that route is authenticated, its arguments are
 //     gathered from the JSON body, the path values and the query parameters,
-//     and the whole axgate chain runs before the handler is called. A refused
+//     and the whole axgate chain runs before the handler is called, which
+//     reads the canonical encoding (RFC 8785) of the checked arguments. A
+//     body must be JSON (415 otherwise), and a method not bound on a bound
+//     path gets 405 (WithPassThroughMethods to let some through). A refused
 //     request gets the AXAG error envelope and never reaches the handler.
 //     The X-AXAG-Intent header never chooses the tool of an ordinary route:
 //     on a bound route it may only repeat the route's tool (WithIntentHeader),

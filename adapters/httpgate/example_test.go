@@ -48,8 +48,10 @@ func ExampleMiddleware() {
 	)(app)
 
 	for _, body := range []string{`{"quantity":3}`, `{"quantity":300}`} {
+		req := httptest.NewRequest("PUT", "/orders/o-7", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json") // a body on a gated route must be JSON
 		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, httptest.NewRequest("PUT", "/orders/o-7", strings.NewReader(body)))
+		h.ServeHTTP(rec, req)
 		out := strings.TrimSpace(rec.Body.String())
 		fmt.Println(rec.Code, out[:min(len(out), 37)])
 	}

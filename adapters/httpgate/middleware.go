@@ -6,11 +6,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"mime"
 	"net/http"
+	"reflect"
+	"strconv"
 	"strings"
 
+	"github.com/gowebpki/jcs"
 	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/axgate/axgate"
@@ -30,14 +34,20 @@ import (
 //
 // For a gated request, in order: the trace context is continued; the caller
 // is authenticated (WithPrincipal); the body is read (at most 1 MiB by
-// default) and handed back to the handler unchanged; the arguments are the
-// body's JSON object merged with the path values and query parameters named
-// like the action's parameters; the credentials come from the
-// X-AXAG-Confirmation, X-AXAG-Approval, Idempotency-Key and X-AXAG-Tenant
-// headers. A refusal is written with WriteError and the handler is not
-// called. A bound route requested by a path that is not canonical
+// default), and a non-empty one must be declared JSON (application/json or a
+// +json type, charset utf-8 or none; otherwise 415
+// AXGATE_UNSUPPORTED_MEDIA_TYPE); the arguments are the body's JSON object
+// merged with the path values and query parameters named like the action's
+// parameters; the credentials come from the X-AXAG-Confirmation,
+// X-AXAG-Approval, Idempotency-Key and X-AXAG-Tenant headers. The handler
+// then reads as its body the RFC 8785 canonical encoding of the checked
+// arguments that came from the body, not the bytes sent (path and query
+// stay as they were). A refusal is written with WriteError and the handler
+// is not called. A bound route requested by a path that is not canonical
 // ("/orders/./1") gets ServeMux's redirect to the canonical path; neither the
-// chain nor the handler runs.
+// chain nor the handler runs. A request on a bound path with a method that
+// is not bound there is refused with 405 AXGATE_METHOD_NOT_ALLOWED and an
+// Allow header, unless WithPassThroughMethods names the method.
 //
 // The handler's response is buffered when something after the tool needs
 // it: the action declares postconditions or an output schema (which can
@@ -163,6 +173,11 @@ type exchange struct {
 	// buffer: a stage after the tool needs the response; decode: as a
 	// value, not only as bytes.
 	buffer, decode bool
+	// body is the request body as read, without surrounding blanks (empty
+	// when there was none); merged: the call's arguments also hold path or
+	// query values, so they are not the body alone.
+	body   []byte
+	merged bool
 }
 
 // PrincipalFrom returns the principal a gated request was authenticated as,
@@ -222,6 +237,7 @@ func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // chose (system.ping).
 func (g *gate) resolve(r *http.Request) (a *manifest.Action, wildcards bool, redirect http.Handler, err error) {
 	var rt boundRoute
+	var allowed []string // the path is bound, for these methods only
 	if len(g.byPattern) > 0 {
 		h, p := g.bound.Handler(r)
 		if p != "" {
@@ -229,6 +245,8 @@ func (g *gate) resolve(r *http.Request) (a *manifest.Action, wildcards bool, red
 			if rt, ok = g.byPattern[p]; ok && h != (matched{}) {
 				return nil, false, h, nil
 			}
+		} else {
+			allowed = methodNotAllowed(h, r)
 		}
 	}
 	var name string
@@ -259,15 +277,78 @@ func (g *gate) resolve(r *http.Request) (a *manifest.Action, wildcards bool, red
 			}
 		}
 		return rt.action, rt.wildcards, nil, nil
+	case allowed != nil && !g.cfg.passThrough[r.Method]:
+		// Not passed through ungated: the application's router may well
+		// send PUT /orders to the handler bound for POST /orders, which
+		// would then run without any check.
+		return nil, false, nil, axerr.Newf(axerr.CodeMethodNotAllowed, "%s %s: this path is bound to a tool for %s only", r.Method, r.URL.Path, strings.Join(allowed, ", ")).
+			WithReason(axerr.ReasonMethodNotAllowed).With(detailAllowedMethods, allowed).
+			WithSuggestion("Call the path with one of the methods in the Allow header.")
 	case name != "":
 		return nil, false, nil, axerr.Newf(axerr.CodeIntentNotFound, "%s %s is not bound to a tool, and the %s header cannot choose one for it", r.Method, r.URL.Path, HeaderIntent).
 			With("tool", name).
 			WithSuggestion("Call the route bound to the tool, or an intent-dispatch endpoint of this server.")
+	case allowed != nil:
+		// A method of WithPassThroughMethods: ungated, by the
+		// application's choice, also with WithRequireIntent.
+		return nil, false, nil, nil
 	case g.cfg.requireRoute:
 		return nil, false, nil, axerr.Newf(axerr.CodeIntentNotFound, "%s %s is not a tool of this server", r.Method, r.URL.Path).
 			WithSuggestion("Use one of the routes bound to a tool.")
 	}
 	return nil, false, nil, nil
+}
+
+// detailAllowedMethods is the detail of a 405 refusal listing the methods
+// bound on its path; WriteError turns it into the Allow header.
+const detailAllowedMethods = "allowed_methods"
+
+// notFound identifies ServeMux's handler for a path no pattern matches
+// (http.NotFoundHandler is http.HandlerFunc(http.NotFound)).
+var notFound = reflect.ValueOf(http.NotFound).Pointer()
+
+// methodNotAllowed returns the methods bound on the request's path when the
+// bound patterns match its path but not its method, and nil otherwise. h is
+// what ServeMux.Handler returned with an empty pattern: its 404 handler, a
+// redirect to a cleaned path, or, when a pattern matches except for the
+// method, a handler that answers 405 with the Allow header ServeMux
+// computed. That handler is run on a writer that only keeps the header, so
+// the list is ServeMux's own (with HEAD where GET is bound). The pointer
+// check spares requests to unbound paths, the common case, from running
+// the 404 handler; the status check keeps the answer right even if it
+// misses.
+func methodNotAllowed(h http.Handler, r *http.Request) []string {
+	f, ok := h.(http.HandlerFunc)
+	if !ok || reflect.ValueOf(f).Pointer() == notFound {
+		return nil
+	}
+	hw := headerWriter{header: http.Header{}}
+	f(&hw, r)
+	if hw.status != http.StatusMethodNotAllowed {
+		return nil
+	}
+	var methods []string
+	for _, v := range strings.Split(hw.header.Get("Allow"), ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			methods = append(methods, v)
+		}
+	}
+	return methods
+}
+
+// headerWriter keeps the header and status a handler writes, and drops the
+// body.
+type headerWriter struct {
+	header http.Header
+	status int
+}
+
+func (w *headerWriter) Header() http.Header         { return w.header }
+func (w *headerWriter) Write(b []byte) (int, error) { return len(b), nil }
+func (w *headerWriter) WriteHeader(status int) {
+	if w.status == 0 {
+		w.status = status
+	}
 }
 
 // noWrite is the ResponseWriter of the second match, whose handler never
@@ -286,7 +367,7 @@ func (g *gate) serve(w http.ResponseWriter, r *http.Request, a *manifest.Action)
 		g.cfg.writeError(ctx, w, err)
 		return
 	}
-	body, err := g.cfg.readBodyAgain(w, r)
+	body, err := g.cfg.readJSONBody(w, r)
 	if err != nil {
 		g.cfg.writeError(ctx, w, err)
 		return
@@ -295,7 +376,7 @@ func (g *gate) serve(w http.ResponseWriter, r *http.Request, a *manifest.Action)
 	if lim == (middleware.Limits{}) {
 		lim.MaxBytes = int(g.cfg.maxBodyBytes)
 	}
-	args, err := arguments(a, body, r, lim)
+	args, merged, err := arguments(a, body, r, lim)
 	if err != nil {
 		g.cfg.writeError(ctx, w, err)
 		return
@@ -311,6 +392,7 @@ func (g *gate) serve(w http.ResponseWriter, r *http.Request, a *manifest.Action)
 	checksResult := a.OutputSchema != nil || len(a.Postconditions) > 0
 	ex := &exchange{
 		principal: p, w: w, r: r,
+		body: bytes.TrimSpace(body), merged: merged,
 		buffer: g.cfg.bufferAll || checksResult || call.Credentials.IdempotencyKey != "",
 		decode: checksResult,
 	}
@@ -351,6 +433,9 @@ func (g *gate) invokeHandler(ctx context.Context, call *middleware.Call) (middle
 	if !ok {
 		return middleware.Result{}, errors.New("httpgate: handler invoked outside a request")
 	}
+	if err := ex.canonicalBody(call); err != nil {
+		return middleware.Result{}, err
+	}
 	if !ex.buffer {
 		ex.stream = &streamed{ResponseWriter: ex.w}
 		g.next.ServeHTTP(ex.stream, ex.r.WithContext(ctx))
@@ -369,6 +454,42 @@ func (g *gate) invokeHandler(ctx context.Context, call *middleware.Call) (middle
 		return middleware.Result{}, err
 	}
 	return middleware.Result{Value: v}, nil
+}
+
+// canonicalBody gives the handler's request a fresh body: the RFC 8785
+// canonical encoding of the arguments that came from the body, never the
+// bytes as sent. The gates judged a decoded value; a handler that decoded the
+// original bytes with another parser (one that takes the last of two equal
+// keys, or reads numbers differently) could act on another value. The
+// canonical bytes have one reading. When the arguments are the body alone
+// (no path or query values), they are the call's CanonicalArguments, shared
+// with ArgsSHA256; otherwise the body is canonicalized on its own, so that
+// path and query values stay where the handler looks for them. A request
+// without a body keeps none.
+func (ex *exchange) canonicalBody(call *middleware.Call) error {
+	r := ex.r
+	if len(ex.body) == 0 {
+		r.Body, r.ContentLength, r.TransferEncoding = http.NoBody, 0, nil
+		r.Header.Del("Content-Length")
+		return nil
+	}
+	var canon []byte
+	var err error
+	if ex.merged {
+		canon, err = jcs.Transform(ex.body)
+		if err != nil {
+			err = axerr.New(axerr.CodeInvalidArguments, "arguments cannot be canonicalized: "+err.Error()).WithIntent(call.Intent())
+		}
+	} else {
+		canon, err = call.CanonicalArguments()
+	}
+	if err != nil {
+		return err
+	}
+	r.Body = io.NopCloser(bytes.NewReader(canon))
+	r.ContentLength, r.TransferEncoding = int64(len(canon)), nil // the length is known now
+	r.Header.Set("Content-Length", strconv.Itoa(len(canon)))
+	return nil
 }
 
 // handlerFailure is a handler's response with status 500 or more: a failed

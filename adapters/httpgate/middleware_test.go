@@ -90,8 +90,10 @@ func TestMiddlewareHappyPath(t *testing.T) {
 	if r.body["order_id"] != "o-7" || r.body["by"] != "u1" {
 		t.Fatalf("handler saw %s", r.raw)
 	}
-	if got := a.lastBody.Load(); got != body {
-		t.Fatalf("handler read %q, want the body unchanged %q", got, body)
+	// The body's own arguments, canonical (RFC 8785); the path and query
+	// values stay where they were.
+	if got, want := a.lastBody.Load(), `{"note":"leave at door","quantity":2}`; got != want {
+		t.Fatalf("handler read %q, want %q", got, want)
 	}
 	call, _ := s.get()
 	var args map[string]any

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/propagation"
@@ -58,6 +59,7 @@ type config struct {
 	dispatch     []string // patterns of WithIntentHeaderOn
 	intentHeader bool
 	requireRoute bool
+	passThrough  map[string]bool // methods of WithPassThroughMethods
 	maxBodyBytes int64
 	maxDepth     int
 	callsOff     bool
@@ -150,6 +152,32 @@ func WithIntentHeaderOn(patterns ...string) Option {
 // pattern), instead of passing it through: for a handler that serves agents
 // only.
 func WithRequireIntent() Option { return func(c *config) { c.requireRoute = true } }
+
+// WithPassThroughMethods lets requests with these methods (case-sensitive,
+// as net/http's patterns are: "OPTIONS", "HEAD") reach the handler
+// unchecked, as any request on a route that is not bound does, when their
+// path matches a bound route but their method does not. Without it such a
+// request is refused with 405 AXGATE_METHOD_NOT_ALLOWED and an Allow header
+// naming the bound methods, and the handler never runs: otherwise a handler
+// bound for POST that also answers PUT would run with no check at all. The
+// common use is a CORS preflight ("OPTIONS"); pass only methods whose
+// handlers do nothing an action's rules should guard. A method that is bound
+// on the path is always gated: this option never exempts it. Pass-through
+// requests are let through also with WithRequireIntent.
+func WithPassThroughMethods(methods ...string) Option {
+	return func(c *config) {
+		if c.passThrough == nil {
+			c.passThrough = make(map[string]bool, len(methods))
+		}
+		for _, m := range methods {
+			if m == "" || strings.ContainsAny(m, " \t/") {
+				c.errs = append(c.errs, fmt.Errorf("httpgate: WithPassThroughMethods: %q is not a method", m))
+				continue
+			}
+			c.passThrough[m] = true
+		}
+	}
+}
 
 // WithLimits bounds request bodies: at most maxBodyBytes bytes (default
 // 1 MiB; over it → 413 AXGATE_PAYLOAD_TOO_LARGE) and, when maxDepth > 0, at

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"reflect"
 	"strings"
@@ -67,21 +68,77 @@ func (c *config) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error
 // maxBodyPrealloc is the most readBody reserves before the bytes arrive.
 const maxBodyPrealloc = 64 << 10
 
-// readBodyAgain is readBody for a request passed on to a handler: the
-// request gets a fresh reader over the same bytes, so the handler sees the
-// body unchanged.
-func (c *config) readBodyAgain(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	body, err := c.readBody(w, r)
-	if err != nil || r.Body == nil || r.Body == http.NoBody {
-		return body, err
+// readJSONBody is readBody for a body that holds arguments: a non-empty body
+// must be declared JSON (see jsonMediaType), or it is refused with 415. A
+// body that parses as JSON is not enough: `{"to":"x"}` is also a form with
+// one odd field, and a handler that reads r.FormValue would act on a value
+// no gate looked at. A body declared with another type is refused before
+// it is read, one of unknown length once it turns out not to be empty.
+func (c *config) readJSONBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	cts := r.Header["Content-Type"]
+	ok := len(cts) == 1 && jsonMediaType(cts[0])
+	if !ok && r.ContentLength > 0 {
+		return nil, unsupportedMediaType(cts)
 	}
-	if len(body) == 0 {
-		r.Body = http.NoBody
-	} else {
-		r.Body = io.NopCloser(bytes.NewReader(body))
+	body, err := c.readBody(w, r)
+	if err != nil {
+		return nil, err
+	}
+	if !ok && len(body) > 0 {
+		return nil, unsupportedMediaType(cts)
 	}
 	return body, nil
 }
+
+// jsonMediaType reports whether a Content-Type declares a JSON body:
+// application/json or any type with a +json suffix (RFC 6839), with no
+// charset or charset utf-8 (RFC 8259 section 8.1: JSON exchanged between
+// systems is UTF-8; any other charset would make the bytes the gates read
+// and the text the handler decodes differ). Other parameters are allowed.
+// Type, subtype and charset compare case-insensitively.
+func jsonMediaType(ct string) bool {
+	if ct == "application/json" {
+		return true // the common case, without parsing
+	}
+	mt, params, err := mime.ParseMediaType(ct)
+	if err != nil {
+		return false
+	}
+	typ, sub, _ := strings.Cut(mt, "/")
+	if mt != "application/json" && (typ == "" || len(sub) <= len("+json") || !strings.HasSuffix(sub, "+json")) {
+		return false
+	}
+	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
+		return false
+	}
+	return true
+}
+
+// unsupportedMediaType refuses a body of another type than JSON. cts are
+// the request's Content-Type values (none, or more than one, are refused
+// too).
+func unsupportedMediaType(cts []string) *axerr.Error {
+	var e *axerr.Error
+	switch len(cts) {
+	case 0:
+		e = axerr.New(axerr.CodeUnsupportedMediaType, "the request has a body but no Content-Type; arguments must be sent as JSON")
+	case 1:
+		ct := cts[0]
+		if len(ct) > maxEchoedContentType {
+			ct = ct[:maxEchoedContentType] + "…"
+		}
+		e = axerr.Newf(axerr.CodeUnsupportedMediaType, "the request body is declared %q; arguments must be sent as JSON (application/json or a +json type, in UTF-8)", ct).
+			With("content_type", ct)
+	default:
+		e = axerr.Newf(axerr.CodeUnsupportedMediaType, "the request has %d Content-Type headers; it must have one, declaring JSON", len(cts))
+	}
+	return e.WithReason(axerr.ReasonUnsupportedMediaType).
+		WithSuggestion("Send the body with Content-Type: application/json (or a +json type), charset utf-8 or none.")
+}
+
+// maxEchoedContentType bounds how much of a refused Content-Type the error
+// repeats.
+const maxEchoedContentType = 100
 
 func unreadable(err error) *axerr.Error {
 	return axerr.New(axerr.CodeInvalidArguments, "the request body could not be read").WithCause(err)
@@ -106,28 +163,28 @@ type argument struct {
 // parameter's declared type where that is unambiguous (see coerce). The same
 // name given twice with different values (path and body, or path and query)
 // is refused rather than guessed between. Without path or query arguments the
-// body is passed on byte for byte.
-func arguments(a *manifest.Action, body []byte, r *http.Request, lim middleware.Limits) (json.RawMessage, error) {
+// body is the arguments byte for byte, and merged is false.
+func arguments(a *manifest.Action, body []byte, r *http.Request, lim middleware.Limits) (args json.RawMessage, merged bool, err error) {
 	extra, err := pathAndQuery(a, r)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	trimmed := bytes.TrimSpace(body)
 	if len(extra) == 0 {
 		if len(trimmed) == 0 {
-			return json.RawMessage("{}"), nil
+			return json.RawMessage("{}"), false, nil
 		}
-		return body, nil
+		return body, false, nil
 	}
 	var fromBody map[string]any
 	if len(trimmed) > 0 {
 		v, err := lim.Resolved().Decode(trimmed)
 		if err != nil {
-			return nil, middleware.DecodeError(err).WithIntent(a.Intent)
+			return nil, false, middleware.DecodeError(err).WithIntent(a.Intent)
 		}
 		m, ok := v.(map[string]any)
 		if !ok {
-			return nil, axerr.New(axerr.CodeInvalidArguments, "the request body must be a JSON object").WithIntent(a.Intent)
+			return nil, false, axerr.New(axerr.CodeInvalidArguments, "the request body must be a JSON object").WithIntent(a.Intent)
 		}
 		fromBody = m
 	}
@@ -138,7 +195,7 @@ func arguments(a *manifest.Action, body []byte, r *http.Request, lim middleware.
 	for _, x := range extra {
 		if bv, ok := fromBody[x.name]; ok {
 			if !reflect.DeepEqual(bv, x.value) {
-				return nil, conflict(a, x.name, x.from, "body")
+				return nil, false, conflict(a, x.name, x.from, "body")
 			}
 			continue // the body already has it
 		}
@@ -159,7 +216,7 @@ func arguments(a *manifest.Action, body []byte, r *http.Request, lim middleware.
 		out.Write(inner)
 	}
 	out.WriteByte('}')
-	return out.Bytes(), nil
+	return out.Bytes(), true, nil
 }
 
 // pathAndQuery collects the action's parameters that appear as path values

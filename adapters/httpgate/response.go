@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 
 	axerr "github.com/axgate/axgate/errors"
@@ -15,8 +16,10 @@ import (
 
 // WriteError writes err as the AXAG error envelope: the status of the error
 // table, Content-Type application/json, Retry-After (whole seconds, rounded
-// up) when the error carries a retry delay, and WWW-Authenticate: Bearer on
-// 401 unless the response already has a challenge. An error that is not an
+// up) when the error carries a retry delay, WWW-Authenticate: Bearer on
+// 401 unless the response already has a challenge, and on 405 an Allow
+// header naming the details' allowed_methods (RFC 9110 section 15.5.6
+// requires one) unless the response already has one. An error that is not an
 // *errors.Error is written as 500 AXGATE_INTERNAL with a generic message; its
 // text is never shown to the caller.
 func WriteError(w http.ResponseWriter, err error) {
@@ -31,6 +34,11 @@ func WriteError(w http.ResponseWriter, err error) {
 	status := e.HTTPStatus()
 	if status == http.StatusUnauthorized && h.Get("WWW-Authenticate") == "" {
 		h.Set("WWW-Authenticate", bearerChallenge(e))
+	}
+	if status == http.StatusMethodNotAllowed && h.Get("Allow") == "" {
+		if m, ok := e.Details[detailAllowedMethods].([]string); ok {
+			h.Set("Allow", strings.Join(m, ", "))
+		}
 	}
 	writeJSON(w, status, e.Envelope())
 }

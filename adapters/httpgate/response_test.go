@@ -183,6 +183,7 @@ func TestMiddlewareBodyOfUnknownLength(t *testing.T) {
 	send := func(body string) *httptest.ResponseRecorder {
 		req := httptest.NewRequest("POST", "/orders/o-1", io.MultiReader(strings.NewReader(body)))
 		req.Header.Set("X-Test-User", "u1")
+		req.Header.Set("Content-Type", "application/json")
 		if req.ContentLength != -1 {
 			t.Fatalf("ContentLength = %d, want unknown", req.ContentLength)
 		}
@@ -214,6 +215,7 @@ func TestToolServerCallRouteEdges(t *testing.T) {
 	} {
 		req := httptest.NewRequest(c.method, c.target, strings.NewReader(`{"city":"Oslo"}`))
 		req.Header.Set("X-Test-User", "u1")
+		req.Header.Set("Content-Type", "application/json")
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)
 		if rec.Code != c.status {
@@ -231,6 +233,7 @@ func TestToolServerContentLength(t *testing.T) {
 		ts := httptest.NewServer(toolServer(t, &spy{value: map[string]any{"text": strings.Repeat("x", size)}}, nil))
 		req, _ := http.NewRequest("POST", ts.URL+"/tools/ping/call", strings.NewReader(`{}`))
 		req.Header.Set("X-Test-User", "u1")
+		req.Header.Set("Content-Type", "application/json")
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)

@@ -164,7 +164,7 @@ func (s *ToolServer) validate(w http.ResponseWriter, r *http.Request) {
 		writeMessage(w, http.StatusNotFound, "Tool not found: "+name)
 		return
 	}
-	body, err := s.cfg.readBody(w, r)
+	body, err := s.cfg.readJSONBody(w, r)
 	if err != nil {
 		WriteError(w, err)
 		return
@@ -194,7 +194,7 @@ func (s *ToolServer) serveCall(w http.ResponseWriter, r *http.Request, name stri
 		s.cfg.writeError(ctx, w, err)
 		return
 	}
-	body, err := s.cfg.readBody(w, r)
+	body, err := s.cfg.readJSONBody(w, r)
 	if err != nil {
 		s.cfg.writeError(ctx, w, err)
 		return

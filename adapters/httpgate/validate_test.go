@@ -213,6 +213,7 @@ func TestValidateMemoryFollowsTheBytesThatArrive(t *testing.T) {
 	runtime.ReadMemStats(&before)
 	req := httptest.NewRequest("POST", "/tools/get_weather/validate", shortBody{strings.NewReader(`{"city":`)})
 	req.ContentLength = declared
+	req.Header.Set("Content-Type", "application/json")
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, req)
 	runtime.ReadMemStats(&after)
@@ -226,6 +227,7 @@ func TestValidateMemoryFollowsTheBytesThatArrive(t *testing.T) {
 	// A large body that arrives in full is read byte for byte.
 	big := `{"city":"` + strings.Repeat("x", 300<<10) + `"}`
 	req = httptest.NewRequest("POST", "/tools/get_weather/validate", strings.NewReader(big))
+	req.Header.Set("Content-Type", "application/json")
 	rec = httptest.NewRecorder()
 	h.ServeHTTP(rec, req)
 	if rec.Code != 200 || !strings.Contains(rec.Body.String(), `"valid":true`) {
@@ -233,6 +235,7 @@ func TestValidateMemoryFollowsTheBytesThatArrive(t *testing.T) {
 	}
 	// And one over the limit is still refused.
 	req = httptest.NewRequest("POST", "/tools/get_weather/validate", strings.NewReader(`{"city":"`+strings.Repeat("x", declared)+`"}`))
+	req.Header.Set("Content-Type", "application/json")
 	rec = httptest.NewRecorder()
 	h.ServeHTTP(rec, req)
 	if rec.Code != http.StatusRequestEntityTooLarge {

@@ -48,7 +48,8 @@ upstream. Callers authenticate with "Authorization: Bearer JWT" (verified with
 confirmation and approval tokens travel in X-AXAG-Confirmation and
 X-AXAG-Approval and are verified with the same keys (and --signing-key's).
 
-The forwarded request carries the arguments as its body, the caller's
+The forwarded request carries as its body the arguments the chain checked,
+re-encoded canonically (RFC 8785), never the bytes the caller sent; the caller's
 Idempotency-Key, the trace context, and X-Axgate-Principal / X-Axgate-Tenant
 naming who called: the upstream must be reachable through the gateway only.
 
@@ -58,7 +59,8 @@ tokens, pending approvals, rate-limit counts and idempotency records. Without
 --redis that state lives in this process and is lost when it stops.
 
 SIGINT or SIGTERM stop the server gracefully: no new connections, calls in
-flight finish (up to --shutdown-timeout).
+flight finish (up to --shutdown-timeout). Request headers are bounded: at
+most 64 KiB (431 beyond), and they must arrive within 10 s.
 
 A redirect from the upstream is not followed (it would carry the arguments
 and the caller's identity elsewhere): the call fails with AXGATE_TOOL_FAILED.`
@@ -174,8 +176,10 @@ func runServe(ctx context.Context, e *env, args []string) int {
 }
 
 // Server timeouts. A slow client must not hold a connection (and a call's
-// goroutine) forever: the body must arrive within serverReadTimeout, and the
-// answer may take as long as the upstream may, plus writeSlack to relay it.
+// goroutine) forever: the headers must arrive within
+// serverReadHeaderTimeout (ample for any client that is not trickling them
+// byte by byte), the body within serverReadTimeout, and the answer may take
+// as long as the upstream may, plus writeSlack to relay it.
 const (
 	serverReadHeaderTimeout = 10 * time.Second
 	serverReadTimeout       = 30 * time.Second
@@ -183,11 +187,18 @@ const (
 	writeSlack              = 5 * time.Second
 )
 
+// serverMaxHeaderBytes bounds a request's headers (net/http answers 431
+// beyond it). The default, 1 MiB, let 500 connections with a 1 MB header
+// take the process to 1.2 GB; a bearer token, a confirmation, a few approval
+// tokens and a trace context fit in a few KiB.
+const serverMaxHeaderBytes = 64 << 10
+
 // newServer returns the HTTP server of the gateway, with every timeout set.
 func newServer(h http.Handler, c serveConfig, log *slog.Logger) *http.Server {
 	return &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: serverReadHeaderTimeout,
+		MaxHeaderBytes:    serverMaxHeaderBytes,
 		ReadTimeout:       serverReadTimeout,
 		// WriteTimeout runs from the end of the request headers, so it
 		// covers reading the body too: at least the read timeout, plus the
@@ -456,9 +467,13 @@ func newUpstream(base *url.URL, timeout time.Duration) *upstream {
 func (u *upstream) tool(name string) middleware.Invoker {
 	target := u.base.JoinPath("tools", name, "call").String()
 	return middleware.InvokerFunc(func(ctx context.Context, call *middleware.Call) (middleware.Result, error) {
-		body := []byte(call.Arguments)
-		if len(bytes.TrimSpace(body)) == 0 {
-			body = []byte("{}")
+		// The canonical encoding of the value the chain checked, shared
+		// with the digest tokens bind: the upstream's parser cannot read
+		// the caller's bytes otherwise than the gates did (a repeated key
+		// under another case, a number spelled to round differently).
+		body, err := call.CanonicalArguments()
+		if err != nil {
+			return middleware.Result{}, err
 		}
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
 		if err != nil {

@@ -5,8 +5,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -614,5 +616,93 @@ func TestServeTimeouts(t *testing.T) {
 	// room to read the body and wait for the upstream.
 	if srv.WriteTimeout <= srv.ReadTimeout+time.Minute {
 		t.Errorf("WriteTimeout %v leaves no room for a read of %v and an upstream of 1m", srv.WriteTimeout, srv.ReadTimeout)
+	}
+}
+
+// rawUpstream records the bodies the gateway forwards, byte for byte.
+type rawUpstream struct {
+	mu     sync.Mutex
+	bodies []string
+}
+
+func (u *rawUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	u.mu.Lock()
+	u.bodies = append(u.bodies, string(body))
+	u.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	io.WriteString(w, `{"result":{"ok":true}}`)
+}
+
+func (u *rawUpstream) got() []string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return append([]string(nil), u.bodies...)
+}
+
+// Regression (issue 13): the gateway forwarded the caller's bytes, which the
+// upstream's parser may read otherwise than the gates did. It now forwards
+// the RFC 8785 encoding of the arguments the chain checked.
+func TestServeForwardsCanonicalArguments(t *testing.T) {
+	pki := newServePKI(t)
+	up := &rawUpstream{}
+	_, base, _ := newShopGateway(t, serveConfig{jwks: pki.jwks}, up)
+	sent := "{ \"quantity\" : 2.0E0,\n  \"product_id\" : \"p\\u002D1\" }"
+	status, body := post(t, base, "/tools/cart_add_item/call", pki.bearer, sent)
+	if status != http.StatusOK {
+		t.Fatalf("%d %v", status, body)
+	}
+	if got := up.got(); len(got) != 1 || got[0] != `{"product_id":"p-1","quantity":2}` {
+		t.Fatalf("upstream got %q", got)
+	}
+}
+
+// Regression (issue 13): serve's server took net/http's default header limit
+// of 1 MiB, so 500 connections with a 1 MB header held 1.2 GB. Headers over
+// 64 KiB now get 431 before any handler runs.
+func TestServeRefusesHugeHeaders(t *testing.T) {
+	ran := make(chan struct{}, 1)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case ran <- struct{}{}:
+		default:
+		}
+	})
+	srv := newServer(h, serveConfig{upstreamTimeout: time.Minute}, slog.New(slog.DiscardHandler))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+
+	status := func(headerBytes int) int {
+		conn, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		// Written from another goroutine: the server answers 431 before it
+		// has read the whole header, and stops reading.
+		go func() {
+			fmt.Fprintf(conn, "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: %s\r\n\r\n", strings.Repeat("a", headerBytes))
+		}()
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatalf("a %d-byte header: %v", headerBytes, err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if got := status(1 << 20); got != http.StatusRequestHeaderFieldsTooLarge {
+		t.Fatalf("a 1 MB header: %d, want 431", got)
+	}
+	select {
+	case <-ran:
+		t.Fatal("the handler ran for a 1 MB header")
+	default:
+	}
+	if got := status(16 << 10); got != http.StatusOK {
+		t.Fatalf("a 16 KiB header: %d, want 200", got)
 	}
 }

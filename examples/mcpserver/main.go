@@ -164,7 +164,7 @@ func run(ctx context.Context, args []string, stdin io.ReadCloser, stdout io.Writ
 		if err != nil {
 			return "", err
 		}
-		srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+		srv := newServer(h)
 		servers = append(servers, srv)
 		go func() {
 			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -221,6 +221,16 @@ func run(ctx context.Context, args []string, stdin io.ReadCloser, stdout io.Writ
 }
 
 // devBearer signs a development bearer token for p, valid for 12 hours.
+// newServer is the example's HTTP server (MCP and the person's endpoints):
+// headers bounded in size (64 KiB, 431 beyond; net/http's default of 1 MiB
+// let a few hundred connections with a 1 MB header hold over a gigabyte) and
+// in time (10 s to arrive), idle connections closed after 2 minutes. There
+// is no ReadTimeout or WriteTimeout: a streamable HTTP session holds its
+// response open for server-to-client messages.
+func newServer(h http.Handler) *http.Server {
+	return &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10, IdleTimeout: 2 * time.Minute}
+}
+
 func devBearer(s *gates.Signer, iss, aud string, p middleware.Principal) (string, error) {
 	now := time.Now()
 	return s.Sign("JWT", jwt.MapClaims{

@@ -1,11 +1,15 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -254,5 +258,34 @@ func TestHumanEndpointsOnlyWithDevKeys(t *testing.T) {
 		io.NopCloser(strings.NewReader("")), nopWriteCloser{io.Discard}, io.Discard, func(ready) { t.Error("the server started") })
 	if err == nil || !strings.Contains(err.Error(), "-human is for development keys only") {
 		t.Errorf("run with -human and -principal-jwks: %v", err)
+	}
+}
+
+// Regression (issue 13): the servers took net/http's default header limit of
+// 1 MiB. A 1 MB header now gets 431 from the running example, on both of
+// its listeners.
+func TestHugeHeadersRefused(t *testing.T) {
+	r := start(t, "-http", "127.0.0.1:0", "-human", "127.0.0.1:0")
+	for _, target := range []string{r.MCPURL, r.HumanURL} {
+		u, err := url.Parse(target)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn, err := net.Dial("tcp", u.Host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Written from another goroutine: the server answers 431 before it
+		// has read the whole header, and stops reading.
+		go fmt.Fprintf(conn, "GET / HTTP/1.1\r\nHost: x\r\nX-Big: %s\r\n\r\n", strings.Repeat("a", 1<<20))
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatalf("%s: %v", target, err)
+		}
+		resp.Body.Close()
+		conn.Close()
+		if resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
+			t.Fatalf("%s with a 1 MB header: %d, want 431", target, resp.StatusCode)
+		}
 	}
 }

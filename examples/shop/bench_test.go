@@ -27,6 +27,7 @@ func BenchmarkShopRead(b *testing.B) {
 			for b.Loop() {
 				req := httptest.NewRequest("POST", "/tools/product_search/call", strings.NewReader(`{"query":"lamp"}`))
 				req.Header.Set("Authorization", "Bearer "+gated.tokens["alice"])
+				req.Header.Set("Content-Type", "application/json")
 				rec := httptest.NewRecorder()
 				c.s.handler.ServeHTTP(rec, req)
 				if rec.Code != 200 {

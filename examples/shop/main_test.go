@@ -139,6 +139,7 @@ func TestPrincipalJWKS(t *testing.T) {
 	call := func(token string) int {
 		req := httptest.NewRequest("POST", "/tools/product_search/call", strings.NewReader(`{"query":"lamp"}`))
 		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Content-Type", "application/json")
 		rec := httptest.NewRecorder()
 		s.handler.ServeHTTP(rec, req)
 		return rec.Code
@@ -202,6 +203,7 @@ func TestFlagsFromEnvironment(t *testing.T) {
 func TestBareServer(t *testing.T) {
 	s := devShop(t, config{bare: true})
 	req := httptest.NewRequest("POST", "/tools/product_search/call", strings.NewReader(`{"query":"lamp"}`))
+	req.Header.Set("Content-Type", "application/json")
 	rec := httptest.NewRecorder()
 	s.handler.ServeHTTP(rec, req)
 	if rec.Code != 200 || !strings.Contains(rec.Body.String(), "Desk lamp") {
@@ -257,6 +259,7 @@ func TestConcurrentCartCalls(t *testing.T) {
 			for range 20 {
 				req := httptest.NewRequest("POST", "/tools/cart_add_item/call", strings.NewReader(`{"product_id":"`+lampID+`","quantity":1}`))
 				req.Header.Set("Authorization", "Bearer "+s.tokens["alice"])
+				req.Header.Set("Content-Type", "application/json")
 				rec := httptest.NewRecorder()
 				s.handler.ServeHTTP(rec, req)
 				if rec.Code != 200 {

@@ -76,6 +76,7 @@ func TestOTLPToCollector(t *testing.T) {
 		}
 		req.Header.Set("Authorization", "Bearer "+vars[tokenVar("alice")])
 		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("traceparent", "00-"+traceID+"-00f067aa0ba902b7-01")
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
