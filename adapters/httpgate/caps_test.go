@@ -112,7 +112,7 @@ func TestValidateAPIListsAtMostTheCapAndCountsTheRest(t *testing.T) {
 	srv := capsServer(t)
 	for _, tc := range []struct {
 		name, body, first string
-		total          int
+		total             int
 	}{
 		{"90000 unknown keys", unknownKeys(90000), "/k00000", 90000},
 		{"90000 wrong items", wrongItems(90000), "/ids/0", 90000},
