@@ -16,7 +16,8 @@ import (
 const StageParams = "params"
 
 // Params checks arguments against each action's compiled parameter schema and
-// reports every violation at once.
+// reports the violations at once: the first MaxViolations in path order, and
+// the count of the others.
 type Params struct {
 	schemas map[*manifest.Action]paramSchema
 
