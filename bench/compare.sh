@@ -48,32 +48,31 @@ trap cleanup EXIT
 # give the temporary worktrees a sibling of that name.
 [ -d "$shared" ] && ln -s "$(cd "$shared" && pwd)" "$tmp/shared"
 
-# checkout SIDE REV prints the directory holding REV's tree.
+# checkout SIDE REV sets tree to the directory holding REV's tree. It runs in
+# this shell (not in a $(…) subshell) so that cleanup knows the worktree.
 checkout() {
 	local side=$1 rev=$2
 	if [ "$rev" = . ]; then
-		echo "$top"
+		tree=$top
+		[ -z "${BENCH_FROM:-}" ] || echo "BENCH_FROM does not apply to \".\" (the checkout is used as it is)" >&2
 		return
 	fi
-	git -C "$top" worktree add --quiet --detach "$tmp/$side" "$rev" >&2
-	worktrees+=("$tmp/$side")
+	tree=$tmp/$side
+	git -C "$top" worktree add --quiet --detach "$tree" "$rev"
+	worktrees+=("$tree")
 	if [ -n "${BENCH_FROM:-}" ]; then
-		(cd "$tmp/$side" && git checkout --quiet "$BENCH_FROM" -- "${pkg#./}"'*_test.go')
+		(cd "$tree" && git checkout --quiet "$BENCH_FROM" -- "${pkg#./}"'*_test.go')
 	fi
-	echo "$tmp/$side"
 }
 
 declare -A dir
 for side in old new; do
 	rev=$old_rev
 	[ "$side" = new ] && rev=$new_rev
-	d=$(checkout "$side" "$rev")
-	if [ "$rev" = . ] && [ -n "${BENCH_FROM:-}" ]; then
-		echo "BENCH_FROM does not apply to \".\" (the current checkout is used as it is)" >&2
-	fi
-	dir[$side]=$d/${pkg#./}
-	echo "building $side ($rev, $(git -C "$d" rev-parse --short HEAD)) ..." >&2
-	(cd "$d" && go test -c -o "$tmp/$side.test" "$pkg")
+	checkout "$side" "$rev"
+	dir[$side]=$tree/${pkg#./}
+	echo "building $side ($rev, $(git -C "$tree" rev-parse --short HEAD)) ..." >&2
+	(cd "$tree" && go test -c -o "$tmp/$side.test" "$pkg")
 done
 
 : >"$out/old.txt"
