@@ -59,6 +59,7 @@ func New(m *manifest.Manifest, opts ...Option) (*Enforcer, error) {
 	if e.params, err = gates.NewParams(m, e.cfg.allowUnknownParams); err != nil {
 		return nil, fmt.Errorf("axgate: %w", err)
 	}
+	e.params.MaxViolations = e.cfg.maxViolations
 	if err := e.assemble(); err != nil {
 		e.Close()
 		return nil, err

@@ -10,6 +10,7 @@ type Option func(*config)
 type config struct {
 	limits             middleware.Limits
 	allowUnknownParams bool
+	maxViolations      int
 	editPre            func([]middleware.Stage) []middleware.Stage
 
 	tokens  tokenConfig
@@ -32,6 +33,16 @@ func defaultConfig() config {
 // (default 64).
 func WithLimits(maxBytes, maxDepth int) Option {
 	return func(c *config) { c.limits = middleware.Limits{MaxBytes: maxBytes, MaxDepth: maxDepth} }
+}
+
+// WithMaxViolations sets how many violations a refusal (and a Validation API
+// answer) lists: the first n in path order, the others only counted, in
+// details.violations_omitted (errors_omitted in the Validation API). The
+// default is errors.DefaultMaxViolations (20); n below 1 is taken as 1. The
+// cap bounds the work as well as the answer: violations past it are counted,
+// never built, so 90,000 unknown keys cost a count, not 90,000 entries.
+func WithMaxViolations(n int) Option {
+	return func(c *config) { c.maxViolations = max(n, 1) }
 }
 
 // WithUnknownParams accepts arguments the manifest does not declare. By

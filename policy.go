@@ -138,5 +138,6 @@ func (e *Enforcer) postStages() ([]middleware.Stage, error) {
 	if err != nil {
 		return nil, err
 	}
+	post.MaxViolations = e.cfg.maxViolations
 	return []middleware.Stage{post.Stage()}, nil
 }

@@ -18,10 +18,15 @@ type ValidationError struct {
 
 // ValidationResult is the answer of the Tool Validation API. It marshals to
 // {"valid":true} (no errors key at all), {"valid":false,"errors":[…]}, or,
-// for an unknown tool, {"error":"Tool not found: NAME"}.
+// for an unknown tool, {"error":"Tool not found: NAME"}. Errors lists at
+// most the enforcer's cap (WithMaxViolations, default 20); ErrorsOmitted,
+// rendered as "errors_omitted" only when positive, counts the others.
 type ValidationResult struct {
 	Valid  bool              `json:"valid"`
 	Errors []ValidationError `json:"errors,omitempty"`
+	// ErrorsOmitted is how many more violations were found than Errors
+	// lists.
+	ErrorsOmitted int `json:"errors_omitted,omitempty"`
 
 	status   int
 	notFound string
@@ -55,8 +60,11 @@ func (r ValidationResult) MarshalJSON() ([]byte, error) {
 // invoking anything and without consulting authentication, exactly as the
 // Tool Validation API specifies: unknown tool → 404; a body that is not JSON
 // → 400 with one error at path "" and keyword "format"; otherwise 200 with
-// every violation the validator reports, in its order. A tool without an
-// input schema is always valid.
+// the violations the validator reports, in path order, at most as many as
+// the cap (WithMaxViolations) with the count of the others in
+// ErrorsOmitted: the endpoint needs no authentication, so neither its answer
+// nor its work may grow with what a caller sends. A tool without an input
+// schema is always valid.
 func (e *Enforcer) Validate(tool string, body []byte) ValidationResult {
 	a := e.m.Tool(tool)
 	if a == nil {
@@ -67,11 +75,11 @@ func (e *Enforcer) Validate(tool string, body []byte) ValidationResult {
 		return ValidationResult{status: http.StatusBadRequest, Errors: []ValidationError{{Path: "", Message: "Invalid JSON: " + err.Error(), Keyword: "format"}}}
 	}
 	// a comes from the enforced manifest, so the gate has its schema.
-	vs, _ := e.params.Violations(a, v)
+	vs, omitted, _ := e.params.Violations(a, v)
 	if len(vs) == 0 {
 		return ValidationResult{Valid: true}
 	}
-	r := ValidationResult{Errors: make([]ValidationError, len(vs))}
+	r := ValidationResult{Errors: make([]ValidationError, len(vs)), ErrorsOmitted: omitted}
 	for i, x := range vs {
 		r.Errors[i] = ValidationError{Path: x.Path, Message: x.Message, Keyword: x.Keyword}
 	}

@@ -228,9 +228,24 @@ func (e *Error) ToJSONRPC() *RPCError {
 	return &RPCError{Code: code, Message: e.Message, Data: data}
 }
 
+// DefaultMaxViolations is how many violations a refusal lists unless the
+// enforcer is configured otherwise (axgate.WithMaxViolations): enough for an
+// agent to fix a call, small enough that hostile input cannot make the
+// answer (or the work of building it) grow with the input.
+const DefaultMaxViolations = 20
+
+// DetailViolationsOmitted is the details key counting the violations found
+// beyond those listed.
+const DetailViolationsOmitted = "violations_omitted"
+
 // Aggregate returns one error for a list of violations: its code is the first
 // violation's, its message names how many there are, and it lists them all.
-func Aggregate(intent string, vs []Violation) *Error {
+func Aggregate(intent string, vs []Violation) *Error { return AggregateOmitted(intent, vs, 0) }
+
+// AggregateOmitted is Aggregate for a list that was capped: omitted more
+// violations were found and left out. The message counts all of them and
+// says how many are listed; details.violations_omitted carries the number.
+func AggregateOmitted(intent string, vs []Violation, omitted int) *Error {
 	if len(vs) == 0 {
 		return nil
 	}
@@ -238,16 +253,28 @@ func Aggregate(intent string, vs []Violation) *Error {
 	if vs[0].Path != "" {
 		msg = vs[0].Path + ": " + msg
 	}
-	if len(vs) > 1 {
+	if n := len(vs) + omitted; n > 1 {
 		var b strings.Builder
-		b.WriteString(strconv.Itoa(len(vs)))
-		b.WriteString(" invalid arguments; first: ")
+		b.WriteString(strconv.Itoa(n))
+		b.WriteString(" invalid arguments")
+		if omitted > 0 {
+			b.WriteString(" (the first ")
+			b.WriteString(strconv.Itoa(len(vs)))
+			b.WriteString(" listed, ")
+			b.WriteString(strconv.Itoa(omitted))
+			b.WriteString(" more omitted)")
+		}
+		b.WriteString("; first: ")
 		b.WriteString(msg)
 		msg = b.String()
 	} else {
 		msg = "invalid argument " + msg
 	}
-	return &Error{Code: vs[0].Code, Message: msg, Intent: intent, Violations: vs}
+	e := &Error{Code: vs[0].Code, Message: msg, Intent: intent, Violations: vs}
+	if omitted > 0 {
+		e.With(DetailViolationsOmitted, omitted)
+	}
+	return e
 }
 
 // As returns err as an *Error when it is one or wraps one.

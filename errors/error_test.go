@@ -161,3 +161,21 @@ func TestEnsureAndFrom(t *testing.T) {
 		t.Errorf("From = %+v", f)
 	}
 }
+
+func TestAggregateOmitted(t *testing.T) {
+	vs := []axerr.Violation{{Path: "/a", Message: "additionalProperties 'a' not allowed", Keyword: "additionalProperties", Code: axerr.CodeUnknownParam}}
+	e := axerr.AggregateOmitted("t.x", vs, 89999)
+	if e.Message != "90000 invalid arguments (the first 1 listed, 89999 more omitted); first: /a: additionalProperties 'a' not allowed" {
+		t.Errorf("message = %q", e.Message)
+	}
+	d := e.Envelope().Error.Details
+	if d[axerr.DetailViolationsOmitted] != 89999 || len(d["violations"].([]axerr.Violation)) != 1 {
+		t.Errorf("details = %v", d)
+	}
+	if !strings.Contains(e.Text(), "violations_omitted: 89999") {
+		t.Errorf("text = %q", e.Text())
+	}
+	if e := axerr.AggregateOmitted("t.x", vs, 0); e.Message != "invalid argument /a: additionalProperties 'a' not allowed" || e.Details != nil {
+		t.Errorf("nothing omitted: %q %v", e.Message, e.Details)
+	}
+}

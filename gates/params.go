@@ -16,9 +16,15 @@ import (
 const StageParams = "params"
 
 // Params checks arguments against each action's compiled parameter schema and
-// reports every violation at once.
+// reports the violations at once: the first MaxViolations in path order, and
+// the count of the others.
 type Params struct {
 	schemas map[*manifest.Action]paramSchema
+
+	// MaxViolations is how many violations a refusal lists; the others are
+	// counted (details.violations_omitted). 0 means
+	// errors.DefaultMaxViolations. Set it before the gate is used.
+	MaxViolations int
 }
 
 type paramSchema struct {
@@ -57,42 +63,57 @@ func (p *Params) Check(call *middleware.Call) error {
 	if err != nil {
 		return err
 	}
-	vs, err := p.Violations(call.Action, args)
+	vs, omitted, err := p.Violations(call.Action, args)
 	if err != nil || len(vs) == 0 {
 		return err
 	}
-	e := axerr.Aggregate(call.Intent(), vs)
+	e := axerr.AggregateOmitted(call.Intent(), vs, omitted)
 	e.Suggestion = suggestion(vs[0])
 	return e
 }
 
 // Violations validates a decoded argument document against the action's
-// schema and returns the validator's failures in its natural order, one per
-// leaf, each with its AXAG code. An action without declared parameters
-// accepts anything; an action that is not from the manifest the gate was
-// built for is refused (the gate has no schema to vouch for it).
-func (p *Params) Violations(a *manifest.Action, value any) ([]axerr.Violation, error) {
+// schema and returns the validator's failures, one per leaf, each with its
+// AXAG code, in path order: at most MaxViolations of them, and how many more
+// there are. Those past the cap are counted, not built. An action without
+// declared parameters accepts anything; an action that is not from the
+// manifest the gate was built for is refused (the gate has no schema to
+// vouch for it).
+func (p *Params) Violations(a *manifest.Action, value any) (vs []axerr.Violation, omitted int, err error) {
 	ps, ok := p.schemas[a]
 	if !ok {
 		name := "<nil>"
 		if a != nil {
 			name = a.Intent
 		}
-		return nil, axerr.Newf(axerr.CodeInternal, "the parameter gate has no schema for action %q: it is not from the enforced manifest", name)
+		return nil, 0, axerr.Newf(axerr.CodeInternal, "the parameter gate has no schema for action %q: it is not from the enforced manifest", name)
 	}
 	if ps.schema == nil {
-		return nil, nil
+		return nil, 0, nil
 	}
-	err := ps.schema.Validate(value)
-	if err == nil {
-		return nil, nil
+	if err := ps.schema.Validate(value); err != nil {
+		vs, omitted = violations(err, ps.doc, value, p.MaxViolations, "")
 	}
-	leaves := schemax.Flatten(err, ps.doc, value)
+	return vs, omitted, nil
+}
+
+// violations flattens a validation error into at most max violations
+// (0: errors.DefaultMaxViolations) and the count of the rest. code, when
+// set, replaces each keyword's own code.
+func violations(err error, doc, value any, max int, code axerr.Code) ([]axerr.Violation, int) {
+	if max < 1 {
+		max = axerr.DefaultMaxViolations
+	}
+	leaves, omitted := schemax.FlattenN(err, doc, value, max)
 	vs := make([]axerr.Violation, len(leaves))
 	for i, l := range leaves {
-		vs[i] = axerr.Violation{Path: l.Path, Message: l.Message, Keyword: l.Keyword, Code: axerr.CodeForKeyword(l.Keyword)}
+		c := code
+		if c == "" {
+			c = axerr.CodeForKeyword(l.Keyword)
+		}
+		vs[i] = axerr.Violation{Path: l.Path, Message: l.Message, Keyword: l.Keyword, Code: c}
 	}
-	return vs, nil
+	return vs, omitted
 }
 
 func suggestion(v axerr.Violation) string {

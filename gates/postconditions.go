@@ -10,7 +10,6 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v5"
 
 	axerr "github.com/axgate/axgate/errors"
-	"github.com/axgate/axgate/internal/schemax"
 	"github.com/axgate/axgate/manifest"
 	"github.com/axgate/axgate/middleware"
 )
@@ -52,6 +51,11 @@ type Postcondition struct {
 // A postcondition expression that cannot be evaluated counts as not holding.
 type Postconditions struct {
 	rules map[*manifest.Action]*postRule
+
+	// MaxViolations is how many output_schema violations a refusal lists;
+	// the others are counted (details.violations_omitted). 0 means
+	// errors.DefaultMaxViolations. Set it before the gate is used.
+	MaxViolations int
 }
 
 type postRule struct {
@@ -156,13 +160,12 @@ func (g *Postconditions) Check(ctx context.Context, call *middleware.Call, res m
 	}
 	if r.schema != nil {
 		if err := r.schema.Validate(value); err != nil {
-			leaves := schemax.Flatten(err, r.schemaDoc, value)
-			vs := make([]axerr.Violation, len(leaves))
-			for i, l := range leaves {
-				vs[i] = axerr.Violation{Path: l.Path, Message: l.Message, Keyword: l.Keyword, Code: axerr.CodePostconditionFailed}
-			}
+			vs, omitted := violations(err, r.schemaDoc, value, g.MaxViolations, axerr.CodePostconditionFailed)
 			e := postFailed(a, "the tool's result does not match its output_schema", ReasonOutputSchema).WithCause(err)
 			e.Violations = vs
+			if omitted > 0 {
+				e.With(axerr.DetailViolationsOmitted, omitted)
+			}
 			return e
 		}
 	}
