@@ -312,12 +312,15 @@ func (e *Enforcer) Decide(ctx context.Context, approver middleware.Principal, re
 	return token, expiresAt, err
 }
 
-// PendingApprovals lists the pending requests the approver may decide:
-// of the approver's tenant (requests without a tenant for an approver
-// without one), approvable by one of the approver's roles, not the
-// approver's own; oldest first.
-func (e *Enforcer) PendingApprovals(ctx context.Context, approver middleware.Principal) ([]gates.ApprovalRequest, error) {
-	return e.cfg.tokens.rt.approval.Pending(ctx, approver)
+// PendingApprovals lists, a page at a time, the pending requests the
+// approver may decide: of the approver's tenant (requests without a tenant
+// for an approver without one), approvable by one of the approver's roles,
+// not the approver's own; oldest first. cursor is "" for the first page,
+// else the next cursor of the page before; limit is at most
+// gates.MaxApprovalPage (gates.DefaultApprovalPage when 0). next is "" after
+// the last page; a page may be short while next is not.
+func (e *Enforcer) PendingApprovals(ctx context.Context, approver middleware.Principal, cursor string, limit int) (page []gates.ApprovalRequest, next string, err error) {
+	return e.cfg.tokens.rt.approval.Pending(ctx, approver, cursor, limit)
 }
 
 // ApprovalRequest returns one approval request, with the call's arguments,
