@@ -164,3 +164,40 @@ func TestApprovalFloodSparesOtherTenants(t *testing.T) {
 		}
 	})
 }
+
+// TestApprovalDecidedOnceConcurrently: 100 concurrent approvals of one
+// request by the same approver mint exactly one token; the others are 409
+// already_decided.
+func TestApprovalDecidedOnceConcurrently(t *testing.T) {
+	eachApprovalStore(t, func(t *testing.T, enf *axgate.Enforcer) {
+		alice := middleware.Principal{ID: "alice", Tenant: "acme", Roles: []string{"agent"}}
+		e, ok := axerr.As(quotaCall(enf, alice, "refund_issue", 5))
+		if !ok || e.Code != axerr.CodeApprovalMissing {
+			t.Fatalf("the call: %v", e)
+		}
+		id, _ := e.Details["approval_request_id"].(string)
+		boss := middleware.Principal{ID: "boss", Tenant: "acme", Roles: []string{"manager"}}
+		var minted, decided atomic.Int32
+		var start, done sync.WaitGroup
+		start.Add(1)
+		for range 100 {
+			done.Go(func() {
+				start.Wait()
+				tok, _, err := enf.Decide(context.Background(), boss, id, true, "")
+				switch {
+				case err == nil && tok != "":
+					minted.Add(1)
+				case axerr.Is(err, axerr.CodeAlreadyDecided):
+					decided.Add(1)
+				default:
+					t.Errorf("Decide: %v", err)
+				}
+			})
+		}
+		start.Done()
+		done.Wait()
+		if minted.Load() != 1 || decided.Load() != 99 {
+			t.Fatalf("%d tokens minted, %d refused as already decided; want 1 and 99", minted.Load(), decided.Load())
+		}
+	})
+}
