@@ -220,7 +220,7 @@ func TestRedisReplicasShareApprovals(t *testing.T) {
 		t.Fatalf("no approval_request_id in %v", details)
 	}
 
-	inbox, err := r.enf[1].PendingApprovals(ctx, replicaBob)
+	inbox, _, err := r.enf[1].PendingApprovals(ctx, replicaBob, "", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,7 +231,7 @@ func TestRedisReplicasShareApprovals(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Decide on the other replica: %v", err)
 	}
-	if inbox, err := r.enf[0].PendingApprovals(ctx, replicaBob); err != nil || len(inbox) != 0 {
+	if inbox, _, err := r.enf[0].PendingApprovals(ctx, replicaBob, "", 0); err != nil || len(inbox) != 0 {
 		t.Fatalf("the first replica still lists the decided request: %+v, %v", inbox, err)
 	}
 	req, err := r.enf[0].ApprovalRequest(ctx, replicaAlice, id)
@@ -349,7 +349,7 @@ func TestRedisOutageRefusesWith503(t *testing.T) {
 			mustRefuse(phase, i, "report_export", `{}`, middleware.Credentials{})
 			mustRefuse(phase, i, "refund_issue", `{"amount":5}`, middleware.Credentials{})
 		}
-		if _, err := r.enf[1].PendingApprovals(ctx, replicaBob); !axerr.Is(err, axerr.CodeStoreUnavailable) {
+		if _, _, err := r.enf[1].PendingApprovals(ctx, replicaBob, "", 0); !axerr.Is(err, axerr.CodeStoreUnavailable) {
 			t.Errorf("%s: PendingApprovals = %v, want %s", phase, err, axerr.CodeStoreUnavailable)
 		}
 		if n := r.tool.n.Load(); n != before {

@@ -44,6 +44,10 @@ type tokenConfig struct {
 	leeway        time.Duration
 	maxTokenBytes int
 	requestTTL    time.Duration
+	// approvalQuota and notifyPerMinute: see WithApprovalQuota and
+	// WithApprovalNotifications (0 keeps the gate's default).
+	approvalQuota   int
+	notifyPerMinute int
 
 	// errs are option errors reported by New.
 	errs []error
@@ -142,13 +146,15 @@ func WithTokenAlgorithms(algs ...string) Option {
 // memory, one process). Use a shared store with several replicas.
 func WithReplayStore(s gates.ReplayStore) Option { return func(c *config) { c.tokens.replay = s } }
 
-// WithApprovalStore sets where approval requests are kept (default: in
-// memory, one process).
+// WithApprovalStore sets where approval requests are kept (default: a
+// gates.MemoryApprovalStore for one process, at most
+// gates.DefaultApprovalRequests requests per tenant).
 func WithApprovalStore(s gates.ApprovalStore) Option {
 	return func(c *config) { c.tokens.approvals = s }
 }
 
-// WithNotifier is told of every new approval request.
+// WithNotifier is told of new approval requests: once per request, at most
+// WithApprovalNotifications per tenant and minute.
 func WithNotifier(n gates.Notifier) Option { return func(c *config) { c.tokens.notifier = n } }
 
 // WithConfirmationThreshold sets the risk level from which a call needs
@@ -184,6 +190,28 @@ func WithMaxTokenBytes(n int) Option { return func(c *config) { c.tokens.maxToke
 // (default 24 hours).
 func WithApprovalRequestTTL(d time.Duration) Option {
 	return func(c *config) { c.tokens.requestTTL = d }
+}
+
+// WithApprovalQuota sets how many pending approval requests one requester
+// (principal and tenant) may hold at once (default
+// gates.DefaultApprovalQuota, 20). A call that would open one more is
+// refused with 429 AXAG_RATE_LIMITED, reason approval_quota, and a
+// retry_after until the requester's oldest pending request expires; no
+// request is made and no one is notified. The same call while its request
+// is pending still finds that request. n < 0 lifts the quota; 0 keeps the
+// default.
+func WithApprovalQuota(n int) Option {
+	return func(c *config) { c.tokens.approvalQuota = n }
+}
+
+// WithApprovalNotifications caps the notifications of new approval requests
+// per tenant and minute, in each process (default
+// gates.DefaultNotificationsPerMinute, 60). The requests over the cap are
+// recorded but not notified; how many were held back is carried on the
+// tenant's next notification (gates.ApprovalRequest.Coalesced). n < 0 lifts
+// the cap; 0 keeps the default.
+func WithApprovalNotifications(perMinute int) Option {
+	return func(c *config) { c.tokens.notifyPerMinute = perMinute }
 }
 
 // tokenStages returns the confirmation and approval gates.
@@ -264,6 +292,7 @@ func (e *Enforcer) tokenStages() ([]middleware.Stage, error) {
 	appr, err := gates.NewApproval(gates.ApprovalConfig{
 		Verifier: av, Replay: replay, Store: store, Notifier: tc.notifier,
 		RequestTTL: tc.requestTTL, Issuer: issuer, TokenLifetime: tc.approvalLife,
+		Quota: tc.approvalQuota, NotificationsPerMinute: tc.notifyPerMinute,
 	})
 	if err != nil {
 		return nil, err
@@ -312,12 +341,15 @@ func (e *Enforcer) Decide(ctx context.Context, approver middleware.Principal, re
 	return token, expiresAt, err
 }
 
-// PendingApprovals lists the pending requests the approver may decide:
-// of the approver's tenant (requests without a tenant for an approver
-// without one), approvable by one of the approver's roles, not the
-// approver's own; oldest first.
-func (e *Enforcer) PendingApprovals(ctx context.Context, approver middleware.Principal) ([]gates.ApprovalRequest, error) {
-	return e.cfg.tokens.rt.approval.Pending(ctx, approver)
+// PendingApprovals lists, a page at a time, the pending requests the
+// approver may decide: of the approver's tenant (requests without a tenant
+// for an approver without one), approvable by one of the approver's roles,
+// not the approver's own; oldest first. cursor is "" for the first page,
+// else the next cursor of the page before; limit is at most
+// gates.MaxApprovalPage (gates.DefaultApprovalPage when 0). next is "" after
+// the last page; a page may be short while next is not.
+func (e *Enforcer) PendingApprovals(ctx context.Context, approver middleware.Principal, cursor string, limit int) (page []gates.ApprovalRequest, next string, err error) {
+	return e.cfg.tokens.rt.approval.Pending(ctx, approver, cursor, limit)
 }
 
 // ApprovalRequest returns one approval request, with the call's arguments,

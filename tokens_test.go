@@ -196,11 +196,11 @@ func TestApprovalEndToEnd(t *testing.T) {
 		t.Fatalf("details %v, notified %v", d, notified)
 	}
 
-	inbox, err := e.PendingApprovals(ctx, tokBob)
+	inbox, _, err := e.PendingApprovals(ctx, tokBob, "", 0)
 	if err != nil || len(inbox) != 1 || inbox[0].ID != id || string(inbox[0].Arguments) != args {
 		t.Fatalf("bob's inbox = %+v, %v", inbox, err)
 	}
-	if own, _ := e.PendingApprovals(ctx, tokAlice); len(own) != 0 {
+	if own, _, _ := e.PendingApprovals(ctx, tokAlice, "", 0); len(own) != 0 {
 		t.Fatal("the requester sees their own request in an approver's inbox")
 	}
 	if _, _, err := e.Decide(ctx, tokAlice, id, true, ""); err == nil {
@@ -273,10 +273,10 @@ type tokListingStore struct {
 	listed atomic.Int32
 }
 
-func (s *tokListingStore) List(ctx context.Context, f gates.ApprovalFilter) ([]gates.ApprovalRequest, error) {
-	out, err := s.MemoryApprovalStore.List(ctx, f)
+func (s *tokListingStore) List(ctx context.Context, f gates.ApprovalFilter, cursor string, limit int) ([]gates.ApprovalRequest, string, error) {
+	out, next, err := s.MemoryApprovalStore.List(ctx, f, cursor, limit)
 	s.listed.Add(int32(len(out)))
-	return out, err
+	return out, next, err
 }
 
 // TestPendingApprovalsWithoutTenant: an approver without a tenant sees the
@@ -292,7 +292,7 @@ func TestPendingApprovalsWithoutTenant(t *testing.T) {
 		tokRefusal(t, err, axerr.CodeApprovalMissing, 428)
 	}
 	nora := middleware.Principal{ID: "nora", Roles: []string{"finance"}}
-	inbox, err := e.PendingApprovals(ctx, nora)
+	inbox, _, err := e.PendingApprovals(ctx, nora, "", 0)
 	if err != nil || len(inbox) != 1 || inbox[0].Requester != "solo" || inbox[0].Tenant != "" {
 		t.Fatalf("inbox of an approver without a tenant: %+v, %v", inbox, err)
 	}

@@ -74,6 +74,9 @@ const (
 	CodeDuplicateInFlight Code = "AXGATE_DUPLICATE_IN_FLIGHT"
 	// CodeDuplicateCall: the same non-idempotent call was made moments ago.
 	CodeDuplicateCall Code = "AXGATE_DUPLICATE_CALL"
+	// CodeAlreadyDecided: an approver decides an approval request a second
+	// time.
+	CodeAlreadyDecided Code = "AXGATE_ALREADY_DECIDED"
 	// CodeToolFailed: the tool returned an error that is not an *Error.
 	CodeToolFailed Code = "AXGATE_TOOL_FAILED"
 	// CodePostconditionFailed: the tool ran but did not do what it promised.
@@ -119,6 +122,7 @@ var table = map[Code]codeInfo{
 	CodeIdempotencyKeyReused: {TypeConflict, http.StatusUnprocessableEntity, false, "Use a new idempotency key for different arguments."},
 	CodeDuplicateInFlight:    {TypeConflict, http.StatusConflict, true, "Wait for the first call to finish, then call again with the same key."},
 	CodeDuplicateCall:        {TypeConflict, http.StatusConflict, false, "This exact call was just made; do not repeat it unless the user asks."},
+	CodeAlreadyDecided:       {TypeConflict, http.StatusConflict, false, "Do not decide again; the first decision stands."},
 	CodeToolFailed:           {TypeExecution, http.StatusBadGateway, true, "The tool failed; try again later or report the failure."},
 	CodePostconditionFailed:  {TypePostcondition, http.StatusBadGateway, false, "The tool did not do what it promised; do not assume it succeeded."},
 	CodeStoreUnavailable:     {TypeUnavailable, http.StatusServiceUnavailable, true, "Try again shortly."},

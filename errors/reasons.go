@@ -34,6 +34,9 @@ const (
 	ReasonIdempotencyQuota Reason = "idempotency_quota"
 	// ReasonAlreadyDecided: this approver has decided this request already.
 	ReasonAlreadyDecided Reason = "already_decided"
+	// ReasonApprovalDenied: a denial of this call vetoes it for the
+	// approval tokens' maximum lifetime.
+	ReasonApprovalDenied Reason = "approval_denied"
 	// ReasonStoreBusy: the shared store is healthy but no connection was
 	// free in time.
 	ReasonStoreBusy Reason = "store_busy"

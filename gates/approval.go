@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	axerr "github.com/axgate/axgate/errors"
@@ -57,9 +58,26 @@ type ApprovalConfig struct {
 	// TokenLifetime is the lifetime of tokens Decide issues (default: the
 	// verifier's maximum, else DefaultApprovalLifetime).
 	TokenLifetime time.Duration
+	// Quota is how many pending requests one requester (principal and
+	// tenant) may hold (DefaultApprovalQuota when zero; negative: no
+	// quota). Over it a call that would open a new request is refused with
+	// AXAG_RATE_LIMITED, reason approval_quota.
+	Quota int
+	// NotificationsPerMinute caps the notifications of one tenant per
+	// minute, in this process (DefaultNotificationsPerMinute when zero;
+	// negative: no cap). The requests over it are not notified; their
+	// count is carried on the tenant's next notification
+	// (ApprovalRequest.Coalesced).
+	NotificationsPerMinute int
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
 }
+
+// Defaults of ApprovalConfig.
+const (
+	DefaultApprovalQuota          = 20
+	DefaultNotificationsPerMinute = 60
+)
 
 // Approval is the gate for approval_required actions: the call needs
 // approval_count valid approval tokens from distinct approvers, each holding
@@ -67,7 +85,11 @@ type ApprovalConfig struct {
 // When they are missing it records a pending approval request that approvers
 // decide with Decide.
 type Approval struct {
-	cfg ApprovalConfig
+	cfg    ApprovalConfig
+	notify notifyCap
+	// veto is how long a denial vetoes its call and voids earlier tokens:
+	// the longest lifetime of an approval token, with the clock leeway.
+	veto time.Duration
 }
 
 // NewApproval returns the approval gate.
@@ -93,7 +115,17 @@ func NewApproval(cfg ApprovalConfig) (*Approval, error) {
 	if cfg.Issuer.Now == nil {
 		cfg.Issuer.Now = cfg.Now
 	}
-	return &Approval{cfg: cfg}, nil
+	if cfg.Quota == 0 {
+		cfg.Quota = DefaultApprovalQuota
+	}
+	if cfg.NotificationsPerMinute == 0 {
+		cfg.NotificationsPerMinute = DefaultNotificationsPerMinute
+	}
+	veto := cfg.TokenLifetime
+	if v := cfg.Verifier; v != nil {
+		veto = max(veto, v.MaxLifetime()) + v.Leeway()
+	}
+	return &Approval{cfg: cfg, veto: veto, notify: notifyCap{perMinute: cfg.NotificationsPerMinute}}, nil
 }
 
 // Stage returns the gate as a chain stage.
@@ -169,7 +201,7 @@ func (g *Approval) intercept(ctx context.Context, call *middleware.Call, next mi
 			}
 		}
 		approvers = append(approvers, c.Subject)
-		accepted = append(accepted, acceptedToken{index: i, approver: c.Subject,
+		accepted = append(accepted, acceptedToken{index: i, approver: c.Subject, issued: c.IssuedAt.Time,
 			use: TokenUse{ID: key, Expires: g.cfg.Verifier.SpentUntil(c)}})
 	}
 
@@ -201,6 +233,11 @@ func (g *Approval) intercept(ctx context.Context, call *middleware.Call, next mi
 		uses[i] = pendingUse{use: t.use, index: t.index, refusal: &replayed}
 	}
 	ctx = spend(ctx, call, g.cfg.Replay, uses...)
+	// Registered after the spend: the request becomes executed once its
+	// tokens are spent, right before the tool runs.
+	call.OnCommit(func(ctx context.Context) error {
+		return g.executed(ctx, call, digest, reqID, need, accepted, rejected)
+	})
 	return next.Invoke(ctx, call)
 }
 
@@ -208,7 +245,94 @@ func (g *Approval) intercept(ctx context.Context, call *middleware.Call, next mi
 type acceptedToken struct {
 	index    int // among the presented tokens
 	approver string
+	issued   time.Time
 	use      TokenUse
+}
+
+// errNoChange ends an Update without writing.
+var errNoChange = errors.New("no change")
+
+// executed is the approval gate's commit: it moves the call's request to
+// executed, so that its remaining tokens no longer count, after checking
+// that the tokens are not void (issued before a denial of the call, or
+// before an earlier run on the request). A call whose tokens were minted
+// without a request (none is stored) has nothing to mark. A request that
+// lapsed or was cancelled is not marked (those states are final); its
+// tokens are single-use all the same.
+func (g *Approval) executed(ctx context.Context, call *middleware.Call, digest, reqID string, need int, accepted []acceptedToken, rejected []rejectedToken) error {
+	now := g.cfg.Now()
+	var refusal *axerr.Error
+	_, err := g.cfg.Store.Update(ctx, reqID, func(r *ApprovalRequest) error {
+		var void []int
+		counted := 0
+		for _, t := range accepted {
+			if !r.VoidBefore.IsZero() && t.issued.Unix() <= r.VoidBefore.Unix() {
+				void = append(void, t.index)
+				continue
+			}
+			counted++
+		}
+		if r.State == ApprovalDenied || counted < need {
+			refusal = g.voided(call, digest, reqID, need, accepted, rejected, void, r.State == ApprovalDenied)
+			return refusal
+		}
+		switch r.State {
+		case ApprovalPending, ApprovalApproved:
+		default:
+			return errNoChange
+		}
+		r.State = ApprovalExecuted
+		r.VoidBefore = now
+		if until := now.Add(g.veto); until.After(r.KeepUntil) {
+			r.KeepUntil = until
+		}
+		return nil
+	})
+	switch {
+	case err == nil, errors.Is(err, errNoChange), errors.Is(err, ErrNotFound):
+		return nil
+	case refusal != nil:
+		return refusal
+	}
+	return StoreUnavailable(call.Intent(), "the approval store", err)
+}
+
+// voided is the refusal of a call whose approval tokens are void at the
+// commit: AXAG_APPROVAL_INVALID, reason approval_denied, while a denial
+// vetoes the call; otherwise AXAG_APPROVAL_MISSING with the void tokens
+// (reason void: issued before the call last ran) among the rejected.
+func (g *Approval) voided(call *middleware.Call, digest, reqID string, need int, accepted []acceptedToken, rejected []rejectedToken, void []int, denied bool) *axerr.Error {
+	if denied {
+		return g.denied(call, reqID)
+	}
+	var approvers []string
+	for _, t := range accepted {
+		if !slices.Contains(void, t.index) {
+			approvers = append(approvers, t.approver)
+		}
+	}
+	call.Facts.Approvers = slices.Clone(approvers)
+	sort.Strings(call.Facts.Approvers)
+	all := slices.Clone(rejected)
+	for _, i := range void {
+		all = append(all, rejectedToken{Index: i, Reason: ReasonVoid})
+	}
+	slices.SortFunc(all, func(a, b rejectedToken) int { return a.Index - b.Index })
+	e := g.missingError(call, digest, reqID, need, approvers, all)
+	e.Message = "an approval token was issued before this call last ran on its approvals; ask for approval again"
+	return e
+}
+
+// denied is the refusal of a call a denial vetoes: 403
+// AXAG_APPROVAL_INVALID, reason approval_denied.
+func (g *Approval) denied(call *middleware.Call, reqID string) *axerr.Error {
+	e := axerr.New(axerr.CodeApprovalInvalid, "approval of this call was denied; the same call cannot be asked again for now").
+		WithIntent(call.Intent()).
+		WithReason(axerr.ReasonApprovalDenied).
+		With("approval_request_id", reqID).
+		With("request_state", string(ApprovalDenied))
+	e.Gate = StageApproval
+	return e
 }
 
 // replayed is AXAG_APPROVAL_MISSING for approval tokens found used at the
@@ -271,6 +395,11 @@ func (g *Approval) invalid(call *middleware.Call, reqID, reason, approver, msg s
 // missing records (or finds) the approval request, notifies approvers of a
 // new one, and returns AXAG_APPROVAL_MISSING. A check-only call records
 // nothing and notifies no one; it reports the state of an existing request.
+//
+// A new request is a side effect of the call: it is bounded by the
+// requester's quota (counted by the store, atomically with the create) and
+// charges the action's rate limit and cooldown, as a call that runs does. A
+// call a denial vetoes opens no request.
 func (g *Approval) missing(ctx context.Context, call *middleware.Call, digest, reqID string, need int, approvers []string, rejected []rejectedToken) error {
 	a, p := call.Action, call.Principal
 	var (
@@ -279,13 +408,13 @@ func (g *Approval) missing(ctx context.Context, call *middleware.Call, digest, r
 		err      error
 		notified *bool
 	)
+	now := g.cfg.Now()
 	if call.CheckOnly() {
 		req, err = g.cfg.Store.Get(ctx, reqID)
 		if errors.Is(err, ErrNotFound) {
 			req, err = ApprovalRequest{ID: reqID, State: "not_requested"}, nil
 		}
 	} else {
-		now := g.cfg.Now()
 		req, created, err = g.cfg.Store.Create(ctx, ApprovalRequest{
 			ID:         reqID,
 			Tool:       call.Tool,
@@ -299,14 +428,44 @@ func (g *Approval) missing(ctx context.Context, call *middleware.Call, digest, r
 			State:      ApprovalPending,
 			CreatedAt:  now,
 			ExpiresAt:  now.Add(g.cfg.RequestTTL),
-		})
+		}, max(g.cfg.Quota, 0))
+	}
+	var qe *ApprovalQuotaError
+	if errors.As(err, &qe) {
+		return g.overQuota(call, qe.RetryAfter)
 	}
 	if err != nil {
 		return StoreUnavailable(a.Intent, "the approval store", err)
 	}
-	if created && g.cfg.Notifier != nil {
-		ok := g.cfg.Notifier.ApprovalRequested(ctx, req) == nil
-		notified = &ok
+	if req.Vetoed(now) {
+		return g.denied(call, reqID)
+	}
+	if created {
+		if rc := pendingRateCharge(ctx, call); rc != nil {
+			if e := rc.take(ctx, 1); e != nil {
+				// The charge is refused: withdraw the request (a cancelled
+				// request is replaced when the call is asked again).
+				_, _ = g.cfg.Store.Update(ctx, reqID, func(r *ApprovalRequest) error {
+					if r.State != ApprovalPending {
+						return errNoChange
+					}
+					r.State = ApprovalCancelled
+					return nil
+				})
+				return e
+			}
+		}
+		if g.cfg.Notifier != nil {
+			if n, ok := g.notify.admit(req.Tenant, now); ok {
+				note := req
+				note.Coalesced = n
+				ok := g.cfg.Notifier.ApprovalRequested(ctx, note) == nil
+				notified = &ok
+			} else {
+				held := false
+				notified = &held
+			}
+		}
 	}
 	e := g.missingError(call, digest, reqID, need, approvers, rejected)
 	e.With("request_state", string(req.State))
@@ -320,8 +479,78 @@ func (g *Approval) missing(ctx context.Context, call *middleware.Call, digest, r
 		e.Message = "the approval request for this call expired"
 	case ApprovalCancelled:
 		e.Message = "the approval request for this call was cancelled"
+	case ApprovalExecuted:
+		e.Message = "the approval request for this call was used by a call that ran"
 	}
 	return e
+}
+
+// overQuota is the refusal of a call that would open a request beyond its
+// requester's quota: 429 AXAG_RATE_LIMITED, reason approval_quota, with
+// retry_after the time until the requester's oldest pending request expires.
+func (g *Approval) overQuota(call *middleware.Call, retryAfter time.Duration) *axerr.Error {
+	if retryAfter < time.Second {
+		retryAfter = time.Second
+	}
+	e := axerr.Newf(axerr.CodeRateLimited, "the caller already has %d approval requests pending; no new one is opened until one is decided or expires", g.cfg.Quota).
+		WithIntent(call.Intent()).
+		WithReason(axerr.ReasonApprovalQuota).
+		With("quota", g.cfg.Quota)
+	e.RetryAfter = retryAfter
+	e.Suggestion = fmt.Sprintf("Wait %d seconds, or until a pending approval request is decided, then call again.", e.RetryAfterSeconds())
+	e.Gate = StageApproval
+	return e
+}
+
+// notifyCap caps the notifications of each tenant per minute (a fixed
+// window), counting the ones held back.
+type notifyCap struct {
+	perMinute int
+	mu        sync.Mutex
+	tenants   map[string]*notifyWindow
+}
+
+type notifyWindow struct {
+	start      time.Time
+	sent, held int
+}
+
+// maxNotifyTenants bounds the windows kept; older ones are dropped first.
+const maxNotifyTenants = 10_000
+
+// admit reports whether a notification of tenant may go out now, and how
+// many were held back before it (to carry on it).
+func (c *notifyCap) admit(tenant string, now time.Time) (held int, ok bool) {
+	if c.perMinute < 0 {
+		return 0, true
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.tenants == nil {
+		c.tenants = make(map[string]*notifyWindow)
+	}
+	w := c.tenants[tenant]
+	if w == nil {
+		if len(c.tenants) >= maxNotifyTenants {
+			for k, o := range c.tenants {
+				if now.Sub(o.start) >= time.Minute && o.held == 0 {
+					delete(c.tenants, k)
+				}
+			}
+		}
+		w = &notifyWindow{start: now}
+		c.tenants[tenant] = w
+	}
+	if now.Sub(w.start) >= time.Minute {
+		w.start, w.sent = now, 0
+	}
+	if w.sent >= c.perMinute {
+		w.held++
+		return 0, false
+	}
+	w.sent++
+	held, w.held = w.held, 0
+	return held, true
 }
 
 func (g *Approval) missingError(call *middleware.Call, digest, reqID string, need int, approvers []string, rejected []rejectedToken) *axerr.Error {
@@ -352,11 +581,14 @@ func (g *Approval) missingError(call *middleware.Call, digest, reqID string, nee
 // Decide records an approver's decision on a pending request. The approver
 // must belong to its tenant (a request of another tenant reads as unknown:
 // AXAG_APPROVAL_INVALID with reason request_not_found), not be its requester
-// and hold one of its roles. An approval counts once per approver; the request becomes
-// approved when enough distinct approvers approved, denied at the first
-// denial. On approval it returns a signed approval token for the requester's
-// call (also when the approver approved before and asks again, for example
-// after losing the token). Refusals are *errors.Error values.
+// and hold one of its roles. Each approver decides a request once: a second
+// approval or denial by the same approver is refused (409
+// AXGATE_ALREADY_DECIDED, reason already_decided) and mints nothing. The
+// request becomes approved when enough distinct approvers approved, denied
+// at the first denial; a denial vetoes the call (no new request for it, and
+// approval tokens issued before it never count) for the tokens' maximum
+// lifetime. On approval it returns a signed approval token for the
+// requester's call. Refusals are *errors.Error values.
 func (g *Approval) Decide(ctx context.Context, approver middleware.Principal, requestID string, approve bool, reason string) (ApprovalRequest, string, time.Time, error) {
 	if approver.ID == "" {
 		return ApprovalRequest{}, "", time.Time{}, axerr.New(axerr.CodeUnauthenticated, "an approver must be authenticated")
@@ -374,28 +606,35 @@ func (g *Approval) Decide(ctx context.Context, approver middleware.Principal, re
 	if err := g.mayDecide(approver, req); err != nil {
 		return ApprovalRequest{}, "", time.Time{}, err
 	}
-	roles := approverRoles(approver, req)
-	if approve && req.State == ApprovalApproved && approvedBy(req, approver.ID) {
-		tok, exp, err := g.issue(approver.ID, roles, req)
-		return req, tok, exp, err
+	if decidedBy(req, approver.ID) {
+		return ApprovalRequest{}, "", time.Time{}, alreadyDecided(req)
 	}
+	roles := approverRoles(approver, req)
 	req, err = g.cfg.Store.Update(ctx, requestID, func(r *ApprovalRequest) error {
 		if err := g.mayDecide(approver, *r); err != nil {
 			return err
+		}
+		if decidedBy(*r, approver.ID) {
+			// A concurrent decision of the same approver won.
+			return alreadyDecided(*r)
 		}
 		if r.State != ApprovalPending {
 			return decideError("invalid_transition", r.ID, "the approval request is already "+string(r.State)).
 				With("state", string(r.State)).WithCause(ErrInvalidTransition)
 		}
-		if approve && approvedBy(*r, approver.ID) {
-			return nil // counted once
-		}
+		now := g.cfg.Now()
 		r.Decisions = append(r.Decisions, ApprovalDecision{
-			Approver: approver.ID, Roles: roles, Approve: approve, Reason: reason, At: g.cfg.Now(),
+			Approver: approver.ID, Roles: roles, Approve: approve, Reason: reason, At: now,
 		})
 		switch {
 		case !approve:
 			r.State = ApprovalDenied
+			// The veto: tokens approved before now no longer count, and
+			// the record (which refuses a new request) outlives them.
+			r.VoidBefore = now
+			if until := now.Add(g.veto); until.After(r.KeepUntil) {
+				r.KeepUntil = until
+			}
 		case distinctApprovals(*r) >= max(r.Count, 1):
 			r.State = ApprovalApproved
 		}
@@ -415,6 +654,15 @@ func (g *Approval) Decide(ctx context.Context, approver middleware.Principal, re
 	}
 	tok, exp, err := g.issue(approver.ID, roles, req)
 	return req, tok, exp, err
+}
+
+// alreadyDecided is the refusal of an approver's second decision: 409.
+func alreadyDecided(r ApprovalRequest) *axerr.Error {
+	return axerr.New(axerr.CodeAlreadyDecided, "you have decided this approval request already; a decision is made once").
+		WithIntent(r.Intent).
+		WithReason(axerr.ReasonAlreadyDecided).
+		With("approval_request_id", r.ID).
+		With("state", string(r.State))
 }
 
 func (g *Approval) issue(approver string, roles []string, req ApprovalRequest) (string, time.Time, error) {
@@ -464,8 +712,9 @@ func approverRoles(p middleware.Principal, req ApprovalRequest) []string {
 	return out
 }
 
-func approvedBy(r ApprovalRequest, id string) bool {
-	return slices.ContainsFunc(r.Decisions, func(d ApprovalDecision) bool { return d.Approve && d.Approver == id })
+// decidedBy reports whether id has decided r (approved or denied).
+func decidedBy(r ApprovalRequest, id string) bool {
+	return slices.ContainsFunc(r.Decisions, func(d ApprovalDecision) bool { return d.Approver == id })
 }
 
 func distinctApprovals(r ApprovalRequest) int {
@@ -478,17 +727,26 @@ func distinctApprovals(r ApprovalRequest) int {
 	return len(seen)
 }
 
-// Pending lists the pending requests the approver may decide, oldest first:
-// same tenant (for an approver without a tenant, requests without one), one
-// of the approver's roles, not the approver's own. The store is asked for
-// exactly that tenant, never for every tenant's requests.
-func (g *Approval) Pending(ctx context.Context, approver middleware.Principal) ([]ApprovalRequest, error) {
+// Pending lists, a page at a time, the pending requests the approver may
+// decide, oldest first: same tenant (for an approver without a tenant,
+// requests without one), one of the approver's roles, not the approver's
+// own. cursor is "" for the first page, else the next cursor of the page
+// before; limit is at most MaxApprovalPage (DefaultApprovalPage when 0 or
+// less). next is "" after the last page; a page may be short (even empty)
+// while next is not. The store is asked for exactly that tenant, never for
+// every tenant's requests. A cursor the store did not hand out is refused
+// with AXGATE_INVALID_ARGUMENTS (400).
+func (g *Approval) Pending(ctx context.Context, approver middleware.Principal, cursor string, limit int) (page []ApprovalRequest, next string, err error) {
 	if approver.ID == "" || len(approver.Roles) == 0 {
-		return []ApprovalRequest{}, nil
+		return []ApprovalRequest{}, "", nil
 	}
-	all, err := g.cfg.Store.List(ctx, ApprovalFilter{Tenant: approver.Tenant, Roles: slices.Clone(approver.Roles), State: ApprovalPending})
+	all, next, err := g.cfg.Store.List(ctx, ApprovalFilter{Tenant: approver.Tenant, Roles: slices.Clone(approver.Roles), State: ApprovalPending}, cursor, PageLimit(limit))
+	if errors.Is(err, ErrBadCursor) {
+		return nil, "", axerr.New(axerr.CodeInvalidArguments, "the cursor is not one this inbox handed out").
+			With("reason", "invalid_cursor").WithSuggestion("Start again without a cursor.")
+	}
 	if err != nil {
-		return nil, StoreUnavailable("", "the approval store", err)
+		return nil, "", StoreUnavailable("", "the approval store", err)
 	}
 	out := make([]ApprovalRequest, 0, len(all))
 	for _, r := range all {
@@ -496,7 +754,7 @@ func (g *Approval) Pending(ctx context.Context, approver middleware.Principal) (
 			out = append(out, r)
 		}
 	}
-	return out, nil
+	return out, next, nil
 }
 
 // Request returns the approval request with this id to viewer, who must be

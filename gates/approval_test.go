@@ -197,7 +197,7 @@ func TestApprovalCheckRecordsNothing(t *testing.T) {
 	if d["request_state"] != "not_requested" {
 		t.Errorf("request_state = %v, want not_requested", d["request_state"])
 	}
-	if list, _ := a.store.List(t.Context(), gates.ApprovalFilter{AnyTenant: true}); len(list) != 0 || a.notified.Load() != 0 {
+	if list, _, _ := a.store.List(t.Context(), gates.ApprovalFilter{AnyTenant: true}, "", 0); len(list) != 0 || a.notified.Load() != 0 {
 		t.Fatalf("Check recorded %d requests and notified %d times", len(list), a.notified.Load())
 	}
 }
@@ -279,30 +279,36 @@ func TestApprovalDecide(t *testing.T) {
 	// Inbox: bob and carol see it, alice (the requester) does not.
 	for who, want := range map[string]int{"bob": 1, "carol": 1, "alice": 0} {
 		pr := map[string]middleware.Principal{"bob": bob, "carol": carol, "alice": alice}[who]
-		list, err := a.gate.Pending(ctx, pr)
+		list, _, err := a.gate.Pending(ctx, pr, "", 0)
 		if err != nil || len(list) != want {
 			t.Errorf("Pending(%s) = %d requests, %v; want %d", who, len(list), err, want)
 		}
 	}
-	if list, _ := a.gate.Pending(ctx, p("frank", "globex", "finance")); len(list) != 0 {
+	if list, _, _ := a.gate.Pending(ctx, p("frank", "globex", "finance"), "", 0); len(list) != 0 {
 		t.Error("another tenant's approver sees the request")
 	}
 
-	// bob approves (1 of 2), twice: counted once.
+	// bob approves (1 of 2); a second decision of his is refused (409)
+	// and mints nothing.
 	req, bobTok, exp, err := a.gate.Decide(ctx, bob, id, true, "ok")
 	if err != nil || bobTok == "" || req.State != gates.ApprovalPending || exp.IsZero() {
 		t.Fatalf("bob's approval: state %s, token %v, err %v", req.State, bobTok != "", err)
 	}
-	req, _, _, err = a.gate.Decide(ctx, bob, id, true, "again")
-	if err != nil || len(req.Decisions) != 1 || req.State != gates.ApprovalPending {
-		t.Fatalf("bob again: %d decisions, state %s, %v", len(req.Decisions), req.State, err)
+	for _, approve := range []bool{true, false} {
+		_, tok, _, err := a.gate.Decide(ctx, bob, id, approve, "again")
+		if d := tkRefusal(t, err, axerr.CodeAlreadyDecided, 409); d["reason"] != string(axerr.ReasonAlreadyDecided) || tok != "" {
+			t.Fatalf("bob again (approve %v): token %q, %v", approve, tok, d)
+		}
+	}
+	if r, _ := a.gate.Request(ctx, bob, id); len(r.Decisions) != 1 || r.State != gates.ApprovalPending {
+		t.Fatalf("after bob's second decisions: %d decisions, state %s", len(r.Decisions), r.State)
 	}
 	// carol approves: 2 of 2, approved.
 	req, carolTok, _, err := a.gate.Decide(ctx, carol, id, true, "")
 	if err != nil || req.State != gates.ApprovalApproved {
 		t.Fatalf("carol's approval: state %s, %v", req.State, err)
 	}
-	if list, _ := a.gate.Pending(ctx, bob); len(list) != 0 {
+	if list, _, _ := a.gate.Pending(ctx, bob, "", 0); len(list) != 0 {
 		t.Error("an approved request is still in the inbox")
 	}
 	// The issued tokens let the call through.
@@ -316,9 +322,9 @@ func TestApprovalDecide(t *testing.T) {
 	if d := tkRefusal(t, err, axerr.CodeApprovalInvalid, 403); d["reason"] != "invalid_transition" {
 		t.Errorf("deciding an approved request: %v", d)
 	}
-	// ...but an approver who approved gets a fresh token.
-	if _, tok, _, err := a.gate.Decide(ctx, carol, id, true, ""); err != nil || tok == "" || tok == carolTok {
-		t.Errorf("re-issue for carol: %v", err)
+	// ...and an approver who approved gets no fresh token: 409.
+	if _, tok, _, err := a.gate.Decide(ctx, carol, id, true, ""); tok != "" || !axerr.Is(err, axerr.CodeAlreadyDecided) {
+		t.Errorf("carol again: token %q, %v; want 409 and no token", tok, err)
 	}
 }
 
@@ -336,13 +342,17 @@ func TestApprovalDenyAndCancel(t *testing.T) {
 		t.Fatalf("deny: %+v, token %q, %v", req, tok, err)
 	}
 	_, _, _, err = a.gate.Decide(ctx, bob, id, true, "changed my mind")
-	if d := tkRefusal(t, err, axerr.CodeApprovalInvalid, 403); d["reason"] != "invalid_transition" {
+	if d := tkRefusal(t, err, axerr.CodeAlreadyDecided, 409); d["reason"] != "already_decided" {
 		t.Fatalf("approve after deny: %v", d)
 	}
-	// The caller learns the request was denied.
+	_, _, _, err = a.gate.Decide(ctx, middleware.Principal{ID: "gina", Tenant: "acme", Roles: []string{"admin"}}, id, true, "")
+	if d := tkRefusal(t, err, axerr.CodeApprovalInvalid, 403); d["reason"] != "invalid_transition" {
+		t.Fatalf("another's approval after deny: %v", d)
+	}
+	// The caller learns the call was denied: the denial vetoes it.
 	err = a.run(ctx, a.call("vault.open", `{"vault":"v1"}`))
-	if d := tkRefusal(t, err, axerr.CodeApprovalMissing, 428); d["request_state"] != "denied" {
-		t.Errorf("request_state = %v, want denied", d["request_state"])
+	if d := tkRefusal(t, err, axerr.CodeApprovalInvalid, 403); d["reason"] != "approval_denied" || d["request_state"] != "denied" {
+		t.Errorf("call after the denial: %v", d)
 	}
 
 	id = request(`{"vault":"v2"}`)

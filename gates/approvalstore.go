@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -25,19 +27,22 @@ var ErrApprovalStoreFull = errors.New("approval store is full")
 
 // approvalTransitions is the state machine of approval requests, in the
 // style of the task state machine of the AXAG validation rules: a request is
-// decided once, and terminal states are final.
+// decided once, terminal states are final, and an approved request becomes
+// executed when its call runs.
 var approvalTransitions = map[ApprovalState][]ApprovalState{
-	ApprovalPending:   {ApprovalApproved, ApprovalDenied, ApprovalExpired, ApprovalCancelled},
-	ApprovalApproved:  {},
+	ApprovalPending:   {ApprovalApproved, ApprovalDenied, ApprovalExpired, ApprovalCancelled, ApprovalExecuted},
+	ApprovalApproved:  {ApprovalExecuted},
 	ApprovalDenied:    {},
 	ApprovalExpired:   {},
 	ApprovalCancelled: {},
+	ApprovalExecuted:  {},
 }
 
-// Terminal reports whether s is final.
+// Terminal reports whether s is decided for good: no decision changes it,
+// and at most the run of its call (executed, from approved) follows.
 func (s ApprovalState) Terminal() bool {
 	next, known := approvalTransitions[s]
-	return known && len(next) == 0
+	return known && (len(next) == 0 || slices.Equal(next, []ApprovalState{ApprovalExecuted}))
 }
 
 // ValidateTransition returns nil when a request may move from one state to
@@ -68,25 +73,35 @@ func ApprovalRequestID(intent, argsSHA256, requester, tenant string) string {
 	return "apr_" + middleware.DigestCanonical(doc)[:24] // the first 144 bits
 }
 
-// DefaultApprovalRequests bounds a MemoryApprovalStore by default.
+// DefaultApprovalRequests bounds the requests a MemoryApprovalStore holds
+// per tenant by default.
 const DefaultApprovalRequests = 100_000
 
 // MemoryApprovalStore is an ApprovalStore for one process. Every update is
 // checked against the state machine: a change the machine does not allow is
 // refused with ErrInvalidTransition and nothing is stored. A request past its
-// expiry reads as expired, and creating a request with its id replaces it (the
-// same call asked again after the old request lapsed).
+// expiry reads as expired, and creating a request with its id replaces it
+// when it is Replaceable (the same call asked again after the old request
+// lapsed, was cancelled or ran). Its capacity is per tenant: one tenant
+// filling its share never refuses another tenant's requests.
 type MemoryApprovalStore struct {
-	mu   sync.Mutex
-	max  int
-	now  func() time.Time
-	reqs map[string]*ApprovalRequest
+	mu  sync.Mutex
+	max int
+	now func() time.Time
+	// reqs by id; tenants: the ids of each tenant, for its capacity and
+	// its inbox; pending: the ids (and expiries) of each requester's
+	// pending requests, for the quota.
+	reqs    map[string]*ApprovalRequest
+	tenants map[string]map[string]struct{}
+	pending map[string]map[string]time.Time
 }
 
 // MemoryApprovalOptions tune a MemoryApprovalStore.
 type MemoryApprovalOptions struct {
-	// MaxRequests bounds the requests held (DefaultApprovalRequests when
-	// zero). Requests past their expiry are dropped to make room.
+	// MaxRequests bounds the requests held per tenant
+	// (DefaultApprovalRequests when zero). Requests past their retention
+	// are dropped to make room; a tenant at its bound gets
+	// ErrApprovalStoreFull, other tenants are unaffected.
 	MaxRequests int
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
@@ -100,11 +115,15 @@ func NewMemoryApprovalStore(o MemoryApprovalOptions) *MemoryApprovalStore {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &MemoryApprovalStore{max: o.MaxRequests, now: o.Now, reqs: make(map[string]*ApprovalRequest)}
+	return &MemoryApprovalStore{max: o.MaxRequests, now: o.Now, reqs: make(map[string]*ApprovalRequest),
+		tenants: make(map[string]map[string]struct{}), pending: make(map[string]map[string]time.Time)}
 }
 
+// requesterKey is the key of a requester's pending set.
+func requesterKey(r *ApprovalRequest) string { return StateKey("apr", r.Tenant, r.Requester) }
+
 // Create implements ApprovalStore. A new request must be pending.
-func (s *MemoryApprovalStore) Create(ctx context.Context, req ApprovalRequest) (ApprovalRequest, bool, error) {
+func (s *MemoryApprovalStore) Create(ctx context.Context, req ApprovalRequest, quota int) (ApprovalRequest, bool, error) {
 	if err := ctx.Err(); err != nil {
 		return ApprovalRequest{}, false, err
 	}
@@ -117,21 +136,52 @@ func (s *MemoryApprovalStore) Create(ctx context.Context, req ApprovalRequest) (
 	if req.State != ApprovalPending {
 		return ApprovalRequest{}, false, fmt.Errorf("%w: a new request must be pending, not %s", ErrInvalidTransition, req.State)
 	}
+	req.Coalesced = 0
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
-	if old, ok := s.reqs[req.ID]; ok && !lapsed(old, now) {
+	old, exists := s.reqs[req.ID]
+	if exists {
 		s.expireLocked(old, now)
-		return cloneRequest(old), false, nil
+		if !old.Replaceable(now) {
+			return cloneRequest(old), false, nil
+		}
+		req.Inherit(old)
 	}
-	if _, ok := s.reqs[req.ID]; !ok && len(s.reqs) >= s.max {
-		s.purgeLocked(now)
-		if len(s.reqs) >= s.max {
+	rk := requesterKey(&req)
+	if quota > 0 {
+		set := s.pending[rk]
+		oldest := time.Time{}
+		for id, exp := range set {
+			if r, ok := s.reqs[id]; !ok || r.State != ApprovalPending || lapsed(r, now) {
+				delete(set, id)
+				continue
+			}
+			if oldest.IsZero() || exp.Before(oldest) {
+				oldest = exp
+			}
+		}
+		if len(set) >= quota {
+			return ApprovalRequest{}, false, &ApprovalQuotaError{RetryAfter: oldest.Sub(now)}
+		}
+	}
+	ids := s.tenants[req.Tenant]
+	if !exists && len(ids) >= s.max {
+		s.purgeLocked(req.Tenant, now)
+		if len(s.tenants[req.Tenant]) >= s.max {
 			return ApprovalRequest{}, false, ErrApprovalStoreFull
 		}
 	}
 	stored := cloneRequest(&req)
 	s.reqs[req.ID] = &stored
+	if s.tenants[req.Tenant] == nil {
+		s.tenants[req.Tenant] = make(map[string]struct{})
+	}
+	s.tenants[req.Tenant][req.ID] = struct{}{}
+	if s.pending[rk] == nil {
+		s.pending[rk] = make(map[string]time.Time)
+	}
+	s.pending[rk][req.ID] = req.ExpiresAt
 	return cloneRequest(&stored), true, nil
 }
 
@@ -151,8 +201,8 @@ func (s *MemoryApprovalStore) Get(ctx context.Context, id string) (ApprovalReque
 }
 
 // Update implements ApprovalStore. fn works on a copy; the copy is stored
-// only if fn succeeds, keeps the id, and changes the state (if at all) as
-// the state machine allows.
+// only if fn succeeds, keeps the id and tenant, and changes the state (if at
+// all) as the state machine allows.
 func (s *MemoryApprovalStore) Update(ctx context.Context, id string, fn func(*ApprovalRequest) error) (ApprovalRequest, error) {
 	if err := ctx.Err(); err != nil {
 		return ApprovalRequest{}, err
@@ -168,8 +218,8 @@ func (s *MemoryApprovalStore) Update(ctx context.Context, id string, fn func(*Ap
 	if err := fn(&work); err != nil {
 		return ApprovalRequest{}, err
 	}
-	if work.ID != r.ID {
-		return ApprovalRequest{}, errors.New("an update must not change the request id")
+	if work.ID != r.ID || work.Tenant != r.Tenant || work.Requester != r.Requester {
+		return ApprovalRequest{}, errors.New("an update must not change the request id, tenant or requester")
 	}
 	if work.State != r.State {
 		if err := ValidateTransition(r.State, work.State); err != nil {
@@ -178,26 +228,60 @@ func (s *MemoryApprovalStore) Update(ctx context.Context, id string, fn func(*Ap
 	} else if r.State.Terminal() {
 		return ApprovalRequest{}, fmt.Errorf("%w: the request is already %s", ErrInvalidTransition, r.State)
 	}
+	work.Coalesced = 0
 	stored := cloneRequest(&work)
 	s.reqs[id] = &stored
+	if stored.State != ApprovalPending {
+		delete(s.pending[requesterKey(&stored)], id)
+	}
 	return cloneRequest(&stored), nil
 }
 
-// List implements ApprovalStore: requests matching f, oldest first.
-func (s *MemoryApprovalStore) List(ctx context.Context, f ApprovalFilter) ([]ApprovalRequest, error) {
+// List implements ApprovalStore: requests matching f, oldest first, a page
+// at a time. The cursor is the position (creation time, id) of the last
+// request of the previous page.
+func (s *MemoryApprovalStore) List(ctx context.Context, f ApprovalFilter, cursor string, limit int) ([]ApprovalRequest, string, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return nil, "", err
+	}
+	limit = PageLimit(limit)
+	var (
+		afterNanos int64
+		afterID    string
+	)
+	if cursor != "" {
+		n, id, ok := strings.Cut(cursor, "|")
+		v, err := strconv.ParseInt(n, 10, 64)
+		if !ok || err != nil {
+			return nil, "", fmt.Errorf("%w: %q", ErrBadCursor, cursor)
+		}
+		afterNanos, afterID = v, id
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
-	var out []ApprovalRequest
-	for _, r := range s.reqs {
+	var out []*ApprovalRequest
+	visit := func(r *ApprovalRequest) {
 		s.expireLocked(r, now)
 		if !f.Matches(r) {
-			continue
+			return
 		}
-		out = append(out, cloneRequest(r))
+		if cursor != "" {
+			n := r.CreatedAt.UnixNano()
+			if n < afterNanos || (n == afterNanos && r.ID <= afterID) {
+				return
+			}
+		}
+		out = append(out, r)
+	}
+	if f.Tenant == "" && f.AnyTenant {
+		for _, r := range s.reqs {
+			visit(r)
+		}
+	} else {
+		for id := range s.tenants[f.Tenant] {
+			visit(s.reqs[id])
+		}
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if !out[i].CreatedAt.Equal(out[j].CreatedAt) {
@@ -205,13 +289,24 @@ func (s *MemoryApprovalStore) List(ctx context.Context, f ApprovalFilter) ([]App
 		}
 		return out[i].ID < out[j].ID
 	})
-	return out, nil
+	next := ""
+	if len(out) > limit {
+		out = out[:limit]
+		last := out[limit-1]
+		next = strconv.FormatInt(last.CreatedAt.UnixNano(), 10) + "|" + last.ID
+	}
+	page := make([]ApprovalRequest, len(out))
+	for i, r := range out {
+		page[i] = cloneRequest(r)
+	}
+	return page, next, nil
 }
 
 // expireLocked moves a pending request past its expiry to expired.
 func (s *MemoryApprovalStore) expireLocked(r *ApprovalRequest, now time.Time) {
 	if r.State == ApprovalPending && !r.ExpiresAt.IsZero() && !now.Before(r.ExpiresAt) {
 		r.State = ApprovalExpired
+		delete(s.pending[requesterKey(r)], r.ID)
 	}
 }
 
@@ -221,10 +316,21 @@ func lapsed(r *ApprovalRequest, now time.Time) bool {
 	return !r.ExpiresAt.IsZero() && !now.Before(r.ExpiresAt)
 }
 
-func (s *MemoryApprovalStore) purgeLocked(now time.Time) {
-	for id, r := range s.reqs {
-		if lapsed(r, now) {
+// purgeLocked drops the tenant's requests past their retention (expiry, or
+// KeepUntil when later: a denial's veto and a void outlive the request).
+func (s *MemoryApprovalStore) purgeLocked(tenant string, now time.Time) {
+	ids := s.tenants[tenant]
+	for id := range ids {
+		r := s.reqs[id]
+		if end := r.Retained(); !end.IsZero() && !now.Before(end) {
+			delete(ids, id)
 			delete(s.reqs, id)
+			if set := s.pending[requesterKey(r)]; set != nil {
+				delete(set, id)
+				if len(set) == 0 {
+					delete(s.pending, requesterKey(r))
+				}
+			}
 		}
 	}
 }

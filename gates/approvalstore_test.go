@@ -17,14 +17,17 @@ func TestMemoryApprovalStoreContract(t *testing.T) {
 }
 
 // TestApprovalStateMachine checks every pair of states against the table:
-// pending → approved | denied | expired | cancelled, terminal states final.
+// pending → approved | denied | expired | cancelled | executed, approved →
+// executed, terminal states final.
 func TestApprovalStateMachine(t *testing.T) {
-	states := []gates.ApprovalState{gates.ApprovalPending, gates.ApprovalApproved, gates.ApprovalDenied, gates.ApprovalExpired, gates.ApprovalCancelled}
+	states := []gates.ApprovalState{gates.ApprovalPending, gates.ApprovalApproved, gates.ApprovalDenied, gates.ApprovalExpired, gates.ApprovalCancelled, gates.ApprovalExecuted}
 	valid := map[[2]gates.ApprovalState]bool{
 		{gates.ApprovalPending, gates.ApprovalApproved}:  true,
 		{gates.ApprovalPending, gates.ApprovalDenied}:    true,
 		{gates.ApprovalPending, gates.ApprovalExpired}:   true,
 		{gates.ApprovalPending, gates.ApprovalCancelled}: true,
+		{gates.ApprovalPending, gates.ApprovalExecuted}:  true,
+		{gates.ApprovalApproved, gates.ApprovalExecuted}: true,
 	}
 	for _, from := range states {
 		if got, want := from.Terminal(), from != gates.ApprovalPending; got != want {
@@ -59,7 +62,7 @@ func TestMemoryApprovalStoreEnforcesTransitions(t *testing.T) {
 	ctx := t.Context()
 	mk := func(id string) gates.ApprovalRequest {
 		r, created, err := s.Create(ctx, gates.ApprovalRequest{ID: id, Intent: "payout.send", Requester: "alice", Roles: []string{"finance"}, Count: 1,
-			State: gates.ApprovalPending, CreatedAt: clock.now, ExpiresAt: clock.now.Add(time.Hour)})
+			State: gates.ApprovalPending, CreatedAt: clock.now, ExpiresAt: clock.now.Add(time.Hour)}, 0)
 		if err != nil || !created {
 			t.Fatalf("Create(%s) = %v, %v", id, created, err)
 		}
@@ -87,7 +90,7 @@ func TestMemoryApprovalStoreEnforcesTransitions(t *testing.T) {
 	}
 
 	// A new request must start pending.
-	if _, _, err := s.Create(ctx, gates.ApprovalRequest{ID: "born-approved", State: gates.ApprovalApproved}); !errors.Is(err, gates.ErrInvalidTransition) {
+	if _, _, err := s.Create(ctx, gates.ApprovalRequest{ID: "born-approved", State: gates.ApprovalApproved}, 0); !errors.Is(err, gates.ErrInvalidTransition) {
 		t.Errorf("Create(approved) = %v, want ErrInvalidTransition", err)
 	}
 	// An update must not change the id.
@@ -106,7 +109,7 @@ func TestMemoryApprovalStoreEnforcesTransitions(t *testing.T) {
 	if _, err := s.Update(ctx, "late", set(gates.ApprovalApproved)); !errors.Is(err, gates.ErrInvalidTransition) {
 		t.Errorf("approving an expired request = %v, want ErrInvalidTransition", err)
 	}
-	if list, _ := s.List(ctx, gates.ApprovalFilter{State: gates.ApprovalPending}); len(list) != 0 {
+	if list, _, _ := s.List(ctx, gates.ApprovalFilter{State: gates.ApprovalPending}, "", 0); len(list) != 0 {
 		t.Errorf("expired requests listed as pending: %v", list)
 	}
 	again := mk("late")
@@ -120,7 +123,7 @@ func TestMemoryApprovalStoreBounded(t *testing.T) {
 	s := gates.NewMemoryApprovalStore(gates.MemoryApprovalOptions{MaxRequests: 2, Now: clock.Now})
 	ctx := t.Context()
 	create := func(id string) error {
-		_, _, err := s.Create(ctx, gates.ApprovalRequest{ID: id, State: gates.ApprovalPending, CreatedAt: clock.now, ExpiresAt: clock.now.Add(time.Minute)})
+		_, _, err := s.Create(ctx, gates.ApprovalRequest{ID: id, State: gates.ApprovalPending, CreatedAt: clock.now, ExpiresAt: clock.now.Add(time.Minute)}, 0)
 		return err
 	}
 	for _, id := range []string{"a", "b"} {

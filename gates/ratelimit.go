@@ -67,9 +67,26 @@ func RateLimit(l Limiter) middleware.Stage {
 		}
 		if !call.CheckOnly() {
 			call.OnCommit(rc.charge)
+			// A later gate whose refusal is itself a side effect (the
+			// approval gate opening a request) charges the call there.
+			rc.call = call
+			ctx = context.WithValue(ctx, rateChargeKey{}, rc)
 		}
 		return next.Invoke(ctx, call)
 	}}
+}
+
+// rateChargeKey is the context key of the call's pending rateCharge.
+type rateChargeKey struct{}
+
+// pendingRateCharge returns the rate charge the rate stage left for call in
+// ctx, or nil (no limit declared, the stage left out, another call).
+func pendingRateCharge(ctx context.Context, call *middleware.Call) *rateCharge {
+	rc, _ := ctx.Value(rateChargeKey{}).(*rateCharge)
+	if rc == nil || rc.call != call {
+		return nil
+	}
+	return rc
 }
 
 // rateLimited reports whether a declares a rate limit or a cooldown (true
@@ -81,6 +98,7 @@ func rateLimited(a *manifest.Action) bool {
 // rateCharge is one call's counters: its cooldown and its rate limit, as
 // far as the action declares them.
 type rateCharge struct {
+	call   *middleware.Call
 	l      Limiter
 	action *manifest.Action
 	keys   [2]LimitKey

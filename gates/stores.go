@@ -129,14 +129,18 @@ type IdempotencyStore interface {
 // ApprovalState is the state of an approval request.
 type ApprovalState string
 
-// Approval states: pending → approved | denied | expired | cancelled; the
-// last four are terminal.
+// Approval states: pending → approved | denied | expired | cancelled |
+// executed, approved → executed; denied, expired, cancelled and executed are
+// terminal.
 const (
 	ApprovalPending   ApprovalState = "pending"
 	ApprovalApproved  ApprovalState = "approved"
 	ApprovalDenied    ApprovalState = "denied"
 	ApprovalExpired   ApprovalState = "expired"
 	ApprovalCancelled ApprovalState = "cancelled"
+	// ApprovalExecuted: the call ran on the request's approvals (the
+	// commit spent its tokens). The request's other tokens no longer count.
+	ApprovalExecuted ApprovalState = "executed"
 )
 
 // ApprovalDecision is one approver's answer.
@@ -165,6 +169,95 @@ type ApprovalRequest struct {
 	CreatedAt  time.Time          `json:"created_at"`
 	ExpiresAt  time.Time          `json:"expires_at"`
 	Decisions  []ApprovalDecision `json:"decisions,omitempty"`
+	// VoidBefore: approval tokens for this call issued (iat) at or before
+	// this second never count. A denial sets it (the denial's veto) and so
+	// does the run of the call (the request's remaining tokens).
+	VoidBefore time.Time `json:"void_before,omitzero"`
+	// KeepUntil: the store keeps the request at least until then (the
+	// longest lifetime of a token VoidBefore voids), so that a lapsed
+	// request still voids them; until then a denied request is not
+	// replaced by a new one (the veto).
+	KeepUntil time.Time `json:"keep_until,omitzero"`
+	// Coalesced is set only on the request handed to a Notifier: how many
+	// notifications of the tenant were held back since the last one sent,
+	// because of the per-tenant cap. Stores never see it.
+	Coalesced int `json:"coalesced_notifications,omitempty"`
+}
+
+// Vetoed reports whether r is a denial that still vetoes its call at now:
+// no new request for the same call is opened.
+func (r *ApprovalRequest) Vetoed(now time.Time) bool {
+	return r.State == ApprovalDenied && now.Before(r.KeepUntil)
+}
+
+// Replaceable reports whether a new request for the same call (same id) may
+// replace r at now: r lapsed, was cancelled or executed, and is no veto.
+// The new request inherits r's VoidBefore and KeepUntil (Inherit).
+func (r *ApprovalRequest) Replaceable(now time.Time) bool {
+	if r.Vetoed(now) {
+		return false
+	}
+	lapsed := !r.ExpiresAt.IsZero() && !now.Before(r.ExpiresAt)
+	return lapsed || r.State == ApprovalCancelled || r.State == ApprovalExecuted
+}
+
+// Inherit carries the void of old over to r, which replaces it.
+func (r *ApprovalRequest) Inherit(old *ApprovalRequest) {
+	if old.VoidBefore.After(r.VoidBefore) {
+		r.VoidBefore = old.VoidBefore
+	}
+	if old.KeepUntil.After(r.KeepUntil) {
+		r.KeepUntil = old.KeepUntil
+	}
+}
+
+// Retained is how long a store keeps r at least: until it expires, or until
+// KeepUntil when later.
+func (r *ApprovalRequest) Retained() time.Time {
+	if r.KeepUntil.After(r.ExpiresAt) {
+		return r.KeepUntil
+	}
+	return r.ExpiresAt
+}
+
+// ErrApprovalQuota is matched (errors.Is) by the *ApprovalQuotaError a store
+// returns from Create when the requester holds as many pending requests as
+// the quota allows.
+var ErrApprovalQuota = errors.New("approval request quota reached")
+
+// ApprovalQuotaError is Create's refusal over the quota.
+type ApprovalQuotaError struct {
+	// RetryAfter is the time until the requester's oldest pending request
+	// expires (and frees a place).
+	RetryAfter time.Duration
+}
+
+func (e *ApprovalQuotaError) Error() string { return ErrApprovalQuota.Error() }
+
+// Is matches ErrApprovalQuota.
+func (e *ApprovalQuotaError) Is(target error) bool { return target == ErrApprovalQuota }
+
+// ErrBadCursor is wrapped by the error of List for a cursor it did not
+// hand out.
+var ErrBadCursor = errors.New("invalid cursor")
+
+// MaxApprovalPage bounds the requests one List call returns;
+// DefaultApprovalPage is the page size when none is asked for.
+const (
+	MaxApprovalPage     = 100
+	DefaultApprovalPage = 50
+)
+
+// PageLimit clamps a requested page size to 1..MaxApprovalPage, 0 or less
+// meaning DefaultApprovalPage.
+func PageLimit(limit int) int {
+	switch {
+	case limit <= 0:
+		return DefaultApprovalPage
+	case limit > MaxApprovalPage:
+		return MaxApprovalPage
+	}
+	return limit
 }
 
 // ApprovalFilter selects requests for an approver's inbox.
@@ -197,17 +290,28 @@ func (f ApprovalFilter) Matches(r *ApprovalRequest) bool {
 
 // ApprovalStore keeps approval requests and their state.
 type ApprovalStore interface {
-	// Create stores req unless a request with its ID exists; it returns the
-	// stored request and whether it was created now.
-	Create(ctx context.Context, req ApprovalRequest) (ApprovalRequest, bool, error)
+	// Create stores req unless a request with its ID exists that is not
+	// Replaceable; it returns the stored request and whether it was created
+	// now. A replaced request passes its void on (Inherit). With quota > 0,
+	// a new request is created only while its requester (Requester and
+	// Tenant) holds fewer than quota pending requests, counted atomically
+	// with the create; otherwise Create returns an *ApprovalQuotaError and
+	// stores nothing. The existing request of the same call is returned
+	// whatever the quota.
+	Create(ctx context.Context, req ApprovalRequest, quota int) (ApprovalRequest, bool, error)
 	// Get returns the request, or ErrNotFound.
 	Get(ctx context.Context, id string) (ApprovalRequest, error)
 	// Update applies fn to the request atomically (no other update interleaves)
 	// and stores the result; an error from fn aborts the update and is
 	// returned as is.
 	Update(ctx context.Context, id string, fn func(*ApprovalRequest) error) (ApprovalRequest, error)
-	// List returns the requests that match the filter, oldest first.
-	List(ctx context.Context, f ApprovalFilter) ([]ApprovalRequest, error)
+	// List returns up to limit (PageLimit) requests that match the filter,
+	// oldest first, after cursor ("" for the first page), and the cursor of
+	// the next page ("" at the end). A page may be shorter than limit while
+	// next is not "": a store bounds the work of one call. Pending requests
+	// past their expiry met on the way leave the store's index. A cursor
+	// the store did not hand out is an error wrapping ErrBadCursor.
+	List(ctx context.Context, f ApprovalFilter, cursor string, limit int) (page []ApprovalRequest, next string, err error)
 }
 
 // StateKey builds a store key from a kind and parts. Each part is written

@@ -81,6 +81,9 @@ const (
 	ReasonOtherIntent    TokenReason = "bound_to_other_intent"
 	ReasonOtherCaller    TokenReason = "bound_to_other_caller"
 	ReasonOtherTenant    TokenReason = "bound_to_other_tenant"
+	// ReasonVoid: an approval token issued before a denial of its call,
+	// or before its call last ran on the approval request.
+	ReasonVoid TokenReason = "void"
 )
 
 var reasonText = map[TokenReason]string{
@@ -103,6 +106,7 @@ var reasonText = map[TokenReason]string{
 	ReasonOtherIntent:    "was issued for another action",
 	ReasonOtherCaller:    "was issued for another caller",
 	ReasonOtherTenant:    "was issued for another tenant",
+	ReasonVoid:           "was issued before a denial or an earlier run of the call",
 }
 
 // Describe returns the reason as the end of a sentence ("has expired").

@@ -5,8 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"mime"
 	"net/http"
+	"strconv"
 	"time"
 
 	"go.opentelemetry.io/otel/propagation"
@@ -22,11 +24,17 @@ import (
 //	POST /confirmations   {"tool","arguments"} → {"token","expires_at"}
 //	                      a confirmation token for exactly that call, for the
 //	                      authenticated person (who is the agent's principal)
-//	GET  /approvals       {"approvals":[…]}: the pending requests the
-//	                      authenticated approver may decide
+//	GET  /approvals?limit=&cursor=
+//	                      {"approvals":[…],"next_cursor"}: a page of the
+//	                      pending requests the authenticated approver may
+//	                      decide, oldest first (limit at most 100, default
+//	                      50); next_cursor, when present, fetches the next
+//	                      page
 //	POST /approvals/{id}  {"approve":bool,"reason"} →
 //	                      {"id","approved":true,"token","expires_at"} or
-//	                      {"id","approved":false}
+//	                      {"id","approved":false}; an approver decides a
+//	                      request once: a second decision is 409
+//	                      AXGATE_ALREADY_DECIDED (reason already_decided)
 //
 // These endpoints mint tokens, so they must be reachable only by people:
 // mount the handler on the UI backend, never on the API agents call, and
@@ -101,6 +109,14 @@ func (h *humanHandler) confirm(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, TokenResponse{Token: tok, ExpiresAt: &exp})
 }
 
+// PendingResponse is the answer of GET /approvals: one page of the inbox.
+type PendingResponse struct {
+	Approvals []gates.ApprovalRequest `json:"approvals"`
+	// NextCursor, when set, is the cursor query parameter of the next
+	// page; a page may be short (even empty) while it is set.
+	NextCursor string `json:"next_cursor,omitempty"`
+}
+
 func (h *humanHandler) pending(w http.ResponseWriter, r *http.Request) {
 	ctx := h.cfg.propagator.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
 	p, err := h.cfg.authenticate(r)
@@ -108,7 +124,18 @@ func (h *humanHandler) pending(w http.ResponseWriter, r *http.Request) {
 		h.cfg.writeError(ctx, w, err)
 		return
 	}
-	list, err := h.enf.PendingApprovals(ctx, p)
+	q := r.URL.Query()
+	limit := 0
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > gates.MaxApprovalPage {
+			h.cfg.writeError(ctx, w, badRequest(fmt.Sprintf("limit must be a whole number from 1 to %d", gates.MaxApprovalPage)).
+				With("reason", "invalid_limit"))
+			return
+		}
+		limit = n
+	}
+	list, next, err := h.enf.PendingApprovals(ctx, p, q.Get("cursor"), limit)
 	if err != nil {
 		h.cfg.writeError(ctx, w, err)
 		return
@@ -116,9 +143,7 @@ func (h *humanHandler) pending(w http.ResponseWriter, r *http.Request) {
 	if list == nil {
 		list = []gates.ApprovalRequest{}
 	}
-	writeJSON(w, http.StatusOK, struct {
-		Approvals []gates.ApprovalRequest `json:"approvals"`
-	}{list})
+	writeJSON(w, http.StatusOK, PendingResponse{Approvals: list, NextCursor: next})
 }
 
 func (h *humanHandler) decide(w http.ResponseWriter, r *http.Request) {

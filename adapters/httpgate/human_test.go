@@ -1,7 +1,13 @@
 package httpgate_test
 
 import (
+	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"slices"
 	"strings"
 	"testing"
 
@@ -132,5 +138,122 @@ func TestHumanEndpointsRefuseNonJSONMediaTypes(t *testing.T) {
 	// Parameters are fine.
 	if r := do(t, human, "POST", "/confirmations", body, "X-Test-User", "u1", "Content-Type", "application/json; charset=utf-8"); r.status != 200 {
 		t.Fatalf("%d %s", r.status, r.raw)
+	}
+}
+
+// live serves h on a real listener and returns a function making requests
+// to it.
+func live(t *testing.T, h http.Handler) func(method, path, body string, header ...string) (int, map[string]any) {
+	t.Helper()
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return func(method, path, body string, header ...string) (int, map[string]any) {
+		t.Helper()
+		var rd io.Reader
+		if body != "" {
+			rd = strings.NewReader(body)
+		}
+		req, err := http.NewRequestWithContext(t.Context(), method, srv.URL+path, rd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i+1 < len(header); i += 2 {
+			req.Header.Set(header[i], header[i+1])
+		}
+		res, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		var out map[string]any
+		if err := json.NewDecoder(res.Body).Decode(&out); err != nil {
+			t.Fatalf("%s %s: %v", method, path, err)
+		}
+		return res.StatusCode, out
+	}
+}
+
+// TestHumanApprovalDecidedOnce is the regression of the stretched
+// approval: each re-approval by the same approver minted a fresh token, and
+// one recorded approval ran a refund three times. Now the second and third
+// decisions are 409 already_decided and mint nothing, and the refund runs
+// once.
+func TestHumanApprovalDecidedOnce(t *testing.T) {
+	tools, human, tool := humanSetup(t)
+	callTool, decide := live(t, tools), live(t, human)
+	const args = `{"order_id":"o-7","amount":30}`
+	status, body := callTool("POST", "/tools/refund_issue/call", args, "X-Test-User", "u1")
+	details, _ := body["error"].(map[string]any)["details"].(map[string]any)
+	id, _ := details["approval_request_id"].(string)
+	if status != http.StatusPreconditionRequired || id == "" {
+		t.Fatalf("%d %v", status, body)
+	}
+	var tokens []string
+	for i := range 3 {
+		status, body := decide("POST", "/approvals/"+id, `{"approve":true}`, "Content-Type", "application/json", "X-Test-User", "boss", "X-Test-Roles", "finance")
+		if tok, _ := body["token"].(string); tok != "" {
+			tokens = append(tokens, tok)
+		}
+		if i == 0 {
+			if status != http.StatusOK {
+				t.Fatalf("first approval: %d %v", status, body)
+			}
+			continue
+		}
+		e, _ := body["error"].(map[string]any)
+		d, _ := e["details"].(map[string]any)
+		if status != http.StatusConflict || e["code"] != string(axerr.CodeAlreadyDecided) || d["reason"] != string(axerr.ReasonAlreadyDecided) {
+			t.Errorf("approval %d by the same approver: %d %v; want 409 already_decided", i+1, status, body)
+		}
+	}
+	// A denial by the same approver is a second decision too.
+	if status, _ := decide("POST", "/approvals/"+id, `{"approve":false}`, "Content-Type", "application/json", "X-Test-User", "boss", "X-Test-Roles", "finance"); status != http.StatusConflict {
+		t.Errorf("denial after approval by the same approver: %d", status)
+	}
+	for _, tok := range tokens {
+		callTool("POST", "/tools/refund_issue/call", args, "X-Test-User", "u1", "X-AXAG-Approval", tok)
+	}
+	if len(tokens) != 1 || tool.calls.Load() != 1 {
+		t.Fatalf("%d tokens minted, the refund ran %d times; want 1 and 1", len(tokens), tool.calls.Load())
+	}
+}
+
+// TestHumanApprovalInboxPages: GET /approvals?limit=&cursor= reads the
+// inbox a page at a time, oldest first, with next_cursor.
+func TestHumanApprovalInboxPages(t *testing.T) {
+	tools, human, _ := humanSetup(t)
+	callTool, inbox := live(t, tools), live(t, human)
+	var want []string
+	for i := range 5 {
+		_, body := callTool("POST", "/tools/refund_issue/call", fmt.Sprintf(`{"order_id":"o-%d","amount":1}`, i), "X-Test-User", "u1")
+		want = append(want, body["error"].(map[string]any)["details"].(map[string]any)["approval_request_id"].(string))
+	}
+	var got []string
+	cursor := ""
+	for pages := 0; ; pages++ {
+		if pages > 5 {
+			t.Fatal("the inbox never ends")
+		}
+		status, body := inbox("GET", "/approvals?limit=2&cursor="+url.QueryEscape(cursor), "", "X-Test-User", "boss", "X-Test-Roles", "finance")
+		list, _ := body["approvals"].([]any)
+		if status != http.StatusOK || len(list) > 2 {
+			t.Fatalf("%d %v", status, body)
+		}
+		for _, r := range list {
+			got = append(got, r.(map[string]any)["id"].(string))
+		}
+		next, _ := body["next_cursor"].(string)
+		if next == "" {
+			break
+		}
+		cursor = next
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("pages = %q, want %q", got, want)
+	}
+	for _, q := range []string{"limit=0", "limit=101", "limit=x", "cursor=forged"} {
+		if status, body := inbox("GET", "/approvals?"+q, "", "X-Test-User", "boss", "X-Test-Roles", "finance"); status != http.StatusBadRequest {
+			t.Errorf("GET /approvals?%s: %d %v; want 400", q, status, body)
+		}
 	}
 }

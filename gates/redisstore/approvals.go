@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -15,15 +15,18 @@ import (
 )
 
 // ApprovalStore is a gates.ApprovalStore on Redis. A request is a JSON
-// document kept until it expires plus Options.ApprovalRetention; sorted sets
-// by creation time index the requests of each tenant (and all of them) for
-// an approver's inbox. Updates are compare-and-set: read, apply the change,
+// document kept until it expires (or its KeepUntil, when later) plus
+// Options.ApprovalRetention. Each tenant's inbox is a sorted set whose
+// members (creation time, id) sort lexicographically in creation order, so a
+// page is one ZRANGE … BYLEX LIMIT, never the whole index; each requester's
+// pending requests are a sorted set by expiry, which the create script
+// counts for the quota. Updates are compare-and-set: read, apply the change,
 // write only if nobody wrote in between, else start again.
 //
 // It behaves as gates.MemoryApprovalStore does: changes of state follow
 // gates.ValidateTransition (a decided request stays decided), a pending
 // request past its expiry reads as expired, and creating a request whose id
-// belongs to a lapsed request replaces it.
+// belongs to a Replaceable request replaces it.
 type ApprovalStore struct{ base }
 
 var _ gates.ApprovalStore = (*ApprovalStore)(nil)
@@ -39,51 +42,84 @@ const maxUpdateAttempts = 64
 
 // createScript stores the request ARGV[1] under KEYS[1] for ARGV[2]
 // milliseconds unless another request is there (one reading exactly ARGV[5],
-// a lapsed request the caller saw, is replaced), and indexes its id ARGV[4]
-// with score ARGV[3] in the sorted sets KEYS[2] and KEYS[3], which are kept
-// at least as long as the request. It returns {created, stored request}.
+// a replaceable request the caller saw, is replaced). With a quota ARGV[6] >
+// 0 it first drops the requester's pending ids (sorted set KEYS[4], scored
+// by expiry) expired at ARGV[7] and refuses when as many as the quota are
+// left. It adds the inbox member ARGV[3] to the sorted sets KEYS[2]
+// (tenant) and KEYS[3] (all), the id ARGV[4] with score ARGV[8] (expiry) to
+// KEYS[4], and keeps those sets at least as long as the request. It returns
+// {1, ”} when created, {0, stored request} when another is there, {2,
+// expiry of the requester's oldest pending request} over the quota.
 var createScript = redis.NewScript(`
 local cur = redis.call('GET', KEYS[1])
 if cur and cur ~= ARGV[5] then return {0, cur} end
+local quota = tonumber(ARGV[6])
+if quota > 0 then
+  redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', ARGV[7])
+  if redis.call('ZCARD', KEYS[4]) >= quota then
+    local oldest = redis.call('ZRANGE', KEYS[4], 0, 0, 'WITHSCORES')
+    return {2, oldest[2]}
+  end
+end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 local ttl = tonumber(ARGV[2])
 for i = 2, 3 do
-  redis.call('ZADD', KEYS[i], ARGV[3], ARGV[4])
+  redis.call('ZADD', KEYS[i], 0, ARGV[3])
   if redis.call('PTTL', KEYS[i]) < ttl then redis.call('PEXPIRE', KEYS[i], ttl) end
 end
+redis.call('ZADD', KEYS[4], ARGV[8], ARGV[4])
+if redis.call('PTTL', KEYS[4]) < ttl then redis.call('PEXPIRE', KEYS[4], ttl) end
 return {1, ''}
 `)
 
 // casScript replaces the request under KEYS[1] by ARGV[2], kept ARGV[3]
-// milliseconds, only if it still reads ARGV[1]. It returns 1 when replaced,
-// 0 when someone else wrote first and -1 when the request is gone.
+// milliseconds, only if it still reads ARGV[1]; when ARGV[4] is "1" (the
+// request is no longer pending) it drops its id ARGV[5] from the
+// requester's pending set KEYS[2]. It returns 1 when replaced, 0 when
+// someone else wrote first and -1 when the request is gone.
 var casScript = redis.NewScript(`
 local cur = redis.call('GET', KEYS[1])
 if not cur then return -1 end
 if cur ~= ARGV[1] then return 0 end
 redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+if ARGV[4] == '1' then redis.call('ZREM', KEYS[2], ARGV[5]) end
 return 1
 `)
 
 func (s *ApprovalStore) reqKey(id string) string { return s.key("apr:req:", id) }
 
-func (s *ApprovalStore) tenantIndex(tenant string) string { return s.key("apr:idx:t:", tenant) }
+// The inbox sets have new names: their members are inbox members, not the
+// bare ids of the sets before them.
+func (s *ApprovalStore) tenantIndex(tenant string) string { return s.key("apr:inbox:t:", tenant) }
 
-func (s *ApprovalStore) allIndex() string { return s.key("apr:idx:", "all") }
+func (s *ApprovalStore) allIndex() string { return s.key("apr:inbox:", "all") }
 
-// ttl keeps a request until it expires plus the retention.
-func (s *ApprovalStore) ttl(r *gates.ApprovalRequest) int64 {
-	if r.ExpiresAt.IsZero() {
-		return millis(s.opts.ApprovalRetention)
-	}
-	return millis(time.Until(r.ExpiresAt) + s.opts.ApprovalRetention)
+func (s *ApprovalStore) pendingSet(r *gates.ApprovalRequest) string {
+	return s.key("apr:pend:", gates.StateKey("r", r.Tenant, r.Requester))
 }
 
-// Create stores req unless a live request with its ID exists, and returns
-// the stored request and whether it was created now. A new request must be
-// pending (an empty state means pending). One round trip, two when a lapsed
-// request is replaced.
-func (s *ApprovalStore) Create(ctx context.Context, req gates.ApprovalRequest) (gates.ApprovalRequest, bool, error) {
+// inboxMember is a request's member in the inbox sets: its creation time in
+// milliseconds (fixed width) and id, so that the lexicographic order of
+// members is the order of creation.
+func inboxMember(r *gates.ApprovalRequest) string {
+	return fmt.Sprintf("%016d|%s", max(r.CreatedAt.UnixMilli(), 0), r.ID)
+}
+
+// ttl keeps a request until it expires (or KeepUntil) plus the retention.
+func (s *ApprovalStore) ttl(r *gates.ApprovalRequest) int64 {
+	end := r.Retained()
+	if end.IsZero() {
+		return millis(s.opts.ApprovalRetention)
+	}
+	return millis(time.Until(end) + s.opts.ApprovalRetention)
+}
+
+// Create stores req unless a request with its ID exists that is not
+// replaceable, and returns the stored request and whether it was created
+// now. A new request must be pending (an empty state means pending). With
+// quota > 0 the requester's pending requests are counted in the same script
+// that creates. One round trip, two when a replaceable request is replaced.
+func (s *ApprovalStore) Create(ctx context.Context, req gates.ApprovalRequest, quota int) (gates.ApprovalRequest, bool, error) {
 	if req.ID == "" {
 		return gates.ApprovalRequest{}, false, errors.New("redisstore: approval request without an id")
 	}
@@ -93,39 +129,54 @@ func (s *ApprovalStore) Create(ctx context.Context, req gates.ApprovalRequest) (
 	if req.State != gates.ApprovalPending {
 		return gates.ApprovalRequest{}, false, fmt.Errorf("redisstore: %w: a new request must be pending, not %s", gates.ErrInvalidTransition, req.State)
 	}
+	req.Coalesced = 0
 	data, err := json.Marshal(req)
 	if err != nil {
 		return gates.ApprovalRequest{}, false, fmt.Errorf("redisstore: encode approval request: %w", err)
 	}
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
-	keys := []string{s.reqKey(req.ID), s.tenantIndex(req.Tenant), s.allIndex()}
-	lapsed := ""
+	keys := []string{s.reqKey(req.ID), s.tenantIndex(req.Tenant), s.allIndex(), s.pendingSet(&req)}
+	replaced := ""
 	for range maxUpdateAttempts {
-		v, err := createScript.Run(ctx, s.rdb, keys, data, s.ttl(&req), req.CreatedAt.UnixMilli(), req.ID, lapsed).Slice()
+		now := time.Now()
+		v, err := createScript.Run(ctx, s.rdb, keys, data, s.ttl(&req), inboxMember(&req), req.ID, replaced,
+			max(quota, 0), now.UnixMilli(), req.ExpiresAt.UnixMilli()).Slice()
 		if err != nil {
 			return gates.ApprovalRequest{}, false, fmt.Errorf("redisstore: create approval request: %w", err)
 		}
 		if len(v) != 2 {
 			return gates.ApprovalRequest{}, false, fmt.Errorf("redisstore: create approval request: unexpected reply of %d values", len(v))
 		}
-		if created, _ := v[0].(int64); created == 1 {
+		switch status, _ := v[0].(int64); status {
+		case 1:
 			// Hand back a copy decoded from what was stored.
 			out, err := decodeRequest(data, time.Time{})
 			return out, err == nil, err
+		case 2:
+			oldest, _ := v[1].(string)
+			ms, err := strconv.ParseInt(oldest, 10, 64)
+			if err != nil {
+				return gates.ApprovalRequest{}, false, fmt.Errorf("redisstore: create approval request: bad quota reply %q", oldest)
+			}
+			return gates.ApprovalRequest{}, false, &gates.ApprovalQuotaError{RetryAfter: time.UnixMilli(ms).Sub(now)}
 		}
 		cur, _ := v[1].(string)
-		now := time.Now()
 		old, err := decodeRequest([]byte(cur), now)
 		if err != nil {
 			return gates.ApprovalRequest{}, false, err
 		}
-		if !lapsedAt(&old, now) {
+		if !old.Replaceable(now) {
 			return old, false, nil
 		}
-		// The same call asked again after its request lapsed: replace the
-		// lapsed request, unless someone changes it meanwhile.
-		lapsed = cur
+		// The same call asked again after its request lapsed, was
+		// cancelled or ran: replace it, unless someone changes it
+		// meanwhile, and keep its void.
+		replaced = cur
+		req.Inherit(&old)
+		if data, err = json.Marshal(req); err != nil {
+			return gates.ApprovalRequest{}, false, fmt.Errorf("redisstore: encode approval request: %w", err)
+		}
 	}
 	return gates.ApprovalRequest{}, false, fmt.Errorf("redisstore: approval request %q: gave up after %d conflicting writes", req.ID, maxUpdateAttempts)
 }
@@ -167,14 +218,14 @@ func (s *ApprovalStore) Update(ctx context.Context, id string, fn func(*gates.Ap
 		if err != nil {
 			return gates.ApprovalRequest{}, err
 		}
-		tenant, state := req.Tenant, req.State
+		tenant, requester, state := req.Tenant, req.Requester, req.State
 		if err := fn(&req); err != nil {
 			return gates.ApprovalRequest{}, err
 		}
-		if req.ID != id || req.Tenant != tenant {
-			// The indexes are by id and tenant; moving a request would
-			// orphan it.
-			return gates.ApprovalRequest{}, fmt.Errorf("redisstore: an update may not change the id or tenant of approval request %q", id)
+		if req.ID != id || req.Tenant != tenant || req.Requester != requester {
+			// The indexes are by id, tenant and requester; moving a
+			// request would orphan it.
+			return gates.ApprovalRequest{}, fmt.Errorf("redisstore: an update may not change the id, tenant or requester of approval request %q", id)
 		}
 		if req.State != state {
 			if err := gates.ValidateTransition(state, req.State); err != nil {
@@ -183,11 +234,16 @@ func (s *ApprovalStore) Update(ctx context.Context, id string, fn func(*gates.Ap
 		} else if state.Terminal() {
 			return gates.ApprovalRequest{}, fmt.Errorf("%w: the request is already %s", gates.ErrInvalidTransition, state)
 		}
+		req.Coalesced = 0
 		data, err := json.Marshal(req)
 		if err != nil {
 			return gates.ApprovalRequest{}, fmt.Errorf("redisstore: encode approval request: %w", err)
 		}
-		n, err := casScript.Run(ctx, s.rdb, []string{key}, old, data, s.ttl(&req)).Int()
+		left := "0"
+		if req.State != gates.ApprovalPending {
+			left = "1"
+		}
+		n, err := casScript.Run(ctx, s.rdb, []string{key, s.pendingSet(&req)}, old, data, s.ttl(&req), left, id).Int()
 		if err != nil {
 			return gates.ApprovalRequest{}, fmt.Errorf("redisstore: write approval request: %w", err)
 		}
@@ -202,63 +258,105 @@ func (s *ApprovalStore) Update(ctx context.Context, id string, fn func(*gates.Ap
 	return gates.ApprovalRequest{}, fmt.Errorf("redisstore: approval request %q: gave up after %d conflicting updates", id, maxUpdateAttempts)
 }
 
-// List returns the requests that match the filter, oldest first. It reads
-// the index of the filter's tenant (of requests without a tenant when it is
-// empty; of every tenant's only with f.AnyTenant) and then the requests: two
-// round trips. Ids whose request has expired are dropped from the index on
-// the way.
-func (s *ApprovalStore) List(ctx context.Context, f gates.ApprovalFilter) ([]gates.ApprovalRequest, error) {
+// listRounds bounds the round trip pairs (ZRANGE, MGET) of one List call.
+const listRounds = 4
+
+// List returns a page of the requests that match the filter, oldest first,
+// after cursor. It reads the index of the filter's tenant (of requests
+// without a tenant when it is empty; of every tenant's only with
+// f.AnyTenant) a slice at a time (ZRANGE … BYLEX LIMIT, then MGET of that
+// slice): at most listRounds pairs of round trips, so a page may be short.
+// Members whose request is gone, was replaced, or is pending past its
+// expiry leave the index on the way (one more round trip when there are
+// any).
+func (s *ApprovalStore) List(ctx context.Context, f gates.ApprovalFilter, cursor string, limit int) ([]gates.ApprovalRequest, string, error) {
+	limit = gates.PageLimit(limit)
+	if cursor != "" && !validMember(cursor) {
+		return nil, "", fmt.Errorf("redisstore: %w: %q", gates.ErrBadCursor, cursor)
+	}
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
 	index := s.tenantIndex(f.Tenant)
 	if f.Tenant == "" && f.AnyTenant {
 		index = s.allIndex()
 	}
-	ids, err := s.rdb.ZRange(ctx, index, 0, -1).Result()
-	if err != nil {
-		return nil, fmt.Errorf("redisstore: list approval requests: %w", err)
-	}
-	if len(ids) == 0 {
-		return nil, nil
-	}
-	keys := make([]string, len(ids))
-	for i, id := range ids {
-		keys[i] = s.reqKey(id)
-	}
-	vals, err := s.rdb.MGet(ctx, keys...).Result()
-	if err != nil {
-		return nil, fmt.Errorf("redisstore: list approval requests: %w", err)
-	}
-	var out []gates.ApprovalRequest
-	var gone []any
+	var (
+		out  []gates.ApprovalRequest
+		gone []any
+		last = cursor
+		next string
+	)
 	now := time.Now()
-	for i, v := range vals {
-		data, ok := v.(string)
-		if !ok {
-			gone = append(gone, ids[i])
-			continue
+	for round := 0; round < listRounds && len(out) < limit; round++ {
+		start := "-"
+		if last != "" {
+			start = "(" + last
 		}
-		req, err := decodeRequest([]byte(data), now)
+		want := limit - len(out)
+		members, err := s.rdb.ZRangeArgs(ctx, redis.ZRangeArgs{Key: index, Start: start, Stop: "+", ByLex: true, Count: int64(want + 1)}).Result()
 		if err != nil {
-			return nil, err
+			return nil, "", fmt.Errorf("redisstore: list approval requests: %w", err)
 		}
-		if f.Matches(&req) {
-			out = append(out, req)
+		if len(members) == 0 {
+			next = ""
+			break
+		}
+		more := len(members) > want
+		if more {
+			members = members[:want]
+		}
+		keys := make([]string, len(members))
+		for i, m := range members {
+			_, id, _ := strings.Cut(m, "|")
+			keys[i] = s.reqKey(id)
+		}
+		vals, err := s.rdb.MGet(ctx, keys...).Result()
+		if err != nil {
+			return nil, "", fmt.Errorf("redisstore: list approval requests: %w", err)
+		}
+		for i, v := range vals {
+			data, ok := v.(string)
+			if !ok {
+				gone = append(gone, members[i])
+				continue
+			}
+			req, err := decodeRequest([]byte(data), now)
+			if err != nil {
+				return nil, "", err
+			}
+			if inboxMember(&req) != members[i] || (req.State == gates.ApprovalExpired && lapsedAt(&req, now)) {
+				// Replaced by a newer request of the same call, or
+				// pending past its expiry: no inbox shows it again.
+				gone = append(gone, members[i])
+				continue
+			}
+			if f.Matches(&req) {
+				out = append(out, req)
+			}
+		}
+		last = members[len(members)-1]
+		next = last
+		if !more {
+			next = ""
+			break
 		}
 	}
 	if len(gone) > 0 {
-		// Best effort: a failure only leaves the ids for the next listing.
+		// Best effort: a failure only leaves the members for the next
+		// listing.
 		s.rdb.ZRem(ctx, index, gone...)
 	}
-	// The index orders by millisecond; order exactly, as the memory store
-	// does.
-	slices.SortStableFunc(out, func(a, b gates.ApprovalRequest) int {
-		if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
-			return c
-		}
-		return strings.Compare(a.ID, b.ID)
-	})
-	return out, nil
+	return out, next, nil
+}
+
+// validMember reports whether cursor has the form of an inbox member.
+func validMember(cursor string) bool {
+	ms, id, ok := strings.Cut(cursor, "|")
+	if !ok || len(ms) != 16 || id == "" {
+		return false
+	}
+	_, err := strconv.ParseUint(ms, 10, 64)
+	return err == nil
 }
 
 // decodeRequest decodes a stored request as it reads at now: a pending

@@ -51,14 +51,14 @@ func TestFailClosed(t *testing.T) {
 			err = s.Idempotency.Release(ctx, id("idem2"), claim)
 		}
 		out["Release"] = err
-		_, created, err := s.Approvals.Create(ctx, gates.ApprovalRequest{ID: id("req"), State: gates.ApprovalPending, ExpiresAt: exp})
+		_, created, err := s.Approvals.Create(ctx, gates.ApprovalRequest{ID: id("req"), State: gates.ApprovalPending, ExpiresAt: exp}, 0)
 		if err == nil && !created {
 			err = errors.New("fresh request not created")
 		}
 		out["Create"] = err
 		_, out["Get"] = s.Approvals.Get(ctx, id("req"))
 		_, out["Update"] = s.Approvals.Update(ctx, id("req"), func(r *gates.ApprovalRequest) error { r.State = gates.ApprovalApproved; return nil })
-		_, out["List"] = s.Approvals.List(ctx, gates.ApprovalFilter{})
+		_, _, out["List"] = s.Approvals.List(ctx, gates.ApprovalFilter{}, "", 0)
 		return out
 	}
 	allFail := func(phase string) {

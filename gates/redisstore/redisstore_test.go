@@ -74,7 +74,7 @@ func TestOneRoundTripPerGateCall(t *testing.T) {
 	s.Idempotency.Release(ctx, "warm-2", warm)
 	var claim string
 	two := []gates.LimitKey{{Key: "cooldown", Limit: gates.Limit{Count: 1, Per: time.Millisecond}}, {Key: "k", Limit: limit}}
-	s.Approvals.Create(ctx, gates.ApprovalRequest{ID: "warm", ExpiresAt: exp})
+	s.Approvals.Create(ctx, gates.ApprovalRequest{ID: "warm", ExpiresAt: exp}, 0)
 	s.Approvals.Update(ctx, "warm", func(*gates.ApprovalRequest) error { return nil })
 
 	for _, tc := range []struct {
@@ -114,14 +114,17 @@ func TestOneRoundTripPerGateCall(t *testing.T) {
 			return err
 		}},
 		{"IdempotencyStore.Release", 1, func() error { return s.Idempotency.Release(ctx, "i2", claim) }},
-		{"ApprovalStore.Create", 1, func() error { _, _, err := s.Approvals.Create(ctx, req); return err }},
-		{"ApprovalStore.Create existing", 1, func() error { _, _, err := s.Approvals.Create(ctx, req); return err }},
+		{"ApprovalStore.Create", 1, func() error { _, _, err := s.Approvals.Create(ctx, req, 0); return err }},
+		{"ApprovalStore.Create existing", 1, func() error { _, _, err := s.Approvals.Create(ctx, req, 0); return err }},
 		{"ApprovalStore.Get", 1, func() error { _, err := s.Approvals.Get(ctx, "r1"); return err }},
 		{"ApprovalStore.Update", 2, func() error {
 			_, err := s.Approvals.Update(ctx, "r1", func(r *gates.ApprovalRequest) error { r.State = gates.ApprovalApproved; return nil })
 			return err
 		}},
-		{"ApprovalStore.List", 2, func() error { _, err := s.Approvals.List(ctx, gates.ApprovalFilter{Tenant: "acme"}); return err }},
+		{"ApprovalStore.List", 2, func() error {
+			_, _, err := s.Approvals.List(ctx, gates.ApprovalFilter{Tenant: "acme"}, "", 0)
+			return err
+		}},
 	} {
 		counter.Reset()
 		if err := tc.op(); err != nil {
@@ -151,7 +154,7 @@ func TestKeysUnderPrefix(t *testing.T) {
 	if _, _, err := s.Idempotency.Begin(ctx, "acme/user-1/key-1", "digest", time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := s.Approvals.Create(ctx, gates.ApprovalRequest{ID: "r1", Tenant: "acme", ExpiresAt: exp}); err != nil {
+	if _, _, err := s.Approvals.Create(ctx, gates.ApprovalRequest{ID: "r1", Tenant: "acme", ExpiresAt: exp}, 0); err != nil {
 		t.Fatal(err)
 	}
 	want := []string{
@@ -159,8 +162,9 @@ func TestKeysUnderPrefix(t *testing.T) {
 		prefix + "rate:acme/user-1/orders.cancel",
 		prefix + "idem:acme/user-1/key-1",
 		prefix + "apr:req:r1",
-		prefix + "apr:idx:t:acme",
-		prefix + "apr:idx:all",
+		prefix + "apr:inbox:t:acme",
+		prefix + "apr:inbox:all",
+		prefix + "apr:pend:" + gates.StateKey("r", "acme", ""),
 	}
 	for _, k := range want {
 		if n, err := c.Exists(ctx, k).Result(); err != nil || n != 1 {
@@ -211,7 +215,7 @@ func TestInvalidInputRefused(t *testing.T) {
 	if _, _, err := s.Idempotency.Begin(ctx, "k", "a", 0); err == nil {
 		t.Error("Begin with ttl 0 succeeded, want an error")
 	}
-	if _, _, err := s.Approvals.Create(ctx, gates.ApprovalRequest{}); err == nil {
+	if _, _, err := s.Approvals.Create(ctx, gates.ApprovalRequest{}, 0); err == nil {
 		t.Error("Create without an id succeeded, want an error")
 	}
 }
@@ -233,7 +237,7 @@ func TestUpdateMayNotMoveRequest(t *testing.T) {
 	c := redistest.Client(t)
 	s := stores(t, c, redisstore.Options{})
 	ctx := t.Context()
-	if _, _, err := s.Approvals.Create(ctx, gates.ApprovalRequest{ID: "r1", Tenant: "acme", State: gates.ApprovalPending, ExpiresAt: time.Now().Add(time.Hour)}); err != nil {
+	if _, _, err := s.Approvals.Create(ctx, gates.ApprovalRequest{ID: "r1", Tenant: "acme", State: gates.ApprovalPending, ExpiresAt: time.Now().Add(time.Hour)}, 0); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Approvals.Update(ctx, "r1", func(r *gates.ApprovalRequest) error { r.Tenant = "globex"; return nil }); err == nil {
@@ -244,35 +248,34 @@ func TestUpdateMayNotMoveRequest(t *testing.T) {
 	}
 }
 
-// TestExpiredRequestsLeaveTheInbox checks that requests past their expiry
-// and retention disappear, from Get and from the index List reads.
+// TestExpiredRequestsLeaveTheInbox checks that a request past its expiry
+// leaves the index as soon as List meets it, and past its retention
+// disappears from Get.
 func TestExpiredRequestsLeaveTheInbox(t *testing.T) {
 	c := redistest.Client(t)
 	prefix := redistest.Prefix(t, c)
 	s := redisstore.NewApprovalStore(c, redisstore.Options{Prefix: prefix, Timeout: testTimeout, ApprovalRetention: 50 * time.Millisecond})
 	ctx := t.Context()
-	if _, _, err := s.Create(ctx, gates.ApprovalRequest{ID: "old", Tenant: "acme", State: gates.ApprovalPending, ExpiresAt: time.Now()}); err != nil {
+	if _, _, err := s.Create(ctx, gates.ApprovalRequest{ID: "old", Tenant: "acme", State: gates.ApprovalPending, ExpiresAt: time.Now()}, 0); err != nil {
 		t.Fatal(err)
+	}
+	list, _, err := s.List(ctx, gates.ApprovalFilter{Tenant: "acme"}, "", 0)
+	if err != nil || len(list) != 0 {
+		t.Fatalf("List = %+v, %v; an expired request is not listed", list, err)
+	}
+	if n, _ := c.ZCard(ctx, prefix+"apr:inbox:t:acme").Result(); n != 0 {
+		t.Fatalf("tenant index still holds %d ids after List met them expired", n)
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		list, err := s.List(ctx, gates.ApprovalFilter{Tenant: "acme"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(list) == 0 {
+		_, err := s.Get(ctx, "old")
+		if errors.Is(err, gates.ErrNotFound) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("expired request still listed: %+v", list)
+			t.Fatalf("Get(expired) = %v past the retention, want gates.ErrNotFound", err)
 		}
 		time.Sleep(20 * time.Millisecond)
-	}
-	if _, err := s.Get(ctx, "old"); !errors.Is(err, gates.ErrNotFound) {
-		t.Fatalf("Get(expired) = %v, want gates.ErrNotFound", err)
-	}
-	if n, _ := c.ZCard(ctx, prefix+"apr:idx:t:acme").Result(); n != 0 {
-		t.Fatalf("tenant index still holds %d ids after List met them expired", n)
 	}
 }
 

@@ -33,7 +33,7 @@ func TestApprovalStore(t *testing.T, newStore func(t *testing.T) gates.ApprovalS
 	}
 	create := func(t *testing.T, s gates.ApprovalStore, r gates.ApprovalRequest) gates.ApprovalRequest {
 		t.Helper()
-		got, created, err := s.Create(ctx(t), r)
+		got, created, err := s.Create(ctx(t), r, 0)
 		if err != nil {
 			t.Fatalf("Create(%s): %v", r.ID, err)
 		}
@@ -75,7 +75,7 @@ func TestApprovalStore(t *testing.T, newStore func(t *testing.T) gates.ApprovalS
 		create(t, s, r)
 		other := r
 		other.Tool, other.Requester = "other_tool", "user-2"
-		got, created, err := s.Create(ctx(t), other)
+		got, created, err := s.Create(ctx(t), other, 0)
 		if err != nil {
 			t.Fatalf("second Create: %v", err)
 		}
@@ -154,7 +154,7 @@ func TestApprovalStore(t *testing.T, newStore func(t *testing.T) gates.ApprovalS
 		s := newStore(t)
 		r := request("r1", "acme", 0, "manager")
 		r.State = gates.ApprovalApproved
-		if _, _, err := s.Create(ctx(t), r); !errors.Is(err, gates.ErrInvalidTransition) {
+		if _, _, err := s.Create(ctx(t), r, 0); !errors.Is(err, gates.ErrInvalidTransition) {
 			t.Fatalf("Create of an approved request = %v, want gates.ErrInvalidTransition", err)
 		}
 		r.State = ""
@@ -198,7 +198,7 @@ func TestApprovalStore(t *testing.T, newStore func(t *testing.T) gates.ApprovalS
 		if _, err := s.Update(ctx(t), "r1", decide("boss", true)); !errors.Is(err, gates.ErrInvalidTransition) {
 			t.Fatalf("approving an expired request = %v, want gates.ErrInvalidTransition", err)
 		}
-		list, err := s.List(ctx(t), gates.ApprovalFilter{Tenant: "acme", State: gates.ApprovalPending})
+		list, _, err := s.List(ctx(t), gates.ApprovalFilter{Tenant: "acme", State: gates.ApprovalPending}, "", 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -214,7 +214,7 @@ func TestApprovalStore(t *testing.T, newStore func(t *testing.T) gates.ApprovalS
 		create(t, s, old)
 		fresh := request("r1", "acme", 5, "manager")
 		fresh.Requester = "user-2"
-		got, created, err := s.Create(ctx(t), fresh)
+		got, created, err := s.Create(ctx(t), fresh, 0)
 		if err != nil {
 			t.Fatalf("Create over a lapsed request: %v", err)
 		}
@@ -266,7 +266,7 @@ func TestApprovalStore(t *testing.T, newStore func(t *testing.T) gates.ApprovalS
 			{gates.ApprovalFilter{Tenant: "acme", Roles: []string{"manager"}, State: gates.ApprovalPending}, []string{"acme-manager"}},
 			{gates.ApprovalFilter{Tenant: "initech"}, nil},
 		} {
-			list, err := s.List(ctx(t), tc.filter)
+			list, _, err := s.List(ctx(t), tc.filter, "", 0)
 			if err != nil {
 				t.Fatalf("List(%+v): %v", tc.filter, err)
 			}
@@ -277,6 +277,208 @@ func TestApprovalStore(t *testing.T, newStore func(t *testing.T) gates.ApprovalS
 			if !slices.Equal(ids, tc.want) {
 				t.Errorf("List(%+v) = %q, want %q (oldest first)", tc.filter, ids, tc.want)
 			}
+		}
+	})
+
+	t.Run("QuotaBoundsPendingPerRequester", func(t *testing.T) {
+		s := newStore(t)
+		const quota = 3
+		mk := func(id, requester, tenant string) gates.ApprovalRequest {
+			r := request(id, tenant, 0, "manager")
+			r.Requester = requester
+			return r
+		}
+		for i := range quota {
+			if _, created, err := s.Create(ctx(t), mk(fmt.Sprint("q", i), "user-1", "acme"), quota); err != nil || !created {
+				t.Fatalf("Create %d under the quota = %v, %v", i, created, err)
+			}
+		}
+		_, created, err := s.Create(ctx(t), mk("q-over", "user-1", "acme"), quota)
+		var qe *gates.ApprovalQuotaError
+		if !errors.As(err, &qe) || !errors.Is(err, gates.ErrApprovalQuota) || created {
+			t.Fatalf("Create over the quota = %v, %v; want an *ApprovalQuotaError", created, err)
+		}
+		if qe.RetryAfter <= 0 || qe.RetryAfter > time.Hour {
+			t.Errorf("RetryAfter = %v, want the time until the oldest pending request expires (<= 1h)", qe.RetryAfter)
+		}
+		if _, err := s.Get(ctx(t), "q-over"); !errors.Is(err, gates.ErrNotFound) {
+			t.Errorf("the refused request was stored: Get = %v", err)
+		}
+		// The same call again finds its request, quota or not.
+		if got, created, err := s.Create(ctx(t), mk("q0", "user-1", "acme"), quota); err != nil || created || got.ID != "q0" {
+			t.Errorf("Create of a pending call over the quota = %q, %v, %v; want the existing request", got.ID, created, err)
+		}
+		// Another requester, and the same requester in another tenant, have
+		// quotas of their own.
+		if _, created, err := s.Create(ctx(t), mk("other-user", "user-2", "acme"), quota); err != nil || !created {
+			t.Errorf("another requester = %v, %v", created, err)
+		}
+		if _, created, err := s.Create(ctx(t), mk("other-tenant", "user-1", "globex"), quota); err != nil || !created {
+			t.Errorf("the requester in another tenant = %v, %v", created, err)
+		}
+		// A decided request leaves the count.
+		if _, err := s.Update(ctx(t), "q1", decide("boss", false)); err != nil {
+			t.Fatal(err)
+		}
+		if _, created, err := s.Create(ctx(t), mk("q-after", "user-1", "acme"), quota); err != nil || !created {
+			t.Errorf("Create after a request was decided = %v, %v", created, err)
+		}
+	})
+
+	t.Run("QuotaSkipsLapsedRequests", func(t *testing.T) {
+		s := newStore(t)
+		old := request("lapsed", "acme", 0, "manager")
+		old.ExpiresAt = time.Now().Add(-time.Second)
+		create(t, s, old)
+		for _, id := range []string{"a", "b"} {
+			if _, created, err := s.Create(ctx(t), request(id, "acme", 1, "manager"), 2); err != nil || !created {
+				t.Fatalf("Create(%s) = %v, %v; a lapsed request must not count", id, created, err)
+			}
+		}
+		if _, _, err := s.Create(ctx(t), request("c", "acme", 1, "manager"), 2); !errors.Is(err, gates.ErrApprovalQuota) {
+			t.Fatalf("Create over the quota = %v", err)
+		}
+	})
+
+	t.Run("QuotaIsAtomic", func(t *testing.T) {
+		s := newStore(t)
+		const quota = 5
+		// 8 rounds of Concurrency goroutines, each round one requester:
+		// exactly quota requests each, never more.
+		for round := range 8 {
+			requester := fmt.Sprint("racer-", round)
+			errs := race(Concurrency, func(i int) error {
+				r := request(fmt.Sprintf("race-%d-%d", round, i), "acme", 0, "manager")
+				r.Requester = requester
+				_, created, err := s.Create(ctx(t), r, quota)
+				if err == nil && !created {
+					return errors.New("not created")
+				}
+				return err
+			})
+			ok, refused, other := count(errs, gates.ErrApprovalQuota)
+			if other != nil {
+				t.Fatal(other)
+			}
+			if ok != quota || refused != Concurrency-quota {
+				t.Fatalf("round %d: %d created, %d refused; want exactly %d created", round, ok, refused, quota)
+			}
+		}
+	})
+
+	t.Run("DenialVetoesTheCall", func(t *testing.T) {
+		s := newStore(t)
+		now := time.Now()
+		r := request("r1", "acme", 0, "manager")
+		r.ExpiresAt = now.Add(time.Second)
+		create(t, s, r)
+		if _, err := s.Update(ctx(t), "r1", func(r *gates.ApprovalRequest) error {
+			r.State, r.VoidBefore, r.KeepUntil = gates.ApprovalDenied, now, now.Add(time.Hour)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		// Past the request's expiry, within the veto: not replaced.
+		again := request("r1", "acme", 2, "manager")
+		again.CreatedAt, again.ExpiresAt = now.Add(-time.Minute), now.Add(-time.Second)
+		got, created, err := s.Create(ctx(t), again, 0)
+		if err != nil || created || got.State != gates.ApprovalDenied {
+			t.Fatalf("Create during the veto = %s, %v, %v; want the denied request", got.State, created, err)
+		}
+		if !got.VoidBefore.Equal(now) && got.VoidBefore.Unix() != now.Unix() {
+			t.Errorf("VoidBefore = %v, want %v", got.VoidBefore, now)
+		}
+	})
+
+	t.Run("ReplacedRequestKeepsItsVoid", func(t *testing.T) {
+		s := newStore(t)
+		now := time.Now().UTC().Truncate(time.Second)
+		for _, final := range []gates.ApprovalState{gates.ApprovalExecuted, gates.ApprovalCancelled, gates.ApprovalDenied} {
+			id := "void-" + string(final)
+			create(t, s, request(id, "acme", 0, "manager"))
+			if _, err := s.Update(ctx(t), id, func(r *gates.ApprovalRequest) error {
+				r.State, r.VoidBefore = final, now
+				if final == gates.ApprovalDenied {
+					r.KeepUntil = now.Add(-time.Second) // the veto is over
+				}
+				return nil
+			}); err != nil {
+				t.Fatalf("%s: %v", final, err)
+			}
+			if final == gates.ApprovalDenied {
+				// A denied request is replaced only once lapsed and past
+				// its veto.
+				continue
+			}
+			got, created, err := s.Create(ctx(t), request(id, "acme", 5, "manager"), 0)
+			if err != nil || !created {
+				t.Fatalf("Create over a %s request = %v, %v; want it replaced", final, created, err)
+			}
+			if !got.VoidBefore.Equal(now) || !get(t, s, id).VoidBefore.Equal(now) || got.State != gates.ApprovalPending {
+				t.Errorf("the request replacing a %s one has void %v, state %s; want %v, pending", final, got.VoidBefore, got.State, now)
+			}
+		}
+	})
+
+	t.Run("ExecutedIsTerminal", func(t *testing.T) {
+		s := newStore(t)
+		create(t, s, request("r1", "acme", 0, "manager"))
+		if _, err := s.Update(ctx(t), "r1", decide("boss", true)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Update(ctx(t), "r1", func(r *gates.ApprovalRequest) error { r.State = gates.ApprovalExecuted; return nil }); err != nil {
+			t.Fatalf("approved -> executed: %v", err)
+		}
+		for _, to := range []gates.ApprovalState{gates.ApprovalApproved, gates.ApprovalPending, gates.ApprovalDenied, gates.ApprovalExecuted} {
+			if _, err := s.Update(ctx(t), "r1", func(r *gates.ApprovalRequest) error { r.State = to; return nil }); !errors.Is(err, gates.ErrInvalidTransition) {
+				t.Errorf("executed -> %s = %v, want ErrInvalidTransition", to, err)
+			}
+		}
+	})
+
+	t.Run("ListPages", func(t *testing.T) {
+		s := newStore(t)
+		var want []string
+		for i := range 7 {
+			id := fmt.Sprint("page-", i)
+			create(t, s, request(id, "acme", i, "manager"))
+			want = append(want, id)
+		}
+		create(t, s, request("other", "globex", 0, "manager"))
+		var got []string
+		cursor := ""
+		for pages := 0; ; pages++ {
+			if pages > 10 {
+				t.Fatal("List never ends")
+			}
+			list, next, err := s.List(ctx(t), gates.ApprovalFilter{Tenant: "acme", State: gates.ApprovalPending}, cursor, 3)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(list) > 3 {
+				t.Fatalf("a page of limit 3 holds %d", len(list))
+			}
+			for _, r := range list {
+				got = append(got, r.ID)
+			}
+			if next == "" {
+				break
+			}
+			cursor = next
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("pages = %q, want %q", got, want)
+		}
+		if _, _, err := s.List(ctx(t), gates.ApprovalFilter{Tenant: "acme"}, "not-a-cursor", 3); !errors.Is(err, gates.ErrBadCursor) {
+			t.Errorf("List with a forged cursor = %v, want ErrBadCursor", err)
+		}
+		// Over the largest page: clamped.
+		for i := range gates.MaxApprovalPage + 5 {
+			create(t, s, request(fmt.Sprint("many-", i), "initech", i, "manager"))
+		}
+		list, next, err := s.List(ctx(t), gates.ApprovalFilter{Tenant: "initech"}, "", 1000)
+		if err != nil || len(list) > gates.MaxApprovalPage || next == "" {
+			t.Errorf("List(limit 1000) = %d, next %q, %v; want at most %d and a next page", len(list), next, err, gates.MaxApprovalPage)
 		}
 	})
 }
