@@ -55,11 +55,11 @@ func RateLimit(l Limiter) middleware.Stage {
 		rc := &rateCharge{l: l, action: a, cooldownAt: -1}
 		if a.Cooldown > 0 {
 			rc.cooldownAt = rc.n
-			rc.keys[rc.n] = LimitKey{Key: StateKey("cooldown", call.Principal.Tenant, call.Principal.ID, a.Intent), Limit: Limit{Count: 1, Per: a.Cooldown}}
+			rc.keys[rc.n] = LimitKey{Key: StateKey("cooldown", call.Principal.Tenant, call.Principal.ID, a.Intent), Limit: Limit{Count: 1, Per: a.Cooldown}, Tenant: call.Principal.Tenant}
 			rc.n++
 		}
 		if a.RateLimit != nil {
-			rc.keys[rc.n] = LimitKey{Key: StateKey("rate", call.Principal.Tenant, call.Principal.ID, a.Intent), Limit: Limit{Count: a.RateLimit.Count, Per: a.RateLimit.Per}}
+			rc.keys[rc.n] = LimitKey{Key: StateKey("rate", call.Principal.Tenant, call.Principal.ID, a.Intent), Limit: Limit{Count: a.RateLimit.Count, Per: a.RateLimit.Per}, Tenant: call.Principal.Tenant}
 			rc.n++
 		}
 		if err := rc.take(ctx, 0); err != nil {
