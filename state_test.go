@@ -649,7 +649,9 @@ func (f failingStore) Complete(context.Context, gates.IdempotencyOwner, string, 
 	return errors.New("dial tcp 10.0.0.7:6379: connection refused")
 }
 
-func (f failingStore) Release(context.Context, gates.IdempotencyOwner, string, string) error { return nil }
+func (f failingStore) Release(context.Context, gates.IdempotencyOwner, string, string) error {
+	return nil
+}
 
 // TestStoreFailureFailsClosed: a store that fails makes the gate refuse with
 // 503 AXGATE_STORE_UNAVAILABLE, naming no internals, and the tool does not run.
