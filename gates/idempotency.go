@@ -456,8 +456,8 @@ type MemoryIdempotencyStore struct {
 	// tenants counts the records of each tenant, expired ones not yet
 	// swept included.
 	tenants map[string]int
-	// owners holds the keys of the records charged to each owner's quota.
-	owners    map[memoryOwner]map[string]struct{}
+	// owners holds the records charged to each owner's quota.
+	owners    map[memoryOwner]*ownerRecords
 	maxKeys   int
 	lastSweep time.Time
 	claims    uint64
@@ -466,6 +466,14 @@ type MemoryIdempotencyStore struct {
 
 // memoryOwner is the map key of an owner: its quota is not part of it.
 type memoryOwner struct{ tenant, principal string }
+
+// ownerRecords are the keys of the records charged to one owner.
+type ownerRecords struct {
+	keys map[string]struct{}
+	// soonest is no later than the expiry of any of them: until then none
+	// has expired, and a refusal needs no look at them.
+	soonest time.Time
+}
 
 type memoryRecord struct {
 	rec     IdempotencyRecord
@@ -487,7 +495,7 @@ func NewMemoryIdempotencyStore(maxKeys int) *MemoryIdempotencyStore {
 	return &MemoryIdempotencyStore{
 		records: make(map[string]*memoryRecord),
 		tenants: make(map[string]int),
-		owners:  make(map[memoryOwner]map[string]struct{}),
+		owners:  make(map[memoryOwner]*ownerRecords),
 		maxKeys: maxKeys,
 		now:     time.Now,
 	}
@@ -516,20 +524,23 @@ func (s *MemoryIdempotencyStore) Begin(ctx context.Context, owner IdempotencyOwn
 		s.drop(key, r)
 	}
 	if owner.Quota > 0 {
-		if keys := s.owners[o]; len(keys) >= owner.Quota {
-			// At most Quota records to look at: forget the owner's expired
-			// ones, and refuse if that frees none.
-			var oldest time.Time
-			for k := range keys {
-				r := s.records[k]
-				if !now.Before(r.expires) {
-					s.drop(k, r)
-				} else if oldest.IsZero() || r.expires.Before(oldest) {
-					oldest = r.expires
+		if or := s.owners[o]; or != nil && len(or.keys) >= owner.Quota {
+			if !now.Before(or.soonest) {
+				// Some may have expired: forget those (at most Quota
+				// records to look at), and learn when the next one does.
+				var soonest time.Time
+				for k := range or.keys {
+					r := s.records[k]
+					if !now.Before(r.expires) {
+						s.drop(k, r)
+					} else if soonest.IsZero() || r.expires.Before(soonest) {
+						soonest = r.expires
+					}
 				}
+				or.soonest = soonest
 			}
-			if len(keys) >= owner.Quota {
-				return nil, "", &QuotaError{RetryAfter: max(oldest.Sub(now), time.Millisecond)}
+			if len(or.keys) >= owner.Quota {
+				return nil, "", &QuotaError{RetryAfter: max(or.soonest.Sub(now), time.Millisecond)}
 			}
 		}
 	}
@@ -546,12 +557,15 @@ func (s *MemoryIdempotencyStore) Begin(ctx context.Context, owner IdempotencyOwn
 	s.records[key] = r
 	s.tenants[o.tenant]++
 	if r.charged {
-		keys := s.owners[o]
-		if keys == nil {
-			keys = make(map[string]struct{})
-			s.owners[o] = keys
+		or := s.owners[o]
+		if or == nil {
+			or = &ownerRecords{keys: make(map[string]struct{}), soonest: r.expires}
+			s.owners[o] = or
 		}
-		keys[key] = struct{}{}
+		or.keys[key] = struct{}{}
+		if r.expires.Before(or.soonest) {
+			or.soonest = r.expires
+		}
 	}
 	return nil, claim, nil
 }
@@ -617,9 +631,9 @@ func (s *MemoryIdempotencyStore) drop(key string, r *memoryRecord) {
 		delete(s.tenants, r.owner.tenant)
 	}
 	if r.charged {
-		keys := s.owners[r.owner]
-		delete(keys, key)
-		if len(keys) == 0 {
+		or := s.owners[r.owner]
+		delete(or.keys, key)
+		if len(or.keys) == 0 {
 			delete(s.owners, r.owner)
 		}
 	}
