@@ -114,6 +114,13 @@ func TestOneRoundTripPerGateCall(t *testing.T) {
 			return err
 		}},
 		{"IdempotencyStore.Release", 1, func() error { return s.Idempotency.Release(ctx, owner, "i2", claim) }},
+		{"IdempotencyStore.Begin over the quota", 1, func() error {
+			full := gates.IdempotencyOwner{Tenant: "acme", Principal: "user-1", Quota: 1} // holds i1
+			if _, _, err := s.Idempotency.Begin(ctx, full, "i3", "a", time.Minute); !errors.Is(err, gates.ErrIdempotencyQuota) {
+				return fmt.Errorf("Begin over the quota = %v", err)
+			}
+			return nil
+		}},
 		{"ApprovalStore.Create", 1, func() error { _, _, err := s.Approvals.Create(ctx, req); return err }},
 		{"ApprovalStore.Create existing", 1, func() error { _, _, err := s.Approvals.Create(ctx, req); return err }},
 		{"ApprovalStore.Get", 1, func() error { _, err := s.Approvals.Get(ctx, "r1"); return err }},
