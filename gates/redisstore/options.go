@@ -51,9 +51,12 @@ type Options struct {
 	// Ignored by New (configure your own client).
 	PoolSize int
 	// PoolTimeout is how long a call waits for a free connection of the
-	// client Open makes; default half of Timeout, so that a wait ends as a
-	// pool timeout (503, reason store_busy) rather than as the operation's
-	// deadline, which reads as Redis being down. Ignored by New.
+	// client Open makes; default a quarter of Timeout. Open's client retries
+	// a failed command once (max_retries in the URL overrides it), so a wait
+	// for a connection, retried, ends as a pool timeout (503, reason
+	// store_busy) within Timeout rather than as the operation's deadline,
+	// which reads as Redis being down: keep 2 × PoolTimeout + 30ms below
+	// Timeout. Ignored by New.
 	PoolTimeout time.Duration
 	// MinIdleConns is how many idle connections Open's client keeps open,
 	// so that a burst after a quiet spell (or on a fresh replica) does not
@@ -81,7 +84,7 @@ func (o Options) withDefaults() Options {
 		o.PoolSize = max(DefaultMinPoolSize, 10*runtime.GOMAXPROCS(0))
 	}
 	if o.PoolTimeout <= 0 {
-		o.PoolTimeout = o.Timeout / 2
+		o.PoolTimeout = o.Timeout / 4
 	}
 	if o.MinIdleConns <= 0 {
 		o.MinIdleConns = o.PoolSize / 4
@@ -169,6 +172,13 @@ func Open(ctx context.Context, url string, opts Options) (*Stores, error) {
 	if o.MinIdleConns == 0 {
 		o.MinIdleConns = opts.MinIdleConns
 	}
+	if o.MaxRetries == 0 {
+		// go-redis retries three times by default, with backoffs of up to
+		// 170ms in all: a wait for a connection would end as the
+		// operation's deadline, never as a pool timeout. One retry still
+		// replaces a connection a Redis restart broke.
+		o.MaxRetries = openMaxRetries
+	}
 	client := redis.NewClient(o)
 	pctx, cancel := context.WithTimeout(ctx, max(opts.Timeout, o.DialTimeout))
 	defer cancel()
@@ -181,6 +191,9 @@ func Open(ctx context.Context, url string, opts Options) (*Stores, error) {
 	s.owned = true
 	return s, nil
 }
+
+// openMaxRetries is how often Open's client retries a failed command.
+const openMaxRetries = 1
 
 // checkPersistence asks Redis how it persists its data and warns when it
 // does not. It never fails Open: a server that does not answer CONFIG
