@@ -100,3 +100,37 @@ func TestIdempotencyFloodLeavesOthersAlone(t *testing.T) {
 		})
 	}
 }
+
+// TestIdempotencyQuotaOption: WithIdempotencyQuota sets the caller's quota;
+// a key it holds is still answered, a new one is refused (429, reason
+// idempotency_quota, retry_after within the window) without the tool
+// running, and another caller has a quota of its own.
+func TestIdempotencyQuotaOption(t *testing.T) {
+	tool := &counterTool{}
+	inv := stateEnforcer(t, axgate.WithIdempotencyQuota(2), axgate.WithIdempotencyWindow(time.Hour)).Wrap(tool)
+	call := func(who middleware.Principal, key string) error {
+		_, err := inv.Invoke(context.Background(), stateCall{tool: "order_place", args: `{"sku":"A","qty":1}`, who: who, key: key}.call())
+		return err
+	}
+	for _, key := range []string{"k1", "k2", "k1"} {
+		if err := call(alice, key); err != nil {
+			t.Fatalf("alice, %s: %v", key, err)
+		}
+	}
+	err := call(alice, "k3")
+	code, status, details := envelopeDetails(t, err)
+	if code != axerr.CodeRateLimited || status != 429 || details["reason"] != "idempotency_quota" || details["quota"] != float64(2) {
+		t.Fatalf("third key: %s %d %v; want 429 AXAG_RATE_LIMITED, reason idempotency_quota, quota 2", code, status, details)
+	}
+	if ra, _ := details["retry_after"].(float64); ra < 1 || ra > 3600 {
+		t.Fatalf("retry_after %v; want when the oldest record ends, within the 1h window", details["retry_after"])
+	}
+	if n := tool.n.Load(); n != 2 {
+		t.Fatalf("the tool ran %d times; want 2 (k1 once, k2 once)", n)
+	}
+	for _, who := range []middleware.Principal{bob, aliceElf} {
+		if err := call(who, "k3"); err != nil {
+			t.Fatalf("%s/%s with its own quota: %v", who.Tenant, who.ID, err)
+		}
+	}
+}

@@ -703,6 +703,7 @@ func TestStateOptionsRefuseBadValues(t *testing.T) {
 		"negative lease":            axgate.WithIdempotencyLease(-time.Minute),
 		"negative duplicate window": axgate.WithDuplicateCalls(gates.DuplicateWarn, -time.Second),
 		"unknown duplicate policy":  axgate.WithDuplicateCalls(gates.DuplicatePolicy(7), time.Minute),
+		"negative quota":            axgate.WithIdempotencyQuota(-1),
 	} {
 		if _, err := axgate.New(m, opt); err == nil {
 			t.Errorf("%s: New succeeded", name)
