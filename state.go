@@ -23,19 +23,22 @@ func defaultStateConfig() stateConfig {
 		Lease:           gates.DefaultIdempotencyLease,
 		Duplicates:      gates.DuplicateWarn,
 		DuplicateWindow: gates.DefaultDuplicateWindow,
+		Quota:           gates.DefaultIdempotencyQuota,
 	}}
 }
 
 // WithLimiter counts rate limits and cooldowns in l, for example a Redis
 // limiter shared by several replicas. The default is a gates.MemoryLimiter:
-// one process, idle keys forgotten, at most gates.DefaultMaxKeys busy keys.
+// one process, idle keys forgotten, at most gates.DefaultMaxKeys busy keys
+// per tenant.
 func WithLimiter(l gates.Limiter) Option {
 	return func(c *config) { c.state.limiter = l }
 }
 
 // WithIdempotencyStore keeps idempotency records and recent calls in s, for
 // example a Redis store shared by several replicas. The default is a
-// gates.MemoryIdempotencyStore for one process.
+// gates.MemoryIdempotencyStore for one process, holding at most
+// gates.DefaultMaxKeys live records per tenant.
 func WithIdempotencyStore(s gates.IdempotencyStore) Option {
 	return func(c *config) { c.state.idempotency.Store = s }
 }
@@ -63,6 +66,20 @@ func WithIdempotencyLease(lease time.Duration) Option {
 	return func(c *config) {
 		if lease != 0 {
 			c.state.idempotency.Lease = lease
+		}
+	}
+}
+
+// WithIdempotencyQuota sets how many live records made with an idempotency
+// key one caller (principal and tenant) may hold at once (default 1,000; see
+// gates.IdempotencyOptions.Quota). A call with a new key over it is refused
+// with 429 AXAG_RATE_LIMITED, reason idempotency_quota, and a retry_after;
+// other callers are unaffected. A zero keeps the default; New fails when it
+// is negative.
+func WithIdempotencyQuota(n int) Option {
+	return func(c *config) {
+		if n != 0 {
+			c.state.idempotency.Quota = n
 		}
 	}
 }

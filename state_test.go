@@ -638,18 +638,20 @@ func (failingLimiter) AllowN(context.Context, []gates.LimitKey, int) (gates.Limi
 
 type failingStore struct{ failOn string }
 
-func (f failingStore) Begin(context.Context, string, string, time.Duration) (*gates.IdempotencyRecord, string, error) {
+func (f failingStore) Begin(context.Context, gates.IdempotencyOwner, string, string, time.Duration) (*gates.IdempotencyRecord, string, error) {
 	if f.failOn == "begin" {
 		return nil, "", errors.New("dial tcp 10.0.0.7:6379: connection refused")
 	}
 	return nil, "claim", nil
 }
 
-func (f failingStore) Complete(context.Context, string, string, gates.IdempotencyOutcome, time.Duration) error {
+func (f failingStore) Complete(context.Context, gates.IdempotencyOwner, string, string, gates.IdempotencyOutcome, time.Duration) error {
 	return errors.New("dial tcp 10.0.0.7:6379: connection refused")
 }
 
-func (f failingStore) Release(context.Context, string, string) error { return nil }
+func (f failingStore) Release(context.Context, gates.IdempotencyOwner, string, string) error {
+	return nil
+}
 
 // TestStoreFailureFailsClosed: a store that fails makes the gate refuse with
 // 503 AXGATE_STORE_UNAVAILABLE, naming no internals, and the tool does not run.
@@ -701,6 +703,7 @@ func TestStateOptionsRefuseBadValues(t *testing.T) {
 		"negative lease":            axgate.WithIdempotencyLease(-time.Minute),
 		"negative duplicate window": axgate.WithDuplicateCalls(gates.DuplicateWarn, -time.Second),
 		"unknown duplicate policy":  axgate.WithDuplicateCalls(gates.DuplicatePolicy(7), time.Minute),
+		"negative quota":            axgate.WithIdempotencyQuota(-1),
 	} {
 		if _, err := axgate.New(m, opt); err == nil {
 			t.Errorf("%s: New succeeded", name)

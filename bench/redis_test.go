@@ -4,11 +4,13 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	axerr "github.com/axgate/axgate/errors"
 	"github.com/axgate/axgate/gates"
 	"github.com/axgate/axgate/gates/redisstore"
 	"github.com/axgate/axgate/gates/redisstore/redistest"
@@ -305,10 +307,16 @@ func BenchmarkRedisIdempotencyGate(b *testing.B) {
 			// run makes b.N calls with key(i); fresh says each key is new.
 			run := func(b *testing.B, fresh bool, key func(i int) string, check func(*middleware.Call) bool) {
 				inv := inv
-				if rt == nil && fresh {
-					// Room for a record per call: the default bound
-					// (100,000 live records) would refuse the rest.
-					g, err := gates.NewIdempotency(gates.IdempotencyOptions{Store: gates.NewMemoryIdempotencyStore(b.N + 16)})
+				if fresh {
+					// Room for a record per call: the default bounds
+					// (100,000 live records per tenant in memory, 1,000
+					// per caller) would refuse the rest. Every call is
+					// still charged to the caller's quota, under it.
+					fs := store
+					if rt == nil {
+						fs = gates.NewMemoryIdempotencyStore(b.N + 16)
+					}
+					g, err := gates.NewIdempotency(gates.IdempotencyOptions{Store: fs, Quota: b.N + 16})
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -341,6 +349,29 @@ func BenchmarkRedisIdempotencyGate(b *testing.B) {
 			})
 			b.Run("duplicate_warn", func(b *testing.B) {
 				run(b, false, func(int) string { return "" }, func(c *middleware.Call) bool { return len(c.Facts.Warnings) == 1 })
+			})
+			// A caller at its quota sends a new key: refused (429) in the
+			// one round trip of the claim.
+			b.Run("over_quota", func(b *testing.B) {
+				g, err := gates.NewIdempotency(gates.IdempotencyOptions{Store: store, Quota: 1})
+				if err != nil {
+					b.Fatal(err)
+				}
+				inv := middleware.Build(okTool, nil, intent, g.Stage(), commitStage)
+				inv.Invoke(ctx, call("replay-key")) // the one record it holds
+				prefix := rand.Text()
+				if rt != nil {
+					rt.Reset()
+				}
+				b.ReportAllocs()
+				b.ResetTimer()
+				for i := range b.N {
+					if _, err := inv.Invoke(ctx, call(fmt.Sprint(prefix, "-", i))); !errors.Is(err, axerr.CodeRateLimited) {
+						b.Fatal(err)
+					}
+				}
+				b.StopTimer()
+				reportRoundTrips(b, benchStore{rt: rt}, b.N)
 			})
 		})
 	}

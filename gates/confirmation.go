@@ -129,7 +129,7 @@ func (c *Confirmation) intercept(ctx context.Context, call *middleware.Call, nex
 		return c.refused(call, digest, tokenError(ReasonUsed, nil))
 	})
 	ctx = spend(ctx, call, c.cfg.Replay, pendingUse{
-		use:     TokenUse{ID: key, Expires: c.cfg.Verifier.SpentUntil(claims)},
+		use:     TokenUse{ID: key, Expires: c.cfg.Verifier.SpentUntil(claims), Tenant: claims.Tenant},
 		refusal: &replayed,
 	})
 	return next.Invoke(ctx, call)

@@ -52,6 +52,7 @@ const (
 	DefaultIdempotencyWindow = 24 * time.Hour
 	DefaultIdempotencyLease  = 5 * time.Minute
 	DefaultDuplicateWindow   = time.Minute
+	DefaultIdempotencyQuota  = 1000
 )
 
 // IdempotencyOptions configure the idempotency gate. Zero durations take the
@@ -76,6 +77,15 @@ type IdempotencyOptions struct {
 	// DuplicateWindow is how long a call without a key is remembered
 	// (default 1m).
 	DuplicateWindow time.Duration
+	// Quota is how many live records made with an idempotency key one
+	// caller (principal and tenant) may hold at once, in flight or done,
+	// across intents (default 1,000). A call with a new key over it is
+	// refused with 429 AXAG_RATE_LIMITED, reason idempotency_quota, and a
+	// retry_after of when the caller's oldest record expires; the quota is
+	// checked and charged atomically with the claim, and other callers are
+	// unaffected. Calls without a key are not charged: their duplicate
+	// markers last DuplicateWindow.
+	Quota int
 }
 
 // Idempotency is the gate for actions the manifest declares
@@ -114,6 +124,7 @@ type IdempotencyOptions struct {
 // successful one is always kept.
 type Idempotency struct {
 	store     IdempotencyStore
+	quota     int
 	window    time.Duration
 	lease     time.Duration
 	dup       DuplicatePolicy
@@ -126,7 +137,13 @@ func NewIdempotency(o IdempotencyOptions) (*Idempotency, error) {
 	if o.Store == nil {
 		return nil, errors.New("idempotency: no store")
 	}
-	g := &Idempotency{store: o.Store, window: o.Window, lease: o.Lease, dup: o.Duplicates, dupWindow: o.DuplicateWindow}
+	g := &Idempotency{store: o.Store, quota: o.Quota, window: o.Window, lease: o.Lease, dup: o.Duplicates, dupWindow: o.DuplicateWindow}
+	if g.quota == 0 {
+		g.quota = DefaultIdempotencyQuota
+	}
+	if g.quota < 0 {
+		return nil, errors.New("idempotency: quota must be positive")
+	}
 	if g.window == 0 {
 		g.window = DefaultIdempotencyWindow
 	}
@@ -182,8 +199,13 @@ func (g *Idempotency) keyed(ctx context.Context, call *middleware.Call, next mid
 	sum := sha256.Sum256([]byte(key))
 	skey := StateKey("idem", call.Principal.Tenant, call.Principal.ID, intent, base64.RawURLEncoding.EncodeToString(sum[:]))
 
-	rec, claim, err := g.store.Begin(ctx, skey, digest, g.lease)
+	owner := IdempotencyOwner{Tenant: call.Principal.Tenant, Principal: call.Principal.ID, Quota: g.quota}
+	rec, claim, err := g.store.Begin(ctx, owner, skey, digest, g.lease)
 	if err != nil {
+		var qe *QuotaError
+		if errors.As(err, &qe) {
+			return middleware.Result{}, IdempotencyQuotaExceeded(intent, g.quota, qe.RetryAfter)
+		}
 		return middleware.Result{}, StoreUnavailable(intent, "the idempotency store", err)
 	}
 	if claim == "" {
@@ -197,11 +219,11 @@ func (g *Idempotency) keyed(ctx context.Context, call *middleware.Call, next mid
 			// claim so a retry may run. After: the tool may have done its
 			// work, so a retry gets a refusal rather than a second run.
 			if !call.Executed() {
-				g.release(ctx, call, skey, claim)
+				g.release(ctx, call, owner, skey, claim)
 				return
 			}
 			e := axerr.New(axerr.CodeInternal, "the call failed unexpectedly after the tool ran").WithIntent(intent)
-			g.complete(ctx, call, skey, claim, IdempotencyOutcome{Refusal: envelopeJSON(e)})
+			g.complete(ctx, call, owner, skey, claim, IdempotencyOutcome{Refusal: envelopeJSON(e)})
 		}
 	}()
 	res, err := next.Invoke(ctx, call)
@@ -209,7 +231,7 @@ func (g *Idempotency) keyed(ctx context.Context, call *middleware.Call, next mid
 	if err != nil && !call.Executed() {
 		// Refused before the tool ran: there is no outcome to keep, and a
 		// retry may run.
-		g.release(ctx, call, skey, claim)
+		g.release(ctx, call, owner, skey, claim)
 		return res, err
 	}
 	// The tool has run (a result counts as such even in a chain that does
@@ -234,7 +256,7 @@ func (g *Idempotency) keyed(ctx context.Context, call *middleware.Call, next mid
 		out = IdempotencyOutcome{Refusal: envelopeJSON(e)}
 		call.Facts.Warnings = append(call.Facts.Warnings, "idempotency: the result cannot be stored as JSON; a retry with this key will be refused")
 	}
-	g.complete(ctx, call, skey, claim, out)
+	g.complete(ctx, call, owner, skey, claim, out)
 	return res, err
 }
 
@@ -283,7 +305,8 @@ func (g *Idempotency) unkeyed(ctx context.Context, call *middleware.Call, next m
 		return middleware.Result{}, err
 	}
 	skey := StateKey("dup", call.Principal.Tenant, call.Principal.ID, intent, digest)
-	_, claim, err := g.store.Begin(ctx, skey, digest, g.dupWindow)
+	owner := IdempotencyOwner{Tenant: call.Principal.Tenant, Principal: call.Principal.ID}
+	_, claim, err := g.store.Begin(ctx, owner, skey, digest, g.dupWindow)
 	if err != nil {
 		return middleware.Result{}, StoreUnavailable(intent, "the idempotency store", err)
 	}
@@ -300,20 +323,20 @@ func (g *Idempotency) unkeyed(ctx context.Context, call *middleware.Call, next m
 	finished := false
 	defer func() {
 		if !finished && !call.Executed() {
-			g.release(ctx, call, skey, claim)
+			g.release(ctx, call, owner, skey, claim)
 		}
 	}()
 	res, err := next.Invoke(ctx, call)
 	finished = true
 	if err != nil && !call.Executed() {
-		g.release(ctx, call, skey, claim)
+		g.release(ctx, call, owner, skey, claim)
 	}
 	return res, err
 }
 
 // release forgets this call's claim on skey, so that a retry may run.
-func (g *Idempotency) release(ctx context.Context, call *middleware.Call, skey, claim string) {
-	err := g.store.Release(context.WithoutCancel(ctx), skey, claim)
+func (g *Idempotency) release(ctx context.Context, call *middleware.Call, owner IdempotencyOwner, skey, claim string) {
+	err := g.store.Release(context.WithoutCancel(ctx), owner, skey, claim)
 	switch {
 	case err == nil, errors.Is(err, ErrNotFound):
 		// Released, or the lease ended first: nothing is held either way.
@@ -323,8 +346,8 @@ func (g *Idempotency) release(ctx context.Context, call *middleware.Call, skey, 
 }
 
 // complete stores the outcome of the call that holds claim on skey.
-func (g *Idempotency) complete(ctx context.Context, call *middleware.Call, skey, claim string, out IdempotencyOutcome) {
-	err := g.store.Complete(context.WithoutCancel(ctx), skey, claim, out, g.window)
+func (g *Idempotency) complete(ctx context.Context, call *middleware.Call, owner IdempotencyOwner, skey, claim string, out IdempotencyOutcome) {
+	err := g.store.Complete(context.WithoutCancel(ctx), owner, skey, claim, out, g.window)
 	switch {
 	case err == nil:
 	case errors.Is(err, ErrNotFound):
@@ -402,40 +425,85 @@ func DuplicateCall(intent, argsSHA256 string, window time.Duration) *axerr.Error
 		With("window_seconds", seconds(window))
 }
 
+// IdempotencyQuotaExceeded is the refusal of a call with a new idempotency
+// key from a caller that holds quota live records: 429 AXAG_RATE_LIMITED,
+// reason idempotency_quota, retry_after when its oldest record expires.
+func IdempotencyQuotaExceeded(intent string, quota int, retryAfter time.Duration) *axerr.Error {
+	e := axerr.Newf(axerr.CodeRateLimited, "this caller holds %d live idempotency keys, as many as allowed", quota).
+		WithIntent(intent).
+		WithReason(axerr.ReasonIdempotencyQuota).
+		With("quota", quota)
+	e.RetryAfter = max(retryAfter, time.Second)
+	e.Gate = StageIdempotency
+	e.Suggestion = fmt.Sprintf("Reuse an idempotency key only to retry the same call; wait %d seconds for an older key to expire, then call again.", e.RetryAfterSeconds())
+	return e
+}
+
 // idempotencySweepEvery is how often the memory store forgets expired
 // records, at the latest.
 const idempotencySweepEvery = time.Minute
 
 // MemoryIdempotencyStore is an IdempotencyStore for one process. Records
-// expire after their ttl and are swept as new keys arrive; at most maxKeys
-// live records are held. It is safe for concurrent use.
+// expire after their ttl and are swept as new keys arrive. Its capacity is
+// kept per tenant: each tenant (by IdempotencyOwner.Tenant; "" for callers
+// without one) holds at most maxKeys live records, so one tenant filling its
+// share never refuses another tenant's calls; within a tenant, each
+// principal holds at most its quota of records made with a key. It is safe
+// for concurrent use.
 type MemoryIdempotencyStore struct {
-	mu        sync.Mutex
-	records   map[string]*memoryRecord
+	mu      sync.Mutex
+	records map[string]*memoryRecord
+	// tenants counts the records of each tenant, expired ones not yet
+	// swept included.
+	tenants map[string]int
+	// owners holds the records charged to each owner's quota.
+	owners    map[memoryOwner]*ownerRecords
 	maxKeys   int
 	lastSweep time.Time
 	claims    uint64
 	now       func() time.Time
 }
 
+// memoryOwner is the map key of an owner: its quota is not part of it.
+type memoryOwner struct{ tenant, principal string }
+
+// ownerRecords are the keys of the records charged to one owner.
+type ownerRecords struct {
+	keys map[string]struct{}
+	// soonest is no later than the expiry of any of them: until then none
+	// has expired, and a refusal needs no look at them.
+	soonest time.Time
+}
+
 type memoryRecord struct {
 	rec     IdempotencyRecord
 	claim   string
 	expires time.Time
+	owner   memoryOwner
+	// charged says whether the record counts against its owner's quota.
+	charged bool
 }
 
 // NewMemoryIdempotencyStore returns a store that holds at most maxKeys live
-// records (DefaultMaxKeys when maxKeys ≤ 0). When all are live, Begin of a
-// new key returns ErrStoreFull: the call is refused, never run unrecorded.
+// records per tenant (DefaultMaxKeys when maxKeys ≤ 0). When all of a
+// tenant's are live, Begin of a new key of that tenant returns ErrStoreFull:
+// the call is refused, never run unrecorded; other tenants are unaffected.
 func NewMemoryIdempotencyStore(maxKeys int) *MemoryIdempotencyStore {
 	if maxKeys <= 0 {
 		maxKeys = DefaultMaxKeys
 	}
-	return &MemoryIdempotencyStore{records: make(map[string]*memoryRecord), maxKeys: maxKeys, now: time.Now}
+	return &MemoryIdempotencyStore{
+		records: make(map[string]*memoryRecord),
+		tenants: make(map[string]int),
+		owners:  make(map[memoryOwner]*ownerRecords),
+		maxKeys: maxKeys,
+		now:     time.Now,
+	}
 }
 
 // Begin claims key (see IdempotencyStore). The returned record is a copy.
-func (s *MemoryIdempotencyStore) Begin(ctx context.Context, key, argsSHA256 string, ttl time.Duration) (*IdempotencyRecord, string, error) {
+// The quota is checked and charged under the store's lock, with the claim.
+func (s *MemoryIdempotencyStore) Begin(ctx context.Context, owner IdempotencyOwner, key, argsSHA256 string, ttl time.Duration) (*IdempotencyRecord, string, error) {
 	if ttl <= 0 {
 		return nil, "", fmt.Errorf("ttl %s is not positive", ttl)
 	}
@@ -443,6 +511,7 @@ func (s *MemoryIdempotencyStore) Begin(ctx context.Context, key, argsSHA256 stri
 		return nil, "", err
 	}
 	now := s.now()
+	o := memoryOwner{owner.Tenant, owner.Principal}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if r, ok := s.records[key]; ok {
@@ -452,25 +521,59 @@ func (s *MemoryIdempotencyStore) Begin(ctx context.Context, key, argsSHA256 stri
 			cp.Refusal = bytes.Clone(r.rec.Refusal)
 			return &cp, "", nil
 		}
-		delete(s.records, key)
+		s.drop(key, r)
 	}
-	if sweepDue(now, s.lastSweep, idempotencySweepEvery, len(s.records) >= s.maxKeys) {
+	if owner.Quota > 0 {
+		if or := s.owners[o]; or != nil && len(or.keys) >= owner.Quota {
+			if !now.Before(or.soonest) {
+				// Some may have expired: forget those (at most Quota
+				// records to look at), and learn when the next one does.
+				var soonest time.Time
+				for k := range or.keys {
+					r := s.records[k]
+					if !now.Before(r.expires) {
+						s.drop(k, r)
+					} else if soonest.IsZero() || r.expires.Before(soonest) {
+						soonest = r.expires
+					}
+				}
+				or.soonest = soonest
+			}
+			if len(or.keys) >= owner.Quota {
+				return nil, "", &QuotaError{RetryAfter: max(or.soonest.Sub(now), time.Millisecond)}
+			}
+		}
+	}
+	if sweepDue(now, s.lastSweep, idempotencySweepEvery, s.tenants[o.tenant] >= s.maxKeys) {
 		s.sweep(now)
 	}
-	if len(s.records) >= s.maxKeys {
+	if s.tenants[o.tenant] >= s.maxKeys {
 		return nil, "", ErrStoreFull
 	}
 	// Claims only need to differ within this store: a counter does.
 	s.claims++
 	claim := strconv.FormatUint(s.claims, 36)
-	s.records[key] = &memoryRecord{rec: IdempotencyRecord{ArgsSHA256: argsSHA256, State: IdempotencyInFlight}, claim: claim, expires: now.Add(ttl)}
+	r := &memoryRecord{rec: IdempotencyRecord{ArgsSHA256: argsSHA256, State: IdempotencyInFlight}, claim: claim, expires: now.Add(ttl), owner: o, charged: owner.Quota > 0}
+	s.records[key] = r
+	s.tenants[o.tenant]++
+	if r.charged {
+		or := s.owners[o]
+		if or == nil {
+			or = &ownerRecords{keys: make(map[string]struct{}), soonest: r.expires}
+			s.owners[o] = or
+		}
+		or.keys[key] = struct{}{}
+		if r.expires.Before(or.soonest) {
+			or.soonest = r.expires
+		}
+	}
 	return nil, claim, nil
 }
 
 // Complete stores the outcome of the call that holds claim on key. It
 // returns ErrNotFound when the claim has expired or was released, or another
 // call holds the key now.
-func (s *MemoryIdempotencyStore) Complete(ctx context.Context, key, claim string, out IdempotencyOutcome, ttl time.Duration) error {
+func (s *MemoryIdempotencyStore) Complete(ctx context.Context, _ IdempotencyOwner, key, claim string, out IdempotencyOutcome, ttl time.Duration) error {
 	if ttl <= 0 {
 		return fmt.Errorf("ttl %s is not positive", ttl)
 	}
@@ -493,7 +596,7 @@ func (s *MemoryIdempotencyStore) Complete(ctx context.Context, key, claim string
 
 // Release forgets key while claim holds it in flight; otherwise it returns
 // ErrNotFound and changes nothing.
-func (s *MemoryIdempotencyStore) Release(ctx context.Context, key, claim string) error {
+func (s *MemoryIdempotencyStore) Release(ctx context.Context, _ IdempotencyOwner, key, claim string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -504,7 +607,7 @@ func (s *MemoryIdempotencyStore) Release(ctx context.Context, key, claim string)
 	if r == nil || r.rec.State != IdempotencyInFlight {
 		return ErrNotFound
 	}
-	delete(s.records, key)
+	s.drop(key, r)
 	return nil
 }
 
@@ -518,6 +621,24 @@ func (s *MemoryIdempotencyStore) held(key, claim string, now time.Time) *memoryR
 	return r
 }
 
+// drop forgets the record r of key and uncharges its tenant and owner. Call
+// with s.mu held.
+func (s *MemoryIdempotencyStore) drop(key string, r *memoryRecord) {
+	delete(s.records, key)
+	if n := s.tenants[r.owner.tenant] - 1; n > 0 {
+		s.tenants[r.owner.tenant] = n
+	} else {
+		delete(s.tenants, r.owner.tenant)
+	}
+	if r.charged {
+		or := s.owners[r.owner]
+		delete(or.keys, key)
+		if len(or.keys) == 0 {
+			delete(s.owners, r.owner)
+		}
+	}
+}
+
 // Len returns how many records the store holds now (expired ones not yet
 // swept included).
 func (s *MemoryIdempotencyStore) Len() int {
@@ -529,7 +650,7 @@ func (s *MemoryIdempotencyStore) Len() int {
 func (s *MemoryIdempotencyStore) sweep(now time.Time) {
 	for k, r := range s.records {
 		if !now.Before(r.expires) {
-			delete(s.records, k)
+			s.drop(k, r)
 		}
 	}
 	s.lastSweep = now

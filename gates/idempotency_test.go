@@ -26,43 +26,43 @@ func TestMemoryIdempotencyStoreLifecycle(t *testing.T) {
 	ctx := context.Background()
 	s, clk := newTestIdempotencyStore(0)
 
-	rec, claim, err := s.Begin(ctx, "k", "digest-1", time.Minute)
+	rec, claim, err := s.Begin(ctx, testOwner, "k", "digest-1", time.Minute)
 	if err != nil || claim == "" || rec != nil {
 		t.Fatalf("first Begin: %v, %q, %v; want claimed", rec, claim, err)
 	}
-	rec, other, err := s.Begin(ctx, "k", "digest-2", time.Minute)
+	rec, other, err := s.Begin(ctx, testOwner, "k", "digest-2", time.Minute)
 	if err != nil || other != "" || rec == nil || rec.State != IdempotencyInFlight || rec.ArgsSHA256 != "digest-1" {
 		t.Fatalf("Begin while in flight: %+v, %q, %v; want the in-flight record of digest-1", rec, other, err)
 	}
-	if err := s.Complete(ctx, "k", claim, IdempotencyOutcome{Result: json.RawMessage(`{"order_id":"o-1"}`)}, time.Hour); err != nil {
+	if err := s.Complete(ctx, testOwner, "k", claim, IdempotencyOutcome{Result: json.RawMessage(`{"order_id":"o-1"}`)}, time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	// A completed record is no longer in flight: it cannot be released.
-	if err := s.Release(ctx, "k", claim); !errors.Is(err, ErrNotFound) {
+	if err := s.Release(ctx, testOwner, "k", claim); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("Release of a completed record: %v; want ErrNotFound", err)
 	}
 	// Completing renews the record for the window, past the lease.
 	clk.Advance(30 * time.Minute)
-	rec, other, _ = s.Begin(ctx, "k", "digest-1", time.Minute)
+	rec, other, _ = s.Begin(ctx, testOwner, "k", "digest-1", time.Minute)
 	if other != "" || rec.State != IdempotencyDone || string(rec.Result) != `{"order_id":"o-1"}` || rec.Refusal != nil {
 		t.Fatalf("Begin after Complete: %+v, %q; want the done record", rec, other)
 	}
 	// The copy is the caller's: changing it does not change the store.
 	rec.Result[0] = 'X'
-	if rec, _, _ = s.Begin(ctx, "k", "digest-1", time.Minute); string(rec.Result) != `{"order_id":"o-1"}` {
+	if rec, _, _ = s.Begin(ctx, testOwner, "k", "digest-1", time.Minute); string(rec.Result) != `{"order_id":"o-1"}` {
 		t.Fatalf("stored result changed through a returned copy: %s", rec.Result)
 	}
 	clk.Advance(31 * time.Minute)
-	if _, claim, _ = s.Begin(ctx, "k", "digest-3", time.Minute); claim == "" {
+	if _, claim, _ = s.Begin(ctx, testOwner, "k", "digest-3", time.Minute); claim == "" {
 		t.Fatal("Begin after the window: not claimed")
 	}
-	if err := s.Release(ctx, "k", claim); err != nil {
+	if err := s.Release(ctx, testOwner, "k", claim); err != nil {
 		t.Fatal(err)
 	}
-	if _, claim, _ = s.Begin(ctx, "k", "digest-4", time.Minute); claim == "" {
+	if _, claim, _ = s.Begin(ctx, testOwner, "k", "digest-4", time.Minute); claim == "" {
 		t.Fatal("Begin after Release: not claimed")
 	}
-	if err := s.Release(ctx, "never-held", "c"); !errors.Is(err, ErrNotFound) {
+	if err := s.Release(ctx, testOwner, "never-held", "c"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("Release of a key not held: %v; want ErrNotFound", err)
 	}
 }
@@ -70,12 +70,12 @@ func TestMemoryIdempotencyStoreLifecycle(t *testing.T) {
 func TestMemoryIdempotencyStoreKeepsRefusals(t *testing.T) {
 	ctx := context.Background()
 	s, _ := newTestIdempotencyStore(0)
-	_, claim, _ := s.Begin(ctx, "k", "d", time.Minute)
+	_, claim, _ := s.Begin(ctx, testOwner, "k", "d", time.Minute)
 	refusal := json.RawMessage(`{"error":{"code":"AXGATE_TOOL_FAILED"}}`)
-	if err := s.Complete(ctx, "k", claim, IdempotencyOutcome{Refusal: refusal}, time.Hour); err != nil {
+	if err := s.Complete(ctx, testOwner, "k", claim, IdempotencyOutcome{Refusal: refusal}, time.Hour); err != nil {
 		t.Fatal(err)
 	}
-	rec, _, _ := s.Begin(ctx, "k", "d", time.Minute)
+	rec, _, _ := s.Begin(ctx, testOwner, "k", "d", time.Minute)
 	if rec == nil || rec.State != IdempotencyDone || string(rec.Refusal) != string(refusal) || rec.Result != nil {
 		t.Fatalf("record after a refusal: %+v; want done with the refusal", rec)
 	}
@@ -86,25 +86,25 @@ func TestMemoryIdempotencyStoreKeepsRefusals(t *testing.T) {
 func TestMemoryIdempotencyStoreStaleClaim(t *testing.T) {
 	ctx := context.Background()
 	s, clk := newTestIdempotencyStore(0)
-	_, stale, _ := s.Begin(ctx, "k", "d", time.Minute)
+	_, stale, _ := s.Begin(ctx, testOwner, "k", "d", time.Minute)
 	clk.Advance(time.Minute)
-	if err := s.Complete(ctx, "k", stale, IdempotencyOutcome{Result: json.RawMessage(`1`)}, time.Hour); !errors.Is(err, ErrNotFound) {
+	if err := s.Complete(ctx, testOwner, "k", stale, IdempotencyOutcome{Result: json.RawMessage(`1`)}, time.Hour); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("Complete after the lease: %v; want ErrNotFound", err)
 	}
-	_, fresh, _ := s.Begin(ctx, "k", "d", time.Minute)
+	_, fresh, _ := s.Begin(ctx, testOwner, "k", "d", time.Minute)
 	if fresh == "" || fresh == stale {
 		t.Fatalf("Begin after the lease: claim %q (stale %q); want a new claim", fresh, stale)
 	}
-	if err := s.Release(ctx, "k", stale); !errors.Is(err, ErrNotFound) {
+	if err := s.Release(ctx, testOwner, "k", stale); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("Release with the stale claim: %v; want ErrNotFound", err)
 	}
-	if err := s.Complete(ctx, "k", stale, IdempotencyOutcome{Result: json.RawMessage(`1`)}, time.Hour); !errors.Is(err, ErrNotFound) {
+	if err := s.Complete(ctx, testOwner, "k", stale, IdempotencyOutcome{Result: json.RawMessage(`1`)}, time.Hour); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("Complete with the stale claim: %v; want ErrNotFound", err)
 	}
-	if rec, claim, _ := s.Begin(ctx, "k", "d", time.Minute); claim != "" || rec.State != IdempotencyInFlight {
+	if rec, claim, _ := s.Begin(ctx, testOwner, "k", "d", time.Minute); claim != "" || rec.State != IdempotencyInFlight {
 		t.Fatalf("the fresh claim was disturbed: %+v, %q", rec, claim)
 	}
-	if err := s.Complete(ctx, "k", fresh, IdempotencyOutcome{Result: json.RawMessage(`2`)}, time.Hour); err != nil {
+	if err := s.Complete(ctx, testOwner, "k", fresh, IdempotencyOutcome{Result: json.RawMessage(`2`)}, time.Hour); err != nil {
 		t.Fatalf("Complete with the fresh claim: %v", err)
 	}
 }
@@ -118,7 +118,7 @@ func TestMemoryIdempotencyStoreOneClaimUnderConcurrency(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for range 100 {
-				_, claim, err := s.Begin(context.Background(), "k", "d", time.Minute)
+				_, claim, err := s.Begin(context.Background(), testOwner, "k", "d", time.Minute)
 				if err != nil {
 					t.Error(err)
 				}
@@ -138,15 +138,15 @@ func TestMemoryIdempotencyStoreBounded(t *testing.T) {
 	ctx := context.Background()
 	s, clk := newTestIdempotencyStore(3)
 	for i := range 3 {
-		if _, claim, err := s.Begin(ctx, fmt.Sprint("k", i), "d", time.Minute); err != nil || claim == "" {
+		if _, claim, err := s.Begin(ctx, testOwner, fmt.Sprint("k", i), "d", time.Minute); err != nil || claim == "" {
 			t.Fatalf("key %d: %q, %v", i, claim, err)
 		}
 	}
-	if _, _, err := s.Begin(ctx, "k3", "d", time.Minute); !errors.Is(err, ErrStoreFull) {
+	if _, _, err := s.Begin(ctx, testOwner, "k3", "d", time.Minute); !errors.Is(err, ErrStoreFull) {
 		t.Fatalf("fourth live key: %v; want ErrStoreFull", err)
 	}
 	clk.Advance(time.Minute)
-	if _, claim, err := s.Begin(ctx, "k3", "d", time.Minute); err != nil || claim == "" {
+	if _, claim, err := s.Begin(ctx, testOwner, "k3", "d", time.Minute); err != nil || claim == "" {
 		t.Fatalf("after expiry: %q, %v; want claimed", claim, err)
 	}
 	if n := s.Len(); n != 1 {
@@ -157,15 +157,15 @@ func TestMemoryIdempotencyStoreBounded(t *testing.T) {
 func TestMemoryIdempotencyStoreRejectsBadInput(t *testing.T) {
 	ctx := context.Background()
 	s, _ := newTestIdempotencyStore(0)
-	if _, _, err := s.Begin(ctx, "k", "d", 0); err == nil {
+	if _, _, err := s.Begin(ctx, testOwner, "k", "d", 0); err == nil {
 		t.Error("Begin with ttl 0: no error")
 	}
-	if err := s.Complete(ctx, "k", "c", IdempotencyOutcome{}, -time.Second); err == nil {
+	if err := s.Complete(ctx, testOwner, "k", "c", IdempotencyOutcome{}, -time.Second); err == nil {
 		t.Error("Complete with negative ttl: no error")
 	}
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
-	if _, _, err := s.Begin(cancelled, "k", "d", time.Minute); !errors.Is(err, context.Canceled) {
+	if _, _, err := s.Begin(cancelled, testOwner, "k", "d", time.Minute); !errors.Is(err, context.Canceled) {
 		t.Errorf("Begin with a cancelled context: %v", err)
 	}
 }
@@ -332,3 +332,7 @@ func TestIdempotencyResultThatCannotBeStored(t *testing.T) {
 		t.Fatalf("the tool ran %d times; want 1", n)
 	}
 }
+
+// testOwner is the caller the store tests charge records to, with a quota
+// they never reach.
+var testOwner = IdempotencyOwner{Tenant: "acme", Principal: "alice", Quota: 1000}

@@ -55,11 +55,11 @@ func RateLimit(l Limiter) middleware.Stage {
 		rc := &rateCharge{l: l, action: a, cooldownAt: -1}
 		if a.Cooldown > 0 {
 			rc.cooldownAt = rc.n
-			rc.keys[rc.n] = LimitKey{Key: StateKey("cooldown", call.Principal.Tenant, call.Principal.ID, a.Intent), Limit: Limit{Count: 1, Per: a.Cooldown}}
+			rc.keys[rc.n] = LimitKey{Key: StateKey("cooldown", call.Principal.Tenant, call.Principal.ID, a.Intent), Limit: Limit{Count: 1, Per: a.Cooldown}, Tenant: call.Principal.Tenant}
 			rc.n++
 		}
 		if a.RateLimit != nil {
-			rc.keys[rc.n] = LimitKey{Key: StateKey("rate", call.Principal.Tenant, call.Principal.ID, a.Intent), Limit: Limit{Count: a.RateLimit.Count, Per: a.RateLimit.Per}}
+			rc.keys[rc.n] = LimitKey{Key: StateKey("rate", call.Principal.Tenant, call.Principal.ID, a.Intent), Limit: Limit{Count: a.RateLimit.Count, Per: a.RateLimit.Per}, Tenant: call.Principal.Tenant}
 			rc.n++
 		}
 		if err := rc.take(ctx, 0); err != nil {
@@ -186,8 +186,8 @@ func rateSpec(r *manifest.RateLimit) string {
 	return strconv.Itoa(r.Count) + "/" + periodName(r.Per)
 }
 
-// DefaultMaxKeys bounds the keys a memory store holds when its constructor is
-// given no bound.
+// DefaultMaxKeys bounds the keys a memory store holds per tenant when its
+// constructor is given no bound.
 const DefaultMaxKeys = 100_000
 
 // ErrStoreFull is returned by a memory store that holds as many live keys as
@@ -217,7 +217,8 @@ func sweepDue(now, last time.Time, period time.Duration, full bool) bool {
 // refilled at Count per Per. A key whose bucket has refilled is
 // indistinguishable from a new one, so it is forgotten (idle keys are swept
 // as new keys arrive): memory holds only keys used within their period, up to
-// a bound. It is safe for concurrent use.
+// a bound per tenant (LimitKey.Tenant): one tenant whose callers fill its
+// share never refuses another tenant's calls. It is safe for concurrent use.
 type MemoryLimiter struct {
 	seed        maphash.Seed
 	shards      []limiterShard
@@ -226,20 +227,24 @@ type MemoryLimiter struct {
 }
 
 type limiterShard struct {
-	mu        sync.Mutex
-	buckets   map[string]*bucket
+	mu      sync.Mutex
+	buckets map[string]*bucket
+	// tenants counts the buckets of each tenant in this shard.
+	tenants   map[string]int
 	lastSweep time.Time
 }
 
 type bucket struct {
-	lim   *rate.Limiter
-	limit Limit
+	lim    *rate.Limiter
+	limit  Limit
+	tenant string
 }
 
 // NewMemoryLimiter returns a MemoryLimiter that holds at most maxKeys busy
-// keys (DefaultMaxKeys when maxKeys ≤ 0). When every one of them is still
-// counting, a new key gets ErrStoreFull: the call is refused, never let
-// through uncounted.
+// keys per tenant (DefaultMaxKeys when maxKeys ≤ 0). When every one of a
+// tenant's is still counting, a new key of that tenant gets ErrStoreFull: the
+// call is refused, never let through uncounted; other tenants are
+// unaffected.
 func NewMemoryLimiter(maxKeys int) *MemoryLimiter {
 	if maxKeys <= 0 {
 		maxKeys = DefaultMaxKeys
@@ -253,6 +258,7 @@ func NewMemoryLimiter(maxKeys int) *MemoryLimiter {
 	l := &MemoryLimiter{seed: maphash.MakeSeed(), shards: make([]limiterShard, n), maxPerShard: (maxKeys + n - 1) / n, now: time.Now}
 	for i := range l.shards {
 		l.shards[i].buckets = make(map[string]*bucket)
+		l.shards[i].tenants = make(map[string]int)
 	}
 	return l
 }
@@ -301,7 +307,11 @@ func (l *MemoryLimiter) AllowN(ctx context.Context, keys []LimitKey, n int) (Lim
 	if n > 0 {
 		for _, i := range locked {
 			s := &l.shards[i]
-			if sweepDue(now, s.lastSweep, limiterSweepEvery, len(s.buckets) >= l.maxPerShard) {
+			full := false
+			for j, k := range keys {
+				full = full || (shardOf[j] == i && s.tenants[k.Tenant] >= l.maxPerShard)
+			}
+			if sweepDue(now, s.lastSweep, limiterSweepEvery, full) {
 				s.sweep(now)
 			}
 		}
@@ -362,11 +372,12 @@ func (l *MemoryLimiter) AllowN(ctx context.Context, keys []LimitKey, n int) (Lim
 			continue
 		}
 		s := &l.shards[shardOf[i]]
-		if len(s.buckets) >= l.maxPerShard {
+		if s.tenants[k.Tenant] >= l.maxPerShard {
 			return LimitDecision{}, ErrStoreFull
 		}
-		buckets[i] = &bucket{lim: rate.NewLimiter(every(k.Limit), k.Limit.Count), limit: k.Limit}
+		buckets[i] = &bucket{lim: rate.NewLimiter(every(k.Limit), k.Limit.Count), limit: k.Limit, tenant: k.Tenant}
 		s.buckets[k.Key] = buckets[i]
+		s.tenants[k.Tenant]++
 	}
 	for _, b := range buckets {
 		// Cannot fail: every bucket was seen to hold n tokens under the
@@ -422,10 +433,20 @@ func (l *MemoryLimiter) Len() int {
 func (s *limiterShard) sweep(now time.Time) {
 	for k, b := range s.buckets {
 		if b.lim.TokensAt(now) >= float64(b.limit.Count) {
-			delete(s.buckets, k)
+			s.drop(k, b)
 		}
 	}
 	s.lastSweep = now
+}
+
+// drop forgets the bucket b of key and uncounts it from its tenant.
+func (s *limiterShard) drop(key string, b *bucket) {
+	delete(s.buckets, key)
+	if n := s.tenants[b.tenant] - 1; n > 0 {
+		s.tenants[b.tenant] = n
+	} else {
+		delete(s.tenants, b.tenant)
+	}
 }
 
 // every is the bucket's refill rate: Count tokens per Per.

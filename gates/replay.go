@@ -13,28 +13,56 @@ import (
 	"github.com/axgate/axgate/middleware"
 )
 
-// DefaultReplayEntries bounds a MemoryReplayStore by default.
+// DefaultReplayEntries bounds a MemoryReplayStore per tenant by default.
 const DefaultReplayEntries = 1 << 20
 
 // ErrReplayStoreFull is returned when a MemoryReplayStore holds as many
-// unexpired ids as it may. Forgetting an unexpired id would let its token be
-// replayed, so the store refuses instead (and the gate fails closed).
+// unexpired ids of a tenant as it may. Forgetting an unexpired id would let
+// its token be replayed, so the store refuses instead (and the gate fails
+// closed).
 var ErrReplayStoreFull = errors.New("replay store is full")
 
+// Purging bounds of MemoryReplayStore: each call forgets at most
+// replayPurgeBatch expired ids, and replayPurgeFull more when the caller's
+// tenant is full, so that no call pays for a mass expiry (200,000 tokens
+// once stalled one call for 188 ms); a store whose backing arrays are four
+// times larger than needed is compacted.
+const (
+	replayPurgeBatch = 256
+	replayPurgeFull  = 4096
+	replayShrinkMin  = 1024
+)
+
 // MemoryReplayStore is a ReplayStore for one process: used token ids with
-// their expiry, bounded in size, expired ids dropped as new ones arrive. Its
-// zero value is not usable; call NewMemoryReplayStore.
+// their expiry, expired ids dropped a bounded number at a time as new ones
+// arrive, and the memory they held given back. Its capacity is kept per
+// tenant (TokenUse.Tenant, the tokens' tenant claim): each tenant holds at
+// most MaxEntries ids, so a tenant filling its share never refuses another
+// tenant's tokens. Its zero value is not usable; call NewMemoryReplayStore.
 type MemoryReplayStore struct {
 	mu      sync.Mutex
 	max     int
 	now     func() time.Time
-	expires map[string]time.Time
+	expires map[string]replayEntry
+	// peak is the most ids the map held since it was last rebuilt: a Go
+	// map never gives back its buckets, so once it holds a quarter of that
+	// it is rebuilt.
+	peak    int
+	tenants map[string]int
 	byTime  expiryHeap
+	// purged is how many ids the last call purged (for tests).
+	purged int
+}
+
+type replayEntry struct {
+	at     time.Time
+	tenant string
 }
 
 // MemoryReplayOptions tune a MemoryReplayStore.
 type MemoryReplayOptions struct {
-	// MaxEntries bounds the ids held (DefaultReplayEntries when zero).
+	// MaxEntries bounds the ids held per tenant (DefaultReplayEntries when
+	// zero).
 	MaxEntries int
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
@@ -48,7 +76,7 @@ func NewMemoryReplayStore(o MemoryReplayOptions) *MemoryReplayStore {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &MemoryReplayStore{max: o.MaxEntries, now: o.Now, expires: make(map[string]time.Time)}
+	return &MemoryReplayStore{max: o.MaxEntries, now: o.Now, expires: make(map[string]replayEntry), tenants: make(map[string]int)}
 }
 
 // Consume implements ReplayStore: all ids are recorded, or none. An id given
@@ -60,6 +88,7 @@ func (s *MemoryReplayStore) Consume(ctx context.Context, uses []TokenUse) error 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
+	s.purged = 0
 	for i, u := range uses {
 		if s.liveLocked(u.ID, now) {
 			return ErrReplayed
@@ -70,9 +99,15 @@ func (s *MemoryReplayStore) Consume(ctx context.Context, uses []TokenUse) error 
 			}
 		}
 	}
-	s.purgeLocked(now)
-	if len(s.expires)+len(uses) > s.max {
-		return ErrReplayStoreFull
+	s.purgeLocked(now, replayPurgeBatch)
+	if !s.roomLocked(uses) {
+		// Maybe the tenant's ids are expired but not yet purged: look
+		// further, still a bounded number.
+		s.purgeLocked(now, replayPurgeFull)
+		if !s.roomLocked(uses) {
+			s.compactLocked()
+			return ErrReplayStoreFull
+		}
 	}
 	for _, u := range uses {
 		exp := u.Expires
@@ -83,10 +118,35 @@ func (s *MemoryReplayStore) Consume(ctx context.Context, uses []TokenUse) error 
 			// one of them runs.
 			exp = now.Add(expiredTokenGrace)
 		}
-		s.expires[u.ID] = exp
+		if old, ok := s.expires[u.ID]; ok {
+			// An expired id not yet purged, used again: its old heap entry
+			// no longer matches and will be skipped.
+			s.uncountLocked(old.tenant)
+		}
+		s.expires[u.ID] = replayEntry{at: exp, tenant: u.Tenant}
+		s.tenants[u.Tenant]++
 		heap.Push(&s.byTime, expiryEntry{id: u.ID, at: exp})
 	}
+	s.peak = max(s.peak, len(s.expires))
+	s.compactLocked()
 	return nil
+}
+
+// roomLocked reports whether the ids of uses fit in their tenants' shares.
+func (s *MemoryReplayStore) roomLocked(uses []TokenUse) bool {
+	if len(uses) == 1 {
+		return s.tenants[uses[0].Tenant]+1 <= s.max
+	}
+	need := make(map[string]int, 1)
+	for _, u := range uses {
+		need[u.Tenant]++
+	}
+	for t, n := range need {
+		if s.tenants[t]+n > s.max {
+			return false
+		}
+	}
+	return true
 }
 
 // expiredTokenGrace is how long a token that was already past its expiry
@@ -112,17 +172,47 @@ func (s *MemoryReplayStore) Len() int {
 }
 
 func (s *MemoryReplayStore) liveLocked(id string, now time.Time) bool {
-	exp, ok := s.expires[id]
-	return ok && exp.After(now)
+	e, ok := s.expires[id]
+	return ok && e.at.After(now)
 }
 
-// purgeLocked drops every expired id, oldest first.
-func (s *MemoryReplayStore) purgeLocked(now time.Time) {
-	for len(s.byTime) > 0 && !s.byTime[0].at.After(now) {
+// purgeLocked drops expired ids, oldest first, at most limit heap entries.
+func (s *MemoryReplayStore) purgeLocked(now time.Time, limit int) {
+	for n := 0; n < limit && len(s.byTime) > 0 && !s.byTime[0].at.After(now); n++ {
 		e := heap.Pop(&s.byTime).(expiryEntry)
-		if exp, ok := s.expires[e.id]; ok && exp.Equal(e.at) {
+		s.purged++
+		if cur, ok := s.expires[e.id]; ok && cur.at.Equal(e.at) {
 			delete(s.expires, e.id)
+			s.uncountLocked(cur.tenant)
 		}
+	}
+}
+
+func (s *MemoryReplayStore) uncountLocked(tenant string) {
+	if n := s.tenants[tenant] - 1; n > 0 {
+		s.tenants[tenant] = n
+	} else {
+		delete(s.tenants, tenant)
+	}
+}
+
+// compactLocked gives memory back once the store holds a quarter of what
+// it once did: the heap's backing array is reallocated to fit, and the map
+// (which never shrinks by itself) rebuilt. Each costs a copy of what is
+// left, at most once per halving of the size, so amortized O(1) per id.
+func (s *MemoryReplayStore) compactLocked() {
+	if c := cap(s.byTime); c > replayShrinkMin && len(s.byTime) < c/4 {
+		h := make(expiryHeap, len(s.byTime), 2*len(s.byTime))
+		copy(h, s.byTime)
+		s.byTime = h
+	}
+	if s.peak > replayShrinkMin && len(s.expires) < s.peak/4 {
+		m := make(map[string]replayEntry, len(s.expires))
+		for k, v := range s.expires {
+			m[k] = v
+		}
+		s.expires = m
+		s.peak = len(m)
 	}
 }
 
@@ -141,6 +231,9 @@ func (h *expiryHeap) Push(x any)        { *h = append(*h, x.(expiryEntry)) }
 func (h *expiryHeap) Pop() any {
 	old := *h
 	e := old[len(old)-1]
+	// Clear the slot: the backing array keeps it, and with it the id
+	// string, until the slice grows over it again.
+	old[len(old)-1] = expiryEntry{}
 	*h = old[:len(old)-1]
 	return e
 }

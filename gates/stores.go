@@ -29,6 +29,10 @@ var ErrNotFound = errors.New("not found")
 type TokenUse struct {
 	ID      string
 	Expires time.Time
+	// Tenant is the tenant the token was issued for (its tenant claim,
+	// which the gates require to be the caller's). A memory store keeps its
+	// capacity per tenant by it; "" is the share of callers without one.
+	Tenant string
 }
 
 // ReplayStore records the ids (jti) of used single-use tokens until they
@@ -54,6 +58,10 @@ type Limit struct {
 type LimitKey struct {
 	Key   string
 	Limit Limit
+	// Tenant is the tenant of the caller the counter counts (the gate
+	// builds Key from it too). A memory limiter keeps its capacity per
+	// tenant by it; "" is the share of callers without one.
+	Tenant string
 }
 
 // LimitDecision is a Limiter's answer for all the counters of a call.
@@ -109,21 +117,63 @@ type IdempotencyOutcome struct {
 	Refusal json.RawMessage
 }
 
+// IdempotencyOwner is the caller an idempotency record is charged to: a
+// principal of a tenant, and how many live records it may hold.
+type IdempotencyOwner struct {
+	Tenant    string
+	Principal string
+	// Quota is how many live records the owner may hold at once, counted
+	// over the records begun with a Quota; 0 charges nothing (the gate's
+	// short-lived duplicate markers of calls without a key).
+	Quota int
+}
+
+// ErrIdempotencyQuota is matched (errors.Is) by the error of
+// IdempotencyStore.Begin when the owner holds as many live records as its
+// quota allows; the error is a *QuotaError that says when one ends.
+var ErrIdempotencyQuota = errors.New("idempotency quota reached")
+
+// QuotaError is the refusal of a store to hold one more record for an owner
+// at its quota. It matches ErrIdempotencyQuota.
+type QuotaError struct {
+	// RetryAfter is how long until the owner's oldest live record expires
+	// (at least one millisecond).
+	RetryAfter time.Duration
+}
+
+func (e *QuotaError) Error() string {
+	return "idempotency quota reached; the oldest record expires in " + e.RetryAfter.String()
+}
+
+// Unwrap returns ErrIdempotencyQuota.
+func (e *QuotaError) Unwrap() error { return ErrIdempotencyQuota }
+
+// ErrStoreBusy is matched (errors.Is) by the error of a store that is
+// healthy but had no connection free in time (a pool wait that timed out):
+// the gate refuses with reason store_busy rather than call the store down.
+var ErrStoreBusy = errors.New("store busy: no connection free in time")
+
 // IdempotencyStore keeps the outcome of non-idempotent calls by key.
 type IdempotencyStore interface {
 	// Begin claims key for a call with these arguments, marking it in flight
 	// for ttl, and returns the claim: a token unique to this call that
 	// Complete and Release require. If the key is already held it returns the
-	// existing record and claim "", and changes nothing.
-	Begin(ctx context.Context, key, argsSHA256 string, ttl time.Duration) (existing *IdempotencyRecord, claim string, err error)
+	// existing record and claim "", and changes nothing. A new record is
+	// charged to owner: when owner.Quota > 0 and the owner holds that many
+	// live records, Begin returns a *QuotaError and changes nothing (checked
+	// and charged atomically with the claim). key must name the owner (the
+	// gate builds it from the tenant and the principal), so that one key is
+	// always charged to the same owner.
+	Begin(ctx context.Context, owner IdempotencyOwner, key, argsSHA256 string, ttl time.Duration) (existing *IdempotencyRecord, claim string, err error)
 	// Complete stores the outcome of the call that holds claim on key, kept
-	// for ttl. When claim no longer holds the key (its lease ended; another
-	// call may hold it now) it changes nothing and returns ErrNotFound.
-	Complete(ctx context.Context, key, claim string, outcome IdempotencyOutcome, ttl time.Duration) error
+	// for ttl (the record stays charged to owner as long). When claim no
+	// longer holds the key (its lease ended; another call may hold it now)
+	// it changes nothing and returns ErrNotFound.
+	Complete(ctx context.Context, owner IdempotencyOwner, key, claim string, outcome IdempotencyOutcome, ttl time.Duration) error
 	// Release forgets key while claim holds it in flight (the call did not
-	// run, so a retry may run it). Otherwise it changes nothing and returns
-	// ErrNotFound.
-	Release(ctx context.Context, key, claim string) error
+	// run, so a retry may run it), and uncharges owner. Otherwise it
+	// changes nothing and returns ErrNotFound.
+	Release(ctx context.Context, owner IdempotencyOwner, key, claim string) error
 }
 
 // ApprovalState is the state of an approval request.
@@ -346,7 +396,17 @@ func digits(n int) int {
 
 // StoreUnavailable is the refusal of a gate whose store failed: 503,
 // retryable. The cause is kept for logs and never shown to the caller.
+//
+// A store that is healthy but had no connection free in time (its error
+// matches ErrStoreBusy) is refused the same way, 503 and retryable, with the
+// reason store_busy: the caller should come back shortly, and an operator
+// reading the logs sees a pool too small for the load rather than an outage.
 func StoreUnavailable(intent, what string, err error) *axerr.Error {
+	if errors.Is(err, ErrStoreBusy) {
+		e := axerr.Newf(axerr.CodeStoreUnavailable, "%s is busy; the call was refused to stay safe", what).WithIntent(intent).WithCause(err).WithReason(axerr.ReasonStoreBusy)
+		e.RetryAfter = time.Second
+		return e
+	}
 	e := axerr.Newf(axerr.CodeStoreUnavailable, "%s is unavailable; the call was refused to stay safe", what).WithIntent(intent).WithCause(err)
 	e.RetryAfter = time.Second
 	return e

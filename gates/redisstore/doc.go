@@ -32,6 +32,13 @@
 // been applied by Redis (a token spent, a rate-limit slot taken): the call is
 // refused all the same, which errs on the side of safety.
 //
+// Waiting for a pooled connection is not the store being down: an operation
+// whose wait passed the pool timeout fails with an error matching
+// gates.ErrStoreBusy (and redis.ErrPoolTimeout), refused with reason
+// store_busy. Open sizes the pool (Options.PoolSize, PoolTimeout,
+// MinIdleConns); PoolTimeout must stay below Timeout, or the wait ends as the
+// operation's deadline instead.
+//
 // The timeout reaches the socket only when the client honours context
 // deadlines: clients made by ParseURL and Open set
 // redis.Options.ContextTimeoutEnabled. A client of your own should set it too
@@ -45,6 +52,7 @@
 //	<prefix>jti:<token id>            used token ids
 //	<prefix>rate:<key>                rate-limit and cooldown state (GCRA)
 //	<prefix>idem:<key>                idempotency records (hash)
+//	<prefix>idemown:<tenant, caller>  a caller's idempotency records, by expiry (its quota)
 //	<prefix>apr:req:<id>              approval requests (JSON)
 //	<prefix>apr:idx:t:<tenant>        a tenant's approval requests, by creation time
 //	<prefix>apr:idx:all               every approval request, by creation time
@@ -59,7 +67,9 @@
 // # Durability
 //
 // Replay protection is only as durable as Redis: a server restarted without
-// persistence forgets which tokens were spent, and a token still within its
-// lifetime could be used again. Run Redis with AOF persistence (appendonly
-// yes) when that matters; tokens are short lived, so the window is small.
+// persistence forgets which tokens were spent, and spent confirmation and
+// approval tokens still within their lifetime are accepted again. Run Redis
+// with AOF persistence (appendonly yes, appendfsync everysec or always). Open
+// checks (CONFIG GET appendonly and save) and logs a warning on
+// Options.Logger when Redis keeps no AOF.
 package redisstore

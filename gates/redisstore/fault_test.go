@@ -40,15 +40,15 @@ func TestFailClosed(t *testing.T) {
 			err = errors.New("refused under a limit of 1000")
 		}
 		out["AllowN"] = err
-		rec, claim, err := s.Idempotency.Begin(ctx, id("idem"), "digest", time.Hour)
+		rec, claim, err := s.Idempotency.Begin(ctx, owner, id("idem"), "digest", time.Hour)
 		if err == nil && (claim == "" || rec != nil) {
 			err = errors.New("fresh key not claimed")
 		}
 		out["Begin"] = err
-		out["Complete"] = s.Idempotency.Complete(ctx, id("idem"), claim, gates.IdempotencyOutcome{Result: json.RawMessage(`{}`)}, time.Hour)
-		_, claim, err = s.Idempotency.Begin(ctx, id("idem2"), "digest", time.Hour)
+		out["Complete"] = s.Idempotency.Complete(ctx, owner, id("idem"), claim, gates.IdempotencyOutcome{Result: json.RawMessage(`{}`)}, time.Hour)
+		_, claim, err = s.Idempotency.Begin(ctx, owner, id("idem2"), "digest", time.Hour)
 		if err == nil {
-			err = s.Idempotency.Release(ctx, id("idem2"), claim)
+			err = s.Idempotency.Release(ctx, owner, id("idem2"), claim)
 		}
 		out["Release"] = err
 		_, created, err := s.Approvals.Create(ctx, gates.ApprovalRequest{ID: id("req"), State: gates.ApprovalPending, ExpiresAt: exp}, 0)

@@ -114,7 +114,7 @@ func (l *Limiter) AllowN(ctx context.Context, keys []gates.LimitKey, n int) (gat
 	defer cancel()
 	v, err := allowScript.Run(ctx, l.rdb, rkeys, args...).Slice()
 	if err != nil {
-		return gates.LimitDecision{}, fmt.Errorf("redisstore: rate limit: %w", err)
+		return gates.LimitDecision{}, storeErr("rate limit", err)
 	}
 	if len(v) != 4 {
 		return gates.LimitDecision{}, fmt.Errorf("redisstore: rate limit: unexpected reply of %d values", len(v))

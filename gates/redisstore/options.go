@@ -4,9 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"runtime"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/axgate/axgate/gates"
 )
 
 // Defaults of Options.
@@ -15,6 +20,8 @@ const (
 	DefaultTimeout           = 200 * time.Millisecond
 	DefaultClockSkew         = time.Minute
 	DefaultApprovalRetention = 24 * time.Hour
+	// DefaultMinPoolSize is the least connections Open's pool holds.
+	DefaultMinPoolSize = 64
 )
 
 // Options configure the stores. The zero value uses the defaults.
@@ -35,6 +42,29 @@ type Options struct {
 	// expires, so that approvers and auditors can still see how it ended;
 	// default 24 hours.
 	ApprovalRetention time.Duration
+	// PoolSize is how many connections the client Open makes keeps at
+	// most; default the larger of DefaultMinPoolSize and 10 per
+	// GOMAXPROCS. A call holds one connection for one round trip (the
+	// stores never hold one across calls), so size it for the calls the
+	// process runs at once that reach a store: with too few, calls wait for
+	// a connection, and a wait past PoolTimeout is refused as store_busy.
+	// Ignored by New (configure your own client).
+	PoolSize int
+	// PoolTimeout is how long a call waits for a free connection of the
+	// client Open makes; default a quarter of Timeout. Open's client retries
+	// a failed command once (max_retries in the URL overrides it), so a wait
+	// for a connection, retried, ends as a pool timeout (503, reason
+	// store_busy) within Timeout rather than as the operation's deadline,
+	// which reads as Redis being down: keep 2 × PoolTimeout + 30ms below
+	// Timeout. Ignored by New.
+	PoolTimeout time.Duration
+	// MinIdleConns is how many idle connections Open's client keeps open,
+	// so that a burst after a quiet spell (or on a fresh replica) does not
+	// wait for dials; default a quarter of PoolSize. Ignored by New.
+	MinIdleConns int
+	// Logger receives Open's warnings (a Redis without persistence);
+	// slog.Default() when nil.
+	Logger *slog.Logger
 }
 
 func (o Options) withDefaults() Options {
@@ -49,6 +79,18 @@ func (o Options) withDefaults() Options {
 	}
 	if o.ApprovalRetention <= 0 {
 		o.ApprovalRetention = DefaultApprovalRetention
+	}
+	if o.PoolSize <= 0 {
+		o.PoolSize = max(DefaultMinPoolSize, 10*runtime.GOMAXPROCS(0))
+	}
+	if o.PoolTimeout <= 0 {
+		o.PoolTimeout = o.Timeout / 4
+	}
+	if o.MinIdleConns <= 0 {
+		o.MinIdleConns = o.PoolSize / 4
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
 	}
 	return o
 }
@@ -107,27 +149,103 @@ func ParseURL(url string) (*redis.Options, error) {
 
 // Open connects to the Redis at url (see ParseURL), checks that it answers,
 // and returns the four stores. Close the result to close the connection.
+//
+// Its client's pool is sized by Options.PoolSize, PoolTimeout and
+// MinIdleConns (pool_size, pool_timeout and min_idle_conns in the URL take
+// precedence). It then asks Redis whether it persists its data (CONFIG GET
+// appendonly and save) and logs a warning on Options.Logger when it does
+// not: a restarted Redis would have forgotten which tokens were spent. A
+// server where CONFIG is disabled or renamed is not asked (logged at debug
+// level).
 func Open(ctx context.Context, url string, opts Options) (*Stores, error) {
 	o, err := ParseURL(url)
 	if err != nil {
 		return nil, err
 	}
-	client := redis.NewClient(o)
 	opts = opts.withDefaults()
+	if o.PoolSize == 0 {
+		o.PoolSize = opts.PoolSize
+	}
+	if o.PoolTimeout == 0 {
+		o.PoolTimeout = opts.PoolTimeout
+	}
+	if o.MinIdleConns == 0 {
+		o.MinIdleConns = opts.MinIdleConns
+	}
+	if o.MaxRetries == 0 {
+		// go-redis retries three times by default, with backoffs of up to
+		// 170ms in all: a wait for a connection would end as the
+		// operation's deadline, never as a pool timeout. One retry still
+		// replaces a connection a Redis restart broke.
+		o.MaxRetries = openMaxRetries
+	}
+	client := redis.NewClient(o)
 	pctx, cancel := context.WithTimeout(ctx, max(opts.Timeout, o.DialTimeout))
 	defer cancel()
 	if err := client.Ping(pctx).Err(); err != nil {
 		client.Close()
 		return nil, fmt.Errorf("redisstore: redis at %s does not answer: %w", redactURL(o), err)
 	}
+	checkPersistence(pctx, client, opts.Logger, redactURL(o))
 	s := New(client, opts)
 	s.owned = true
 	return s, nil
 }
 
+// openMaxRetries is how often Open's client retries a failed command.
+const openMaxRetries = 1
+
+// checkPersistence asks Redis how it persists its data and warns when it
+// does not. It never fails Open: a server that does not answer CONFIG
+// (disabled, renamed, not allowed to this user) is skipped.
+func checkPersistence(ctx context.Context, c redis.UniversalClient, log *slog.Logger, server string) {
+	aof, err := c.ConfigGet(ctx, "appendonly").Result()
+	if err != nil {
+		log.DebugContext(ctx, "redisstore: cannot ask redis whether it persists its data (CONFIG GET); not checked", "server", server, "error", err)
+		return
+	}
+	save, err := c.ConfigGet(ctx, "save").Result()
+	if err != nil {
+		log.DebugContext(ctx, "redisstore: cannot ask redis whether it persists its data (CONFIG GET); not checked", "server", server, "error", err)
+		return
+	}
+	a, aok := aof["appendonly"]
+	sv, sok := save["save"]
+	if !aok || !sok {
+		log.DebugContext(ctx, "redisstore: redis did not say whether it persists its data; not checked", "server", server)
+		return
+	}
+	if msg := persistenceRisk(a, sv); msg != "" {
+		log.WarnContext(ctx, msg, "server", server, "appendonly", a, "save", sv)
+	}
+}
+
+// persistenceRisk returns the warning for a Redis whose CONFIG GET answers
+// appendonly and save as given, or "" when it keeps every write (AOF).
+func persistenceRisk(appendonly, save string) string {
+	switch {
+	case strings.EqualFold(appendonly, "yes"):
+		return ""
+	case strings.TrimSpace(save) == "":
+		return "redisstore: redis persists nothing (appendonly no, no save points): after a restart it forgets which tokens were spent, and spent confirmation and approval tokens still within their lifetime are accepted again; run it with appendonly yes and appendfsync everysec or always"
+	default:
+		return "redisstore: redis persists only snapshots (appendonly no, save " + save + "): after a restart it forgets the tokens spent since the last snapshot, and those spent confirmation and approval tokens still within their lifetime are accepted again; run it with appendonly yes and appendfsync everysec or always"
+	}
+}
+
 // redactURL names a server without its password, for error messages.
 func redactURL(o *redis.Options) string {
 	return fmt.Sprintf("%s %s db %d", o.Network, o.Addr, o.DB)
+}
+
+// storeErr wraps the error of an operation; a wait for a pooled connection
+// that timed out also matches gates.ErrStoreBusy, which the gates refuse
+// with reason store_busy: Redis is healthy, the pool was too small.
+func storeErr(what string, err error) error {
+	if errors.Is(err, redis.ErrPoolTimeout) {
+		return fmt.Errorf("redisstore: %s: %w: %w", what, gates.ErrStoreBusy, err)
+	}
+	return fmt.Errorf("redisstore: %s: %w", what, err)
 }
 
 // errNoExpiry refuses a record that would otherwise be kept forever.

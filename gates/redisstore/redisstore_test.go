@@ -68,10 +68,10 @@ func TestOneRoundTripPerGateCall(t *testing.T) {
 	// Warm up: the first run of each script may load it (EVALSHA, then EVAL).
 	s.Replay.Consume(ctx, []gates.TokenUse{{ID: "warm-1", Expires: exp}, {ID: "warm-2", Expires: exp}})
 	s.Limiter.AllowN(ctx, []gates.LimitKey{{Key: "warm", Limit: limit}}, 1)
-	_, warm, _ := s.Idempotency.Begin(ctx, "warm", "a", time.Minute)
-	s.Idempotency.Complete(ctx, "warm", warm, gates.IdempotencyOutcome{Result: json.RawMessage(`1`)}, time.Minute)
-	_, warm, _ = s.Idempotency.Begin(ctx, "warm-2", "a", time.Minute)
-	s.Idempotency.Release(ctx, "warm-2", warm)
+	_, warm, _ := s.Idempotency.Begin(ctx, owner, "warm", "a", time.Minute)
+	s.Idempotency.Complete(ctx, owner, "warm", warm, gates.IdempotencyOutcome{Result: json.RawMessage(`1`)}, time.Minute)
+	_, warm, _ = s.Idempotency.Begin(ctx, owner, "warm-2", "a", time.Minute)
+	s.Idempotency.Release(ctx, owner, "warm-2", warm)
 	var claim string
 	two := []gates.LimitKey{{Key: "cooldown", Limit: gates.Limit{Count: 1, Per: time.Millisecond}}, {Key: "k", Limit: limit}}
 	s.Approvals.Create(ctx, gates.ApprovalRequest{ID: "warm", ExpiresAt: exp}, 0)
@@ -101,19 +101,26 @@ func TestOneRoundTripPerGateCall(t *testing.T) {
 		{"Limiter.AllowN cooldown and rate peek", 1, func() error { _, err := s.Limiter.AllowN(ctx, two, 0); return err }},
 		{"IdempotencyStore.Begin", 1, func() error {
 			var err error
-			_, claim, err = s.Idempotency.Begin(ctx, "i1", "a", time.Minute)
+			_, claim, err = s.Idempotency.Begin(ctx, owner, "i1", "a", time.Minute)
 			return err
 		}},
-		{"IdempotencyStore.Begin held", 1, func() error { _, _, err := s.Idempotency.Begin(ctx, "i1", "a", time.Minute); return err }},
+		{"IdempotencyStore.Begin held", 1, func() error { _, _, err := s.Idempotency.Begin(ctx, owner, "i1", "a", time.Minute); return err }},
 		{"IdempotencyStore.Complete", 1, func() error {
-			return s.Idempotency.Complete(ctx, "i1", claim, gates.IdempotencyOutcome{Result: json.RawMessage(`{}`)}, time.Minute)
+			return s.Idempotency.Complete(ctx, owner, "i1", claim, gates.IdempotencyOutcome{Result: json.RawMessage(`{}`)}, time.Minute)
 		}},
 		{"IdempotencyStore.Begin again", 1, func() error {
 			var err error
-			_, claim, err = s.Idempotency.Begin(ctx, "i2", "a", time.Minute)
+			_, claim, err = s.Idempotency.Begin(ctx, owner, "i2", "a", time.Minute)
 			return err
 		}},
-		{"IdempotencyStore.Release", 1, func() error { return s.Idempotency.Release(ctx, "i2", claim) }},
+		{"IdempotencyStore.Release", 1, func() error { return s.Idempotency.Release(ctx, owner, "i2", claim) }},
+		{"IdempotencyStore.Begin over the quota", 1, func() error {
+			full := gates.IdempotencyOwner{Tenant: "acme", Principal: "user-1", Quota: 1} // holds i1
+			if _, _, err := s.Idempotency.Begin(ctx, full, "i3", "a", time.Minute); !errors.Is(err, gates.ErrIdempotencyQuota) {
+				return fmt.Errorf("Begin over the quota = %v", err)
+			}
+			return nil
+		}},
 		{"ApprovalStore.Create", 1, func() error { _, _, err := s.Approvals.Create(ctx, req, 0); return err }},
 		{"ApprovalStore.Create existing", 1, func() error { _, _, err := s.Approvals.Create(ctx, req, 0); return err }},
 		{"ApprovalStore.Get", 1, func() error { _, err := s.Approvals.Get(ctx, "r1"); return err }},
@@ -151,7 +158,7 @@ func TestKeysUnderPrefix(t *testing.T) {
 	if _, err := s.Limiter.AllowN(ctx, []gates.LimitKey{{Key: "acme/user-1/orders.cancel", Limit: gates.Limit{Count: 5, Per: time.Minute}}}, 1); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := s.Idempotency.Begin(ctx, "acme/user-1/key-1", "digest", time.Minute); err != nil {
+	if _, _, err := s.Idempotency.Begin(ctx, owner, "acme/user-1/key-1", "digest", time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := s.Approvals.Create(ctx, gates.ApprovalRequest{ID: "r1", Tenant: "acme", ExpiresAt: exp}, 0); err != nil {
@@ -212,7 +219,7 @@ func TestInvalidInputRefused(t *testing.T) {
 	if _, err := s.Limiter.AllowN(ctx, []gates.LimitKey{{Key: "k", Limit: gates.Limit{Count: 5, Per: time.Minute}}}, -1); err == nil {
 		t.Error("AllowN(-1) succeeded, want an error")
 	}
-	if _, _, err := s.Idempotency.Begin(ctx, "k", "a", 0); err == nil {
+	if _, _, err := s.Idempotency.Begin(ctx, owner, "k", "a", 0); err == nil {
 		t.Error("Begin with ttl 0 succeeded, want an error")
 	}
 	if _, _, err := s.Approvals.Create(ctx, gates.ApprovalRequest{}, 0); err == nil {
@@ -225,7 +232,7 @@ func TestInvalidInputRefused(t *testing.T) {
 func TestCompleteAfterClaimExpired(t *testing.T) {
 	c := redistest.Client(t)
 	s := stores(t, c, redisstore.Options{})
-	err := s.Idempotency.Complete(t.Context(), "never-claimed", "claim", gates.IdempotencyOutcome{Result: json.RawMessage(`{}`)}, time.Minute)
+	err := s.Idempotency.Complete(t.Context(), owner, "never-claimed", "claim", gates.IdempotencyOutcome{Result: json.RawMessage(`{}`)}, time.Minute)
 	if !errors.Is(err, gates.ErrNotFound) {
 		t.Fatalf("Complete of an unclaimed key = %v, want gates.ErrNotFound", err)
 	}
@@ -358,3 +365,7 @@ func TestOpen(t *testing.T) {
 		t.Fatal("the stores still answer after Close")
 	}
 }
+
+// owner is the caller the store tests charge idempotency records to, with a
+// quota they never reach.
+var owner = gates.IdempotencyOwner{Tenant: "acme", Principal: "user-1", Quota: 1000}

@@ -67,13 +67,13 @@ func (s *ReplayStore) Consume(ctx context.Context, uses []gates.TokenUse) error 
 	if len(keys) == 1 {
 		ok, err := s.rdb.SetNX(ctx, keys[0], "1", time.Duration(ttls[0].(int64))*time.Millisecond).Result()
 		if err != nil {
-			return fmt.Errorf("redisstore: consume token: %w", err)
+			return storeErr("consume token", err)
 		}
 		fresh = ok
 	} else {
 		n, err := consumeScript.Run(ctx, s.rdb, keys, ttls...).Int()
 		if err != nil {
-			return fmt.Errorf("redisstore: consume tokens: %w", err)
+			return storeErr("consume tokens", err)
 		}
 		fresh = n == 1
 	}
@@ -89,7 +89,7 @@ func (s *ReplayStore) Used(ctx context.Context, id string) (bool, error) {
 	defer cancel()
 	n, err := s.rdb.Exists(ctx, s.key("jti:", id)).Result()
 	if err != nil {
-		return false, fmt.Errorf("redisstore: look up token: %w", err)
+		return false, storeErr("look up token", err)
 	}
 	return n == 1, nil
 }

@@ -20,12 +20,15 @@ type Server struct {
 	tb   testing.TB
 	bin  string
 	port int
+	args []string
 	cmd  *exec.Cmd
 }
 
 // StartServer starts a private redis-server, or skips the test when the
-// binary is not installed. It is stopped when the test ends.
-func StartServer(tb testing.TB) *Server {
+// binary is not installed. It is stopped when the test ends. args are more
+// redis-server options ("--appendonly", "yes"), which override the
+// defaults.
+func StartServer(tb testing.TB, args ...string) *Server {
 	tb.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
@@ -37,7 +40,7 @@ func StartServer(tb testing.TB) *Server {
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close()
-	s := &Server{tb: tb, bin: bin, port: port}
+	s := &Server{tb: tb, bin: bin, port: port, args: args}
 	tb.Cleanup(func() { s.Stop() })
 	s.Start()
 	return s
@@ -56,10 +59,10 @@ func (s *Server) Start() {
 	if s.cmd != nil {
 		s.tb.Fatal("redistest: server already running")
 	}
-	s.cmd = exec.Command(s.bin,
+	s.cmd = exec.Command(s.bin, append([]string{
 		"--bind", "127.0.0.1", "--port", fmt.Sprint(s.port),
 		"--save", "", "--appendonly", "no", "--daemonize", "no",
-		"--loglevel", "warning", "--dir", s.tb.TempDir())
+		"--loglevel", "warning", "--dir", s.tb.TempDir()}, s.args...)...)
 	if err := s.cmd.Start(); err != nil {
 		s.tb.Fatalf("start redis-server: %v", err)
 	}
