@@ -260,8 +260,13 @@ func (x *celExpr) eval(ctx context.Context, vars *celVars) (celOutcome, error) {
 	out, _, err := x.prg.ContextEval(ctx, vars)
 	if err != nil {
 		var cancelled interpreter.EvalCancelledError
-		if errors.As(err, &cancelled) && cancelled.Cause == interpreter.CostLimitExceeded {
-			err = fmt.Errorf("%w: %w", ErrCELCostLimit, err)
+		if errors.As(err, &cancelled) {
+			switch cancelled.Cause {
+			case interpreter.CostLimitExceeded:
+				err = fmt.Errorf("%w: %w", ErrCELCostLimit, err)
+			case interpreter.ContextCancelled:
+				err = fmt.Errorf("%w: %w", err, context.Cause(ctx))
+			}
 		}
 		return celBroken, err
 	}
@@ -304,19 +309,37 @@ func celWatchErrors(i interpreter.InterpretableV2) (interpreter.InterpretableV2,
 type celWatch struct{ interpreter.InterpretableV2 }
 
 func (w *celWatch) Exec(f *interpreter.ExecutionFrame) ref.Val {
+	celInterrupt(f)
 	return celNote(f, w.InterpretableV2.Exec(f))
 }
 
-func (w *celWatch) Eval(a interpreter.Activation) ref.Val { return interpreter.EvalActivation(a, w.Exec) }
+func (w *celWatch) Eval(a interpreter.Activation) ref.Val {
+	return interpreter.EvalActivation(a, w.Exec)
+}
 
-type celWatchAttr struct{ interpreter.InterpretableAttribute }
+type celWatchAttr struct {
+	interpreter.InterpretableAttribute
+}
 
 func (w *celWatchAttr) Exec(f *interpreter.ExecutionFrame) ref.Val {
+	celInterrupt(f)
 	return celNote(f, w.InterpretableAttribute.Exec(f))
 }
 
 func (w *celWatchAttr) Eval(a interpreter.Activation) ref.Val {
 	return interpreter.EvalActivation(a, w.Exec)
+}
+
+// celInterrupt stops the evaluation when the call's context has ended
+// (checked every celInterruptEvery nodes). cel-go's own check sits in its
+// comprehension nodes, which the decorators it applies after celWatchErrors
+// no longer recognize once wrapped; this check runs in every wrapped node,
+// so in every iteration of a loop. The panic is how cel-go itself cancels an
+// evaluation: Eval recovers it and returns the error.
+func celInterrupt(f *interpreter.ExecutionFrame) {
+	if f.CheckInterrupt() {
+		panic(interpreter.EvalCancelledError{Cause: interpreter.ContextCancelled, Message: "operation interrupted: the call's context ended"})
+	}
 }
 
 // celNote records v on the evaluation's celVars when it is an error, and
