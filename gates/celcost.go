@@ -1,6 +1,9 @@
 package gates
 
 import (
+	"errors"
+	"fmt"
+
 	"cel.dev/cel-go/checker"
 
 	"github.com/axgate/axgate/manifest"
@@ -99,4 +102,32 @@ func (s *celSizes) upTo(n uint64) *checker.SizeEstimate {
 // EstimateCallCost implements checker.CostEstimator: the standard costs.
 func (s *celSizes) EstimateCallCost(function, overloadID string, target *checker.AstNode, args []checker.AstNode) *checker.CallEstimate {
 	return nil
+}
+
+// LintConstraints compiles every constraint of m as NewConstraints would,
+// with lim, and returns a manifest.RuleConstraintCost error for each that
+// does not compile or whose estimated worst-case cost exceeds the cost
+// limit: what New would refuse, found by axgate lint
+// (manifest.LintOptions.Expressions).
+func LintConstraints(m *manifest.Manifest, lim CELLimits) []manifest.Finding {
+	envs := &celEnvs{limits: lim.withDefaults()}
+	var out []manifest.Finding
+	for _, a := range m.Actions {
+		for _, c := range a.Constraints {
+			_, err := envs.compile(a, c.Expr)
+			if err == nil {
+				continue
+			}
+			fix := "fix the expression: it must be a boolean CEL expression over args, principal and the action's parameters"
+			var ce *CELCostError
+			if errors.As(err, &ce) {
+				fix = "declare maxLength on the strings and maxItems on the arrays the constraint reads (and on their items), or simplify it"
+			}
+			out = append(out, manifest.Finding{
+				Rule: manifest.RuleConstraintCost, Severity: manifest.SeverityError, Path: c.Pointer,
+				Message: fmt.Sprintf("constraint %s: %v", c.Name, err), Fix: fix,
+			})
+		}
+	}
+	return out
 }
