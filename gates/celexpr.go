@@ -30,6 +30,10 @@ import (
 //   - result (postconditions only): the tool's result after a JSON round
 //     trip.
 //
+// An argument the call left out is visible only through has(args.x):
+// reading it otherwise is an error, and any error in an evaluation refuses
+// the call (see celWatchErrors).
+//
 // Numbers compare across int and double ("quantity <= 10" with quantity a
 // double), and ISO 8601 dates compare as strings, which orders them
 // correctly for one format (YYYY-MM-DD); date-times with offsets compare
@@ -138,10 +142,11 @@ func (c *celEnvs) action(a *manifest.Action) (*cel.Env, map[string]bool, error) 
 // a constraint or condition expression may spend unless CELLimits says
 // otherwise. A unit is roughly one elementary operation (a comparison, a
 // field access, one iteration step, ten characters of a string
-// operation), so 1,000,000 units are some milliseconds of CPU: far more
-// than a relation between a handful of arguments needs, and the same
-// per-expression limit Kubernetes sets for its CEL validation rules. It
-// bounds what one hostile call can make the gate spend.
+// operation), so 1,000,000 units are about 200,000 iterations of a simple
+// loop: far more than a relation between a handful of arguments needs
+// (tens of units), and the per-expression limit Kubernetes sets for its CEL
+// validation rules. It bounds what one hostile call can make the gate
+// spend on each expression.
 const DefaultCELCostLimit uint64 = 1_000_000
 
 // celInterruptEvery is how many comprehension iterations run between two
