@@ -149,8 +149,9 @@ func (c *celEnvs) action(a *manifest.Action) (*cel.Env, map[string]bool, error) 
 // spend on each expression.
 const DefaultCELCostLimit uint64 = 1_000_000
 
-// celInterruptEvery is how many comprehension iterations run between two
-// checks of the call's context.
+// celInterruptEvery is how many evaluation steps (nodes evaluated, so at
+// least every few loop iterations) run between two checks of the call's
+// context.
 const celInterruptEvery = 100
 
 // CELLimits bound the evaluation of constraint and condition expressions.

@@ -45,6 +45,11 @@ const constraintManifest = `{
        "cfo_above_1000": "args.amount <= 1000.0 || args.cfo_code == 'CFO-OK'",
        "units": "!has(args.quantity) || int(args.quantity) <= 100 || (has(args.vip) && args.vip)"
      }},
+    {"intent": "order.lines", "entity": "order", "action_type": "write", "description": "Order lines",
+     "required_parameters": [{"name": "amount", "type": "number", "description": "Amount"},
+       {"name": "lines", "type": "array", "description": "Lines", "maxItems": 50}],
+     "risk_level": "low", "idempotent": false, "scope": "global",
+     "constraints": {"cheap_or_small": "args.lines.all(l, l.price <= 100.0) || args.amount < 10.0"}},
     {"intent": "product.search", "entity": "product", "action_type": "read", "description": "Search",
      "risk_level": "none", "idempotent": true, "scope": "global"}
   ]
@@ -104,6 +109,13 @@ func TestConstraints(t *testing.T) {
 		{name: "overflow", intent: "payment.send", args: `{"amount":1,"quantity":1e300}`,
 			code: axerr.CodePreconditionFailed, details: map[string]any{"reason": "constraint_not_evaluable", "failed_constraint": "units"}},
 		{name: "units hold", intent: "payment.send", args: `{"amount":1,"quantity":100}`},
+		// An error inside a loop iteration (a line without price) refuses,
+		// also where all() (error && false is false) and || absorb it.
+		{name: "error in a loop iteration", intent: "order.lines", args: `{"amount":50,"lines":[{"qty":1},{"price":50}]}`,
+			code: axerr.CodePreconditionFailed, details: map[string]any{"reason": "constraint_not_evaluable", "failed_constraint": "cheap_or_small"}},
+		{name: "error in a loop iteration, || true", intent: "order.lines", args: `{"amount":5,"lines":[{"qty":1},{"price":500}]}`,
+			code: axerr.CodePreconditionFailed, details: map[string]any{"reason": "constraint_not_evaluable"}},
+		{name: "loop holds", intent: "order.lines", args: `{"amount":50,"lines":[{"price":50},{"price":60}]}`},
 		{name: "arguments not an object", intent: "event.plan", args: `"x"`, code: axerr.CodeInvalidArguments},
 	}
 	for _, tt := range tests {
