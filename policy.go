@@ -27,6 +27,9 @@ type policyConfig struct {
 	// allowUnbound builds an enforcer although some conditions of the
 	// manifest are bound to nothing; each call records a warning instead.
 	allowUnbound bool
+	// celCostLimit bounds each evaluation of a CEL expression; 0 means
+	// gates.DefaultCELCostLimit.
+	celCostLimit uint64
 }
 
 func defaultPolicyConfig() policyConfig {
@@ -116,6 +119,24 @@ func WithUnboundConditions() Option {
 	return func(c *config) { c.policy.allowUnbound = true }
 }
 
+// WithCELCostLimit sets the cost limit of every CEL expression (constraints
+// and condition expressions), in cel-go cost units (default
+// gates.DefaultCELCostLimit, 1,000,000: some milliseconds of CPU). An
+// evaluation that reaches it is refused (412 AXAG_PRECONDITION_FAILED,
+// reason constraint_not_evaluable for a constraint), and New refuses an
+// expression whose estimated worst-case cost, given the declared
+// maxLength, maximum and maxItems of the parameters it reads, exceeds it.
+// 0 keeps the default.
+func WithCELCostLimit(limit uint64) Option {
+	return func(c *config) { c.policy.celCostLimit = limit }
+}
+
+// celLimits are the bounds of CEL evaluation: the cost limit, and the
+// argument size limit, which bounds what the manifest leaves unbounded.
+func (e *Enforcer) celLimits() gates.CELLimits {
+	return gates.CELLimits{CostLimit: e.cfg.policy.celCostLimit, MaxArgBytes: e.cfg.limits.MaxBytes}
+}
+
 // accessStages returns the roles, scope and tenant gate.
 func (e *Enforcer) accessStages() ([]middleware.Stage, error) {
 	return []middleware.Stage{gates.NewAccess(e.m, e.cfg.policy.access).Stage()}, nil
@@ -123,8 +144,8 @@ func (e *Enforcer) accessStages() ([]middleware.Stage, error) {
 
 // conditionStages returns the constraint and precondition gates.
 func (e *Enforcer) conditionStages() ([]middleware.Stage, error) {
-	cons, cerr := gates.NewConstraints(e.m)
-	pre, perr := gates.NewPreconditions(e.m, maps.Clone(e.cfg.policy.pre), e.cfg.policy.allowUnbound)
+	cons, cerr := gates.NewConstraints(e.m, e.celLimits())
+	pre, perr := gates.NewPreconditions(e.m, maps.Clone(e.cfg.policy.pre), e.cfg.policy.allowUnbound, e.celLimits())
 	if err := errors.Join(cerr, perr); err != nil {
 		return nil, err
 	}
@@ -134,7 +155,7 @@ func (e *Enforcer) conditionStages() ([]middleware.Stage, error) {
 // postStages returns the postcondition and output-schema checks, which run
 // after the tool.
 func (e *Enforcer) postStages() ([]middleware.Stage, error) {
-	post, err := gates.NewPostconditions(e.m, maps.Clone(e.cfg.policy.post), e.cfg.policy.allowUnbound)
+	post, err := gates.NewPostconditions(e.m, maps.Clone(e.cfg.policy.post), e.cfg.policy.allowUnbound, e.celLimits())
 	if err != nil {
 		return nil, err
 	}

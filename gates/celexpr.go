@@ -1,13 +1,16 @@
 package gates
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"math"
 	"regexp"
 	"sync"
 
 	"cel.dev/cel-go/cel"
-	celast "cel.dev/cel-go/common/ast"
 	"cel.dev/cel-go/common/types"
+	"cel.dev/cel-go/common/types/ref"
 	"cel.dev/cel-go/interpreter"
 
 	"github.com/axgate/axgate/manifest"
@@ -26,6 +29,10 @@ import (
 //     (lists of strings) and claims (the credential's raw claims).
 //   - result (postconditions only): the tool's result after a JSON round
 //     trip.
+//
+// An argument the call left out is visible only through has(args.x):
+// reading it otherwise is an error, and any error in an evaluation refuses
+// the call (see celWatchErrors).
 //
 // Numbers compare across int and double ("quantity <= 10" with quantity a
 // double), and ISO 8601 dates compare as strings, which orders them
@@ -91,6 +98,7 @@ func celActionEnv(base *cel.Env, a *manifest.Action) (*cel.Env, map[string]bool,
 // expressions never pays for them, and each action's environment once.
 type celEnvs struct {
 	withResult bool
+	limits     CELLimits
 	base       *cel.Env
 	actions    map[*manifest.Action]celActionEnvs
 }
@@ -98,6 +106,16 @@ type celEnvs struct {
 type celActionEnvs struct {
 	env  *cel.Env
 	bare map[string]bool
+}
+
+// compile compiles src in a's environment, with the evaluation limits and
+// a's parameter bounds for the cost estimate.
+func (c *celEnvs) compile(a *manifest.Action, src string) (*celExpr, error) {
+	env, bare, err := c.action(a)
+	if err != nil {
+		return nil, err
+	}
+	return compileCEL(env, bare, src, c.limits, a)
 }
 
 // action returns the environment of a and its bare parameter names.
@@ -120,19 +138,70 @@ func (c *celEnvs) action(a *manifest.Action) (*cel.Env, map[string]bool, error) 
 	return env, bare, nil
 }
 
+// DefaultCELCostLimit is the cost, in cel-go's units, that one evaluation of
+// a constraint or condition expression may spend unless CELLimits says
+// otherwise. A unit is roughly one elementary operation (a comparison, a
+// field access, one iteration step, ten characters of a string
+// operation), so 1,000,000 units are about 200,000 iterations of a simple
+// loop: far more than a relation between a handful of arguments needs
+// (tens of units), and the per-expression limit Kubernetes sets for its CEL
+// validation rules. It bounds what one hostile call can make the gate
+// spend on each expression.
+const DefaultCELCostLimit uint64 = 1_000_000
+
+// celInterruptEvery is how many evaluation steps (nodes evaluated, so at
+// least every few loop iterations) run between two checks of the call's
+// context.
+const celInterruptEvery = 100
+
+// CELLimits bound the evaluation of constraint and condition expressions.
+type CELLimits struct {
+	// CostLimit is the most one evaluation may spend, in cel-go cost
+	// units; an evaluation that reaches it stops and the call is refused.
+	// An expression whose estimated worst case, given the declared bounds
+	// of the parameters, exceeds it is refused when the gate is built.
+	// 0 means DefaultCELCostLimit.
+	CostLimit uint64
+	// MaxArgBytes is the largest argument document the enforcer accepts
+	// (middleware.Limits.MaxBytes). The cost estimate bounds a string, an
+	// array or an object without a declared maxLength or maxItems by it.
+	// 0 means middleware.DefaultMaxArgBytes.
+	MaxArgBytes int
+}
+
+func (l CELLimits) withDefaults() CELLimits {
+	if l.CostLimit == 0 {
+		l.CostLimit = DefaultCELCostLimit
+	}
+	if l.MaxArgBytes <= 0 {
+		l.MaxArgBytes = middleware.DefaultMaxArgBytes
+	}
+	return l
+}
+
+// celLimitsOf returns the first of lim with its defaults filled in.
+func celLimitsOf(lim []CELLimits) CELLimits {
+	if len(lim) == 0 {
+		return CELLimits{}.withDefaults()
+	}
+	return lim[0].withDefaults()
+}
+
+// ErrCELCostLimit is the cause of a refusal whose expression reached the
+// cost limit.
+var ErrCELCostLimit = errors.New("the expression reached its cost limit")
+
 // celExpr is one compiled boolean expression.
 type celExpr struct {
 	src string
 	prg cel.Program
-	// refs are the argument names the expression reads directly (a bare
-	// parameter, args.name, args["name"]): when one of them is absent and
-	// the evaluation fails, the expression does not apply to this call.
-	refs []string
 }
 
 // compileCEL compiles a boolean expression in env. bare are the parameter
-// names env declares as variables.
-func compileCEL(env *cel.Env, bare map[string]bool, src string) (*celExpr, error) {
+// names env declares as variables; a, when not nil, is the action whose
+// declared parameter bounds the cost estimate uses. An expression whose
+// estimated worst-case cost exceeds lim.CostLimit is an error.
+func compileCEL(env *cel.Env, bare map[string]bool, src string, lim CELLimits, a *manifest.Action) (*celExpr, error) {
 	ast, iss := env.Compile(src)
 	if iss != nil && iss.Err() != nil {
 		return nil, iss.Err()
@@ -140,46 +209,41 @@ func compileCEL(env *cel.Env, bare map[string]bool, src string) (*celExpr, error
 	if t := ast.OutputType(); !t.IsExactType(cel.BoolType) && !t.IsExactType(cel.DynType) {
 		return nil, fmt.Errorf("expression must be boolean, is %s", t)
 	}
-	prg, err := env.Program(ast, cel.EvalOptions(cel.OptOptimize))
+	est, err := env.EstimateCost(ast, newCELSizes(a, bare, lim.MaxArgBytes))
+	if err != nil {
+		return nil, fmt.Errorf("the cost of the expression cannot be estimated: %w", err)
+	}
+	if est.Max > lim.CostLimit {
+		return nil, &CELCostError{Estimate: est.Max, Limit: lim.CostLimit}
+	}
+	prg, err := env.Program(ast,
+		cel.EvalOptions(cel.OptOptimize),
+		cel.CostLimit(lim.CostLimit),
+		cel.InterruptCheckFrequency(celInterruptEvery),
+		cel.CustomDecoratorV2(celWatchErrors))
 	if err != nil {
 		return nil, err
 	}
-	return &celExpr{src: src, prg: prg, refs: celRefs(ast.NativeRep().Expr(), bare)}, nil
+	return &celExpr{src: src, prg: prg}, nil
 }
 
-func celRefs(root celast.Expr, bare map[string]bool) []string {
-	seen := map[string]bool{}
-	var out []string
-	add := func(n string) {
-		if !seen[n] {
-			seen[n] = true
-			out = append(out, n)
-		}
+// CELCostError is the error for an expression whose estimated worst-case
+// cost exceeds the limit.
+type CELCostError struct {
+	// Estimate is the estimated worst case, in cel-go cost units
+	// (math.MaxUint64 when nothing bounds it).
+	Estimate uint64
+	// Limit is the cost limit.
+	Limit uint64
+}
+
+func (e *CELCostError) Error() string {
+	est := fmt.Sprint(e.Estimate)
+	if e.Estimate == math.MaxUint64 {
+		est = "unbounded"
 	}
-	celast.PostOrderVisit(root, celast.NewExprVisitor(func(e celast.Expr) {
-		switch e.Kind() {
-		case celast.IdentKind:
-			if bare[e.AsIdent()] {
-				add(e.AsIdent())
-			}
-		case celast.SelectKind:
-			s := e.AsSelect()
-			if !s.IsTestOnly() && isArgsIdent(s.Operand()) {
-				add(s.FieldName())
-			}
-		case celast.CallKind:
-			c := e.AsCall()
-			if c.FunctionName() == "_[_]" && len(c.Args()) == 2 && isArgsIdent(c.Args()[0]) && c.Args()[1].Kind() == celast.LiteralKind {
-				if k, ok := c.Args()[1].AsLiteral().Value().(string); ok {
-					add(k)
-				}
-			}
-		}
-	}))
-	return out
+	return fmt.Sprintf("its estimated worst-case cost (%s) exceeds the cost limit (%d): declare maxLength on the strings and maxItems on the arrays it reads (and on their items), or raise the limit", est, e.Limit)
 }
-
-func isArgsIdent(e celast.Expr) bool { return e.Kind() == celast.IdentKind && e.AsIdent() == celArgs }
 
 // celOutcome is what one evaluation decided.
 type celOutcome int
@@ -187,24 +251,33 @@ type celOutcome int
 const (
 	celHolds celOutcome = iota
 	celFails
-	// celSkipped: the expression reads an argument the call left out, so it
-	// does not apply.
-	celSkipped
 	// celBroken: the expression could not be evaluated on these arguments
-	// (or did not yield a boolean). Gates refuse: never allow on an error.
+	// (an error anywhere in the evaluation, also one that || or && would
+	// have absorbed, such as reading an argument the call left out; the
+	// cost limit; the call's context ended; a result that is not a
+	// boolean). Gates refuse: never allow on an error.
 	celBroken
 )
 
-// eval runs the expression over vars.
-func (x *celExpr) eval(vars *celVars) (celOutcome, error) {
-	out, _, err := x.prg.Eval(vars)
+// eval runs the expression over vars. It stops when ctx ends or the cost
+// limit is reached.
+func (x *celExpr) eval(ctx context.Context, vars *celVars) (celOutcome, error) {
+	vars.err = nil
+	out, _, err := x.prg.ContextEval(ctx, vars)
 	if err != nil {
-		for _, r := range x.refs {
-			if _, ok := vars.args[r]; !ok {
-				return celSkipped, nil
+		var cancelled interpreter.EvalCancelledError
+		if errors.As(err, &cancelled) {
+			switch cancelled.Cause {
+			case interpreter.CostLimitExceeded:
+				err = fmt.Errorf("%w: %w", ErrCELCostLimit, err)
+			case interpreter.ContextCancelled:
+				err = fmt.Errorf("%w: %w", err, context.Cause(ctx))
 			}
 		}
 		return celBroken, err
+	}
+	if vars.err != nil {
+		return celBroken, vars.err
 	}
 	switch out {
 	case types.True:
@@ -215,9 +288,84 @@ func (x *celExpr) eval(vars *celVars) (celOutcome, error) {
 	return celBroken, fmt.Errorf("expression yielded %s, not a boolean", out.Type())
 }
 
+// celSelf is the name under which a celVars resolves to itself: it is not
+// a CEL identifier, so no expression can read it. celWatch finds the
+// evaluation's activation through it from any scope of the evaluation.
+const celSelf = "\x00axgate"
+
+// celWatchErrors wraps every node of a program (constants aside, which
+// cannot fail) so that an error value a node yields is recorded on the
+// evaluation's celVars, even when an enclosing || or && — which CEL makes
+// commutative, so that "error || true" is true — or a comprehension
+// absorbs it. This is what makes an absent argument visible only through
+// has(): "args.x" on a call without x yields an error (no such key), and
+// the evaluation refuses, whatever the rest of the expression says.
+func celWatchErrors(i interpreter.InterpretableV2) (interpreter.InterpretableV2, error) {
+	switch n := i.(type) {
+	case *celWatch, *celWatchAttr, interpreter.InterpretableConst:
+		return i, nil
+	case interpreter.InterpretableAttribute:
+		// The planner qualifies attributes further (args.a.b): the wrapper
+		// must stay one.
+		return &celWatchAttr{n}, nil
+	}
+	return &celWatch{i}, nil
+}
+
+type celWatch struct{ interpreter.InterpretableV2 }
+
+func (w *celWatch) Exec(f *interpreter.ExecutionFrame) ref.Val {
+	celInterrupt(f)
+	return celNote(f, w.InterpretableV2.Exec(f))
+}
+
+func (w *celWatch) Eval(a interpreter.Activation) ref.Val {
+	return interpreter.EvalActivation(a, w.Exec)
+}
+
+type celWatchAttr struct {
+	interpreter.InterpretableAttribute
+}
+
+func (w *celWatchAttr) Exec(f *interpreter.ExecutionFrame) ref.Val {
+	celInterrupt(f)
+	return celNote(f, w.InterpretableAttribute.Exec(f))
+}
+
+func (w *celWatchAttr) Eval(a interpreter.Activation) ref.Val {
+	return interpreter.EvalActivation(a, w.Exec)
+}
+
+// celInterrupt stops the evaluation when the call's context has ended
+// (checked every celInterruptEvery nodes). cel-go's own check sits in its
+// comprehension nodes, which the decorators it applies after celWatchErrors
+// no longer recognize once wrapped; this check runs in every wrapped node,
+// so in every iteration of a loop. The panic is how cel-go itself cancels an
+// evaluation: Eval recovers it and returns the error.
+func celInterrupt(f *interpreter.ExecutionFrame) {
+	if f.CheckInterrupt() {
+		panic(interpreter.EvalCancelledError{Cause: interpreter.ContextCancelled, Message: "operation interrupted: the call's context ended"})
+	}
+}
+
+// celNote records v on the evaluation's celVars when it is an error, and
+// returns it.
+func celNote(f *interpreter.ExecutionFrame, v ref.Val) ref.Val {
+	if e, ok := v.(*types.Err); ok {
+		if self, found := f.ResolveName(celSelf); found {
+			if vars, ok := self.(*celVars); ok && vars.err == nil {
+				vars.err = e
+			}
+		}
+	}
+	return v
+}
+
 // celVars resolves the variables of one evaluation. principal is built only
 // when an expression reads it.
 type celVars struct {
+	// err is the first error a node of the current evaluation yielded.
+	err       error
 	args      map[string]any
 	call      *middleware.Call
 	principal map[string]any
@@ -247,6 +395,8 @@ func (v *celVars) release() {
 // ResolveName implements interpreter.Activation.
 func (v *celVars) ResolveName(name string) (any, bool) {
 	switch name {
+	case celSelf:
+		return v, true
 	case celArgs:
 		return v.args, true
 	case celPrincipal:

@@ -59,11 +59,8 @@ func bindConditions[F any](kind conditionKind, a *manifest.Action, names []strin
 		}
 		c := condition[F]{name: name, check: b.check}
 		if !b.hasCheck {
-			env, bare, err := envs.action(a)
-			if err == nil {
-				c.x, err = compileCEL(env, bare, b.expr)
-			}
-			if err != nil {
+			var err error
+			if c.x, err = envs.compile(a, b.expr); err != nil {
 				errs = append(errs, fmt.Errorf("%s/%ss/%d: %s %q: %w", a.Pointer, kind.word, i, kind.word, name, err))
 				continue
 			}

@@ -370,3 +370,42 @@ func TestPostconditionsSkipFailedTool(t *testing.T) {
 		t.Errorf("a postcondition was checked %d times on a failed tool", n)
 	}
 }
+
+// TestConditionExpressionsFailClosed: an error anywhere in the evaluation of
+// a precondition or postcondition expression refuses the call, also one that
+// || absorbs (CEL: error || true is true), such as reading what is absent.
+func TestConditionExpressionsFailClosed(t *testing.T) {
+	m := mustParse(t, conditionManifest)
+	pre, err := gates.NewPreconditions(m, map[string]gates.Precondition{
+		"cart_validated": {Expr: "true"},
+		"coupon_valid":   {Expr: "args.coupon.startsWith('SAVE') || args.cart_id == 'c-vip'"},
+		"order_open":     {Expr: "true"},
+	}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = pre.Check(context.Background(), call(t, m, "order.place", `{"cart_id":"c-vip"}`, middleware.Principal{ID: "alice"}))
+	d := refusal(t, err, axerr.CodePreconditionFailed, 412)
+	if d["reason"] != gates.ReasonPreconditionNotEvaluable || d["failed_precondition"] != "coupon_valid" {
+		t.Fatalf("details = %v", d)
+	}
+	if err := pre.Check(context.Background(), call(t, m, "order.place", `{"cart_id":"c-vip","coupon":"FREE"}`, middleware.Principal{ID: "alice"})); err != nil {
+		t.Fatalf("coupon given: %v", err)
+	}
+
+	post, err := gates.NewPostconditions(m, map[string]gates.Postcondition{
+		"cart_validated": {Expr: "result.total >= 0.0 || result.valid == true"},
+		"order_created":  {Expr: "true"},
+	}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tool := middleware.InvokerFunc(func(context.Context, *middleware.Call) (middleware.Result, error) {
+		return middleware.Result{Value: map[string]any{"valid": true}}, nil
+	})
+	_, err = middleware.Build(tool, nil, post.Stage()).Invoke(context.Background(), call(t, m, "cart.validate", `{"cart_id":"c1"}`, middleware.Principal{ID: "alice"}))
+	d = refusal(t, err, axerr.CodePostconditionFailed, axerr.CodePostconditionFailed.HTTPStatus())
+	if d["reason"] != gates.ReasonPostconditionNotEvaluable || d["failed_postcondition"] != "cart_validated" {
+		t.Fatalf("details = %v", d)
+	}
+}

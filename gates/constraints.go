@@ -26,10 +26,15 @@ const (
 // expressions over the arguments and the principal, such as
 // "check_out > check_in". They are compiled once, by NewConstraints.
 //
-// An expression that reads an argument the call left out (an optional
-// parameter) and therefore cannot be evaluated does not apply to the call: a
-// constraint relates values that are there. Any other evaluation error, or
-// a result that is not a boolean, refuses the call (fail closed).
+// Constraints fail closed: any evaluation error refuses the call with
+// reason constraint_not_evaluable, also one that || or && would absorb
+// (CEL's "error || true" is true). An argument the call left out is
+// visible only through has(args.x): a constraint that reads it otherwise
+// refuses, so an optional parameter is guarded as in
+// "!has(args.max) || args.max >= args.min". Each evaluation is bounded by
+// CELLimits.CostLimit and stops when the call's context ends; a
+// constraint whose estimated worst-case cost, given the parameters'
+// declared bounds, exceeds the limit is refused by NewConstraints.
 type Constraints struct {
 	rules map[*manifest.Action][]constraint
 }
@@ -40,24 +45,24 @@ type constraint struct {
 }
 
 // NewConstraints compiles every constraint of m. A constraint that does not
-// compile, or is not boolean, fails with its JSON Pointer path; all of them
-// are reported at once.
-func NewConstraints(m *manifest.Manifest) (*Constraints, error) {
+// compile, is not boolean, or whose estimated worst-case cost exceeds the
+// cost limit fails with its JSON Pointer path; all of them are reported at
+// once. lim, at most one, bounds evaluation (default: CELLimits{}).
+func NewConstraints(m *manifest.Manifest, lim ...CELLimits) (*Constraints, error) {
 	g := &Constraints{rules: map[*manifest.Action][]constraint{}}
-	base := &celEnvs{}
+	base := &celEnvs{limits: celLimitsOf(lim)}
 	var errs []error
 	for _, a := range m.Actions {
 		if len(a.Constraints) == 0 {
 			continue
 		}
-		env, bare, err := base.action(a)
-		if err != nil {
+		if _, _, err := base.action(a); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", a.Pointer, err))
 			continue
 		}
 		cs := make([]constraint, 0, len(a.Constraints))
 		for _, c := range a.Constraints {
-			x, err := compileCEL(env, bare, c.Expr)
+			x, err := base.compile(a, c.Expr)
 			if err != nil {
 				errs = append(errs, fmt.Errorf("%s: constraint %q: %w", c.Pointer, c.Name, err))
 				continue
@@ -74,7 +79,7 @@ func NewConstraints(m *manifest.Manifest) (*Constraints, error) {
 
 // Stage returns the gate as a chain stage.
 func (g *Constraints) Stage() middleware.Stage {
-	return checkStage(StageConstraints, g.Applies, func(_ context.Context, call *middleware.Call) error { return g.Check(call) })
+	return checkStage(StageConstraints, g.Applies, g.CheckContext)
 }
 
 // Applies reports whether a has constraints to evaluate.
@@ -83,10 +88,17 @@ func (g *Constraints) Applies(a *manifest.Action) bool {
 	return ok || a == nil || len(a.Constraints) > 0
 }
 
-// Check evaluates every constraint of the call's action, in name order, and
-// refuses with AXAG_PRECONDITION_FAILED naming the ones that do not hold
-// (details failed_constraint, expression, failed_constraints when several).
+// Check is CheckContext with a context that never ends.
 func (g *Constraints) Check(call *middleware.Call) error {
+	return g.CheckContext(context.Background(), call)
+}
+
+// CheckContext evaluates every constraint of the call's action, in name
+// order, and refuses with AXAG_PRECONDITION_FAILED naming the ones that do
+// not hold (details failed_constraint, expression, failed_constraints when
+// several), or the first that cannot be evaluated (reason
+// constraint_not_evaluable). An evaluation stops when ctx ends.
+func (g *Constraints) CheckContext(ctx context.Context, call *middleware.Call) error {
 	a := call.Action
 	if a == nil {
 		return unresolvedAction(StageConstraints)
@@ -106,17 +118,11 @@ func (g *Constraints) Check(call *middleware.Call) error {
 	defer vars.release()
 	var failed []constraint
 	for _, c := range cs {
-		switch out, err := c.x.eval(vars); out {
+		switch out, err := c.x.eval(ctx, vars); out {
 		case celFails:
 			failed = append(failed, c)
 		case celBroken:
-			return axerr.Newf(axerr.CodePreconditionFailed, "constraint %s could not be evaluated on these arguments: %v", c.Name, err).
-				WithIntent(a.Intent).
-				WithCause(err).
-				WithSuggestion(fmt.Sprintf("Send arguments of the declared types so that %s can be checked.", c.Expr)).
-				With("reason", ReasonConstraintNotEvaluable).
-				With("failed_constraint", c.Name).
-				With("expression", c.Expr)
+			return notEvaluable(a, c, err)
 		}
 	}
 	if len(failed) == 0 {
@@ -141,4 +147,23 @@ func (g *Constraints) Check(call *middleware.Call) error {
 		e.With("failed_constraints", names)
 	}
 	return e
+}
+
+// notEvaluable is the refusal for constraint c, which could not be
+// evaluated on the call's arguments: err says why, for logs (the message
+// does not show it: it may quote the arguments).
+func notEvaluable(a *manifest.Action, c constraint, err error) *axerr.Error {
+	msg := fmt.Sprintf("constraint %s could not be evaluated on these arguments", c.Name)
+	suggestion := fmt.Sprintf("Send every argument that %s reads, with the declared types, so that it can be checked.", c.Expr)
+	if errors.Is(err, ErrCELCostLimit) {
+		msg = fmt.Sprintf("constraint %s reached its cost limit on these arguments", c.Name)
+		suggestion = "Send smaller arguments."
+	}
+	return axerr.New(axerr.CodePreconditionFailed, msg).
+		WithIntent(a.Intent).
+		WithCause(err).
+		WithSuggestion(suggestion).
+		With("reason", ReasonConstraintNotEvaluable).
+		With("failed_constraint", c.Name).
+		With("expression", c.Expr)
 }

@@ -28,12 +28,28 @@ const constraintManifest = `{
      "constraints": {
        "dates_ordered": "check_out > check_in",
        "party_size": "guests <= 8",
-       "price_range": "args.max_price >= args.min_price",
+       "price_range": "!has(args.max_price) || !has(args.min_price) || args.max_price >= args.min_price",
        "deposit_limit": "!has(args.amount) || args.amount <= 500.0 || 'finance' in principal.roles"
      }},
     {"intent": "event.plan", "entity": "event", "action_type": "write", "description": "Plan an event",
      "risk_level": "low", "idempotent": false, "scope": "global",
      "constraints": {"ordered": "timestamp(args.end) > timestamp(args.start)"}},
+    {"intent": "payment.send", "entity": "payment", "action_type": "write", "description": "Pay",
+     "required_parameters": [{"name": "amount", "type": "number", "description": "Amount"}],
+     "optional_parameters": [
+       {"name": "cfo_code", "type": "string", "description": "CFO approval code"},
+       {"name": "quantity", "type": "number", "description": "Units"},
+       {"name": "vip", "type": "boolean", "description": "VIP"}],
+     "risk_level": "low", "idempotent": false, "scope": "global",
+     "constraints": {
+       "cfo_above_1000": "args.amount <= 1000.0 || args.cfo_code == 'CFO-OK'",
+       "units": "!has(args.quantity) || int(args.quantity) <= 100 || (has(args.vip) && args.vip)"
+     }},
+    {"intent": "order.lines", "entity": "order", "action_type": "write", "description": "Order lines",
+     "required_parameters": [{"name": "amount", "type": "number", "description": "Amount"},
+       {"name": "lines", "type": "array", "description": "Lines", "maxItems": 50}],
+     "risk_level": "low", "idempotent": false, "scope": "global",
+     "constraints": {"cheap_or_small": "args.lines.all(l, l.price <= 100.0) || args.amount < 10.0"}},
     {"intent": "product.search", "entity": "product", "action_type": "read", "description": "Search",
      "risk_level": "none", "idempotent": true, "scope": "global"}
   ]
@@ -64,7 +80,7 @@ func TestConstraints(t *testing.T) {
 			code: axerr.CodePreconditionFailed, details: map[string]any{"failed_constraint": "party_size"}},
 		{name: "two fail, both named", intent: "room.book", args: `{"check_in":"2026-05-03","check_out":"2026-05-01","guests":9}`,
 			code: axerr.CodePreconditionFailed, details: map[string]any{"failed_constraint": "dates_ordered", "failed_constraints": []any{"dates_ordered", "party_size"}}},
-		{name: "optional pair absent: not applicable", intent: "room.book", args: `{"check_in":"2026-05-01","check_out":"2026-05-03","guests":2,"min_price":50}`},
+		{name: "optional pair absent, guarded by has()", intent: "room.book", args: `{"check_in":"2026-05-01","check_out":"2026-05-03","guests":2,"min_price":50}`},
 		{name: "optional pair present, holds", intent: "room.book", args: `{"check_in":"2026-05-01","check_out":"2026-05-03","guests":2,"min_price":50,"max_price":80.5}`},
 		{name: "optional pair present, fails", intent: "room.book", args: `{"check_in":"2026-05-01","check_out":"2026-05-03","guests":2,"min_price":90,"max_price":80}`,
 			code: axerr.CodePreconditionFailed, details: map[string]any{"failed_constraint": "price_range"}},
@@ -79,6 +95,27 @@ func TestConstraints(t *testing.T) {
 		{name: "wrong types: refused", intent: "event.plan", args: `{"start":1,"end":2}`,
 			code: axerr.CodePreconditionFailed, details: map[string]any{"reason": "constraint_not_evaluable"}},
 		{name: "no constraints", intent: "product.search", args: `{}`},
+		// An absent argument read outside has() refuses, even where || would
+		// absorb the error (CEL: error || true is true).
+		{name: "absent argument read without has(), absorbed by ||", intent: "payment.send", args: `{"amount":5000}`,
+			code: axerr.CodePreconditionFailed, details: map[string]any{"reason": "constraint_not_evaluable", "failed_constraint": "cfo_above_1000"}},
+		{name: "absent argument not read: short circuit", intent: "payment.send", args: `{"amount":500}`},
+		{name: "cfo code given", intent: "payment.send", args: `{"amount":5000,"cfo_code":"CFO-OK"}`},
+		{name: "wrong cfo code", intent: "payment.send", args: `{"amount":5000,"cfo_code":"nope"}`,
+			code: axerr.CodePreconditionFailed, details: map[string]any{"reason": "constraint_failed", "failed_constraint": "cfo_above_1000"}},
+		// int(1e300) overflows: an error, which || true would absorb.
+		{name: "overflow absorbed by ||", intent: "payment.send", args: `{"amount":1,"quantity":1e300,"vip":true}`,
+			code: axerr.CodePreconditionFailed, details: map[string]any{"reason": "constraint_not_evaluable", "failed_constraint": "units"}},
+		{name: "overflow", intent: "payment.send", args: `{"amount":1,"quantity":1e300}`,
+			code: axerr.CodePreconditionFailed, details: map[string]any{"reason": "constraint_not_evaluable", "failed_constraint": "units"}},
+		{name: "units hold", intent: "payment.send", args: `{"amount":1,"quantity":100}`},
+		// An error inside a loop iteration (a line without price) refuses,
+		// also where all() (error && false is false) and || absorb it.
+		{name: "error in a loop iteration", intent: "order.lines", args: `{"amount":50,"lines":[{"qty":1},{"price":50}]}`,
+			code: axerr.CodePreconditionFailed, details: map[string]any{"reason": "constraint_not_evaluable", "failed_constraint": "cheap_or_small"}},
+		{name: "error in a loop iteration, || true", intent: "order.lines", args: `{"amount":5,"lines":[{"qty":1},{"price":500}]}`,
+			code: axerr.CodePreconditionFailed, details: map[string]any{"reason": "constraint_not_evaluable"}},
+		{name: "loop holds", intent: "order.lines", args: `{"amount":50,"lines":[{"price":50},{"price":60}]}`},
 		{name: "arguments not an object", intent: "event.plan", args: `"x"`, code: axerr.CodeInvalidArguments},
 	}
 	for _, tt := range tests {

@@ -48,7 +48,9 @@ type Postcondition struct {
 // ran, but the caller must not take the call as a success. Tool errors pass
 // through unchanged.
 //
-// A postcondition expression that cannot be evaluated counts as not holding.
+// A postcondition expression that cannot be evaluated (any error, also one
+// that || or && would absorb, the cost limit, the context ended) does not
+// hold: reason postcondition_not_evaluable.
 type Postconditions struct {
 	rules map[*manifest.Action]*postRule
 
@@ -69,14 +71,15 @@ type postRule struct {
 
 // NewPostconditions binds every postcondition of m, with the same policy as
 // NewPreconditions: unbound ones fail it with an *UnboundError unless
-// allowUnbound, which records a warning per call instead.
-func NewPostconditions(m *manifest.Manifest, bound map[string]Postcondition, allowUnbound bool) (*Postconditions, error) {
+// allowUnbound, which records a warning per call instead. lim, at most one,
+// bounds the evaluation of expressions.
+func NewPostconditions(m *manifest.Manifest, bound map[string]Postcondition, allowUnbound bool, lim ...CELLimits) (*Postconditions, error) {
 	bindings := make(map[string]conditionBinding[ResultChecker], len(bound))
 	for name, b := range bound {
 		bindings[name] = conditionBinding[ResultChecker]{check: b.Check, hasCheck: b.Check != nil, expr: b.Expr}
 	}
 	g := &Postconditions{rules: map[*manifest.Action]*postRule{}}
-	envs := &celEnvs{withResult: true}
+	envs := &celEnvs{withResult: true, limits: celLimitsOf(lim)}
 	unbound := map[string][]string{}
 	var errs []error
 	for _, a := range m.Actions {
@@ -189,7 +192,7 @@ func (g *Postconditions) Check(ctx context.Context, call *middleware.Call, res m
 			vars.result, vars.hasResult = value, true
 			defer vars.release()
 		}
-		switch out, err := pc.x.eval(vars); out {
+		switch out, err := pc.x.eval(ctx, vars); out {
 		case celHolds:
 		case celFails:
 			return postFailed(a, "postcondition not met: "+pc.name, ReasonPostconditionFailed).With("failed_postcondition", pc.name).With("expression", pc.x.src)

@@ -65,9 +65,10 @@ func (e *UnboundError) Error() string {
 // first that does not hold refuses the call with AXAG_PRECONDITION_FAILED.
 //
 // A precondition expression that cannot be evaluated (an argument it reads
-// is absent, a type does not fit) counts as not holding: unlike a constraint,
-// which relates the values that are there, a precondition is something that
-// must be shown to hold.
+// outside has() is absent, a type does not fit, an error that || or &&
+// would absorb, the cost limit, the call's context ended) does not hold:
+// the call is refused with reason precondition_not_evaluable. Expressions
+// are bounded as constraints are (CELLimits).
 type Preconditions struct {
 	rules map[*manifest.Action]*preRule
 	// producers maps a condition name to the intents whose postconditions
@@ -86,14 +87,16 @@ type preRule struct {
 // precondition with no binding fails it with an *UnboundError listing them
 // all (fail closed); with allowUnbound each call of an action with an
 // unbound precondition records a warning in call.Facts.Warnings. An
-// expression that does not compile fails it with the action's path.
-func NewPreconditions(m *manifest.Manifest, bound map[string]Precondition, allowUnbound bool) (*Preconditions, error) {
+// expression that does not compile, or whose estimated worst-case cost
+// exceeds the limit, fails it with the action's path. lim, at most one,
+// bounds evaluation.
+func NewPreconditions(m *manifest.Manifest, bound map[string]Precondition, allowUnbound bool, lim ...CELLimits) (*Preconditions, error) {
 	bindings := make(map[string]conditionBinding[Checker], len(bound))
 	for name, b := range bound {
 		bindings[name] = conditionBinding[Checker]{check: b.Check, hasCheck: b.Check != nil, expr: b.Expr}
 	}
 	g := &Preconditions{rules: map[*manifest.Action]*preRule{}, producers: Producers(m)}
-	envs := &celEnvs{}
+	envs := &celEnvs{limits: celLimitsOf(lim)}
 	unbound := map[string][]string{}
 	var errs []error
 	for _, a := range m.Actions {
@@ -176,7 +179,7 @@ func (g *Preconditions) Check(ctx context.Context, call *middleware.Call) error 
 			vars = getCELVars(args, call)
 			defer vars.release()
 		}
-		switch out, err := pc.x.eval(vars); out {
+		switch out, err := pc.x.eval(ctx, vars); out {
 		case celHolds:
 		case celFails:
 			return g.notMet(a, pc.name)

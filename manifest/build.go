@@ -296,6 +296,10 @@ func (b *builder) param(pm map[string]any, ptr, name string, form Form) *Paramet
 	p.Maximum = number(pm, maxKey)
 	p.MinLength = integer(pm, "minLength")
 	p.MaxLength = integer(pm, "maxLength")
+	p.MaxItems = integer(pm, "maxItems")
+	if p.MaxItems != nil && p.Type != "array" {
+		b.add(ptr, "type", "maxItems applies to arrays, but the parameter is a %s", p.Type)
+	}
 	if f := str(pm, "format"); f != "" {
 		if n, ok := formatNames[f]; ok {
 			p.Format = n

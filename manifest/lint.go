@@ -92,6 +92,8 @@ const (
 	RuleLevelUndeclared    = "AXGATE-LEVEL-002"
 	RulePrecondUnproduced  = "AXGATE-PRECOND-001"
 	RulePrecondCycle       = "AXGATE-PRECOND-002"
+	RuleConstraintOptional = "AXGATE-CEL-001"
+	RuleConstraintCost     = "AXGATE-CEL-002"
 )
 
 // Rules lists every rule Lint applies, in the order of the README's table.
@@ -110,6 +112,8 @@ var Rules = []Rule{
 	{RuleLevelUndeclared, SeverityWarning, "the manifest does not declare its conformance level"},
 	{RulePrecondUnproduced, SeverityWarning, "a precondition no action's postconditions produce: the host must check it"},
 	{RulePrecondCycle, SeverityError, "actions' preconditions and postconditions depend on each other in a cycle"},
+	{RuleConstraintOptional, SeverityWarning, "a constraint reads an optional argument outside has(): calls without it are refused"},
+	{RuleConstraintCost, SeverityError, "a constraint does not compile, or its estimated worst-case cost exceeds the cost limit (with LintOptions.Expressions)"},
 }
 
 // LintOptions configure Lint.
@@ -120,6 +124,13 @@ type LintOptions struct {
 	// Source names the document (a file name); a .yaml or .yml name is read
 	// as YAML, anything else is detected from the content.
 	Source string
+	// Expressions, when set, checks the constraints of a manifest that
+	// loads in the enforcer's CEL environment, which this package does not
+	// have: gates.LintConstraints compiles each one and reports, as
+	// RuleConstraintCost errors, those that do not compile or whose
+	// estimated worst-case cost exceeds the cost limit (New refuses them).
+	// axgate lint sets it.
+	Expressions func(m *Manifest) []Finding
 }
 
 // ActionStatus is one action as Lint saw it.
@@ -240,6 +251,13 @@ func Lint(data []byte, opts LintOptions) *LintResult {
 	}
 	if m != nil && root != nil {
 		l.manifestLevel(root, r)
+		if opts.Expressions != nil && err == nil {
+			// Before the warnings: one finding per path, and a constraint
+			// New refuses is an error first.
+			for _, f := range opts.Expressions(m) {
+				l.add(f.Rule, f.Severity, f.Path, f.Fix, "%s", f.Message)
+			}
+		}
 		for _, a := range m.Actions {
 			raw, _ := jsonx.Resolve(r.doc, a.Pointer)
 			am, _ := raw.(map[string]any)
@@ -250,6 +268,7 @@ func Lint(data []byte, opts LintOptions) *LintResult {
 			// stands for the lint rule's warning at the same path.
 			l.level(a, am, r.Level, m.Form)
 			l.safety(a, am)
+			l.constraints(a)
 		}
 		l.preconditions(m)
 		r.Quality = score(m)

@@ -172,6 +172,10 @@ type Parameter struct {
 	Format     string
 	Default    any
 	HasDefault bool
+	// MaxItems bounds the length of an array. Besides validating
+	// arguments, it bounds the worst-case cost of constraints that iterate
+	// over the array.
+	MaxItems *int
 	// Items describes array elements.
 	Items *Parameter
 	// Properties describes the members of an object, sorted by name.

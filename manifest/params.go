@@ -81,6 +81,9 @@ func paramSchema(p *Parameter, allowUnknown bool) map[string]any {
 	if p.HasDefault {
 		s["default"] = p.Default
 	}
+	if p.MaxItems != nil {
+		s["maxItems"] = *p.MaxItems
+	}
 	if p.Items != nil {
 		s["items"] = paramSchema(p.Items, allowUnknown)
 	}

@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/axgate/axgate/gates"
 	"github.com/axgate/axgate/manifest"
 )
 
@@ -52,7 +53,7 @@ func runLint(_ context.Context, e *env, args []string) int {
 	if !oneOf(*format, "text", "json") {
 		return usageError(e, fs, "--format must be text or json, not %q", *format)
 	}
-	opts := manifest.LintOptions{}
+	opts := lintOptions()
 	if *level != "" {
 		l, err := manifest.ParseLevel(*level)
 		if err != nil {
@@ -89,6 +90,15 @@ func runLint(_ context.Context, e *env, args []string) int {
 		return exitFail
 	}
 	return exitOK
+}
+
+// lintOptions are the options of axgate lint: constraints are compiled as
+// New compiles them, with the default limits, so that what New would refuse
+// fails the manifest.
+func lintOptions() manifest.LintOptions {
+	return manifest.LintOptions{Expressions: func(m *manifest.Manifest) []manifest.Finding {
+		return gates.LintConstraints(m, gates.CELLimits{})
+	}}
 }
 
 // lintReport is the grade report plus what --prune did.

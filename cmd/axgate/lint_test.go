@@ -45,6 +45,7 @@ func lintCases() []lintCase {
 		local("level-full", exitFail),
 		local("precondition-cycle", exitFail),
 		local("mixed", exitFail),
+		local("constraints", exitFail),
 		{name: "reference-yaml", file: filepath.Join("testdata", "manifests", "reference.yaml"), code: exitFail},
 	}
 }
@@ -99,7 +100,7 @@ func TestLintGolden(t *testing.T) {
 func TestLintCoversEveryRule(t *testing.T) {
 	seen := map[string]bool{}
 	for _, c := range lintCases() {
-		opts := manifest.LintOptions{}
+		opts := lintOptions()
 		if i := slices.Index(c.flags, "--level"); i >= 0 {
 			opts.Level = manifest.Level(c.flags[i+1])
 		}
