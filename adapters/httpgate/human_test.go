@@ -157,6 +157,11 @@ func live(t *testing.T, h http.Handler) func(method, path, body string, header .
 		if err != nil {
 			t.Fatal(err)
 		}
+		if body != "" {
+			// A JSON body says so, as the tool server and the human
+			// endpoints require; a header below may override it.
+			req.Header.Set("Content-Type", "application/json")
+		}
 		for i := 0; i+1 < len(header); i += 2 {
 			req.Header.Set(header[i], header[i+1])
 		}
