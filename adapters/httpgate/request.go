@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"reflect"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -226,8 +227,13 @@ func coerce(a *manifest.Action, p *manifest.Parameter, from string, vals []strin
 		}
 	}
 	// A number must be one a double holds exactly, as in a body (I-JSON).
-	exact := func(typ, v, path string) error {
+	// index is the item's in an array, -1 for a scalar.
+	exact := func(typ, v string, index int) error {
 		if (typ == "integer" || typ == "number") && isNumber(v) && !jsonx.Interoperable([]byte(v)) {
+			path := "/" + jsonx.EscapePointer(p.Name)
+			if index >= 0 {
+				path += "/" + strconv.Itoa(index)
+			}
 			return middleware.DecodeError(&jsonx.Error{Kind: jsonx.NumberNotInteroperable, Path: path,
 				Msg: fmt.Sprintf("the %s value of %q is not exactly representable as an IEEE 754 double", from, p.Name)}).
 				WithIntent(a.Intent).With("parameter", p.Name)
@@ -242,7 +248,7 @@ func coerce(a *manifest.Action, p *manifest.Parameter, from string, vals []strin
 		}
 		raw = append(raw, '[')
 		for i, v := range vals {
-			if err := exact(item, v, fmt.Sprintf("/%s/%d", jsonx.EscapePointer(p.Name), i)); err != nil {
+			if err := exact(item, v, i); err != nil {
 				return argument{}, err
 			}
 			if i > 0 {
@@ -257,7 +263,7 @@ func coerce(a *manifest.Action, p *manifest.Parameter, from string, vals []strin
 				WithIntent(a.Intent).With("parameter", p.Name).
 				WithSuggestion(fmt.Sprintf("Send %s once.", p.Name))
 		}
-		if err := exact(p.Type, vals[0], "/"+jsonx.EscapePointer(p.Name)); err != nil {
+		if err := exact(p.Type, vals[0], -1); err != nil {
 			return argument{}, err
 		}
 		raw = scalar(p.Type, vals[0])
