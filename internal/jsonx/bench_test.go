@@ -18,7 +18,7 @@ var benchInputs = []struct {
 // BenchmarkDecode is the strict decoder alone, with the limits the call
 // arguments get.
 func BenchmarkDecode(b *testing.B) {
-	lim := Limits{MaxBytes: 1 << 20, MaxDepth: 64}
+	lim := Limits{MaxBytes: 1 << 20, MaxDepth: 64, MaxMembers: 1000, IJSON: true}
 	for _, in := range benchInputs {
 		b.Run(in.name, func(b *testing.B) {
 			b.SetBytes(int64(len(in.doc)))

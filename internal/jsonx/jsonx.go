@@ -399,15 +399,8 @@ func foldCollides(v any) bool {
 					break
 				}
 			}
-			if special {
-				seen := make(map[string]struct{}, len(t))
-				for k := range t {
-					f := foldKey(k)
-					if _, dup := seen[f]; dup {
-						return true
-					}
-					seen[f] = struct{}{}
-				}
+			if special && foldCollidesIn(t) {
+				return true
 			}
 		}
 		for _, e := range t {
@@ -421,6 +414,36 @@ func foldCollides(v any) bool {
 				return true
 			}
 		}
+	}
+	return false
+}
+
+// foldCollidesIn reports whether two keys of m are equal under simple case
+// folding. A small object, the usual case, is checked pair by pair with
+// strings.EqualFold (simple folding too), which allocates nothing; a larger
+// one through a set of foldKeys.
+func foldCollidesIn(m map[string]any) bool {
+	const small = 16
+	if len(m) <= small {
+		var buf [small]string
+		keys := buf[:0]
+		for k := range m {
+			for _, o := range keys {
+				if strings.EqualFold(k, o) {
+					return true
+				}
+			}
+			keys = append(keys, k)
+		}
+		return false
+	}
+	seen := make(map[string]struct{}, len(m))
+	for k := range m {
+		f := foldKey(k)
+		if _, dup := seen[f]; dup {
+			return true
+		}
+		seen[f] = struct{}{}
 	}
 	return false
 }

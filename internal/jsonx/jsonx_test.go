@@ -186,3 +186,23 @@ func TestFoldKey(t *testing.T) {
 		}
 	}
 }
+
+// TestFoldCollidesInAgrees: the pairwise check of small objects and the set
+// of folded keys of large ones decide alike.
+func TestFoldCollidesInAgrees(t *testing.T) {
+	pairs := [][2]string{{"tenant_id", "TENANT_ID"}, {"k", "\u212a"}, {"s", "\u017f"}, {"\u03c3", "\u03c2"}, {"ss", "\u00df"}, {"a", "b"}, {"i", "\u0131"}}
+	for _, p := range pairs {
+		want := strings.EqualFold(p[0], p[1])
+		small := map[string]any{p[0]: 1, p[1]: 2}
+		large := map[string]any{p[0]: 1, p[1]: 2}
+		for i := range 20 {
+			large["filler"+strconv.Itoa(i)] = i
+		}
+		if got := foldCollidesIn(small); got != want {
+			t.Errorf("small %q: %v, want %v", p, got, want)
+		}
+		if got := foldCollidesIn(large); got != want {
+			t.Errorf("large %q: %v, want %v", p, got, want)
+		}
+	}
+}
