@@ -141,18 +141,22 @@ func TestIntentNotFound(t *testing.T) {
 
 // TestBadInputNeverPanics sends what a hostile or broken client sends.
 func TestBadInputNeverPanics(t *testing.T) {
-	e := fullEnforcer(t, axgate.WithLimits(1024, 8))
+	e := fullEnforcer(t, axgate.WithLimits(middleware.Limits{MaxBytes: 1024, MaxDepth: 8, MaxMembers: 6}))
 	cases := map[string]struct {
 		args string
 		code axerr.Code
 	}{
-		"not json":        {`{"query":`, axerr.CodeInvalidArguments},
-		"array":           {`["query"]`, axerr.CodeInvalidArguments},
-		"invalid utf-8":   {"{\"query\":\"\xff\xfe\"}", axerr.CodeInvalidArguments},
-		"duplicate key":   {`{"query":"a","query":"b"}`, axerr.CodeInvalidArguments},
-		"too deep":        {`{"query":"a","x":` + strings.Repeat("[", 20) + strings.Repeat("]", 20) + `}`, axerr.CodeInvalidArguments},
-		"too large":       {`{"query":"` + strings.Repeat("a", 4096) + `"}`, axerr.CodePayloadTooLarge},
-		"number overflow": {`{"query":"a","page":1e999}`, axerr.CodeInvalidArguments},
+		"not json":         {`{"query":`, axerr.CodeInvalidArguments},
+		"array":            {`["query"]`, axerr.CodeInvalidArguments},
+		"invalid utf-8":    {"{\"query\":\"\xff\xfe\"}", axerr.CodeInvalidArguments},
+		"duplicate key":    {`{"query":"a","query":"b"}`, axerr.CodeInvalidArguments},
+		"too deep":         {`{"query":"a","x":` + strings.Repeat("[", 20) + strings.Repeat("]", 20) + `}`, axerr.CodeInvalidArguments},
+		"too large":        {`{"query":"` + strings.Repeat("a", 4096) + `"}`, axerr.CodePayloadTooLarge},
+		"number overflow":  {`{"query":"a","page":1e999}`, axerr.CodeInvalidType},
+		"big integer":      {`{"query":"a","page":9007199254740993}`, axerr.CodeInvalidType},
+		"rounded decimal":  {`{"query":"a","page":0.10000000000000001}`, axerr.CodeInvalidType},
+		"folded keys":      {`{"query":"a","QUERY":"b"}`, axerr.CodeInvalidArguments},
+		"too many members": {`{"query":"a","x":{"a":1,"b":2,"c":3,"d":4,"e":5,"f":6,"g":7}}`, axerr.CodeInvalidArguments},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

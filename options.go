@@ -28,11 +28,14 @@ func defaultConfig() config {
 	}
 }
 
-// WithLimits bounds the arguments of every call: size in bytes (default
-// 1 MiB, over it → 413 AXGATE_PAYLOAD_TOO_LARGE) and nesting depth
-// (default 64).
-func WithLimits(maxBytes, maxDepth int) Option {
-	return func(c *config) { c.limits = middleware.Limits{MaxBytes: maxBytes, MaxDepth: maxDepth} }
+// WithLimits bounds the arguments of every call; a zero field keeps its
+// default. MaxBytes is the size in bytes (default 1 MiB; over it → 413
+// AXGATE_PAYLOAD_TOO_LARGE), MaxDepth the nesting depth (default 64) and
+// MaxMembers the members of any one object (default 1,000; over it → 400
+// AXGATE_INVALID_ARGUMENTS, reason too_many_members, before the arguments
+// are decoded).
+func WithLimits(l middleware.Limits) Option {
+	return func(c *config) { c.limits = l }
 }
 
 // WithMaxViolations sets how many violations a refusal (and a Validation API

@@ -2,6 +2,7 @@ package gates
 
 import (
 	"context"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -224,8 +225,8 @@ func scopeGranted(scopes, grants []string) bool {
 // firstForeignArg returns the first of names present in args whose value does
 // not name want, and false; or "", true when all present ones do. An empty
 // want matches nothing: a caller without an identity cannot be shown to be
-// the one named. A number names the identity with the same decimal spelling;
-// any other type names nobody.
+// the one named. A number names the identity whose text is the number's exact
+// decimal text (see argNamesID); any other type names nobody.
 func firstForeignArg(args map[string]any, names []string, want string) (string, bool) {
 	for _, n := range names {
 		v, ok := args[n]
@@ -239,17 +240,29 @@ func firstForeignArg(args map[string]any, names []string, want string) (string, 
 	return "", true
 }
 
+// argNamesID reports whether an argument value names the id want. Text is
+// compared, never floats: a number names want only when want is the
+// canonical decimal text of the number's exact value ("42", "-7", "0.5"; not
+// "042" or "4.2e1"). The decoder admits only numbers a double holds exactly
+// (I-JSON), so the double's text is the text of the caller's value; a double
+// of magnitude 2^53 or more names nobody, because from there on one double is
+// the image of several integers (1234567890123456768 and …800 are one
+// double), and the tool may act on another of them than the gate checked.
 func argNamesID(v any, want string) bool {
 	switch v := v.(type) {
 	case string:
 		return v == want
 	case float64:
+		if math.IsNaN(v) || math.Abs(v) >= 1<<53 {
+			return false
+		}
 		// Compare without allocating in the common case: an integer id.
-		if v == float64(int64(v)) {
+		if v == math.Trunc(v) {
 			var buf [24]byte
 			return string(strconv.AppendInt(buf[:0], int64(v), 10)) == want
 		}
-		return strconv.FormatFloat(v, 'f', -1, 64) == want
+		var buf [32]byte
+		return string(strconv.AppendFloat(buf[:0], v, 'f', -1, 64)) == want
 	}
 	return false
 }

@@ -118,6 +118,18 @@ func TestAccess(t *testing.T) {
 			code: axerr.CodeScopeViolation},
 		{name: "user names caller", intent: "profile.update", args: `{"user_id":"alice"}`, p: alice},
 		{name: "user numeric id", intent: "profile.update", args: `{"user_id":"42","owner_id":42}`, p: with(func(p *middleware.Principal) { p.ID = "42" })},
+		// Ids are compared as exact decimal text, never as floats: the
+		// caller 1234567890123456768 may not act on 1234567890123456800
+		// (one double), and the number is refused before any comparison.
+		{name: "user id above 2^53", intent: "profile.update", args: `{"user_id":"1234567890123456768","owner_id":1234567890123456800}`,
+			p: with(func(p *middleware.Principal) { p.ID = "1234567890123456768" }), code: axerr.CodeInvalidType,
+			details: map[string]any{"reason": "number_not_interoperable"}},
+		{name: "user id above 2^53 reversed", intent: "profile.update", args: `{"user_id":"1234567890123456800","owner_id":1234567890123456768}`,
+			p: with(func(p *middleware.Principal) { p.ID = "1234567890123456800" }), code: axerr.CodeInvalidType},
+		{name: "user numeric id other spelling", intent: "profile.update", args: `{"user_id":"42","owner_id":4.2e1}`, p: with(func(p *middleware.Principal) { p.ID = "42" })},
+		{name: "user numeric id largest safe", intent: "profile.update", args: `{"user_id":"9007199254740991","owner_id":9007199254740991}`, p: with(func(p *middleware.Principal) { p.ID = "9007199254740991" })},
+		{name: "user numeric id not canonical text", intent: "profile.update", args: `{"user_id":"042","owner_id":42}`, p: with(func(p *middleware.Principal) { p.ID = "042" }),
+			code: axerr.CodeScopeViolation, details: map[string]any{"argument": "/owner_id"}},
 		{name: "user names other", intent: "profile.update", args: `{"user_id":"bob"}`, p: alice, code: axerr.CodeScopeViolation,
 			details: map[string]any{"reason": "argument_names_other_user", "argument": "/user_id"}},
 		{name: "user other numeric", intent: "profile.update", args: `{"user_id":"alice","owner_id":7}`, p: alice, code: axerr.CodeScopeViolation,

@@ -19,8 +19,9 @@ import (
 
 // Default limits on the arguments of a call.
 const (
-	DefaultMaxArgBytes = 1 << 20
-	DefaultMaxArgDepth = 64
+	DefaultMaxArgBytes   = 1 << 20
+	DefaultMaxArgDepth   = 64
+	DefaultMaxArgMembers = 1000
 )
 
 // Limits bound the arguments a call may carry.
@@ -29,6 +30,11 @@ type Limits struct {
 	MaxBytes int
 	// MaxDepth is the deepest nesting; 0 means DefaultMaxArgDepth.
 	MaxDepth int
+	// MaxMembers is the most members one object of the arguments may have,
+	// at any depth; 0 means DefaultMaxArgMembers. It is checked while the
+	// bytes are scanned, before anything is decoded or validated, so a wide
+	// object costs one pass over its bytes.
+	MaxMembers int
 }
 
 // Resolved returns l with zero fields replaced by the defaults.
@@ -39,15 +45,21 @@ func (l Limits) Resolved() Limits {
 	if l.MaxDepth == 0 {
 		l.MaxDepth = DefaultMaxArgDepth
 	}
+	if l.MaxMembers == 0 {
+		l.MaxMembers = DefaultMaxArgMembers
+	}
 	return l
 }
 
-// Decode parses untrusted JSON within the limits: size, depth, UTF-8 and
-// repeated keys are checked, as for call arguments. Its errors are for
-// DecodeError.
+// Decode parses untrusted JSON within the limits, as for call arguments:
+// size, depth, members per object and UTF-8 are checked, and only I-JSON
+// (RFC 7493) is accepted — no repeated key, no two keys of one object equal
+// under Unicode simple case folding, no number that an IEEE 754 double does
+// not hold exactly — so that what a gate checks is what any decoder
+// downstream reads. Its errors are for DecodeError.
 func (l Limits) Decode(data []byte) (any, error) {
 	l = l.Resolved()
-	return jsonx.Decode(data, jsonx.Limits{MaxBytes: l.MaxBytes, MaxDepth: l.MaxDepth})
+	return jsonx.Decode(data, jsonx.Limits{MaxBytes: l.MaxBytes, MaxDepth: l.MaxDepth, MaxMembers: l.MaxMembers, IJSON: true})
 }
 
 // Principal is who makes the call: always taken from the transport's
@@ -224,7 +236,12 @@ func isEmptyArgs(raw []byte) bool {
 }
 
 // DecodeError turns an error of the strict JSON decoder into the *Error a
-// caller sees: 413 for size, 400 for everything else.
+// caller sees: 413 for size, 400 for everything else. A number that is not
+// interoperable is AXAG_INVALID_TYPE with reason number_not_interoperable;
+// keys equal under case folding are reason ambiguous_keys and an object with
+// too many members reason too_many_members, both AXGATE_INVALID_ARGUMENTS
+// (the member limit is a shape limit like the depth, not a size: the
+// same bytes as a list would pass).
 func DecodeError(err error) *axerr.Error {
 	je, ok := err.(*jsonx.Error)
 	if !ok {
@@ -238,6 +255,24 @@ func DecodeError(err error) *axerr.Error {
 		if je.Path != "" {
 			e.Violations = []axerr.Violation{{Path: je.Path, Message: "duplicate key", Keyword: "duplicate", Code: axerr.CodeInvalidArguments}}
 		}
+		return e
+	case jsonx.NumberNotInteroperable:
+		e := axerr.New(axerr.CodeInvalidType, "arguments hold a number that other programs may read as a different value: "+je.Msg).
+			WithReason(axerr.ReasonNumberNotInteroperable).
+			WithSuggestion("Send large ids and exact decimals as JSON strings: numbers must be integers of magnitude at most 2^53-1 (9007199254740991) or decimals written as the shortest text of an IEEE 754 double (RFC 7493 I-JSON).")
+		e.Violations = []axerr.Violation{{Path: je.Path, Message: "number is not exactly representable as an IEEE 754 double", Keyword: "i-json", Code: axerr.CodeInvalidType}}
+		return e
+	case jsonx.AmbiguousKeys:
+		e := axerr.New(axerr.CodeInvalidArguments, "arguments have two keys that are equal under case folding, which decoders read differently: "+je.Msg).
+			WithReason(axerr.ReasonAmbiguousKeys).
+			WithSuggestion("Give each key of an object once, in one spelling; keys may not differ only in letter case.")
+		e.Violations = []axerr.Violation{{Path: je.Path, Message: "key is equal to another key of its object under case folding", Keyword: "i-json", Code: axerr.CodeInvalidArguments}}
+		return e
+	case jsonx.TooManyMembers:
+		e := axerr.New(axerr.CodeInvalidArguments, "arguments have an object with too many members: "+je.Msg).
+			WithReason(axerr.ReasonTooManyMembers).
+			WithSuggestion("Send fewer members in one object; put many items in an array or split the call.")
+		e.Violations = []axerr.Violation{{Path: je.Path, Message: "object has too many members", Keyword: "maxProperties", Code: axerr.CodeInvalidArguments}}
 		return e
 	}
 	return axerr.New(axerr.CodeInvalidArguments, "arguments are not valid JSON: "+je.Msg)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -238,6 +240,59 @@ func TestArgsDecoding(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestArgsIJSON: the arguments are I-JSON, and each refusal says why with a
+// reason, a path and a suggestion an agent can act on.
+func TestArgsIJSON(t *testing.T) {
+	cases := []struct {
+		name   string
+		raw    string
+		lim    middleware.Limits
+		code   axerr.Code
+		reason axerr.Reason
+		path   string
+	}{
+		{name: "big id", raw: `{"user_id":1234567890123456800}`, code: axerr.CodeInvalidType, reason: axerr.ReasonNumberNotInteroperable, path: "/user_id"},
+		{name: "rounding decimal", raw: `{"a":{"b":[0.10000000000000001]}}`, code: axerr.CodeInvalidType, reason: axerr.ReasonNumberNotInteroperable, path: "/a/b/0"},
+		{name: "exponent", raw: `{"n":1e20}`, code: axerr.CodeInvalidType, reason: axerr.ReasonNumberNotInteroperable, path: "/n"},
+		{name: "case-folded keys", raw: `{"tenant_id":"acme","TENANT_ID":"globex"}`, code: axerr.CodeInvalidArguments, reason: axerr.ReasonAmbiguousKeys, path: "/TENANT_ID"},
+		{name: "kelvin sign", raw: `{"filter":{"k":1,"\u212a":2}}`, code: axerr.CodeInvalidArguments, reason: axerr.ReasonAmbiguousKeys, path: "/filter/\u212a"},
+		{name: "default member limit", raw: wideObject(middleware.DefaultMaxArgMembers + 1), code: axerr.CodeInvalidArguments, reason: axerr.ReasonTooManyMembers, path: ""},
+		{name: "member limit", raw: `{"a":{"x":1,"y":2,"z":3}}`, lim: middleware.Limits{MaxMembers: 2}, code: axerr.CodeInvalidArguments, reason: axerr.ReasonTooManyMembers, path: "/a"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := middleware.NewCall("t", json.RawMessage(tc.raw), middleware.Principal{})
+			c.Limits = tc.lim
+			_, err := c.Args()
+			ae, ok := axerr.As(err)
+			if !ok || ae.Code != tc.code || ae.HTTPStatus() != 400 || ae.Details["reason"] != string(tc.reason) || ae.Suggestion == "" {
+				t.Fatalf("err = %#v; want %s with reason %s", err, tc.code, tc.reason)
+			}
+			want, _ := strconv.Unquote(`"` + tc.path + `"`)
+			if len(ae.Violations) != 1 || ae.Violations[0].Path != want {
+				t.Fatalf("violations = %+v; want one at %q", ae.Violations, want)
+			}
+		})
+	}
+	ok := middleware.NewCall("t", json.RawMessage(wideObject(middleware.DefaultMaxArgMembers)+``), middleware.Principal{})
+	if _, err := ok.Args(); err != nil {
+		t.Fatalf("an object of exactly the member limit: %v", err)
+	}
+}
+
+func wideObject(n int) string {
+	var b strings.Builder
+	b.WriteByte('{')
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `"k%d":%d`, i, i)
+	}
+	b.WriteByte('}')
+	return b.String()
 }
 
 func TestArgsSHA256IsCanonical(t *testing.T) {

@@ -9,10 +9,12 @@ import (
 	"mime"
 	"net/http"
 	"reflect"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
 	axerr "github.com/axgate/axgate/errors"
+	"github.com/axgate/axgate/internal/jsonx"
 	"github.com/axgate/axgate/manifest"
 	"github.com/axgate/axgate/middleware"
 )
@@ -264,7 +266,9 @@ func pathAndQuery(a *manifest.Action, r *http.Request) ([]argument, error) {
 //
 //   - integer and number: the text itself when it is a JSON number literal
 //     ("42", "-1.5", "1e3"), otherwise a JSON string, which the parameter
-//     gate then refuses with AXAG_INVALID_TYPE;
+//     gate then refuses with AXAG_INVALID_TYPE; a number literal that a
+//     double does not hold exactly (9007199254740993, 0.10000000000000001)
+//     is refused here, as in a body (reason number_not_interoperable);
 //   - boolean: exactly "true" or "false", otherwise a string (refused);
 //   - array: every repetition of the query parameter, in order, each
 //     converted by the item type;
@@ -279,6 +283,20 @@ func coerce(a *manifest.Action, p *manifest.Parameter, from string, vals []strin
 				WithIntent(a.Intent).With("parameter", p.Name)
 		}
 	}
+	// A number must be one a double holds exactly, as in a body (I-JSON).
+	// index is the item's in an array, -1 for a scalar.
+	exact := func(typ, v string, index int) error {
+		if (typ == "integer" || typ == "number") && isNumber(v) && !jsonx.Interoperable([]byte(v)) {
+			path := "/" + jsonx.EscapePointer(p.Name)
+			if index >= 0 {
+				path += "/" + strconv.Itoa(index)
+			}
+			return middleware.DecodeError(&jsonx.Error{Kind: jsonx.NumberNotInteroperable, Path: path,
+				Msg: fmt.Sprintf("the %s value of %q is not exactly representable as an IEEE 754 double", from, p.Name)}).
+				WithIntent(a.Intent).With("parameter", p.Name)
+		}
+		return nil
+	}
 	var raw []byte
 	if p.Type == "array" {
 		item := "string"
@@ -287,6 +305,9 @@ func coerce(a *manifest.Action, p *manifest.Parameter, from string, vals []strin
 		}
 		raw = append(raw, '[')
 		for i, v := range vals {
+			if err := exact(item, v, i); err != nil {
+				return argument{}, err
+			}
 			if i > 0 {
 				raw = append(raw, ',')
 			}
@@ -298,6 +319,9 @@ func coerce(a *manifest.Action, p *manifest.Parameter, from string, vals []strin
 			return argument{}, axerr.Newf(axerr.CodeInvalidArguments, "the %s parameter %q is given %d times but is not an array", from, p.Name, len(vals)).
 				WithIntent(a.Intent).With("parameter", p.Name).
 				WithSuggestion(fmt.Sprintf("Send %s once.", p.Name))
+		}
+		if err := exact(p.Type, vals[0], -1); err != nil {
+			return argument{}, err
 		}
 		raw = scalar(p.Type, vals[0])
 	}

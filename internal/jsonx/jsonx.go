@@ -1,13 +1,20 @@
 // Package jsonx decodes untrusted JSON strictly: it refuses invalid UTF-8,
 // nesting deeper than a limit, input over a size limit and objects that
 // repeat a key, which encoding/json would otherwise accept silently (the last
-// duplicate wins, invalid bytes become U+FFFD).
+// duplicate wins, invalid bytes become U+FFFD). With Limits.IJSON it also
+// refuses what RFC 7493 (I-JSON) excludes and what decoders disagree on: a
+// number that an IEEE 754 double does not hold exactly, and two keys of one
+// object that are equal under Unicode simple case folding (encoding/json and
+// many other decoders match such keys to one field, the last one winning).
 //
 // The common case stays as fast as encoding/json: one linear scan counts the
-// object members and the nesting depth, json.Unmarshal decodes, and the number
-// of keys it kept is compared with the number of members scanned. Only when
-// they differ — a duplicate key — does a slower token walk run, to name the
-// duplicate's path.
+// object members, the nesting depth and each object's member count, checks
+// every number (a short integer, the usual case, at no cost) and notes
+// whether any key has a capital, a non-ASCII byte or an escape; json.Unmarshal
+// decodes, and the number of keys it kept is compared with the number of
+// members scanned. Only when they differ — a duplicate key — or when a key
+// could fold onto another does slower work run, and a token walk names the
+// offending path only once a problem is certain.
 package jsonx
 
 import (
@@ -17,6 +24,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -26,6 +34,13 @@ type Limits struct {
 	MaxBytes int
 	// MaxDepth is the deepest nesting of objects and arrays; 0 means no limit.
 	MaxDepth int
+	// MaxMembers is the most members one object may have; 0 means no limit.
+	// It is checked by the scan, before anything is decoded.
+	MaxMembers int
+	// IJSON refuses numbers that are not interoperable (see Interoperable)
+	// and keys of one object that are equal under Unicode simple case
+	// folding.
+	IJSON bool
 }
 
 // Kind says what was wrong with the input.
@@ -38,6 +53,14 @@ const (
 	TooDeep
 	BadUTF8
 	DuplicateKey
+	// NumberNotInteroperable: a number an IEEE 754 double does not hold
+	// exactly (Limits.IJSON).
+	NumberNotInteroperable
+	// AmbiguousKeys: two keys of one object are equal under Unicode simple
+	// case folding (Limits.IJSON).
+	AmbiguousKeys
+	// TooManyMembers: an object has more members than Limits.MaxMembers.
+	TooManyMembers
 )
 
 // Error describes input Decode refused.
@@ -59,8 +82,17 @@ func Decode(data []byte, lim Limits) (any, error) {
 	if !utf8.Valid(data) {
 		return nil, &Error{Kind: BadUTF8, Msg: "input is not valid UTF-8"}
 	}
-	members, err := scan(data, lim.MaxDepth)
+	members, foldable, at, err := scan(data, lim)
 	if err != nil {
+		if err.Kind == NumberNotInteroperable || err.Kind == TooManyMembers {
+			// Name the path, unless the document is not JSON at all: then
+			// the syntax error is the one to report.
+			if !json.Valid(data) {
+				return nil, syntaxError(data)
+			}
+			err.Path = pointerAt(data, at)
+			err.Msg = fmt.Sprintf("%s at %q", err.Msg, err.Path)
+		}
 		return nil, err
 	}
 	var v any
@@ -68,22 +100,51 @@ func Decode(data []byte, lim Limits) (any, error) {
 		return nil, &Error{Kind: Syntax, Msg: syntaxMessage(err)}
 	}
 	if members != countKeys(v) {
-		if path, key := findDuplicate(data); key != "" {
+		if path, key := findDuplicate(data, nil); key != "" {
 			return nil, &Error{Kind: DuplicateKey, Path: path, Msg: fmt.Sprintf("duplicate key %q at %q", key, path)}
 		}
 		return nil, &Error{Kind: DuplicateKey, Msg: "duplicate key"}
 	}
+	if foldable && foldCollides(v) {
+		path, key := findDuplicate(data, foldKey)
+		return nil, &Error{Kind: AmbiguousKeys, Path: path, Msg: fmt.Sprintf("key %q at %q is equal to an earlier key of the same object under case folding", key, path)}
+	}
 	return v, nil
 }
 
-// scan counts the members of all objects (one ':' outside strings each) and
-// checks the nesting depth. It does not validate syntax: json.Unmarshal does.
-func scan(data []byte, maxDepth int) (members int, err error) {
+func syntaxError(data []byte) *Error {
+	var v any
+	err := json.Unmarshal(data, &v)
+	if err == nil {
+		return &Error{Kind: Syntax, Msg: "invalid JSON"}
+	}
+	return &Error{Kind: Syntax, Msg: syntaxMessage(err)}
+}
+
+// scan counts the members of all objects (one ':' outside strings each),
+// checks the nesting depth and each object's member count, and, with
+// lim.IJSON, checks every number and reports whether any key might fold onto
+// another (it has an ASCII capital, a non-ASCII byte or an escape; keys of
+// lower-case ASCII only cannot collide). It does not validate syntax:
+// json.Unmarshal does, and Decode names the path of a problem only in a
+// document that is JSON.
+//
+// A problem's at is the offset of the value it concerns: the number, or the
+// object with too many members.
+func scan(data []byte, lim Limits) (members int, foldable bool, at int, err *Error) {
 	depth := 0
+	// counts holds the member count of each open object (-1 for an array)
+	// while MaxMembers is set; 64 levels without allocating.
+	// starts holds the offsets of the open containers, for the message of an
+	// object with too many members.
+	var countsBuf, startsBuf [64]int
+	counts, starts := countsBuf[:0], startsBuf[:0]
+	keyStart, keyEnd := 0, 0 // the last string, a key if ':' follows
 	for i := 0; i < len(data); i++ {
-		switch data[i] {
+		switch c := data[i]; c {
 		case '"':
 			// Skip the string, honouring backslash escapes.
+			keyStart = i + 1
 			for i++; i < len(data); i++ {
 				if data[i] == '\\' {
 					i++
@@ -91,18 +152,344 @@ func scan(data []byte, maxDepth int) (members int, err error) {
 					break
 				}
 			}
+			keyEnd = min(i, len(data))
 		case '{', '[':
 			depth++
-			if maxDepth > 0 && depth > maxDepth {
-				return 0, &Error{Kind: TooDeep, Msg: fmt.Sprintf("nesting is deeper than the limit of %d", maxDepth)}
+			if lim.MaxDepth > 0 && depth > lim.MaxDepth {
+				return 0, false, i, &Error{Kind: TooDeep, Msg: fmt.Sprintf("nesting is deeper than the limit of %d", lim.MaxDepth)}
+			}
+			if lim.MaxMembers > 0 {
+				n := 0
+				if c == '[' {
+					n = -1
+				}
+				counts = append(counts, n)
+				starts = append(starts, i)
 			}
 		case '}', ']':
 			depth--
+			if len(counts) > 0 {
+				counts, starts = counts[:len(counts)-1], starts[:len(starts)-1]
+			}
 		case ':':
 			members++
+			if len(counts) > 0 && counts[len(counts)-1] >= 0 {
+				counts[len(counts)-1]++
+				if counts[len(counts)-1] > lim.MaxMembers {
+					return 0, false, starts[len(starts)-1], &Error{Kind: TooManyMembers, Msg: fmt.Sprintf("an object has more than %d members", lim.MaxMembers)}
+				}
+			}
+			if lim.IJSON && !foldable && keyEnd > keyStart {
+				foldable = mayFold(data[keyStart:keyEnd])
+			}
+		case '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
+			if !lim.IJSON {
+				continue
+			}
+			// Fast path: an integer of at most 15 digits is always exact.
+			j := i
+			if c == '-' {
+				j++
+			}
+			k := j
+			for k < len(data) && data[k] >= '0' && data[k] <= '9' {
+				k++
+			}
+			if k-j <= 15 && (k == len(data) || !numberByte(data[k])) {
+				i = k - 1
+				continue
+			}
+			for k < len(data) && numberByte(data[k]) {
+				k++
+			}
+			if !Interoperable(data[i:k]) {
+				return 0, false, i, &Error{Kind: NumberNotInteroperable, Msg: fmt.Sprintf("the number %s is not exactly representable as an IEEE 754 double", clip(data[i:k]))}
+			}
+			i = k - 1
 		}
 	}
-	return members, nil
+	return members, foldable, 0, nil
+}
+
+// numberByte reports whether b can continue a JSON number literal.
+func numberByte(b byte) bool {
+	return b >= '0' && b <= '9' || b == '.' || b == 'e' || b == 'E' || b == '+' || b == '-'
+}
+
+// clip shortens a literal for a message: an attacker chooses its length.
+func clip(b []byte) string {
+	if len(b) > 40 {
+		return string(b[:20]) + "…" + string(b[len(b)-10:])
+	}
+	return string(b)
+}
+
+// mayFold reports whether a raw key (between its quotes) could be equal to
+// another key under case folding: it has an ASCII capital, a non-ASCII byte
+// or an escape (which may spell either).
+func mayFold(key []byte) bool {
+	for _, b := range key {
+		if b >= 0x80 || b == '\\' || b >= 'A' && b <= 'Z' {
+			return true
+		}
+	}
+	return false
+}
+
+// maxSafeInteger is 2^53-1, the largest magnitude of an integer that RFC 7493
+// (section 2.2) lets a message carry: from 2^53 on, two integers share one
+// double.
+const maxSafeInteger = "9007199254740991"
+
+// Interoperable reports whether the JSON number literal lit is an I-JSON
+// number (RFC 7493 section 2.2): an integer of magnitude at most 2^53-1, or a
+// non-integer whose decimal text is the shortest that parses to its double
+// (0.1 is; 0.10000000000000001, which is the same double, is not: two texts
+// would name one value). Values out of the double's range are not. The
+// decision reads the digits and never builds big numbers, whatever the
+// exponent. A literal that is not a JSON number is reported interoperable:
+// syntax is the parser's business.
+func Interoperable(lit []byte) bool {
+	var buf [24]byte
+	digits, n, point, ok := normalize(lit, &buf)
+	if !ok || n == 0 {
+		return true // not a number (the parser refuses it), or zero
+	}
+	// value = 0.digits × 10^point, n significant digits.
+	if point >= n {
+		// An integer of point digits.
+		switch {
+		case point < len(maxSafeInteger):
+			return true
+		case point > len(maxSafeInteger):
+			return false
+		}
+		var w [len(maxSafeInteger)]byte
+		k := copy(w[:], digits)
+		for ; k < len(w); k++ {
+			w[k] = '0'
+		}
+		return string(w[:]) <= maxSafeInteger
+	}
+	// A non-integer. With at most 15 significant digits inside the normal
+	// range, the decimal round-trips (DBL_DIG): it is the shortest text of
+	// its double. More than 17 never is the shortest.
+	if n <= 15 && point > -300 {
+		return true
+	}
+	if n > 17 {
+		return false
+	}
+	f, err := strconv.ParseFloat(string(lit), 64)
+	if err != nil || f == 0 {
+		return false // ±Inf, or a non-zero text that underflows
+	}
+	var fb [32]byte
+	s := strconv.AppendFloat(fb[:0], f, 'e', -1, 64)
+	if s[0] == '-' {
+		s = s[1:]
+	}
+	// s is d[.ddd]e±x: value = 0.dddd × 10^(x+1).
+	e := bytes.IndexByte(s, 'e')
+	exp, err := strconv.Atoi(string(s[e+1:]))
+	if err != nil || exp+1 != point {
+		return false
+	}
+	sd := s[:e]
+	if len(sd) > 2 {
+		// Drop the point.
+		var d [20]byte
+		k := copy(d[:], sd[:1])
+		k += copy(d[k:], sd[2:])
+		sd = d[:k]
+	}
+	return string(sd) == string(digits)
+}
+
+// normalize reads a JSON number literal into its significant digits (no
+// leading or trailing zeros; n of them) and the position of the decimal
+// point, so that its value is 0.digits × 10^point. digits is a part of lit or
+// of buf, and nil when there are more than len(buf) of them (then only n
+// matters). The exponent saturates far outside the range of a double, so no
+// literal overflows it. ok is false when lit is not a JSON number.
+func normalize(lit []byte, buf *[24]byte) (digits []byte, n, point int, ok bool) {
+	i := 0
+	if i < len(lit) && lit[i] == '-' {
+		i++
+	}
+	intStart := i
+	for i < len(lit) && lit[i] >= '0' && lit[i] <= '9' {
+		i++
+	}
+	intPart := lit[intStart:i]
+	if len(intPart) == 0 || len(intPart) > 1 && intPart[0] == '0' {
+		return nil, 0, 0, false
+	}
+	var frac []byte
+	if i < len(lit) && lit[i] == '.' {
+		i++
+		fs := i
+		for i < len(lit) && lit[i] >= '0' && lit[i] <= '9' {
+			i++
+		}
+		frac = lit[fs:i]
+		if len(frac) == 0 {
+			return nil, 0, 0, false
+		}
+	}
+	const sat = 1 << 30
+	exp := 0
+	if i < len(lit) && (lit[i] == 'e' || lit[i] == 'E') {
+		i++
+		eneg := false
+		if i < len(lit) && (lit[i] == '+' || lit[i] == '-') {
+			eneg = lit[i] == '-'
+			i++
+		}
+		es := i
+		for i < len(lit) && lit[i] >= '0' && lit[i] <= '9' {
+			if exp < sat {
+				exp = exp*10 + int(lit[i]-'0')
+			}
+			i++
+		}
+		if i == es {
+			return nil, 0, 0, false
+		}
+		if eneg {
+			exp = -exp
+		}
+	}
+	if i != len(lit) {
+		return nil, 0, 0, false
+	}
+	frac = bytes.TrimRight(frac, "0")
+	if intPart[0] == '0' {
+		// 0.000ddd: the zeros after the point move it left.
+		k := 0
+		for k < len(frac) && frac[k] == '0' {
+			k++
+		}
+		digits = frac[k:]
+		return digits, len(digits), exp - k, true
+	}
+	point = len(intPart) + exp
+	if len(frac) == 0 {
+		digits = bytes.TrimRight(intPart, "0")
+		return digits, len(digits), point, true
+	}
+	n = len(intPart) + len(frac)
+	if n <= len(buf) {
+		digits = append(append(buf[:0], intPart...), frac...)
+	}
+	return digits, n, point, true
+}
+
+// foldCollides reports whether any object in v has two keys equal under
+// Unicode simple case folding. Exact duplicates were refused before; v is
+// what json.Unmarshal produced.
+func foldCollides(v any) bool {
+	switch t := v.(type) {
+	case map[string]any:
+		if len(t) > 1 {
+			special := false
+			for k := range t {
+				if mayFold([]byte(k)) {
+					special = true
+					break
+				}
+			}
+			if special && foldCollidesIn(t) {
+				return true
+			}
+		}
+		for _, e := range t {
+			if foldCollides(e) {
+				return true
+			}
+		}
+	case []any:
+		for _, e := range t {
+			if foldCollides(e) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// foldCollidesIn reports whether two keys of m are equal under simple case
+// folding. A small object, the usual case, is checked pair by pair with
+// strings.EqualFold (simple folding too), which allocates nothing; a larger
+// one through a set of foldKeys.
+func foldCollidesIn(m map[string]any) bool {
+	const small = 16
+	if len(m) <= small {
+		var buf [small]string
+		keys := buf[:0]
+		for k := range m {
+			for _, o := range keys {
+				if strings.EqualFold(k, o) {
+					return true
+				}
+			}
+			keys = append(keys, k)
+		}
+		return false
+	}
+	seen := make(map[string]struct{}, len(m))
+	for k := range m {
+		f := foldKey(k)
+		if _, dup := seen[f]; dup {
+			return true
+		}
+		seen[f] = struct{}{}
+	}
+	return false
+}
+
+// foldKey maps every rune of k to one representative of its Unicode simple
+// case folding orbit (unicode.SimpleFold), so two keys are equal under
+// simple case folding exactly when their foldKeys are equal. Lower-case
+// ASCII maps to itself, so such keys are returned as they are.
+func foldKey(k string) string {
+	simple := true
+	for i := 0; i < len(k); i++ {
+		if b := k[i]; b >= 0x80 || b >= 'A' && b <= 'Z' {
+			simple = false
+			break
+		}
+	}
+	if simple {
+		return k
+	}
+	var b strings.Builder
+	b.Grow(len(k))
+	for _, r := range k {
+		b.WriteRune(foldRune(r))
+	}
+	return b.String()
+}
+
+// foldRune returns the representative of r's simple folding orbit: its
+// lower-case ASCII member when it has one (so K, k and the Kelvin sign U+212A
+// all give k; S, s and the long s U+017F give s), otherwise its smallest
+// member.
+func foldRune(r rune) rune {
+	if r < utf8.RuneSelf {
+		if r >= 'A' && r <= 'Z' {
+			return r + 'a' - 'A'
+		}
+		return r
+	}
+	lo := r
+	for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+		if f < utf8.RuneSelf {
+			return foldRune(f)
+		}
+		lo = min(lo, f)
+	}
+	return lo
 }
 
 func countKeys(v any) int {
@@ -124,8 +511,9 @@ func countKeys(v any) int {
 }
 
 // findDuplicate walks the tokens of valid JSON and returns the path of the
-// first repeated key and the key itself.
-func findDuplicate(data []byte) (string, string) {
+// first key that repeats an earlier key of its object, and the key itself.
+// With norm, keys repeat when their norms are equal.
+func findDuplicate(data []byte, norm func(string) string) (string, string) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	type frame struct {
 		object bool
@@ -175,11 +563,15 @@ func findDuplicate(data []byte) (string, string) {
 				continue
 			}
 			key, _ := tok.(string)
-			if _, dup := top.keys[key]; dup {
+			k := key
+			if norm != nil {
+				k = norm(key)
+			}
+			if _, dup := top.keys[k]; dup {
 				top.key = key
 				return path(), key
 			}
-			top.keys[key] = struct{}{}
+			top.keys[k] = struct{}{}
 			top.key = key
 			top.expect = false
 			continue
@@ -199,6 +591,64 @@ func findDuplicate(data []byte) (string, string) {
 			afterValue()
 		}
 	}
+}
+
+// pointerAt returns the JSON Pointer of the value that starts at offset at of
+// valid JSON data. It reads the bytes before at once, keeping the key or index
+// of each open container, and allocates only for the pointer.
+func pointerAt(data []byte, at int) string {
+	type frame struct {
+		array      bool
+		index      int
+		key0, key1 int // the raw key (between its quotes) of an object's current member
+	}
+	var stackBuf [64]frame
+	stack := stackBuf[:0]
+	strStart, strEnd := 0, 0
+	for i := 0; i < at && i < len(data); i++ {
+		switch data[i] {
+		case '"':
+			strStart = i + 1
+			for i++; i < len(data); i++ {
+				if data[i] == '\\' {
+					i++
+				} else if data[i] == '"' {
+					break
+				}
+			}
+			strEnd = i
+		case '{':
+			stack = append(stack, frame{})
+		case '[':
+			stack = append(stack, frame{array: true})
+		case '}', ']':
+			if len(stack) > 0 {
+				stack = stack[:len(stack)-1]
+			}
+		case ',':
+			if len(stack) > 0 && stack[len(stack)-1].array {
+				stack[len(stack)-1].index++
+			}
+		case ':':
+			if len(stack) > 0 {
+				stack[len(stack)-1].key0, stack[len(stack)-1].key1 = strStart, strEnd
+			}
+		}
+	}
+	var b strings.Builder
+	for _, f := range stack {
+		b.WriteByte('/')
+		if f.array {
+			b.WriteString(strconv.Itoa(f.index))
+			continue
+		}
+		var key string
+		if err := json.Unmarshal(data[f.key0-1:f.key1+1], &key); err != nil {
+			key = string(data[f.key0:f.key1])
+		}
+		b.WriteString(EscapePointer(key))
+	}
+	return b.String()
 }
 
 func syntaxMessage(err error) string {
