@@ -30,7 +30,7 @@ const celManifest = `{
      "required_parameters": [{"name": "quantity", "type": "integer", "description": "Units"}],
      "optional_parameters": [{"name": "override", "type": "string", "description": "Supervisor override"}],
      "risk_level": "low", "idempotent": false, "scope": "global",
-     "constraints": {"at_most_100": "int(args.quantity) <= 100 || args.override == 'SUPERVISOR'"}}
+     "constraints": {"at_most_100": "int(args.quantity) * 1000000 <= 100000000 || args.override == 'SUPERVISOR'"}}
   ]
 }`
 
@@ -71,11 +71,13 @@ func TestConstraintBypassesRefused(t *testing.T) {
 		// commutative over errors, and the gate skipped constraints that
 		// read an absent argument.
 		{"payment_send", `{"amount":5000}`, "cfo_above_1000"},
-		// int(1e300) overflows, and override is absent: the gate skipped
-		// the constraint.
-		{"stock_order", `{"quantity":1e300}`, "at_most_100"},
-		// int(1e300) overflows; error || true is true.
-		{"stock_order", `{"quantity":1e300,"override":"SUPERVISOR"}`, "at_most_100"},
+		// quantity * 1000000 overflows int64 inside the expression, and
+		// override is absent: the gate skipped the constraint. (The
+		// issue's int(1e300) no longer reaches CEL: 1e300 is not an I-JSON
+		// integer, see TestConstraintBypassInexactNumber.)
+		{"stock_order", `{"quantity":9000000000000000}`, "at_most_100"},
+		// The same overflow; error || true is true.
+		{"stock_order", `{"quantity":9000000000000000,"override":"SUPERVISOR"}`, "at_most_100"},
 	} {
 		t.Run(tc.tool+tc.args, func(t *testing.T) {
 			tool := &spy{}
@@ -199,5 +201,24 @@ func TestNewRefusesCostlyConstraint(t *testing.T) {
 	_, err = e.Wrap(tool).Invoke(context.Background(), middleware.NewCall("cart_fill", json.RawMessage(long), principal))
 	if ae, ok := axerr.As(err); !ok || ae.Code == axerr.CodePreconditionFailed {
 		t.Fatalf("101 skus: %v, want a parameter refusal", err)
+	}
+}
+
+// TestConstraintBypassInexactNumber: the issue's int(args.quantity) <= 100
+// with {"quantity":1e300} is refused before any gate looks at it, because
+// 1e300 is an integer a double holds only approximately (I-JSON); the tool
+// never runs.
+func TestConstraintBypassInexactNumber(t *testing.T) {
+	e := celEnforcer(t, celManifest)
+	for _, args := range []string{`{"quantity":1e300}`, `{"quantity":1e300,"override":"SUPERVISOR"}`} {
+		tool := &spy{}
+		_, err := e.Wrap(tool).Invoke(context.Background(), middleware.NewCall("stock_order", json.RawMessage(args), principal))
+		ae, ok := axerr.As(err)
+		if !ok || ae.Code != axerr.CodeInvalidType || ae.Details["reason"] != string(axerr.ReasonNumberNotInteroperable) {
+			t.Fatalf("%s: %v, want AXAG_INVALID_TYPE number_not_interoperable", args, err)
+		}
+		if tool.calls.Load() != 0 {
+			t.Fatalf("%s: the tool ran", args)
+		}
 	}
 }

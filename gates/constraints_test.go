@@ -43,7 +43,7 @@ const constraintManifest = `{
      "risk_level": "low", "idempotent": false, "scope": "global",
      "constraints": {
        "cfo_above_1000": "args.amount <= 1000.0 || args.cfo_code == 'CFO-OK'",
-       "units": "!has(args.quantity) || int(args.quantity) <= 100 || (has(args.vip) && args.vip)"
+       "units": "!has(args.quantity) || int(args.quantity) * 1000000 <= 100000000 || (has(args.vip) && args.vip)"
      }},
     {"intent": "order.lines", "entity": "order", "action_type": "write", "description": "Order lines",
      "required_parameters": [{"name": "amount", "type": "number", "description": "Amount"},
@@ -103,10 +103,11 @@ func TestConstraints(t *testing.T) {
 		{name: "cfo code given", intent: "payment.send", args: `{"amount":5000,"cfo_code":"CFO-OK"}`},
 		{name: "wrong cfo code", intent: "payment.send", args: `{"amount":5000,"cfo_code":"nope"}`,
 			code: axerr.CodePreconditionFailed, details: map[string]any{"reason": "constraint_failed", "failed_constraint": "cfo_above_1000"}},
-		// int(1e300) overflows: an error, which || true would absorb.
-		{name: "overflow absorbed by ||", intent: "payment.send", args: `{"amount":1,"quantity":1e300,"vip":true}`,
+		// quantity * 1000000 overflows int64: an error, which || true would
+		// absorb. (1e300 itself is not I-JSON and never reaches CEL.)
+		{name: "overflow absorbed by ||", intent: "payment.send", args: `{"amount":1,"quantity":9000000000000000,"vip":true}`,
 			code: axerr.CodePreconditionFailed, details: map[string]any{"reason": "constraint_not_evaluable", "failed_constraint": "units"}},
-		{name: "overflow", intent: "payment.send", args: `{"amount":1,"quantity":1e300}`,
+		{name: "overflow", intent: "payment.send", args: `{"amount":1,"quantity":9000000000000000}`,
 			code: axerr.CodePreconditionFailed, details: map[string]any{"reason": "constraint_not_evaluable", "failed_constraint": "units"}},
 		{name: "units hold", intent: "payment.send", args: `{"amount":1,"quantity":100}`},
 		// An error inside a loop iteration (a line without price) refuses,
