@@ -469,3 +469,36 @@ func TestTokenKeyOptions(t *testing.T) {
 		tokRefusal(t, err, axerr.CodeConfirmationMissing, 428)
 	})
 }
+
+// TestApprovalTokensSpentInTheirTenantsShare: the memory replay store keeps
+// a share per tenant, and an approval token's id is recorded in its own
+// tenant's share. Before, approval tokens were recorded without a tenant, so
+// a caller without a tenant that filled that share refused every tenant's
+// approved calls with 503.
+func TestApprovalTokensSpentInTheirTenantsShare(t *testing.T) {
+	replay := gates.NewMemoryReplayStore(gates.MemoryReplayOptions{MaxEntries: 2})
+	e := tokEnforcer(t, axgate.WithReplayStore(replay))
+	ctx := t.Context()
+	exp := time.Now().Add(time.Hour)
+	// Fill the share of callers without a tenant.
+	if err := replay.Consume(ctx, []gates.TokenUse{{ID: "x-1", Expires: exp}, {ID: "x-2", Expires: exp}}); err != nil {
+		t.Fatal(err)
+	}
+	const args = `{"amount":900}`
+	_, err := e.Invoke(ctx, tokCall("payout_send", args, tokAlice), &spy{})
+	id := tokRefusal(t, err, axerr.CodeApprovalMissing, http.StatusPreconditionRequired)["approval_request_id"].(string)
+	var toks []string
+	for _, p := range []middleware.Principal{tokBob, tokCarol} {
+		tok, _, err := e.Decide(ctx, p, id, true, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		toks = append(toks, tok)
+	}
+	c := tokCall("payout_send", args, tokAlice)
+	c.Credentials.Approvals = toks
+	tool := &spy{}
+	if _, err := e.Invoke(ctx, c, tool); err != nil || tool.calls.Load() != 1 {
+		t.Fatalf("approved call in tenant acme while the no-tenant share is full: %v (tool ran %d)", err, tool.calls.Load())
+	}
+}

@@ -202,7 +202,7 @@ func (g *Approval) intercept(ctx context.Context, call *middleware.Call, next mi
 		}
 		approvers = append(approvers, c.Subject)
 		accepted = append(accepted, acceptedToken{index: i, approver: c.Subject, issued: c.IssuedAt.Time,
-			use: TokenUse{ID: key, Expires: g.cfg.Verifier.SpentUntil(c)}})
+			use: TokenUse{ID: key, Expires: g.cfg.Verifier.SpentUntil(c), Tenant: c.Tenant}})
 	}
 
 	if len(approvers) < need {

@@ -16,12 +16,10 @@ const StageIntent = "intent"
 // Intent resolves call.Tool to its manifest action (unless the transport
 // already set call.Action) and refuses a tool the manifest does not declare
 // with AXAG_INTENT_NOT_FOUND. It also gives the call the enforcer's argument
-// limits when the call has none of its own.
+// limits for every limit the call does not set itself.
 func Intent(m *manifest.Manifest, limits middleware.Limits) middleware.Stage {
 	return middleware.Stage{Name: StageIntent, Interceptor: func(ctx context.Context, call *middleware.Call, next middleware.Invoker) (middleware.Result, error) {
-		if call.Limits == (middleware.Limits{}) {
-			call.Limits = limits
-		}
+		call.Limits = call.Limits.Or(limits)
 		if call.Action == nil {
 			a := m.Tool(call.Tool)
 			if a == nil {

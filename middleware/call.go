@@ -51,6 +51,22 @@ func (l Limits) Resolved() Limits {
 	return l
 }
 
+// Or returns l with each zero field taken from d: a transport that bounds
+// one thing itself (httpgate's body depth) keeps the enforcer's other
+// limits, rather than falling back to the defaults for them.
+func (l Limits) Or(d Limits) Limits {
+	if l.MaxBytes == 0 {
+		l.MaxBytes = d.MaxBytes
+	}
+	if l.MaxDepth == 0 {
+		l.MaxDepth = d.MaxDepth
+	}
+	if l.MaxMembers == 0 {
+		l.MaxMembers = d.MaxMembers
+	}
+	return l
+}
+
 // Decode parses untrusted JSON within the limits, as for call arguments:
 // size, depth, members per object and UTF-8 are checked, and only I-JSON
 // (RFC 7493) is accepted — no repeated key, no two keys of one object equal

@@ -188,7 +188,7 @@ func (k *elicitKeys) verify(ctx context.Context, state string, want questionStat
 	if got != want {
 		return ErrElicitationStateInvalid
 	}
-	err = k.replay.Consume(ctx, []gates.TokenUse{{ID: "mcpgate-elicitation:" + got.ID, Expires: expires}})
+	err = k.replay.Consume(ctx, []gates.TokenUse{{ID: "mcpgate-elicitation:" + got.ID, Expires: expires, Tenant: got.Tenant}})
 	switch {
 	case errors.Is(err, gates.ErrReplayed):
 		return ErrElicitationStateInvalid

@@ -143,7 +143,7 @@ func (s *ApprovalStore) Create(ctx context.Context, req gates.ApprovalRequest, q
 		v, err := createScript.Run(ctx, s.rdb, keys, data, s.ttl(&req), inboxMember(&req), req.ID, replaced,
 			max(quota, 0), now.UnixMilli(), req.ExpiresAt.UnixMilli()).Slice()
 		if err != nil {
-			return gates.ApprovalRequest{}, false, fmt.Errorf("redisstore: create approval request: %w", err)
+			return gates.ApprovalRequest{}, false, storeErr("create approval request", err)
 		}
 		if len(v) != 2 {
 			return gates.ApprovalRequest{}, false, fmt.Errorf("redisstore: create approval request: unexpected reply of %d values", len(v))
@@ -190,7 +190,7 @@ func (s *ApprovalStore) Get(ctx context.Context, id string) (gates.ApprovalReque
 		return gates.ApprovalRequest{}, gates.ErrNotFound
 	}
 	if err != nil {
-		return gates.ApprovalRequest{}, fmt.Errorf("redisstore: get approval request: %w", err)
+		return gates.ApprovalRequest{}, storeErr("get approval request", err)
 	}
 	return decodeRequest(data, time.Now())
 }
@@ -212,7 +212,7 @@ func (s *ApprovalStore) Update(ctx context.Context, id string, fn func(*gates.Ap
 			return gates.ApprovalRequest{}, gates.ErrNotFound
 		}
 		if err != nil {
-			return gates.ApprovalRequest{}, fmt.Errorf("redisstore: read approval request: %w", err)
+			return gates.ApprovalRequest{}, storeErr("read approval request", err)
 		}
 		req, err := decodeRequest(old, time.Now())
 		if err != nil {
@@ -245,7 +245,7 @@ func (s *ApprovalStore) Update(ctx context.Context, id string, fn func(*gates.Ap
 		}
 		n, err := casScript.Run(ctx, s.rdb, []string{key, s.pendingSet(&req)}, old, data, s.ttl(&req), left, id).Int()
 		if err != nil {
-			return gates.ApprovalRequest{}, fmt.Errorf("redisstore: write approval request: %w", err)
+			return gates.ApprovalRequest{}, storeErr("write approval request", err)
 		}
 		switch n {
 		case 1:
@@ -295,7 +295,7 @@ func (s *ApprovalStore) List(ctx context.Context, f gates.ApprovalFilter, cursor
 		want := limit - len(out)
 		members, err := s.rdb.ZRangeArgs(ctx, redis.ZRangeArgs{Key: index, Start: start, Stop: "+", ByLex: true, Count: int64(want + 1)}).Result()
 		if err != nil {
-			return nil, "", fmt.Errorf("redisstore: list approval requests: %w", err)
+			return nil, "", storeErr("list approval requests", err)
 		}
 		if len(members) == 0 {
 			next = ""
@@ -312,7 +312,7 @@ func (s *ApprovalStore) List(ctx context.Context, f gates.ApprovalFilter, cursor
 		}
 		vals, err := s.rdb.MGet(ctx, keys...).Result()
 		if err != nil {
-			return nil, "", fmt.Errorf("redisstore: list approval requests: %w", err)
+			return nil, "", storeErr("list approval requests", err)
 		}
 		for i, v := range vals {
 			data, ok := v.(string)
