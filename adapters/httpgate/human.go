@@ -2,11 +2,9 @@ package httpgate
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"mime"
 	"net/http"
 	"strconv"
 	"time"
@@ -91,7 +89,7 @@ func (h *humanHandler) confirm(w http.ResponseWriter, r *http.Request) {
 		Arguments json.RawMessage `json:"arguments"`
 	}
 	if err := h.decodeBody(w, r, &req); err != nil {
-		h.writeBodyError(ctx, w, err)
+		h.cfg.writeError(ctx, w, err)
 		return
 	}
 	if req.Tool == "" {
@@ -159,7 +157,7 @@ func (h *humanHandler) decide(w http.ResponseWriter, r *http.Request) {
 		Reason  string `json:"reason"`
 	}
 	if err := h.decodeBody(w, r, &req); err != nil {
-		h.writeBodyError(ctx, w, err)
+		h.cfg.writeError(ctx, w, err)
 		return
 	}
 	if req.Approve == nil {
@@ -209,27 +207,13 @@ func (h *humanHandler) decodeBody(w http.ResponseWriter, r *http.Request, v any)
 // backend that authenticates by session cookie would otherwise mint a token
 // for a page the person merely visited (CSRF). A cross-site application/json
 // request needs a preflight, which the backend does not grant.
+// It takes the same JSON media types as the gated routes (jsonMediaType):
+// every one of them needs a preflight cross-site.
 func requireJSON(r *http.Request) *axerr.Error {
-	ct := r.Header.Get("Content-Type")
-	if ct == "application/json" {
-		return nil
+	if cts := r.Header["Content-Type"]; len(cts) != 1 || !jsonMediaType(cts[0]) {
+		return unsupportedMediaType(cts)
 	}
-	if mt, _, err := mime.ParseMediaType(ct); err == nil && mt == "application/json" {
-		return nil
-	}
-	return axerr.New(axerr.CodeInvalidArguments, "the request body must be application/json").
-		With("reason", "unsupported_media_type").With("content_type", ct).With("accepted", "application/json").
-		WithSuggestion("Send the body as JSON with Content-Type: application/json.")
-}
-
-// writeBodyError writes a refusal of decodeBody: 415 for a body that is not
-// JSON by its media type, the error table's status otherwise.
-func (h *humanHandler) writeBodyError(ctx context.Context, w http.ResponseWriter, err error) {
-	if e, ok := axerr.As(err); ok && e.Details["reason"] == "unsupported_media_type" {
-		writeJSON(w, http.StatusUnsupportedMediaType, e.Envelope())
-		return
-	}
-	h.cfg.writeError(ctx, w, err)
+	return nil
 }
 
 func badRequest(msg string) *axerr.Error {

@@ -127,7 +127,7 @@ func TestHumanEndpointsRefuseNonJSONMediaTypes(t *testing.T) {
 				b = `{"approve":true}`
 			}
 			r := do(t, human, "POST", target, b, "X-Test-User", "boss", "X-Test-Roles", "finance", "Content-Type", ct)
-			if r.status != http.StatusUnsupportedMediaType || r.code() != string(axerr.CodeInvalidArguments) || r.details()["reason"] != "unsupported_media_type" {
+			if r.status != http.StatusUnsupportedMediaType || r.code() != string(axerr.CodeUnsupportedMediaType) || r.details()["reason"] != string(axerr.ReasonUnsupportedMediaType) {
 				t.Fatalf("POST %s as %q: %d %s, want 415", target, ct, r.status, r.raw)
 			}
 			if r.body["token"] != nil {
