@@ -3,6 +3,8 @@ package axgate
 import (
 	"encoding/json"
 	"net/http"
+
+	"github.com/axgate/axgate/middleware"
 )
 
 // ValidationError is one entry of a validation result: where, what, and which
@@ -72,7 +74,17 @@ func (e *Enforcer) Validate(tool string, body []byte) ValidationResult {
 	}
 	v, err := e.cfg.limits.Decode(body)
 	if err != nil {
-		return ValidationResult{status: http.StatusBadRequest, Errors: []ValidationError{{Path: "", Message: "Invalid JSON: " + err.Error(), Keyword: "format"}}}
+		// A body the call would refuse before any gate (not JSON, or JSON
+		// outside the I-JSON profile: a number a double does not hold, keys
+		// equal under case folding, too many members) is a 400. Where the
+		// decoder names the place, the error says where and why (keyword
+		// i-json, maxProperties), so an agent can fix that one value.
+		r := ValidationResult{status: http.StatusBadRequest, Errors: []ValidationError{{Path: "", Message: "Invalid JSON: " + err.Error(), Keyword: "format"}}}
+		if de := middleware.DecodeError(err); len(de.Violations) > 0 {
+			x := de.Violations[0]
+			r.Errors[0] = ValidationError{Path: x.Path, Message: de.Message, Keyword: x.Keyword}
+		}
+		return r
 	}
 	// a comes from the enforced manifest, so the gate has its schema.
 	vs, omitted, _ := e.params.Violations(a, v)

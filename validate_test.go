@@ -115,3 +115,19 @@ func TestValidate11NoErrorsKeyWhenValid(t *testing.T) {
 		t.Fatalf("body = %s; want exactly {\"valid\":true}", marshal(t, r))
 	}
 }
+
+// TestValidateNamesIJSONViolations: a body the call would refuse as not
+// I-JSON is a 400 whose error names the place and the rule, not a bare
+// "Invalid JSON" at the root.
+func TestValidateNamesIJSONViolations(t *testing.T) {
+	e := fullEnforcer(t)
+	for _, tc := range []struct{ body, path, keyword string }{
+		{`{"query":"lamp","limit":12345678901234567890}`, "/limit", "i-json"},
+		{`{"query":"lamp","QUERY":"desk"}`, "/QUERY", "i-json"},
+	} {
+		r := e.Validate("product_search", []byte(tc.body))
+		if r.Valid || len(r.Errors) != 1 || r.Errors[0].Path != tc.path || r.Errors[0].Keyword != tc.keyword {
+			t.Errorf("%s: %+v, want one error at %s (%s)", tc.body, r.Errors, tc.path, tc.keyword)
+		}
+	}
+}
