@@ -156,10 +156,12 @@ func TestDecodeMembersBeforeDecoding(t *testing.T) {
 			}
 		})
 	}
-	// The count does not depend on the width (the race detector's runtime
-	// adds a few allocations of its own, the same for both).
+	// The count does not grow with the width: decoding the members would
+	// allocate for each of them (tens of thousands here). The race
+	// detector's runtime adds a few allocations of its own, which vary from
+	// run to run, hence the slack.
 	narrow, broad := allocs(wide(1001)), allocs(wide(50000))
-	if broad > narrow+1 || narrow > 20 {
+	if broad > narrow+10 || narrow > 30 {
 		t.Errorf("refusing an object of 1,001 members allocates %v times, of 50,000 members %v times; want a small count that does not grow", narrow, broad)
 	}
 }
