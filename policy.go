@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"slices"
 
 	"github.com/axgate/axgate/gates"
 	"github.com/axgate/axgate/middleware"
@@ -129,6 +130,23 @@ func WithUnboundConditions() Option {
 // 0 keeps the default.
 func WithCELCostLimit(limit uint64) Option {
 	return func(c *config) { c.policy.celCostLimit = limit }
+}
+
+// IdentityArgs returns the argument names the access gate reads as naming a
+// user and a tenant (WithUserArgs, WithTenantArgs, or their defaults). An
+// adapter that builds arguments from more than one place (httpgate: the
+// path and the query besides the body) takes these names from everywhere,
+// declared or not, so that a handler never acts on a user or tenant the
+// gate did not see. The slices are copies.
+func (e *Enforcer) IdentityArgs() (user, tenant []string) {
+	user, tenant = e.cfg.policy.access.UserArgs, e.cfg.policy.access.TenantArgs
+	if user == nil {
+		user = gates.DefaultUserArgs
+	}
+	if tenant == nil {
+		tenant = gates.DefaultTenantArgs
+	}
+	return slices.Clone(user), slices.Clone(tenant)
 }
 
 // celLimits are the bounds of CEL evaluation: the cost limit, and the

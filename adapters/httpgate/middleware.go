@@ -10,7 +10,9 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
+	"net/url"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -78,6 +80,7 @@ func NewMiddleware(enf *axgate.Enforcer, opts ...Option) (func(http.Handler) htt
 		return nil, err
 	}
 	m := enf.Manifest()
+	ident := identityParams(enf.IdentityArgs())
 	bound := http.NewServeMux()
 	byPattern := make(map[string]boundRoute, len(cfg.routes))
 	var errs []error
@@ -88,6 +91,10 @@ func NewMiddleware(enf *axgate.Enforcer, opts ...Option) (func(http.Handler) htt
 			continue
 		}
 		if err := register(bound, rt.pattern); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if err := checkWildcards(rt, a, ident); err != nil {
 			errs = append(errs, err)
 			continue
 		}
@@ -106,7 +113,7 @@ func NewMiddleware(enf *axgate.Enforcer, opts ...Option) (func(http.Handler) htt
 		return nil, err
 	}
 	return func(next http.Handler) http.Handler {
-		g := &gate{cfg: cfg, m: m, bound: bound, byPattern: byPattern, next: next}
+		g := &gate{cfg: cfg, m: m, ident: ident, bound: bound, byPattern: byPattern, next: next}
 		g.chain = enf.Wrap(middleware.InvokerFunc(g.invokeHandler))
 		return g
 	}, nil
@@ -122,6 +129,47 @@ func register(mux *http.ServeMux, pattern string) (err error) {
 	}()
 	mux.Handle(pattern, matched{}) // only its pattern and path values are used
 	return nil
+}
+
+// checkWildcards refuses a route with a path value ({name}) that is neither
+// a declared parameter of its action nor a user or tenant argument name: the
+// gates would never see it, and the handler would act on a value nobody
+// checked ({tenant} when the enforcer knows the tenant as tenant_id). The
+// pattern is valid here (register accepted it).
+func checkWildcards(rt route, a *manifest.Action, ident []*manifest.Parameter) error {
+	var bad []string
+	for _, name := range wildcardNames(rt.pattern) {
+		if a.Param(name) != nil || slices.ContainsFunc(ident, func(p *manifest.Parameter) bool { return p.Name == name }) {
+			continue
+		}
+		bad = append(bad, "{"+name+"}")
+	}
+	if bad == nil {
+		return nil
+	}
+	return fmt.Errorf("httpgate: route %q: path value %s is neither a parameter of %q nor a user or tenant argument name, so no gate would check it; declare it as a parameter of the action, or rename it",
+		rt.pattern, strings.Join(bad, ", "), a.ToolName())
+}
+
+// wildcardNames returns the names of a valid ServeMux pattern's wildcards
+// ("{id}", "{rest...}"; not "{$}").
+func wildcardNames(pattern string) []string {
+	var out []string
+	for {
+		i := strings.IndexByte(pattern, '{')
+		if i < 0 {
+			return out
+		}
+		j := strings.IndexByte(pattern[i:], '}')
+		if j < 0 {
+			return out
+		}
+		name := strings.TrimSuffix(pattern[i+1:i+j], "...")
+		if name != "$" {
+			out = append(out, name)
+		}
+		pattern = pattern[i+j+1:]
+	}
 }
 
 // matched is the handler of every bound pattern: matching a request sets its
@@ -154,6 +202,7 @@ func lookup(m *manifest.Manifest, name string) *manifest.Action {
 type gate struct {
 	cfg       config
 	m         *manifest.Manifest
+	ident     []*manifest.Parameter // the user and tenant argument names
 	bound     *http.ServeMux
 	byPattern map[string]boundRoute
 	next      http.Handler
@@ -245,8 +294,10 @@ func (g *gate) resolve(r *http.Request) (a *manifest.Action, wildcards bool, red
 			if rt, ok = g.byPattern[p]; ok && h != (matched{}) {
 				return nil, false, h, nil
 			}
-		} else {
-			allowed = methodNotAllowed(h, r)
+		} else if allowed = methodNotAllowed(h, r); allowed == nil {
+			if twin := g.slashTwin(r); twin != nil {
+				return nil, false, twin, nil
+			}
 		}
 	}
 	var name string
@@ -297,6 +348,48 @@ func (g *gate) resolve(r *http.Request) (a *manifest.Action, wildcards bool, red
 			WithSuggestion("Use one of the routes bound to a tool.")
 	}
 	return nil, false, nil, nil
+}
+
+// slashTwin returns a redirect to the bound route that the request names
+// but for a trailing slash ("POST /invoices/" where "POST /invoices" is
+// bound, or the other way round), or nil when there is none. ServeMux tells
+// the two paths apart, but many routers do not (chi's StripSlashes, echo's
+// RemoveTrailingSlash, gin's RedirectTrailingSlash): passed through ungated,
+// the request would reach the bound route's handler with no check. It gets
+// the same answer as any other non-canonical spelling of a bound route, a
+// 307 to the bound path (query kept), and neither the chain nor the handler
+// runs. Only a twin bound for the request's own method counts: a different
+// method on the twin path is the application's route, not the tool's.
+func (g *gate) slashTwin(r *http.Request) http.Handler {
+	p := r.URL.Path
+	if len(p) <= 1 {
+		return nil
+	}
+	toggle := func(s string) string {
+		if s == "" {
+			return ""
+		}
+		if strings.HasSuffix(s, "/") {
+			return strings.TrimRight(s, "/")
+		}
+		return s + "/"
+	}
+	u := *r.URL
+	u.Path, u.RawPath = toggle(u.Path), toggle(u.RawPath)
+	if u.Path == "" {
+		return nil
+	}
+	r2 := r.WithContext(r.Context()) // ServeMux.Handler reads only
+	r2.URL = &u
+	h, pattern := g.bound.Handler(r2)
+	if _, ok := g.byPattern[pattern]; pattern == "" || !ok {
+		return nil
+	}
+	if h != (matched{}) {
+		return h // the twin is not canonical either: ServeMux's redirect
+	}
+	target := url.URL{Path: u.Path, RawPath: u.RawPath, RawQuery: r.URL.RawQuery}
+	return http.RedirectHandler(target.String(), http.StatusTemporaryRedirect)
 }
 
 // detailAllowedMethods is the detail of a 405 refusal listing the methods
@@ -376,7 +469,7 @@ func (g *gate) serve(w http.ResponseWriter, r *http.Request, a *manifest.Action)
 	if lim == (middleware.Limits{}) {
 		lim.MaxBytes = int(g.cfg.maxBodyBytes)
 	}
-	args, merged, err := arguments(a, body, r, lim)
+	args, merged, err := arguments(a, g.ident, body, r, lim)
 	if err != nil {
 		g.cfg.writeError(ctx, w, err)
 		return

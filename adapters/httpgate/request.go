@@ -159,15 +159,19 @@ type argument struct {
 }
 
 // arguments builds a call's argument object from the JSON body, the path
-// values and the query parameters. Only the action's declared top-level
-// parameter names are taken from the path and the query; anything else there
-// is the handler's business. Path and query strings are converted to the
+// values and the query parameters. The action's declared top-level parameter
+// names and the identity names ident (the enforcer's user and tenant
+// argument names, declared or not) are taken from the path and the query;
+// anything else there is the handler's business. An identity name is taken
+// even when the action does not declare it because the access gate checks
+// it wherever it appears: a handler reading the tenant from
+// /tenants/{tenant_id}/… or ?tenant_id= must not act on one no gate saw. Path and query strings are converted to the
 // parameter's declared type where that is unambiguous (see coerce). The same
 // name given twice with different values (path and body, or path and query)
 // is refused rather than guessed between. Without path or query arguments the
 // body is the arguments byte for byte, and merged is false.
-func arguments(a *manifest.Action, body []byte, r *http.Request, lim middleware.Limits) (args json.RawMessage, merged bool, err error) {
-	extra, err := pathAndQuery(a, r)
+func arguments(a *manifest.Action, ident []*manifest.Parameter, body []byte, r *http.Request, lim middleware.Limits) (args json.RawMessage, merged bool, err error) {
+	extra, err := pathAndQuery(a, ident, r)
 	if err != nil {
 		return nil, false, err
 	}
@@ -221,54 +225,125 @@ func arguments(a *manifest.Action, body []byte, r *http.Request, lim middleware.
 	return out.Bytes(), true, nil
 }
 
-// pathAndQuery collects the action's parameters that appear as path values
-// or query parameters.
-func pathAndQuery(a *manifest.Action, r *http.Request) ([]argument, error) {
-	if len(a.Parameters) == 0 {
-		return nil, nil
-	}
+// pathAndQuery collects the action's parameters, and the identity names
+// ident it does not declare (as strings), that appear as path values or
+// query parameters. A query key that differs from one of those names only
+// in case is refused: some routers bind query parameters
+// case-insensitively, and would hand ?TENANT_ID=globex to the handler as
+// the tenant_id no gate looked at.
+func pathAndQuery(a *manifest.Action, ident []*manifest.Parameter, r *http.Request) ([]argument, error) {
 	var query map[string][]string
 	if r.URL.RawQuery != "" {
 		query = r.URL.Query()
 	}
+	if len(a.Parameters) == 0 && len(ident) == 0 {
+		return nil, nil
+	}
 	var out []argument
-	for _, p := range a.Parameters {
+	take := func(p *manifest.Parameter) error {
 		var fromPath *argument
 		if v := r.PathValue(p.Name); v != "" {
 			x, err := coerce(a, p, "path", []string{v})
 			if err != nil {
-				return nil, err
+				return err
 			}
 			out = append(out, x)
 			fromPath = &out[len(out)-1]
 		}
 		vs, ok := query[p.Name]
 		if !ok {
-			continue
+			return nil
 		}
 		x, err := coerce(a, p, "query", vs)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if fromPath != nil {
 			if !bytes.Equal(fromPath.raw, x.raw) {
-				return nil, conflict(a, p.Name, "path", "query")
+				return conflict(a, p.Name, "path", "query")
 			}
-			continue
+			return nil
 		}
 		out = append(out, x)
+		return nil
+	}
+	for _, p := range a.Parameters {
+		if err := take(p); err != nil {
+			return nil, err
+		}
+	}
+	for _, p := range ident {
+		if a.Param(p.Name) != nil {
+			continue // taken above, by its declared type
+		}
+		if err := take(p); err != nil {
+			return nil, err
+		}
+	}
+	for k := range query {
+		if name, ok := foldsOnto(k, a, ident); ok {
+			return nil, ambiguousQueryKey(a, k, name)
+		}
 	}
 	return out, nil
+}
+
+// foldsOnto returns the declared parameter or identity name that key equals
+// under Unicode case folding without being equal to it.
+func foldsOnto(key string, a *manifest.Action, ident []*manifest.Parameter) (string, bool) {
+	if a.Param(key) != nil {
+		return "", false
+	}
+	for _, p := range ident {
+		if p.Name == key {
+			return "", false
+		}
+	}
+	for _, p := range a.Parameters {
+		if strings.EqualFold(p.Name, key) {
+			return p.Name, true
+		}
+	}
+	for _, p := range ident {
+		if strings.EqualFold(p.Name, key) {
+			return p.Name, true
+		}
+	}
+	return "", false
+}
+
+func ambiguousQueryKey(a *manifest.Action, key, name string) *axerr.Error {
+	e := axerr.Newf(axerr.CodeInvalidArguments, "the query parameter %q differs from %q only in case", key, name).
+		WithIntent(a.Intent).WithReason(axerr.ReasonAmbiguousKeys).With("parameter", name).
+		WithSuggestion(fmt.Sprintf("Spell it %s, exactly.", name))
+	e.Violations = []axerr.Violation{{Path: "/" + escapePointer(key), Message: "differs from " + name + " only in case", Keyword: "ambiguous_keys", Code: axerr.CodeInvalidArguments}}
+	return e
+}
+
+// identityParams are the enforcer's user and tenant argument names as
+// string parameters, without repeats, for pathAndQuery.
+func identityParams(user, tenant []string) []*manifest.Parameter {
+	var out []*manifest.Parameter
+	seen := map[string]bool{}
+	for _, n := range append(append([]string{}, user...), tenant...) {
+		if n == "" || seen[n] {
+			continue
+		}
+		seen[n] = true
+		out = append(out, &manifest.Parameter{Name: n, Type: "string"})
+	}
+	return out
 }
 
 // coerce turns path or query strings into the JSON value of a declared
 // parameter:
 //
-//   - integer and number: the text itself when it is a JSON number literal
-//     ("42", "-1.5", "1e3"), otherwise a JSON string, which the parameter
-//     gate then refuses with AXAG_INVALID_TYPE; a number literal that a
-//     double does not hold exactly (9007199254740993, 0.10000000000000001)
-//     is refused here, as in a body (reason number_not_interoperable);
+//   - integer and number: the text itself when it is a number in canonical
+//     form ("42", "-1.5"; see isNumber), otherwise a JSON string, which the
+//     parameter gate then refuses with AXAG_INVALID_TYPE ("1e3", "1000.0",
+//     "042"); an integer that a double does not hold exactly
+//     (9007199254740993) is refused here, as in a body (reason
+//     number_not_interoperable);
 //   - boolean: exactly "true" or "false", otherwise a string (refused);
 //   - array: every repetition of the query parameter, in order, each
 //     converted by the item type;
@@ -286,7 +361,9 @@ func coerce(a *manifest.Action, p *manifest.Parameter, from string, vals []strin
 	// A number must be one a double holds exactly, as in a body (I-JSON).
 	// index is the item's in an array, -1 for a scalar.
 	exact := func(typ, v string, index int) error {
-		if (typ == "integer" || typ == "number") && isNumber(v) && !jsonx.Interoperable([]byte(v)) {
+		// Any literal, canonical or not ("1e20"), so that the refusal
+		// names the reason rather than the type.
+		if (typ == "integer" || typ == "number") && isLiteral(v) && !jsonx.Interoperable([]byte(v)) {
 			path := "/" + jsonx.EscapePointer(p.Name)
 			if index >= 0 {
 				path += "/" + strconv.Itoa(index)
@@ -348,8 +425,33 @@ func scalar(typ, s string) []byte {
 	return b
 }
 
-// isNumber reports whether s is a JSON number literal (RFC 8259 section 6).
+// isNumber reports whether s is a number in its one canonical spelling: an
+// integer as digits without leading zeros, with '-' only before a non-zero
+// value ("42", "-7", "0"; not "042", "-0", "+1"), or a decimal without
+// exponent in its shortest form, the one strconv.FormatFloat gives ("-1.5",
+// "0.25"; not "1.50", "1000.0", ".5", "1e3"). Any other spelling of a number
+// stays a string, which a numeric parameter refuses: the gates compare a
+// decoded value, while a handler reads the path or query text itself, and
+// fmt.Sscanf("%d") reads "1e3" as 1, not the 1000 the access gate checked.
+// (A body is different: the handler gets its canonical re-encoding.)
 func isNumber(s string) bool {
+	digits := strings.TrimPrefix(s, "-")
+	if digits == "" || digits[0] < '0' || digits[0] > '9' {
+		return false
+	}
+	if i := strings.IndexFunc(digits, func(r rune) bool { return r < '0' || r > '9' }); i < 0 {
+		// An integer: no leading zero, and no "-0".
+		return (digits == "0" && s == "0") || digits[0] != '0'
+	} else if digits[i] != '.' {
+		return false // an exponent or anything else
+	}
+	v, err := strconv.ParseFloat(s, 64)
+	return err == nil && strconv.FormatFloat(v, 'f', -1, 64) == s
+}
+
+// isLiteral reports whether s is a JSON number literal (RFC 8259 section 6),
+// in any spelling.
+func isLiteral(s string) bool {
 	if s == "" || !(s[0] == '-' || (s[0] >= '0' && s[0] <= '9')) {
 		return false
 	}
