@@ -30,7 +30,9 @@ import (
 // Middleware returns net/http middleware that gates the routes bound with
 // WithRoute (and, with WithIntentHeaderOn, the requests to an intent-dispatch
 // endpoint) by the enforcer's whole chain. It panics when a pattern is invalid, two patterns
-// conflict or a route names a tool the manifest does not declare, as
+// conflict, a route names a tool the manifest does not declare, or a route
+// has a path value that is neither a parameter of its action nor a user or
+// tenant argument name (Enforcer.IdentityArgs), as
 // ServeMux.Handle does: a mistake in the bindings shows at start-up, not on
 // the first request. NewMiddleware returns the error instead.
 //
@@ -40,14 +42,16 @@ import (
 // +json type, charset utf-8 or none; otherwise 415
 // AXGATE_UNSUPPORTED_MEDIA_TYPE); the arguments are the body's JSON object
 // merged with the path values and query parameters named like the action's
-// parameters; the credentials come from the X-AXAG-Confirmation,
+// parameters or like a user or tenant argument (declared or not; numbers
+// only in canonical spelling, see isNumber); the credentials come from the X-AXAG-Confirmation,
 // X-AXAG-Approval, Idempotency-Key and X-AXAG-Tenant headers. The handler
 // then reads as its body the RFC 8785 canonical encoding of the checked
 // arguments that came from the body, not the bytes sent (path and query
 // stay as they were). A refusal is written with WriteError and the handler
 // is not called. A bound route requested by a path that is not canonical
-// ("/orders/./1") gets ServeMux's redirect to the canonical path; neither the
-// chain nor the handler runs. A request on a bound path with a method that
+// ("/orders/./1"), or but for a trailing slash ("/orders/" for "/orders"),
+// gets a redirect to the canonical path; neither the chain nor the handler
+// runs. A request on a bound path with a method that
 // is not bound there is refused with 405 AXGATE_METHOD_NOT_ALLOWED and an
 // Allow header, unless WithPassThroughMethods names the method.
 //

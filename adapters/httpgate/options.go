@@ -108,7 +108,10 @@ func WithPrincipal(f PrincipalFunc) Option { return func(c *config) { c.principa
 // "DELETE /accounts/{account_id}") to a manifest tool (its tool name or its
 // intent) for Middleware. Patterns follow ServeMux's rules, including
 // precedence between overlapping patterns; a request that matches no bound
-// pattern passes through ungated.
+// pattern passes through ungated (one that matches but for a trailing slash
+// is redirected to the bound path). Every path value ({name}) must be a
+// parameter of the tool or a user or tenant argument name, so that a gate
+// sees it; Middleware refuses the route otherwise.
 func WithRoute(pattern, tool string) Option {
 	return func(c *config) { c.routes = append(c.routes, route{pattern, tool}) }
 }
