@@ -219,9 +219,10 @@ type ApprovalRequest struct {
 	CreatedAt  time.Time          `json:"created_at"`
 	ExpiresAt  time.Time          `json:"expires_at"`
 	Decisions  []ApprovalDecision `json:"decisions,omitempty"`
-	// VoidBefore: approval tokens for this call issued (iat) at or before
-	// this second never count. A denial sets it (the denial's veto) and so
-	// does the run of the call (the request's remaining tokens).
+	// VoidBefore: the time of the last denial (the denial's veto) or run of
+	// the call. Approval tokens for this call that it does not know (not in
+	// Minted or Voided) never count when issued (iat) at or before this
+	// second plus the verifier's leeway (TokenVoid).
 	VoidBefore time.Time `json:"void_before,omitzero"`
 	// Minted are the approval tokens Decide signed for this call since its
 	// last run or denial (carried over when a lapsed or cancelled request
