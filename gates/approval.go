@@ -2,6 +2,7 @@ package gates
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"slices"
@@ -201,7 +202,7 @@ func (g *Approval) intercept(ctx context.Context, call *middleware.Call, next mi
 			}
 		}
 		approvers = append(approvers, c.Subject)
-		accepted = append(accepted, acceptedToken{index: i, approver: c.Subject, issued: c.IssuedAt.Time,
+		accepted = append(accepted, acceptedToken{index: i, approver: c.Subject, jti: c.ID, issued: c.IssuedAt.Time,
 			use: TokenUse{ID: key, Expires: g.cfg.Verifier.SpentUntil(c), Tenant: c.Tenant}})
 	}
 
@@ -245,6 +246,7 @@ func (g *Approval) intercept(ctx context.Context, call *middleware.Call, next mi
 type acceptedToken struct {
 	index    int // among the presented tokens
 	approver string
+	jti      string
 	issued   time.Time
 	use      TokenUse
 }
@@ -253,9 +255,10 @@ type acceptedToken struct {
 var errNoChange = errors.New("no change")
 
 // executed is the approval gate's commit: it moves the call's request to
-// executed, so that its remaining tokens no longer count, after checking
-// that the tokens are not void (issued before a denial of the call, or
-// before an earlier run on the request). A call whose tokens were minted
+// executed and voids the tokens minted for it (by jti), so that its
+// remaining tokens no longer count, after checking that the tokens are not
+// void (minted before a denial of the call, or before an earlier run on the
+// request: ApprovalRequest.TokenVoid). A call whose tokens were minted
 // without a request (none is stored) has nothing to mark. A request that
 // lapsed or was cancelled is not marked (those states are final); its
 // tokens are single-use all the same.
@@ -266,7 +269,7 @@ func (g *Approval) executed(ctx context.Context, call *middleware.Call, digest, 
 		var void []int
 		counted := 0
 		for _, t := range accepted {
-			if !r.VoidBefore.IsZero() && t.issued.Unix() <= r.VoidBefore.Unix() {
+			if r.TokenVoid(t.jti, t.issued, g.leeway()) {
 				void = append(void, t.index)
 				continue
 			}
@@ -283,6 +286,7 @@ func (g *Approval) executed(ctx context.Context, call *middleware.Call, digest, 
 		}
 		r.State = ApprovalExecuted
 		r.VoidBefore = now
+		r.VoidMinted(now)
 		if until := now.Add(g.veto); until.After(r.KeepUntil) {
 			r.KeepUntil = until
 		}
@@ -610,6 +614,9 @@ func (g *Approval) Decide(ctx context.Context, approver middleware.Principal, re
 		return ApprovalRequest{}, "", time.Time{}, alreadyDecided(req)
 	}
 	roles := approverRoles(approver, req)
+	// The token's jti is recorded on the request before it is signed, so
+	// that a run or denial from now on voids it, whatever the clocks.
+	jti := rand.Text()
 	req, err = g.cfg.Store.Update(ctx, requestID, func(r *ApprovalRequest) error {
 		if err := g.mayDecide(approver, *r); err != nil {
 			return err
@@ -632,12 +639,15 @@ func (g *Approval) Decide(ctx context.Context, approver middleware.Principal, re
 			// The veto: tokens approved before now no longer count, and
 			// the record (which refuses a new request) outlives them.
 			r.VoidBefore = now
+			r.VoidMinted(now)
 			if until := now.Add(g.veto); until.After(r.KeepUntil) {
 				r.KeepUntil = until
 			}
+			return nil
 		case distinctApprovals(*r) >= max(r.Count, 1):
 			r.State = ApprovalApproved
 		}
+		r.Minted = append(liveTokens(slices.Clone(r.Minted), now), MintedToken{ID: jti, Until: now.Add(g.cfg.TokenLifetime + g.leeway() + time.Second)})
 		return nil
 	})
 	if err != nil {
@@ -652,8 +662,16 @@ func (g *Approval) Decide(ctx context.Context, approver middleware.Principal, re
 	if !approve {
 		return req, "", time.Time{}, nil
 	}
-	tok, exp, err := g.issue(approver.ID, roles, req)
+	tok, exp, err := g.issue(approver.ID, roles, req, jti)
 	return req, tok, exp, err
+}
+
+// leeway is the verifier's clock leeway (none without a verifier).
+func (g *Approval) leeway() time.Duration {
+	if g.cfg.Verifier == nil {
+		return 0
+	}
+	return g.cfg.Verifier.Leeway()
 }
 
 // alreadyDecided is the refusal of an approver's second decision: 409.
@@ -665,8 +683,8 @@ func alreadyDecided(r ApprovalRequest) *axerr.Error {
 		With("state", string(r.State))
 }
 
-func (g *Approval) issue(approver string, roles []string, req ApprovalRequest) (string, time.Time, error) {
-	tok, exp, err := g.cfg.Issuer.Approval(approver, roles, req, g.cfg.TokenLifetime)
+func (g *Approval) issue(approver string, roles []string, req ApprovalRequest, jti string) (string, time.Time, error) {
+	tok, exp, err := g.cfg.Issuer.approval(approver, roles, req, g.cfg.TokenLifetime, jti)
 	if err != nil {
 		return "", time.Time{}, axerr.New(axerr.CodeInternal, "the approval token could not be signed").WithCause(err)
 	}

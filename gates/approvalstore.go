@@ -341,6 +341,7 @@ func cloneRequest(r *ApprovalRequest) ApprovalRequest {
 	c.Roles = slices.Clone(r.Roles)
 	c.Arguments = slices.Clone(r.Arguments)
 	c.Decisions = slices.Clone(r.Decisions)
+	c.Minted, c.Voided = slices.Clone(r.Minted), slices.Clone(r.Voided)
 	for i := range c.Decisions {
 		c.Decisions[i].Roles = slices.Clone(c.Decisions[i].Roles)
 	}

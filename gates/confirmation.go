@@ -349,9 +349,18 @@ func (ti TokenIssuer) Confirmation(p middleware.Principal, intent, argsSHA256 st
 // Approval signs an approval token by approver (holding roles) for the
 // request's call.
 func (ti TokenIssuer) Approval(approver string, roles []string, req ApprovalRequest, lifetime time.Duration) (string, time.Time, error) {
+	return ti.approval(approver, roles, req, lifetime, "")
+}
+
+// approval is Approval with the token's jti when not empty (the approval
+// gate records it on the request before signing).
+func (ti TokenIssuer) approval(approver string, roles []string, req ApprovalRequest, lifetime time.Duration, jti string) (string, time.Time, error) {
 	c, exp, err := ti.base(approver, req.Intent, req.Tenant, req.ArgsSHA256, lifetime)
 	if err != nil {
 		return "", time.Time{}, err
+	}
+	if jti != "" {
+		c.ID = jti
 	}
 	c.Roles = roles
 	c.Requester = req.Requester

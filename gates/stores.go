@@ -219,10 +219,21 @@ type ApprovalRequest struct {
 	CreatedAt  time.Time          `json:"created_at"`
 	ExpiresAt  time.Time          `json:"expires_at"`
 	Decisions  []ApprovalDecision `json:"decisions,omitempty"`
-	// VoidBefore: approval tokens for this call issued (iat) at or before
-	// this second never count. A denial sets it (the denial's veto) and so
-	// does the run of the call (the request's remaining tokens).
+	// VoidBefore: the time of the last denial (the denial's veto) or run of
+	// the call. Approval tokens for this call that it does not know (not in
+	// Minted or Voided) never count when issued (iat) at or before this
+	// second plus the verifier's leeway (TokenVoid).
 	VoidBefore time.Time `json:"void_before,omitzero"`
+	// Minted are the approval tokens Decide signed for this call since its
+	// last run or denial (carried over when a lapsed or cancelled request
+	// is replaced); Voided are the ones a run or denial voided. A token is
+	// known by its jti, so a token in Voided never counts and one in Minted
+	// is not void, whatever the clocks of the replicas that signed and
+	// checked it: the run of a call voids exactly the tokens signed before
+	// it. VoidBefore still voids the tokens in neither (signed outside
+	// Decide). Entries are dropped once their token has expired.
+	Minted []MintedToken `json:"minted,omitempty"`
+	Voided []MintedToken `json:"voided,omitempty"`
 	// KeepUntil: the store keeps the request at least until then (the
 	// longest lifetime of a token VoidBefore voids), so that a lapsed
 	// request still voids them; until then a denied request is not
@@ -251,7 +262,10 @@ func (r *ApprovalRequest) Replaceable(now time.Time) bool {
 	return lapsed || r.State == ApprovalCancelled || r.State == ApprovalExecuted
 }
 
-// Inherit carries the void of old over to r, which replaces it.
+// Inherit carries the void of old over to r, which replaces it: its
+// VoidBefore, KeepUntil, voided tokens and the tokens minted for it that
+// have not expired at r.CreatedAt (they stay known, so that the next run
+// voids them).
 func (r *ApprovalRequest) Inherit(old *ApprovalRequest) {
 	if old.VoidBefore.After(r.VoidBefore) {
 		r.VoidBefore = old.VoidBefore
@@ -259,6 +273,55 @@ func (r *ApprovalRequest) Inherit(old *ApprovalRequest) {
 	if old.KeepUntil.After(r.KeepUntil) {
 		r.KeepUntil = old.KeepUntil
 	}
+	r.Minted = liveTokens(append(slices.Clone(old.Minted), r.Minted...), r.CreatedAt)
+	r.Voided = liveTokens(append(slices.Clone(old.Voided), r.Voided...), r.CreatedAt)
+}
+
+// MintedToken is an approval token signed for a request: its jti and until
+// when it may count (its expiry with the verifier's leeway).
+type MintedToken struct {
+	ID    string    `json:"jti"`
+	Until time.Time `json:"until"`
+}
+
+// MaxVoidedTokens bounds the voided tokens a request keeps; the oldest are
+// dropped first, and VoidBefore (the latest run or denial) still voids
+// them by their iat.
+const MaxVoidedTokens = 256
+
+// liveTokens drops the tokens expired at now, keeping at most
+// MaxVoidedTokens (the newest), in place.
+func liveTokens(ts []MintedToken, now time.Time) []MintedToken {
+	ts = slices.DeleteFunc(ts, func(t MintedToken) bool { return !now.Before(t.Until) })
+	if n := len(ts) - MaxVoidedTokens; n > 0 {
+		ts = ts[n:]
+	}
+	if len(ts) == 0 {
+		return nil
+	}
+	return ts
+}
+
+// VoidMinted moves the tokens minted for r to its voided ones, as its call
+// runs or is denied at now.
+func (r *ApprovalRequest) VoidMinted(now time.Time) {
+	r.Voided = liveTokens(slices.Concat(r.Voided, r.Minted), now)
+	r.Minted = nil
+}
+
+// TokenVoid reports whether the approval token jti, issued at iat, is void
+// for r: it was voided by a run or denial, or, unknown to r (not signed by
+// Decide for it), was issued at or before VoidBefore plus leeway (the
+// signing replica's clock may run ahead of the one that set VoidBefore).
+func (r *ApprovalRequest) TokenVoid(jti string, iat time.Time, leeway time.Duration) bool {
+	known := func(t MintedToken) bool { return t.ID == jti }
+	switch {
+	case jti != "" && slices.ContainsFunc(r.Voided, known):
+		return true
+	case jti != "" && slices.ContainsFunc(r.Minted, known):
+		return false
+	}
+	return !r.VoidBefore.IsZero() && iat.Unix() <= r.VoidBefore.Add(leeway).Unix()
 }
 
 // Retained is how long a store keeps r at least: until it expires, or until

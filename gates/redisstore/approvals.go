@@ -45,11 +45,22 @@ const maxUpdateAttempts = 64
 // a replaceable request the caller saw, is replaced). With a quota ARGV[6] >
 // 0 it first drops the requester's pending ids (sorted set KEYS[4], scored
 // by expiry) expired at ARGV[7] and refuses when as many as the quota are
-// left. It adds the inbox member ARGV[3] to the sorted sets KEYS[2]
+// left. It drops the inbox member ARGV[9] of the replaced request (when
+// replacing) and adds the inbox member ARGV[3] to the sorted sets KEYS[2]
 // (tenant) and KEYS[3] (all), the id ARGV[4] with score ARGV[8] (expiry) to
-// KEYS[4], and keeps those sets at least as long as the request. It returns
-// {1, ”} when created, {0, stored request} when another is there, {2,
-// expiry of the requester's oldest pending request} over the quota.
+// KEYS[4], and keeps those sets at least as long as the request. Then it
+// sweeps each inbox set a little: the next ARGV[11] members after its sweep
+// mark (KEYS[5], KEYS[6]; from the start again after the last member) leave
+// it when their request (key ARGV[10] .. id) is gone. So an inbox set holds
+// the live requests and at most the ones gone since its last full sweep,
+// though nobody lists it (nothing lists every tenant's inbox, and the
+// members of a tenant whose approvers never read their inbox would stay
+// otherwise). It returns {1, ”} when created, {0, stored request} when
+// another is there, {2, expiry of the requester's oldest pending request}
+// over the quota.
+//
+// The sweep reads request keys it is not given in KEYS: with Redis Cluster
+// the prefix's hash tag keeps them in the slot of the keys it is given.
 var createScript = redis.NewScript(`
 local cur = redis.call('GET', KEYS[1])
 if cur and cur ~= ARGV[5] then return {0, cur} end
@@ -63,14 +74,34 @@ if quota > 0 then
 end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 local ttl = tonumber(ARGV[2])
+local step = tonumber(ARGV[11])
 for i = 2, 3 do
+  if ARGV[9] ~= '' then redis.call('ZREM', KEYS[i], ARGV[9]) end
   redis.call('ZADD', KEYS[i], 0, ARGV[3])
   if redis.call('PTTL', KEYS[i]) < ttl then redis.call('PEXPIRE', KEYS[i], ttl) end
+  local mark = redis.call('GET', KEYS[i + 3])
+  local from = '-'
+  if mark then from = '(' .. mark end
+  local seen = redis.call('ZRANGEBYLEX', KEYS[i], from, '+', 'LIMIT', 0, step)
+  for _, m in ipairs(seen) do
+    if redis.call('EXISTS', ARGV[10] .. string.sub(m, 18)) == 0 then redis.call('ZREM', KEYS[i], m) end
+  end
+  if #seen < step then
+    redis.call('DEL', KEYS[i + 3])
+  else
+    redis.call('SET', KEYS[i + 3], seen[#seen], 'PX', redis.call('PTTL', KEYS[i]))
+  end
 end
 redis.call('ZADD', KEYS[4], ARGV[8], ARGV[4])
 if redis.call('PTTL', KEYS[4]) < ttl then redis.call('PEXPIRE', KEYS[4], ttl) end
 return {1, ''}
 `)
+
+// sweepStep is how many members of each inbox set a create checks (see
+// createScript): a create costs O(sweepStep) more work inside Redis, and an
+// inbox set holds at most its live requests plus the ones gone within its
+// last len/sweepStep creates.
+const sweepStep = 16
 
 // casScript replaces the request under KEYS[1] by ARGV[2], kept ARGV[3]
 // milliseconds, only if it still reads ARGV[1]; when ARGV[4] is "1" (the
@@ -93,6 +124,11 @@ func (s *ApprovalStore) reqKey(id string) string { return s.key("apr:req:", id) 
 func (s *ApprovalStore) tenantIndex(tenant string) string { return s.key("apr:inbox:t:", tenant) }
 
 func (s *ApprovalStore) allIndex() string { return s.key("apr:inbox:", "all") }
+
+// The sweep marks of the inbox sets (createScript).
+func (s *ApprovalStore) tenantSweep(tenant string) string { return s.key("apr:sweep:t:", tenant) }
+
+func (s *ApprovalStore) allSweep() string { return s.key("apr:sweep:", "all") }
 
 func (s *ApprovalStore) pendingSet(r *gates.ApprovalRequest) string {
 	return s.key("apr:pend:", gates.StateKey("r", r.Tenant, r.Requester))
@@ -136,12 +172,13 @@ func (s *ApprovalStore) Create(ctx context.Context, req gates.ApprovalRequest, q
 	}
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
-	keys := []string{s.reqKey(req.ID), s.tenantIndex(req.Tenant), s.allIndex(), s.pendingSet(&req)}
-	replaced := ""
+	keys := []string{s.reqKey(req.ID), s.tenantIndex(req.Tenant), s.allIndex(), s.pendingSet(&req),
+		s.tenantSweep(req.Tenant), s.allSweep()}
+	replaced, replacedMember := "", ""
 	for range maxUpdateAttempts {
 		now := time.Now()
 		v, err := createScript.Run(ctx, s.rdb, keys, data, s.ttl(&req), inboxMember(&req), req.ID, replaced,
-			max(quota, 0), now.UnixMilli(), req.ExpiresAt.UnixMilli()).Slice()
+			max(quota, 0), now.UnixMilli(), req.ExpiresAt.UnixMilli(), replacedMember, s.reqKey(""), sweepStep).Slice()
 		if err != nil {
 			return gates.ApprovalRequest{}, false, storeErr("create approval request", err)
 		}
@@ -172,7 +209,7 @@ func (s *ApprovalStore) Create(ctx context.Context, req gates.ApprovalRequest, q
 		// The same call asked again after its request lapsed, was
 		// cancelled or ran: replace it, unless someone changes it
 		// meanwhile, and keep its void.
-		replaced = cur
+		replaced, replacedMember = cur, inboxMember(&old)
 		req.Inherit(&old)
 		if data, err = json.Marshal(req); err != nil {
 			return gates.ApprovalRequest{}, false, fmt.Errorf("redisstore: encode approval request: %w", err)

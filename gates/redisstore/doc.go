@@ -54,8 +54,11 @@
 //	<prefix>idem:<key>                idempotency records (hash)
 //	<prefix>idemown:<tenant, caller>  a caller's idempotency records, by expiry (its quota)
 //	<prefix>apr:req:<id>              approval requests (JSON)
-//	<prefix>apr:idx:t:<tenant>        a tenant's approval requests, by creation time
-//	<prefix>apr:idx:all               every approval request, by creation time
+//	<prefix>apr:inbox:t:<tenant>      a tenant's approval requests, by creation time
+//	<prefix>apr:inbox:all             every approval request, by creation time
+//	<prefix>apr:sweep:t:<tenant>      where the next create sweeps a tenant's index
+//	<prefix>apr:sweep:all             where the next create sweeps the index of all
+//	<prefix>apr:pend:<tenant, caller> a requester's pending approval requests (its quota)
 //
 // The gates build the rate-limit and idempotency keys from the tenant, the
 // caller and the intent, so those are per tenant already.

@@ -18,7 +18,7 @@ import (
 
 // TestPoolWaitIsStoreBusy: with every pooled connection in use, an
 // operation that waits past the pool timeout is not the store being down.
-// The only connection of a pool of one is held by a BLPOP; the stores'
+// The only connection of a pool of one is held by a BLPOP; the four stores'
 // operations fail with an error matching gates.ErrStoreBusy, which the gates
 // answer with 503, reason store_busy, retryable; once the connection is
 // back, they work.
@@ -59,6 +59,13 @@ func TestPoolWaitIsStoreBusy(t *testing.T) {
 	_, errs["Used"] = s.Replay.Used(ctx, "t")
 	_, errs["AllowN"] = s.Limiter.AllowN(ctx, []gates.LimitKey{{Key: "k", Limit: gates.Limit{Count: 1, Per: time.Minute}}}, 1)
 	_, _, errs["Begin"] = s.Idempotency.Begin(ctx, owner, "k", "d", time.Minute)
+	// The approval store too (it once answered a pool wait as the store
+	// being down).
+	now := time.Now()
+	_, _, errs["Create"] = s.Approvals.Create(ctx, gates.ApprovalRequest{ID: "apr_x", Tenant: "t", Requester: "r", CreatedAt: now, ExpiresAt: now.Add(time.Hour)}, 20)
+	_, errs["Get"] = s.Approvals.Get(ctx, "apr_x")
+	_, errs["Update"] = s.Approvals.Update(ctx, "apr_x", func(*gates.ApprovalRequest) error { return nil })
+	_, _, errs["List"] = s.Approvals.List(ctx, gates.ApprovalFilter{Tenant: "t"}, "", 10)
 	for op, err := range errs {
 		if !errors.Is(err, gates.ErrStoreBusy) || !errors.Is(err, redis.ErrPoolTimeout) {
 			t.Fatalf("%s with the pool exhausted = %v; want an error matching gates.ErrStoreBusy", op, err)

@@ -420,6 +420,63 @@ func TestApprovalStore(t *testing.T, newStore func(t *testing.T) gates.ApprovalS
 		}
 	})
 
+	t.Run("MintedTokensAreKeptAndCarriedOver", func(t *testing.T) {
+		// The jtis of the tokens minted for a request are kept with it, carried
+		// over to the request that replaces a cancelled one (so that the next
+		// run voids them), and moved to the voided ones by the run, which the
+		// replacing request keeps: a run voids exactly the tokens minted
+		// before it, whatever the clocks.
+		s := newStore(t)
+		ids := func(ts []gates.MintedToken) string {
+			out := ""
+			for _, tk := range ts {
+				out += tk.ID + ";"
+			}
+			return out
+		}
+		create(t, s, request("m1", "acme", 0, "manager"))
+		if _, err := s.Update(ctx(t), "m1", func(r *gates.ApprovalRequest) error {
+			r.Minted = append(r.Minted, gates.MintedToken{ID: "jti-a", Until: base.Add(2 * time.Hour)},
+				gates.MintedToken{ID: "jti-old", Until: base.Add(time.Second)})
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if got := get(t, s, "m1"); ids(got.Minted) != "jti-a;jti-old;" || !got.Minted[0].Until.Equal(base.Add(2*time.Hour)) {
+			t.Fatalf("Minted = %+v, want jti-a and jti-old", got.Minted)
+		}
+		if _, err := s.Update(ctx(t), "m1", func(r *gates.ApprovalRequest) error { r.State = gates.ApprovalCancelled; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		// Replaced at base+5s: jti-old has expired, jti-a is carried over.
+		got, created, err := s.Create(ctx(t), request("m1", "acme", 5, "manager"), 0)
+		if err != nil || !created || ids(got.Minted) != "jti-a;" || ids(get(t, s, "m1").Minted) != "jti-a;" {
+			t.Fatalf("Create over a cancelled request = %+v, %v, %v; want jti-a carried over", got.Minted, created, err)
+		}
+		if got.TokenVoid("jti-a", base.Add(time.Minute), 0) {
+			t.Error("a minted token is void before any run")
+		}
+		if _, err := s.Update(ctx(t), "m1", func(r *gates.ApprovalRequest) error {
+			r.Minted = append(r.Minted, gates.MintedToken{ID: "jti-b", Until: base.Add(2 * time.Hour)})
+			r.State, r.VoidBefore = gates.ApprovalExecuted, base.Add(10*time.Second)
+			r.VoidMinted(base.Add(10 * time.Second))
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if got := get(t, s, "m1"); len(got.Minted) != 0 || ids(got.Voided) != "jti-a;jti-b;" {
+			t.Fatalf("after the run: minted %+v, voided %+v; want jti-a and jti-b voided", got.Minted, got.Voided)
+		}
+		got, created, err = s.Create(ctx(t), request("m1", "acme", 20, "manager"), 0)
+		if err != nil || !created || ids(got.Voided) != "jti-a;jti-b;" || len(got.Minted) != 0 {
+			t.Fatalf("Create over an executed request = %+v, %+v, %v, %v; want jti-a and jti-b still voided", got.Minted, got.Voided, created, err)
+		}
+		// Voided by jti even with an iat after the run (a clock ahead).
+		if !got.TokenVoid("jti-b", base.Add(time.Minute), 0) {
+			t.Error("a token minted before the run counts after it")
+		}
+	})
+
 	t.Run("ExecutedIsTerminal", func(t *testing.T) {
 		s := newStore(t)
 		create(t, s, request("r1", "acme", 0, "manager"))

@@ -1,0 +1,4 @@
+package redisstore
+
+// SweepStep is sweepStep, for the tests.
+const SweepStep = sweepStep
