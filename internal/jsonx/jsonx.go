@@ -3,12 +3,14 @@
 // repeat a key, which encoding/json would otherwise accept silently (the last
 // duplicate wins, invalid bytes become U+FFFD). With Limits.IJSON it also
 // refuses what RFC 7493 (I-JSON) excludes and what decoders disagree on: a
-// number that an IEEE 754 double does not hold exactly, and two keys of one
-// object that are equal under Unicode simple case folding (encoding/json and
-// many other decoders match such keys to one field, the last one winning).
+// number that an IEEE 754 double does not hold exactly, a \u escape of half
+// a surrogate pair, and two keys of one object that are equal under Unicode
+// simple case folding (encoding/json and many other decoders match such keys
+// to one field, the last one winning).
 //
 // The common case stays as fast as encoding/json: one linear scan counts the
-// object members, the nesting depth and each object's member count, checks
+// object members, the nesting depth, each object's member count and each
+// array's item count, checks every \u escape, checks
 // every number (a short integer, the usual case, at no cost) and notes
 // whether any key has a capital, a non-ASCII byte or an escape; json.Unmarshal
 // decodes, and the number of keys it kept is compared with the number of
