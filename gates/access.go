@@ -77,7 +77,7 @@ type accessRule struct {
 	// key that is none of them but folds onto one (TENANT_ID) is refused,
 	// since a tool decoding case-insensitively reads it as the argument this
 	// gate checks under its exact name only.
-	folds foldedNames
+	folds *foldedNames
 }
 
 // NewAccess prepares the access gate for every action of m.

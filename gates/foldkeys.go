@@ -18,27 +18,37 @@ import (
 // WithUnknownParams), the access gate for no tenant or user argument at all.
 const KeywordAmbiguousKey = "ambiguous_keys"
 
-// foldedNames maps the case folding (jsonx.FoldKey, the decoder's own) of
-// each name of a set to the name.
-type foldedNames map[string]string
+// foldedNames is a set of declared names with their case folding
+// (jsonx.FoldKey, the decoder's own).
+type foldedNames struct {
+	exact map[string]struct{}
+	// fold maps the folding of each name to a name (two declared names
+	// may fold alike; either is a fine answer, exact keys are never looked
+	// up).
+	fold map[string]string
+}
 
-func newFoldedNames(names ...[]string) foldedNames {
-	f := foldedNames{}
+func newFoldedNames(names ...[]string) *foldedNames {
+	f := &foldedNames{exact: map[string]struct{}{}, fold: map[string]string{}}
 	for _, ns := range names {
 		for _, n := range ns {
-			f[jsonx.FoldKey(n)] = n
+			f.exact[n] = struct{}{}
+			f.fold[jsonx.FoldKey(n)] = n
 		}
 	}
 	return f
 }
 
 // strays returns the keys of obj that are not one of the names but fold onto
-// one, sorted, with the name each folds onto. A key of lower-case ASCII
-// folds without allocating, so the usual arguments cost a map lookup each.
-func (f foldedNames) strays(obj map[string]any) (keys, names []string) {
+// one, sorted, with the name each folds onto. Keys of lower-case ASCII, the
+// usual arguments, cost a map lookup or two and allocate nothing.
+func (f *foldedNames) strays(obj map[string]any) (keys, names []string) {
 	for k := range obj {
-		name, ok := f[jsonx.FoldKey(k)]
-		if !ok || name == k {
+		if _, ok := f.exact[k]; ok {
+			continue
+		}
+		name, ok := f.lookup(k)
+		if !ok {
 			continue
 		}
 		i, _ := slices.BinarySearch(keys, k)
@@ -47,12 +57,40 @@ func (f foldedNames) strays(obj map[string]any) (keys, names []string) {
 	return keys, names
 }
 
+// lookup returns the name k folds onto. A key that folding changes is
+// compared with strings.EqualFold (simple folding too, the same relation)
+// against a small set of names, which allocates nothing; against a large
+// one its folding is looked up.
+func (f *foldedNames) lookup(k string) (string, bool) {
+	if len(f.exact) <= 16 && foldChanges(k) {
+		for name := range f.exact {
+			if strings.EqualFold(k, name) {
+				return name, true
+			}
+		}
+		return "", false
+	}
+	name, ok := f.fold[jsonx.FoldKey(k)]
+	return name, ok
+}
+
+// foldChanges reports whether jsonx.FoldKey may return something else than
+// k (and allocate): k has an ASCII capital or a non-ASCII byte.
+func foldChanges(k string) bool {
+	for i := 0; i < len(k); i++ {
+		if b := k[i]; b >= 0x80 || b >= 'A' && b <= 'Z' {
+			return true
+		}
+	}
+	return false
+}
+
 // foldNode is what the parameter gate checks for case-folded keys at one
 // place of an action's argument document: the declared properties of an
 // object schema that accepts undeclared members (one that refuses them
 // refuses the stray key anyway, as unknown), and the nodes below it.
 type foldNode struct {
-	names foldedNames
+	names *foldedNames
 	// props are the declared properties with a node below them, in name
 	// order, so that violations come in a stable order.
 	props []foldProp

@@ -133,3 +133,19 @@ func TestParamsRefusesCaseFoldedKeys(t *testing.T) {
 		t.Fatalf("undeclared keys that fold onto no declared name: %v", err)
 	}
 }
+
+// TestAccessFoldCheckAllowPathAllocatesNothing: the check of identity
+// argument spellings keeps the access gate's allow path free of
+// allocations, also for keys with capitals.
+func TestAccessFoldCheckAllowPathAllocatesNothing(t *testing.T) {
+	m := mustParse(t, foldManifest)
+	g := gates.NewAccess(m, gates.AccessOptions{})
+	c := call(t, m, "invoice.export", `{"tenant_id":"acme","Format":"csv","Émis":"2026"}`, middleware.Principal{ID: "alice", Tenant: "acme"})
+	if n := testing.AllocsPerRun(100, func() {
+		if err := g.Check(c); err != nil {
+			t.Fatal(err)
+		}
+	}); n != 0 {
+		t.Errorf("Check allocates %v times", n)
+	}
+}
