@@ -33,7 +33,9 @@ func defaultConfig() config {
 // AXGATE_PAYLOAD_TOO_LARGE), MaxDepth the nesting depth (default 64) and
 // MaxMembers the members of any one object (default 1,000; over it → 400
 // AXGATE_INVALID_ARGUMENTS, reason too_many_members, before the arguments
-// are decoded).
+// are decoded) and MaxItems the items of any one array (default 10,000;
+// over it → 400 AXGATE_INVALID_ARGUMENTS, reason too_many_items, also
+// before decoding).
 func WithLimits(l middleware.Limits) Option {
 	return func(c *config) { c.limits = l }
 }

@@ -17,6 +17,11 @@ const (
 	ReasonAmbiguousKeys Reason = "ambiguous_keys"
 	// ReasonTooManyMembers: an object has more members than the limit.
 	ReasonTooManyMembers Reason = "too_many_members"
+	// ReasonTooManyItems: an array has more items than the limit.
+	ReasonTooManyItems Reason = "too_many_items"
+	// ReasonInvalidString: a string escapes a UTF-16 surrogate that is not
+	// half of a pair ("\ud800"), which decoders replace, refuse or keep.
+	ReasonInvalidString Reason = "invalid_string"
 	// ReasonUnsupportedMediaType: a body on a gated route is not JSON.
 	ReasonUnsupportedMediaType Reason = "unsupported_media_type"
 	// ReasonMethodNotAllowed: the path is bound to an action, the method is

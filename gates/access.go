@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	axerr "github.com/axgate/axgate/errors"
+	"github.com/axgate/axgate/internal/jsonx"
 	"github.com/axgate/axgate/manifest"
 	"github.com/axgate/axgate/middleware"
 )
@@ -72,6 +73,11 @@ type accessRule struct {
 	// tenantArgs, when not nil, are the argument names that must name the
 	// caller's tenant (a strict boundary).
 	tenantArgs []string
+	// folds are userArgs and tenantArgs by their case folding: a top-level
+	// key that is none of them but folds onto one (TENANT_ID) is refused,
+	// since a tool decoding case-insensitively reads it as the argument this
+	// gate checks under its exact name only.
+	folds *foldedNames
 }
 
 // NewAccess prepares the access gate for every action of m.
@@ -104,6 +110,9 @@ func (g *Access) rule(a *manifest.Action) *accessRule {
 		}
 	} else if explicitNoCross {
 		r.tenantArgs = g.opts.TenantArgs
+	}
+	if r.userArgs != nil || r.tenantArgs != nil {
+		r.folds = newFoldedNames(r.userArgs, r.tenantArgs)
 	}
 	return r
 }
@@ -182,6 +191,13 @@ func (g *Access) Check(call *middleware.Call) error {
 		args, err := call.Args()
 		if err != nil {
 			return err
+		}
+		if keys, names := r.folds.strays(args); len(keys) > 0 {
+			vs := make([]axerr.Violation, len(keys))
+			for i, k := range keys {
+				vs[i] = foldViolation("/"+jsonx.EscapePointer(k), names[i])
+			}
+			return ambiguousKeyError(a.Intent, vs, 0).With("argument", vs[0].Path)
 		}
 		if name, ok := firstForeignArg(args, r.tenantArgs, p.Tenant); !ok {
 			return tenantRefusal(a, AccessOtherTenant, "/"+name, "argument "+name+" names a tenant other than the caller's")

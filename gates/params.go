@@ -30,6 +30,9 @@ type Params struct {
 type paramSchema struct {
 	doc    map[string]any
 	schema *jsonschema.Schema
+	// folds finds keys that differ from a declared name only in letter
+	// case where the schema accepts undeclared members; nil when nowhere.
+	folds *foldNode
 }
 
 // NewParams prepares the parameter gate for every action of m. With
@@ -46,6 +49,7 @@ func NewParams(m *manifest.Manifest, allowUnknown bool) (*Params, error) {
 			}
 			ps = paramSchema{doc: doc, schema: s}
 		}
+		ps.folds = newFoldNode(ps.doc)
 		p.schemas[a] = ps
 	}
 	return p, nil
@@ -67,6 +71,9 @@ func (p *Params) Check(call *middleware.Call) error {
 	if err != nil || len(vs) == 0 {
 		return err
 	}
+	if vs[0].Keyword == KeywordAmbiguousKey {
+		return ambiguousKeyError(call.Intent(), vs, omitted)
+	}
 	e := axerr.AggregateOmitted(call.Intent(), vs, omitted)
 	e.Suggestion = suggestion(vs[0])
 	return e
@@ -75,10 +82,14 @@ func (p *Params) Check(call *middleware.Call) error {
 // Violations validates a decoded argument document against the action's
 // schema and returns the validator's failures, one per leaf, each with its
 // AXAG code, in path order: at most MaxViolations of them, and how many more
-// there are. Those past the cap are counted, not built. An action without
-// declared parameters accepts anything; an action that is not from the
-// manifest the gate was built for is refused (the gate has no schema to
-// vouch for it).
+// there are. Those past the cap are counted, not built. A key that is not a
+// declared name but differs from one only in letter case, where the schema
+// accepts undeclared members, is a violation with keyword
+// KeywordAmbiguousKey; when there are such keys they are the only violations
+// reported (what the schema would say of the rest depends on which spelling
+// a decoder picks). An action without declared parameters accepts anything;
+// an action that is not from the manifest the gate was built for is refused
+// (the gate has no schema to vouch for it).
 func (p *Params) Violations(a *manifest.Action, value any) (vs []axerr.Violation, omitted int, err error) {
 	ps, ok := p.schemas[a]
 	if !ok {
@@ -90,6 +101,15 @@ func (p *Params) Violations(a *manifest.Action, value any) (vs []axerr.Violation
 	}
 	if ps.schema == nil {
 		return nil, 0, nil
+	}
+	if ps.folds != nil {
+		max := p.MaxViolations
+		if max < 1 {
+			max = axerr.DefaultMaxViolations
+		}
+		if vs, omitted = ps.folds.check(value, "", nil, max, 0); len(vs) > 0 {
+			return vs, omitted, nil
+		}
 	}
 	if err := ps.schema.Validate(value); err != nil {
 		vs, omitted = violations(err, ps.doc, value, p.MaxViolations, "")

@@ -22,6 +22,7 @@ const (
 	DefaultMaxArgBytes   = 1 << 20
 	DefaultMaxArgDepth   = 64
 	DefaultMaxArgMembers = 1000
+	DefaultMaxArgItems   = 10000
 )
 
 // Limits bound the arguments a call may carry.
@@ -35,6 +36,11 @@ type Limits struct {
 	// bytes are scanned, before anything is decoded or validated, so a wide
 	// object costs one pass over its bytes.
 	MaxMembers int
+	// MaxItems is the most items one array of the arguments may have, at
+	// any depth; 0 means DefaultMaxArgItems. Like MaxMembers it is checked
+	// while the bytes are scanned, before anything is decoded: a megabyte of
+	// one-byte items would otherwise decode to hundreds of megabytes.
+	MaxItems int
 }
 
 // Resolved returns l with zero fields replaced by the defaults.
@@ -47,6 +53,9 @@ func (l Limits) Resolved() Limits {
 	}
 	if l.MaxMembers == 0 {
 		l.MaxMembers = DefaultMaxArgMembers
+	}
+	if l.MaxItems == 0 {
+		l.MaxItems = DefaultMaxArgItems
 	}
 	return l
 }
@@ -64,18 +73,21 @@ func (l Limits) Or(d Limits) Limits {
 	if l.MaxMembers == 0 {
 		l.MaxMembers = d.MaxMembers
 	}
+	if l.MaxItems == 0 {
+		l.MaxItems = d.MaxItems
+	}
 	return l
 }
 
 // Decode parses untrusted JSON within the limits, as for call arguments:
-// size, depth, members per object and UTF-8 are checked, and only I-JSON
-// (RFC 7493) is accepted — no repeated key, no two keys of one object equal
-// under Unicode simple case folding, no number that an IEEE 754 double does
-// not hold exactly — so that what a gate checks is what any decoder
+// size, depth, members per object, items per array and UTF-8 are checked,
+// and only I-JSON (RFC 7493) is accepted — no repeated key, no two keys of
+// one object equal under Unicode simple case folding, no number that an
+// IEEE 754 double does not hold exactly, no escaped lone surrogate — so that what a gate checks is what any decoder
 // downstream reads. Its errors are for DecodeError.
 func (l Limits) Decode(data []byte) (any, error) {
 	l = l.Resolved()
-	return jsonx.Decode(data, jsonx.Limits{MaxBytes: l.MaxBytes, MaxDepth: l.MaxDepth, MaxMembers: l.MaxMembers, IJSON: true})
+	return jsonx.Decode(data, jsonx.Limits{MaxBytes: l.MaxBytes, MaxDepth: l.MaxDepth, MaxMembers: l.MaxMembers, MaxItems: l.MaxItems, IJSON: true})
 }
 
 // Principal is who makes the call: always taken from the transport's
@@ -254,10 +266,11 @@ func isEmptyArgs(raw []byte) bool {
 // DecodeError turns an error of the strict JSON decoder into the *Error a
 // caller sees: 413 for size, 400 for everything else. A number that is not
 // interoperable is AXAG_INVALID_TYPE with reason number_not_interoperable;
-// keys equal under case folding are reason ambiguous_keys and an object with
-// too many members reason too_many_members, both AXGATE_INVALID_ARGUMENTS
-// (the member limit is a shape limit like the depth, not a size: the
-// same bytes as a list would pass).
+// keys equal under case folding are reason ambiguous_keys, an object with
+// too many members reason too_many_members, an array with too many items
+// reason too_many_items and an escaped lone surrogate reason invalid_string,
+// all AXGATE_INVALID_ARGUMENTS (the member and item limits are shape limits
+// like the depth, not sizes).
 func DecodeError(err error) *axerr.Error {
 	je, ok := err.(*jsonx.Error)
 	if !ok {
@@ -289,6 +302,18 @@ func DecodeError(err error) *axerr.Error {
 			WithReason(axerr.ReasonTooManyMembers).
 			WithSuggestion("Send fewer members in one object; put many items in an array or split the call.")
 		e.Violations = []axerr.Violation{{Path: je.Path, Message: "object has too many members", Keyword: "maxProperties", Code: axerr.CodeInvalidArguments}}
+		return e
+	case jsonx.TooManyItems:
+		e := axerr.New(axerr.CodeInvalidArguments, "arguments have an array with too many items: "+je.Msg).
+			WithReason(axerr.ReasonTooManyItems).
+			WithSuggestion("Send fewer items in one array; split the call into several.")
+		e.Violations = []axerr.Violation{{Path: je.Path, Message: "array has too many items", Keyword: "maxItems", Code: axerr.CodeInvalidArguments}}
+		return e
+	case jsonx.LoneSurrogate:
+		e := axerr.New(axerr.CodeInvalidArguments, "arguments hold a string that is not valid Unicode, which decoders read differently: "+je.Msg).
+			WithReason(axerr.ReasonInvalidString).
+			WithSuggestion("Escape characters outside the Basic Multilingual Plane as a high and low surrogate pair (\\ud83d\\ude00), or send them as UTF-8; never half a pair.")
+		e.Violations = []axerr.Violation{{Path: je.Path, Message: "string escapes a lone UTF-16 surrogate", Keyword: "i-json", Code: axerr.CodeInvalidArguments}}
 		return e
 	}
 	return axerr.New(axerr.CodeInvalidArguments, "arguments are not valid JSON: "+je.Msg)

@@ -9,8 +9,8 @@ import (
 
 // TestLimitsOr: a transport that sets one limit keeps the enforcer's others.
 func TestLimitsOr(t *testing.T) {
-	got := middleware.Limits{MaxDepth: 3}.Or(middleware.Limits{MaxBytes: 100, MaxDepth: 8, MaxMembers: 2})
-	if want := (middleware.Limits{MaxBytes: 100, MaxDepth: 3, MaxMembers: 2}); got != want {
+	got := middleware.Limits{MaxDepth: 3}.Or(middleware.Limits{MaxBytes: 100, MaxDepth: 8, MaxMembers: 2, MaxItems: 5})
+	if want := (middleware.Limits{MaxBytes: 100, MaxDepth: 3, MaxMembers: 2, MaxItems: 5}); got != want {
 		t.Fatalf("Or = %+v, want %+v", got, want)
 	}
 	call := middleware.NewCall("t", []byte(`{"a":1,"b":2,"c":3}`), middleware.Principal{})
@@ -18,5 +18,8 @@ func TestLimitsOr(t *testing.T) {
 	_, err := call.Value()
 	if e, ok := axerr.As(err); !ok || e.Details["reason"] != string(axerr.ReasonTooManyMembers) {
 		t.Fatalf("an object over the enforcer's member limit under a transport's depth limit: %v, want too_many_members", err)
+	}
+	if r := (middleware.Limits{}).Resolved(); r.MaxItems != middleware.DefaultMaxArgItems {
+		t.Fatalf("Resolved().MaxItems = %d, want %d", r.MaxItems, middleware.DefaultMaxArgItems)
 	}
 }

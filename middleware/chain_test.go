@@ -260,6 +260,10 @@ func TestArgsIJSON(t *testing.T) {
 		{name: "kelvin sign", raw: `{"filter":{"k":1,"\u212a":2}}`, code: axerr.CodeInvalidArguments, reason: axerr.ReasonAmbiguousKeys, path: "/filter/\u212a"},
 		{name: "default member limit", raw: wideObject(middleware.DefaultMaxArgMembers + 1), code: axerr.CodeInvalidArguments, reason: axerr.ReasonTooManyMembers, path: ""},
 		{name: "member limit", raw: `{"a":{"x":1,"y":2,"z":3}}`, lim: middleware.Limits{MaxMembers: 2}, code: axerr.CodeInvalidArguments, reason: axerr.ReasonTooManyMembers, path: "/a"},
+		{name: "default item limit", raw: `{"ids":[` + strings.TrimSuffix(strings.Repeat("1,", middleware.DefaultMaxArgItems+1), ",") + `]}`, code: axerr.CodeInvalidArguments, reason: axerr.ReasonTooManyItems, path: "/ids"},
+		{name: "item limit", raw: `{"a":[[1,2],[1,2,3]]}`, lim: middleware.Limits{MaxItems: 2}, code: axerr.CodeInvalidArguments, reason: axerr.ReasonTooManyItems, path: "/a/1"},
+		{name: "lone high surrogate", raw: `{"text":"\ud800"}`, code: axerr.CodeInvalidArguments, reason: axerr.ReasonInvalidString, path: "/text"},
+		{name: "lone low surrogate", raw: `{"notes":["ok","\udc00"]}`, code: axerr.CodeInvalidArguments, reason: axerr.ReasonInvalidString, path: "/notes/1"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -279,6 +283,10 @@ func TestArgsIJSON(t *testing.T) {
 	ok := middleware.NewCall("t", json.RawMessage(wideObject(middleware.DefaultMaxArgMembers)+``), middleware.Principal{})
 	if _, err := ok.Args(); err != nil {
 		t.Fatalf("an object of exactly the member limit: %v", err)
+	}
+	long := middleware.NewCall("t", json.RawMessage(`{"ids":[`+strings.TrimSuffix(strings.Repeat("1,", middleware.DefaultMaxArgItems), ",")+`],"s":"\ud83d\ude00"}`), middleware.Principal{})
+	if _, err := long.Args(); err != nil {
+		t.Fatalf("an array of exactly the item limit and a surrogate pair: %v", err)
 	}
 }
 

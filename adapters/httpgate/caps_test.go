@@ -108,10 +108,11 @@ func post(t *testing.T, url, body string, header ...string) (int, []byte) {
 // maxAnswer bounds every answer below: 20 violations and a count.
 const maxAnswer = 16 << 10
 
-// wideObjects raises the member limit (1,000 by default, which refuses the
-// 90,000-key bodies before the schema runs) so that the cap itself is what
-// bounds the answer for an operator who allows wide objects.
-var wideObjects = axgate.WithLimits(middleware.Limits{MaxMembers: 100_000})
+// wideObjects raises the member and item limits (1,000 and 10,000 by
+// default, which refuse the 90,000-key and 90,000-item bodies before the
+// schema runs) so that the cap itself is what bounds the answer for an
+// operator who allows wide objects and long arrays.
+var wideObjects = axgate.WithLimits(middleware.Limits{MaxMembers: 100_000, MaxItems: 100_000})
 
 func TestValidateAPIListsAtMostTheCapAndCountsTheRest(t *testing.T) {
 	srv := capsServer(t, wideObjects)

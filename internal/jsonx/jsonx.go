@@ -3,12 +3,14 @@
 // repeat a key, which encoding/json would otherwise accept silently (the last
 // duplicate wins, invalid bytes become U+FFFD). With Limits.IJSON it also
 // refuses what RFC 7493 (I-JSON) excludes and what decoders disagree on: a
-// number that an IEEE 754 double does not hold exactly, and two keys of one
-// object that are equal under Unicode simple case folding (encoding/json and
-// many other decoders match such keys to one field, the last one winning).
+// number that an IEEE 754 double does not hold exactly, a \u escape of half
+// a surrogate pair, and two keys of one object that are equal under Unicode
+// simple case folding (encoding/json and many other decoders match such keys
+// to one field, the last one winning).
 //
 // The common case stays as fast as encoding/json: one linear scan counts the
-// object members, the nesting depth and each object's member count, checks
+// object members, the nesting depth, each object's member count and each
+// array's item count, checks every \u escape, checks
 // every number (a short integer, the usual case, at no cost) and notes
 // whether any key has a capital, a non-ASCII byte or an escape; json.Unmarshal
 // decodes, and the number of keys it kept is compared with the number of
@@ -37,9 +39,14 @@ type Limits struct {
 	// MaxMembers is the most members one object may have; 0 means no limit.
 	// It is checked by the scan, before anything is decoded.
 	MaxMembers int
+	// MaxItems is the most items one array may have; 0 means no limit. It is
+	// checked by the scan, before anything is decoded: a megabyte of short
+	// items would otherwise become hundreds of megabytes of decoded values.
+	MaxItems int
 	// IJSON refuses numbers that are not interoperable (see Interoperable)
 	// and keys of one object that are equal under Unicode simple case
-	// folding.
+	// folding, and a \u escape of a surrogate that is not half of a pair
+	// (RFC 7493 section 2.1: decoders replace it, reject it or keep it).
 	IJSON bool
 }
 
@@ -61,6 +68,11 @@ const (
 	AmbiguousKeys
 	// TooManyMembers: an object has more members than Limits.MaxMembers.
 	TooManyMembers
+	// TooManyItems: an array has more items than Limits.MaxItems.
+	TooManyItems
+	// LoneSurrogate: a string escapes a UTF-16 surrogate that is not half
+	// of a high+low pair (Limits.IJSON).
+	LoneSurrogate
 )
 
 // Error describes input Decode refused.
@@ -84,7 +96,7 @@ func Decode(data []byte, lim Limits) (any, error) {
 	}
 	members, foldable, at, err := scan(data, lim)
 	if err != nil {
-		if err.Kind == NumberNotInteroperable || err.Kind == TooManyMembers {
+		if err.Kind == NumberNotInteroperable || err.Kind == TooManyMembers || err.Kind == TooManyItems || err.Kind == LoneSurrogate {
 			// Name the path, unless the document is not JSON at all: then
 			// the syntax error is the one to report.
 			if !json.Valid(data) {
@@ -106,7 +118,7 @@ func Decode(data []byte, lim Limits) (any, error) {
 		return nil, &Error{Kind: DuplicateKey, Msg: "duplicate key"}
 	}
 	if foldable && foldCollides(v) {
-		path, key := findDuplicate(data, foldKey)
+		path, key := findDuplicate(data, FoldKey)
 		return nil, &Error{Kind: AmbiguousKeys, Path: path, Msg: fmt.Sprintf("key %q at %q is equal to an earlier key of the same object under case folding", key, path)}
 	}
 	return v, nil
@@ -122,32 +134,47 @@ func syntaxError(data []byte) *Error {
 }
 
 // scan counts the members of all objects (one ':' outside strings each),
-// checks the nesting depth and each object's member count, and, with
-// lim.IJSON, checks every number and reports whether any key might fold onto
-// another (it has an ASCII capital, a non-ASCII byte or an escape; keys of
-// lower-case ASCII only cannot collide). It does not validate syntax:
-// json.Unmarshal does, and Decode names the path of a problem only in a
-// document that is JSON.
+// checks the nesting depth, each object's member count and each array's item
+// count, and, with lim.IJSON, checks every number and every \u escape and
+// reports whether any key might fold onto another (it has an ASCII capital, a
+// non-ASCII byte or an escape; keys of lower-case ASCII only cannot collide).
+// It does not validate syntax: json.Unmarshal does, and Decode names the path
+// of a problem only in a document that is JSON.
 //
-// A problem's at is the offset of the value it concerns: the number, or the
-// object with too many members.
+// A problem's at is the offset of the value it concerns: the number, the
+// string, the object with too many members or the array with too many items
+// (for a key, the offset just after its ':', where its member's value starts).
 func scan(data []byte, lim Limits) (members int, foldable bool, at int, err *Error) {
 	depth := 0
-	// counts holds the member count of each open object (-1 for an array)
-	// while MaxMembers is set; 64 levels without allocating.
-	// starts holds the offsets of the open containers, for the message of an
-	// object with too many members.
-	var countsBuf, startsBuf [64]int
-	counts, starts := countsBuf[:0], startsBuf[:0]
+	// open holds, while MaxMembers or MaxItems is set, each open container:
+	// its offset (for the path of a refusal), whether it is an array, and
+	// its count so far — members of an object, commas of an array (an array
+	// with n commas has n+1 items). 64 levels without allocating.
+	type container struct {
+		start, n int
+		array    bool
+	}
+	var openBuf [64]container
+	open := openBuf[:0]
+	counting := lim.MaxMembers > 0 || lim.MaxItems > 0
 	keyStart, keyEnd := 0, 0 // the last string, a key if ':' follows
 	for i := 0; i < len(data); i++ {
 		switch c := data[i]; c {
 		case '"':
 			// Skip the string, honouring backslash escapes.
+			start := i
 			keyStart = i + 1
 			for i++; i < len(data); i++ {
 				if data[i] == '\\' {
-					i++
+					if !lim.IJSON || i+1 >= len(data) || data[i+1] != 'u' {
+						i++
+						continue
+					}
+					n, ok := unicodeEscape(data[i:])
+					if !ok {
+						return 0, false, stringValueAt(data, start), &Error{Kind: LoneSurrogate, Msg: "a string escapes a UTF-16 surrogate that is not half of a pair"}
+					}
+					i += n - 1
 				} else if data[i] == '"' {
 					break
 				}
@@ -158,25 +185,29 @@ func scan(data []byte, lim Limits) (members int, foldable bool, at int, err *Err
 			if lim.MaxDepth > 0 && depth > lim.MaxDepth {
 				return 0, false, i, &Error{Kind: TooDeep, Msg: fmt.Sprintf("nesting is deeper than the limit of %d", lim.MaxDepth)}
 			}
-			if lim.MaxMembers > 0 {
-				n := 0
-				if c == '[' {
-					n = -1
-				}
-				counts = append(counts, n)
-				starts = append(starts, i)
+			if counting {
+				open = append(open, container{start: i, array: c == '['})
 			}
 		case '}', ']':
 			depth--
-			if len(counts) > 0 {
-				counts, starts = counts[:len(counts)-1], starts[:len(starts)-1]
+			if len(open) > 0 {
+				open = open[:len(open)-1]
+			}
+		case ',':
+			if lim.MaxItems > 0 && len(open) > 0 && open[len(open)-1].array {
+				top := &open[len(open)-1]
+				top.n++
+				if top.n >= lim.MaxItems {
+					return 0, false, top.start, &Error{Kind: TooManyItems, Msg: fmt.Sprintf("an array has more than %d items", lim.MaxItems)}
+				}
 			}
 		case ':':
 			members++
-			if len(counts) > 0 && counts[len(counts)-1] >= 0 {
-				counts[len(counts)-1]++
-				if counts[len(counts)-1] > lim.MaxMembers {
-					return 0, false, starts[len(starts)-1], &Error{Kind: TooManyMembers, Msg: fmt.Sprintf("an object has more than %d members", lim.MaxMembers)}
+			if lim.MaxMembers > 0 && len(open) > 0 && !open[len(open)-1].array {
+				top := &open[len(open)-1]
+				top.n++
+				if top.n > lim.MaxMembers {
+					return 0, false, top.start, &Error{Kind: TooManyMembers, Msg: fmt.Sprintf("an object has more than %d members", lim.MaxMembers)}
 				}
 			}
 			if lim.IJSON && !foldable && keyEnd > keyStart {
@@ -209,6 +240,72 @@ func scan(data []byte, lim Limits) (members int, foldable bool, at int, err *Err
 		}
 	}
 	return members, foldable, 0, nil
+}
+
+// unicodeEscape reads the \u escape that esc starts with and returns how
+// many bytes it and, for a surrogate pair, its second half take, and false
+// for a surrogate that is not half of a pair: a high one (D800-DBFF) not
+// followed by a low one (DC00-DFFF) escaped the same way, or a low one on its
+// own. A malformed escape takes its two bytes and is left to the parser.
+func unicodeEscape(esc []byte) (int, bool) {
+	r, ok := hex4(esc)
+	switch {
+	case !ok:
+		return 2, true
+	case r < 0xD800 || r > 0xDFFF:
+		return 6, true
+	case r >= 0xDC00:
+		return 0, false
+	}
+	if len(esc) < 12 || esc[6] != '\\' || esc[7] != 'u' {
+		return 0, false
+	}
+	if lo, ok := hex4(esc[6:]); !ok || lo < 0xDC00 || lo > 0xDFFF {
+		return 0, false
+	}
+	return 12, true
+}
+
+// hex4 decodes the four hex digits of the \u escape that esc starts with.
+func hex4(esc []byte) (rune, bool) {
+	if len(esc) < 6 {
+		return 0, false
+	}
+	var r rune
+	for _, b := range esc[2:6] {
+		switch {
+		case b >= '0' && b <= '9':
+			b -= '0'
+		case b >= 'a' && b <= 'f':
+			b -= 'a' - 10
+		case b >= 'A' && b <= 'F':
+			b -= 'A' - 10
+		default:
+			return 0, false
+		}
+		r = r<<4 | rune(b)
+	}
+	return r, true
+}
+
+// stringValueAt returns the offset that names the string starting (at its
+// opening quote) at start in a refusal: start for a value, and for a key the
+// offset after its ':', where its member's value starts, so that the path
+// names the member rather than the one before it.
+func stringValueAt(data []byte, start int) int {
+	i := start + 1
+	for i < len(data) && data[i] != '"' {
+		if data[i] == '\\' {
+			i++
+		}
+		i++
+	}
+	for i++; i < len(data) && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r'); i++ {
+	}
+	if i < len(data) && data[i] == ':' {
+		return i + 1
+	}
+	return start
 }
 
 // numberByte reports whether b can continue a JSON number literal.
@@ -421,7 +518,7 @@ func foldCollides(v any) bool {
 // foldCollidesIn reports whether two keys of m are equal under simple case
 // folding. A small object, the usual case, is checked pair by pair with
 // strings.EqualFold (simple folding too), which allocates nothing; a larger
-// one through a set of foldKeys.
+// one through a set of FoldKeys.
 func foldCollidesIn(m map[string]any) bool {
 	const small = 16
 	if len(m) <= small {
@@ -439,7 +536,7 @@ func foldCollidesIn(m map[string]any) bool {
 	}
 	seen := make(map[string]struct{}, len(m))
 	for k := range m {
-		f := foldKey(k)
+		f := FoldKey(k)
 		if _, dup := seen[f]; dup {
 			return true
 		}
@@ -448,11 +545,11 @@ func foldCollidesIn(m map[string]any) bool {
 	return false
 }
 
-// foldKey maps every rune of k to one representative of its Unicode simple
+// FoldKey maps every rune of k to one representative of its Unicode simple
 // case folding orbit (unicode.SimpleFold), so two keys are equal under
-// simple case folding exactly when their foldKeys are equal. Lower-case
+// simple case folding exactly when their FoldKeys are equal. Lower-case
 // ASCII maps to itself, so such keys are returned as they are.
-func foldKey(k string) string {
+func FoldKey(k string) string {
 	simple := true
 	for i := 0; i < len(k); i++ {
 		if b := k[i]; b >= 0x80 || b >= 'A' && b <= 'Z' {

@@ -58,7 +58,7 @@ func TestResolve(t *testing.T) {
 }
 
 func TestDecodeIJSON(t *testing.T) {
-	lim := Limits{MaxBytes: 1 << 16, MaxDepth: 8, MaxMembers: 4, IJSON: true}
+	lim := Limits{MaxBytes: 1 << 16, MaxDepth: 8, MaxMembers: 4, MaxItems: 4, IJSON: true}
 	cases := []struct {
 		name string
 		in   string
@@ -68,7 +68,7 @@ func TestDecodeIJSON(t *testing.T) {
 	}{
 		{name: "short integers and decimals", in: `{"a":123456789012345,"b":-0.1,"c":129.95,"d":2.5e-1,"e":0,"f":-0,"g":1e2,"h":0.30000000000000004}`, ok: false, kind: TooManyMembers, path: ""},
 		{name: "exact numbers", in: `{"a":[123456789012345,-0.1,129.95,2.5e-1],"b":[0,-0,1e2,0.30000000000000004],"c":[9007199254740991,-9007199254740991,9.007199254740991e15,1E300]}`, kind: NumberNotInteroperable, path: "/c/3"},
-		{name: "safe integers", in: `[9007199254740991,-9007199254740991,9.007199254740991e15,1e15,0.0e999999999999,5e-324,1.5,-2.25e-300]`, ok: true},
+		{name: "safe integers", in: `[[9007199254740991,-9007199254740991,9.007199254740991e15,1e15],[0.0e999999999999,5e-324,1.5,-2.25e-300]]`, ok: true},
 		{name: "largest double is an integer", in: `[1.7976931348623157e308]`, kind: NumberNotInteroperable, path: "/0"},
 		{name: "2^53", in: `{"id":9007199254740992}`, kind: NumberNotInteroperable, path: "/id"},
 		{name: "2^53+1", in: `{"id":9007199254740993}`, kind: NumberNotInteroperable, path: "/id"},
@@ -100,6 +100,18 @@ func TestDecodeIJSON(t *testing.T) {
 		{name: "exact duplicate still reported as such", in: `{"a":1,"A":2,"a":3}`, kind: DuplicateKey, path: "/a"},
 		{name: "many members", in: `{"a":{"m1":1,"m2":2,"m3":3,"m4":4,"m5":5}}`, kind: TooManyMembers, path: "/a"},
 		{name: "many members in an array", in: `[1,[{"k":"v"},{"m1":1,"m2":2,"m3":3,"m4":4,"m5":5}]]`, kind: TooManyMembers, path: "/1/1"},
+		{name: "many items", in: `{"a":{"ids":[1,2,3,4,5]}}`, kind: TooManyItems, path: "/a/ids"},
+		{name: "many items nested", in: `[[1,2],[1,2,3,4],[[],"a,b",{"x":[1,2,3,4,5]}]]`, kind: TooManyItems, path: "/2/2/x"},
+		{name: "many items at the root", in: `["a","b","c","d","e"]`, kind: TooManyItems, path: ""},
+		{name: "items limit per array", in: `{"a":[1,2,3,4],"b":[[1,2,3,4],[1,2,3,4]],"c":"[1,2,3,4,5]","d":[]}`, ok: true},
+		{name: "lone high surrogate", in: `{"text":"\ud800"}`, kind: LoneSurrogate, path: "/text"},
+		{name: "lone low surrogate", in: `{"a":["ok","x\uDC00y"]}`, kind: LoneSurrogate, path: "/a/1"},
+		{name: "high surrogate then a letter", in: `{"t":"\ud83dA"}`, kind: LoneSurrogate, path: "/t"},
+		{name: "high surrogate then a non-surrogate escape", in: `{"t":"\ud83d\u0041"}`, kind: LoneSurrogate, path: "/t"},
+		{name: "two high surrogates", in: `{"t":"\ud83d\ud83d"}`, kind: LoneSurrogate, path: "/t"},
+		{name: "reversed pair", in: `{"t":"\ude00\ud83d"}`, kind: LoneSurrogate, path: "/t"},
+		{name: "lone surrogate in a key", in: `{"a":1,"b\udfff":2}`, kind: LoneSurrogate, path: "/b\ufffd"},
+		{name: "surrogate pairs and escapes", in: `{"t":"\ud83d\ude00 \uD83D\uDE00 \u00e9 \\ud800 \"\ud800\udc00","\ud83d\ude00":1}`, ok: true},
 		{name: "members limit per object", in: `{"a":{"m1":1,"m2":2,"m3":3,"m4":4},"b":{"m1":1,"m2":2,"m3":3,"m4":4},"c":[{"x":"a:b"}]}`, ok: true},
 	}
 	for _, tc := range cases {
@@ -122,10 +134,10 @@ func TestDecodeIJSON(t *testing.T) {
 	}
 }
 
-// TestDecodeIJSONOff: without IJSON and MaxMembers (the manifest loader's
-// settings) the new checks do not run.
+// TestDecodeIJSONOff: without IJSON, MaxMembers and MaxItems (the manifest
+// loader's settings) the new checks do not run.
 func TestDecodeIJSONOff(t *testing.T) {
-	in := `{"id":9007199254740993,"ID":1,"x":{"a":1,"b":2,"c":3,"d":4,"e":5}}`
+	in := `{"id":9007199254740993,"ID":1,"x":{"a":1,"b":2,"c":3,"d":4,"e":5},"s":"\ud800","l":[1,2,3,4,5]}`
 	if _, err := Decode([]byte(in), Limits{}); err != nil {
 		t.Fatalf("Decode = %v", err)
 	}
@@ -166,6 +178,32 @@ func TestDecodeMembersBeforeDecoding(t *testing.T) {
 	}
 }
 
+// TestDecodeItemsBeforeDecoding: a long array is refused by the scan, before
+// encoding/json builds a value per item (a megabyte of "a", items became
+// 250 MB of decoded values): the refusal allocates next to nothing whatever
+// the length.
+func TestDecodeItemsBeforeDecoding(t *testing.T) {
+	long := func(n int) []byte {
+		return []byte(`{"ids":[` + strings.TrimSuffix(strings.Repeat(`"a",`, n), ",") + `]}`)
+	}
+	lim := Limits{MaxItems: 10000, IJSON: true}
+	allocs := func(doc []byte) float64 {
+		return testing.AllocsPerRun(5, func() {
+			_, err := Decode(doc, lim)
+			if e, ok := err.(*Error); !ok || e.Kind != TooManyItems || e.Path != "/ids" {
+				t.Fatalf("Decode = %v", err)
+			}
+		})
+	}
+	short, huge := allocs(long(10001)), allocs(long(262000))
+	if huge > short+10 || short > 30 {
+		t.Errorf("refusing an array of 10,001 items allocates %v times, of 262,000 items %v times; want a small count that does not grow", short, huge)
+	}
+	if _, err := Decode(long(10000), lim); err != nil {
+		t.Errorf("an array of exactly MaxItems items: %v", err)
+	}
+}
+
 // TestInteroperableFastPathAllocates nothing: the numbers of everyday
 // arguments are checked without allocating.
 func TestInteroperableFastPathAllocates(t *testing.T) {
@@ -175,8 +213,8 @@ func TestInteroperableFastPathAllocates(t *testing.T) {
 			t.Errorf("Interoperable(%s) allocates %v times", lit, n)
 		}
 	}
-	doc := []byte(`{"order_id":1234567,"amount":129.95,"lines":[{"sku":"A-1","qty":2,"price":19.99}]}`)
-	if n := testing.AllocsPerRun(100, func() { _, _, _, _ = scan(doc, Limits{MaxDepth: 64, MaxMembers: 1000, IJSON: true}) }); n != 0 {
+	doc := []byte(`{"order_id":1234567,"amount":129.95,"lines":[{"sku":"A-1","qty":2,"price":19.99},{"sku":"\u00e9\ud83d\ude00","qty":1}]}`)
+	if n := testing.AllocsPerRun(100, func() { _, _, _, _ = scan(doc, Limits{MaxDepth: 64, MaxMembers: 1000, MaxItems: 10000, IJSON: true}) }); n != 0 {
 		t.Errorf("scan allocates %v times", n)
 	}
 }
@@ -184,13 +222,13 @@ func TestInteroperableFastPathAllocates(t *testing.T) {
 func TestFoldKey(t *testing.T) {
 	same := [][2]string{{"tenant_id", "TENANT_ID"}, {"k", "\u212a"}, {"K", "\u212a"}, {"s", "\u017f"}, {"S", "\u017f"}, {"\u03a3", "\u03c2"}, {"\u00c9t\u00e9", "\u00e9T\u00c9"}}
 	for _, p := range same {
-		if foldKey(p[0]) != foldKey(p[1]) || !strings.EqualFold(p[0], p[1]) {
+		if FoldKey(p[0]) != FoldKey(p[1]) || !strings.EqualFold(p[0], p[1]) {
 			t.Errorf("%q and %q fold apart", p[0], p[1])
 		}
 	}
 	differ := [][2]string{{"ss", "\u00df"}, {"a", "b"}, {"i", "\u0131"}, {"id", "i d"}}
 	for _, p := range differ {
-		if foldKey(p[0]) == foldKey(p[1]) {
+		if FoldKey(p[0]) == FoldKey(p[1]) {
 			t.Errorf("%q and %q fold together", p[0], p[1])
 		}
 	}
