@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -207,5 +208,46 @@ func TestMemoryApprovalTenantsDropped(t *testing.T) {
 	}
 	if n := gates.ApprovalShards(s); n != 0 {
 		t.Errorf("the store tracks %d tenants with no record", n)
+	}
+}
+
+// TestMemoryApprovalConcurrentTenants: creates, cancels, reads and pages of
+// a few tenants at once, shards dropped when emptied and made again while
+// others use them: every request created is found until cancelled, and no
+// tenant is left behind (run with -race).
+func TestMemoryApprovalConcurrentTenants(t *testing.T) {
+	s := gates.NewMemoryApprovalStore(gates.MemoryApprovalOptions{})
+	ctx := context.Background()
+	now := time.Now()
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tn := fmt.Sprint("t", w%3)
+			for i := range 200 {
+				id := fmt.Sprintf("apr_%d_%d", w, i)
+				if _, created, err := s.Create(ctx, pendingReq(id, tn, fmt.Sprint("p", w), []byte(`{}`), now), 0); err != nil || !created {
+					t.Errorf("Create(%s): %v, %v", id, created, err)
+					return
+				}
+				if r, err := s.Get(ctx, id); err != nil || r.State != gates.ApprovalPending {
+					t.Errorf("Get(%s): %s, %v", id, r.State, err)
+					return
+				}
+				if _, _, err := s.List(ctx, gates.ApprovalFilter{Tenant: tn}, "", 5); err != nil {
+					t.Error(err)
+					return
+				}
+				if _, err := s.Update(ctx, id, func(r *gates.ApprovalRequest) error { r.State = gates.ApprovalCancelled; return nil }); err != nil {
+					t.Errorf("cancel %s: %v", id, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if n := gates.ApprovalShards(s); n != 0 {
+		t.Errorf("%d tenants left with nothing held", n)
 	}
 }

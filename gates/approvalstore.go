@@ -387,6 +387,10 @@ func (s *MemoryApprovalStore) Update(ctx context.Context, id string, fn func(*Ap
 	}
 	if e.r.State != ApprovalPending {
 		sh.unpend(&e.r)
+	} else if set := sh.pending[requesterKey(&e.r)]; set != nil {
+		set[id] = e.r.ExpiresAt // the quota's retry_after follows a new expiry
+	} else {
+		sh.pending[requesterKey(&e.r)] = map[string]time.Time{id: e.r.ExpiresAt}
 	}
 	out := cloneRequest(&e.r)
 	sh.settle(e)
