@@ -512,6 +512,7 @@ type notifyCap struct {
 	perMinute int
 	mu        sync.Mutex
 	tenants   map[string]*notifyWindow
+	swept     time.Time // the last sweep of the windows
 }
 
 type notifyWindow struct {
@@ -519,7 +520,8 @@ type notifyWindow struct {
 	sent, held int
 }
 
-// maxNotifyTenants bounds the windows kept; older ones are dropped first.
+// maxNotifyTenants bounds the windows kept: stale ones are dropped, and a
+// tenant beyond the bound gets no window (its notification is held back).
 const maxNotifyTenants = 10_000
 
 // admit reports whether a notification of tenant may go out now, and how
@@ -535,12 +537,23 @@ func (c *notifyCap) admit(tenant string, now time.Time) (held int, ok bool) {
 	}
 	w := c.tenants[tenant]
 	if w == nil {
-		if len(c.tenants) >= maxNotifyTenants {
+		if len(c.tenants) >= maxNotifyTenants && now.Sub(c.swept) >= time.Second {
+			// Windows over a minute old count nothing any more (a count
+			// of held notifications they carry is lost, not a
+			// notification). At most one sweep a second: the walk is
+			// long.
+			c.swept = now
 			for k, o := range c.tenants {
-				if now.Sub(o.start) >= time.Minute && o.held == 0 {
+				if now.Sub(o.start) >= time.Minute {
 					delete(c.tenants, k)
 				}
 			}
+		}
+		if len(c.tenants) >= maxNotifyTenants {
+			// As many tenants were notified this minute as are tracked:
+			// hold this one back rather than track without bound (the
+			// request stands; its approvers are told it was not notified).
+			return 0, false
 		}
 		w = &notifyWindow{start: now}
 		c.tenants[tenant] = w

@@ -83,8 +83,9 @@ type IdempotencyOptions struct {
 	// refused with 429 AXAG_RATE_LIMITED, reason idempotency_quota, and a
 	// retry_after of when the caller's oldest record expires; the quota is
 	// checked and charged atomically with the claim, and other callers are
-	// unaffected. Calls without a key are not charged: their duplicate
-	// markers last DuplicateWindow.
+	// unaffected. Calls without a key are charged to a quota of their own,
+	// as large: a caller's duplicate markers (each lasts DuplicateWindow)
+	// over it refuse its next call without a key the same way.
 	Quota int
 }
 
@@ -305,9 +306,17 @@ func (g *Idempotency) unkeyed(ctx context.Context, call *middleware.Call, next m
 		return middleware.Result{}, err
 	}
 	skey := StateKey("dup", call.Principal.Tenant, call.Principal.ID, intent, digest)
-	owner := IdempotencyOwner{Tenant: call.Principal.Tenant, Principal: call.Principal.ID}
+	// The markers are charged to the caller, under a quota of their own
+	// (an owner apart from the caller's keyed records): one caller's calls
+	// without a key can neither fill its tenant's share and refuse the
+	// others, nor use up its own quota of keys.
+	owner := IdempotencyOwner{Tenant: call.Principal.Tenant, Principal: dupMarkerOwner + call.Principal.ID, Quota: g.quota}
 	_, claim, err := g.store.Begin(ctx, owner, skey, digest, g.dupWindow)
 	if err != nil {
+		var qe *QuotaError
+		if errors.As(err, &qe) {
+			return middleware.Result{}, DuplicateMarkersExceeded(intent, g.quota, qe.RetryAfter)
+		}
 		return middleware.Result{}, StoreUnavailable(intent, "the idempotency store", err)
 	}
 	if claim == "" {
@@ -423,6 +432,22 @@ func DuplicateCall(intent, argsSHA256 string, window time.Duration) *axerr.Error
 		WithSuggestion("Do not repeat the call unless the user asks; to make it again on purpose, send it with a new idempotency key.").
 		With("args_sha256", argsSHA256).
 		With("window_seconds", seconds(window))
+}
+
+// dupMarkerOwner prefixes the principal of the owner charged with a
+// caller's duplicate markers: a NUL no authenticated principal id carries
+// keeps it apart from every caller's own records.
+const dupMarkerOwner = "\x00dup\x00"
+
+// DuplicateMarkersExceeded is the refusal of a call without an idempotency
+// key from a caller whose calls without a key inside the duplicate window
+// number quota already: 429 AXAG_RATE_LIMITED, reason idempotency_quota,
+// retry_after when its oldest marker expires.
+func DuplicateMarkersExceeded(intent string, quota int, retryAfter time.Duration) *axerr.Error {
+	e := IdempotencyQuotaExceeded(intent, quota, retryAfter)
+	e.Message = fmt.Sprintf("this caller made %d distinct calls without an idempotency key inside the duplicate window, as many as allowed", quota)
+	e.Suggestion = fmt.Sprintf("Wait %d seconds for an older call to leave the duplicate window, then call again.", e.RetryAfterSeconds())
+	return e
 }
 
 // IdempotencyQuotaExceeded is the refusal of a call with a new idempotency

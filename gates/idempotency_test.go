@@ -336,3 +336,47 @@ func TestIdempotencyResultThatCannotBeStored(t *testing.T) {
 // testOwner is the caller the store tests charge records to, with a quota
 // they never reach.
 var testOwner = IdempotencyOwner{Tenant: "acme", Principal: "alice", Quota: 1000}
+
+// TestIdempotencyUnkeyedCallsChargedToCaller: calls without an idempotency
+// key leave duplicate markers; they are charged to the caller under a quota
+// of their own, so one caller's distinct calls without a key cannot fill its
+// tenant's share and refuse another caller's keyed call (nor use up the
+// caller's own quota of keys).
+func TestIdempotencyUnkeyedCallsChargedToCaller(t *testing.T) {
+	const share, quota = 50, 10
+	g, err := NewIdempotency(IdempotencyOptions{Store: NewMemoryIdempotencyStore(share), Quota: quota})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv := middleware.Build(middleware.InvokerFunc(func(context.Context, *middleware.Call) (middleware.Result, error) {
+		return middleware.Result{Value: "ok"}, nil
+	}), nil, g.Stage())
+	call := func(who, args, key string) error {
+		c := middleware.NewCall("order_place", json.RawMessage(args), middleware.Principal{ID: who, Tenant: "acme"})
+		c.Action = &manifest.Action{Intent: "order.place", Idempotent: new(false)}
+		c.Credentials.IdempotencyKey = key
+		_, err := inv.Invoke(t.Context(), c)
+		return err
+	}
+	refused := 0
+	for i := range share {
+		err := call("alice", fmt.Sprintf(`{"n":%d}`, i), "")
+		if err == nil {
+			continue
+		}
+		e, ok := axerr.As(err)
+		if !ok || e.Code != axerr.CodeRateLimited || fmt.Sprint(e.Details["reason"]) != fmt.Sprint(axerr.ReasonIdempotencyQuota) {
+			t.Fatalf("alice's call %d without a key: %v, want ok or 429 idempotency_quota", i, err)
+		}
+		refused++
+	}
+	if refused != share-quota {
+		t.Errorf("alice's calls without a key: %d refused, want %d (over the quota of %d)", refused, share-quota, quota)
+	}
+	if err := call("alice", `{"n":"keyed"}`, "k-1"); err != nil {
+		t.Errorf("alice's keyed call after her calls without a key: %v", err)
+	}
+	if err := call("bob", `{"n":1}`, "k-1"); err != nil {
+		t.Errorf("bob's keyed call after alice's calls without a key: %v", err)
+	}
+}

@@ -274,6 +274,10 @@ func testIdempotencyQuota(t *testing.T, newStore func(t *testing.T) gates.Idempo
 			{Tenant: "acme", Principal: "bob", Quota: 2},
 			{Tenant: "globex", Principal: "alice", Quota: 2},
 			{Tenant: "", Principal: "alice", Quota: 2},
+			// The gate charges a caller's duplicate markers to an owner
+			// whose principal is the caller's id behind a NUL prefix: it
+			// must be an owner apart from the caller.
+			{Tenant: "acme", Principal: "\x00dup\x00alice", Quota: 2},
 		} {
 			mustClaim(t, s, o, "k1", ttl)
 			mustClaim(t, s, o, "k2", ttl)
