@@ -402,12 +402,25 @@ func (s *MemoryApprovalStore) Update(ctx context.Context, id string, fn func(*Ap
 }
 
 // vanishes reports whether nothing needs r any more: it was cancelled or
-// lapsed and voids no token, so it is dropped at once (it no longer
-// counts against its tenant's share).
+// lapsed, voids no token and holds no live token minted for it, so it is
+// dropped at once (it no longer counts against its tenant's share). A
+// request whose approvers minted tokens is kept while they live, so that the
+// request replacing it carries them over and the next run voids them
+// (keeping it costs an approver's decision, not a caller's cancel).
 func vanishes(r *ApprovalRequest, now time.Time) bool {
 	switch r.State {
 	case ApprovalCancelled, ApprovalExpired:
-		return r.VoidBefore.IsZero() && !now.Before(r.KeepUntil)
+		return r.VoidBefore.IsZero() && !now.Before(r.KeepUntil) && !anyLive(r.Minted, now) && !anyLive(r.Voided, now)
+	}
+	return false
+}
+
+// anyLive reports whether any of ts can still be presented at now.
+func anyLive(ts []MintedToken, now time.Time) bool {
+	for _, t := range ts {
+		if now.Before(t.Until) {
+			return true
+		}
 	}
 	return false
 }
