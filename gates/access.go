@@ -12,11 +12,6 @@ import (
 	"github.com/axgate/axgate/middleware"
 )
 
-// StageAccess is the name of the roles, scope and tenant stage. The three
-// checks share one stage (one lookup of the action's precomputed rule per
-// call); a refusal says which check decided in details.reason.
-const StageAccess = "access"
-
 // Default argument names that name a user or a tenant.
 var (
 	DefaultUserArgs   = []string{"user_id", "account_id", "owner_id"}

@@ -15,9 +15,6 @@ import (
 	"github.com/axgate/axgate/middleware"
 )
 
-// StageApproval is the name of the approval gate.
-const StageApproval = "approval"
-
 // MaxApprovalTokens bounds the approval tokens one call may present (or
 // approval_count, when larger): each costs a signature check.
 const MaxApprovalTokens = 16

@@ -21,9 +21,6 @@ import (
 	"github.com/axgate/axgate/middleware"
 )
 
-// StageConfirmation is the name of the confirmation gate.
-const StageConfirmation = "confirmation"
-
 // ConfirmationConfig configures the confirmation gate.
 type ConfirmationConfig struct {
 	// Verifier checks confirmation tokens (type TypConfirmation). When nil,

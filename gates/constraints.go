@@ -11,9 +11,6 @@ import (
 	"github.com/axgate/axgate/middleware"
 )
 
-// StageConstraints is the name of the relational-constraint stage.
-const StageConstraints = "constraints"
-
 // Reasons a constraint or condition refusal gives in details.reason.
 const (
 	ReasonConstraintFailed         = "constraint_failed"

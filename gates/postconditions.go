@@ -14,10 +14,6 @@ import (
 	"github.com/axgate/axgate/middleware"
 )
 
-// StagePostconditions is the name of the stage that checks a tool's result:
-// its output_schema and its postconditions.
-const StagePostconditions = "postconditions"
-
 // Reasons a postcondition refusal gives in details.reason.
 const (
 	ReasonOutputSchema              = "output_schema"

@@ -13,9 +13,6 @@ import (
 	"github.com/axgate/axgate/middleware"
 )
 
-// StagePreconditions is the name of the precondition stage.
-const StagePreconditions = "preconditions"
-
 // Checker checks a precondition of a call. It returns nil when the
 // precondition holds. An *errors.Error is the checker's own answer (a checker
 // whose own store failed returns StoreUnavailable): the caller gets a copy,

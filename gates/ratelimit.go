@@ -18,9 +18,6 @@ import (
 	"github.com/axgate/axgate/middleware"
 )
 
-// StageRateLimit is the name of the rate-limit and cooldown stage.
-const StageRateLimit = "rate_limit"
-
 // RateLimit returns the rate-limit and cooldown gate, counting calls in l.
 //
 // An action's rate_limit (N/period) allows N calls per period with bursts up
