@@ -181,7 +181,7 @@ func (g *Preconditions) Check(ctx context.Context, call *middleware.Call) error 
 		case celFails:
 			return g.notMet(a, pc.name)
 		default:
-			return g.notMet(a, pc.name).With("reason", ReasonPreconditionNotEvaluable).WithCause(err)
+			return g.notMet(a, pc.name).WithReason(axerr.ReasonPreconditionNotEvaluable).WithCause(err)
 		}
 	}
 	return nil
@@ -208,7 +208,7 @@ func PreconditionFailed(intent, name, message string) *axerr.Error {
 	}
 	return axerr.New(axerr.CodePreconditionFailed, message).
 		WithIntent(intent).
-		With("reason", ReasonPreconditionFailed).
+		WithReason(axerr.ReasonPreconditionFailed).
 		With("failed_precondition", name)
 }
 
