@@ -214,10 +214,10 @@ func TestClearedActionIsRefused(t *testing.T) {
 	call := func() *middleware.Call {
 		return middleware.NewCall("note_read", json.RawMessage(`{"note_id":"n-1"}`), p)
 	}
-	if _, err := e.Invoke(context.Background(), call(), tool); ran || !internalFrom(err, StageCommit) {
+	if _, err := e.Invoke(context.Background(), call(), tool); ran || !internalFrom(err, gates.StageCommit) {
 		t.Fatalf("Invoke: err = %v (tool ran: %v); want AXGATE_INTERNAL from the commit stage", err, ran)
 	}
-	if _, err := e.Wrap(tool).Invoke(context.Background(), call()); ran || !internalFrom(err, StageCommit) {
+	if _, err := e.Wrap(tool).Invoke(context.Background(), call()); ran || !internalFrom(err, gates.StageCommit) {
 		t.Fatalf("Wrap: err = %v (tool ran: %v); want AXGATE_INTERNAL from the commit stage", err, ran)
 	}
 	if err := e.Check(context.Background(), call()); !internalFrom(err, "clear") {

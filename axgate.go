@@ -15,12 +15,6 @@ import (
 	"github.com/axgate/axgate/middleware"
 )
 
-// Stage names of the standard chain that the root package owns.
-const (
-	StageCommit = "commit"
-	StageTool   = "tool"
-)
-
 // Enforcer enforces one manifest. It is safe for concurrent use.
 type Enforcer struct {
 	m      *manifest.Manifest
@@ -67,9 +61,8 @@ func New(m *manifest.Manifest, opts ...Option) (*Enforcer, error) {
 	return e, nil
 }
 
-// assemble builds the standard chain in the order of the design:
-// intent, access, params, constraints and preconditions, rate limit,
-// confirmation, approval, idempotency, commit, postconditions, tool.
+// assemble builds the standard chain in gates.StandardOrder, around the
+// tool.
 func (e *Enforcer) assemble() error {
 	var errs []error
 	add := func(ss []middleware.Stage, err error) []middleware.Stage {
@@ -86,7 +79,7 @@ func (e *Enforcer) assemble() error {
 	pre = append(pre, add(e.rateStages())...)
 	pre = append(pre, add(e.tokenStages())...)
 	pre = append(pre, add(e.idempotencyStages())...)
-	post := []middleware.Stage{{Name: StageCommit, Interceptor: commit}}
+	post := []middleware.Stage{{Name: gates.StageCommit, Interceptor: commit}}
 	post = append(post, add(e.postStages())...)
 	if len(errs) > 0 {
 		return fmt.Errorf("axgate: %w", errors.Join(errs...))
@@ -278,12 +271,12 @@ func (t toolBoundary) Invoke(ctx context.Context, call *middleware.Call) (middle
 	if ae, ok := axerr.As(err); ok {
 		if ae.Gate == "" {
 			ae = ae.Clone() // the tool's error may be shared
-			ae.Gate = StageTool
+			ae.Gate = gates.StageTool
 		}
 		return res, ae
 	}
 	te := axerr.New(axerr.CodeToolFailed, "the tool failed to complete the call").WithIntent(call.Intent()).WithCause(err)
-	te.Gate = StageTool
+	te.Gate = gates.StageTool
 	if errors.Is(err, context.DeadlineExceeded) {
 		te.Message = "the tool did not finish in time"
 	}

@@ -56,7 +56,7 @@ func notEvaluable(t *testing.T, err error, constraint string) *axerr.Error {
 		t.Fatalf("want a refusal, got %v", err)
 	}
 	if e.Code != axerr.CodePreconditionFailed || e.Code.HTTPStatus() != 412 ||
-		e.Details["reason"] != gates.ReasonConstraintNotEvaluable || e.Details["failed_constraint"] != constraint {
+		e.Details["reason"] != string(axerr.ReasonConstraintNotEvaluable) || e.Details["failed_constraint"] != constraint {
 		t.Fatalf("refusal = %s %v, want AXAG_PRECONDITION_FAILED constraint_not_evaluable of %s", e.Code, e.Details, constraint)
 	}
 	return e

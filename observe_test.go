@@ -316,7 +316,7 @@ var refusals = []refusal{
 		return middleware.NewCall("product_delete", json.RawMessage(`{}`), middleware.Principal{ID: "u1"})
 	}},
 	{gate: gates.StageParams, code: axerr.CodeMissingParam, call: func() *middleware.Call { return searchCall(`{}`) }},
-	{gate: axgate.StageTool, code: axerr.CodeToolFailed, decision: "allow", call: func() *middleware.Call { return searchCall(`{"query":"q"}`) },
+	{gate: gates.StageTool, code: axerr.CodeToolFailed, decision: "allow", call: func() *middleware.Call { return searchCall(`{"query":"q"}`) },
 		tool: middleware.InvokerFunc(func(context.Context, *middleware.Call) (middleware.Result, error) {
 			return middleware.Result{}, errors.New("database is down")
 		})},
@@ -508,4 +508,14 @@ func ExampleWithLogger() {
 	// Output:
 	// {"level":"WARN","msg":"axgate decision","intent":"cart.add_item","tool":"cart_add_item","principal":"alice","tenant":"acme","risk_level":"low","decision":"deny","code":"AXAG_INVALID_TYPE","gate":"params","action_type":"write","params":["product_id"],"side_effects":["inventory_reserved"]}
 	// true
+}
+
+// TestStagesFollowStandardOrder: the chain an enforcer builds is the one
+// gates.StandardOrder documents, so the catalogue cannot drift from the
+// chain.
+func TestStagesFollowStandardOrder(t *testing.T) {
+	o := newObserved(t)
+	if got, want := o.e.Stages(), gates.StandardOrder(); !slices.Equal(got, want) {
+		t.Errorf("Stages() = %v; want gates.StandardOrder() %v", got, want)
+	}
 }

@@ -10,15 +10,6 @@ import (
 	"github.com/axgate/axgate/middleware"
 )
 
-// Stage names of the policy gates. Roles, granted scopes, user scope and
-// tenant share the access stage; details.reason says which check refused.
-const (
-	StageAccess         = gates.StageAccess
-	StageConstraints    = gates.StageConstraints
-	StagePreconditions  = gates.StagePreconditions
-	StagePostconditions = gates.StagePostconditions
-)
-
 // policyConfig configures roles, scope, tenant, constraints, preconditions
 // and postconditions.
 type policyConfig struct {

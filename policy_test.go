@@ -263,7 +263,7 @@ func TestPolicyRefusalsNeverInvoke(t *testing.T) {
 	if n := tool.calls.Load(); n != 0 {
 		t.Fatalf("the tool ran %d times behind refusals", n)
 	}
-	for _, g := range []string{axgate.StageAccess, axgate.StageConstraints, axgate.StagePreconditions} {
+	for _, g := range []string{gates.StageAccess, gates.StageConstraints, gates.StagePreconditions} {
 		if !refused[g] {
 			t.Errorf("no case was refused by %s", g)
 		}
@@ -449,7 +449,7 @@ func TestToolErrorsThroughPostconditions(t *testing.T) {
 		tool := &polTool{err: tc.err}
 		_, err := enf.Wrap(tool).Invoke(context.Background(), middleware.NewCall("cart_validate", json.RawMessage(`{"cart_id":"c-1"}`), middleware.Principal{ID: "u-1"}))
 		ae, ok := axerr.As(err)
-		if !ok || ae.Code != tc.code || ae.Message != tc.message || ae.Gate != axgate.StageTool {
+		if !ok || ae.Code != tc.code || ae.Message != tc.message || ae.Gate != gates.StageTool {
 			t.Errorf("%v → %v (gate %v)", tc.err, err, ae)
 			continue
 		}
@@ -476,7 +476,7 @@ func TestPolicyStageOrder(t *testing.T) {
 		}
 		return i
 	}
-	order := []string{"intent", axgate.StageAccess, "params", axgate.StageConstraints, axgate.StagePreconditions, axgate.StageCommit, axgate.StagePostconditions}
+	order := []string{"intent", gates.StageAccess, "params", gates.StageConstraints, gates.StagePreconditions, gates.StageCommit, gates.StagePostconditions}
 	for i := 1; i < len(order); i++ {
 		if pos(order[i-1]) >= pos(order[i]) {
 			t.Errorf("%s does not come before %s: %q", order[i-1], order[i], stages)

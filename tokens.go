@@ -13,12 +13,6 @@ import (
 	"github.com/axgate/axgate/middleware"
 )
 
-// Stage names of the token gates.
-const (
-	StageConfirmation = gates.StageConfirmation
-	StageApproval     = gates.StageApproval
-)
-
 // DevKeyID is the kid of the signing key New generates when no key at all is
 // configured.
 const DevKeyID = "axgate-ephemeral"

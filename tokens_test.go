@@ -79,7 +79,7 @@ func tokRefusal(t testing.TB, err error, code axerr.Code, status int) map[string
 func TestTokenStagesInOrder(t *testing.T) {
 	e := tokEnforcer(t)
 	names := e.Stages()
-	ic, ia, im := slices.Index(names, "confirmation"), slices.Index(names, "approval"), slices.Index(names, axgate.StageCommit)
+	ic, ia, im := slices.Index(names, "confirmation"), slices.Index(names, "approval"), slices.Index(names, gates.StageCommit)
 	if ic < 0 || ia != ic+1 || im < ia {
 		t.Fatalf("stages %v: want confirmation, then approval, before commit", names)
 	}

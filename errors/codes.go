@@ -158,7 +158,7 @@ func Codes() []Code {
 		CodeVersionMismatch, CodeRateLimited,
 		CodeUnknownParam, CodeInvalidArguments, CodeUnauthenticated, CodePayloadTooLarge,
 		CodeUnsupportedMediaType, CodeMethodNotAllowed,
-		CodeIdempotencyKeyReused, CodeDuplicateInFlight, CodeDuplicateCall, CodeToolFailed,
+		CodeIdempotencyKeyReused, CodeDuplicateInFlight, CodeDuplicateCall, CodeAlreadyDecided, CodeToolFailed,
 		CodePostconditionFailed, CodeStoreUnavailable, CodeInternal,
 	}
 }

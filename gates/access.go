@@ -13,26 +13,10 @@ import (
 	"github.com/axgate/axgate/middleware"
 )
 
-// StageAccess is the name of the roles, scope and tenant stage. The three
-// checks share one stage (one lookup of the action's precomputed rule per
-// call); a refusal says which check decided in details.reason.
-const StageAccess = "access"
-
 // Default argument names that name a user or a tenant.
 var (
 	DefaultUserArgs   = []string{"user_id", "account_id", "owner_id"}
 	DefaultTenantArgs = []string{"tenant_id", "tenant", "org_id", "organization_id", "workspace_id"}
-)
-
-// Reasons an access refusal gives in details.reason.
-const (
-	AccessRoleMissing     = "role_missing"
-	AccessScopeNotGranted = "scope_not_granted"
-	AccessOtherUser       = "argument_names_other_user"
-	AccessNoCaller        = "no_caller_id"
-	AccessNoTenant        = "no_tenant"
-	AccessClaimedTenant   = "claimed_tenant_mismatch"
-	AccessOtherTenant     = "argument_names_other_tenant"
 )
 
 // AccessOptions configure the access gate. Nil fields take the defaults.
@@ -163,7 +147,7 @@ func (g *Access) Check(call *middleware.Call) error {
 		return axerr.Newf(axerr.CodeRoleInsufficient, "%s requires one of the roles %s", a.Intent, strings.Join(r.roles, ", ")).
 			WithIntent(a.Intent).
 			WithSuggestion("Ask a user who holds one of the required roles to perform this action.").
-			With("reason", AccessRoleMissing).
+			WithReason(axerr.ReasonRoleMissing).
 			With("required_roles", slices.Clone(r.roles))
 	}
 
@@ -173,7 +157,7 @@ func (g *Access) Check(call *middleware.Call) error {
 		return axerr.Newf(axerr.CodeScopeViolation, "the caller's granted scopes do not include %s", a.Intent).
 			WithIntent(a.Intent).
 			WithSuggestion("Obtain a credential granting one of the scopes listed in granting_scopes.").
-			With("reason", AccessScopeNotGranted).
+			WithReason(axerr.ReasonScopeNotGranted).
 			With("granting_scopes", slices.Clone(r.grants))
 	}
 
@@ -181,10 +165,10 @@ func (g *Access) Check(call *middleware.Call) error {
 	// action's scope: a mismatch is a cross-tenant attempt. Neither value is
 	// echoed; the claim may name another tenant.
 	if call.Credentials.ClaimedTenant != "" && call.Credentials.ClaimedTenant != p.Tenant {
-		return tenantRefusal(a, AccessClaimedTenant, "", "the tenant the request claims is not the caller's tenant")
+		return tenantRefusal(a, axerr.ReasonClaimedTenantMismatch, "", "the tenant the request claims is not the caller's tenant")
 	}
 	if r.tenantRequired && p.Tenant == "" {
-		return tenantRefusal(a, AccessNoTenant, "", a.Intent+" is tenant-scoped and the caller has no tenant")
+		return tenantRefusal(a, axerr.ReasonNoTenant, "", a.Intent+" is tenant-scoped and the caller has no tenant")
 	}
 
 	if len(r.tenantArgs) > 0 || len(r.userArgs) > 0 {
@@ -200,18 +184,18 @@ func (g *Access) Check(call *middleware.Call) error {
 			return ambiguousKeyError(a.Intent, vs, 0).With("argument", vs[0].Path)
 		}
 		if name, ok := firstForeignArg(args, r.tenantArgs, p.Tenant); !ok {
-			return tenantRefusal(a, AccessOtherTenant, "/"+name, "argument "+name+" names a tenant other than the caller's")
+			return tenantRefusal(a, axerr.ReasonArgumentOtherTenant, "/"+name, "argument "+name+" names a tenant other than the caller's")
 		}
 		if len(r.userArgs) > 0 && !p.HasRole(g.opts.UserOverrideRoles...) {
 			if name, ok := firstForeignArg(args, r.userArgs, p.ID); !ok {
-				reason, msg := AccessOtherUser, "argument "+name+" names a user other than the caller"
+				reason, msg := axerr.ReasonArgumentOtherUser, "argument "+name+" names a user other than the caller"
 				if p.ID == "" {
-					reason, msg = AccessNoCaller, "argument "+name+" names a user and the caller has no identity to match it"
+					reason, msg = axerr.ReasonNoCallerID, "argument "+name+" names a user and the caller has no identity to match it"
 				}
 				return axerr.New(axerr.CodeScopeViolation, msg).
 					WithIntent(a.Intent).
 					WithSuggestion("Act only on the caller's own data: set "+name+" to the caller's id or leave it out.").
-					With("reason", reason).
+					WithReason(reason).
 					With("argument", "/"+name)
 			}
 		}
@@ -219,8 +203,8 @@ func (g *Access) Check(call *middleware.Call) error {
 	return nil
 }
 
-func tenantRefusal(a *manifest.Action, reason, argPath, msg string) *axerr.Error {
-	e := axerr.New(axerr.CodeTenantBoundary, msg).WithIntent(a.Intent).With("reason", reason)
+func tenantRefusal(a *manifest.Action, reason axerr.Reason, argPath, msg string) *axerr.Error {
+	e := axerr.New(axerr.CodeTenantBoundary, msg).WithIntent(a.Intent).WithReason(reason)
 	if argPath != "" {
 		e.With("argument", argPath)
 		e.Suggestion = "Act only within the caller's tenant: set " + argPath[1:] + " to the caller's tenant or leave it out."

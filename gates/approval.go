@@ -16,9 +16,6 @@ import (
 	"github.com/axgate/axgate/middleware"
 )
 
-// StageApproval is the name of the approval gate.
-const StageApproval = "approval"
-
 // MaxApprovalTokens bounds the approval tokens one call may present (or
 // approval_count, when larger): each costs a signature check.
 const MaxApprovalTokens = 16
@@ -159,7 +156,7 @@ func (g *Approval) intercept(ctx context.Context, call *middleware.Call, next mi
 
 	if n := len(call.Credentials.Approvals); n > max(need, MaxApprovalTokens) {
 		// Each token costs a signature check: bound the work a caller can ask for.
-		e := g.invalid(call, reqID, "too_many_tokens", "",
+		e := g.invalid(call, reqID, axerr.ReasonTooManyTokens, "",
 			fmt.Sprintf("%d approval tokens were presented; at most %d are accepted", n, max(need, MaxApprovalTokens)))
 		delete(e.Details, "approver")
 		return middleware.Result{}, e
@@ -176,11 +173,11 @@ func (g *Approval) intercept(ctx context.Context, call *middleware.Call, next mi
 			continue
 		}
 		if c.Subject == p.ID {
-			return middleware.Result{}, g.invalid(call, reqID, "self_approval", c.Subject,
+			return middleware.Result{}, g.invalid(call, reqID, axerr.ReasonSelfApproval, c.Subject,
 				"the caller cannot approve their own call; ask someone else in an approval role")
 		}
 		if !slices.ContainsFunc(c.Roles, func(r string) bool { return slices.Contains(a.ApprovalRoles, r) }) {
-			return middleware.Result{}, g.invalid(call, reqID, "role_not_allowed", c.Subject,
+			return middleware.Result{}, g.invalid(call, reqID, axerr.ReasonRoleNotAllowed, c.Subject,
 				"the approver holds none of the roles that may approve this action")
 		}
 		if slices.Contains(approvers, c.Subject) {
@@ -385,10 +382,10 @@ func (g *Approval) verify(raw string, call *middleware.Call, digest string) (*Cl
 
 // invalid is AXAG_APPROVAL_INVALID (403): a valid token from someone who may
 // not approve.
-func (g *Approval) invalid(call *middleware.Call, reqID, reason, approver, msg string) *axerr.Error {
+func (g *Approval) invalid(call *middleware.Call, reqID string, reason axerr.Reason, approver, msg string) *axerr.Error {
 	e := axerr.New(axerr.CodeApprovalInvalid, msg).
 		WithIntent(call.Intent()).
-		With("reason", reason).
+		WithReason(reason).
 		With("approver", approver).
 		With("roles", detailList(call.Action.ApprovalRoles)).
 		With("approval_request_id", reqID)
@@ -639,7 +636,7 @@ func (g *Approval) Decide(ctx context.Context, approver middleware.Principal, re
 			return alreadyDecided(*r)
 		}
 		if r.State != ApprovalPending {
-			return decideError("invalid_transition", r.ID, "the approval request is already "+string(r.State)).
+			return decideError(axerr.ReasonInvalidTransition, r.ID, "the approval request is already "+string(r.State)).
 				With("state", string(r.State)).WithCause(ErrInvalidTransition)
 		}
 		now := g.cfg.Now()
@@ -668,7 +665,7 @@ func (g *Approval) Decide(ctx context.Context, approver middleware.Principal, re
 			return ApprovalRequest{}, "", time.Time{}, err
 		}
 		if errors.Is(err, ErrInvalidTransition) {
-			return ApprovalRequest{}, "", time.Time{}, decideError("invalid_transition", requestID, err.Error())
+			return ApprovalRequest{}, "", time.Time{}, decideError(axerr.ReasonInvalidTransition, requestID, err.Error())
 		}
 		return ApprovalRequest{}, "", time.Time{}, StoreUnavailable(req.Intent, "the approval store", err)
 	}
@@ -712,23 +709,23 @@ func (g *Approval) mayDecide(approver middleware.Principal, req ApprovalRequest)
 	case approver.Tenant != req.Tenant:
 		return requestNotFound(req.ID)
 	case approver.ID == req.Requester:
-		return decideError("self_approval", req.ID, "the requester cannot decide their own request").WithIntent(req.Intent)
+		return decideError(axerr.ReasonSelfApproval, req.ID, "the requester cannot decide their own request").WithIntent(req.Intent)
 	case !approver.HasRole(req.Roles...):
-		return decideError("role_not_allowed", req.ID, "the approver holds none of the roles that may decide this request").
+		return decideError(axerr.ReasonRoleNotAllowed, req.ID, "the approver holds none of the roles that may decide this request").
 			WithIntent(req.Intent).With("roles", detailList(req.Roles))
 	}
 	return nil
 }
 
-func decideError(reason, reqID, msg string) *axerr.Error {
-	return axerr.New(axerr.CodeApprovalInvalid, msg).With("reason", reason).With("approval_request_id", reqID)
+func decideError(reason axerr.Reason, reqID, msg string) *axerr.Error {
+	return axerr.New(axerr.CodeApprovalInvalid, msg).WithReason(reason).With("approval_request_id", reqID)
 }
 
 // requestNotFound is the answer for an unknown request id, and for the
 // request of another tenant, which must not be told apart from it. It
 // matches ErrNotFound with errors.Is.
 func requestNotFound(id string) *axerr.Error {
-	return decideError("request_not_found", id, "there is no approval request "+id).WithCause(ErrNotFound)
+	return decideError(axerr.ReasonRequestNotFound, id, "there is no approval request "+id).WithCause(ErrNotFound)
 }
 
 // approverRoles are the approver's roles that may decide the request: what
@@ -774,7 +771,7 @@ func (g *Approval) Pending(ctx context.Context, approver middleware.Principal, c
 	all, next, err := g.cfg.Store.List(ctx, ApprovalFilter{Tenant: approver.Tenant, Roles: slices.Clone(approver.Roles), State: ApprovalPending}, cursor, PageLimit(limit))
 	if errors.Is(err, ErrBadCursor) {
 		return nil, "", axerr.New(axerr.CodeInvalidArguments, "the cursor is not one this inbox handed out").
-			With("reason", "invalid_cursor").WithSuggestion("Start again without a cursor.")
+			WithReason(axerr.ReasonInvalidCursor).WithSuggestion("Start again without a cursor.")
 	}
 	if err != nil {
 		return nil, "", StoreUnavailable("", "the approval store", err)
@@ -810,7 +807,7 @@ func (g *Approval) Request(ctx context.Context, viewer middleware.Principal, id 
 	case viewer.ID == req.Requester, viewer.HasRole(req.Roles...):
 		return req, nil
 	}
-	return ApprovalRequest{}, decideError("not_allowed", id, "only the requester and the approvers of an approval request may read it")
+	return ApprovalRequest{}, decideError(axerr.ReasonNotAllowed, id, "only the requester and the approvers of an approval request may read it")
 }
 
 // Cancel moves a pending request to cancelled. Only its requester may; a
@@ -821,7 +818,7 @@ func (g *Approval) Cancel(ctx context.Context, requester middleware.Principal, i
 		case r.Tenant != requester.Tenant:
 			return requestNotFound(id)
 		case r.Requester != requester.ID:
-			return decideError("not_requester", id, "only the requester can cancel an approval request")
+			return decideError(axerr.ReasonNotRequester, id, "only the requester can cancel an approval request")
 		}
 		r.State = ApprovalCancelled
 		return nil
@@ -832,7 +829,7 @@ func (g *Approval) Cancel(ctx context.Context, requester middleware.Principal, i
 	case errors.Is(err, ErrNotFound):
 		return requestNotFound(id)
 	case errors.Is(err, ErrInvalidTransition):
-		return decideError("invalid_transition", id, err.Error())
+		return decideError(axerr.ReasonInvalidTransition, id, err.Error())
 	}
 	if _, ok := axerr.As(err); ok {
 		return err

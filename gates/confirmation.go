@@ -21,9 +21,6 @@ import (
 	"github.com/axgate/axgate/middleware"
 )
 
-// StageConfirmation is the name of the confirmation gate.
-const StageConfirmation = "confirmation"
-
 // ConfirmationConfig configures the confirmation gate.
 type ConfirmationConfig struct {
 	// Verifier checks confirmation tokens (type TypConfirmation). When nil,
@@ -93,15 +90,15 @@ func (c *Confirmation) intercept(ctx context.Context, call *middleware.Call, nex
 		accepted, err := call.Elicit(ctx, c.Message(call))
 		switch {
 		case err != nil:
-			return middleware.Result{}, c.missing(call, digest, "elicitation_failed").WithCause(err)
+			return middleware.Result{}, c.missing(call, digest, axerr.ReasonElicitationFailed).WithCause(err)
 		case !accepted:
-			return middleware.Result{}, c.missing(call, digest, "declined")
+			return middleware.Result{}, c.missing(call, digest, axerr.ReasonDeclined)
 		}
 		call.Facts.ConfirmationElicited = true
 		return next.Invoke(ctx, call)
 	}
 	if c.cfg.Verifier == nil {
-		return middleware.Result{}, c.missing(call, digest, string(ReasonUnknownKey))
+		return middleware.Result{}, c.missing(call, digest, axerr.Reason(ReasonUnknownKey))
 	}
 	claims, err := c.cfg.Verifier.Verify(raw)
 	if err != nil {
@@ -140,7 +137,7 @@ func (c *Confirmation) refused(call *middleware.Call, digest string, err error) 
 	if !errors.As(err, &te) {
 		te = tokenError(ReasonMalformed, err)
 	}
-	e := c.missing(call, digest, string(te.Reason))
+	e := c.missing(call, digest, axerr.Reason(te.Reason))
 	e.Message = "the confirmation token " + te.Reason.Describe() + "; ask the person to confirm this call again"
 	if te.Claim != "" {
 		e.With("claim", te.Claim)
@@ -149,7 +146,7 @@ func (c *Confirmation) refused(call *middleware.Call, digest string, err error) 
 }
 
 // missing is AXAG_CONFIRMATION_MISSING with what a UI needs to ask the person.
-func (c *Confirmation) missing(call *middleware.Call, digest, reason string) *axerr.Error {
+func (c *Confirmation) missing(call *middleware.Call, digest string, reason axerr.Reason) *axerr.Error {
 	a := call.Action
 	msg := c.Message(call)
 	e := axerr.New(axerr.CodeConfirmationMissing, "this call needs the person's confirmation").
@@ -165,11 +162,11 @@ func (c *Confirmation) missing(call *middleware.Call, digest, reason string) *ax
 		e.With("max_token_lifetime", int(v.MaxLifetime()/time.Second))
 	}
 	if reason != "" {
-		e.With("reason", reason)
+		e.WithReason(reason)
 		switch reason {
-		case "declined":
+		case axerr.ReasonDeclined:
 			e.Message = "the person declined to confirm this call"
-		case "elicitation_failed":
+		case axerr.ReasonElicitationFailed:
 			e.Message = "the person could not be asked to confirm this call"
 		}
 	}

@@ -11,17 +11,6 @@ import (
 	"github.com/axgate/axgate/middleware"
 )
 
-// StageConstraints is the name of the relational-constraint stage.
-const StageConstraints = "constraints"
-
-// Reasons a constraint or condition refusal gives in details.reason.
-const (
-	ReasonConstraintFailed         = "constraint_failed"
-	ReasonConstraintNotEvaluable   = "constraint_not_evaluable"
-	ReasonPreconditionFailed       = "precondition_failed"
-	ReasonPreconditionNotEvaluable = "precondition_not_evaluable"
-)
-
 // Constraints enforces each action's constraints: named boolean CEL
 // expressions over the arguments and the principal, such as
 // "check_out > check_in". They are compiled once, by NewConstraints.
@@ -136,7 +125,7 @@ func (g *Constraints) CheckContext(ctx context.Context, call *middleware.Call) e
 	e := axerr.New(axerr.CodePreconditionFailed, msg).
 		WithIntent(a.Intent).
 		WithSuggestion(fmt.Sprintf("Change the arguments so that %s holds, then call again.", first.Expr)).
-		With("reason", ReasonConstraintFailed).
+		WithReason(axerr.ReasonConstraintFailed).
 		With("failed_constraint", first.Name).
 		With("expression", first.Expr)
 	if len(failed) > 1 {
@@ -163,7 +152,7 @@ func notEvaluable(a *manifest.Action, c constraint, err error) *axerr.Error {
 		WithIntent(a.Intent).
 		WithCause(err).
 		WithSuggestion(suggestion).
-		With("reason", ReasonConstraintNotEvaluable).
+		WithReason(axerr.ReasonConstraintNotEvaluable).
 		With("failed_constraint", c.Name).
 		With("expression", c.Expr)
 }

@@ -17,9 +17,6 @@ import (
 	"github.com/axgate/axgate/middleware"
 )
 
-// StageIdempotency is the name of the idempotency stage.
-const StageIdempotency = "idempotency"
-
 // DuplicatePolicy says what the idempotency gate does with a repeat of a
 // non-idempotent call that carries no idempotency key.
 type DuplicatePolicy int

@@ -10,9 +10,6 @@ import (
 	"github.com/axgate/axgate/middleware"
 )
 
-// StageIntent is the name of the intent-resolution stage.
-const StageIntent = "intent"
-
 // Intent resolves call.Tool to its manifest action (unless the transport
 // already set call.Action) and refuses a tool the manifest does not declare
 // with AXAG_INTENT_NOT_FOUND. It also gives the call the enforcer's argument

@@ -12,9 +12,6 @@ import (
 	"github.com/axgate/axgate/middleware"
 )
 
-// StageParams is the name of the parameter stage.
-const StageParams = "params"
-
 // Params checks arguments against each action's compiled parameter schema and
 // reports the violations at once: the first MaxViolations in path order, and
 // the count of the others.

@@ -14,18 +14,6 @@ import (
 	"github.com/axgate/axgate/middleware"
 )
 
-// StagePostconditions is the name of the stage that checks a tool's result:
-// its output_schema and its postconditions.
-const StagePostconditions = "postconditions"
-
-// Reasons a postcondition refusal gives in details.reason.
-const (
-	ReasonOutputSchema              = "output_schema"
-	ReasonResultNotJSON             = "result_not_json"
-	ReasonPostconditionFailed       = "postcondition_failed"
-	ReasonPostconditionNotEvaluable = "postcondition_not_evaluable"
-)
-
 // ResultChecker checks a postcondition once the tool has run. It returns nil
 // when the postcondition holds; errors are treated as by Checker (an
 // *errors.Error reaches the caller as a copy, with the intent and, for
@@ -158,13 +146,13 @@ func (g *Postconditions) Check(ctx context.Context, call *middleware.Call, res m
 			err = json.Unmarshal(raw, &value)
 		}
 		if err != nil {
-			return postFailed(a, "the tool's result cannot be rendered as JSON", ReasonResultNotJSON).WithCause(err)
+			return postFailed(a, "the tool's result cannot be rendered as JSON", axerr.ReasonResultNotJSON).WithCause(err)
 		}
 	}
 	if r.schema != nil {
 		if err := r.schema.Validate(value); err != nil {
 			vs, omitted := violations(err, r.schemaDoc, value, g.MaxViolations, axerr.CodePostconditionFailed)
-			e := postFailed(a, "the tool's result does not match its output_schema", ReasonOutputSchema).WithCause(err)
+			e := postFailed(a, "the tool's result does not match its output_schema", axerr.ReasonOutputSchema).WithCause(err)
 			e.Violations = vs
 			if omitted > 0 {
 				e.With(axerr.DetailViolationsOmitted, omitted)
@@ -178,7 +166,7 @@ func (g *Postconditions) Check(ctx context.Context, call *middleware.Call, res m
 		if pc.x == nil {
 			if err := pc.check(ctx, call, res); err != nil {
 				return conditionRefusal(postconditionKind, a, pc.name, err, "", func() *axerr.Error {
-					return postFailed(a, "postcondition not met: "+pc.name, ReasonPostconditionFailed)
+					return postFailed(a, "postcondition not met: "+pc.name, axerr.ReasonPostconditionFailed)
 				})
 			}
 			continue
@@ -195,17 +183,17 @@ func (g *Postconditions) Check(ctx context.Context, call *middleware.Call, res m
 		switch out, err := pc.x.eval(ctx, vars); out {
 		case celHolds:
 		case celFails:
-			return postFailed(a, "postcondition not met: "+pc.name, ReasonPostconditionFailed).With("failed_postcondition", pc.name).With("expression", pc.x.src)
+			return postFailed(a, "postcondition not met: "+pc.name, axerr.ReasonPostconditionFailed).With("failed_postcondition", pc.name).With("expression", pc.x.src)
 		default:
-			return postFailed(a, "postcondition "+pc.name+" could not be checked on the tool's result", ReasonPostconditionNotEvaluable).
+			return postFailed(a, "postcondition "+pc.name+" could not be checked on the tool's result", axerr.ReasonPostconditionNotEvaluable).
 				WithCause(err).With("failed_postcondition", pc.name).With("expression", pc.x.src)
 		}
 	}
 	return nil
 }
 
-func postFailed(a *manifest.Action, msg, reason string) *axerr.Error {
-	e := axerr.New(axerr.CodePostconditionFailed, msg).WithIntent(a.Intent).With("reason", reason)
+func postFailed(a *manifest.Action, msg string, reason axerr.Reason) *axerr.Error {
+	e := axerr.New(axerr.CodePostconditionFailed, msg).WithIntent(a.Intent).WithReason(reason)
 	if len(a.SideEffects) > 0 {
 		// The tool ran: say what it may have done.
 		e.With("side_effects", slices.Clone(a.SideEffects))

@@ -13,9 +13,6 @@ import (
 	"github.com/axgate/axgate/middleware"
 )
 
-// StagePreconditions is the name of the precondition stage.
-const StagePreconditions = "preconditions"
-
 // Checker checks a precondition of a call. It returns nil when the
 // precondition holds. An *errors.Error is the checker's own answer (a checker
 // whose own store failed returns StoreUnavailable): the caller gets a copy,
@@ -184,7 +181,7 @@ func (g *Preconditions) Check(ctx context.Context, call *middleware.Call) error 
 		case celFails:
 			return g.notMet(a, pc.name)
 		default:
-			return g.notMet(a, pc.name).With("reason", ReasonPreconditionNotEvaluable).WithCause(err)
+			return g.notMet(a, pc.name).WithReason(axerr.ReasonPreconditionNotEvaluable).WithCause(err)
 		}
 	}
 	return nil
@@ -211,7 +208,7 @@ func PreconditionFailed(intent, name, message string) *axerr.Error {
 	}
 	return axerr.New(axerr.CodePreconditionFailed, message).
 		WithIntent(intent).
-		With("reason", ReasonPreconditionFailed).
+		WithReason(axerr.ReasonPreconditionFailed).
 		With("failed_precondition", name)
 }
 

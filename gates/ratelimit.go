@@ -18,9 +18,6 @@ import (
 	"github.com/axgate/axgate/middleware"
 )
 
-// StageRateLimit is the name of the rate-limit and cooldown stage.
-const StageRateLimit = "rate_limit"
-
 // RateLimit returns the rate-limit and cooldown gate, counting calls in l.
 //
 // An action's rate_limit (N/period) allows N calls per period with bursts up
@@ -151,11 +148,11 @@ func RateLimited(a *manifest.Action, cooldown bool, retryAfter time.Duration) *a
 	var e *axerr.Error
 	if cooldown {
 		e = axerr.Newf(axerr.CodeRateLimited, "%s may be called at most once every %s", a.Intent, a.Cooldown).
-			With("reason", "cooldown").
+			WithReason(axerr.ReasonCooldown).
 			With("cooldown_seconds", seconds(a.Cooldown))
 	} else {
 		e = axerr.Newf(axerr.CodeRateLimited, "%s may be called at most %d times per %s", a.Intent, a.RateLimit.Count, periodName(a.RateLimit.Per)).
-			With("reason", "rate_limit").
+			WithReason(axerr.ReasonRateLimit).
 			With("rate_limit", rateSpec(a.RateLimit))
 	}
 	e.RetryAfter = retryAfter

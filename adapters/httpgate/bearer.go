@@ -66,14 +66,12 @@ type BearerConfig struct {
 
 // Defaults of BearerConfig.
 const (
-	DefaultBearerLeeway   = 30 * time.Second
-	DefaultMaxTokenBytes  = 8 << 10
-	DefaultBearerCache    = 4096
-	DefaultTenantClaim    = "tenant"
-	DefaultRolesClaim     = "roles"
-	DefaultScopeClaim     = "scope"
-	reasonMissingToken    = "missing_token"
-	reasonNoAuthenticator = "no_authenticator"
+	DefaultBearerLeeway  = 30 * time.Second
+	DefaultMaxTokenBytes = 8 << 10
+	DefaultBearerCache   = 4096
+	DefaultTenantClaim   = "tenant"
+	DefaultRolesClaim    = "roles"
+	DefaultScopeClaim    = "scope"
 )
 
 var forbiddenTypes = []string{"axag-confirmation+jwt", "axag-approval+jwt"}
@@ -86,10 +84,11 @@ var forbiddenTypes = []string{"axag-confirmation+jwt", "axag-approval+jwt"}
 // roles and scope claims, and all the claims.
 //
 // A missing or bad token is refused with 401 AXGATE_UNAUTHENTICATED, a
-// "reason" detail (missing_token, too_large, malformed, expired,
-// not_yet_valid, bad_signature, unknown_key, algorithm_not_allowed,
-// wrong_issuer, wrong_audience, wrong_type, unsupported_critical_header,
-// missing_claim, bad_claim: the reasons of gates.TokenReason) and a
+// details.reason (missing_token or bad_claim, or the gates.TokenReason of a
+// refused token: too_large, malformed, expired, not_yet_valid,
+// bad_signature, unknown_key, algorithm_not_allowed, wrong_issuer,
+// wrong_audience, wrong_type, unsupported_critical_header, missing_claim)
+// and a
 // WWW-Authenticate: Bearer challenge. No key material or token content is
 // echoed.
 func JWTBearer(cfg BearerConfig) (PrincipalFunc, error) {
@@ -167,10 +166,10 @@ var (
 func (b *bearer) principal(r *http.Request) (middleware.Principal, error) {
 	raw, ok := bearerToken(r.Header.Get("Authorization"))
 	if !ok {
-		return middleware.Principal{}, unauthenticated(reasonMissingToken, "the request has no bearer token")
+		return middleware.Principal{}, unauthenticated(axerr.ReasonMissingToken, "the request has no bearer token")
 	}
 	if len(raw) > b.cfg.MaxTokenBytes {
-		return middleware.Principal{}, unauthenticated("too_large", "the bearer token is too large")
+		return middleware.Principal{}, unauthenticated(axerr.Reason(gates.ReasonTooLarge), "the bearer token is too large")
 	}
 	if p, ok := b.cached(raw); ok {
 		return p, nil
@@ -184,11 +183,11 @@ func (b *bearer) principal(r *http.Request) (middleware.Principal, error) {
 	})
 	if err != nil {
 		reason := jwtReason(err)
-		return middleware.Principal{}, unauthenticated(reason, "the bearer token is not valid ("+strings.ReplaceAll(reason, "_", " ")+")").WithCause(err)
+		return middleware.Principal{}, unauthenticated(axerr.Reason(reason), "the bearer token is not valid ("+strings.ReplaceAll(string(reason), "_", " ")+")").WithCause(err)
 	}
 	p := middleware.Principal{Claims: claims}
 	if p.ID, ok = claims["sub"].(string); !ok || p.ID == "" {
-		return middleware.Principal{}, unauthenticated("missing_claim", "the bearer token names no subject (sub)")
+		return middleware.Principal{}, unauthenticated(axerr.Reason(gates.ReasonMissingClaim), "the bearer token names no subject (sub)")
 	}
 	if v, ok := claims[b.cfg.TenantClaim]; ok {
 		if p.Tenant, ok = v.(string); !ok {
@@ -311,33 +310,33 @@ func bearerToken(h string) (string, bool) {
 
 // jwtReason names why a token was refused, in the vocabulary of the token
 // gates (gates.TokenReason).
-func jwtReason(err error) string {
+func jwtReason(err error) gates.TokenReason {
 	if te, ok := errors.AsType[*gates.TokenError](err); ok {
-		return string(te.Reason)
+		return te.Reason
 	}
 	switch {
 	case errors.Is(err, errCrit):
-		return string(gates.ReasonCriticalHeader)
+		return gates.ReasonCriticalHeader
 	case errors.Is(err, errTypeRefused):
-		return string(gates.ReasonType)
+		return gates.ReasonType
 	case errors.Is(err, gates.ErrUnknownKey):
-		return string(gates.ReasonUnknownKey)
+		return gates.ReasonUnknownKey
 	case errors.Is(err, jwt.ErrTokenExpired):
-		return "expired"
+		return gates.ReasonExpired
 	case errors.Is(err, jwt.ErrTokenNotValidYet), errors.Is(err, jwt.ErrTokenUsedBeforeIssued):
-		return "not_yet_valid"
+		return gates.ReasonNotYetValid
 	case errors.Is(err, jwt.ErrTokenInvalidIssuer):
-		return "wrong_issuer"
+		return gates.ReasonIssuer
 	case errors.Is(err, jwt.ErrTokenInvalidAudience):
-		return "wrong_audience"
+		return gates.ReasonAudience
 	case errors.Is(err, jwt.ErrTokenRequiredClaimMissing):
-		return "missing_claim"
+		return gates.ReasonMissingClaim
 	case errors.Is(err, jwt.ErrTokenSignatureInvalid):
-		return "bad_signature"
+		return gates.ReasonBadSignature
 	case errors.Is(err, jwt.ErrTokenUnverifiable):
-		return "unknown_key"
+		return gates.ReasonUnknownKey
 	}
-	return "malformed"
+	return gates.ReasonMalformed
 }
 
 // stringList reads an array of strings or a space-separated string.
@@ -359,19 +358,21 @@ func stringList(v any) ([]string, bool) {
 	return nil, false
 }
 
-func unauthenticated(reason, msg string) *axerr.Error {
-	return axerr.New(axerr.CodeUnauthenticated, msg).With("reason", reason)
+// unauthenticated is a 401 refusal; a refused token's gates.TokenReason is
+// converted to its details.reason as it is (axerr.Reason(r)).
+func unauthenticated(reason axerr.Reason, msg string) *axerr.Error {
+	return axerr.New(axerr.CodeUnauthenticated, msg).WithReason(reason)
 }
 
 func badClaim(name string) *axerr.Error {
-	return unauthenticated("bad_claim", fmt.Sprintf("the bearer token's %q claim has the wrong type", name))
+	return unauthenticated(axerr.ReasonBadClaim, fmt.Sprintf("the bearer token's %q claim has the wrong type", name))
 }
 
 // bearerChallenge is the WWW-Authenticate value of a 401 (RFC 6750): a plain
 // challenge when no token came, invalid_token when one did.
 func bearerChallenge(e *axerr.Error) string {
 	switch e.Details["reason"] {
-	case nil, reasonMissingToken, reasonNoAuthenticator:
+	case nil, string(axerr.ReasonMissingToken), string(axerr.ReasonNoAuthenticator):
 		return `Bearer realm="axgate"`
 	}
 	return `Bearer realm="axgate", error="invalid_token"`

@@ -128,7 +128,7 @@ func (h *humanHandler) pending(w http.ResponseWriter, r *http.Request) {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > gates.MaxApprovalPage {
 			h.cfg.writeError(ctx, w, badRequest(fmt.Sprintf("limit must be a whole number from 1 to %d", gates.MaxApprovalPage)).
-				With("reason", "invalid_limit"))
+				WithReason(axerr.ReasonInvalidLimit))
 			return
 		}
 		limit = n

@@ -9,24 +9,13 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/propagation"
 
-	"github.com/axgate/axgate/adapters/wire"
 	axerr "github.com/axgate/axgate/errors"
 	"github.com/axgate/axgate/middleware"
 )
 
-// Headers that carry a call's credentials and, optionally, its intent.
+// Headers httpgate reads or sets besides the credential headers, which are
+// adapters/wire's (wire.HeaderConfirmation, wire.HeaderApproval, …).
 const (
-	// HeaderConfirmation carries one confirmation token.
-	HeaderConfirmation = wire.HeaderConfirmation
-	// HeaderApproval carries approval tokens: the header repeated, or
-	// comma-separated values, or both.
-	HeaderApproval = wire.HeaderApproval
-	// HeaderIdempotencyKey carries the caller's idempotency key (IETF
-	// draft-ietf-httpapi-idempotency-key-header).
-	HeaderIdempotencyKey = wire.HeaderIdempotencyKey
-	// HeaderTenant carries the tenant the request claims to act in; it must
-	// be the principal's own.
-	HeaderTenant = wire.HeaderTenant
 	// HeaderIntent names the intent (or tool name) of a request, read by
 	// Middleware only with WithIntentHeader.
 	HeaderIntent = "X-AXAG-Intent"
@@ -230,5 +219,5 @@ func WithLogger(l *slog.Logger) Option { return func(c *config) { c.log = l } }
 // config without WithPrincipal.
 func unauthenticatedByDefault(*http.Request) (middleware.Principal, error) {
 	return middleware.Principal{}, axerr.New(axerr.CodeUnauthenticated, "this server has no authentication configured, so it refuses every call").
-		With("reason", "no_authenticator")
+		WithReason(axerr.ReasonNoAuthenticator)
 }

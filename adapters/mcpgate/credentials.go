@@ -17,24 +17,6 @@ import (
 	"github.com/axgate/axgate/middleware"
 )
 
-// Keys of a tools/call request's _meta that carry credentials (package
-// adapters/wire defines them for every adapter).
-const (
-	MetaConfirmation   = wire.MetaConfirmation
-	MetaApprovals      = wire.MetaApprovals
-	MetaIdempotencyKey = wire.MetaIdempotencyKey
-	MetaTenant         = wire.MetaTenant
-)
-
-// Headers of the streamable HTTP transport that carry credentials, as in
-// adapters/httpgate. _meta wins over a header.
-const (
-	HeaderConfirmation   = wire.HeaderConfirmation
-	HeaderApproval       = wire.HeaderApproval
-	HeaderIdempotencyKey = wire.HeaderIdempotencyKey
-	HeaderTenant         = wire.HeaderTenant
-)
-
 // Claims of TokenInfo.Extra that TokenInfoPrincipal reads.
 const (
 	ClaimTenant = "tenant"

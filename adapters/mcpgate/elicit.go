@@ -43,9 +43,6 @@ var ErrElicitationPending = errors.New("mcpgate: the confirmation question is on
 // AXAG_CONFIRMATION_MISSING, reason "elicitation_state_invalid".
 var ErrElicitationStateInvalid = errors.New("mcpgate: the answer's request state was not issued for this call, expired, or was already used")
 
-// ReasonElicitationStateInvalid is the details.reason of that refusal.
-const ReasonElicitationStateInvalid = "elicitation_state_invalid"
-
 // confirmSchema is the form of a yes/no question: no fields, the person's
 // accept or decline is the answer.
 var confirmSchema = map[string]any{"type": "object", "properties": map[string]any{}}

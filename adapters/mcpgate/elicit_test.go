@@ -15,6 +15,7 @@ import (
 
 	"github.com/axgate/axgate"
 	"github.com/axgate/axgate/adapters/mcpgate"
+	"github.com/axgate/axgate/adapters/wire"
 	axerr "github.com/axgate/axgate/errors"
 	"github.com/axgate/axgate/gates"
 	"github.com/axgate/axgate/middleware"
@@ -131,12 +132,12 @@ func TestConfirmationTokenFlowWithoutElicitation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := structured(t, f.call(t, "order_place", orderArgs, mcp.Meta{mcpgate.MetaConfirmation: token}))
+	out := structured(t, f.call(t, "order_place", orderArgs, mcp.Meta{wire.MetaConfirmation: token}))
 	if out["elicited"] != false {
 		t.Errorf("elicited = %v", out["elicited"])
 	}
 	// Single use.
-	env = refusal(t, f.call(t, "order_place", orderArgs, mcp.Meta{mcpgate.MetaConfirmation: token}))
+	env = refusal(t, f.call(t, "order_place", orderArgs, mcp.Meta{wire.MetaConfirmation: token}))
 	if env.Error.Code != string(axerr.CodeConfirmationMissing) || env.Error.Details["reason"] != "already_used" {
 		t.Errorf("replay: %s %v", env.Error.Code, env.Error.Details)
 	}
@@ -149,7 +150,7 @@ func TestConfirmationTokenForOtherArgumentsIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	other := `{"cart_id":"3f0c2a8e-9b1d-4c56-8f3e-2a1b0c9d8e7f","shipping_address_id":"office"}`
-	env := refusal(t, f.call(t, "order_place", other, mcp.Meta{mcpgate.MetaConfirmation: token}))
+	env := refusal(t, f.call(t, "order_place", other, mcp.Meta{wire.MetaConfirmation: token}))
 	if env.Error.Code != string(axerr.CodeConfirmationMissing) || env.Error.Details["reason"] == nil {
 		t.Errorf("refusal = %s %v", env.Error.Code, env.Error.Details)
 	}
@@ -234,7 +235,7 @@ var accept = &mcp.ElicitResult{Action: "accept"}
 func wantStateRefused(t *testing.T, res *mcp.CallToolResult, a *answerer, ran int) {
 	t.Helper()
 	env := refusal(t, res)
-	if env.Error.Code != string(axerr.CodeConfirmationMissing) || env.Error.Details["reason"] != mcpgate.ReasonElicitationStateInvalid {
+	if env.Error.Code != string(axerr.CodeConfirmationMissing) || env.Error.Details["reason"] != string(axerr.ReasonElicitationStateInvalid) {
 		t.Errorf("refusal = %s %v", env.Error.Code, env.Error.Details)
 	}
 	if env.Error.Details["args_sha256"] == nil || env.Error.Details["confirmation_message"] == nil {

@@ -218,7 +218,7 @@ func stateInvalid(err error) *axerr.Error {
 	}
 	ae.Message = "the answer to the confirmation question does not belong to this call"
 	ae.Suggestion = "Call the tool again without requestState and inputResponses: the person is asked again about these exact arguments."
-	return ae.With("reason", ReasonElicitationStateInvalid)
+	return ae.WithReason(axerr.ReasonElicitationStateInvalid)
 }
 
 func unauthenticated(err error) *axerr.Error {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/axgate/axgate"
 	"github.com/axgate/axgate/adapters/mcpgate"
+	"github.com/axgate/axgate/adapters/wire"
 	axerr "github.com/axgate/axgate/errors"
 	"github.com/axgate/axgate/manifest"
 	"github.com/axgate/axgate/middleware"
@@ -430,10 +431,10 @@ func TestCredentialsFromMeta(t *testing.T) {
 	var got *middleware.Call
 	f := connect(t, setup{enfOpts: []axgate.Option{appendStage(capture(&got))}, gateOpts: asAlice()})
 	meta := mcp.Meta{
-		mcpgate.MetaConfirmation:   "conf.jwt",
-		mcpgate.MetaApprovals:      []string{"a1.jwt", "a2.jwt"},
-		mcpgate.MetaIdempotencyKey: "key-1",
-		mcpgate.MetaTenant:         "acme",
+		wire.MetaConfirmation:   "conf.jwt",
+		wire.MetaApprovals:      []string{"a1.jwt", "a2.jwt"},
+		wire.MetaIdempotencyKey: "key-1",
+		wire.MetaTenant:         "acme",
 	}
 	structured(t, f.call(t, "product_search", `{"query":"lamp"}`, meta))
 	want := middleware.Credentials{Confirmation: "conf.jwt", Approvals: []string{"a1.jwt", "a2.jwt"}, IdempotencyKey: "key-1", ClaimedTenant: "acme"}
@@ -446,8 +447,8 @@ func TestCredentialsFromMeta(t *testing.T) {
 	}
 
 	for name, meta := range map[string]mcp.Meta{
-		"confirmation not a string": {mcpgate.MetaConfirmation: 42},
-		"approvals not strings":     {mcpgate.MetaApprovals: []any{"a", 1}},
+		"confirmation not a string": {wire.MetaConfirmation: 42},
+		"approvals not strings":     {wire.MetaApprovals: []any{"a", 1}},
 		"misspelled key":            {"axag/confirmaton": "conf.jwt"},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -528,11 +529,11 @@ func TestStreamableHTTPPrincipalAndHeaderCredentials(t *testing.T) {
 	defer ts.Close()
 
 	headers := http.Header{
-		"Authorization":              {"Bearer alice-token"},
-		mcpgate.HeaderConfirmation:   {"conf.jwt"},
-		mcpgate.HeaderApproval:       {"a1.jwt, a2.jwt", "a3.jwt"},
-		mcpgate.HeaderIdempotencyKey: {"key-h"},
-		mcpgate.HeaderTenant:         {"acme"},
+		"Authorization":           {"Bearer alice-token"},
+		wire.HeaderConfirmation:   {"conf.jwt"},
+		wire.HeaderApproval:       {"a1.jwt, a2.jwt", "a3.jwt"},
+		wire.HeaderIdempotencyKey: {"key-h"},
+		wire.HeaderTenant:         {"acme"},
 	}
 	client := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "v0.0.1"}, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -547,7 +548,7 @@ func TestStreamableHTTPPrincipalAndHeaderCredentials(t *testing.T) {
 	defer cs.Close()
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{
 		Name: "product_search", Arguments: map[string]any{"query": "lamp"},
-		Meta: mcp.Meta{mcpgate.MetaIdempotencyKey: "key-meta"},
+		Meta: mcp.Meta{wire.MetaIdempotencyKey: "key-meta"},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -33,22 +33,6 @@ import (
 	"github.com/axgate/axgate/middleware"
 )
 
-// Keys of a tools/call request's _meta that carry credentials.
-const (
-	MetaConfirmation   = wire.MetaConfirmation
-	MetaApprovals      = wire.MetaApprovals
-	MetaIdempotencyKey = wire.MetaIdempotencyKey
-	MetaTenant         = wire.MetaTenant
-)
-
-// Headers of the HTTP transports that carry credentials; _meta wins.
-const (
-	HeaderConfirmation   = wire.HeaderConfirmation
-	HeaderApproval       = wire.HeaderApproval
-	HeaderIdempotencyKey = wire.HeaderIdempotencyKey
-	HeaderTenant         = wire.HeaderTenant
-)
-
 // PrincipalFunc returns the authenticated caller of a tool call, from the
 // transport's authentication, never from the arguments. An error refuses the
 // call with AXGATE_UNAUTHENTICATED.

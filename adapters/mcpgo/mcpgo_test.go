@@ -21,6 +21,7 @@ import (
 
 	"github.com/axgate/axgate"
 	"github.com/axgate/axgate/adapters/mcpgo"
+	"github.com/axgate/axgate/adapters/wire"
 	axerr "github.com/axgate/axgate/errors"
 	"github.com/axgate/axgate/manifest"
 	"github.com/axgate/axgate/middleware"
@@ -289,14 +290,14 @@ func TestConfirmationTokenFromMeta(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res := call(t, c, "order_place", orderArgs, map[string]any{mcpgo.MetaConfirmation: token}); res.IsError {
+	if res := call(t, c, "order_place", orderArgs, map[string]any{wire.MetaConfirmation: token}); res.IsError {
 		t.Fatalf("confirmed call refused: %s", text(res, 0))
 	}
-	env = refusal(t, call(t, c, "order_place", orderArgs, map[string]any{mcpgo.MetaConfirmation: token}))
+	env = refusal(t, call(t, c, "order_place", orderArgs, map[string]any{wire.MetaConfirmation: token}))
 	if env.Error.Details["reason"] != "already_used" {
 		t.Errorf("replay: %+v", env.Error)
 	}
-	if env := refusal(t, call(t, c, "order_place", orderArgs, map[string]any{mcpgo.MetaConfirmation: 7})); env.Error.Code != string(axerr.CodeInvalidArguments) {
+	if env := refusal(t, call(t, c, "order_place", orderArgs, map[string]any{wire.MetaConfirmation: 7})); env.Error.Code != string(axerr.CodeInvalidArguments) {
 		t.Errorf("a token of the wrong type: %+v", env.Error)
 	}
 	if tl.count() != 1 {
@@ -359,13 +360,13 @@ func TestStreamableHTTPPrincipalAndHeaders(t *testing.T) {
 	}
 
 	c := connect(map[string]string{
-		"Authorization":            "Bearer alice-token",
-		mcpgo.HeaderConfirmation:   "conf.jwt",
-		mcpgo.HeaderApproval:       "a1.jwt, a2.jwt",
-		mcpgo.HeaderIdempotencyKey: "key-h",
-		mcpgo.HeaderTenant:         "acme",
+		"Authorization":           "Bearer alice-token",
+		wire.HeaderConfirmation:   "conf.jwt",
+		wire.HeaderApproval:       "a1.jwt, a2.jwt",
+		wire.HeaderIdempotencyKey: "key-h",
+		wire.HeaderTenant:         "acme",
 	})
-	if res := call(t, c, "product_search", `{"query":"lamp"}`, map[string]any{mcpgo.MetaIdempotencyKey: "key-meta"}); res.IsError {
+	if res := call(t, c, "product_search", `{"query":"lamp"}`, map[string]any{wire.MetaIdempotencyKey: "key-meta"}); res.IsError {
 		t.Fatalf("search refused: %s", text(res, 0))
 	}
 	if got.Principal.ID != "alice" || got.Principal.Tenant != "acme" {

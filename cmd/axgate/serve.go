@@ -24,6 +24,7 @@ import (
 
 	"github.com/axgate/axgate"
 	"github.com/axgate/axgate/adapters/httpgate"
+	"github.com/axgate/axgate/adapters/wire"
 	axerr "github.com/axgate/axgate/errors"
 	"github.com/axgate/axgate/gates"
 	"github.com/axgate/axgate/gates/redisstore"
@@ -482,7 +483,7 @@ func (u *upstream) tool(name string) middleware.Invoker {
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Accept", "application/json")
 		if k := call.Credentials.IdempotencyKey; k != "" {
-			req.Header.Set(httpgate.HeaderIdempotencyKey, k)
+			req.Header.Set(wire.HeaderIdempotencyKey, k)
 		}
 		if id := call.Principal.ID; id != "" {
 			req.Header.Set("X-Axgate-Principal", id)

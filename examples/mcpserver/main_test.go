@@ -19,7 +19,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/axgate/axgate/adapters/mcpgate"
+	"github.com/axgate/axgate/adapters/wire"
 	"github.com/axgate/axgate/gates"
 )
 
@@ -158,7 +158,7 @@ func TestStreamableHTTP(t *testing.T) {
 	if err := json.NewDecoder(resp.Body).Decode(&tok); err != nil || resp.StatusCode != http.StatusOK || tok.Token == "" {
 		t.Fatalf("POST /confirmations: %d %v", resp.StatusCode, err)
 	}
-	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "order_place", Arguments: order, Meta: mcp.Meta{mcpgate.MetaConfirmation: tok.Token}})
+	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "order_place", Arguments: order, Meta: mcp.Meta{wire.MetaConfirmation: tok.Token}})
 	if err != nil || res.IsError {
 		t.Fatalf("confirmed order: %v %+v", err, res)
 	}

@@ -49,6 +49,14 @@ var catalogue = []product{
 }
 
 // lampID is the product the walkthrough puts in the cart.
+// The shop's own refusal reasons (details.reason), besides axgate's.
+const (
+	reasonUnknownProduct axerr.Reason = "unknown_product"
+	reasonUnknownCoupon  axerr.Reason = "unknown_coupon"
+	reasonUnknownOrder   axerr.Reason = "unknown_order"
+	reasonOverRefund     axerr.Reason = "over_refund"
+)
+
 const lampID = "9b2f1c1e-8a4f-4c55-9d6e-3f2a1b0c9d8e"
 
 type order struct {
@@ -178,7 +186,7 @@ func (s *store) addToCart(p middleware.Principal, args map[string]any) (any, err
 	pid := str(args, "product_id")
 	if !slices.ContainsFunc(catalogue, func(x product) bool { return x.ID == pid }) {
 		return nil, axerr.Newf(axerr.CodePreconditionFailed, "there is no product %s", pid).
-			With("reason", "unknown_product").WithSuggestion("Find the product with product_search first.")
+			WithReason(reasonUnknownProduct).WithSuggestion("Find the product with product_search first.")
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -249,7 +257,7 @@ func (s *store) listInvoices(_ middleware.Principal, args map[string]any) (any, 
 func (s *store) applyCoupon(p middleware.Principal, args map[string]any) (any, error) {
 	code := str(args, "code")
 	if code != "SAVE10" {
-		return nil, axerr.Newf(axerr.CodePreconditionFailed, "coupon %q does not exist", code).With("reason", "unknown_coupon")
+		return nil, axerr.Newf(axerr.CodePreconditionFailed, "coupon %q does not exist", code).WithReason(reasonUnknownCoupon)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -262,7 +270,7 @@ func (s *store) scheduleDelivery(p middleware.Principal, args map[string]any) (a
 	defer s.mu.Unlock()
 	o := s.orders[str(args, "order_id")]
 	if o == nil || o.Owner != p.ID {
-		return nil, axerr.Newf(axerr.CodePreconditionFailed, "you have no order %s", str(args, "order_id")).With("reason", "unknown_order")
+		return nil, axerr.Newf(axerr.CodePreconditionFailed, "you have no order %s", str(args, "order_id")).WithReason(reasonUnknownOrder)
 	}
 	o.Window = []int{int(num(args, "window_start", 0)), int(num(args, "window_end", 0))}
 	return o.snapshot(), nil
@@ -273,7 +281,7 @@ func (s *store) processRefund(p middleware.Principal, args map[string]any) (any,
 	defer s.mu.Unlock()
 	o := s.orders[str(args, "order_id")]
 	if o == nil || o.Tenant != p.Tenant {
-		return nil, axerr.Newf(axerr.CodePreconditionFailed, "there is no order %s", str(args, "order_id")).With("reason", "unknown_order")
+		return nil, axerr.Newf(axerr.CodePreconditionFailed, "there is no order %s", str(args, "order_id")).WithReason(reasonUnknownOrder)
 	}
 	amount := num(args, "amount", 0)
 	refunded := 0.0
@@ -281,7 +289,7 @@ func (s *store) processRefund(p middleware.Principal, args map[string]any) (any,
 		refunded += r
 	}
 	if refunded+amount > o.Total+0.005 {
-		return nil, axerr.Newf(axerr.CodePreconditionFailed, "a refund of %.2f is more than the %.2f left on the order", amount, o.Total-refunded).With("reason", "over_refund")
+		return nil, axerr.Newf(axerr.CodePreconditionFailed, "a refund of %.2f is more than the %.2f left on the order", amount, o.Total-refunded).WithReason(reasonOverRefund)
 	}
 	o.Refunds = append(o.Refunds, amount)
 	return map[string]any{"order_id": o.ID, "refunded": amount, "status": "refunded"}, nil
