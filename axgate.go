@@ -17,7 +17,7 @@ import (
 
 // Stage names of the standard chain that the root package owns.
 const (
-	StageCommit = "commit"
+	StageCommit = gates.StageCommit
 	StageTool   = "tool"
 )
 
@@ -86,7 +86,7 @@ func (e *Enforcer) assemble() error {
 	pre = append(pre, add(e.rateStages())...)
 	pre = append(pre, add(e.tokenStages())...)
 	pre = append(pre, add(e.idempotencyStages())...)
-	post := []middleware.Stage{{Name: StageCommit, Interceptor: commit}}
+	post := []middleware.Stage{gates.Commit()}
 	post = append(post, add(e.postStages())...)
 	if len(errs) > 0 {
 		return fmt.Errorf("axgate: %w", errors.Join(errs...))
@@ -178,19 +178,6 @@ func alwaysApplyEdited(std, edited []middleware.Stage) []middleware.Stage {
 		}
 	}
 	return edited
-}
-
-// commit runs the work the gates deferred (marking tokens used) once every
-// pre-execution gate has allowed the call.
-func commit(ctx context.Context, call *middleware.Call, next middleware.Invoker) (middleware.Result, error) {
-	if call.CheckOnly() {
-		// A checked call spends nothing; it must never run either.
-		return middleware.Result{}, axerr.New(axerr.CodeInternal, "a call marked check-only reached the tool; it was refused").WithIntent(call.Intent())
-	}
-	if err := call.RunCommits(ctx); err != nil {
-		return middleware.Result{}, err
-	}
-	return next.Invoke(ctx, call)
 }
 
 func checked(context.Context, *middleware.Call) (middleware.Result, error) {

@@ -103,14 +103,48 @@ func build(a *manifest.Action, inv Invoker, obs Observer, stages []Stage) Invoke
 	if obs != nil {
 		next = &tail{next: next, obs: obs}
 	}
-	if a != nil {
+	if !chained(inv) {
 		// Outside tail, so that a refusal here is still the last stage's.
+		next = &committed{next: next}
+	}
+	if a != nil {
 		next = &pinned{action: a, next: next}
 	}
 	for i := len(stages) - 1; i >= 0; i-- {
 		next = &link{stage: stages[i], next: next, obs: obs, action: a}
 	}
 	return next
+}
+
+// chained reports whether inv is the rest of a chain rather than the tool:
+// another chain (whose own end is the tool boundary), or the continuation
+// of an outer chain that a chain built as one interceptor of it (Chain)
+// hands the call back to, whose later stages (the commit stage among them)
+// have yet to run.
+func chained(inv Invoker) bool {
+	switch inv.(type) {
+	case *link, *pinned, *committed, *tail:
+		return true
+	}
+	return false
+}
+
+// committed is the tool boundary: it refuses a call whose deferred work
+// (Call.OnCommit: spending its tokens, charging its rate limit) never ran,
+// because the chain has no commit stage or a stage after it registered
+// more. The tool must never run with a token that a gate accepted and
+// nobody spent, which could then be presented again. A check-only call is
+// let through: gates defer nothing for it, and what it reaches is a check,
+// not the tool. The refusal has no Gate: the last stage gets it, as with
+// pinned.
+type committed struct{ next Invoker }
+
+func (c *committed) Invoke(ctx context.Context, call *Call) (Result, error) {
+	if len(call.commits) > 0 && !call.checkOnly {
+		return Result{}, axerr.Newf(axerr.CodeInternal, "the call reached the tool with %d deferred commits not run (the chain has no commit stage after its gates); it was refused", len(call.commits)).
+			WithIntent(call.Intent())
+	}
+	return c.next.Invoke(ctx, call)
 }
 
 // actionChanged refuses a call whose action is no longer the one its chain
