@@ -137,6 +137,8 @@ type actionChains struct {
 	chains []actionChain
 	build  func(a *manifest.Action) middleware.Invoker
 	full   middleware.Invoker
+	// wrapped marks the chains Wrap returns around a tool.
+	wrapped bool
 }
 
 // actionChain is one action's chain, built on its first call. Two first
@@ -221,8 +223,39 @@ func (e *Enforcer) StagesFor(tool string) ([]string, bool) {
 // A tool error that is not an *errors.Error becomes AXGATE_TOOL_FAILED with a
 // safe message; the original stays reachable with errors.Unwrap for logs,
 // never for the caller.
+//
+// Give it the bare tool: a tool Wrap already returned (Wrapped) would run
+// the gates twice, and the second run would find the call's tokens spent
+// by the first. Since Wrap returns no error, such a tool is refused here
+// by an invoker that refuses every call with AXGATE_INTERNAL; the
+// adapters' constructors, which return errors, refuse it at construction.
 func (e *Enforcer) Wrap(tool middleware.Invoker) middleware.Invoker {
-	return e.perAction(toolBoundary{tool}, e.stages)
+	if Wrapped(tool) {
+		return rewrapped{}
+	}
+	c := e.perAction(toolBoundary{tool}, e.stages)
+	c.wrapped = true
+	return c
+}
+
+// ErrWrapped is the error the adapters' constructors return, wrapped with
+// the tool's name, for a tool that an enforcer has already wrapped.
+var ErrWrapped = errors.New("the tool is already wrapped by an enforcer (the result of Enforcer.Wrap): pass the bare tool, the adapter wraps it")
+
+// Wrapped reports whether inv is a tool an enforcer has wrapped (what
+// Enforcer.Wrap returned). Wrapping it again is refused: see Wrap.
+func Wrapped(inv middleware.Invoker) bool {
+	c, ok := inv.(*actionChains)
+	return ok && c.wrapped
+}
+
+// rewrapped is what Wrap returns for a tool already wrapped: every call is
+// refused, none reaches the gates twice.
+type rewrapped struct{}
+
+func (rewrapped) Invoke(_ context.Context, call *middleware.Call) (middleware.Result, error) {
+	return middleware.Result{}, axerr.New(axerr.CodeInternal, "the tool is wrapped twice by an enforcer; it was refused").
+		WithIntent(call.Intent()).WithCause(ErrWrapped)
 }
 
 // Invoke runs one call through the chain of its action and the tool: Wrap
