@@ -89,6 +89,10 @@ func (e *Enforcer) assemble() error {
 	post := []middleware.Stage{gates.Commit()}
 	post = append(post, add(e.postStages())...)
 	if len(errs) > 0 {
+		var unbound *gates.UnboundError
+		if errors.As(errors.Join(errs...), &unbound) {
+			errs = append(errs, errUnboundFix)
+		}
 		return fmt.Errorf("axgate: %w", errors.Join(errs...))
 	}
 	if e.cfg.editPre != nil {
@@ -100,6 +104,11 @@ func (e *Enforcer) assemble() error {
 	e.check = e.perAction(middleware.InvokerFunc(checked), e.pre)
 	return nil
 }
+
+// errUnboundFix follows an *gates.UnboundError in New's error: the ways
+// out, named as the caller will type them.
+var errUnboundFix = errors.New("to fix: bind each condition to a check with axgate.WithCondition (both sides), WithPrecondition or WithPreconditionExpr (WithPostcondition or WithPostconditionExpr for postconditions); " +
+	"or build anyway with axgate.WithUnboundConditions() (axgate serve --allow-unbound-conditions), which lets the calls pass those conditions unchecked, recording a warning")
 
 // perAction returns inv wrapped in stages, built for each action on its
 // first call with only the stages that apply to it.
