@@ -72,3 +72,32 @@ func TestCommitInAnOuterChain(t *testing.T) {
 		t.Fatalf("commit in the outer chain: %v, tool ran %d times; want it to run", err, ran)
 	}
 }
+
+// TestRefusedCallRetried: a call refused after the confirmation gate
+// accepted its token (by a later gate) leaves nothing deferred behind: the
+// same call retried and allowed spends its token once and runs.
+func TestRefusedCallRetried(t *testing.T) {
+	f := newTkFixture(t)
+	const args = `{"order_id":"o-1","amount":25}`
+	c := f.call("order.refund", args)
+	c.Credentials.Confirmation = f.signEd(t, nil, f.claims(t, "order.refund", args))
+	refuse := true
+	later := middleware.Stage{Name: "later", Interceptor: func(ctx context.Context, call *middleware.Call, next middleware.Invoker) (middleware.Result, error) {
+		if refuse {
+			return middleware.Result{}, axerr.New(axerr.CodeApprovalMissing, "not yet")
+		}
+		return next.Invoke(ctx, call)
+	}}
+	var ran int
+	chain := middleware.Build(middleware.InvokerFunc(func(context.Context, *middleware.Call) (middleware.Result, error) {
+		ran++
+		return middleware.Result{}, nil
+	}), nil, f.gate.Stage(), later, gates.Commit())
+	if _, err := chain.Invoke(t.Context(), c); err == nil || ran != 0 {
+		t.Fatalf("first run: %v, ran %d; want the later gate's refusal", err, ran)
+	}
+	refuse = false
+	if _, err := chain.Invoke(t.Context(), c); err != nil || ran != 1 {
+		t.Fatalf("the same call retried: %v, ran %d; want it to run once", err, ran)
+	}
+}

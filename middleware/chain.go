@@ -113,7 +113,21 @@ func build(a *manifest.Action, inv Invoker, obs Observer, stages []Stage) Invoke
 	for i := len(stages) - 1; i >= 0; i-- {
 		next = &link{stage: stages[i], next: next, obs: obs, action: a}
 	}
-	return next
+	return &head{next: next}
+}
+
+// head drops the deferred work of a call the chain refused: it was
+// registered for a run that did not happen, and must not run beside the
+// work of the next run of the same call (a caller that retries with one
+// more credential), where it would spend the same token twice.
+type head struct{ next Invoker }
+
+func (h *head) Invoke(ctx context.Context, call *Call) (Result, error) {
+	res, err := h.next.Invoke(ctx, call)
+	if err != nil {
+		call.commits = nil
+	}
+	return res, err
 }
 
 // chained reports whether inv is the rest of a chain rather than the tool:
@@ -123,7 +137,7 @@ func build(a *manifest.Action, inv Invoker, obs Observer, stages []Stage) Invoke
 // have yet to run.
 func chained(inv Invoker) bool {
 	switch inv.(type) {
-	case *link, *pinned, *committed, *tail:
+	case *head, *link, *pinned, *committed, *tail:
 		return true
 	}
 	return false
