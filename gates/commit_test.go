@@ -101,3 +101,35 @@ func TestRefusedCallRetried(t *testing.T) {
 		t.Fatalf("the same call retried: %v, ran %d; want it to run once", err, ran)
 	}
 }
+
+// TestInnerRefusalKeepsOuterCommits: a chain used as one interceptor of
+// another (middleware.Chain) drops only what its own run registered when
+// it refuses; an outer stage that goes on after that refusal still reaches
+// a commit stage that spends the outer gates' tokens.
+func TestInnerRefusalKeepsOuterCommits(t *testing.T) {
+	f := newTkFixture(t)
+	const args = `{"order_id":"o-1","amount":25}`
+	tok := f.signEd(t, nil, f.claims(t, "order.refund", args))
+	refuser := func(context.Context, *middleware.Call, middleware.Invoker) (middleware.Result, error) {
+		return middleware.Result{}, axerr.New(axerr.CodePreconditionFailed, "no")
+	}
+	fallback := middleware.Stage{Name: "fallback", Interceptor: func(ctx context.Context, call *middleware.Call, next middleware.Invoker) (middleware.Result, error) {
+		if res, err := middleware.Chain(refuser)(ctx, call, next); err == nil {
+			return res, nil
+		}
+		return next.Invoke(ctx, call)
+	}}
+	var ran int
+	chain := middleware.Build(middleware.InvokerFunc(func(context.Context, *middleware.Call) (middleware.Result, error) {
+		ran++
+		return middleware.Result{}, nil
+	}), nil, f.gate.Stage(), fallback, gates.Commit())
+	for i := range 2 {
+		c := f.call("order.refund", args)
+		c.Credentials.Confirmation = tok
+		_, err := chain.Invoke(t.Context(), c)
+		if (i == 0) != (err == nil) || ran != 1 {
+			t.Fatalf("run %d: %v, tool ran %d times; want the first to run and spend the token, the second refused", i, err, ran)
+		}
+	}
+}

@@ -116,16 +116,28 @@ func build(a *manifest.Action, inv Invoker, obs Observer, stages []Stage) Invoke
 	return &head{next: next}
 }
 
-// head drops the deferred work of a call the chain refused: it was
-// registered for a run that did not happen, and must not run beside the
-// work of the next run of the same call (a caller that retries with one
-// more credential), where it would spend the same token twice.
+// head drops the deferred work that a run of the chain registered when the
+// chain refuses the call: it was registered for a run that did not
+// happen, and must not run beside the work of the next run of the same
+// call (a caller that retries with one more credential), where it would
+// spend the same token twice. Work registered before the chain was entered
+// (by the stages of an outer chain that this one is an interceptor of) is
+// kept, for the outer chain's commit stage: an outer stage may go on after
+// this chain's refusal.
 type head struct{ next Invoker }
 
 func (h *head) Invoke(ctx context.Context, call *Call) (Result, error) {
+	kept, runs := len(call.commits), call.commitRuns
 	res, err := h.next.Invoke(ctx, call)
 	if err != nil {
-		call.commits = nil
+		if call.commitRuns != runs {
+			// The commits ran inside: what was registered before was
+			// spent, and what is left is this run's.
+			kept = 0
+		}
+		if len(call.commits) > kept {
+			call.commits = call.commits[:kept]
+		}
 	}
 	return res, err
 }
