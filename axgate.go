@@ -79,9 +79,13 @@ func (e *Enforcer) assemble() error {
 	pre = append(pre, add(e.rateStages())...)
 	pre = append(pre, add(e.tokenStages())...)
 	pre = append(pre, add(e.idempotencyStages())...)
-	post := []middleware.Stage{{Name: gates.StageCommit, Interceptor: commit}}
+	post := []middleware.Stage{gates.Commit()}
 	post = append(post, add(e.postStages())...)
 	if len(errs) > 0 {
+		var unbound *gates.UnboundError
+		if errors.As(errors.Join(errs...), &unbound) {
+			errs = append(errs, errUnboundFix)
+		}
 		return fmt.Errorf("axgate: %w", errors.Join(errs...))
 	}
 	if e.cfg.editPre != nil {
@@ -93,6 +97,11 @@ func (e *Enforcer) assemble() error {
 	e.check = e.perAction(middleware.InvokerFunc(checked), e.pre)
 	return nil
 }
+
+// errUnboundFix follows an *gates.UnboundError in New's error: the ways
+// out, named as the caller will type them.
+var errUnboundFix = errors.New("to fix: bind each condition to a check with axgate.WithCondition (both sides), WithPrecondition or WithPreconditionExpr (WithPostcondition or WithPostconditionExpr for postconditions); " +
+	"or build anyway with axgate.WithUnboundConditions() (axgate serve --allow-unbound-conditions), which lets the calls pass those conditions unchecked, recording a warning")
 
 // perAction returns inv wrapped in stages, built for each action on its
 // first call with only the stages that apply to it.
@@ -130,6 +139,8 @@ type actionChains struct {
 	chains []actionChain
 	build  func(a *manifest.Action) middleware.Invoker
 	full   middleware.Invoker
+	// wrapped marks the chains Wrap returns around a tool.
+	wrapped bool
 }
 
 // actionChain is one action's chain, built on its first call. Two first
@@ -173,19 +184,6 @@ func alwaysApplyEdited(std, edited []middleware.Stage) []middleware.Stage {
 	return edited
 }
 
-// commit runs the work the gates deferred (marking tokens used) once every
-// pre-execution gate has allowed the call.
-func commit(ctx context.Context, call *middleware.Call, next middleware.Invoker) (middleware.Result, error) {
-	if call.CheckOnly() {
-		// A checked call spends nothing; it must never run either.
-		return middleware.Result{}, axerr.New(axerr.CodeInternal, "a call marked check-only reached the tool; it was refused").WithIntent(call.Intent())
-	}
-	if err := call.RunCommits(ctx); err != nil {
-		return middleware.Result{}, err
-	}
-	return next.Invoke(ctx, call)
-}
-
 func checked(context.Context, *middleware.Call) (middleware.Result, error) {
 	return middleware.Result{}, nil
 }
@@ -227,8 +225,39 @@ func (e *Enforcer) StagesFor(tool string) ([]string, bool) {
 // A tool error that is not an *errors.Error becomes AXGATE_TOOL_FAILED with a
 // safe message; the original stays reachable with errors.Unwrap for logs,
 // never for the caller.
+//
+// Give it the bare tool: a tool Wrap already returned (Wrapped) would run
+// the gates twice, and the second run would find the call's tokens spent
+// by the first. Since Wrap returns no error, such a tool is refused here
+// by an invoker that refuses every call with AXGATE_INTERNAL; the
+// adapters' constructors, which return errors, refuse it at construction.
 func (e *Enforcer) Wrap(tool middleware.Invoker) middleware.Invoker {
-	return e.perAction(toolBoundary{tool}, e.stages)
+	if Wrapped(tool) {
+		return rewrapped{}
+	}
+	c := e.perAction(toolBoundary{tool}, e.stages)
+	c.wrapped = true
+	return c
+}
+
+// ErrWrapped is the error the adapters' constructors return, wrapped with
+// the tool's name, for a tool that an enforcer has already wrapped.
+var ErrWrapped = errors.New("the tool is already wrapped by an enforcer (the result of Enforcer.Wrap): pass the bare tool, the adapter wraps it")
+
+// Wrapped reports whether inv is a tool an enforcer has wrapped (what
+// Enforcer.Wrap returned). Wrapping it again is refused: see Wrap.
+func Wrapped(inv middleware.Invoker) bool {
+	c, ok := inv.(*actionChains)
+	return ok && c.wrapped
+}
+
+// rewrapped is what Wrap returns for a tool already wrapped: every call is
+// refused, none reaches the gates twice.
+type rewrapped struct{}
+
+func (rewrapped) Invoke(_ context.Context, call *middleware.Call) (middleware.Result, error) {
+	return middleware.Result{}, axerr.New(axerr.CodeInternal, "the tool is wrapped twice by an enforcer; it was refused").
+		WithIntent(call.Intent()).WithCause(ErrWrapped)
 }
 
 // Invoke runs one call through the chain of its action and the tool: Wrap

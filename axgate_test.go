@@ -296,3 +296,26 @@ func TestCheckHandlers(t *testing.T) {
 		t.Fatalf("err = %v; want the missing and the unknown named", err)
 	}
 }
+
+// TestWrapRefusesAWrappedTool: wrapping what Wrap returned would run every
+// gate twice (a confirmed call would find its token spent by the first
+// run); such a tool is refused: every call is AXGATE_INTERNAL and the tool
+// never runs. The bare tool, wrapped once, runs.
+func TestWrapRefusesAWrappedTool(t *testing.T) {
+	e := fullEnforcer(t)
+	tool := &spy{}
+	once := e.Wrap(tool)
+	if !axgate.Wrapped(once) || axgate.Wrapped(tool) {
+		t.Fatalf("Wrapped(Wrap(tool)) = %v, Wrapped(tool) = %v; want true, false", axgate.Wrapped(once), axgate.Wrapped(tool))
+	}
+	call := func() *middleware.Call {
+		return middleware.NewCall("product_search", json.RawMessage(`{"query":"lamp"}`), principal)
+	}
+	_, err := e.Wrap(once).Invoke(context.Background(), call())
+	if ae, ok := axerr.As(err); !ok || ae.Code != axerr.CodeInternal || !errors.Is(err, axgate.ErrWrapped) || tool.calls.Load() != 0 {
+		t.Fatalf("a tool wrapped twice: %v, tool ran %d times; want AXGATE_INTERNAL caused by ErrWrapped, tool not run", err, tool.calls.Load())
+	}
+	if _, err := once.Invoke(context.Background(), call()); err != nil || tool.calls.Load() != 1 {
+		t.Fatalf("the tool wrapped once: %v, ran %d times", err, tool.calls.Load())
+	}
+}

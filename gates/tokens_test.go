@@ -512,12 +512,7 @@ func TestConfirmationElicitation(t *testing.T) {
 }
 
 // tkCommit is the commit stage of the standard chain.
-var tkCommit = middleware.Stage{Name: "commit", Interceptor: func(ctx context.Context, call *middleware.Call, next middleware.Invoker) (middleware.Result, error) {
-	if err := call.RunCommits(ctx); err != nil {
-		return middleware.Result{}, err
-	}
-	return next.Invoke(ctx, call)
-}}
+var tkCommit = gates.Commit()
 
 func TestConfirmationConcurrentReplay(t *testing.T) {
 	f := newTkFixture(t)

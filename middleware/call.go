@@ -185,9 +185,11 @@ type Call struct {
 	digest   string
 	canon    []byte
 
-	commits   []Commit
-	checkOnly bool
-	executed  bool
+	commits []Commit
+	// commitRuns counts the RunCommits of the call.
+	commitRuns int
+	checkOnly  bool
+	executed   bool
 
 	pendingStage string
 	pendingStart time.Time
@@ -396,6 +398,7 @@ func (c *Call) RunCommits(ctx context.Context) error {
 	// new ones.
 	fs := c.commits
 	c.commits = nil
+	c.commitRuns++
 	for _, f := range fs {
 		if err := f(ctx); err != nil {
 			return err

@@ -103,14 +103,74 @@ func build(a *manifest.Action, inv Invoker, obs Observer, stages []Stage) Invoke
 	if obs != nil {
 		next = &tail{next: next, obs: obs}
 	}
-	if a != nil {
+	if !chained(inv) {
 		// Outside tail, so that a refusal here is still the last stage's.
+		next = &committed{next: next}
+	}
+	if a != nil {
 		next = &pinned{action: a, next: next}
 	}
 	for i := len(stages) - 1; i >= 0; i-- {
 		next = &link{stage: stages[i], next: next, obs: obs, action: a}
 	}
-	return next
+	return &head{next: next}
+}
+
+// head drops the deferred work that a run of the chain registered when the
+// chain refuses the call: it was registered for a run that did not
+// happen, and must not run beside the work of the next run of the same
+// call (a caller that retries with one more credential), where it would
+// spend the same token twice. Work registered before the chain was entered
+// (by the stages of an outer chain that this one is an interceptor of) is
+// kept, for the outer chain's commit stage: an outer stage may go on after
+// this chain's refusal.
+type head struct{ next Invoker }
+
+func (h *head) Invoke(ctx context.Context, call *Call) (Result, error) {
+	kept, runs := len(call.commits), call.commitRuns
+	res, err := h.next.Invoke(ctx, call)
+	if err != nil {
+		if call.commitRuns != runs {
+			// The commits ran inside: what was registered before was
+			// spent, and what is left is this run's.
+			kept = 0
+		}
+		if len(call.commits) > kept {
+			call.commits = call.commits[:kept]
+		}
+	}
+	return res, err
+}
+
+// chained reports whether inv is the rest of a chain rather than the tool:
+// another chain (whose own end is the tool boundary), or the continuation
+// of an outer chain that a chain built as one interceptor of it (Chain)
+// hands the call back to, whose later stages (the commit stage among them)
+// have yet to run.
+func chained(inv Invoker) bool {
+	switch inv.(type) {
+	case *head, *link, *pinned, *committed, *tail:
+		return true
+	}
+	return false
+}
+
+// committed is the tool boundary: it refuses a call whose deferred work
+// (Call.OnCommit: spending its tokens, charging its rate limit) never ran,
+// because the chain has no commit stage or a stage after it registered
+// more. The tool must never run with a token that a gate accepted and
+// nobody spent, which could then be presented again. A check-only call is
+// let through: gates defer nothing for it, and what it reaches is a check,
+// not the tool. The refusal has no Gate: the last stage gets it, as with
+// pinned.
+type committed struct{ next Invoker }
+
+func (c *committed) Invoke(ctx context.Context, call *Call) (Result, error) {
+	if len(call.commits) > 0 && !call.checkOnly {
+		return Result{}, axerr.Newf(axerr.CodeInternal, "the call reached the tool with %d deferred commits not run (the chain has no commit stage after its gates); it was refused", len(call.commits)).
+			WithIntent(call.Intent())
+	}
+	return c.next.Invoke(ctx, call)
 }
 
 // actionChanged refuses a call whose action is no longer the one its chain

@@ -73,6 +73,9 @@ func NewToolServer(enf *axgate.Enforcer, handlers map[string]middleware.Invoker,
 		case handlers[k] == nil:
 			errs = append(errs, fmt.Errorf("httpgate: handler %q is nil", k))
 			continue
+		case axgate.Wrapped(handlers[k]):
+			errs = append(errs, fmt.Errorf("httpgate: handler %q: %w", k, axgate.ErrWrapped))
+			continue
 		case s.tools[a.ToolName()] != nil:
 			errs = append(errs, fmt.Errorf("httpgate: two handlers for tool %q", a.ToolName()))
 			continue

@@ -205,3 +205,15 @@ func TestToolServerRealListener(t *testing.T) {
 		t.Fatalf("tool called %d times", tool.calls.Load())
 	}
 }
+
+// TestToolServerRefusesAWrappedTool: the tool server wraps the bare tool
+// itself; a tool the enforcer already wrapped (which would run every gate
+// twice, so that a confirmed call finds its token spent by the first run)
+// is refused at construction, naming the handler.
+func TestToolServerRefusesAWrappedTool(t *testing.T) {
+	enf := enforcer(t)
+	_, err := httpgate.NewToolServer(enf, map[string]middleware.Invoker{"get_weather": enf.Wrap(&spy{})}, httpgate.WithPrincipal(userHeader), quiet)
+	if !errors.Is(err, axgate.ErrWrapped) || !strings.Contains(err.Error(), `"get_weather"`) {
+		t.Fatalf("NewToolServer with a wrapped tool: %v; want axgate.ErrWrapped naming the handler", err)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/otel/propagation"
@@ -97,6 +98,12 @@ func AddTools(s *mcp.Server, e *axgate.Enforcer, h Handlers, opts ...Option) err
 	}
 	if err := e.CheckHandlers(names); err != nil {
 		return fmt.Errorf("mcpgate: %w", err)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if axgate.Wrapped(h[name]) {
+			return fmt.Errorf("mcpgate: handler %q: %w", name, axgate.ErrWrapped)
+		}
 	}
 	tools := e.Tools()
 	c := newConfig(opts)

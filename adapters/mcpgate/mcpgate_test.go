@@ -661,3 +661,18 @@ func TestBearerVerifierCarriesTheAuthenticatorsPrincipal(t *testing.T) {
 		t.Errorf("principal = %+v", p)
 	}
 }
+
+// TestAddToolsRefusesAWrappedTool: a handler the enforcer already wrapped
+// is refused at construction, naming it.
+func TestAddToolsRefusesAWrappedTool(t *testing.T) {
+	enf, err := newEnforcer(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := handlersFor(enf, (&seen{}).echo())
+	h["order_place"] = enf.Wrap(h["order_place"])
+	server := mcp.NewServer(&mcp.Implementation{Name: "shop", Version: "v0"}, nil)
+	if err := mcpgate.AddTools(server, enf, h); !errors.Is(err, axgate.ErrWrapped) || !strings.Contains(err.Error(), `"order_place"`) {
+		t.Fatalf("AddTools with a wrapped tool: %v; want axgate.ErrWrapped naming the handler", err)
+	}
+}

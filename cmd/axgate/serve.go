@@ -19,7 +19,6 @@ import (
 	"syscall"
 	"time"
 
-	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/axgate/axgate"
@@ -368,7 +367,7 @@ func (g *gateway) load() (*loadedManifest, error) {
 	if err != nil {
 		return nil, err
 	}
-	hopts := []httpgate.Option{httpgate.WithLogger(g.log)}
+	hopts := []httpgate.Option{httpgate.WithLogger(g.log), httpgate.WithPropagator(w3cPropagator)}
 	if c.anonymous {
 		hopts = append(hopts, httpgate.WithPrincipal(httpgate.Anonymous))
 	} else {
@@ -460,9 +459,15 @@ func newUpstream(base *url.URL, timeout time.Duration) *upstream {
 			// a failure.
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		},
-		propagator: otel.GetTextMapPropagator(),
+		propagator: w3cPropagator,
 	}
 }
+
+// w3cPropagator reads the caller's W3C trace context and baggage
+// (traceparent, tracestate, baggage) and forwards them upstream. It is set
+// here rather than taken from otel.GetTextMapPropagator(), which is a no-op
+// until a program installs one: serve would forward nothing.
+var w3cPropagator = propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
 
 // tool returns the invoker that forwards calls of one tool.
 func (u *upstream) tool(name string) middleware.Invoker {

@@ -706,3 +706,39 @@ func TestServeRefusesHugeHeaders(t *testing.T) {
 		t.Fatalf("a 16 KiB header: %d, want 200", got)
 	}
 }
+
+// traceUpstream records the trace headers of the calls forwarded to it.
+type traceUpstream struct {
+	mu            sync.Mutex
+	parents, bags []string
+}
+
+func (u *traceUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	u.mu.Lock()
+	u.parents = append(u.parents, r.Header.Get("traceparent"))
+	u.bags = append(u.bags, r.Header.Get("baggage"))
+	u.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	io.WriteString(w, `{"result":{"ok":true}}`)
+}
+
+// Regression (issue 15): the README says serve continues the caller's W3C
+// trace context, but serve used the global propagator, which is a no-op
+// until a program sets one, so nothing was forwarded. The upstream now
+// gets a traceparent of the caller's trace, and the caller's baggage.
+func TestServeForwardsTraceContext(t *testing.T) {
+	pki := newServePKI(t)
+	up := &traceUpstream{}
+	_, base, _ := newShopGateway(t, serveConfig{jwks: pki.jwks}, up)
+	const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
+	status, body := post(t, base, "/tools/cart_add_item/call", pki.bearer, `{"product_id":"p-1","quantity":1}`,
+		"traceparent", "00-"+traceID+"-00f067aa0ba902b7-01", "baggage", "tenant=acme")
+	if status != http.StatusOK {
+		t.Fatalf("%d %v", status, body)
+	}
+	up.mu.Lock()
+	defer up.mu.Unlock()
+	if len(up.parents) != 1 || !strings.HasPrefix(up.parents[0], "00-"+traceID+"-") || up.bags[0] != "tenant=acme" {
+		t.Fatalf("upstream got traceparent %q, baggage %q; want the trace %s and the caller's baggage", up.parents, up.bags, traceID)
+	}
+}
