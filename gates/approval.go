@@ -306,22 +306,8 @@ func (g *Approval) voided(call *middleware.Call, digest, reqID string, need int,
 	if denied {
 		return g.denied(call, reqID)
 	}
-	var approvers []string
-	for _, t := range accepted {
-		if !slices.Contains(void, t.index) {
-			approvers = append(approvers, t.approver)
-		}
-	}
-	call.Facts.Approvers = slices.Clone(approvers)
-	sort.Strings(call.Facts.Approvers)
-	all := slices.Clone(rejected)
-	for _, i := range void {
-		all = append(all, rejectedToken{Index: i, Reason: ReasonVoid})
-	}
-	slices.SortFunc(all, func(a, b rejectedToken) int { return a.Index - b.Index })
-	e := g.missingError(call, digest, reqID, need, approvers, all)
-	e.Message = "an approval token was issued before this call last ran on its approvals; ask for approval again"
-	return e
+	return g.discounted(call, digest, reqID, need, accepted, rejected, void, ReasonVoid,
+		"an approval token was issued before this call last ran on its approvals; ask for approval again")
 }
 
 // denied is the refusal of a call a denial vetoes: 403
@@ -339,22 +325,31 @@ func (g *Approval) denied(call *middleware.Call, reqID string) *axerr.Error {
 // replayed is AXAG_APPROVAL_MISSING for approval tokens found used at the
 // commit (indexes among the presented tokens): they no longer count.
 func (g *Approval) replayed(call *middleware.Call, digest, reqID string, need int, accepted []acceptedToken, rejected []rejectedToken, indexes []int) *axerr.Error {
+	return g.discounted(call, digest, reqID, need, accepted, rejected, indexes, ReasonUsed,
+		"an approval token was already used; ask for approval again")
+}
+
+// discounted is AXAG_APPROVAL_MISSING for a call some of whose accepted
+// approval tokens (indexes among the presented tokens) turned out not to
+// count at the commit, for reason: the facts record only the approvers
+// whose tokens still count, and the discounted tokens join the rejected
+// ones in the order they were presented.
+func (g *Approval) discounted(call *middleware.Call, digest, reqID string, need int, accepted []acceptedToken, rejected []rejectedToken, indexes []int, reason TokenReason, message string) *axerr.Error {
 	var approvers []string
 	for _, t := range accepted {
 		if !slices.Contains(indexes, t.index) {
 			approvers = append(approvers, t.approver)
 		}
 	}
-	// The facts record who approved: the replayed tokens did not count.
 	call.Facts.Approvers = slices.Clone(approvers)
 	sort.Strings(call.Facts.Approvers)
 	all := slices.Clone(rejected)
 	for _, i := range indexes {
-		all = append(all, rejectedToken{Index: i, Reason: ReasonUsed})
+		all = append(all, rejectedToken{Index: i, Reason: reason})
 	}
 	slices.SortFunc(all, func(a, b rejectedToken) int { return a.Index - b.Index })
 	e := g.missingError(call, digest, reqID, need, approvers, all)
-	e.Message = "an approval token was already used; ask for approval again"
+	e.Message = message
 	return e
 }
 

@@ -287,38 +287,58 @@ func DecodeError(err error) *axerr.Error {
 			e.Violations = []axerr.Violation{{Path: je.Path, Message: "duplicate key", Keyword: "duplicate", Code: axerr.CodeInvalidArguments}}
 		}
 		return e
-	case jsonx.NumberNotInteroperable:
-		e := axerr.New(axerr.CodeInvalidType, "arguments hold a number that other programs may read as a different value: "+je.Msg).
-			WithReason(axerr.ReasonNumberNotInteroperable).
-			WithSuggestion("Send large ids and exact decimals as JSON strings: numbers must be integers of magnitude at most 2^53-1 (9007199254740991) or decimals written as the shortest text of an IEEE 754 double (RFC 7493 I-JSON).")
-		e.Violations = []axerr.Violation{{Path: je.Path, Message: "number is not exactly representable as an IEEE 754 double", Keyword: "i-json", Code: axerr.CodeInvalidType}}
-		return e
-	case jsonx.AmbiguousKeys:
-		e := axerr.New(axerr.CodeInvalidArguments, "arguments have two keys that are equal under case folding, which decoders read differently: "+je.Msg).
-			WithReason(axerr.ReasonAmbiguousKeys).
-			WithSuggestion("Give each key of an object once, in one spelling; keys may not differ only in letter case.")
-		e.Violations = []axerr.Violation{{Path: je.Path, Message: "key is equal to another key of its object under case folding", Keyword: "i-json", Code: axerr.CodeInvalidArguments}}
-		return e
-	case jsonx.TooManyMembers:
-		e := axerr.New(axerr.CodeInvalidArguments, "arguments have an object with too many members: "+je.Msg).
-			WithReason(axerr.ReasonTooManyMembers).
-			WithSuggestion("Send fewer members in one object; put many items in an array or split the call.")
-		e.Violations = []axerr.Violation{{Path: je.Path, Message: "object has too many members", Keyword: "maxProperties", Code: axerr.CodeInvalidArguments}}
-		return e
-	case jsonx.TooManyItems:
-		e := axerr.New(axerr.CodeInvalidArguments, "arguments have an array with too many items: "+je.Msg).
-			WithReason(axerr.ReasonTooManyItems).
-			WithSuggestion("Send fewer items in one array; split the call into several.")
-		e.Violations = []axerr.Violation{{Path: je.Path, Message: "array has too many items", Keyword: "maxItems", Code: axerr.CodeInvalidArguments}}
-		return e
-	case jsonx.LoneSurrogate:
-		e := axerr.New(axerr.CodeInvalidArguments, "arguments hold a string that is not valid Unicode, which decoders read differently: "+je.Msg).
-			WithReason(axerr.ReasonInvalidString).
-			WithSuggestion("Escape characters outside the Basic Multilingual Plane as a high and low surrogate pair (\\ud83d\\ude00), or send them as UTF-8; never half a pair.")
-		e.Violations = []axerr.Violation{{Path: je.Path, Message: "string escapes a lone UTF-16 surrogate", Keyword: "i-json", Code: axerr.CodeInvalidArguments}}
+	}
+	if r, ok := ijsonRefusals[je.Kind]; ok {
+		e := axerr.New(r.code, r.message+je.Msg).WithReason(r.reason).WithSuggestion(r.suggestion)
+		e.Violations = []axerr.Violation{{Path: je.Path, Message: r.violation, Keyword: r.keyword, Code: r.code}}
 		return e
 	}
 	return axerr.New(axerr.CodeInvalidArguments, "arguments are not valid JSON: "+je.Msg)
+}
+
+// ijsonRefusal is how DecodeError words one kind of input outside the
+// I-JSON profile or the shape limits.
+type ijsonRefusal struct {
+	code                           axerr.Code
+	reason                         axerr.Reason
+	message, suggestion, violation string
+	keyword                        string
+}
+
+// ijsonRefusals are the refusals of arguments that are JSON but that
+// decoders downstream could read otherwise, or that are too wide: each
+// names the place (a violation with the path) and the reason.
+var ijsonRefusals = map[jsonx.Kind]ijsonRefusal{
+	jsonx.NumberNotInteroperable: {
+		code: axerr.CodeInvalidType, reason: axerr.ReasonNumberNotInteroperable, keyword: "i-json",
+		message:    "arguments hold a number that other programs may read as a different value: ",
+		suggestion: "Send large ids and exact decimals as JSON strings: numbers must be integers of magnitude at most 2^53-1 (9007199254740991) or decimals written as the shortest text of an IEEE 754 double (RFC 7493 I-JSON).",
+		violation:  "number is not exactly representable as an IEEE 754 double",
+	},
+	jsonx.AmbiguousKeys: {
+		code: axerr.CodeInvalidArguments, reason: axerr.ReasonAmbiguousKeys, keyword: "i-json",
+		message:    "arguments have two keys that are equal under case folding, which decoders read differently: ",
+		suggestion: "Give each key of an object once, in one spelling; keys may not differ only in letter case.",
+		violation:  "key is equal to another key of its object under case folding",
+	},
+	jsonx.TooManyMembers: {
+		code: axerr.CodeInvalidArguments, reason: axerr.ReasonTooManyMembers, keyword: "maxProperties",
+		message:    "arguments have an object with too many members: ",
+		suggestion: "Send fewer members in one object; put many items in an array or split the call.",
+		violation:  "object has too many members",
+	},
+	jsonx.TooManyItems: {
+		code: axerr.CodeInvalidArguments, reason: axerr.ReasonTooManyItems, keyword: "maxItems",
+		message:    "arguments have an array with too many items: ",
+		suggestion: "Send fewer items in one array; split the call into several.",
+		violation:  "array has too many items",
+	},
+	jsonx.LoneSurrogate: {
+		code: axerr.CodeInvalidArguments, reason: axerr.ReasonInvalidString, keyword: "i-json",
+		message:    "arguments hold a string that is not valid Unicode, which decoders read differently: ",
+		suggestion: "Escape characters outside the Basic Multilingual Plane as a high and low surrogate pair (\\ud83d\\ude00), or send them as UTF-8; never half a pair.",
+		violation:  "string escapes a lone UTF-16 surrogate",
+	},
 }
 
 func kindOf(v any) string {
