@@ -1,13 +1,7 @@
 package main
 
 import (
-	"context"
-	"log/slog"
-	"net/http/httptest"
-	"net/url"
-	"path/filepath"
 	"testing"
-	"time"
 )
 
 // TestServeRefusesCaseFoldedKeys: "axgate serve --allow-unknown-params"
@@ -17,21 +11,7 @@ import (
 // bounds of limit the same way. Such keys are refused and the upstream is
 // never called; the exact names still pass.
 func TestServeRefusesCaseFoldedKeys(t *testing.T) {
-	pki := newServePKI(t)
-	up := &fakeUpstream{}
-	upSrv := httptest.NewServer(up)
-	defer upSrv.Close()
-	u, _ := url.Parse(upSrv.URL)
-	gw, err := newGateway(context.Background(), serveConfig{
-		manifest: filepath.Join("testdata", "serve", "invoices.json"), jwks: pki.jwks, issuer: "axgate", audience: "axgate",
-		allowUnknownParams: true, upstreamTimeout: 5 * time.Second,
-	}, u, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer gw.close()
-	srv := httptest.NewServer(gw)
-	defer srv.Close()
+	pki, up, srv := unknownParamsGateway(t)
 	for _, tc := range []struct{ name, body, at string }{
 		{"tenant in capitals", `{"TENANT_ID":"globex"}`, "/TENANT_ID"},
 		{"tenant in mixed case", `{"Tenant_Id":"globex"}`, "/Tenant_Id"},

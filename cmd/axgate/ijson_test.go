@@ -19,21 +19,7 @@ import (
 // "globex"} passed the tenant gate on tenant_id while an upstream decoding
 // into a struct (case-insensitive, last wins) read globex.
 func TestServeIJSON(t *testing.T) {
-	pki := newServePKI(t)
-	up := &fakeUpstream{}
-	upSrv := httptest.NewServer(up)
-	defer upSrv.Close()
-	u, _ := url.Parse(upSrv.URL)
-	gw, err := newGateway(context.Background(), serveConfig{
-		manifest: filepath.Join("testdata", "serve", "invoices.json"), jwks: pki.jwks, issuer: "axgate", audience: "axgate",
-		allowUnknownParams: true, upstreamTimeout: 5 * time.Second,
-	}, u, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer gw.close()
-	srv := httptest.NewServer(gw)
-	defer srv.Close()
+	pki, up, srv := unknownParamsGateway(t)
 	// A caller whose numeric id a double cannot hold: …768 and …800 are one
 	// double.
 	big := mint(t, "principal", "--key", pki.key, "--sub", "1234567890123456768", "--tenant", "acme")
@@ -85,4 +71,27 @@ func TestServeIJSON(t *testing.T) {
 	if calls := up.called(); len(calls) != 1 || !reflect.DeepEqual(calls[0].Args, want) {
 		t.Fatalf("the upstream got %+v, want %v", calls, want)
 	}
+}
+
+// unknownParamsGateway runs "axgate serve --allow-unknown-params" over the
+// invoices manifest in front of a recording upstream, both on real
+// listeners, for the tests of arguments an upstream could read otherwise.
+func unknownParamsGateway(t *testing.T) (servePKI, *fakeUpstream, *httptest.Server) {
+	t.Helper()
+	pki := newServePKI(t)
+	up := &fakeUpstream{}
+	upSrv := httptest.NewServer(up)
+	t.Cleanup(upSrv.Close)
+	u, _ := url.Parse(upSrv.URL)
+	gw, err := newGateway(context.Background(), serveConfig{
+		manifest: filepath.Join("testdata", "serve", "invoices.json"), jwks: pki.jwks, issuer: "axgate", audience: "axgate",
+		allowUnknownParams: true, upstreamTimeout: 5 * time.Second,
+	}, u, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(gw.close)
+	srv := httptest.NewServer(gw)
+	t.Cleanup(srv.Close)
+	return pki, up, srv
 }
