@@ -28,10 +28,10 @@ import (
 	"github.com/axgate/axgate"
 	"github.com/axgate/axgate/adapters/httpgate"
 	axerr "github.com/axgate/axgate/errors"
-	"github.com/axgate/axgate/gates"
 	"github.com/axgate/axgate/gates/redisstore"
 	"github.com/axgate/axgate/manifest"
 	"github.com/axgate/axgate/middleware"
+	"github.com/axgate/axgate/token"
 )
 
 // readmeDir makes a directory holding the README's files (axag.json and
@@ -93,11 +93,11 @@ func TestREADMELibraryAndHTTP(t *testing.T) {
 
 	// What the HTTP snippet takes as given: an identity provider's keys, the
 	// application, the UI's session.
-	idp, err := gates.GenerateDevKey("idp-1")
+	idp, err := token.GenerateDevKey("idp-1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	idpKeys, err := gates.NewKeySet(idp.PublicKey())
+	idpKeys, err := token.NewKeySet(idp.PublicKey())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +107,7 @@ func TestREADMELibraryAndHTTP(t *testing.T) {
 		return middleware.Principal{ID: "user-1", Tenant: "acme"}, nil
 	})
 
-	auth, _ := httpgate.JWTBearer(httpgate.BearerConfig{Keyfunc: gates.Keyfunc(idpKeys), Issuer: iss, Audience: aud})
+	auth, _ := httpgate.JWTBearer(httpgate.BearerConfig{Keyfunc: token.Keyfunc(idpKeys), Issuer: iss, Audience: aud})
 
 	// gate routes of an existing handler: arguments = JSON body + path values + query parameters
 	api := httpgate.Middleware(enf, httpgate.WithPrincipal(auth),
@@ -160,7 +160,7 @@ func TestREADMEIssuingTokens(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	signer, err := gates.GenerateDevKey("k1")
+	signer, err := token.GenerateDevKey("k1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +173,7 @@ func TestREADMEIssuingTokens(t *testing.T) {
 		return middleware.Result{}, nil
 	})
 
-	e, _ := axgate.New(m, axgate.WithSigningKey(signer)) // signer, _ := gates.LoadSigningKeyFile("keys/signing-key.pem", "k1")
+	e, _ := axgate.New(m, axgate.WithSigningKey(signer)) // signer, _ := token.LoadSigningKeyFile("keys/signing-key.pem", "k1")
 
 	// The host's UI has just asked the person "Refund 25 for order o-1?" and they said yes:
 	tok, expires, err := e.IssueConfirmation(ctx, principal, "order_refund", json.RawMessage(`{"order_id":"o-1","amount":25}`))
@@ -213,7 +213,7 @@ func mintConfirmation(now time.Time, ed25519PrivateKey ed25519.PrivateKey) (stri
 func TestREADMEMintConfirmation(t *testing.T) {
 	readmeDir(t)
 	_, priv, _ := ed25519.GenerateKey(rand.Reader)
-	signer, err := gates.NewSigner("k1", priv)
+	signer, err := token.NewSigner("k1", priv)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -297,7 +297,7 @@ func TestREADMERedis(t *testing.T) {
 		t.Skip("AXGATE_REDIS_URL is not set")
 	}
 	readmeDir(t)
-	signer, err := gates.GenerateDevKey("k1")
+	signer, err := token.GenerateDevKey("k1")
 	if err != nil {
 		t.Fatal(err)
 	}

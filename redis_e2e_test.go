@@ -20,6 +20,7 @@ import (
 	"github.com/axgate/axgate/gates/redisstore/redistest"
 	"github.com/axgate/axgate/manifest"
 	"github.com/axgate/axgate/middleware"
+	"github.com/axgate/axgate/token"
 )
 
 // replicaManifest has one action per shared gate: a confirmation, a rate
@@ -62,7 +63,7 @@ func newReplicas(t *testing.T, url, prefix string, n int, opts redisstore.Option
 	if err != nil {
 		t.Fatal(err)
 	}
-	signer, err := gates.GenerateDevKey("replicas")
+	signer, err := token.GenerateDevKey("replicas")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,11 +127,11 @@ func TestRedisReplicasSpendConfirmationOnce(t *testing.T) {
 	const rounds = 200
 	for round := range rounds {
 		args := fmt.Sprintf(`{"order_id":"o-%d"}`, round)
-		token, _, err := r.enf[round%2].IssueConfirmation(t.Context(), replicaAlice, "order_cancel", json.RawMessage(args))
+		tok, _, err := r.enf[round%2].IssueConfirmation(t.Context(), replicaAlice, "order_cancel", json.RawMessage(args))
 		if err != nil {
 			t.Fatal(err)
 		}
-		creds := middleware.Credentials{Confirmation: token}
+		creds := middleware.Credentials{Confirmation: tok}
 		errs := make([]error, 2)
 		var start, done sync.WaitGroup
 		start.Add(1)
@@ -149,8 +150,8 @@ func TestRedisReplicasSpendConfirmationOnce(t *testing.T) {
 				continue
 			}
 			ae, details := replicaRefusal(t, err)
-			if ae.Code != axerr.CodeConfirmationMissing || details["reason"] != string(gates.ReasonUsed) {
-				t.Fatalf("round %d: the losing replica refused with %s %v, want %s reason %s", round, ae.Code, details["reason"], axerr.CodeConfirmationMissing, gates.ReasonUsed)
+			if ae.Code != axerr.CodeConfirmationMissing || details["reason"] != string(token.ReasonUsed) {
+				t.Fatalf("round %d: the losing replica refused with %s %v, want %s reason %s", round, ae.Code, details["reason"], axerr.CodeConfirmationMissing, token.ReasonUsed)
 			}
 		}
 		if ok != 1 {
@@ -227,7 +228,7 @@ func TestRedisReplicasShareApprovals(t *testing.T) {
 	if len(inbox) != 1 || inbox[0].ID != id || inbox[0].Requester != "alice" {
 		t.Fatalf("the manager's inbox on the other replica: %+v, want request %s from alice", inbox, id)
 	}
-	token, _, err := r.enf[1].Decide(ctx, replicaBob, id, true, "fine")
+	tok, _, err := r.enf[1].Decide(ctx, replicaBob, id, true, "fine")
 	if err != nil {
 		t.Fatalf("Decide on the other replica: %v", err)
 	}
@@ -239,7 +240,7 @@ func TestRedisReplicasShareApprovals(t *testing.T) {
 		t.Fatalf("the first replica sees the request as %q (%v), want approved", req.State, err)
 	}
 
-	creds := middleware.Credentials{Approvals: []string{token}}
+	creds := middleware.Credentials{Approvals: []string{tok}}
 	if err := r.call(0, replicaAlice, "refund_issue", args, creds); err != nil {
 		t.Fatalf("approved call on the first replica: %v", err)
 	}
@@ -300,11 +301,11 @@ func TestRedisOutageRefusesWith503(t *testing.T) {
 
 	confirmed := func(order string) (string, middleware.Credentials) {
 		args := fmt.Sprintf(`{"order_id":%q}`, order)
-		token, _, err := r.enf[0].IssueConfirmation(ctx, replicaAlice, "order_cancel", json.RawMessage(args))
+		tok, _, err := r.enf[0].IssueConfirmation(ctx, replicaAlice, "order_cancel", json.RawMessage(args))
 		if err != nil {
 			t.Fatal(err)
 		}
-		return args, middleware.Credentials{Confirmation: token}
+		return args, middleware.Credentials{Confirmation: tok}
 	}
 	spentArgs, spent := confirmed("o-spent")
 	if err := r.call(0, replicaAlice, "order_cancel", spentArgs, spent); err != nil {

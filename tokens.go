@@ -11,6 +11,7 @@ import (
 	"github.com/axgate/axgate/gates"
 	"github.com/axgate/axgate/manifest"
 	"github.com/axgate/axgate/middleware"
+	"github.com/axgate/axgate/token"
 )
 
 // DevKeyID is the kid of the signing key New generates when no key at all is
@@ -20,16 +21,16 @@ const DevKeyID = "axgate-ephemeral"
 // tokenConfig configures the confirmation and approval gates.
 type tokenConfig struct {
 	// Verification keys: for confirmations only, approvals only, or both.
-	confirmKeys, approvalKeys, bothKeys []gates.KeySet
+	confirmKeys, approvalKeys, bothKeys []token.KeySet
 	jwksFiles                           []string
 	jwksURLs                            []jwksURL
 
-	signer        *gates.Signer
+	signer        *token.Signer
 	issuer        string
 	audience      string
 	algorithms    []string
 	sharedSecret  bool
-	replay        gates.ReplayStore
+	replay        token.ReplayStore
 	approvals     gates.ApprovalStore
 	notifier      gates.Notifier
 	threshold     manifest.RiskLevel
@@ -57,15 +58,15 @@ type jwksURL struct {
 type tokenRuntime struct {
 	confirmation *gates.Confirmation
 	approval     *gates.Approval
-	issuer       gates.TokenIssuer
+	issuer       token.Issuer
 	confirmLife  time.Duration
 }
 
 func defaultTokenConfig() tokenConfig {
 	return tokenConfig{
 		threshold:    manifest.RiskHigh,
-		confirmLife:  gates.DefaultConfirmationLifetime,
-		approvalLife: gates.DefaultApprovalLifetime,
+		confirmLife:  token.DefaultConfirmationLifetime,
+		approvalLife: token.DefaultApprovalLifetime,
 	}
 }
 
@@ -74,7 +75,7 @@ func defaultTokenConfig() tokenConfig {
 // signing or verification key, New generates an ephemeral Ed25519 key (kid
 // DevKeyID) so that one process can issue and accept tokens with no set-up;
 // such tokens die with the process and are not accepted by other replicas.
-func WithSigningKey(s *gates.Signer) Option {
+func WithSigningKey(s *token.Signer) Option {
 	return func(c *config) { c.tokens.signer = s }
 }
 
@@ -83,7 +84,7 @@ func WithSigningKey(s *gates.Signer) Option {
 // asymmetric key: anyone who can verify with a shared secret can also mint.
 func WithSharedSecret(kid string, secret []byte) Option {
 	return func(c *config) {
-		s, err := gates.NewSigner(kid, secret)
+		s, err := token.NewSigner(kid, secret)
 		if err != nil {
 			c.tokens.errs = append(c.tokens.errs, fmt.Errorf("shared secret: %w", err))
 			return
@@ -94,17 +95,17 @@ func WithSharedSecret(kid string, secret []byte) Option {
 }
 
 // WithTokenKeys adds verification keys for confirmation and approval tokens.
-func WithTokenKeys(keys gates.KeySet) Option {
+func WithTokenKeys(keys token.KeySet) Option {
 	return func(c *config) { c.tokens.bothKeys = append(c.tokens.bothKeys, keys) }
 }
 
 // WithConfirmationKeys adds verification keys for confirmation tokens only.
-func WithConfirmationKeys(keys gates.KeySet) Option {
+func WithConfirmationKeys(keys token.KeySet) Option {
 	return func(c *config) { c.tokens.confirmKeys = append(c.tokens.confirmKeys, keys) }
 }
 
 // WithApprovalKeys adds verification keys for approval tokens only.
-func WithApprovalKeys(keys gates.KeySet) Option {
+func WithApprovalKeys(keys token.KeySet) Option {
 	return func(c *config) { c.tokens.approvalKeys = append(c.tokens.approvalKeys, keys) }
 }
 
@@ -138,7 +139,7 @@ func WithTokenAlgorithms(algs ...string) Option {
 
 // WithReplayStore sets where used token ids are recorded (default: in
 // memory, one process). Use a shared store with several replicas.
-func WithReplayStore(s gates.ReplayStore) Option { return func(c *config) { c.tokens.replay = s } }
+func WithReplayStore(s token.ReplayStore) Option { return func(c *config) { c.tokens.replay = s } }
 
 // WithApprovalStore sets where approval requests are kept (default: a
 // gates.MemoryApprovalStore for one process, at most
@@ -214,16 +215,16 @@ func (e *Enforcer) tokenStages() ([]middleware.Stage, error) {
 	if len(tc.errs) > 0 {
 		return nil, errors.Join(tc.errs...)
 	}
-	var both []gates.KeySet
+	var both []token.KeySet
 	for _, path := range tc.jwksFiles {
-		ks, err := gates.LoadJWKSFile(path)
+		ks, err := token.LoadJWKSFile(path)
 		if err != nil {
 			return nil, err
 		}
 		both = append(both, ks)
 	}
 	for _, u := range tc.jwksURLs {
-		ks, err := gates.NewRemoteKeySet(u.url, gates.RemoteKeySetOptions{RefreshInterval: u.refresh})
+		ks, err := token.NewRemoteKeySet(u.url, token.RemoteKeySetOptions{RefreshInterval: u.refresh})
 		if err != nil {
 			return nil, err
 		}
@@ -234,51 +235,51 @@ func (e *Enforcer) tokenStages() ([]middleware.Stage, error) {
 	signer := tc.signer
 	if signer == nil && len(both) == 0 && len(tc.confirmKeys) == 0 && len(tc.approvalKeys) == 0 {
 		var err error
-		if signer, err = gates.GenerateDevKey(DevKeyID); err != nil {
+		if signer, err = token.GenerateDevKey(DevKeyID); err != nil {
 			return nil, fmt.Errorf("ephemeral signing key: %w", err)
 		}
 	}
 	if signer != nil {
-		own, err := gates.NewKeySet(signer.PublicKey())
+		own, err := token.NewKeySet(signer.PublicKey())
 		if err != nil {
 			return nil, err
 		}
-		both = append([]gates.KeySet{own}, both...)
+		both = append([]token.KeySet{own}, both...)
 	}
 	algs := tc.algorithms
 	if len(algs) == 0 {
-		algs = gates.DefaultAlgorithms
+		algs = token.DefaultAlgorithms
 	}
 	if tc.sharedSecret {
-		algs = append(append([]string(nil), algs...), gates.AlgHS256)
+		algs = append(append([]string(nil), algs...), token.AlgHS256)
 	}
-	verifier := func(typ string, life time.Duration, only []gates.KeySet) (*gates.Verifier, error) {
-		sets := append(append([]gates.KeySet(nil), both...), only...)
+	verifier := func(typ string, life time.Duration, only []token.KeySet) (*token.Verifier, error) {
+		sets := append(append([]token.KeySet(nil), both...), only...)
 		if len(sets) == 0 {
 			return nil, nil
 		}
-		return gates.NewVerifier(gates.VerifierConfig{
-			Type: typ, Keys: gates.JoinKeySets(sets...), Issuer: tc.issuer, Audience: tc.audience,
+		return token.NewVerifier(token.VerifierConfig{
+			Type: typ, Keys: token.JoinKeySets(sets...), Issuer: tc.issuer, Audience: tc.audience,
 			Algorithms: algs, MaxLifetime: life, Leeway: tc.leeway, MaxBytes: tc.maxTokenBytes,
 		})
 	}
-	cv, err := verifier(gates.TypConfirmation, tc.confirmLife, tc.confirmKeys)
+	cv, err := verifier(token.TypConfirmation, tc.confirmLife, tc.confirmKeys)
 	if err != nil {
 		return nil, fmt.Errorf("confirmation tokens: %w", err)
 	}
-	av, err := verifier(gates.TypApproval, tc.approvalLife, tc.approvalKeys)
+	av, err := verifier(token.TypApproval, tc.approvalLife, tc.approvalKeys)
 	if err != nil {
 		return nil, fmt.Errorf("approval tokens: %w", err)
 	}
 	replay := tc.replay
 	if replay == nil {
-		replay = gates.NewMemoryReplayStore(gates.MemoryReplayOptions{})
+		replay = token.NewMemoryReplayStore(token.MemoryReplayOptions{})
 	}
 	store := tc.approvals
 	if store == nil {
 		store = gates.NewMemoryApprovalStore(gates.MemoryApprovalOptions{})
 	}
-	issuer := gates.TokenIssuer{Signer: signer, Issuer: tc.issuer, Audience: tc.audience}
+	issuer := token.Issuer{Signer: signer, Issuer: tc.issuer, Audience: tc.audience}
 	conf, err := gates.NewConfirmation(gates.ConfirmationConfig{Verifier: cv, Replay: replay, Threshold: tc.threshold})
 	if err != nil {
 		return nil, err

@@ -21,6 +21,7 @@ import (
 	"github.com/axgate/axgate/gates"
 	"github.com/axgate/axgate/manifest"
 	"github.com/axgate/axgate/middleware"
+	"github.com/axgate/axgate/token"
 )
 
 const tokManifest = `{
@@ -394,7 +395,7 @@ func TestTokenKeyOptions(t *testing.T) {
 	}
 	sign := func(m jwt.SigningMethod, key any, kid string, c jwt.MapClaims) string {
 		tok := jwt.NewWithClaims(m, c)
-		tok.Header["typ"], tok.Header["kid"] = gates.TypConfirmation, kid
+		tok.Header["typ"], tok.Header["kid"] = token.TypConfirmation, kid
 		s, err := tok.SignedString(key)
 		if err != nil {
 			t.Fatal(err)
@@ -410,7 +411,7 @@ func TestTokenKeyOptions(t *testing.T) {
 
 	t.Run("JWKS file", func(t *testing.T) {
 		_, priv, _ := ed25519.GenerateKey(rand.Reader)
-		s, _ := gates.NewSigner("ui-1", priv)
+		s, _ := token.NewSigner("ui-1", priv)
 		doc, _ := s.PublicJWKS()
 		path := filepath.Join(t.TempDir(), "jwks.json")
 		if err := os.WriteFile(path, doc, 0o600); err != nil {
@@ -433,8 +434,8 @@ func TestTokenKeyOptions(t *testing.T) {
 			t.Fatalf("HS256 token with the configured secret refused: %v", err)
 		}
 		// Without the option HS256 is not accepted, even with a key set holding the secret.
-		k, _ := gates.HMACKey("hs", secret)
-		ks, _ := gates.NewKeySet(k)
+		k, _ := token.HMACKey("hs", secret)
+		ks, _ := token.NewKeySet(k)
 		e = tokEnforcer(t, axgate.WithTokenKeys(ks), axgate.WithIssuer("shop"), axgate.WithAudience("shop-api"))
 		err := try(e, sign(jwt.SigningMethodHS256, secret, "hs", claims(digest(e))))
 		if d := tokRefusal(t, err, axerr.CodeConfirmationMissing, 428); d["reason"] != "algorithm_not_allowed" {
@@ -476,12 +477,12 @@ func TestTokenKeyOptions(t *testing.T) {
 // a caller without a tenant that filled that share refused every tenant's
 // approved calls with 503.
 func TestApprovalTokensSpentInTheirTenantsShare(t *testing.T) {
-	replay := gates.NewMemoryReplayStore(gates.MemoryReplayOptions{MaxEntries: 2})
+	replay := token.NewMemoryReplayStore(token.MemoryReplayOptions{MaxEntries: 2})
 	e := tokEnforcer(t, axgate.WithReplayStore(replay))
 	ctx := t.Context()
 	exp := time.Now().Add(time.Hour)
 	// Fill the share of callers without a tenant.
-	if err := replay.Consume(ctx, []gates.TokenUse{{ID: "x-1", Expires: exp}, {ID: "x-2", Expires: exp}}); err != nil {
+	if err := replay.Consume(ctx, []token.Use{{ID: "x-1", Expires: exp}, {ID: "x-2", Expires: exp}}); err != nil {
 		t.Fatal(err)
 	}
 	const args = `{"amount":900}`

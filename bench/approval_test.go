@@ -10,6 +10,7 @@ import (
 	"github.com/axgate/axgate/gates"
 	"github.com/axgate/axgate/manifest"
 	"github.com/axgate/axgate/middleware"
+	"github.com/axgate/axgate/token"
 )
 
 const approvalBenchManifest = `{"version":"1.0.0","actions":[
@@ -38,15 +39,15 @@ func BenchmarkApprovalGate(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	signer, err := gates.GenerateDevKey("bench")
+	signer, err := token.GenerateDevKey("bench")
 	if err != nil {
 		b.Fatal(err)
 	}
-	keys, err := gates.NewKeySet(signer.PublicKey())
+	keys, err := token.NewKeySet(signer.PublicKey())
 	if err != nil {
 		b.Fatal(err)
 	}
-	verifier, err := gates.NewVerifier(gates.VerifierConfig{Type: gates.TypApproval, Keys: keys, MaxLifetime: 24 * time.Hour})
+	verifier, err := token.NewVerifier(token.VerifierConfig{Type: token.TypApproval, Keys: keys, MaxLifetime: 24 * time.Hour})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -63,7 +64,7 @@ func BenchmarkApprovalGate(b *testing.B) {
 				rs, n := redisBenchStores(b)
 				store, s.replay, s.rt = rs.Approvals, rs.Replay, n
 			}
-			g, err := gates.NewApproval(gates.ApprovalConfig{Verifier: verifier, Replay: s.replay, Store: store, Issuer: gates.TokenIssuer{Signer: signer}})
+			g, err := gates.NewApproval(gates.ApprovalConfig{Verifier: verifier, Replay: s.replay, Store: store, Issuer: token.Issuer{Signer: signer}})
 			if err != nil {
 				b.Fatal(err)
 			}

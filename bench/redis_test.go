@@ -16,6 +16,7 @@ import (
 	"github.com/axgate/axgate/gates/redisstore/redistest"
 	"github.com/axgate/axgate/manifest"
 	"github.com/axgate/axgate/middleware"
+	"github.com/axgate/axgate/token"
 )
 
 // The Redis stores join the state benchmarks (BenchmarkRateLimitGate,
@@ -43,7 +44,7 @@ func redisBenchStores(b *testing.B) (*redisstore.Stores, *redistest.Counter) {
 // nil for the memory stores (no round trips).
 type benchStore struct {
 	name    string
-	replay  gates.ReplayStore
+	replay  token.ReplayStore
 	limiter gates.Limiter
 	rt      *redistest.Counter
 }
@@ -54,7 +55,7 @@ func newBenchStore(b *testing.B, name string) benchStore {
 		s, n := redisBenchStores(b)
 		return benchStore{name: name, replay: s.Replay, limiter: s.Limiter, rt: n}
 	}
-	return benchStore{name: name, replay: gates.NewMemoryReplayStore(gates.MemoryReplayOptions{}), limiter: gates.NewMemoryLimiter(0)}
+	return benchStore{name: name, replay: token.NewMemoryReplayStore(token.MemoryReplayOptions{}), limiter: gates.NewMemoryLimiter(0)}
 }
 
 // storeNames are the stores compared, in the order they run.
@@ -90,19 +91,19 @@ func BenchmarkRedisConfirmationGate(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	signer, err := gates.GenerateDevKey("bench")
+	signer, err := token.GenerateDevKey("bench")
 	if err != nil {
 		b.Fatal(err)
 	}
-	keys, err := gates.NewKeySet(signer.PublicKey())
+	keys, err := token.NewKeySet(signer.PublicKey())
 	if err != nil {
 		b.Fatal(err)
 	}
-	verifier, err := gates.NewVerifier(gates.VerifierConfig{Type: gates.TypConfirmation, Keys: keys, MaxLifetime: time.Hour})
+	verifier, err := token.NewVerifier(token.VerifierConfig{Type: token.TypConfirmation, Keys: keys, MaxLifetime: time.Hour})
 	if err != nil {
 		b.Fatal(err)
 	}
-	issuer := gates.TokenIssuer{Signer: signer}
+	issuer := token.Issuer{Signer: signer}
 	p := principals[0]
 	digest, err := middleware.NewCall("order_cancel", confirmBenchArgs, p).ArgsSHA256()
 	if err != nil {

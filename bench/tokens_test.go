@@ -13,6 +13,7 @@ import (
 	"github.com/axgate/axgate/gates"
 	"github.com/axgate/axgate/manifest"
 	"github.com/axgate/axgate/middleware"
+	"github.com/axgate/axgate/token"
 )
 
 // tokBench is the confirmation gate on order.place (valid-full.json: high
@@ -20,8 +21,8 @@ import (
 type tokBench struct {
 	action *manifest.Action
 	gate   middleware.Interceptor
-	replay *gates.MemoryReplayStore
-	issuer gates.TokenIssuer
+	replay *token.MemoryReplayStore
+	issuer token.Issuer
 	pub    ed25519.PublicKey
 	who    middleware.Principal
 	digest string
@@ -31,22 +32,22 @@ type tokBench struct {
 func newTokBench(b *testing.B) *tokBench {
 	b.Helper()
 	m := loadFull(b)
-	signer, err := gates.GenerateDevKey("bench")
+	signer, err := token.GenerateDevKey("bench")
 	if err != nil {
 		b.Fatal(err)
 	}
-	keys, err := gates.NewKeySet(signer.PublicKey())
+	keys, err := token.NewKeySet(signer.PublicKey())
 	if err != nil {
 		b.Fatal(err)
 	}
-	v, err := gates.NewVerifier(gates.VerifierConfig{Type: gates.TypConfirmation, Keys: keys, MaxLifetime: gates.DefaultConfirmationLifetime})
+	v, err := token.NewVerifier(token.VerifierConfig{Type: token.TypConfirmation, Keys: keys, MaxLifetime: token.DefaultConfirmationLifetime})
 	if err != nil {
 		b.Fatal(err)
 	}
 	tb := &tokBench{
 		action: m.Tool("order_place"),
-		replay: gates.NewMemoryReplayStore(gates.MemoryReplayOptions{}),
-		issuer: gates.TokenIssuer{Signer: signer},
+		replay: token.NewMemoryReplayStore(token.MemoryReplayOptions{}),
+		issuer: token.Issuer{Signer: signer},
 		pub:    signer.PublicKey().Public.(ed25519.PublicKey),
 		who:    middleware.Principal{ID: "user-1", Tenant: "acme"},
 	}
@@ -64,7 +65,7 @@ func newTokBench(b *testing.B) *tokBench {
 }
 
 func (tb *tokBench) mint(b *testing.B) string {
-	tok, _, err := tb.issuer.Confirmation(tb.who, tb.action.Intent, tb.digest, gates.DefaultConfirmationLifetime)
+	tok, _, err := tb.issuer.Confirmation(tb.who, tb.action.Intent, tb.digest, token.DefaultConfirmationLifetime)
 	if err != nil {
 		b.Fatal(err)
 	}

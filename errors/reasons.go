@@ -116,7 +116,7 @@ const (
 
 // Reasons of the confirmation gate besides those of a refused token
 // (AXAG_CONFIRMATION_MISSING). A confirmation refused for its token carries
-// the token's reason (gates.TokenReason).
+// the token's reason (token.Reason).
 const (
 	// ReasonDeclined: the person asked (through MCP elicitation) declined.
 	ReasonDeclined Reason = "declined"
@@ -129,7 +129,7 @@ const (
 
 // Reasons of the approval gate and the approval workflow
 // (AXAG_APPROVAL_INVALID unless noted). Approval tokens refused one by one
-// are listed in details.rejected_tokens with their gates.TokenReason.
+// are listed in details.rejected_tokens with their token.Reason.
 const (
 	// ReasonTooManyTokens: more approval tokens were presented than are
 	// checked.
@@ -161,7 +161,7 @@ const (
 
 // Reasons of authentication at a transport (AXGATE_UNAUTHENTICATED). A bearer
 // token that is present and refused carries the token's reason
-// (gates.TokenReason: expired, bad_signature, …).
+// (token.Reason: expired, bad_signature, …).
 const (
 	// ReasonMissingToken: the request has no bearer token.
 	ReasonMissingToken Reason = "missing_token"

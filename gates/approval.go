@@ -14,6 +14,7 @@ import (
 	axerr "github.com/axgate/axgate/errors"
 	"github.com/axgate/axgate/manifest"
 	"github.com/axgate/axgate/middleware"
+	"github.com/axgate/axgate/token"
 )
 
 // MaxApprovalTokens bounds the approval tokens one call may present (or
@@ -40,9 +41,9 @@ func (f NotifierFunc) ApprovalRequested(ctx context.Context, req ApprovalRequest
 type ApprovalConfig struct {
 	// Verifier checks approval tokens (type TypApproval). When nil, no token
 	// is accepted.
-	Verifier *Verifier
+	Verifier *token.Verifier
 	// Replay records used token ids. Required.
-	Replay ReplayStore
+	Replay token.ReplayStore
 	// Store keeps approval requests. Required.
 	Store ApprovalStore
 	// Notifier, when set, hears of new requests.
@@ -52,7 +53,7 @@ type ApprovalConfig struct {
 	RequestTTL time.Duration
 	// Issuer signs the tokens Decide returns; without a Signer, Decide can
 	// only deny.
-	Issuer TokenIssuer
+	Issuer token.Issuer
 	// TokenLifetime is the lifetime of tokens Decide issues (default: the
 	// verifier's maximum, else DefaultApprovalLifetime).
 	TokenLifetime time.Duration
@@ -99,10 +100,10 @@ func NewApproval(cfg ApprovalConfig) (*Approval, error) {
 		return nil, errors.New("approval gate: no approval store")
 	}
 	if cfg.RequestTTL <= 0 {
-		cfg.RequestTTL = DefaultApprovalLifetime
+		cfg.RequestTTL = token.DefaultApprovalLifetime
 	}
 	if cfg.TokenLifetime <= 0 {
-		cfg.TokenLifetime = DefaultApprovalLifetime
+		cfg.TokenLifetime = token.DefaultApprovalLifetime
 		if cfg.Verifier != nil {
 			cfg.TokenLifetime = cfg.Verifier.MaxLifetime()
 		}
@@ -135,9 +136,9 @@ func (g *Approval) Stage() middleware.Stage {
 
 // rejectedToken says why one presented approval token did not count.
 type rejectedToken struct {
-	Index  int         `json:"index"`
-	Reason TokenReason `json:"reason"`
-	Claim  string      `json:"claim,omitempty"`
+	Index  int          `json:"index"`
+	Reason token.Reason `json:"reason"`
+	Claim  string       `json:"claim,omitempty"`
 }
 
 func (g *Approval) intercept(ctx context.Context, call *middleware.Call, next middleware.Invoker) (middleware.Result, error) {
@@ -184,7 +185,7 @@ func (g *Approval) intercept(ctx context.Context, call *middleware.Call, next mi
 			// The same person approving twice still counts once.
 			continue
 		}
-		key := ReplayKey(c.Issuer, c.ID)
+		key := token.ReplayKey(c.Issuer, c.ID)
 		if call.CheckOnly() {
 			// No commit follows a check, so look the id up to report a
 			// spent token. A call that runs is checked once, by Consume at
@@ -194,13 +195,13 @@ func (g *Approval) intercept(ctx context.Context, call *middleware.Call, next mi
 				return middleware.Result{}, StoreUnavailable(call.Intent(), "the token replay store", err)
 			}
 			if used {
-				rejected = append(rejected, rejectedToken{Index: i, Reason: ReasonUsed})
+				rejected = append(rejected, rejectedToken{Index: i, Reason: token.ReasonUsed})
 				continue
 			}
 		}
 		approvers = append(approvers, c.Subject)
 		accepted = append(accepted, acceptedToken{index: i, approver: c.Subject, jti: c.ID, issued: c.IssuedAt.Time,
-			use: TokenUse{ID: key, Expires: g.cfg.Verifier.SpentUntil(c), Tenant: c.Tenant}})
+			use: token.Use{ID: key, Expires: g.cfg.Verifier.SpentUntil(c), Tenant: c.Tenant}})
 	}
 
 	if len(approvers) < need {
@@ -245,7 +246,7 @@ type acceptedToken struct {
 	approver string
 	jti      string
 	issued   time.Time
-	use      TokenUse
+	use      token.Use
 }
 
 // errNoChange ends an Update without writing.
@@ -306,7 +307,7 @@ func (g *Approval) voided(call *middleware.Call, digest, reqID string, need int,
 	if denied {
 		return g.denied(call, reqID)
 	}
-	return g.discounted(call, digest, reqID, need, accepted, rejected, void, ReasonVoid,
+	return g.discounted(call, digest, reqID, need, accepted, rejected, void, token.ReasonVoid,
 		"an approval token was issued before this call last ran on its approvals; ask for approval again")
 }
 
@@ -325,7 +326,7 @@ func (g *Approval) denied(call *middleware.Call, reqID string) *axerr.Error {
 // replayed is AXAG_APPROVAL_MISSING for approval tokens found used at the
 // commit (indexes among the presented tokens): they no longer count.
 func (g *Approval) replayed(call *middleware.Call, digest, reqID string, need int, accepted []acceptedToken, rejected []rejectedToken, indexes []int) *axerr.Error {
-	return g.discounted(call, digest, reqID, need, accepted, rejected, indexes, ReasonUsed,
+	return g.discounted(call, digest, reqID, need, accepted, rejected, indexes, token.ReasonUsed,
 		"an approval token was already used; ask for approval again")
 }
 
@@ -334,7 +335,7 @@ func (g *Approval) replayed(call *middleware.Call, digest, reqID string, need in
 // count at the commit, for reason: the facts record only the approvers
 // whose tokens still count, and the discounted tokens join the rejected
 // ones in the order they were presented.
-func (g *Approval) discounted(call *middleware.Call, digest, reqID string, need int, accepted []acceptedToken, rejected []rejectedToken, indexes []int, reason TokenReason, message string) *axerr.Error {
+func (g *Approval) discounted(call *middleware.Call, digest, reqID string, need int, accepted []acceptedToken, rejected []rejectedToken, indexes []int, reason token.Reason, message string) *axerr.Error {
 	var approvers []string
 	for _, t := range accepted {
 		if !slices.Contains(indexes, t.index) {
@@ -354,22 +355,22 @@ func (g *Approval) discounted(call *middleware.Call, digest, reqID string, need 
 }
 
 // verify checks one approval token and its binding to the call.
-func (g *Approval) verify(raw string, call *middleware.Call, digest string) (*Claims, *TokenError) {
+func (g *Approval) verify(raw string, call *middleware.Call, digest string) (*token.Claims, *token.Error) {
 	if g.cfg.Verifier == nil {
-		return nil, tokenError(ReasonUnknownKey, nil)
+		return nil, tokenError(token.ReasonUnknownKey, nil)
 	}
 	c, err := g.cfg.Verifier.Verify(raw)
 	if err != nil {
-		var te *TokenError
+		var te *token.Error
 		if !errors.As(err, &te) {
-			te = tokenError(ReasonMalformed, err)
+			te = tokenError(token.ReasonMalformed, err)
 		}
 		return nil, te
 	}
 	if c.Subject == "" {
-		return nil, &TokenError{Reason: ReasonMissingClaim, Claim: "sub"}
+		return nil, &token.Error{Reason: token.ReasonMissingClaim, Claim: "sub"}
 	}
-	if terr := bindToCall(c, c.Requester, call, digest); terr != nil {
+	if terr := c.CheckBinding(c.Requester, call, digest); terr != nil {
 		return nil, terr
 	}
 	return c, nil
@@ -573,7 +574,7 @@ func (g *Approval) missingError(call *middleware.Call, digest, reqID string, nee
 		With("count_needed", need).
 		With("count_received", got).
 		With("args_sha256", digest).
-		With("token_type", TypApproval)
+		With("token_type", token.TypApproval)
 	e.Gate = StageApproval
 	if got > 0 {
 		e.With("approvers", slices.Clone(approvers))
@@ -689,7 +690,7 @@ func alreadyDecided(r ApprovalRequest) *axerr.Error {
 }
 
 func (g *Approval) issue(approver string, roles []string, req ApprovalRequest, jti string) (string, time.Time, error) {
-	tok, exp, err := g.cfg.Issuer.approval(approver, roles, req, g.cfg.TokenLifetime, jti)
+	tok, exp, err := g.cfg.Issuer.Approval(approver, roles, token.Grant{Requester: req.Requester, Intent: req.Intent, Tenant: req.Tenant, ArgsSHA256: req.ArgsSHA256, ID: jti}, g.cfg.TokenLifetime)
 	if err != nil {
 		return "", time.Time{}, axerr.New(axerr.CodeInternal, "the approval token could not be signed").WithCause(err)
 	}

@@ -10,6 +10,7 @@ import (
 	axerr "github.com/axgate/axgate/errors"
 	"github.com/axgate/axgate/gates"
 	"github.com/axgate/axgate/middleware"
+	"github.com/axgate/axgate/token"
 )
 
 // ruleFixture is an approval gate, its memory stores and a token verifier
@@ -19,7 +20,7 @@ type ruleFixture struct {
 	*tkFixture
 	clock  *tkClock
 	store  *gates.MemoryApprovalStore
-	issuer gates.TokenIssuer
+	issuer token.Issuer
 	gate   *gates.Approval
 	chain  middleware.Invoker
 	ran    atomic.Int32
@@ -29,13 +30,13 @@ type ruleFixture struct {
 func newRuleFixture(t *testing.T, edit func(*gates.ApprovalConfig)) *ruleFixture {
 	t.Helper()
 	f := &ruleFixture{tkFixture: newTkFixture(t), clock: &tkClock{now: time.Now().UTC().Truncate(time.Second)}}
-	f.replay = gates.NewMemoryReplayStore(gates.MemoryReplayOptions{Now: f.clock.Now})
+	f.replay = token.NewMemoryReplayStore(token.MemoryReplayOptions{Now: f.clock.Now})
 	f.store = gates.NewMemoryApprovalStore(gates.MemoryApprovalOptions{Now: f.clock.Now})
-	v, err := gates.NewVerifier(gates.VerifierConfig{Type: gates.TypApproval, Keys: f.keys, MaxLifetime: gates.DefaultApprovalLifetime, Now: f.clock.Now})
+	v, err := token.NewVerifier(token.VerifierConfig{Type: token.TypApproval, Keys: f.keys, MaxLifetime: token.DefaultApprovalLifetime, Now: f.clock.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.issuer = gates.TokenIssuer{Signer: f.signer, Now: f.clock.Now}
+	f.issuer = token.Issuer{Signer: f.signer, Now: f.clock.Now}
 	cfg := gates.ApprovalConfig{
 		Verifier: v, Replay: f.replay, Store: f.store, Issuer: f.issuer, Now: f.clock.Now,
 		RequestTTL: time.Hour,
@@ -74,7 +75,7 @@ func (f *ruleFixture) mint(t *testing.T, approver, intent, args string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tok, _, err := f.issuer.Approval(approver, []string{"finance"}, gates.ApprovalRequest{Intent: intent, Tenant: "acme", ArgsSHA256: d, Requester: "alice"}, 24*time.Hour)
+	tok, _, err := f.issuer.Approval(approver, []string{"finance"}, token.Grant{Intent: intent, Tenant: "acme", ArgsSHA256: d, Requester: "alice"}, 24*time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +144,7 @@ func TestApprovalExecutedVoidsRemainingTokens(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	spare, _, err := f.issuer.Approval("carol", []string{"admin"}, mustGet(t, f.store, id), time.Hour)
+	spare, _, err := f.issuer.Approval("carol", []string{"admin"}, grantOf(mustGet(t, f.store, id)), time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,4 +250,9 @@ func TestMemoryApprovalStoreCapacityPerTenant(t *testing.T) {
 	if _, created, err := s.Create(ctx, gates.ApprovalRequest{ID: "acme-1", Tenant: "acme", ExpiresAt: exp}, 0); err != nil || !created {
 		t.Fatalf("another tenant: %v, %v", created, err)
 	}
+}
+
+// grantOf is the token grant for an approval request's call.
+func grantOf(r gates.ApprovalRequest) token.Grant {
+	return token.Grant{Requester: r.Requester, Intent: r.Intent, Tenant: r.Tenant, ArgsSHA256: r.ArgsSHA256}
 }

@@ -9,6 +9,7 @@ import (
 	axerr "github.com/axgate/axgate/errors"
 	"github.com/axgate/axgate/gates"
 	"github.com/axgate/axgate/middleware"
+	"github.com/axgate/axgate/token"
 )
 
 // skewed is approval gates of several replicas on one store, each with a
@@ -18,14 +19,14 @@ type skewed struct {
 	mu    sync.Mutex
 	base  time.Time
 	store *gates.MemoryApprovalStore
-	v     *gates.Verifier
+	v     *token.Verifier
 }
 
 func newSkewed(t *testing.T) *skewed {
 	s := &skewed{tkApproval: newTkApproval(t), base: time.Now()}
 	s.store = gates.NewMemoryApprovalStore(gates.MemoryApprovalOptions{Now: s.clock(0)})
 	var err error
-	s.v, err = gates.NewVerifier(gates.VerifierConfig{Type: gates.TypApproval, Keys: s.keys, MaxLifetime: gates.DefaultApprovalLifetime, Now: s.clock(0)})
+	s.v, err = token.NewVerifier(token.VerifierConfig{Type: token.TypApproval, Keys: s.keys, MaxLifetime: token.DefaultApprovalLifetime, Now: s.clock(0)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +42,7 @@ func (s *skewed) advance(d time.Duration) { s.mu.Lock(); s.base = s.base.Add(d);
 // replica is the gate of a replica whose clock is skew ahead.
 func (s *skewed) replica(t *testing.T, skew time.Duration) *gates.Approval {
 	g, err := gates.NewApproval(gates.ApprovalConfig{Verifier: s.v, Replay: s.replay, Store: s.store,
-		Issuer: gates.TokenIssuer{Signer: s.signer}, RequestTTL: time.Minute, Now: s.clock(skew)})
+		Issuer: token.Issuer{Signer: s.signer}, RequestTTL: time.Minute, Now: s.clock(skew)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +134,7 @@ func TestApprovalVoidBeforeLeewayForTokensMintedOutsideDecide(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		tok, _, err := gates.TokenIssuer{Signer: s.signer, Now: s.clock(skew)}.Approval("carol", []string{"admin"}, req, time.Hour)
+		tok, _, err := token.Issuer{Signer: s.signer, Now: s.clock(skew)}.Approval("carol", []string{"admin"}, grantOf(req), time.Hour)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -13,6 +13,7 @@ import (
 	axerr "github.com/axgate/axgate/errors"
 	"github.com/axgate/axgate/gates"
 	"github.com/axgate/axgate/middleware"
+	"github.com/axgate/axgate/token"
 )
 
 // tkApproval is an approval gate beside the confirmation fixture, sharing
@@ -22,17 +23,17 @@ type tkApproval struct {
 	store    *gates.MemoryApprovalStore
 	notified atomic.Int32
 	gate     *gates.Approval
-	issuer   gates.TokenIssuer
+	issuer   token.Issuer
 }
 
 func newTkApproval(t testing.TB) *tkApproval {
 	t.Helper()
 	a := &tkApproval{tkFixture: newTkFixture(t), store: gates.NewMemoryApprovalStore(gates.MemoryApprovalOptions{})}
-	v, err := gates.NewVerifier(gates.VerifierConfig{Type: gates.TypApproval, Keys: a.keys, MaxLifetime: gates.DefaultApprovalLifetime})
+	v, err := token.NewVerifier(token.VerifierConfig{Type: token.TypApproval, Keys: a.keys, MaxLifetime: token.DefaultApprovalLifetime})
 	if err != nil {
 		t.Fatal(err)
 	}
-	a.issuer = gates.TokenIssuer{Signer: a.signer}
+	a.issuer = token.Issuer{Signer: a.signer}
 	a.gate, err = gates.NewApproval(gates.ApprovalConfig{
 		Verifier: v, Replay: a.replay, Store: a.store, Issuer: a.issuer,
 		Notifier: gates.NotifierFunc(func(context.Context, gates.ApprovalRequest) error { a.notified.Add(1); return nil }),
@@ -50,7 +51,7 @@ func (a *tkApproval) approval(t testing.TB, approver string, roles []string, int
 	if err != nil {
 		t.Fatal(err)
 	}
-	tok, _, err := a.issuer.Approval(approver, roles, gates.ApprovalRequest{Intent: intent, Tenant: "acme", ArgsSHA256: d, Requester: "alice"}, time.Hour)
+	tok, _, err := a.issuer.Approval(approver, roles, token.Grant{Intent: intent, Tenant: "acme", ArgsSHA256: d, Requester: "alice"}, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -414,7 +415,7 @@ func TestTokensSpentTogether(t *testing.T) {
 	if _, err := a.tkFixture.gate.Stage().Interceptor(ctx, c, middleware.InvokerFunc(func(ctx context.Context, c *middleware.Call) (middleware.Result, error) {
 		return a.gate.Stage().Interceptor(ctx, c, middleware.InvokerFunc(func(ctx context.Context, c *middleware.Call) (middleware.Result, error) {
 			// Another call spends the approval between the gates and the commit.
-			if err := a.replay.Consume(ctx, []gates.TokenUse{{ID: tkReplayKey(t, appr2), Expires: time.Now().Add(time.Hour)}}); err != nil {
+			if err := a.replay.Consume(ctx, []token.Use{{ID: tkReplayKey(t, appr2), Expires: time.Now().Add(time.Hour)}}); err != nil {
 				t.Fatal(err)
 			}
 			return middleware.Result{}, c.RunCommits(ctx)

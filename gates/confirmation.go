@@ -2,7 +2,6 @@ package gates
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,20 +13,19 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/golang-jwt/jwt/v5"
-
 	axerr "github.com/axgate/axgate/errors"
 	"github.com/axgate/axgate/manifest"
 	"github.com/axgate/axgate/middleware"
+	"github.com/axgate/axgate/token"
 )
 
 // ConfirmationConfig configures the confirmation gate.
 type ConfirmationConfig struct {
 	// Verifier checks confirmation tokens (type TypConfirmation). When nil,
 	// no token is accepted and only MCP elicitation can confirm a call.
-	Verifier *Verifier
+	Verifier *token.Verifier
 	// Replay records used token ids. Required.
-	Replay ReplayStore
+	Replay token.ReplayStore
 	// Threshold is the risk level from which confirmation is required even
 	// without confirmation_required (default high). Critical actions always
 	// need it.
@@ -98,17 +96,17 @@ func (c *Confirmation) intercept(ctx context.Context, call *middleware.Call, nex
 		return next.Invoke(ctx, call)
 	}
 	if c.cfg.Verifier == nil {
-		return middleware.Result{}, c.missing(call, digest, axerr.Reason(ReasonUnknownKey))
+		return middleware.Result{}, c.missing(call, digest, axerr.Reason(token.ReasonUnknownKey))
 	}
 	claims, err := c.cfg.Verifier.Verify(raw)
 	if err != nil {
 		return middleware.Result{}, c.refused(call, digest, err)
 	}
-	if terr := bindToCall(claims, claims.Subject, call, digest); terr != nil {
+	if terr := claims.CheckBinding(claims.Subject, call, digest); terr != nil {
 		return middleware.Result{}, c.refused(call, digest, terr)
 	}
 	call.Facts.ConfirmationJTI = claims.ID
-	key := ReplayKey(claims.Issuer, claims.ID)
+	key := token.ReplayKey(claims.Issuer, claims.ID)
 	if call.CheckOnly() {
 		// No commit follows a check, so look the id up to report a spent
 		// token. A call that runs is checked once, by Consume at the commit.
@@ -117,25 +115,25 @@ func (c *Confirmation) intercept(ctx context.Context, call *middleware.Call, nex
 			return middleware.Result{}, StoreUnavailable(call.Intent(), "the token replay store", err)
 		}
 		if used {
-			return middleware.Result{}, c.refused(call, digest, tokenError(ReasonUsed, nil))
+			return middleware.Result{}, c.refused(call, digest, tokenError(token.ReasonUsed, nil))
 		}
 		return next.Invoke(ctx, call)
 	}
 	replayed := replayRefusal(func([]int) *axerr.Error {
 		call.Facts.ConfirmationJTI = "" // it did not count
-		return c.refused(call, digest, tokenError(ReasonUsed, nil))
+		return c.refused(call, digest, tokenError(token.ReasonUsed, nil))
 	})
 	ctx = spend(ctx, call, c.cfg.Replay, pendingUse{
-		use:     TokenUse{ID: key, Expires: c.cfg.Verifier.SpentUntil(claims), Tenant: claims.Tenant},
+		use:     token.Use{ID: key, Expires: c.cfg.Verifier.SpentUntil(claims), Tenant: claims.Tenant},
 		refusal: &replayed,
 	})
 	return next.Invoke(ctx, call)
 }
 
 func (c *Confirmation) refused(call *middleware.Call, digest string, err error) *axerr.Error {
-	var te *TokenError
+	var te *token.Error
 	if !errors.As(err, &te) {
-		te = tokenError(ReasonMalformed, err)
+		te = tokenError(token.ReasonMalformed, err)
 	}
 	e := c.missing(call, digest, axerr.Reason(te.Reason))
 	e.Message = "the confirmation token " + te.Reason.Describe() + "; ask the person to confirm this call again"
@@ -156,7 +154,7 @@ func (c *Confirmation) missing(call *middleware.Call, digest string, reason axer
 		With("risk_level", string(a.RiskLevel)).
 		With("side_effects", detailList(a.SideEffects)).
 		With("args_sha256", digest).
-		With("token_type", TypConfirmation)
+		With("token_type", token.TypConfirmation)
 	e.Gate = StageConfirmation
 	if v := c.cfg.Verifier; v != nil {
 		e.With("max_token_lifetime", int(v.MaxLifetime()/time.Second))
@@ -280,90 +278,4 @@ func safeText(s string) string {
 		}
 	}
 	return b.String()
-}
-
-// TokenIssuer signs confirmation and approval tokens with the documented
-// claims.
-type TokenIssuer struct {
-	// Signer signs the tokens. Required.
-	Signer *Signer
-	// Issuer and Audience become iss and aud (DefaultIssuer and
-	// DefaultAudience when empty).
-	Issuer, Audience string
-	// Now is the clock (time.Now when nil).
-	Now func() time.Time
-}
-
-func (ti TokenIssuer) base(sub, intent, tenant, digest string, lifetime time.Duration) (Claims, time.Time, error) {
-	if ti.Signer == nil {
-		return Claims{}, time.Time{}, errors.New("no signing key is configured")
-	}
-	if lifetime <= 0 {
-		return Claims{}, time.Time{}, errors.New("token lifetime must be positive")
-	}
-	now := time.Now
-	if ti.Now != nil {
-		now = ti.Now
-	}
-	iat := now().Truncate(time.Second)
-	exp := iat.Add(lifetime)
-	iss, aud := ti.Issuer, ti.Audience
-	if iss == "" {
-		iss = DefaultIssuer
-	}
-	if aud == "" {
-		aud = DefaultAudience
-	}
-	return Claims{
-		RegisteredClaims: jwt.RegisteredClaims{
-			Issuer:    iss,
-			Subject:   sub,
-			Audience:  jwt.ClaimStrings{aud},
-			ID:        rand.Text(),
-			IssuedAt:  jwt.NewNumericDate(iat),
-			ExpiresAt: jwt.NewNumericDate(exp),
-		},
-		Intent:     intent,
-		Tenant:     tenant,
-		ArgsSHA256: digest,
-	}, exp, nil
-}
-
-// Confirmation signs a confirmation token for the principal's call of the
-// intent with arguments of digest argsSHA256 (middleware.Call.ArgsSHA256).
-func (ti TokenIssuer) Confirmation(p middleware.Principal, intent, argsSHA256 string, lifetime time.Duration) (string, time.Time, error) {
-	c, exp, err := ti.base(p.ID, intent, p.Tenant, argsSHA256, lifetime)
-	if err != nil {
-		return "", time.Time{}, err
-	}
-	tok, err := ti.Signer.Sign(TypConfirmation, c)
-	if err != nil {
-		return "", time.Time{}, err
-	}
-	return tok, exp, nil
-}
-
-// Approval signs an approval token by approver (holding roles) for the
-// request's call.
-func (ti TokenIssuer) Approval(approver string, roles []string, req ApprovalRequest, lifetime time.Duration) (string, time.Time, error) {
-	return ti.approval(approver, roles, req, lifetime, "")
-}
-
-// approval is Approval with the token's jti when not empty (the approval
-// gate records it on the request before signing).
-func (ti TokenIssuer) approval(approver string, roles []string, req ApprovalRequest, lifetime time.Duration, jti string) (string, time.Time, error) {
-	c, exp, err := ti.base(approver, req.Intent, req.Tenant, req.ArgsSHA256, lifetime)
-	if err != nil {
-		return "", time.Time{}, err
-	}
-	if jti != "" {
-		c.ID = jti
-	}
-	c.Roles = roles
-	c.Requester = req.Requester
-	tok, err := ti.Signer.Sign(TypApproval, c)
-	if err != nil {
-		return "", time.Time{}, err
-	}
-	return tok, exp, nil
 }

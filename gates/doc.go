@@ -3,9 +3,12 @@
 // middleware.Stage, so the root package can assemble them in the standard
 // order and users can reorder, drop or add their own.
 //
-// Gates that need state across calls (used token ids, rate-limit counters,
-// idempotency records, approval requests) reach it through small store
-// interfaces declared here, with in-memory implementations; package
+// Gates that need state across calls (rate-limit counters, idempotency
+// records, approval requests) reach it through small store interfaces
+// declared here, with in-memory implementations; used token ids live in a
+// token.ReplayStore. The confirmation and approval gates verify tokens with
+// package token and spend them here, at the commit, right before the tool
+// runs; package
 // gates/redisstore shares them across replicas. A store that fails makes its
 // gate refuse the call: gates fail closed.
 package gates

@@ -17,6 +17,7 @@ import (
 	axerr "github.com/axgate/axgate/errors"
 	"github.com/axgate/axgate/gates"
 	"github.com/axgate/axgate/middleware"
+	"github.com/axgate/axgate/token"
 )
 
 // tkReplayKey is the id under which the gates record tok as used.
@@ -26,22 +27,22 @@ func tkReplayKey(t testing.TB, tok string) string {
 	if _, _, err := jwt.NewParser().ParseUnverified(tok, &c); err != nil {
 		t.Fatal(err)
 	}
-	return gates.ReplayKey(c.Issuer, c.ID)
+	return token.ReplayKey(c.Issuer, c.ID)
 }
 
 // tkCountingReplay counts the calls a gate makes to its replay store.
 type tkCountingReplay struct {
-	*gates.MemoryReplayStore
+	*token.MemoryReplayStore
 	used, consume atomic.Int32
 	mu            sync.Mutex
 	batches       [][]string // the ids of each Consume
 }
 
 func newTkCountingReplay() *tkCountingReplay {
-	return &tkCountingReplay{MemoryReplayStore: gates.NewMemoryReplayStore(gates.MemoryReplayOptions{})}
+	return &tkCountingReplay{MemoryReplayStore: token.NewMemoryReplayStore(token.MemoryReplayOptions{})}
 }
 
-func (s *tkCountingReplay) Consume(ctx context.Context, uses []gates.TokenUse) error {
+func (s *tkCountingReplay) Consume(ctx context.Context, uses []token.Use) error {
 	s.consume.Add(1)
 	ids := make([]string, len(uses))
 	for i, u := range uses {
@@ -69,7 +70,7 @@ func (s *tkCountingReplay) reset() {
 // tkUncomparableReplay is a replay store whose type cannot be compared with
 // ==: a struct holding a slice, used by value.
 type tkUncomparableReplay struct {
-	*gates.MemoryReplayStore
+	*token.MemoryReplayStore
 	tags []string
 }
 
@@ -185,7 +186,7 @@ func TestTokensSpentInOneRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	av, _ := gates.NewVerifier(gates.VerifierConfig{Type: gates.TypApproval, Keys: a.keys, MaxLifetime: gates.DefaultApprovalLifetime})
+	av, _ := token.NewVerifier(token.VerifierConfig{Type: token.TypApproval, Keys: a.keys, MaxLifetime: token.DefaultApprovalLifetime})
 	appr, err := gates.NewApproval(gates.ApprovalConfig{Verifier: av, Replay: store, Store: a.store})
 	if err != nil {
 		t.Fatal(err)
@@ -245,7 +246,7 @@ func TestCheckReportsSpentTokens(t *testing.T) {
 	ctx := t.Context()
 	const args = `{"order_id":"o-1","amount":25}`
 	tok := a.signEd(t, nil, a.claims(t, "order.refund", args))
-	if err := a.replay.Consume(ctx, []gates.TokenUse{{ID: tkReplayKey(t, tok), Expires: jwtExp(t, tok)}}); err != nil {
+	if err := a.replay.Consume(ctx, []token.Use{{ID: tkReplayKey(t, tok), Expires: jwtExp(t, tok)}}); err != nil {
 		t.Fatal(err)
 	}
 	c := a.call("order.refund", args)
@@ -256,7 +257,7 @@ func TestCheckReportsSpentTokens(t *testing.T) {
 	}
 
 	bob := a.approval(t, "bob", []string{"admin"}, "vault.open", `{"vault":"v1"}`)
-	if err := a.replay.Consume(ctx, []gates.TokenUse{{ID: tkReplayKey(t, bob), Expires: jwtExp(t, bob)}}); err != nil {
+	if err := a.replay.Consume(ctx, []token.Use{{ID: tkReplayKey(t, bob), Expires: jwtExp(t, bob)}}); err != nil {
 		t.Fatal(err)
 	}
 	c = a.call("vault.open", `{"vault":"v1"}`)
@@ -284,7 +285,7 @@ func jwtExp(t testing.TB, tok string) time.Time {
 func TestTokensSpentPerStore(t *testing.T) {
 	a := newTkApproval(t)
 	const args = `{"vault":"v1"}`
-	for name, stores := range map[string][2]gates.ReplayStore{
+	for name, stores := range map[string][2]token.ReplayStore{
 		"two stores": {newTkCountingReplay(), newTkCountingReplay()},
 		"uncomparable store type": {
 			tkUncomparableReplay{MemoryReplayStore: a.replay, tags: []string{"x"}},
@@ -296,7 +297,7 @@ func TestTokensSpentPerStore(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			av, _ := gates.NewVerifier(gates.VerifierConfig{Type: gates.TypApproval, Keys: a.keys, MaxLifetime: gates.DefaultApprovalLifetime})
+			av, _ := token.NewVerifier(token.VerifierConfig{Type: token.TypApproval, Keys: a.keys, MaxLifetime: token.DefaultApprovalLifetime})
 			appr, err := gates.NewApproval(gates.ApprovalConfig{Verifier: av, Replay: stores[1], Store: a.store})
 			if err != nil {
 				t.Fatal(err)
@@ -349,11 +350,11 @@ func TestReplayKey(t *testing.T) {
 	if _, err := chain.Invoke(t.Context(), c); err != nil {
 		t.Fatal(err)
 	}
-	key := gates.ReplayKey(gates.DefaultIssuer, claims["jti"].(string))
+	key := token.ReplayKey(token.DefaultIssuer, claims["jti"].(string))
 	if len(store.batches) != 1 || !slices.Equal(store.batches[0], []string{key}) || len(key) != 43 {
 		t.Fatalf("recorded %q, want [%s] (43 characters)", store.batches, key)
 	}
-	if gates.ReplayKey("a", "bc") == gates.ReplayKey("ab", "c") || gates.ReplayKey("iss-1", "x") == gates.ReplayKey("iss-2", "x") {
+	if token.ReplayKey("a", "bc") == token.ReplayKey("ab", "c") || token.ReplayKey("iss-1", "x") == token.ReplayKey("iss-2", "x") {
 		t.Fatal("replay keys of different (issuer, jti) pairs collide")
 	}
 	if c.Facts.ConfirmationJTI != claims["jti"] {
@@ -387,7 +388,7 @@ func TestRefusalDetailsAreCopies(t *testing.T) {
 }
 
 // tkFailingUsed is a replay store whose lookups fail.
-type tkFailingUsed struct{ *gates.MemoryReplayStore }
+type tkFailingUsed struct{ *token.MemoryReplayStore }
 
 func (tkFailingUsed) Used(context.Context, string) (bool, error) {
 	return false, errors.New("dial tcp 10.0.0.9:6379: connection refused")
@@ -407,7 +408,7 @@ func TestSpentConfirmationAsksNoApprover(t *testing.T) {
 	}
 
 	spent := a.signEd(t, nil, a.claims(t, "vault.open", args))
-	if err := a.replay.Consume(ctx, []gates.TokenUse{{ID: tkReplayKey(t, spent), Expires: jwtExp(t, spent)}}); err != nil {
+	if err := a.replay.Consume(ctx, []token.Use{{ID: tkReplayKey(t, spent), Expires: jwtExp(t, spent)}}); err != nil {
 		t.Fatal(err)
 	}
 	c := a.call("vault.open", args)
@@ -445,7 +446,7 @@ func TestSpentConfirmationAsksNoApprover(t *testing.T) {
 	}
 
 	// A replay store that cannot tell: fail closed, ask no one.
-	conf, err := gates.NewConfirmation(gates.ConfirmationConfig{Verifier: a.verifier, Replay: tkFailingUsed{gates.NewMemoryReplayStore(gates.MemoryReplayOptions{})}})
+	conf, err := gates.NewConfirmation(gates.ConfirmationConfig{Verifier: a.verifier, Replay: tkFailingUsed{token.NewMemoryReplayStore(token.MemoryReplayOptions{})}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,34 +18,8 @@ import (
 // use. A store that cannot answer returns an error, and the gate refuses the
 // call with AXGATE_STORE_UNAVAILABLE: never fail open.
 
-// ErrReplayed is returned by ReplayStore.Consume when a token id was
-// already used.
-var ErrReplayed = errors.New("token already used")
-
 // ErrNotFound is returned by stores for an id they do not hold.
 var ErrNotFound = errors.New("not found")
-
-// TokenUse is one token id to mark used until it expires.
-type TokenUse struct {
-	ID      string
-	Expires time.Time
-	// Tenant is the tenant the token was issued for (its tenant claim,
-	// which the gates require to be the caller's). A memory store keeps its
-	// capacity per tenant by it; "" is the share of callers without one.
-	Tenant string
-}
-
-// ReplayStore records the ids (jti) of used single-use tokens until they
-// expire.
-type ReplayStore interface {
-	// Consume records every id atomically: if any of them was already
-	// recorded it returns ErrReplayed and records none, so of many concurrent
-	// presentations of one token exactly one succeeds.
-	Consume(ctx context.Context, uses []TokenUse) error
-	// Used reports whether id was recorded (for an early, precise refusal; the
-	// authoritative check is Consume).
-	Used(ctx context.Context, id string) (bool, error)
-}
 
 // Limit is a rate: Count calls per Per, with bursts up to Count. A cooldown
 // is the Limit {1, cooldown}.

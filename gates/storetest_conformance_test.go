@@ -5,14 +5,15 @@ import (
 
 	"github.com/axgate/axgate/gates"
 	"github.com/axgate/axgate/gates/storetest"
+	"github.com/axgate/axgate/token"
 )
 
 // The memory stores keep the same contracts as the Redis stores of
 // gates/redisstore, checked by the same suite.
 
 func TestMemoryReplayStoreConformance(t *testing.T) {
-	storetest.TestReplayStore(t, func(*testing.T) gates.ReplayStore {
-		return gates.NewMemoryReplayStore(gates.MemoryReplayOptions{})
+	storetest.TestReplayStore(t, func(*testing.T) token.ReplayStore {
+		return token.NewMemoryReplayStore(token.MemoryReplayOptions{})
 	})
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/axgate/axgate/gates"
+	"github.com/axgate/axgate/token"
 )
 
 // The memory stores keep their capacity per tenant: one tenant filling its
@@ -65,23 +66,23 @@ func TestMemoryLimiterSharePerTenant(t *testing.T) {
 }
 
 func TestMemoryReplayStoreSharePerTenant(t *testing.T) {
-	s := gates.NewMemoryReplayStore(gates.MemoryReplayOptions{MaxEntries: 3})
+	s := token.NewMemoryReplayStore(token.MemoryReplayOptions{MaxEntries: 3})
 	ctx := t.Context()
 	exp := time.Now().Add(time.Hour)
 	for i := range 3 {
-		if err := s.Consume(ctx, []gates.TokenUse{{ID: fmt.Sprint("flood-", i), Expires: exp, Tenant: "flood"}}); err != nil {
+		if err := s.Consume(ctx, []token.Use{{ID: fmt.Sprint("flood-", i), Expires: exp, Tenant: "flood"}}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := s.Consume(ctx, []gates.TokenUse{{ID: "flood-x", Expires: exp, Tenant: "flood"}}); !errors.Is(err, gates.ErrReplayStoreFull) {
-		t.Fatalf("Consume over the tenant's share = %v, want gates.ErrReplayStoreFull", err)
+	if err := s.Consume(ctx, []token.Use{{ID: "flood-x", Expires: exp, Tenant: "flood"}}); !errors.Is(err, token.ErrReplayStoreFull) {
+		t.Fatalf("Consume over the tenant's share = %v, want token.ErrReplayStoreFull", err)
 	}
-	if err := s.Consume(ctx, []gates.TokenUse{{ID: "o-1", Expires: exp, Tenant: "other"}, {ID: "o-2", Expires: exp, Tenant: "other"}, {ID: "o-3", Expires: exp, Tenant: "other"}}); err != nil {
+	if err := s.Consume(ctx, []token.Use{{ID: "o-1", Expires: exp, Tenant: "other"}, {ID: "o-2", Expires: exp, Tenant: "other"}, {ID: "o-3", Expires: exp, Tenant: "other"}}); err != nil {
 		t.Fatalf("another tenant's tokens while the first is full: %v", err)
 	}
 	// A batch that would overfill one tenant records none of its ids.
-	if err := s.Consume(ctx, []gates.TokenUse{{ID: "n-1", Expires: exp}, {ID: "o-4", Expires: exp, Tenant: "other"}}); !errors.Is(err, gates.ErrReplayStoreFull) {
-		t.Fatalf("a batch over one tenant's share = %v, want gates.ErrReplayStoreFull", err)
+	if err := s.Consume(ctx, []token.Use{{ID: "n-1", Expires: exp}, {ID: "o-4", Expires: exp, Tenant: "other"}}); !errors.Is(err, token.ErrReplayStoreFull) {
+		t.Fatalf("a batch over one tenant's share = %v, want token.ErrReplayStoreFull", err)
 	}
 	if used, _ := s.Used(ctx, "n-1"); used {
 		t.Fatal("a refused batch recorded an id")

@@ -14,14 +14,14 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	axerr "github.com/axgate/axgate/errors"
-	"github.com/axgate/axgate/gates"
 	"github.com/axgate/axgate/middleware"
+	"github.com/axgate/axgate/token"
 )
 
 // BearerConfig configures JWTBearer.
 type BearerConfig struct {
 	// Keyfunc returns the verification key of a token (required). Use
-	// gates.Keyfunc over a gates.KeySet (static keys, a JWKS file or URL):
+	// token.Keyfunc over a token.KeySet (static keys, a JWKS file or URL):
 	// it binds each key to one algorithm and picks it by "kid".
 	Keyfunc jwt.Keyfunc
 	// Issuer is the required "iss" (required: a token from any issuer is
@@ -59,7 +59,7 @@ type BearerConfig struct {
 	// string, and is dropped once its exp (plus Leeway) has passed or once
 	// Keyfunc no longer returns the key it was verified with (a key revoked
 	// from the key set: the Keyfunc is asked again on every hit, which for
-	// gates.Keyfunc is a lookup in memory). Default 4096; negative disables
+	// token.Keyfunc is a lookup in memory). Default 4096; negative disables
 	// the cache.
 	CacheSize int
 }
@@ -84,7 +84,7 @@ var forbiddenTypes = []string{"axag-confirmation+jwt", "axag-approval+jwt"}
 // roles and scope claims, and all the claims.
 //
 // A missing or bad token is refused with 401 AXGATE_UNAUTHENTICATED, a
-// details.reason (missing_token or bad_claim, or the gates.TokenReason of a
+// details.reason (missing_token or bad_claim, or the token.Reason of a
 // refused token: too_large, malformed, expired, not_yet_valid,
 // bad_signature, unknown_key, algorithm_not_allowed, wrong_issuer,
 // wrong_audience, wrong_type, unsupported_critical_header, missing_claim)
@@ -99,7 +99,7 @@ func JWTBearer(cfg BearerConfig) (PrincipalFunc, error) {
 		return nil, errors.New("httpgate: JWTBearer needs an Issuer and an Audience")
 	}
 	if len(cfg.Algorithms) == 0 {
-		cfg.Algorithms = gates.DefaultAlgorithms
+		cfg.Algorithms = token.DefaultAlgorithms
 	}
 	if slices.Contains(cfg.Algorithms, "none") {
 		return nil, errors.New(`httpgate: JWTBearer never accepts alg "none"`)
@@ -169,7 +169,7 @@ func (b *bearer) principal(r *http.Request) (middleware.Principal, error) {
 		return middleware.Principal{}, unauthenticated(axerr.ReasonMissingToken, "the request has no bearer token")
 	}
 	if len(raw) > b.cfg.MaxTokenBytes {
-		return middleware.Principal{}, unauthenticated(axerr.Reason(gates.ReasonTooLarge), "the bearer token is too large")
+		return middleware.Principal{}, unauthenticated(axerr.Reason(token.ReasonTooLarge), "the bearer token is too large")
 	}
 	if p, ok := b.cached(raw); ok {
 		return p, nil
@@ -187,7 +187,7 @@ func (b *bearer) principal(r *http.Request) (middleware.Principal, error) {
 	}
 	p := middleware.Principal{Claims: claims}
 	if p.ID, ok = claims["sub"].(string); !ok || p.ID == "" {
-		return middleware.Principal{}, unauthenticated(axerr.Reason(gates.ReasonMissingClaim), "the bearer token names no subject (sub)")
+		return middleware.Principal{}, unauthenticated(axerr.Reason(token.ReasonMissingClaim), "the bearer token names no subject (sub)")
 	}
 	if v, ok := claims[b.cfg.TenantClaim]; ok {
 		if p.Tenant, ok = v.(string); !ok {
@@ -217,7 +217,7 @@ func (b *bearer) principal(r *http.Request) (middleware.Principal, error) {
 
 // cached returns the principal of a token verified before, not expired
 // since, and whose key the key set still holds. The Keyfunc is asked again
-// on every hit (a lookup in memory: gates.KeySet never fetches on the
+// on every hit (a lookup in memory: token.KeySet never fetches on the
 // request path), so that a key revoked or rotated out of a remote key set
 // stops its tokens at the next refresh rather than at their exp. The
 // principal is shared by every request with that token: gates read it,
@@ -309,34 +309,34 @@ func bearerToken(h string) (string, bool) {
 }
 
 // jwtReason names why a token was refused, in the vocabulary of the token
-// gates (gates.TokenReason).
-func jwtReason(err error) gates.TokenReason {
-	if te, ok := errors.AsType[*gates.TokenError](err); ok {
+// gates (token.Reason).
+func jwtReason(err error) token.Reason {
+	if te, ok := errors.AsType[*token.Error](err); ok {
 		return te.Reason
 	}
 	switch {
 	case errors.Is(err, errCrit):
-		return gates.ReasonCriticalHeader
+		return token.ReasonCriticalHeader
 	case errors.Is(err, errTypeRefused):
-		return gates.ReasonType
-	case errors.Is(err, gates.ErrUnknownKey):
-		return gates.ReasonUnknownKey
+		return token.ReasonType
+	case errors.Is(err, token.ErrUnknownKey):
+		return token.ReasonUnknownKey
 	case errors.Is(err, jwt.ErrTokenExpired):
-		return gates.ReasonExpired
+		return token.ReasonExpired
 	case errors.Is(err, jwt.ErrTokenNotValidYet), errors.Is(err, jwt.ErrTokenUsedBeforeIssued):
-		return gates.ReasonNotYetValid
+		return token.ReasonNotYetValid
 	case errors.Is(err, jwt.ErrTokenInvalidIssuer):
-		return gates.ReasonIssuer
+		return token.ReasonIssuer
 	case errors.Is(err, jwt.ErrTokenInvalidAudience):
-		return gates.ReasonAudience
+		return token.ReasonAudience
 	case errors.Is(err, jwt.ErrTokenRequiredClaimMissing):
-		return gates.ReasonMissingClaim
+		return token.ReasonMissingClaim
 	case errors.Is(err, jwt.ErrTokenSignatureInvalid):
-		return gates.ReasonBadSignature
+		return token.ReasonBadSignature
 	case errors.Is(err, jwt.ErrTokenUnverifiable):
-		return gates.ReasonUnknownKey
+		return token.ReasonUnknownKey
 	}
-	return gates.ReasonMalformed
+	return token.ReasonMalformed
 }
 
 // stringList reads an array of strings or a space-separated string.
@@ -358,7 +358,7 @@ func stringList(v any) ([]string, bool) {
 	return nil, false
 }
 
-// unauthenticated is a 401 refusal; a refused token's gates.TokenReason is
+// unauthenticated is a 401 refusal; a refused token's token.Reason is
 // converted to its details.reason as it is (axerr.Reason(r)).
 func unauthenticated(reason axerr.Reason, msg string) *axerr.Error {
 	return axerr.New(axerr.CodeUnauthenticated, msg).WithReason(reason)

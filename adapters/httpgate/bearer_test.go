@@ -14,7 +14,7 @@ import (
 
 	"github.com/axgate/axgate/adapters/httpgate"
 	axerr "github.com/axgate/axgate/errors"
-	"github.com/axgate/axgate/gates"
+	"github.com/axgate/axgate/token"
 )
 
 type bearerFixture struct {
@@ -29,12 +29,12 @@ func newBearerFixture(t *testing.T) *bearerFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ks, err := gates.NewKeySet(gates.Key{ID: "k1", Algorithm: gates.AlgEdDSA, Public: pub})
+	ks, err := token.NewKeySet(token.Key{ID: "k1", Algorithm: token.AlgEdDSA, Public: pub})
 	if err != nil {
 		t.Fatal(err)
 	}
 	auth, err := httpgate.JWTBearer(httpgate.BearerConfig{
-		Keyfunc:  gates.Keyfunc(ks),
+		Keyfunc:  token.Keyfunc(ks),
 		Issuer:   "https://id.example",
 		Audience: "shop-api",
 	})
@@ -182,7 +182,7 @@ func TestJWTBearerConfiguration(t *testing.T) {
 // cache off, every request pays for the signature.
 func TestJWTBearerCache(t *testing.T) {
 	f := newBearerFixture(t)
-	ks, err := gates.NewKeySet(gates.Key{ID: "k1", Algorithm: gates.AlgEdDSA, Public: f.pub})
+	ks, err := token.NewKeySet(token.Key{ID: "k1", Algorithm: token.AlgEdDSA, Public: f.pub})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,7 +190,7 @@ func TestJWTBearerCache(t *testing.T) {
 		size, want int
 	}{{0, 1}, {-1, 3}} {
 		var lookups int
-		kf := gates.Keyfunc(ks)
+		kf := token.Keyfunc(ks)
 		auth, err := httpgate.JWTBearer(httpgate.BearerConfig{
 			Keyfunc: func(tok *jwt.Token) (any, error) {
 				// A cache hit asks for the key again with the remembered
@@ -238,23 +238,23 @@ func TestJWTBearerCache(t *testing.T) {
 // refresh.
 type rotatingKeys struct {
 	mu   sync.Mutex
-	keys map[string]gates.Key
+	keys map[string]token.Key
 }
 
-func (r *rotatingKeys) Key(kid string) (gates.Key, error) {
+func (r *rotatingKeys) Key(kid string) (token.Key, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	k, ok := r.keys[kid]
 	if !ok {
-		return gates.Key{}, gates.ErrUnknownKey
+		return token.Key{}, token.ErrUnknownKey
 	}
 	return k, nil
 }
 
-func (r *rotatingKeys) set(keys ...gates.Key) {
+func (r *rotatingKeys) set(keys ...token.Key) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.keys = map[string]gates.Key{}
+	r.keys = map[string]token.Key{}
 	for _, k := range keys {
 		r.keys[k.ID] = k
 	}
@@ -268,19 +268,19 @@ func TestJWTBearerCacheForgetsRevokedKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	k1 := gates.Key{ID: "k1", Algorithm: gates.AlgEdDSA, Public: f.pub}
+	k1 := token.Key{ID: "k1", Algorithm: token.AlgEdDSA, Public: f.pub}
 	for _, c := range []struct {
 		name   string
-		after  []gates.Key
+		after  []token.Key
 		reason string
 	}{
 		{"revoked", nil, "unknown_key"},
-		{"replaced under the same kid", []gates.Key{{ID: "k1", Algorithm: gates.AlgEdDSA, Public: otherPub}}, "bad_signature"},
+		{"replaced under the same kid", []token.Key{{ID: "k1", Algorithm: token.AlgEdDSA, Public: otherPub}}, "bad_signature"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			keys := &rotatingKeys{}
 			keys.set(k1)
-			auth, err := httpgate.JWTBearer(httpgate.BearerConfig{Keyfunc: gates.Keyfunc(keys), Issuer: "https://id.example", Audience: "shop-api"})
+			auth, err := httpgate.JWTBearer(httpgate.BearerConfig{Keyfunc: token.Keyfunc(keys), Issuer: "https://id.example", Audience: "shop-api"})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/axgate/axgate/gates"
 	"github.com/axgate/axgate/middleware"
+	"github.com/axgate/axgate/token"
 )
 
 // ConfirmationInputID is the id of the confirmation question in an
@@ -79,7 +80,7 @@ func WithElicitationTTL(d time.Duration) Option {
 // keeps them in memory; replicas that share WithElicitationKey share a store
 // too (such as redisstore's ReplayStore). A store that fails refuses the call
 // with AXGATE_STORE_UNAVAILABLE.
-func WithElicitationReplayStore(s gates.ReplayStore) Option {
+func WithElicitationReplayStore(s token.ReplayStore) Option {
 	return func(c *config) { c.elicit.replay = s }
 }
 
@@ -87,7 +88,7 @@ func WithElicitationReplayStore(s gates.ReplayStore) Option {
 type elicitKeys struct {
 	key    []byte
 	ttl    time.Duration
-	replay gates.ReplayStore
+	replay token.ReplayStore
 	now    func() time.Time
 }
 
@@ -105,7 +106,7 @@ func (k *elicitKeys) init() {
 		k.ttl = DefaultElicitationTTL
 	}
 	if k.replay == nil {
-		k.replay = gates.NewMemoryReplayStore(gates.MemoryReplayOptions{Now: k.now})
+		k.replay = token.NewMemoryReplayStore(token.MemoryReplayOptions{Now: k.now})
 	}
 }
 
@@ -185,9 +186,9 @@ func (k *elicitKeys) verify(ctx context.Context, state string, want questionStat
 	if got != want {
 		return ErrElicitationStateInvalid
 	}
-	err = k.replay.Consume(ctx, []gates.TokenUse{{ID: "mcpgate-elicitation:" + got.ID, Expires: expires, Tenant: got.Tenant}})
+	err = k.replay.Consume(ctx, []token.Use{{ID: "mcpgate-elicitation:" + got.ID, Expires: expires, Tenant: got.Tenant}})
 	switch {
-	case errors.Is(err, gates.ErrReplayed):
+	case errors.Is(err, token.ErrReplayed):
 		return ErrElicitationStateInvalid
 	case err != nil:
 		return gates.StoreUnavailable(want.Intent, "the elicitation replay store", err)

@@ -17,8 +17,8 @@ import (
 	"github.com/axgate/axgate/adapters/mcpgate"
 	"github.com/axgate/axgate/adapters/wire"
 	axerr "github.com/axgate/axgate/errors"
-	"github.com/axgate/axgate/gates"
 	"github.com/axgate/axgate/middleware"
+	"github.com/axgate/axgate/token"
 )
 
 // order_place needs the person's confirmation (confirmation_required, risk
@@ -381,7 +381,7 @@ func TestElicitationStateIsSingleUseUnderConcurrency(t *testing.T) {
 // failingReplay is a replay store that is down.
 type failingReplay struct{}
 
-func (failingReplay) Consume(context.Context, []gates.TokenUse) error {
+func (failingReplay) Consume(context.Context, []token.Use) error {
 	return errors.New("connection refused")
 }
 func (failingReplay) Used(context.Context, string) (bool, error) {

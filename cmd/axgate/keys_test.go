@@ -12,8 +12,8 @@ import (
 	"github.com/go-jose/go-jose/v4"
 	"github.com/golang-jwt/jwt/v5"
 
-	"github.com/axgate/axgate/gates"
 	"github.com/axgate/axgate/middleware"
+	"github.com/axgate/axgate/token"
 )
 
 func TestKeysAndTokens(t *testing.T) {
@@ -32,7 +32,7 @@ func TestKeysAndTokens(t *testing.T) {
 			if st.Mode().Perm() != 0o600 {
 				t.Errorf("private key mode %v, want 0600", st.Mode().Perm())
 			}
-			keys, err := gates.LoadJWKSFile(jwksPath)
+			keys, err := token.LoadJWKSFile(jwksPath)
 			if err != nil {
 				t.Fatalf("the JWKS does not load: %v", err)
 			}
@@ -63,7 +63,7 @@ func TestKeysAndTokens(t *testing.T) {
 			}
 
 			conf := mint(t, "confirmation", "--key", keyPath, "--sub", "alice", "--tenant", "acme", "--intent", "cart.add_item", "--args", args)
-			v, err := gates.NewVerifier(gates.VerifierConfig{Type: gates.TypConfirmation, Keys: keys, MaxLifetime: gates.DefaultConfirmationLifetime})
+			v, err := token.NewVerifier(token.VerifierConfig{Type: token.TypConfirmation, Keys: keys, MaxLifetime: token.DefaultConfirmationLifetime})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -81,7 +81,7 @@ func TestKeysAndTokens(t *testing.T) {
 			}
 			appr := mint(t, "approval", "--key", keyPath, "--sub", "bob", "--roles", "admin, finance", "--requester", "alice",
 				"--intent", "cart.add_item", "--args-file", argsFile, "--ttl", "30m")
-			v, err = gates.NewVerifier(gates.VerifierConfig{Type: gates.TypApproval, Keys: keys, MaxLifetime: gates.DefaultApprovalLifetime})
+			v, err = token.NewVerifier(token.VerifierConfig{Type: token.TypApproval, Keys: keys, MaxLifetime: token.DefaultApprovalLifetime})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -97,13 +97,13 @@ func TestKeysAndTokens(t *testing.T) {
 			}
 			// A confirmation verifier refuses an approval token: the typ
 			// header tells them apart.
-			if _, err := (must(gates.NewVerifier(gates.VerifierConfig{Type: gates.TypConfirmation, Keys: keys, MaxLifetime: time.Hour}))).Verify(appr); err == nil {
+			if _, err := (must(token.NewVerifier(token.VerifierConfig{Type: token.TypConfirmation, Keys: keys, MaxLifetime: time.Hour}))).Verify(appr); err == nil {
 				t.Error("an approval token passed as a confirmation")
 			}
 
 			bearer := mint(t, "principal", "--key", keyPath, "--sub", "alice", "--tenant", "acme", "--roles", "buyer", "--scope", "cart:write  orders:read")
 			var pc principalClaims
-			if _, err := jwt.ParseWithClaims(bearer, &pc, gates.Keyfunc(keys), jwt.WithExpirationRequired(), jwt.WithIssuer("axgate"), jwt.WithAudience("axgate")); err != nil {
+			if _, err := jwt.ParseWithClaims(bearer, &pc, token.Keyfunc(keys), jwt.WithExpirationRequired(), jwt.WithIssuer("axgate"), jwt.WithAudience("axgate")); err != nil {
 				t.Fatalf("principal token does not verify: %v", err)
 			}
 			if pc.Subject != "alice" || pc.Tenant != "acme" || pc.Scope != "cart:write orders:read" || len(pc.Roles) != 1 {

@@ -29,6 +29,7 @@ import (
 	"github.com/axgate/axgate/gates/redisstore"
 	"github.com/axgate/axgate/manifest"
 	"github.com/axgate/axgate/middleware"
+	"github.com/axgate/axgate/token"
 )
 
 const serveAbout = `
@@ -100,8 +101,8 @@ func runServe(ctx context.Context, e *env, args []string) int {
 	fs.StringVar(&c.jwks, "jwks", "", "JWK Set file verifying bearer, confirmation and approval tokens (re-read on SIGHUP)")
 	fs.StringVar(&c.jwksURL, "jwks-url", "", "JWK Set URL verifying bearer, confirmation and approval tokens (refreshed in the background)")
 	fs.StringVar(&c.signingKey, "signing-key", "", "private key (PEM or JWK) whose public half also verifies confirmation and approval tokens")
-	fs.StringVar(&c.issuer, "issuer", gates.DefaultIssuer, "required iss of every token")
-	fs.StringVar(&c.audience, "audience", gates.DefaultAudience, "required aud of every token")
+	fs.StringVar(&c.issuer, "issuer", token.DefaultIssuer, "required iss of every token")
+	fs.StringVar(&c.audience, "audience", token.DefaultAudience, "required aud of every token")
 	fs.BoolVar(&c.anonymous, "anonymous", false, "accept calls without a bearer token, as the empty principal (development only)")
 	fs.StringVar(&c.redis, "redis", "", "Redis URL for shared state across replicas (used tokens, rate limits, idempotency, approvals); default in memory")
 	fs.Var(&c.preconditions, "precondition", "bind a manifest precondition to a CEL expression: NAME=EXPR (repeatable)")
@@ -229,8 +230,8 @@ type gateway struct {
 	// signed before a reload still verifies after it.
 	state     gatewayState
 	redis     *redisstore.Stores // nil without --redis; closed by close
-	remote    *gates.RemoteKeySet
-	devSigner *gates.Signer // the ephemeral key when no key is configured
+	remote    *token.RemoteKeySet
+	devSigner *token.Signer // the ephemeral key when no key is configured
 	mu        sync.Mutex    // serializes reloads
 	loaded    atomic.Pointer[loadedManifest]
 	startedAt time.Time
@@ -239,7 +240,7 @@ type gateway struct {
 // gatewayState is the state the gates keep: in Redis with --redis, in
 // memory otherwise.
 type gatewayState struct {
-	replay      gates.ReplayStore
+	replay      token.ReplayStore
 	approvals   gates.ApprovalStore
 	limiter     gates.Limiter
 	idempotency gates.IdempotencyStore
@@ -277,7 +278,7 @@ func newGateway(ctx context.Context, c serveConfig, up *url.URL, log *slog.Logge
 		// Made once, not by each axgate.New: a reload that made new ones
 		// would let a confirmation token be used again after every SIGHUP.
 		g.state = gatewayState{
-			replay:      gates.NewMemoryReplayStore(gates.MemoryReplayOptions{}),
+			replay:      token.NewMemoryReplayStore(token.MemoryReplayOptions{}),
 			approvals:   gates.NewMemoryApprovalStore(gates.MemoryApprovalOptions{}),
 			limiter:     gates.NewMemoryLimiter(0),
 			idempotency: gates.NewMemoryIdempotencyStore(0),
@@ -287,7 +288,7 @@ func newGateway(ctx context.Context, c serveConfig, up *url.URL, log *slog.Logge
 		// axgate.New would make an ephemeral key of its own on each load;
 		// one for the life of the process keeps the tokens signed with it
 		// (approval tokens, IssueConfirmation's) valid across reloads.
-		s, err := gates.GenerateDevKey(axgate.DevKeyID)
+		s, err := token.GenerateDevKey(axgate.DevKeyID)
 		if err != nil {
 			g.close()
 			return nil, fmt.Errorf("ephemeral signing key: %w", err)
@@ -295,7 +296,7 @@ func newGateway(ctx context.Context, c serveConfig, up *url.URL, log *slog.Logge
 		g.devSigner = s
 	}
 	if c.jwksURL != "" {
-		ks, err := gates.NewRemoteKeySet(c.jwksURL, gates.RemoteKeySetOptions{
+		ks, err := token.NewRemoteKeySet(c.jwksURL, token.RemoteKeySetOptions{
 			OnRefreshError: func(err error) {
 				log.Warn("axgate serve: JWK Set refresh failed; keeping the keys fetched before", "url", c.jwksURL, "err", err)
 			},
@@ -323,10 +324,10 @@ func (g *gateway) load() (*loadedManifest, error) {
 	if err != nil {
 		return nil, err
 	}
-	var keys gates.KeySet
+	var keys token.KeySet
 	switch {
 	case c.jwks != "":
-		ks, err := gates.LoadJWKSFile(c.jwks)
+		ks, err := token.LoadJWKSFile(c.jwks)
 		if err != nil {
 			return nil, err
 		}
@@ -371,7 +372,7 @@ func (g *gateway) load() (*loadedManifest, error) {
 	if c.anonymous {
 		hopts = append(hopts, httpgate.WithPrincipal(httpgate.Anonymous))
 	} else {
-		pf, err := httpgate.JWTBearer(httpgate.BearerConfig{Keyfunc: gates.Keyfunc(keys), Issuer: c.issuer, Audience: c.audience})
+		pf, err := httpgate.JWTBearer(httpgate.BearerConfig{Keyfunc: token.Keyfunc(keys), Issuer: c.issuer, Audience: c.audience})
 		if err != nil {
 			enf.Close()
 			return nil, err

@@ -13,8 +13,8 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
-	"github.com/axgate/axgate/gates"
 	"github.com/axgate/axgate/middleware"
+	"github.com/axgate/axgate/token"
 )
 
 const tokenAbout = `
@@ -58,8 +58,8 @@ func runToken(_ context.Context, e *env, args []string) int {
 	fs := newFlags(e, "token", "token "+kind+" --key KEY [flags]   (development tokens, for tests and demos)", tokenAbout)
 	key := fs.String("key", "", "private signing key: PEM (as axgate keys gen writes) or private JWK")
 	kid := fs.String("kid", "", "key id for the header (default: the key's own kid, else its RFC 7638 thumbprint)")
-	iss := fs.String("iss", gates.DefaultIssuer, "issuer (iss)")
-	aud := fs.String("aud", gates.DefaultAudience, "audience (aud)")
+	iss := fs.String("iss", token.DefaultIssuer, "issuer (iss)")
+	aud := fs.String("aud", token.DefaultAudience, "audience (aud)")
 	sub := fs.String("sub", "", "subject: the caller (principal, confirmation) or the approver (approval)")
 	tenant := fs.String("tenant", "", "the caller's tenant, if it has one")
 	ttl := fs.Duration("ttl", 0, "lifetime (default: principal 1h, confirmation 5m, approval 1h)")
@@ -139,11 +139,11 @@ func runToken(_ context.Context, e *env, args []string) int {
 		}
 	}
 
-	var token string
+	var signed string
 	switch kind {
 	case "principal":
 		c := principalClaims{RegisteredClaims: registered(time.Hour), Tenant: *tenant, Roles: splitList(*roles), Scope: strings.Join(strings.Fields(*scope), " ")}
-		token, err = signer.Sign("JWT", c)
+		signed, err = signer.Sign("JWT", c)
 	case "confirmation", "approval":
 		if code := need("intent", *intent); code != exitOK {
 			return code
@@ -152,24 +152,24 @@ func runToken(_ context.Context, e *env, args []string) int {
 		if code != exitOK {
 			return code
 		}
-		c := gates.Claims{Intent: *intent, Tenant: *tenant, ArgsSHA256: digest}
-		typ := gates.TypConfirmation
+		c := token.Claims{Intent: *intent, Tenant: *tenant, ArgsSHA256: digest}
+		typ := token.TypConfirmation
 		if kind == "confirmation" {
-			c.RegisteredClaims = registered(gates.DefaultConfirmationLifetime)
+			c.RegisteredClaims = registered(token.DefaultConfirmationLifetime)
 		} else {
 			if code := need("requester", *requester, "roles", *roles); code != exitOK {
 				return code
 			}
-			typ = gates.TypApproval
+			typ = token.TypApproval
 			c.RegisteredClaims = registered(time.Hour)
 			c.Roles, c.Requester = splitList(*roles), *requester
 		}
-		token, err = signer.Sign(typ, c)
+		signed, err = signer.Sign(typ, c)
 	}
 	if err != nil {
 		return failf(e, "token", "%v", err)
 	}
-	fmt.Fprintln(e.stdout, token)
+	fmt.Fprintln(e.stdout, signed)
 	return exitOK
 }
 
@@ -184,15 +184,15 @@ type principalClaims struct {
 
 // loadSigner reads a private key; its kid is the one given, else the key
 // file's own (a JWK's), else the key's thumbprint, as keys gen names it.
-func loadSigner(path, kid string) (*gates.Signer, error) {
-	s, err := gates.LoadSigningKeyFile(path, kid)
+func loadSigner(path, kid string) (*token.Signer, error) {
+	s, err := token.LoadSigningKeyFile(path, kid)
 	if err != nil || s.KeyID() != "" {
 		return s, err
 	}
 	if kid, err = keyID(s.PublicKey().Public); err != nil {
 		return nil, err
 	}
-	return gates.LoadSigningKeyFile(path, kid)
+	return token.LoadSigningKeyFile(path, kid)
 }
 
 // argsDigest returns args_sha256 of the arguments given by --args or

@@ -33,9 +33,9 @@ import (
 	"github.com/axgate/axgate"
 	"github.com/axgate/axgate/adapters/httpgate"
 	"github.com/axgate/axgate/adapters/mcpgate"
-	"github.com/axgate/axgate/gates"
 	"github.com/axgate/axgate/manifest"
 	"github.com/axgate/axgate/middleware"
+	"github.com/axgate/axgate/token"
 )
 
 func main() {
@@ -128,17 +128,17 @@ func run(ctx context.Context, args []string, stdin io.ReadCloser, stdout io.Writ
 	}
 
 	// Bearer tokens: dev keys, or the public keys of -principal-jwks.
-	var keys gates.KeySet
+	var keys token.KeySet
 	if *principalJWKS != "" {
-		if keys, err = gates.LoadJWKSFile(*principalJWKS); err != nil {
+		if keys, err = token.LoadJWKSFile(*principalJWKS); err != nil {
 			return err
 		}
 	} else {
-		signer, err := gates.GenerateDevKey("dev-principal")
+		signer, err := token.GenerateDevKey("dev-principal")
 		if err != nil {
 			return err
 		}
-		if keys, err = gates.NewKeySet(signer.PublicKey()); err != nil {
+		if keys, err = token.NewKeySet(signer.PublicKey()); err != nil {
 			return err
 		}
 		if info.AgentToken, err = devBearer(signer, *issuer, *audience, devAgent); err != nil {
@@ -149,7 +149,7 @@ func run(ctx context.Context, args []string, stdin io.ReadCloser, stdout io.Writ
 		}
 	}
 	bearer, err := httpgate.JWTBearer(httpgate.BearerConfig{
-		Keyfunc: gates.Keyfunc(keys), Issuer: *issuer, Audience: *audience,
+		Keyfunc: token.Keyfunc(keys), Issuer: *issuer, Audience: *audience,
 	})
 	if err != nil {
 		return err
@@ -231,7 +231,7 @@ func newServer(h http.Handler) *http.Server {
 	return &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10, IdleTimeout: 2 * time.Minute}
 }
 
-func devBearer(s *gates.Signer, iss, aud string, p middleware.Principal) (string, error) {
+func devBearer(s *token.Signer, iss, aud string, p middleware.Principal) (string, error) {
 	now := time.Now()
 	return s.Sign("JWT", jwt.MapClaims{
 		"iss": iss, "aud": aud, "sub": p.ID, "tenant": p.Tenant, "roles": p.Roles,

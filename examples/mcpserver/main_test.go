@@ -20,7 +20,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/axgate/axgate/adapters/wire"
-	"github.com/axgate/axgate/gates"
+	"github.com/axgate/axgate/token"
 )
 
 // nodeDir holds the Node client test and its package.json.
@@ -236,7 +236,7 @@ func TestNodeClient(t *testing.T) {
 // same bearer tokens as the agent, so with real keys (-principal-jwks) they
 // are not served by default and -human is refused.
 func TestHumanEndpointsOnlyWithDevKeys(t *testing.T) {
-	signer, err := gates.GenerateDevKey("test-principal")
+	signer, err := token.GenerateDevKey("test-principal")
 	if err != nil {
 		t.Fatal(err)
 	}

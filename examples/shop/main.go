@@ -39,10 +39,10 @@ import (
 
 	"github.com/axgate/axgate"
 	"github.com/axgate/axgate/adapters/httpgate"
-	"github.com/axgate/axgate/gates"
 	"github.com/axgate/axgate/gates/redisstore"
 	"github.com/axgate/axgate/manifest"
 	"github.com/axgate/axgate/middleware"
+	"github.com/axgate/axgate/token"
 )
 
 // shopManifest is shop.json, built in so that the command runs from any
@@ -191,21 +191,21 @@ func newShop(ctx context.Context, cfg config) (*shop, error) {
 		axgate.WithAudience(cfg.audience),
 	)
 	if cfg.confirmJWKS != "" {
-		ks, err := gates.LoadJWKSFile(cfg.confirmJWKS)
+		ks, err := token.LoadJWKSFile(cfg.confirmJWKS)
 		if err != nil {
 			return nil, fmt.Errorf("-confirm-jwks: %w", err)
 		}
 		opts = append(opts, axgate.WithConfirmationKeys(ks))
 	}
 	if cfg.approvalJWKS != "" {
-		ks, err := gates.LoadJWKSFile(cfg.approvalJWKS)
+		ks, err := token.LoadJWKSFile(cfg.approvalJWKS)
 		if err != nil {
 			return nil, fmt.Errorf("-approval-jwks: %w", err)
 		}
 		opts = append(opts, axgate.WithApprovalKeys(ks))
 	}
 	if cfg.signingKey != "" {
-		signer, err := gates.LoadSigningKeyFile(cfg.signingKey, "")
+		signer, err := token.LoadSigningKeyFile(cfg.signingKey, "")
 		if err != nil {
 			return nil, fmt.Errorf("-signing-key: %w", err)
 		}
@@ -214,7 +214,7 @@ func newShop(ctx context.Context, cfg config) (*shop, error) {
 		// Without a configured key the shop signs confirmations and
 		// approvals with a key of its own; its public half verifies them
 		// alongside any JWKS given above.
-		signer, err := gates.GenerateDevKey("shop-dev-tokens")
+		signer, err := token.GenerateDevKey("shop-dev-tokens")
 		if err != nil {
 			return nil, err
 		}
@@ -255,24 +255,24 @@ func newShop(ctx context.Context, cfg config) (*shop, error) {
 
 	var keyfunc jwt.Keyfunc
 	if cfg.principalJWKS != "" {
-		ks, err := gates.LoadJWKSFile(cfg.principalJWKS)
+		ks, err := token.LoadJWKSFile(cfg.principalJWKS)
 		if err != nil {
 			s.close()
 			return nil, fmt.Errorf("-principal-jwks: %w", err)
 		}
-		keyfunc = gates.Keyfunc(ks)
+		keyfunc = token.Keyfunc(ks)
 	} else {
-		signer, err := gates.GenerateDevKey("shop-dev-principals")
+		signer, err := token.GenerateDevKey("shop-dev-principals")
 		if err != nil {
 			s.close()
 			return nil, err
 		}
-		ks, err := gates.NewKeySet(signer.PublicKey())
+		ks, err := token.NewKeySet(signer.PublicKey())
 		if err != nil {
 			s.close()
 			return nil, err
 		}
-		keyfunc = gates.Keyfunc(ks)
+		keyfunc = token.Keyfunc(ks)
 		if s.tokens, err = devTokens(signer, cfg.issuer, cfg.audience); err != nil {
 			s.close()
 			return nil, err
@@ -356,7 +356,7 @@ func loadManifest(path string) (*manifest.Manifest, error) {
 
 // devTokens signs a bearer token for each person, and one for Alice whose
 // scope grants reading only (an agent she allowed to look, not to buy).
-func devTokens(signer *gates.Signer, issuer, audience string) (map[string]string, error) {
+func devTokens(signer *token.Signer, issuer, audience string) (map[string]string, error) {
 	now := time.Now()
 	claims := func(p person, scope string) jwt.MapClaims {
 		c := jwt.MapClaims{

@@ -17,7 +17,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
-	"github.com/axgate/axgate/gates"
+	"github.com/axgate/axgate/token"
 )
 
 func devShop(t *testing.T, cfg config) *shop {
@@ -116,7 +116,7 @@ func TestPrintWalkthrough(t *testing.T) {
 // With -principal-jwks the shop trusts the keys of that file and prints no
 // dev tokens.
 func TestPrincipalJWKS(t *testing.T) {
-	signer, err := gates.GenerateDevKey("idp-1")
+	signer, err := token.GenerateDevKey("idp-1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +147,7 @@ func TestPrincipalJWKS(t *testing.T) {
 	if got := call(tok); got != 200 {
 		t.Fatalf("token of the configured issuer: %d", got)
 	}
-	other, _ := gates.GenerateDevKey("idp-1")
+	other, _ := token.GenerateDevKey("idp-1")
 	forged, _ := other.Sign("JWT", jwt.MapClaims{"iss": "https://idp.example", "aud": "shop", "sub": people[0].ID, "exp": time.Now().Add(time.Minute).Unix()})
 	if got := call(forged); got != 401 {
 		t.Fatalf("token of another key: %d", got)

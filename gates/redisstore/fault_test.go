@@ -12,6 +12,7 @@ import (
 	"github.com/axgate/axgate/gates"
 	"github.com/axgate/axgate/gates/redisstore"
 	"github.com/axgate/axgate/gates/redisstore/redistest"
+	"github.com/axgate/axgate/token"
 )
 
 // TestFailClosed runs the stores against a Redis of the test's own, then
@@ -32,8 +33,8 @@ func TestFailClosed(t *testing.T) {
 		n++
 		id := func(s string) string { return fmt.Sprint(s, "-", n) }
 		out := map[string]error{}
-		out["Consume"] = s.Replay.Consume(ctx, []gates.TokenUse{{ID: id("tok"), Expires: exp}})
-		out["Consume several"] = s.Replay.Consume(ctx, []gates.TokenUse{{ID: id("t1"), Expires: exp}, {ID: id("t2"), Expires: exp}})
+		out["Consume"] = s.Replay.Consume(ctx, []token.Use{{ID: id("tok"), Expires: exp}})
+		out["Consume several"] = s.Replay.Consume(ctx, []token.Use{{ID: id("t1"), Expires: exp}, {ID: id("t2"), Expires: exp}})
 		_, out["Used"] = s.Replay.Used(ctx, id("tok"))
 		d, err := s.Limiter.AllowN(ctx, []gates.LimitKey{{Key: "k", Limit: limit}}, 1)
 		if err == nil && !d.Allowed {
@@ -73,7 +74,7 @@ func TestFailClosed(t *testing.T) {
 		if used, err := s.Replay.Used(ctx, "spent"); err == nil {
 			t.Errorf("%s: Used answered %v without Redis", phase, used)
 		}
-		if err := s.Replay.Consume(ctx, []gates.TokenUse{{ID: "spent", Expires: exp}}); err == nil {
+		if err := s.Replay.Consume(ctx, []token.Use{{ID: "spent", Expires: exp}}); err == nil {
 			t.Errorf("%s: a spent token was accepted again", phase)
 		}
 	}
@@ -98,7 +99,7 @@ func TestFailClosed(t *testing.T) {
 	}
 
 	eventuallyWorks("before")
-	if err := s.Replay.Consume(ctx, []gates.TokenUse{{ID: "spent", Expires: exp}}); err != nil {
+	if err := s.Replay.Consume(ctx, []token.Use{{ID: "spent", Expires: exp}}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -106,8 +107,8 @@ func TestFailClosed(t *testing.T) {
 	allFail("paused")
 	srv.Resume()
 	eventuallyWorks("resumed")
-	if err := s.Replay.Consume(ctx, []gates.TokenUse{{ID: "spent", Expires: exp}}); !errors.Is(err, gates.ErrReplayed) {
-		t.Fatalf("after the pause, the token spent before it: Consume = %v, want gates.ErrReplayed", err)
+	if err := s.Replay.Consume(ctx, []token.Use{{ID: "spent", Expires: exp}}); !errors.Is(err, token.ErrReplayed) {
+		t.Fatalf("after the pause, the token spent before it: Consume = %v, want token.ErrReplayed", err)
 	}
 
 	srv.Stop()

@@ -14,6 +14,7 @@ import (
 	"github.com/axgate/axgate/gates"
 	"github.com/axgate/axgate/gates/redisstore"
 	"github.com/axgate/axgate/gates/redisstore/redistest"
+	"github.com/axgate/axgate/token"
 )
 
 // TestPoolWaitIsStoreBusy: with every pooled connection in use, an
@@ -55,7 +56,7 @@ func TestPoolWaitIsStoreBusy(t *testing.T) {
 	ctx := t.Context()
 	exp := time.Now().Add(time.Minute)
 	errs := map[string]error{}
-	errs["Consume"] = s.Replay.Consume(ctx, []gates.TokenUse{{ID: "t", Expires: exp}})
+	errs["Consume"] = s.Replay.Consume(ctx, []token.Use{{ID: "t", Expires: exp}})
 	_, errs["Used"] = s.Replay.Used(ctx, "t")
 	_, errs["AllowN"] = s.Limiter.AllowN(ctx, []gates.LimitKey{{Key: "k", Limit: gates.Limit{Count: 1, Per: time.Minute}}}, 1)
 	_, _, errs["Begin"] = s.Idempotency.Begin(ctx, owner, "k", "d", time.Minute)
@@ -86,7 +87,7 @@ func TestPoolWaitIsStoreBusy(t *testing.T) {
 	if err := <-blocked; err != nil {
 		t.Fatalf("BLPOP: %v", err)
 	}
-	if err := s.Replay.Consume(ctx, []gates.TokenUse{{ID: "t", Expires: exp}}); err != nil {
+	if err := s.Replay.Consume(ctx, []token.Use{{ID: "t", Expires: exp}}); err != nil {
 		t.Fatalf("Consume once the connection is free: %v", err)
 	}
 }

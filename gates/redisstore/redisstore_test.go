@@ -14,6 +14,7 @@ import (
 	"github.com/axgate/axgate/gates/redisstore"
 	"github.com/axgate/axgate/gates/redisstore/redistest"
 	"github.com/axgate/axgate/gates/storetest"
+	"github.com/axgate/axgate/token"
 )
 
 // testTimeout bounds store operations in the tests that check behaviour, not
@@ -32,7 +33,7 @@ func stores(t *testing.T, c *redis.Client, opts redisstore.Options) *redisstore.
 
 func TestReplayStoreConformance(t *testing.T) {
 	c := redistest.Client(t)
-	storetest.TestReplayStore(t, func(t *testing.T) gates.ReplayStore { return stores(t, c, redisstore.Options{}).Replay })
+	storetest.TestReplayStore(t, func(t *testing.T) token.ReplayStore { return stores(t, c, redisstore.Options{}).Replay })
 }
 
 func TestLimiterConformance(t *testing.T) {
@@ -66,7 +67,7 @@ func TestOneRoundTripPerGateCall(t *testing.T) {
 	limit := gates.Limit{Count: 10, Per: time.Minute}
 
 	// Warm up: the first run of each script may load it (EVALSHA, then EVAL).
-	s.Replay.Consume(ctx, []gates.TokenUse{{ID: "warm-1", Expires: exp}, {ID: "warm-2", Expires: exp}})
+	s.Replay.Consume(ctx, []token.Use{{ID: "warm-1", Expires: exp}, {ID: "warm-2", Expires: exp}})
 	s.Limiter.AllowN(ctx, []gates.LimitKey{{Key: "warm", Limit: limit}}, 1)
 	_, warm, _ := s.Idempotency.Begin(ctx, owner, "warm", "a", time.Minute)
 	s.Idempotency.Complete(ctx, owner, "warm", warm, gates.IdempotencyOutcome{Result: json.RawMessage(`1`)}, time.Minute)
@@ -83,13 +84,13 @@ func TestOneRoundTripPerGateCall(t *testing.T) {
 		op   func() error
 	}{
 		{"ReplayStore.Consume one id", 1, func() error {
-			return s.Replay.Consume(ctx, []gates.TokenUse{{ID: "t1", Expires: exp}})
+			return s.Replay.Consume(ctx, []token.Use{{ID: "t1", Expires: exp}})
 		}},
 		{"ReplayStore.Consume three ids", 1, func() error {
-			return s.Replay.Consume(ctx, []gates.TokenUse{{ID: "t2", Expires: exp}, {ID: "t3", Expires: exp}, {ID: "t4", Expires: exp}})
+			return s.Replay.Consume(ctx, []token.Use{{ID: "t2", Expires: exp}, {ID: "t3", Expires: exp}, {ID: "t4", Expires: exp}})
 		}},
 		{"ReplayStore.Consume replayed", 1, func() error {
-			if err := s.Replay.Consume(ctx, []gates.TokenUse{{ID: "t1", Expires: exp}}); !errors.Is(err, gates.ErrReplayed) {
+			if err := s.Replay.Consume(ctx, []token.Use{{ID: "t1", Expires: exp}}); !errors.Is(err, token.ErrReplayed) {
 				return fmt.Errorf("want ErrReplayed, got %v", err)
 			}
 			return nil
@@ -152,7 +153,7 @@ func TestKeysUnderPrefix(t *testing.T) {
 	s := redisstore.New(c, redisstore.Options{Prefix: prefix, Timeout: testTimeout})
 	ctx := t.Context()
 	exp := time.Now().Add(time.Minute)
-	if err := s.Replay.Consume(ctx, []gates.TokenUse{{ID: "j1", Expires: exp}}); err != nil {
+	if err := s.Replay.Consume(ctx, []token.Use{{ID: "j1", Expires: exp}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Limiter.AllowN(ctx, []gates.LimitKey{{Key: "acme/user-1/orders.cancel", Limit: gates.Limit{Count: 5, Per: time.Minute}}}, 1); err != nil {
@@ -190,7 +191,7 @@ func TestUsedTokenKeptPastExpiry(t *testing.T) {
 	c := redistest.Client(t)
 	prefix := redistest.Prefix(t, c)
 	s := redisstore.NewReplayStore(c, redisstore.Options{Prefix: prefix, Timeout: testTimeout, ClockSkew: time.Hour})
-	if err := s.Consume(t.Context(), []gates.TokenUse{{ID: "j1", Expires: time.Now().Add(time.Minute)}}); err != nil {
+	if err := s.Consume(t.Context(), []token.Use{{ID: "j1", Expires: time.Now().Add(time.Minute)}}); err != nil {
 		t.Fatal(err)
 	}
 	ttl, err := c.PTTL(t.Context(), prefix+"jti:j1").Result()
@@ -208,7 +209,7 @@ func TestInvalidInputRefused(t *testing.T) {
 	c := redistest.Client(t)
 	s := stores(t, c, redisstore.Options{})
 	ctx := t.Context()
-	if err := s.Replay.Consume(ctx, []gates.TokenUse{{ID: "no-expiry"}}); err == nil || errors.Is(err, gates.ErrReplayed) {
+	if err := s.Replay.Consume(ctx, []token.Use{{ID: "no-expiry"}}); err == nil || errors.Is(err, token.ErrReplayed) {
 		t.Errorf("Consume of a token use without expiry = %v, want an error", err)
 	}
 	for _, l := range []gates.Limit{{Count: 0, Per: time.Minute}, {Count: 5, Per: 0}, {Count: -1, Per: time.Minute}} {
@@ -298,7 +299,7 @@ func TestTwoReplicasShareState(t *testing.T) {
 	ctx := t.Context()
 
 	for round := range 200 {
-		use := []gates.TokenUse{{ID: fmt.Sprint("tok-", round), Expires: time.Now().Add(time.Minute)}}
+		use := []token.Use{{ID: fmt.Sprint("tok-", round), Expires: time.Now().Add(time.Minute)}}
 		var errA, errB error
 		var wg sync.WaitGroup
 		wg.Go(func() { errA = a.Replay.Consume(ctx, use) })
@@ -309,7 +310,7 @@ func TestTwoReplicasShareState(t *testing.T) {
 			switch {
 			case err == nil:
 				ok++
-			case !errors.Is(err, gates.ErrReplayed):
+			case !errors.Is(err, token.ErrReplayed):
 				t.Fatalf("round %d: %v", round, err)
 			}
 		}

@@ -7,14 +7,14 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/axgate/axgate/gates"
+	"github.com/axgate/axgate/token"
 )
 
-// ReplayStore is a gates.ReplayStore on Redis: a used token id is a key that
+// ReplayStore is a token.ReplayStore on Redis: a used token id is a key that
 // lives until the token expires, plus Options.ClockSkew.
 type ReplayStore struct{ base }
 
-var _ gates.ReplayStore = (*ReplayStore)(nil)
+var _ token.ReplayStore = (*ReplayStore)(nil)
 
 // NewReplayStore returns a ReplayStore on client.
 func NewReplayStore(client redis.UniversalClient, opts Options) *ReplayStore {
@@ -35,9 +35,9 @@ return 1
 `)
 
 // Consume marks every id used, atomically: if any was used already (or one
-// id is given twice) it returns gates.ErrReplayed and marks none. One round
+// id is given twice) it returns token.ErrReplayed and marks none. One round
 // trip.
-func (s *ReplayStore) Consume(ctx context.Context, uses []gates.TokenUse) error {
+func (s *ReplayStore) Consume(ctx context.Context, uses []token.Use) error {
 	if len(uses) == 0 {
 		return nil
 	}
@@ -55,7 +55,7 @@ func (s *ReplayStore) Consume(ctx context.Context, uses []gates.TokenUse) error 
 		if _, dup := index[k]; dup {
 			// One token presented twice in one call is a replay, as in
 			// the memory store.
-			return gates.ErrReplayed
+			return token.ErrReplayed
 		}
 		index[k] = struct{}{}
 		keys = append(keys, k)
@@ -78,7 +78,7 @@ func (s *ReplayStore) Consume(ctx context.Context, uses []gates.TokenUse) error 
 		fresh = n == 1
 	}
 	if !fresh {
-		return gates.ErrReplayed
+		return token.ErrReplayed
 	}
 	return nil
 }

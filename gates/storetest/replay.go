@@ -6,16 +6,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/axgate/axgate/gates"
+	"github.com/axgate/axgate/token"
 )
 
-// TestReplayStore checks a gates.ReplayStore. newStore returns a new, empty
+// TestReplayStore checks a token.ReplayStore. newStore returns a new, empty
 // store for each subtest.
-func TestReplayStore(t *testing.T, newStore func(t *testing.T) gates.ReplayStore) {
-	use := func(id string) gates.TokenUse {
-		return gates.TokenUse{ID: id, Expires: time.Now().Add(5 * time.Minute)}
+func TestReplayStore(t *testing.T, newStore func(t *testing.T) token.ReplayStore) {
+	use := func(id string) token.Use {
+		return token.Use{ID: id, Expires: time.Now().Add(5 * time.Minute)}
 	}
-	used := func(t *testing.T, s gates.ReplayStore, id string) bool {
+	used := func(t *testing.T, s token.ReplayStore, id string) bool {
 		t.Helper()
 		ok, err := s.Used(ctx(t), id)
 		if err != nil {
@@ -29,7 +29,7 @@ func TestReplayStore(t *testing.T, newStore func(t *testing.T) gates.ReplayStore
 		if used(t, s, "a") {
 			t.Fatal("Used(a) = true before Consume")
 		}
-		if err := s.Consume(ctx(t), []gates.TokenUse{use("a")}); err != nil {
+		if err := s.Consume(ctx(t), []token.Use{use("a")}); err != nil {
 			t.Fatalf("Consume(a): %v", err)
 		}
 		if !used(t, s, "a") {
@@ -42,12 +42,12 @@ func TestReplayStore(t *testing.T, newStore func(t *testing.T) gates.ReplayStore
 
 	t.Run("SecondConsumeIsReplay", func(t *testing.T) {
 		s := newStore(t)
-		if err := s.Consume(ctx(t), []gates.TokenUse{use("a")}); err != nil {
+		if err := s.Consume(ctx(t), []token.Use{use("a")}); err != nil {
 			t.Fatalf("first Consume: %v", err)
 		}
-		err := s.Consume(ctx(t), []gates.TokenUse{use("a")})
-		if !errors.Is(err, gates.ErrReplayed) {
-			t.Fatalf("second Consume = %v, want gates.ErrReplayed", err)
+		err := s.Consume(ctx(t), []token.Use{use("a")})
+		if !errors.Is(err, token.ErrReplayed) {
+			t.Fatalf("second Consume = %v, want token.ErrReplayed", err)
 		}
 	})
 
@@ -60,7 +60,7 @@ func TestReplayStore(t *testing.T, newStore func(t *testing.T) gates.ReplayStore
 
 	t.Run("SeveralIDs", func(t *testing.T) {
 		s := newStore(t)
-		if err := s.Consume(ctx(t), []gates.TokenUse{use("a"), use("b"), use("c")}); err != nil {
+		if err := s.Consume(ctx(t), []token.Use{use("a"), use("b"), use("c")}); err != nil {
 			t.Fatalf("Consume(a, b, c): %v", err)
 		}
 		for _, id := range []string{"a", "b", "c"} {
@@ -72,28 +72,28 @@ func TestReplayStore(t *testing.T, newStore func(t *testing.T) gates.ReplayStore
 
 	t.Run("AllOrNothing", func(t *testing.T) {
 		s := newStore(t)
-		if err := s.Consume(ctx(t), []gates.TokenUse{use("b")}); err != nil {
+		if err := s.Consume(ctx(t), []token.Use{use("b")}); err != nil {
 			t.Fatalf("Consume(b): %v", err)
 		}
-		err := s.Consume(ctx(t), []gates.TokenUse{use("a"), use("b"), use("c")})
-		if !errors.Is(err, gates.ErrReplayed) {
-			t.Fatalf("Consume(a, b, c) with b used = %v, want gates.ErrReplayed", err)
+		err := s.Consume(ctx(t), []token.Use{use("a"), use("b"), use("c")})
+		if !errors.Is(err, token.ErrReplayed) {
+			t.Fatalf("Consume(a, b, c) with b used = %v, want token.ErrReplayed", err)
 		}
 		for _, id := range []string{"a", "c"} {
 			if used(t, s, id) {
 				t.Errorf("Used(%s) = true after a refused Consume: a refusal must record nothing", id)
 			}
 		}
-		if err := s.Consume(ctx(t), []gates.TokenUse{use("a"), use("c")}); err != nil {
+		if err := s.Consume(ctx(t), []token.Use{use("a"), use("c")}); err != nil {
 			t.Fatalf("Consume(a, c) after the refusal: %v", err)
 		}
 	})
 
 	t.Run("SameIDTwiceInOneCallIsReplay", func(t *testing.T) {
 		s := newStore(t)
-		err := s.Consume(ctx(t), []gates.TokenUse{use("a"), use("b"), use("a")})
-		if !errors.Is(err, gates.ErrReplayed) {
-			t.Fatalf("Consume(a, b, a) = %v, want gates.ErrReplayed", err)
+		err := s.Consume(ctx(t), []token.Use{use("a"), use("b"), use("a")})
+		if !errors.Is(err, token.ErrReplayed) {
+			t.Fatalf("Consume(a, b, a) = %v, want token.ErrReplayed", err)
 		}
 		if used(t, s, "b") {
 			t.Fatal("Used(b) = true after a refused Consume")
@@ -103,9 +103,9 @@ func TestReplayStore(t *testing.T, newStore func(t *testing.T) gates.ReplayStore
 	t.Run("ConcurrentPresentationsOneWins", func(t *testing.T) {
 		s := newStore(t)
 		errs := race(Concurrency, func(int) error {
-			return s.Consume(ctx(t), []gates.TokenUse{use("tok")})
+			return s.Consume(ctx(t), []token.Use{use("tok")})
 		})
-		ok, replayed, other := count(errs, gates.ErrReplayed)
+		ok, replayed, other := count(errs, token.ErrReplayed)
 		if other != nil {
 			t.Fatal(other)
 		}
@@ -119,9 +119,9 @@ func TestReplayStore(t *testing.T, newStore func(t *testing.T) gates.ReplayStore
 		// Every set shares "shared", so at most one of them may succeed,
 		// and the losers must not leave their own ids behind.
 		errs := race(Concurrency, func(i int) error {
-			return s.Consume(ctx(t), []gates.TokenUse{use(fmt.Sprint("own-", i)), use("shared")})
+			return s.Consume(ctx(t), []token.Use{use(fmt.Sprint("own-", i)), use("shared")})
 		})
-		ok, replayed, other := count(errs, gates.ErrReplayed)
+		ok, replayed, other := count(errs, token.ErrReplayed)
 		if other != nil {
 			t.Fatal(other)
 		}

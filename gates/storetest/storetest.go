@@ -4,7 +4,7 @@
 // approval updates. Run it from the implementation's tests:
 //
 //	func TestReplayStore(t *testing.T) {
-//		storetest.TestReplayStore(t, func(t *testing.T) gates.ReplayStore {
+//		storetest.TestReplayStore(t, func(t *testing.T) token.ReplayStore {
 //			return mystore.NewReplayStore(...)
 //		})
 //	}

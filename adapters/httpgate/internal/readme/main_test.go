@@ -11,9 +11,9 @@ import (
 
 	"github.com/axgate/axgate"
 	"github.com/axgate/axgate/adapters/httpgate"
-	"github.com/axgate/axgate/gates"
 	"github.com/axgate/axgate/manifest"
 	"github.com/axgate/axgate/middleware"
+	"github.com/axgate/axgate/token"
 )
 
 func main() {
@@ -31,12 +31,12 @@ func main() {
 	defer enf.Close()
 
 	// Who calls: a bearer JWT of your identity provider.
-	idp, err := gates.LoadJWKSFile("idp.jwks")
+	idp, err := token.LoadJWKSFile("idp.jwks")
 	if err != nil {
 		log.Fatal(err)
 	}
 	auth, err := httpgate.JWTBearer(httpgate.BearerConfig{
-		Keyfunc:  gates.Keyfunc(idp), // kid → key, each key bound to one algorithm
+		Keyfunc:  token.Keyfunc(idp), // kid → key, each key bound to one algorithm
 		Issuer:   "https://id.example",
 		Audience: "shop-api",
 		// TenantClaim "tenant", RolesClaim "roles", ScopeClaim "scope" by default.

@@ -14,9 +14,9 @@ import (
 	"github.com/axgate/axgate"
 	"github.com/axgate/axgate/adapters/httpgate"
 	"github.com/axgate/axgate/adapters/mcpgate"
-	"github.com/axgate/axgate/gates"
 	"github.com/axgate/axgate/manifest"
 	"github.com/axgate/axgate/middleware"
+	"github.com/axgate/axgate/token"
 )
 
 func main() {
@@ -40,12 +40,12 @@ func main() {
 	}
 
 	// Streamable HTTP: the principal is the verified bearer token's.
-	keys, err := gates.LoadJWKSFile("principals.jwks.json")
+	keys, err := token.LoadJWKSFile("principals.jwks.json")
 	if err != nil {
 		log.Fatal(err)
 	}
 	bearer, err := httpgate.JWTBearer(httpgate.BearerConfig{
-		Keyfunc: gates.Keyfunc(keys), Issuer: "https://id.example.com", Audience: "shop-mcp",
+		Keyfunc: token.Keyfunc(keys), Issuer: "https://id.example.com", Audience: "shop-mcp",
 	})
 	if err != nil {
 		log.Fatal(err)

@@ -14,8 +14,8 @@ import (
 	"github.com/axgate/axgate"
 	"github.com/axgate/axgate/adapters/httpgate"
 	"github.com/axgate/axgate/adapters/mcpgo"
-	"github.com/axgate/axgate/gates"
 	"github.com/axgate/axgate/manifest"
+	"github.com/axgate/axgate/token"
 )
 
 func main() {
@@ -40,12 +40,12 @@ func main() {
 	}
 
 	// The caller comes from the HTTP request's bearer token, never from the arguments.
-	keys, err := gates.LoadJWKSFile("principals.jwks.json")
+	keys, err := token.LoadJWKSFile("principals.jwks.json")
 	if err != nil {
 		log.Fatal(err)
 	}
 	bearer, err := httpgate.JWTBearer(httpgate.BearerConfig{
-		Keyfunc: gates.Keyfunc(keys), Issuer: "https://id.example.com", Audience: "shop-mcp",
+		Keyfunc: token.Keyfunc(keys), Issuer: "https://id.example.com", Audience: "shop-mcp",
 	})
 	if err != nil {
 		log.Fatal(err)

@@ -1,4 +1,4 @@
-package gates
+package token
 
 import (
 	"os"
@@ -58,7 +58,7 @@ func TestTokenReasonsInREADME(t *testing.T) {
 		}
 	}
 	for v := range tokens {
-		if _, ok := reasonText[TokenReason(v)]; !ok {
+		if _, ok := reasonText[Reason(v)]; !ok {
 			t.Errorf("the README's token reason table lists %q, which is no TokenReason", v)
 		}
 	}

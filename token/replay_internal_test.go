@@ -1,4 +1,4 @@
-package gates
+package token
 
 import (
 	"runtime"
@@ -24,7 +24,7 @@ func TestMemoryReplayStorePurgeGivesMemoryBack(t *testing.T) {
 
 	for i := range n {
 		id := ReplayKey("issuer", "fill-"+strconv.Itoa(i))
-		if err := s.Consume(ctx, []TokenUse{{ID: id, Expires: now.Add(time.Minute), Tenant: "acme"}}); err != nil {
+		if err := s.Consume(ctx, []Use{{ID: id, Expires: now.Add(time.Minute), Tenant: "acme"}}); err != nil {
 			t.Fatalf("fill %d: %v", i, err)
 		}
 	}
@@ -37,7 +37,7 @@ func TestMemoryReplayStorePurgeGivesMemoryBack(t *testing.T) {
 			t.Fatalf("after %d calls the store still holds %d ids", calls, s.Len())
 		}
 		id := ReplayKey("issuer", "new-"+strconv.Itoa(calls))
-		if err := s.Consume(ctx, []TokenUse{{ID: id, Expires: now.Add(time.Hour), Tenant: "acme"}}); err != nil {
+		if err := s.Consume(ctx, []Use{{ID: id, Expires: now.Add(time.Hour), Tenant: "acme"}}); err != nil {
 			t.Fatalf("call %d: %v", calls, err)
 		}
 		if s.purged > replayPurgeBatch {

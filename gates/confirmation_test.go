@@ -23,6 +23,7 @@ import (
 	"github.com/axgate/axgate/gates"
 	"github.com/axgate/axgate/manifest"
 	"github.com/axgate/axgate/middleware"
+	"github.com/axgate/axgate/token"
 )
 
 // tkManifest has one action per token situation.
@@ -57,11 +58,11 @@ const tkManifest = `{
 type tkFixture struct {
 	m        *manifest.Manifest
 	edKey    ed25519.PrivateKey
-	signer   *gates.Signer // kid "ed"
+	signer   *token.Signer // kid "ed"
 	rsaKey   *rsa.PrivateKey
-	keys     *gates.StaticKeySet
-	replay   *gates.MemoryReplayStore
-	verifier *gates.Verifier
+	keys     *token.StaticKeySet
+	replay   *token.MemoryReplayStore
+	verifier *token.Verifier
 	gate     *gates.Confirmation
 	alice    middleware.Principal
 }
@@ -96,16 +97,16 @@ func newTkFixture(t testing.TB) *tkFixture {
 	f := &tkFixture{m: tkMustParse(t, tkManifest), alice: middleware.Principal{ID: "alice", Tenant: "acme", Roles: []string{"clerk"}}}
 	var err error
 	_, f.edKey, _ = ed25519.GenerateKey(rand.Reader)
-	if f.signer, err = gates.NewSigner("ed", f.edKey); err != nil {
+	if f.signer, err = token.NewSigner("ed", f.edKey); err != nil {
 		t.Fatal(err)
 	}
 	f.rsaKey = tkRSAKey(t)
-	f.keys, err = gates.NewKeySet(f.signer.PublicKey(), gates.Key{ID: "rsa", Algorithm: gates.AlgRS256, Public: &f.rsaKey.PublicKey})
+	f.keys, err = token.NewKeySet(f.signer.PublicKey(), token.Key{ID: "rsa", Algorithm: token.AlgRS256, Public: &f.rsaKey.PublicKey})
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.replay = gates.NewMemoryReplayStore(gates.MemoryReplayOptions{})
-	f.verifier, err = gates.NewVerifier(gates.VerifierConfig{Type: gates.TypConfirmation, Keys: f.keys, MaxLifetime: gates.DefaultConfirmationLifetime})
+	f.replay = token.NewMemoryReplayStore(token.MemoryReplayOptions{})
+	f.verifier, err = token.NewVerifier(token.VerifierConfig{Type: token.TypConfirmation, Keys: f.keys, MaxLifetime: token.DefaultConfirmationLifetime})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +134,7 @@ func (f *tkFixture) claims(t testing.TB, intent, args string) jwt.MapClaims {
 	}
 	now := time.Now()
 	return jwt.MapClaims{
-		"iss": gates.DefaultIssuer, "aud": gates.DefaultAudience, "sub": "alice", "tenant": "acme",
+		"iss": token.DefaultIssuer, "aud": token.DefaultAudience, "sub": "alice", "tenant": "acme",
 		"jti": rand.Text(), "iat": now.Unix(), "exp": now.Add(2 * time.Minute).Unix(),
 		"intent": intent, "args_sha256": d,
 	}
@@ -143,7 +144,7 @@ func (f *tkFixture) claims(t testing.TB, intent, args string) jwt.MapClaims {
 func tkSign(t testing.TB, method jwt.SigningMethod, key any, header map[string]any, claims jwt.Claims) string {
 	t.Helper()
 	tok := jwt.NewWithClaims(method, claims)
-	tok.Header["typ"] = gates.TypConfirmation
+	tok.Header["typ"] = token.TypConfirmation
 	for k, v := range header {
 		if v == nil {
 			delete(tok.Header, k)
@@ -246,10 +247,10 @@ func TestConfirmationTokenAttacks(t *testing.T) {
 	valid := func() jwt.MapClaims { return f.claims(t, "order.refund", args) }
 
 	used := f.signEd(t, nil, valid())
-	if err := f.replay.Consume(t.Context(), []gates.TokenUse{{ID: tkReplayKey(t, used), Expires: now.Add(time.Hour)}}); err != nil {
+	if err := f.replay.Consume(t.Context(), []token.Use{{ID: tkReplayKey(t, used), Expires: now.Add(time.Hour)}}); err != nil {
 		t.Fatal(err)
 	}
-	huge := strings.Repeat("A", gates.DefaultMaxTokenBytes+1)
+	huge := strings.Repeat("A", token.DefaultMaxBytes+1)
 
 	tests := []struct {
 		name   string
@@ -265,7 +266,7 @@ func TestConfirmationTokenAttacks(t *testing.T) {
 		{name: "HS256 signed with the Ed25519 public key", token: tkSign(t, jwt.SigningMethodHS256, edPub, map[string]any{"kid": "ed"}, valid()), reason: "algorithm_not_allowed"},
 		{name: "HS256 signed with the RSA public key PEM", token: tkSign(t, jwt.SigningMethodHS256, rsaPubPEM, map[string]any{"kid": "rsa"}, valid()), reason: "algorithm_not_allowed"},
 		{name: "RS256 header on the EdDSA key", token: tkSign(t, jwt.SigningMethodRS256, f.rsaKey, map[string]any{"kid": "ed"}, valid()), reason: "algorithm_not_allowed"},
-		{name: "wrong typ", token: f.signEd(t, map[string]any{"typ": gates.TypApproval}, valid()), reason: "wrong_type"},
+		{name: "wrong typ", token: f.signEd(t, map[string]any{"typ": token.TypApproval}, valid()), reason: "wrong_type"},
 		{name: "typ JWT", token: f.signEd(t, map[string]any{"typ": "JWT"}, valid()), reason: "wrong_type"},
 		{name: "no typ", token: f.signEd(t, map[string]any{"typ": nil}, valid()), reason: "wrong_type"},
 		{name: "missing exp", token: f.signEd(t, nil, with(func(c jwt.MapClaims) { delete(c, "exp") })), reason: "missing_claim"},
@@ -327,15 +328,15 @@ func TestConfirmationTokenAttacks(t *testing.T) {
 	}
 
 	t.Run("HS256 refused even when allowed, for a key bound to EdDSA", func(t *testing.T) {
-		v, err := gates.NewVerifier(gates.VerifierConfig{Type: gates.TypConfirmation, Keys: f.keys,
-			Algorithms: []string{gates.AlgEdDSA, gates.AlgHS256}, MaxLifetime: time.Minute * 5})
+		v, err := token.NewVerifier(token.VerifierConfig{Type: token.TypConfirmation, Keys: f.keys,
+			Algorithms: []string{token.AlgEdDSA, token.AlgHS256}, MaxLifetime: time.Minute * 5})
 		if err != nil {
 			t.Fatal(err)
 		}
 		_, err = v.Verify(tkSign(t, jwt.SigningMethodHS256, edPub, map[string]any{"kid": "ed"}, valid()))
-		var te *gates.TokenError
-		if !errors.As(err, &te) || te.Reason != gates.ReasonAlgorithm {
-			t.Fatalf("Verify = %v, want %s", err, gates.ReasonAlgorithm)
+		var te *token.Error
+		if !errors.As(err, &te) || te.Reason != token.ReasonAlgorithm {
+			t.Fatalf("Verify = %v, want %s", err, token.ReasonAlgorithm)
 		}
 	})
 }
@@ -426,7 +427,7 @@ func TestConfirmationMissingDetails(t *testing.T) {
 		"risk_level":           "medium",
 		"args_sha256":          digest,
 		"max_token_lifetime":   300,
-		"token_type":           gates.TypConfirmation,
+		"token_type":           token.TypConfirmation,
 		"gate":                 "confirmation",
 		"retryable":            true,
 	}
@@ -608,7 +609,7 @@ func TestConfirmationCheckDoesNotSpend(t *testing.T) {
 // tkFailingReplay fails every call.
 type tkFailingReplay struct{}
 
-func (tkFailingReplay) Consume(context.Context, []gates.TokenUse) error {
+func (tkFailingReplay) Consume(context.Context, []token.Use) error {
 	return errors.New("connection refused")
 }
 func (tkFailingReplay) Used(context.Context, string) (bool, error) {
@@ -641,25 +642,25 @@ func TestConfirmationStoreDownFailsClosed(t *testing.T) {
 
 func TestVerifierConfig(t *testing.T) {
 	f := newTkFixture(t)
-	for name, cfg := range map[string]gates.VerifierConfig{
+	for name, cfg := range map[string]token.VerifierConfig{
 		"no type":     {Keys: f.keys, MaxLifetime: time.Minute},
-		"no keys":     {Type: gates.TypConfirmation, MaxLifetime: time.Minute},
-		"no lifetime": {Type: gates.TypConfirmation, Keys: f.keys},
-		"alg none":    {Type: gates.TypConfirmation, Keys: f.keys, MaxLifetime: time.Minute, Algorithms: []string{"none"}},
-		"alg unknown": {Type: gates.TypConfirmation, Keys: f.keys, MaxLifetime: time.Minute, Algorithms: []string{"XS999"}},
+		"no keys":     {Type: token.TypConfirmation, MaxLifetime: time.Minute},
+		"no lifetime": {Type: token.TypConfirmation, Keys: f.keys},
+		"alg none":    {Type: token.TypConfirmation, Keys: f.keys, MaxLifetime: time.Minute, Algorithms: []string{"none"}},
+		"alg unknown": {Type: token.TypConfirmation, Keys: f.keys, MaxLifetime: time.Minute, Algorithms: []string{"XS999"}},
 	} {
-		if _, err := gates.NewVerifier(cfg); err == nil {
+		if _, err := token.NewVerifier(cfg); err == nil {
 			t.Errorf("%s: NewVerifier accepted it", name)
 		}
 	}
 	// A smaller size cap refuses before parsing.
-	v, err := gates.NewVerifier(gates.VerifierConfig{Type: gates.TypConfirmation, Keys: f.keys, MaxLifetime: time.Minute * 5, MaxBytes: 64})
+	v, err := token.NewVerifier(token.VerifierConfig{Type: token.TypConfirmation, Keys: f.keys, MaxLifetime: time.Minute * 5, MaxBytes: 64})
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, err = v.Verify(f.signEd(t, nil, f.claims(t, "order.refund", `{}`)))
-	var te *gates.TokenError
-	if !errors.As(err, &te) || te.Reason != gates.ReasonTooLarge {
+	var te *token.Error
+	if !errors.As(err, &te) || te.Reason != token.ReasonTooLarge {
 		t.Fatalf("Verify = %v, want too_large", err)
 	}
 }

@@ -1,4 +1,4 @@
-package gates
+package token
 
 import (
 	"context"
@@ -570,7 +570,7 @@ func LoadSigningKeyFile(path, kid string) (*Signer, error) {
 // on its own. Use it for any JWT verified "with keys as for tokens", such as
 // bearer authentication:
 //
-//	jwt.Parse(raw, gates.Keyfunc(keys), jwt.WithExpirationRequired())
+//	jwt.Parse(raw, token.Keyfunc(keys), jwt.WithExpirationRequired())
 //
 // Errors are *TokenError values (errors.As) telling unknown key, algorithm
 // and critical header apart.
@@ -592,30 +592,30 @@ func Keyfunc(keys KeySet, algorithms ...string) jwt.Keyfunc {
 }
 
 // selectKey applies the header rules shared by Keyfunc and Verifier.
-func selectKey(t *jwt.Token, keys KeySet, allowed map[string]bool) (Key, *TokenError) {
+func selectKey(t *jwt.Token, keys KeySet, allowed map[string]bool) (Key, *Error) {
 	if _, ok := t.Header["crit"]; ok {
 		// No extension is understood, so any critical one is refused
 		// (RFC 7515 §4.1.11).
-		return Key{}, tokenError(ReasonCriticalHeader, nil)
+		return Key{}, newError(ReasonCriticalHeader, nil)
 	}
 	alg := t.Method.Alg()
 	if !allowed[alg] {
-		return Key{}, tokenError(ReasonAlgorithm, nil)
+		return Key{}, newError(ReasonAlgorithm, nil)
 	}
 	var kid string
 	if v, present := t.Header["kid"]; present {
 		s, ok := v.(string)
 		if !ok {
-			return Key{}, tokenError(ReasonMalformed, nil)
+			return Key{}, newError(ReasonMalformed, nil)
 		}
 		kid = s
 	}
 	k, err := keys.Key(kid)
 	if err != nil {
-		return Key{}, tokenError(ReasonUnknownKey, err)
+		return Key{}, newError(ReasonUnknownKey, err)
 	}
 	if k.Algorithm != alg {
-		return Key{}, tokenError(ReasonAlgorithm, nil)
+		return Key{}, newError(ReasonAlgorithm, nil)
 	}
 	return k, nil
 }

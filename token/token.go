@@ -1,4 +1,4 @@
-package gates
+package token
 
 import (
 	"errors"
@@ -30,7 +30,7 @@ const (
 	DefaultLeeway = 30 * time.Second
 	// DefaultMaxTokenBytes caps a token's size; larger tokens are refused
 	// before parsing.
-	DefaultMaxTokenBytes = 8 << 10
+	DefaultMaxBytes = 8 << 10
 	// DefaultIssuer and DefaultAudience are the iss and aud of tokens when
 	// the configuration names none.
 	DefaultIssuer   = "axgate"
@@ -58,35 +58,35 @@ type Claims struct {
 
 // TokenReason says why a token was refused. It is safe to show: it never
 // carries key material.
-type TokenReason string
+type Reason string
 
 // Reasons a token is refused.
 const (
-	ReasonTooLarge       TokenReason = "too_large"
-	ReasonMalformed      TokenReason = "malformed"
-	ReasonType           TokenReason = "wrong_type"
-	ReasonAlgorithm      TokenReason = "algorithm_not_allowed"
-	ReasonCriticalHeader TokenReason = "unsupported_critical_header"
-	ReasonUnknownKey     TokenReason = "unknown_key"
-	ReasonBadSignature   TokenReason = "bad_signature"
-	ReasonMissingClaim   TokenReason = "missing_claim"
-	ReasonExpired        TokenReason = "expired"
-	ReasonNotYetValid    TokenReason = "not_yet_valid"
-	ReasonIssuedInFuture TokenReason = "issued_in_future"
-	ReasonLifetime       TokenReason = "lifetime_too_long"
-	ReasonIssuer         TokenReason = "wrong_issuer"
-	ReasonAudience       TokenReason = "wrong_audience"
-	ReasonUsed           TokenReason = "already_used"
-	ReasonOtherArguments TokenReason = "bound_to_other_arguments"
-	ReasonOtherIntent    TokenReason = "bound_to_other_intent"
-	ReasonOtherCaller    TokenReason = "bound_to_other_caller"
-	ReasonOtherTenant    TokenReason = "bound_to_other_tenant"
+	ReasonTooLarge       Reason = "too_large"
+	ReasonMalformed      Reason = "malformed"
+	ReasonType           Reason = "wrong_type"
+	ReasonAlgorithm      Reason = "algorithm_not_allowed"
+	ReasonCriticalHeader Reason = "unsupported_critical_header"
+	ReasonUnknownKey     Reason = "unknown_key"
+	ReasonBadSignature   Reason = "bad_signature"
+	ReasonMissingClaim   Reason = "missing_claim"
+	ReasonExpired        Reason = "expired"
+	ReasonNotYetValid    Reason = "not_yet_valid"
+	ReasonIssuedInFuture Reason = "issued_in_future"
+	ReasonLifetime       Reason = "lifetime_too_long"
+	ReasonIssuer         Reason = "wrong_issuer"
+	ReasonAudience       Reason = "wrong_audience"
+	ReasonUsed           Reason = "already_used"
+	ReasonOtherArguments Reason = "bound_to_other_arguments"
+	ReasonOtherIntent    Reason = "bound_to_other_intent"
+	ReasonOtherCaller    Reason = "bound_to_other_caller"
+	ReasonOtherTenant    Reason = "bound_to_other_tenant"
 	// ReasonVoid: an approval token issued before a denial of its call,
 	// or before its call last ran on the approval request.
-	ReasonVoid TokenReason = "void"
+	ReasonVoid Reason = "void"
 )
 
-var reasonText = map[TokenReason]string{
+var reasonText = map[Reason]string{
 	ReasonTooLarge:       "is too large",
 	ReasonMalformed:      "is not a well-formed JWT",
 	ReasonType:           "has the wrong type (typ header)",
@@ -110,7 +110,7 @@ var reasonText = map[TokenReason]string{
 }
 
 // Describe returns the reason as the end of a sentence ("has expired").
-func (r TokenReason) Describe() string {
+func (r Reason) Describe() string {
 	if s, ok := reasonText[r]; ok {
 		return s
 	}
@@ -119,17 +119,17 @@ func (r TokenReason) Describe() string {
 
 // TokenError is a refused token. Err, when set, is the underlying cause, for
 // logs only.
-type TokenError struct {
-	Reason TokenReason
+type Error struct {
+	Reason Reason
 	// Claim names the missing claim for ReasonMissingClaim.
 	Claim string
 	Err   error
 }
 
-func tokenError(r TokenReason, err error) *TokenError { return &TokenError{Reason: r, Err: err} }
+func newError(r Reason, err error) *Error { return &Error{Reason: r, Err: err} }
 
 // Error implements error.
-func (e *TokenError) Error() string {
+func (e *Error) Error() string {
 	s := "token " + e.Reason.Describe()
 	if e.Claim != "" {
 		s += " (" + e.Claim + ")"
@@ -138,22 +138,23 @@ func (e *TokenError) Error() string {
 }
 
 // Unwrap returns the cause.
-func (e *TokenError) Unwrap() error { return e.Err }
+func (e *Error) Unwrap() error { return e.Err }
 
-// bindToCall checks that verified claims were issued for this call: its
-// arguments, its intent, its caller (caller is the claim naming them: sub of
-// a confirmation, requester of an approval) and its tenant.
-func bindToCall(c *Claims, caller string, call *middleware.Call, digest string) *TokenError {
+// CheckBinding checks that verified claims were issued for this call: its
+// arguments (digest is the call's args_sha256), its intent, its caller
+// (caller is the claim naming them: sub of a confirmation, requester of an
+// approval) and its tenant.
+func (c *Claims) CheckBinding(caller string, call *middleware.Call, digest string) *Error {
 	p := call.Principal
 	switch {
 	case c.ArgsSHA256 != digest:
-		return tokenError(ReasonOtherArguments, nil)
+		return newError(ReasonOtherArguments, nil)
 	case c.Intent != call.Intent():
-		return tokenError(ReasonOtherIntent, nil)
+		return newError(ReasonOtherIntent, nil)
 	case caller != p.ID:
-		return tokenError(ReasonOtherCaller, nil)
+		return newError(ReasonOtherCaller, nil)
 	case c.Tenant != p.Tenant:
-		return tokenError(ReasonOtherTenant, nil)
+		return newError(ReasonOtherTenant, nil)
 	}
 	return nil
 }
@@ -221,7 +222,7 @@ func NewVerifier(cfg VerifierConfig) (*Verifier, error) {
 		cfg.Leeway = 0
 	}
 	if cfg.MaxBytes <= 0 {
-		cfg.MaxBytes = DefaultMaxTokenBytes
+		cfg.MaxBytes = DefaultMaxBytes
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -257,22 +258,22 @@ func (v *Verifier) Leeway() time.Duration { return v.cfg.Leeway }
 // Verify checks a token and returns its claims, or a *TokenError.
 func (v *Verifier) Verify(token string) (*Claims, error) {
 	if len(token) > v.cfg.MaxBytes {
-		return nil, tokenError(ReasonTooLarge, nil)
+		return nil, newError(ReasonTooLarge, nil)
 	}
 	c := new(Claims)
 	_, err := v.parser.ParseWithClaims(token, c, v.keyfunc)
 	if err != nil {
-		var te *TokenError
+		var te *Error
 		switch {
 		case errors.As(err, &te):
 			return nil, te
 		case errors.Is(err, jwt.ErrTokenSignatureInvalid):
-			return nil, tokenError(ReasonBadSignature, err)
+			return nil, newError(ReasonBadSignature, err)
 		case errors.Is(err, jwt.ErrTokenUnverifiable):
 			// alg missing or not an algorithm golang-jwt knows.
-			return nil, tokenError(ReasonAlgorithm, err)
+			return nil, newError(ReasonAlgorithm, err)
 		}
-		return nil, tokenError(ReasonMalformed, err)
+		return nil, newError(ReasonMalformed, err)
 	}
 	if err := v.validate(c); err != nil {
 		return nil, err
@@ -285,7 +286,7 @@ func (v *Verifier) Verify(token string) (*Claims, error) {
 func (v *Verifier) keyfunc(t *jwt.Token) (any, error) {
 	typ, _ := t.Header["typ"].(string)
 	if !strings.EqualFold(typ, v.cfg.Type) && !strings.EqualFold(typ, v.typAlt) {
-		return nil, tokenError(ReasonType, nil)
+		return nil, newError(ReasonType, nil)
 	}
 	k, terr := selectKey(t, v.cfg.Keys, v.allowed)
 	if terr != nil {
@@ -297,27 +298,27 @@ func (v *Verifier) keyfunc(t *jwt.Token) (any, error) {
 func (v *Verifier) validate(c *Claims) error {
 	switch {
 	case c.ID == "":
-		return &TokenError{Reason: ReasonMissingClaim, Claim: "jti"}
+		return &Error{Reason: ReasonMissingClaim, Claim: "jti"}
 	case c.ExpiresAt == nil:
-		return &TokenError{Reason: ReasonMissingClaim, Claim: "exp"}
+		return &Error{Reason: ReasonMissingClaim, Claim: "exp"}
 	case c.IssuedAt == nil:
-		return &TokenError{Reason: ReasonMissingClaim, Claim: "iat"}
+		return &Error{Reason: ReasonMissingClaim, Claim: "iat"}
 	}
 	now, leeway := v.cfg.Now(), v.cfg.Leeway
 	exp, iat := c.ExpiresAt.Time, c.IssuedAt.Time
 	switch {
 	case !now.Before(exp.Add(leeway)):
-		return tokenError(ReasonExpired, nil)
+		return newError(ReasonExpired, nil)
 	case c.NotBefore != nil && now.Add(leeway).Before(c.NotBefore.Time):
-		return tokenError(ReasonNotYetValid, nil)
+		return newError(ReasonNotYetValid, nil)
 	case now.Add(leeway).Before(iat):
-		return tokenError(ReasonIssuedInFuture, nil)
+		return newError(ReasonIssuedInFuture, nil)
 	case exp.Sub(iat) > v.cfg.MaxLifetime:
-		return tokenError(ReasonLifetime, nil)
+		return newError(ReasonLifetime, nil)
 	case c.Issuer != v.cfg.Issuer:
-		return tokenError(ReasonIssuer, nil)
+		return newError(ReasonIssuer, nil)
 	case !slices.Contains(c.Audience, v.cfg.Audience):
-		return tokenError(ReasonAudience, nil)
+		return newError(ReasonAudience, nil)
 	}
 	return nil
 }
