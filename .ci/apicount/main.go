@@ -1,6 +1,6 @@
 // Command apicount counts the exported API of Go packages: exported
-// package-level identifiers (funcs, types, vars, consts) and exported methods
-// of any type, test files excluded. It prints one line per package directory,
+// package-level identifiers (funcs, types, vars, consts) and the exported
+// methods of exported types, test files excluded. It prints one line per package directory,
 // plus the number of exported root options (funcs named With*), so that a
 // change to the API's size is measured, not guessed.
 //
@@ -55,7 +55,10 @@ func count(dir string) (total, with int, err error) {
 			for _, d := range f.Decls {
 				switch d := d.(type) {
 				case *ast.FuncDecl:
-					if !d.Name.IsExported() {
+					if !d.Name.IsExported() || d.Recv != nil && !ast.IsExported(receiverType(d.Recv)) {
+						// A method of an unexported type (a heap's Len,
+						// a decorator's Eval) is in no godoc page: it
+						// is not part of the API.
 						continue
 					}
 					total++
@@ -82,4 +85,27 @@ func count(dir string) (total, with int, err error) {
 		}
 	}
 	return total, with, nil
+}
+
+// receiverType is the name of a method's receiver type, without pointer or
+// type parameters.
+func receiverType(recv *ast.FieldList) string {
+	if recv == nil || len(recv.List) == 0 {
+		return ""
+	}
+	t := recv.List[0].Type
+	for {
+		switch x := t.(type) {
+		case *ast.StarExpr:
+			t = x.X
+		case *ast.IndexExpr:
+			t = x.X
+		case *ast.IndexListExpr:
+			t = x.X
+		case *ast.Ident:
+			return x.Name
+		default:
+			return ""
+		}
+	}
 }
