@@ -28,7 +28,6 @@ import (
 	"github.com/axgate/axgate"
 	"github.com/axgate/axgate/adapters/httpgate"
 	axerr "github.com/axgate/axgate/errors"
-	"github.com/axgate/axgate/gates/redisstore"
 	"github.com/axgate/axgate/manifest"
 	"github.com/axgate/axgate/middleware"
 	"github.com/axgate/axgate/token"
@@ -288,49 +287,6 @@ func TestREADMEConditions(t *testing.T) {
 	})).Invoke(context.Background(), call); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// TestREADMERedis runs "Shared state across replicas (Redis)" against the
-// Redis of AXGATE_REDIS_URL (the snippet's address).
-func TestREADMERedis(t *testing.T) {
-	if os.Getenv("AXGATE_REDIS_URL") == "" {
-		t.Skip("AXGATE_REDIS_URL is not set")
-	}
-	readmeDir(t)
-	signer, err := token.GenerateDevKey("k1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	jwks, err := signer.PublicJWKS()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile("keys.jwks.json", jwks, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	m, err := manifest.LoadFile("axag.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	stores, err := redisstore.Open(ctx, "redis://127.0.0.1:6379/0", redisstore.Options{})
-	if err != nil {
-		log.Fatal(err) // refuse to start rather than run with state the replicas do not share
-	}
-	defer stores.Close()
-	enf, err := axgate.New(m,
-		axgate.WithJWKSFile("keys.jwks.json"), // the same keys on every replica
-		axgate.WithReplayStore(stores.Replay),
-		axgate.WithLimiter(stores.Limiter),
-		axgate.WithIdempotencyStore(stores.Idempotency),
-		axgate.WithApprovalStore(stores.Approvals),
-	)
-
-	if err != nil {
-		t.Fatal(err)
-	}
-	enf.Close()
 }
 
 // TestREADMEObservability runs the "Observability" snippet.

@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/axgate/axgate v0.1.0
+	github.com/axgate/axgate/gates/redisstore v0.1.0
 	github.com/golang-jwt/jwt/v5 v5.3.1
 	go.opentelemetry.io/otel v1.44.0
 	go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp v1.44.0

@@ -1,4 +1,4 @@
-package axgate_test
+package redisstore_test
 
 import (
 	"context"
