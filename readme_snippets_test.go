@@ -109,9 +109,13 @@ func TestREADMELibraryAndHTTP(t *testing.T) {
 	auth, _ := httpgate.JWTBearer(httpgate.BearerConfig{Keyfunc: token.Keyfunc(idpKeys), Issuer: iss, Audience: aud})
 
 	// gate routes of an existing handler: arguments = JSON body + path values + query parameters
-	api := httpgate.Middleware(enf, httpgate.WithPrincipal(auth),
+	gate, err := httpgate.NewMiddleware(enf, httpgate.WithPrincipal(auth),
 		httpgate.WithRoute("POST /orders", "order_place"),
-		httpgate.WithRoute("DELETE /accounts/{account_id}", "account_delete"))(app)
+		httpgate.WithRoute("DELETE /accounts/{account_id}", "account_delete"))
+	if err != nil {
+		log.Fatal(err) // a bad pattern, an unknown tool, a path value no gate would check
+	}
+	api := gate(app)
 
 	// or serve the tools: GET /tools, GET /tools/{name}, POST /tools/{name}/validate, POST /tools/{name}/call
 	// the bare tool: the server wraps it (a tool already wrapped is refused, axgate.ErrWrapped)

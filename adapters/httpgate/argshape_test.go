@@ -51,10 +51,10 @@ func TestMiddlewareRefusesCaseFoldedKeys(t *testing.T) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /invoices", handler)
 	mux.HandleFunc("POST /export", handler)
-	unknownAllowed := httptest.NewServer(httpgate.Middleware(ijsonEnforcer(t), httpgate.WithPrincipal(userHeader), quiet,
+	unknownAllowed := httptest.NewServer(newMiddleware(t, ijsonEnforcer(t), httpgate.WithPrincipal(userHeader), quiet,
 		httpgate.WithRoute("POST /invoices", "invoice_list"))(mux))
 	defer unknownAllowed.Close()
-	undeclared := httptest.NewServer(httpgate.Middleware(noParams, httpgate.WithPrincipal(userHeader), quiet,
+	undeclared := httptest.NewServer(newMiddleware(t, noParams, httpgate.WithPrincipal(userHeader), quiet,
 		httpgate.WithRoute("POST /export", "invoice_export"))(mux))
 	defer undeclared.Close()
 	for _, tc := range []struct{ name, url, body, path string }{
@@ -104,7 +104,7 @@ func TestMiddlewareRefusesLoneSurrogateBeforeCommit(t *testing.T) {
 		w.Header().Set("Content-Type", "application/json")
 		io.WriteString(w, `{"ok":1}`)
 	})
-	ts := httptest.NewServer(httpgate.Middleware(e, httpgate.WithPrincipal(userHeader), quiet, httpgate.WithRoute("POST /notes", "note_add"))(mux))
+	ts := httptest.NewServer(newMiddleware(t, e, httpgate.WithPrincipal(userHeader), quiet, httpgate.WithRoute("POST /notes", "note_add"))(mux))
 	defer ts.Close()
 	status, body := postJSON(t, ts.URL+"/notes", "u1", `{"text":"\ud800"}`)
 	assertRefusal(t, status, body, 400, "AXGATE_INVALID_ARGUMENTS", "invalid_string", "/text")

@@ -138,8 +138,8 @@ func BenchmarkMiddlewareRead(b *testing.B) {
 		h    http.Handler
 	}{
 		{"bare", handler},
-		{"middleware", httpgate.Middleware(enf, httpgate.WithRoute("POST /weather", "weather.get"), httpgate.WithPrincipal(userHeader))(handler)},
-		{"middleware_pathvalue", httpgate.Middleware(enf, httpgate.WithRoute("POST /weather/{city}", "weather.get"), httpgate.WithPrincipal(userHeader))(handler)},
+		{"middleware", newMiddleware(b, enf, httpgate.WithRoute("POST /weather", "weather.get"), httpgate.WithPrincipal(userHeader))(handler)},
+		{"middleware_pathvalue", newMiddleware(b, enf, httpgate.WithRoute("POST /weather/{city}", "weather.get"), httpgate.WithPrincipal(userHeader))(handler)},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()

@@ -33,7 +33,7 @@ func TestMiddlewareConstraintFailsClosed(t *testing.T) {
 	}
 	defer enf.Close()
 	var ran int
-	h := httpgate.Middleware(enf, httpgate.WithRoute("POST /payments", "payment.send"), httpgate.WithPrincipal(userHeader), quiet)(
+	h := newMiddleware(t, enf, httpgate.WithRoute("POST /payments", "payment.send"), httpgate.WithPrincipal(userHeader), quiet)(
 		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { ran++; w.WriteHeader(http.StatusNoContent) }))
 	ts := httptest.NewServer(h)
 	defer ts.Close()

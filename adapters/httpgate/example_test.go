@@ -23,7 +23,7 @@ const exampleManifest = `{"version":"1.0.0","actions":[{
 
 // An existing handler gated by route: the arguments are the JSON body plus
 // the path value, and a refusal never reaches the handler.
-func ExampleMiddleware() {
+func ExampleNewMiddleware() {
 	m, err := manifest.ParseJSON([]byte(exampleManifest))
 	if err != nil {
 		log.Fatal(err)
@@ -42,10 +42,14 @@ func ExampleMiddleware() {
 	byUserHeader := func(r *http.Request) (middleware.Principal, error) {
 		return middleware.Principal{ID: r.Header.Get("X-User")}, nil // your authentication here
 	}
-	h := httpgate.Middleware(enf,
+	gate, err := httpgate.NewMiddleware(enf,
 		httpgate.WithPrincipal(byUserHeader),
 		httpgate.WithRoute("PUT /orders/{order_id}", "order_update"),
-	)(app)
+	)
+	if err != nil {
+		log.Fatal(err) // a bad pattern, an unknown tool, an unchecked path value
+	}
+	h := gate(app)
 
 	for _, body := range []string{`{"quantity":3}`, `{"quantity":300}`} {
 		req := httptest.NewRequest("PUT", "/orders/o-7", strings.NewReader(body))

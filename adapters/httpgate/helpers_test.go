@@ -182,3 +182,14 @@ func (r response) wantRefusal(t *testing.T, code axerr.Code) {
 		t.Fatalf("401 without a Bearer challenge: %q", r.header.Get("WWW-Authenticate"))
 	}
 }
+
+// newMiddleware is httpgate.NewMiddleware for a test: a configuration
+// mistake fails the test rather than panicking.
+func newMiddleware(t testing.TB, enf *axgate.Enforcer, opts ...httpgate.Option) func(http.Handler) http.Handler {
+	t.Helper()
+	mw, err := httpgate.NewMiddleware(enf, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mw
+}

@@ -9,15 +9,14 @@ import (
 	"strconv"
 	"time"
 
-	"go.opentelemetry.io/otel/propagation"
-
 	"github.com/axgate/axgate"
 	axerr "github.com/axgate/axgate/errors"
 	"github.com/axgate/axgate/gates"
 )
 
-// NewHumanHandler returns the endpoints a person uses through a UI to let an
-// agent's call through:
+// NewHumanHandler returns the endpoints a person confirms and approves with.
+//
+// A person uses them through a UI, to let an agent's call through:
 //
 //	POST /confirmations   {"tool","arguments"} → {"token","expires_at"}
 //	                      a confirmation token for exactly that call, for the
@@ -40,8 +39,8 @@ import (
 // an agent's bearer token). A nil principal function refuses every request.
 // The POST bodies must be Content-Type application/json; any other media
 // type is refused with 415, so that a cross-site form cannot ride on a
-// session cookie (CSRF).
-// Errors are AXAG envelopes; an unknown approval request is 404.
+// session cookie (CSRF). Errors are AXAG envelopes; an unknown approval
+// request is 404.
 func NewHumanHandler(enf *axgate.Enforcer, principal PrincipalFunc, opts ...Option) http.Handler {
 	cfg := newConfig(append(opts, WithPrincipal(principal)))
 	h := &humanHandler{cfg: cfg, enf: enf, mux: http.NewServeMux()}
@@ -63,8 +62,9 @@ func (h *humanHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.mux.ServeHTTP(w, r)
 }
 
-// TokenResponse is the answer of POST /confirmations and of an approving
-// POST /approvals/{id}.
+// TokenResponse is the answer of POST /confirmations and of an approval.
+//
+// It answers an approving or refusing POST /approvals/{id} too.
 type TokenResponse struct {
 	// ID is the approval request decided (approvals only).
 	ID string `json:"id,omitempty"`
@@ -78,8 +78,8 @@ type TokenResponse struct {
 }
 
 func (h *humanHandler) confirm(w http.ResponseWriter, r *http.Request) {
-	ctx := h.cfg.propagator.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
-	p, err := h.cfg.authenticate(r)
+	pre, err := h.cfg.begin(w, r, declaredJSON)
+	ctx, p := pre.ctx, pre.principal
 	if err != nil {
 		h.cfg.writeError(ctx, w, err)
 		return
@@ -88,7 +88,7 @@ func (h *humanHandler) confirm(w http.ResponseWriter, r *http.Request) {
 		Tool      string          `json:"tool"`
 		Arguments json.RawMessage `json:"arguments"`
 	}
-	if err := h.decodeBody(w, r, &req); err != nil {
+	if err := h.decodeBody(pre.body, &req); err != nil {
 		h.cfg.writeError(ctx, w, err)
 		return
 	}
@@ -109,6 +109,7 @@ func (h *humanHandler) confirm(w http.ResponseWriter, r *http.Request) {
 
 // PendingResponse is the answer of GET /approvals: one page of the inbox.
 type PendingResponse struct {
+	// Approvals are the page's requests, oldest first (never null).
 	Approvals []gates.ApprovalRequest `json:"approvals"`
 	// NextCursor, when set, is the cursor query parameter of the next
 	// page; a page may be short (even empty) while it is set.
@@ -116,8 +117,8 @@ type PendingResponse struct {
 }
 
 func (h *humanHandler) pending(w http.ResponseWriter, r *http.Request) {
-	ctx := h.cfg.propagator.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
-	p, err := h.cfg.authenticate(r)
+	pre, err := h.cfg.begin(w, r, noBody)
+	ctx, p := pre.ctx, pre.principal
 	if err != nil {
 		h.cfg.writeError(ctx, w, err)
 		return
@@ -145,8 +146,8 @@ func (h *humanHandler) pending(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *humanHandler) decide(w http.ResponseWriter, r *http.Request) {
-	ctx := h.cfg.propagator.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
-	p, err := h.cfg.authenticate(r)
+	pre, err := h.cfg.begin(w, r, declaredJSON)
+	ctx, p := pre.ctx, pre.principal
 	if err != nil {
 		h.cfg.writeError(ctx, w, err)
 		return
@@ -156,7 +157,7 @@ func (h *humanHandler) decide(w http.ResponseWriter, r *http.Request) {
 		Approve *bool  `json:"approve"`
 		Reason  string `json:"reason"`
 	}
-	if err := h.decodeBody(w, r, &req); err != nil {
+	if err := h.decodeBody(pre.body, &req); err != nil {
 		h.cfg.writeError(ctx, w, err)
 		return
 	}
@@ -180,16 +181,9 @@ func (h *humanHandler) decide(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, resp)
 }
 
-// decodeBody reads a small JSON request object strictly: Content-Type
-// application/json, bounded, no unknown fields, nothing after it.
-func (h *humanHandler) decodeBody(w http.ResponseWriter, r *http.Request, v any) error {
-	if e := requireJSON(r); e != nil {
-		return e
-	}
-	body, err := h.cfg.readBody(w, r)
-	if err != nil {
-		return err
-	}
+// decodeBody decodes a small JSON request object, read by the prelude
+// (declared JSON, bounded), strictly: no unknown fields, nothing after it.
+func (h *humanHandler) decodeBody(body []byte, v any) error {
 	if _, err := h.cfg.callLimits().Resolved().Decode(body); err != nil {
 		return badRequest("the body is not a valid JSON object")
 	}

@@ -197,7 +197,7 @@ func TestMiddlewareIJSON(t *testing.T) {
 	}
 	mux.HandleFunc("POST /invoices", handler)
 	mux.HandleFunc("POST /accounts/{owner_id}/close", handler)
-	mw := httpgate.Middleware(ijsonEnforcer(t, c.option()), httpgate.WithPrincipal(userHeader), quiet,
+	mw := newMiddleware(t, ijsonEnforcer(t, c.option()), httpgate.WithPrincipal(userHeader), quiet,
 		httpgate.WithRoute("POST /invoices", "invoice_list"),
 		httpgate.WithRoute("POST /accounts/{owner_id}/close", "account_close"))
 	ts := httptest.NewServer(mw(mux))

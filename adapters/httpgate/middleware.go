@@ -17,7 +17,6 @@ import (
 	"strings"
 
 	"github.com/gowebpki/jcs"
-	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/axgate/axgate"
 	"github.com/axgate/axgate/adapters/wire"
@@ -27,14 +26,16 @@ import (
 	"github.com/axgate/axgate/middleware"
 )
 
-// Middleware returns net/http middleware that gates the routes bound with
-// WithRoute (and, with WithIntentHeaderOn, the requests to an intent-dispatch
-// endpoint) by the enforcer's whole chain. It panics when a pattern is invalid, two patterns
-// conflict, a route names a tool the manifest does not declare, or a route
-// has a path value that is neither a parameter of its action nor a user or
-// tenant argument name (Enforcer.IdentityArgs), as
-// ServeMux.Handle does: a mistake in the bindings shows at start-up, not on
-// the first request. NewMiddleware returns the error instead.
+// NewMiddleware returns net/http middleware gating bound routes by the chain.
+//
+// The routes are the ServeMux patterns bound with WithRoute, and with
+// WithIntentHeaderOn the intent-dispatch endpoints; the chain is the
+// enforcer's whole chain. A mistake in the bindings is an error here, at
+// start-up, not on the first request: an invalid pattern, two patterns that
+// conflict, a route naming a tool the manifest does not declare, or a route
+// with a path value that is neither a parameter of its action nor a user or
+// tenant argument name (Enforcer.IdentityArgs). MustMiddleware panics
+// instead.
 //
 // For a gated request, in order: the trace context is continued; the caller
 // is authenticated (WithPrincipal); the body is read (at most 1 MiB by
@@ -43,38 +44,29 @@ import (
 // AXGATE_UNSUPPORTED_MEDIA_TYPE); the arguments are the body's JSON object
 // merged with the path values and query parameters named like the action's
 // parameters or like a user or tenant argument (declared or not; numbers
-// only in canonical spelling, see isNumber); the credentials come from the X-AXAG-Confirmation,
-// X-AXAG-Approval, Idempotency-Key and X-AXAG-Tenant headers. The handler
-// then reads as its body the RFC 8785 canonical encoding of the checked
-// arguments that came from the body, not the bytes sent (path and query
-// stay as they were). A refusal is written with WriteError and the handler
-// is not called. A bound route requested by a path that is not canonical
-// ("/orders/./1"), or but for a trailing slash ("/orders/" for "/orders"),
-// gets a redirect to the canonical path; neither the chain nor the handler
-// runs. A request on a bound path with a method that
-// is not bound there is refused with 405 AXGATE_METHOD_NOT_ALLOWED and an
-// Allow header, unless WithPassThroughMethods names the method.
+// only in canonical spelling, see isNumber); the credentials come from the
+// X-AXAG-Confirmation, X-AXAG-Approval, Idempotency-Key and X-AXAG-Tenant
+// headers. The handler then reads as its body the RFC 8785 canonical
+// encoding of the checked arguments that came from the body, not the bytes
+// sent (path and query stay as they were). A refusal is written with
+// WriteError and the handler is not called. A bound route requested by a
+// path that is not canonical ("/orders/./1"), or but for a trailing slash
+// ("/orders/" for "/orders"), gets a redirect to the canonical path; neither
+// the chain nor the handler runs. A request on a bound path with a method
+// that is not bound there is refused with 405 AXGATE_METHOD_NOT_ALLOWED and
+// an Allow header, unless WithPassThroughMethods names the method.
 //
 // The handler's response is buffered when something after the tool needs
 // it: the action declares postconditions or an output schema (which can
 // still refuse the response), or the request carries an Idempotency-Key (the
 // idempotency gate stores the result to replay it). Otherwise it goes
-// straight to the client and the chain sees a nil result; WithResponseBuffering
-// buffers every response, for a custom stage that reads results. A response
-// with status 500 or more counts as a failed call (an idempotency key may
-// then be used again) and is passed on as the handler wrote it. A result the
-// idempotency gate replays is written as JSON with status 200 and
-// Idempotent-Replayed: true. The handler can read the authenticated
-// principal with PrincipalFrom.
-func Middleware(enf *axgate.Enforcer, opts ...Option) func(http.Handler) http.Handler {
-	mw, err := NewMiddleware(enf, opts...)
-	if err != nil {
-		panic(err)
-	}
-	return mw
-}
-
-// NewMiddleware is Middleware returning a configuration mistake as an error.
+// straight to the client and the chain sees a nil result;
+// WithResponseBuffering buffers every response, for a custom stage that
+// reads results. A response with status 500 or more counts as a failed call
+// (an idempotency key may then be used again) and is passed on as the
+// handler wrote it. A result the idempotency gate replays is written as JSON
+// with status 200 and Idempotent-Replayed: true. The handler can read the
+// authenticated principal with PrincipalFrom.
 func NewMiddleware(enf *axgate.Enforcer, opts ...Option) (func(http.Handler) http.Handler, error) {
 	if enf == nil {
 		return nil, errors.New("httpgate: nil enforcer")
@@ -121,6 +113,19 @@ func NewMiddleware(enf *axgate.Enforcer, opts ...Option) (func(http.Handler) htt
 		g.chain = enf.Wrap(middleware.InvokerFunc(g.invokeHandler))
 		return g
 	}, nil
+}
+
+// MustMiddleware is NewMiddleware that panics on a configuration mistake.
+//
+// It is for package-level wiring (var api = httpgate.MustMiddleware(…)),
+// where a bad binding should stop the program at start-up as
+// ServeMux.Handle does; anywhere else, NewMiddleware returns the error.
+func MustMiddleware(enf *axgate.Enforcer, opts ...Option) func(http.Handler) http.Handler {
+	mw, err := NewMiddleware(enf, opts...)
+	if err != nil {
+		panic(err)
+	}
+	return mw
 }
 
 // register adds pattern to mux, turning ServeMux's panic on a bad or
@@ -213,6 +218,10 @@ type gate struct {
 	chain     middleware.Invoker
 }
 
+// keyIntent is the intent header's key as net/http stores it (canonical
+// form), so reading it does not allocate.
+var keyIntent = http.CanonicalHeaderKey(HeaderIntent)
+
 type exchangeKey struct{}
 
 // exchange is what the handler invoker needs of the request being served,
@@ -231,16 +240,6 @@ type exchange struct {
 	// query values, so they are not the body alone.
 	body   []byte
 	merged bool
-}
-
-// PrincipalFrom returns the principal a gated request was authenticated as,
-// for the handler behind Middleware.
-func PrincipalFrom(ctx context.Context) (middleware.Principal, bool) {
-	ex, ok := ctx.Value(exchangeKey{}).(*exchange)
-	if !ok {
-		return middleware.Principal{}, false
-	}
-	return ex.principal, true
 }
 
 func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -458,42 +457,19 @@ func (noWrite) Write(b []byte) (int, error) { return len(b), nil }
 func (noWrite) WriteHeader(int)             {}
 
 func (g *gate) serve(w http.ResponseWriter, r *http.Request, a *manifest.Action) {
-	ctx := g.cfg.propagator.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
-	p, err := g.cfg.authenticate(r)
+	pre, call, merged, err := g.cfg.beginCall(w, r, a, true, g.ident)
 	if err != nil {
-		g.cfg.writeError(ctx, w, err)
+		g.cfg.writeError(pre.ctx, w, err)
 		return
-	}
-	body, err := g.cfg.readJSONBody(w, r)
-	if err != nil {
-		g.cfg.writeError(ctx, w, err)
-		return
-	}
-	lim := g.cfg.callLimits()
-	if lim == (middleware.Limits{}) {
-		lim.MaxBytes = int(g.cfg.maxBodyBytes)
-	}
-	args, merged, err := arguments(a, g.ident, body, r, lim)
-	if err != nil {
-		g.cfg.writeError(ctx, w, err)
-		return
-	}
-	call := &middleware.Call{
-		Tool:        a.ToolName(),
-		Action:      a,
-		Arguments:   args,
-		Principal:   p,
-		Credentials: wire.FromHeader(r.Header),
-		Limits:      g.cfg.callLimits(),
 	}
 	checksResult := a.OutputSchema != nil || len(a.Postconditions) > 0
 	ex := &exchange{
-		principal: p, w: w, r: r,
-		body: bytes.TrimSpace(body), merged: merged,
+		principal: pre.principal, w: w, r: r,
+		body: bytes.TrimSpace(pre.body), merged: merged,
 		buffer: g.cfg.bufferAll || checksResult || call.Credentials.IdempotencyKey != "",
 		decode: checksResult,
 	}
-	ctx = context.WithValue(ctx, exchangeKey{}, ex)
+	ctx := context.WithValue(pre.ctx, exchangeKey{}, ex)
 	res, err := g.chain.Invoke(ctx, call)
 	switch {
 	case ex.stream != nil && ex.stream.wrote:

@@ -73,7 +73,7 @@ var routes = map[string]string{
 func gated(t *testing.T, enfOpts []axgate.Option, opts ...httpgate.Option) (http.Handler, *app) {
 	t.Helper()
 	a := newApp()
-	mw := httpgate.Middleware(enforcer(t, enfOpts...), append([]httpgate.Option{
+	mw := newMiddleware(t, enforcer(t, enfOpts...), append([]httpgate.Option{
 		httpgate.WithPrincipal(userHeader), httpgate.WithRoutes(routes), quiet,
 	}, opts...)...)
 	return mw(a.mux), a
@@ -189,7 +189,7 @@ func TestMiddlewareUnauthenticated(t *testing.T) {
 	}
 
 	// Without WithPrincipal the middleware fails closed.
-	closed := httpgate.Middleware(enforcer(t), httpgate.WithRoutes(routes))(a.mux)
+	closed := newMiddleware(t, enforcer(t), httpgate.WithRoutes(routes))(a.mux)
 	do(t, closed, "GET", "/weather?city=Oslo", "", "X-Test-User", "u1").wantRefusal(t, axerr.CodeUnauthenticated)
 	if n := a.calls.Load(); n != 0 {
 		t.Fatalf("handler called %d times", n)
@@ -247,7 +247,7 @@ func TestMiddlewareIntentHeaderCannotGuardUnboundHandler(t *testing.T) {
 	}
 	// With no route bound at all the header still chooses nothing.
 	a := newApp()
-	bare := httpgate.Middleware(enforcer(t), httpgate.WithPrincipal(userHeader), httpgate.WithIntentHeader(), quiet)(a.mux)
+	bare := newMiddleware(t, enforcer(t), httpgate.WithPrincipal(userHeader), httpgate.WithIntentHeader(), quiet)(a.mux)
 	do(t, bare, "POST", "/admin/wipe", `{}`, "X-Test-User", "u1", "X-AXAG-Intent", "system.ping").wantRefusal(t, axerr.CodeIntentNotFound)
 	if n := a.calls.Load(); n != 0 {
 		t.Fatalf("the wipe handler ran %d times", n)
@@ -379,10 +379,15 @@ func TestMiddlewareConfigurationErrors(t *testing.T) {
 			t.Fatalf("no error for %d options", len(opts))
 		}
 	}
+	if httpgate.MustMiddleware(enf, httpgate.WithRoute("GET /x", "ping")) == nil {
+		t.Fatal("MustMiddleware returned nil for a good route")
+	}
+	_, want := httpgate.NewMiddleware(enf, httpgate.WithRoute("GET /x", "no_such_tool"))
 	defer func() {
-		if recover() == nil {
-			t.Fatal("Middleware did not panic on a bad route")
+		p := recover()
+		if err, ok := p.(error); !ok || err.Error() != want.Error() {
+			t.Fatalf("MustMiddleware panicked with %v, want NewMiddleware's error %v", p, want)
 		}
 	}()
-	httpgate.Middleware(enf, httpgate.WithRoute("GET /x", "no_such_tool"))
+	httpgate.MustMiddleware(enf, httpgate.WithRoute("GET /x", "no_such_tool"))
 }

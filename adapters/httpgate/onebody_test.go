@@ -62,7 +62,7 @@ func (a *formApp) ran() []formRun {
 func listen(t *testing.T, enfOpts []axgate.Option, opts ...httpgate.Option) (string, *formApp) {
 	t.Helper()
 	a := newFormApp()
-	mw := httpgate.Middleware(enforcer(t, enfOpts...), append([]httpgate.Option{
+	mw := newMiddleware(t, enforcer(t, enfOpts...), append([]httpgate.Option{
 		httpgate.WithPrincipal(userHeader), quiet,
 		httpgate.WithRoute("POST /orders/{order_id}", "order_update"),
 		httpgate.WithRoute("POST /orders", "order_update"),

@@ -3,13 +3,11 @@ package httpgate
 import (
 	"fmt"
 	"log/slog"
-	"net/http"
 	"strings"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/propagation"
 
-	axerr "github.com/axgate/axgate/errors"
 	"github.com/axgate/axgate/middleware"
 )
 
@@ -17,7 +15,7 @@ import (
 // adapters/wire's (wire.HeaderConfirmation, wire.HeaderApproval, …).
 const (
 	// HeaderIntent names the intent (or tool name) of a request, read by
-	// Middleware only with WithIntentHeader.
+	// the middleware only with WithIntentHeader.
 	HeaderIntent = "X-AXAG-Intent"
 	// HeaderReplayed is set to "true" on a response the idempotency gate
 	// answered from a stored result instead of running the handler again.
@@ -28,18 +26,7 @@ const (
 // a larger one is refused with 413 AXGATE_PAYLOAD_TOO_LARGE.
 const DefaultMaxBodyBytes = 1 << 20
 
-// PrincipalFunc authenticates a request: it returns who makes the call, or an
-// error. An *errors.Error is written as it is; any other error becomes
-// 401 AXGATE_UNAUTHENTICATED (its text is never shown to the caller).
-type PrincipalFunc func(r *http.Request) (middleware.Principal, error)
-
-// Anonymous is a PrincipalFunc that lets every request through as the empty
-// principal (no ID, tenant, roles or scopes). Use it only on purpose, for
-// example behind a gateway that already authenticated the caller and where
-// no gate depends on who calls.
-func Anonymous(*http.Request) (middleware.Principal, error) { return middleware.Principal{}, nil }
-
-// Option configures Middleware, NewToolServer and NewHumanHandler.
+// Option configures NewMiddleware, NewToolServer and NewHumanHandler.
 type Option func(*config)
 
 type config struct {
@@ -86,21 +73,16 @@ func (c *config) callLimits() middleware.Limits {
 	return middleware.Limits{MaxBytes: int(c.maxBodyBytes), MaxDepth: c.maxDepth}
 }
 
-// WithPrincipal sets how requests are authenticated. Without it every gated
-// request is refused with 401 AXGATE_UNAUTHENTICATED: a forgotten option
-// fails closed. Pass Anonymous to let requests through unauthenticated on
-// purpose. The validation and discovery endpoints of the tool server never
-// call it.
-func WithPrincipal(f PrincipalFunc) Option { return func(c *config) { c.principal = f } }
-
-// WithRoute binds a net/http ServeMux pattern ("POST /orders",
-// "DELETE /accounts/{account_id}") to a manifest tool (its tool name or its
-// intent) for Middleware. Patterns follow ServeMux's rules, including
-// precedence between overlapping patterns; a request that matches no bound
-// pattern passes through ungated (one that matches but for a trailing slash
-// is redirected to the bound path). Every path value ({name}) must be a
-// parameter of the tool or a user or tenant argument name, so that a gate
-// sees it; Middleware refuses the route otherwise.
+// WithRoute binds a ServeMux pattern to a manifest tool, for NewMiddleware.
+//
+// The pattern is net/http's ("POST /orders",
+// "DELETE /accounts/{account_id}"), the tool its tool name or its intent.
+// Patterns follow ServeMux's rules, including precedence between
+// overlapping patterns; a request that matches no bound pattern passes
+// through ungated (one that matches but for a trailing slash is redirected
+// to the bound path). Every path value ({name}) must be a parameter of the
+// tool or a user or tenant argument name, so that a gate sees it;
+// NewMiddleware refuses the route otherwise.
 func WithRoute(pattern, tool string) Option {
 	return func(c *config) { c.routes = append(c.routes, route{pattern, tool}) }
 }
@@ -114,19 +96,21 @@ func WithRoutes(routes map[string]string) Option {
 	}
 }
 
-// WithIntentHeader lets Middleware read the X-AXAG-Intent header (an intent
-// such as "order.place", or a tool name) on bound routes: there the header
-// may only repeat the route's own tool, and a different one is refused with
-// AXAG_INTENT_NOT_FOUND rather than guessed between. On a route that is not
-// bound (nor a WithIntentHeaderOn pattern) a request carrying the header is
-// refused the same way: the header never chooses which action's rules guard
-// a handler that was not bound to it.
+// WithIntentHeader lets the middleware read the X-AXAG-Intent header.
+//
+// The header names an intent such as "order.place", or a tool name. On a
+// bound route it may only repeat the route's own tool, and a different one
+// is refused with AXAG_INTENT_NOT_FOUND rather than guessed between. On a
+// route that is not bound (nor a WithIntentHeaderOn pattern) a request
+// carrying the header is refused the same way: the header never chooses
+// which action's rules guard a handler that was not bound to it.
 func WithIntentHeader() Option { return func(c *config) { c.intentHeader = true } }
 
-// WithIntentHeaderOn declares intent-dispatch endpoints ("POST /agent"):
-// ServeMux patterns whose requests are gated as the tool the X-AXAG-Intent
-// header names, for a handler that serves every tool behind one route and
-// dispatches by intent itself. A request to such a pattern without the
+// WithIntentHeaderOn declares intent-dispatch endpoints ("POST /agent").
+//
+// They are ServeMux patterns whose requests are gated as the tool the
+// X-AXAG-Intent header names, for a handler that serves every tool behind
+// one route and dispatches by intent itself. A request to such a pattern without the
 // header, or naming an intent the manifest does not declare, is refused
 // with AXAG_INTENT_NOT_FOUND. It implies WithIntentHeader. Only these
 // patterns are dispatched by the header: declare them for handlers that
@@ -139,23 +123,26 @@ func WithIntentHeaderOn(patterns ...string) Option {
 	}
 }
 
-// WithRequireIntent makes Middleware refuse, with 404 AXAG_INTENT_NOT_FOUND,
-// every request that resolves to no tool (no bound route, no dispatch
-// pattern), instead of passing it through: for a handler that serves agents
-// only.
+// WithRequireIntent makes the middleware refuse requests that name no tool.
+//
+// A request on no bound route and no dispatch pattern is refused with 404
+// AXAG_INTENT_NOT_FOUND instead of passed through: for a handler that
+// serves agents only.
 func WithRequireIntent() Option { return func(c *config) { c.requireRoute = true } }
 
-// WithPassThroughMethods lets requests with these methods (case-sensitive,
-// as net/http's patterns are: "OPTIONS", "HEAD") reach the handler
-// unchecked, as any request on a route that is not bound does, when their
-// path matches a bound route but their method does not. Without it such a
-// request is refused with 405 AXGATE_METHOD_NOT_ALLOWED and an Allow header
-// naming the bound methods, and the handler never runs: otherwise a handler
-// bound for POST that also answers PUT would run with no check at all. The
-// common use is a CORS preflight ("OPTIONS"); pass only methods whose
-// handlers do nothing an action's rules should guard. A method that is bound
-// on the path is always gated: this option never exempts it. Pass-through
-// requests are let through also with WithRequireIntent.
+// WithPassThroughMethods lets unbound methods on a bound path reach the handler.
+//
+// A request with one of these methods (case-sensitive, as net/http's
+// patterns are: "OPTIONS", "HEAD") whose path matches a bound route but
+// whose method does not is let through unchecked, as any request on a route
+// that is not bound is. Without it such a request is refused with 405
+// AXGATE_METHOD_NOT_ALLOWED and an Allow header naming the bound methods,
+// and the handler never runs: otherwise a handler bound for POST that also
+// answers PUT would run with no check at all. The common use is a CORS
+// preflight ("OPTIONS"); pass only methods whose handlers do nothing an
+// action's rules should guard. A method that is bound on the path is always
+// gated: this option never exempts it. Pass-through requests are let through
+// also with WithRequireIntent.
 func WithPassThroughMethods(methods ...string) Option {
 	return func(c *config) {
 		if c.passThrough == nil {
@@ -171,10 +158,12 @@ func WithPassThroughMethods(methods ...string) Option {
 	}
 }
 
-// WithLimits bounds request bodies: at most maxBodyBytes bytes (default
-// 1 MiB; over it → 413 AXGATE_PAYLOAD_TOO_LARGE) and, when maxDepth > 0, at
-// most maxDepth levels of nesting in the arguments (otherwise the enforcer's
-// limit applies, 64 by default). Zero keeps a default.
+// WithLimits bounds the size of request bodies and the nesting of arguments.
+//
+// A body has at most maxBodyBytes bytes (default 1 MiB; over it → 413
+// AXGATE_PAYLOAD_TOO_LARGE) and, when maxDepth > 0, the arguments at most
+// maxDepth levels of nesting (otherwise the enforcer's limit applies, 64 by
+// default). Zero keeps a default.
 func WithLimits(maxBodyBytes int64, maxDepth int) Option {
 	return func(c *config) {
 		if maxBodyBytes < 0 || maxDepth < 0 {
@@ -188,8 +177,9 @@ func WithLimits(maxBodyBytes int64, maxDepth int) Option {
 	}
 }
 
-// WithResponseBuffering makes Middleware buffer every gated handler's
-// response and give it to the chain as the result (a JSON body as
+// WithResponseBuffering makes the middleware buffer every handler response.
+//
+// The buffered response is the chain's result (a JSON body as
 // json.RawMessage, other bodies as a string), also when no standard stage
 // after the tool needs it: for a custom stage (axgate.WithPreExecution) that
 // reads results, or that may refuse after the handler ran. Without it a
@@ -198,26 +188,23 @@ func WithLimits(maxBodyBytes int64, maxDepth int) Option {
 // the client otherwise.
 func WithResponseBuffering() Option { return func(c *config) { c.bufferAll = true } }
 
-// WithCallsDisabled makes the tool server refuse POST /tools/{name}/call with
-// 403, while discovery and validation keep working (the allow_execute=false
-// of the Tool Validation API).
+// WithCallsDisabled makes the tool server refuse every call, with 403.
+//
+// Discovery and validation keep working (the allow_execute=false of the
+// Tool Validation API); POST /tools/{name}/call is refused.
 func WithCallsDisabled() Option { return func(c *config) { c.callsOff = true } }
 
-// WithPropagator sets how a trace context is read from request headers. The
-// default is otel.GetTextMapPropagator() at construction time; configure the
-// global propagator (for example propagation.TraceContext{}) before building.
+// WithPropagator sets how a trace context is read from request headers.
+//
+// The default is otel.GetTextMapPropagator() at construction time;
+// configure the global propagator (for example propagation.TraceContext{})
+// before building.
 func WithPropagator(p propagation.TextMapPropagator) Option {
 	return func(c *config) { c.propagator = p }
 }
 
-// WithLogger sets where faults that cannot be shown to the caller (an error
-// that is not an *errors.Error, a response that could not be written) are
-// logged. The default is slog.Default().
+// WithLogger sets where faults the caller is not shown are logged.
+//
+// Those are an error that is not an *errors.Error and a response that could
+// not be written. The default is slog.Default().
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.log = l } }
-
-// unauthenticatedByDefault refuses every request: the PrincipalFunc of a
-// config without WithPrincipal.
-func unauthenticatedByDefault(*http.Request) (middleware.Principal, error) {
-	return middleware.Principal{}, axerr.New(axerr.CodeUnauthenticated, "this server has no authentication configured, so it refuses every call").
-		WithReason(axerr.ReasonNoAuthenticator)
-}

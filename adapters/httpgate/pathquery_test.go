@@ -79,7 +79,7 @@ func TestMiddlewareUndeclaredIdentityInPathAndQuery(t *testing.T) {
 			mux := http.NewServeMux()
 			mux.Handle("POST /export", h)
 			mux.Handle("POST "+tc.prefix+"/export", h)
-			mw := httpgate.Middleware(noParamsEnforcer(t, tc.opts...), httpgate.WithPrincipal(userHeader), quiet,
+			mw := newMiddleware(t, noParamsEnforcer(t, tc.opts...), httpgate.WithPrincipal(userHeader), quiet,
 				httpgate.WithRoute("POST /export", "invoice_export"),
 				httpgate.WithRoute("POST "+tc.prefix+"/export", "invoice_export"))
 			ts := httptest.NewServer(mw(mux))
@@ -128,7 +128,7 @@ func TestMiddlewareQueryKeyFoldingOntoArgumentName(t *testing.T) {
 	h := &tenantReader{name: "tenant_id"}
 	mux := http.NewServeMux()
 	mux.Handle("POST /invoices", h)
-	mw := httpgate.Middleware(ijsonEnforcer(t), httpgate.WithPrincipal(userHeader), quiet,
+	mw := newMiddleware(t, ijsonEnforcer(t), httpgate.WithPrincipal(userHeader), quiet,
 		httpgate.WithRoute("POST /invoices", "invoice_list"))
 	ts := httptest.NewServer(mw(mux))
 	defer ts.Close()
@@ -213,7 +213,7 @@ func TestMiddlewareTrailingSlashTwinRedirects(t *testing.T) {
 	mux.HandleFunc("POST /accounts/{owner_id}/close/{$}", handler)
 	mux.HandleFunc("GET /invoices", handler) // the application's own, ungated
 	var c checked
-	mw := httpgate.Middleware(ijsonEnforcer(t, c.option()), httpgate.WithPrincipal(userHeader), quiet,
+	mw := newMiddleware(t, ijsonEnforcer(t, c.option()), httpgate.WithPrincipal(userHeader), quiet,
 		httpgate.WithRoute("POST /invoices", "invoice_list"),
 		httpgate.WithRoute("POST /accounts/{owner_id}/close/{$}", "account_close"))
 	ts := httptest.NewServer(mw(stripSlashes(mux)))
@@ -283,7 +283,7 @@ func TestMiddlewarePathNumberCanonicalOnly(t *testing.T) {
 	mux.HandleFunc("POST /accounts/{owner_id}/close", handler)
 	mux.HandleFunc("POST /close", handler)
 	mux.HandleFunc("POST /invoices", handler)
-	mw := httpgate.Middleware(ijsonEnforcer(t), httpgate.WithPrincipal(userHeader), quiet,
+	mw := newMiddleware(t, ijsonEnforcer(t), httpgate.WithPrincipal(userHeader), quiet,
 		httpgate.WithRoute("POST /accounts/{owner_id}/close", "account_close"),
 		httpgate.WithRoute("POST /close", "account_close"),
 		httpgate.WithRoute("POST /invoices", "invoice_list"))

@@ -158,23 +158,12 @@ type argument struct {
 	value any    // raw decoded, for comparison with the body's
 }
 
-// arguments builds a call's argument object from the JSON body, the path
-// values and the query parameters. The action's declared top-level parameter
-// names and the identity names ident (the enforcer's user and tenant
-// argument names, declared or not) are taken from the path and the query;
-// anything else there is the handler's business. An identity name is taken
-// even when the action does not declare it because the access gate checks
-// it wherever it appears: a handler reading the tenant from
-// /tenants/{tenant_id}/… or ?tenant_id= must not act on one no gate saw. Path and query strings are converted to the
-// parameter's declared type where that is unambiguous (see coerce). The same
-// name given twice with different values (path and body, or path and query)
-// is refused rather than guessed between. Without path or query arguments the
-// body is the arguments byte for byte, and merged is false.
-func arguments(a *manifest.Action, ident []*manifest.Parameter, body []byte, r *http.Request, lim middleware.Limits) (args json.RawMessage, merged bool, err error) {
-	extra, err := pathAndQuery(a, ident, r)
-	if err != nil {
-		return nil, false, err
-	}
+// arguments builds a call's argument object from the JSON body and the
+// arguments taken from the path and the query (pathAndQuery). The same name
+// given twice with different values (path and body) is refused rather than
+// guessed between. Without path or query arguments the body is the
+// arguments byte for byte ({} for an empty one), and merged is false.
+func arguments(a *manifest.Action, body []byte, extra []argument, lim middleware.Limits) (args json.RawMessage, merged bool, err error) {
 	trimmed := bytes.TrimSpace(body)
 	if len(extra) == 0 {
 		if len(trimmed) == 0 {
@@ -227,7 +216,14 @@ func arguments(a *manifest.Action, ident []*manifest.Parameter, body []byte, r *
 
 // pathAndQuery collects the action's parameters, and the identity names
 // ident it does not declare (as strings), that appear as path values or
-// query parameters. A query key that differs from one of those names only
+// query parameters; anything else there is the handler's business. An
+// identity name (the enforcer's user and tenant argument names) is taken
+// even when the action does not declare it because the access gate checks
+// it wherever it appears: a handler reading the tenant from
+// /tenants/{tenant_id}/… or ?tenant_id= must not act on one no gate saw.
+// Path and query strings are converted to the parameter's declared type
+// where that is unambiguous (see coerce); one name in the path and the
+// query with different values is refused. A query key that differs from one of those names only
 // in case is refused: some routers bind query parameters
 // case-insensitively, and would hand ?TENANT_ID=globex to the handler as
 // the tenant_id no gate looked at.

@@ -11,17 +11,17 @@ import (
 	"sync"
 
 	axerr "github.com/axgate/axgate/errors"
-	"github.com/axgate/axgate/middleware"
 )
 
-// WriteError writes err as the AXAG error envelope: the status of the error
-// table, Content-Type application/json, Retry-After (whole seconds, rounded
-// up) when the error carries a retry delay, WWW-Authenticate: Bearer on
-// 401 unless the response already has a challenge, and on 405 an Allow
-// header naming the details' allowed_methods (RFC 9110 section 15.5.6
-// requires one) unless the response already has one. An error that is not an
-// *errors.Error is written as 500 AXGATE_INTERNAL with a generic message; its
-// text is never shown to the caller.
+// WriteError writes err as the AXAG error envelope, with its status and headers.
+//
+// The status is the error table's, with Content-Type application/json,
+// Retry-After (whole seconds, rounded up) when the error carries a retry
+// delay, WWW-Authenticate: Bearer on 401 unless the response already has a
+// challenge, and on 405 an Allow header naming the details' allowed_methods
+// (RFC 9110 section 15.5.6 requires one) unless the response already has one.
+// An error that is not an *errors.Error is written as 500 AXGATE_INTERNAL
+// with a generic message; its text is never shown to the caller.
 func WriteError(w http.ResponseWriter, err error) {
 	e, ok := axerr.As(err)
 	if !ok {
@@ -144,23 +144,3 @@ func writeMessage(w http.ResponseWriter, status int, msg string) {
 		Error string `json:"error"`
 	}{msg})
 }
-
-// authenticate runs the PrincipalFunc and turns its failures into refusals.
-func (c *config) authenticate(r *http.Request) (middleware.Principal, error) {
-	f := c.principal
-	if f == nil {
-		f = unauthenticatedByDefault
-	}
-	p, err := f(r)
-	if err == nil {
-		return p, nil
-	}
-	if _, ok := axerr.As(err); ok {
-		return p, err
-	}
-	return p, axerr.New(axerr.CodeUnauthenticated, "the request is not authenticated").WithCause(err)
-}
-
-// keyIntent is the intent header's key as net/http stores it (canonical
-// form), so reading it does not allocate.
-var keyIntent = http.CanonicalHeaderKey(HeaderIntent)

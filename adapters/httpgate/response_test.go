@@ -80,7 +80,7 @@ func TestMiddlewareStreamsUnlessAResultIsNeeded(t *testing.T) {
 // A streamed handler can flush (server-sent events, long responses).
 func TestMiddlewareStreamedHandlerCanFlush(t *testing.T) {
 	enf := enforcer(t)
-	h := httpgate.Middleware(enf, httpgate.WithRoute("GET /events", "ping"), httpgate.WithPrincipal(userHeader))(
+	h := newMiddleware(t, enf, httpgate.WithRoute("GET /events", "ping"), httpgate.WithPrincipal(userHeader))(
 		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			f, ok := w.(http.Flusher)
 			if !ok {
@@ -141,7 +141,7 @@ func TestMiddlewarePostconditionRefusesTheResponse(t *testing.T) {
 	}
 	defer enf.Close()
 	var temp atomic.Int32
-	h := httpgate.Middleware(enf, httpgate.WithRoute("GET /weather", "weather.get"), httpgate.WithPrincipal(userHeader), quiet)(
+	h := newMiddleware(t, enf, httpgate.WithRoute("GET /weather", "weather.get"), httpgate.WithPrincipal(userHeader), quiet)(
 		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "application/json; charset=utf-8")
 			w.Header().Set("X-Handler", "yes")

@@ -1,7 +1,6 @@
 package httpgate
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,10 +8,7 @@ import (
 	"sort"
 	"strings"
 
-	"go.opentelemetry.io/otel/propagation"
-
 	"github.com/axgate/axgate"
-	"github.com/axgate/axgate/adapters/wire"
 	"github.com/axgate/axgate/gates"
 	"github.com/axgate/axgate/manifest"
 	"github.com/axgate/axgate/middleware"
@@ -44,10 +40,13 @@ type servedTool struct {
 	chain  middleware.Invoker
 }
 
-// NewToolServer returns a server for the tools that have a handler. Handlers
-// are keyed by tool name (or intent); a key the manifest does not declare is
-// an error. A manifest tool without a handler is not served: it is neither
-// listed nor callable, so one manifest can be split across services.
+// NewToolServer returns a server for the tools that have a handler.
+//
+// Handlers are keyed by tool name (or intent); a key the manifest does not
+// declare is an error, and so is a handler already wrapped in the chain
+// (axgate.ErrWrapped): the server wraps each one itself. A manifest tool
+// without a handler is not served: it is neither listed nor callable, so
+// one manifest can be split across services.
 func NewToolServer(enf *axgate.Enforcer, handlers map[string]middleware.Invoker, opts ...Option) (*ToolServer, error) {
 	if enf == nil {
 		return nil, errors.New("httpgate: nil enforcer")
@@ -187,32 +186,18 @@ func (s *ToolServer) serveCall(w http.ResponseWriter, r *http.Request, name stri
 		writeMessage(w, http.StatusForbidden, "Tool execution is disabled on this server")
 		return
 	}
-	ctx := s.cfg.propagator.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
 	if t == nil {
-		s.cfg.writeError(ctx, w, gates.IntentNotFound(s.enf.Manifest(), name))
+		// Before the prelude: an unknown tool is refused without
+		// authenticating the caller or reading the body.
+		s.cfg.writeError(r.Context(), w, gates.IntentNotFound(s.enf.Manifest(), name))
 		return
 	}
-	p, err := s.cfg.authenticate(r)
+	pre, call, _, err := s.cfg.beginCall(w, r, t.action, false, nil)
 	if err != nil {
-		s.cfg.writeError(ctx, w, err)
+		s.cfg.writeError(pre.ctx, w, err)
 		return
 	}
-	body, err := s.cfg.readJSONBody(w, r)
-	if err != nil {
-		s.cfg.writeError(ctx, w, err)
-		return
-	}
-	if len(bytes.TrimSpace(body)) == 0 {
-		body = []byte("{}")
-	}
-	call := &middleware.Call{
-		Tool:        name,
-		Action:      t.action,
-		Arguments:   body,
-		Principal:   p,
-		Credentials: wire.FromHeader(r.Header),
-		Limits:      s.cfg.callLimits(),
-	}
+	ctx := pre.ctx
 	res, err := t.chain.Invoke(ctx, call)
 	if err != nil {
 		s.cfg.writeError(ctx, w, err)

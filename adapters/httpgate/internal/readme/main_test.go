@@ -50,12 +50,16 @@ func main() {
 	app.HandleFunc("POST /orders", placeOrder)
 	app.HandleFunc("DELETE /accounts/{account_id}", deleteAccount)
 	app.HandleFunc("POST /agent", dispatchByIntent) // reads X-AXAG-Intent itself
-	api := httpgate.Middleware(enf,
+	gate, err := httpgate.NewMiddleware(enf,
 		httpgate.WithPrincipal(auth),
 		httpgate.WithRoute("POST /orders", "order_place"),
 		httpgate.WithRoute("DELETE /accounts/{account_id}", "account.delete"), // tool name or intent
 		httpgate.WithIntentHeaderOn("POST /agent"),                            // this endpoint dispatches by X-AXAG-Intent
-	)(app)
+	)
+	if err != nil {
+		log.Fatal(err) // a bad pattern, an unknown tool, a path value no gate would check
+	}
+	api := gate(app)
 
 	// 2. Or serve the manifest's tools: GET /tools, GET /tools/{name},
 	//    POST /tools/{name}/validate, POST /tools/{name}/call.

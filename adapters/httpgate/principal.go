@@ -1,0 +1,65 @@
+package httpgate
+
+import (
+	"context"
+	"net/http"
+
+	axerr "github.com/axgate/axgate/errors"
+	"github.com/axgate/axgate/middleware"
+)
+
+// PrincipalFunc authenticates a request: who makes the call, or an error.
+//
+// An *errors.Error is written as it is; any other error becomes
+// 401 AXGATE_UNAUTHENTICATED (its text is never shown to the caller).
+// JWTBearer is a ready one for bearer JWTs, Anonymous one that lets every
+// request in.
+type PrincipalFunc func(r *http.Request) (middleware.Principal, error)
+
+// Anonymous is a PrincipalFunc letting every request in, as nobody.
+//
+// The principal it returns is the empty one: no ID, tenant, roles or
+// scopes. Use it only on purpose, for example behind a gateway that already
+// authenticated the caller and where no gate depends on who calls.
+func Anonymous(*http.Request) (middleware.Principal, error) { return middleware.Principal{}, nil }
+
+// WithPrincipal sets how requests are authenticated.
+//
+// Without it every gated request is refused with 401
+// AXGATE_UNAUTHENTICATED: a forgotten option fails closed. Pass Anonymous
+// to let requests through unauthenticated on purpose. The validation and
+// discovery endpoints of the tool server never call it.
+func WithPrincipal(f PrincipalFunc) Option { return func(c *config) { c.principal = f } }
+
+// PrincipalFrom returns the principal a gated request was authenticated as,
+// for the handler behind the middleware.
+func PrincipalFrom(ctx context.Context) (middleware.Principal, bool) {
+	ex, ok := ctx.Value(exchangeKey{}).(*exchange)
+	if !ok {
+		return middleware.Principal{}, false
+	}
+	return ex.principal, true
+}
+
+// authenticate runs the PrincipalFunc and turns its failures into refusals.
+func (c *config) authenticate(r *http.Request) (middleware.Principal, error) {
+	f := c.principal
+	if f == nil {
+		f = unauthenticatedByDefault
+	}
+	p, err := f(r)
+	if err == nil {
+		return p, nil
+	}
+	if _, ok := axerr.As(err); ok {
+		return p, err
+	}
+	return p, axerr.New(axerr.CodeUnauthenticated, "the request is not authenticated").WithCause(err)
+}
+
+// unauthenticatedByDefault refuses every request: the PrincipalFunc of a
+// config without WithPrincipal.
+func unauthenticatedByDefault(*http.Request) (middleware.Principal, error) {
+	return middleware.Principal{}, axerr.New(axerr.CodeUnauthenticated, "this server has no authentication configured, so it refuses every call").
+		WithReason(axerr.ReasonNoAuthenticator)
+}
