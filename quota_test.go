@@ -101,7 +101,7 @@ func TestIdempotencyFloodLeavesOthersAlone(t *testing.T) {
 	}
 }
 
-// TestIdempotencyQuotaOption: WithIdempotencyQuota sets the caller's quota;
+// TestIdempotencyQuotaOption: WithIdempotency's Quota sets the caller's quota;
 // a key it holds is still answered, a new one is refused (429, reason
 // idempotency_quota, retry_after within the window) without the tool
 // running, and another caller has a quota of its own.

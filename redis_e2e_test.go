@@ -350,7 +350,7 @@ func TestRedisOutageRefusesWith503(t *testing.T) {
 			mustRefuse(phase, i, "refund_issue", `{"amount":5}`, middleware.Credentials{})
 		}
 		if _, _, err := r.enf[1].Approvals().Pending(ctx, replicaBob, "", 0); !axerr.Is(err, axerr.CodeStoreUnavailable) {
-			t.Errorf("%s: PendingApprovals = %v, want %s", phase, err, axerr.CodeStoreUnavailable)
+			t.Errorf("%s: Approvals().Pending = %v, want %s", phase, err, axerr.CodeStoreUnavailable)
 		}
 		if n := r.tool.n.Load(); n != before {
 			t.Fatalf("%s: the tool ran %d times during the outage", phase, n-before)
