@@ -57,11 +57,12 @@ type TokenOptions struct {
 	Keys, ConfirmationKeys, ApprovalKeys gates.KeySet
 	// JWKSURL, when set, is a JWK Set URL whose public keys verify both
 	// kinds of token. New fetches it once (and fails if it cannot); it is
-	// then refreshed in the background, as JWKS says
-	// (gates.RemoteKeySetOptions), until Close. A token naming a key the
-	// last fetch did not have is refused without fetching again.
+	// then refreshed in the background until Close. A token naming a key
+	// the last fetch did not have is refused without fetching again.
 	JWKSURL string
-	JWKS    gates.RemoteKeySetOptions
+	// JWKS says how JWKSURL is fetched and refreshed (its refresh interval,
+	// timeout and client: gates.RemoteKeySetOptions).
+	JWKS gates.RemoteKeySetOptions
 }
 
 // ApprovalOptions configure the approval workflow. A zero field keeps its
@@ -283,8 +284,8 @@ func (e *Enforcer) tokenStages() ([]middleware.Stage, error) {
 
 // IssueConfirmation signs a confirmation token for this exact call, for a
 // host whose UI has just asked the person: the principal's call of tool with
-// args. The token is valid for the confirmation lifetime (default 5
-// minutes), once.
+// args. The token is valid once, for the confirmation lifetime
+// (TokenOptions.ConfirmationLifetime).
 func (e *Enforcer) IssueConfirmation(ctx context.Context, p middleware.Principal, tool string, args json.RawMessage) (token string, expiresAt time.Time, err error) {
 	rt := e.tokens
 	a := e.m.Tool(tool)

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -462,6 +463,21 @@ func TestTokenKeyOptions(t *testing.T) {
 		}
 	})
 
+	t.Run("JWKS URL", func(t *testing.T) {
+		_, priv, _ := ed25519.GenerateKey(rand.Reader)
+		s, _ := gates.NewSigner("ui-2", priv)
+		doc, _ := s.PublicJWKS()
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write(doc)
+		}))
+		defer srv.Close()
+		e := tokEnforcer(t, axgate.WithTokens(axgate.TokenOptions{Issuer: "shop", Audience: "shop-api", JWKSURL: srv.URL}))
+		if err := try(e, sign(jwt.SigningMethodEdDSA, priv, "ui-2", claims(digest(e)))); err != nil {
+			t.Fatalf("token from a JWKS-URL key refused: %v", err)
+		}
+	})
+
 	t.Run("shared secret on purpose", func(t *testing.T) {
 		secret := []byte("0123456789abcdef0123456789abcdef")
 		e := tokEnforcer(t, axgate.WithSharedSecret("hs", secret), shop)
@@ -488,6 +504,7 @@ func TestTokenKeyOptions(t *testing.T) {
 			"negative life":  axgate.WithTokens(axgate.TokenOptions{ApprovalLifetime: -time.Hour}),
 			"negative size":  axgate.WithTokens(axgate.TokenOptions{MaxBytes: -1}),
 			"negative TTL":   axgate.WithApprovals(axgate.ApprovalOptions{RequestTTL: -time.Hour}),
+			"JWKS URL down":  axgate.WithTokens(axgate.TokenOptions{JWKSURL: "http://127.0.0.1:1/jwks.json"}),
 		} {
 			if e, err := axgate.New(m, opt); err == nil {
 				e.Close()
