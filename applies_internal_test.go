@@ -166,10 +166,6 @@ func TestActionChangedInTheChainIsRefused(t *testing.T) {
 	})
 	p := middleware.Principal{ID: "alice", Tenant: "acme", Roles: []string{"admin"}}
 	const args = `{"order_id":"o-1","amount":5}`
-	_, err = e.Invoke(context.Background(), middleware.NewCall("note_read", json.RawMessage(args), p), tool)
-	if ran || !internalFrom(err, gates.StageIntent) {
-		t.Fatalf("Invoke: err = %v (tool ran: %v); want AXGATE_INTERNAL from the intent gate", err, ran)
-	}
 	if _, err = e.Wrap(tool).Invoke(context.Background(), middleware.NewCall("note_read", json.RawMessage(args), p)); ran || !internalFrom(err, gates.StageIntent) {
 		t.Fatalf("Wrap: err = %v (tool ran: %v); want AXGATE_INTERNAL from the intent gate", err, ran)
 	}
@@ -187,7 +183,7 @@ func internalFrom(err error, gate string) bool {
 // that clears call.Action does not get a call of note.read to its tool. In
 // the whole chain the constraint gate would refuse a call with no action;
 // note.read's chain leaves that gate out, so its pin refuses the call when
-// it leaves the last stage (commit, for Wrap and Invoke; the clearing stage
+// it leaves the last stage (commit, for Wrap; the clearing stage
 // itself, for Check), before the tool runs.
 func TestClearedActionIsRefused(t *testing.T) {
 	m, err := manifest.Parse([]byte(appliesManifest))
@@ -213,9 +209,6 @@ func TestClearedActionIsRefused(t *testing.T) {
 	p := middleware.Principal{ID: "alice", Tenant: "acme"}
 	call := func() *middleware.Call {
 		return middleware.NewCall("note_read", json.RawMessage(`{"note_id":"n-1"}`), p)
-	}
-	if _, err := e.Invoke(context.Background(), call(), tool); ran || !internalFrom(err, gates.StageCommit) {
-		t.Fatalf("Invoke: err = %v (tool ran: %v); want AXGATE_INTERNAL from the commit stage", err, ran)
 	}
 	if _, err := e.Wrap(tool).Invoke(context.Background(), call()); ran || !internalFrom(err, gates.StageCommit) {
 		t.Fatalf("Wrap: err = %v (tool ran: %v); want AXGATE_INTERNAL from the commit stage", err, ran)

@@ -27,6 +27,11 @@ type Enforcer struct {
 	pre    []middleware.Stage
 	obs    middleware.Observer
 	check  middleware.Invoker
+	// telemetry observes the chain; nil when nothing does.
+	telemetry *middleware.Telemetry
+	// tokens is what the token gates need after New: IssueConfirmation's
+	// signer, the approval gate behind Approvals.
+	tokens *tokenRuntime
 	// index is the position of each action in m.Actions.
 	index map[*manifest.Action]int
 
@@ -258,15 +263,6 @@ type rewrapped struct{}
 func (rewrapped) Invoke(_ context.Context, call *middleware.Call) (middleware.Result, error) {
 	return middleware.Result{}, axerr.New(axerr.CodeInternal, "the tool is wrapped twice by an enforcer; it was refused").
 		WithIntent(call.Intent()).WithCause(ErrWrapped)
-}
-
-// Invoke runs one call through the chain of its action and the tool: Wrap
-// for a single call, which builds only that chain.
-func (e *Enforcer) Invoke(ctx context.Context, call *middleware.Call, tool middleware.Invoker) (middleware.Result, error) {
-	if a, _, ok := e.actionOf(call); ok {
-		return middleware.BuildFor(a, toolBoundary{tool}, e.obs, e.stages...).Invoke(ctx, call)
-	}
-	return middleware.Build(toolBoundary{tool}, e.obs, e.stages...).Invoke(ctx, call)
 }
 
 // Check runs the pre-execution gates of the call's action (those with

@@ -9,6 +9,7 @@ import (
 
 	"github.com/axgate/axgate"
 	axerr "github.com/axgate/axgate/errors"
+	"github.com/axgate/axgate/gates"
 	"github.com/axgate/axgate/manifest"
 	"github.com/axgate/axgate/middleware"
 )
@@ -118,7 +119,7 @@ func ExampleWithCondition() {
 // A caller's granted scopes narrow what it may call: here a token that
 // grants only "read" cannot place an order. Tenant-scoped actions keep a
 // caller inside its tenant, and the refusal never names the other tenant.
-func ExampleWithTenantArgs() {
+func ExampleWithAccess() {
 	m, err := manifest.ParseJSON([]byte(`{"version": "1.0.0", "actions": [
 	  {"intent": "invoice.list", "entity": "invoice", "action_type": "read", "description": "List invoices",
 	   "risk_level": "low", "idempotent": true, "scope": "tenant",
@@ -128,7 +129,7 @@ func ExampleWithTenantArgs() {
 	if err != nil {
 		panic(err)
 	}
-	enf, err := axgate.New(m, axgate.WithTenantArgs("workspace"))
+	enf, err := axgate.New(m, axgate.WithAccess(gates.AccessOptions{TenantArgs: []string{"workspace"}}))
 	if err != nil {
 		panic(err)
 	}

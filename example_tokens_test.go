@@ -24,11 +24,11 @@ func ExampleEnforcer_IssueConfirmation() {
 	ctx := context.Background()
 	alice := middleware.Principal{ID: "alice", Tenant: "acme"}
 	args := json.RawMessage(`{"order_id":"o-1","amount":25}`)
-	refund := middleware.InvokerFunc(func(context.Context, *middleware.Call) (middleware.Result, error) {
+	refund := e.Wrap(middleware.InvokerFunc(func(context.Context, *middleware.Call) (middleware.Result, error) {
 		return middleware.Result{Value: "refunded"}, nil
-	})
+	}))
 
-	_, err := e.Invoke(ctx, middleware.NewCall("order_refund", args, alice), refund)
+	_, err := refund.Invoke(ctx, middleware.NewCall("order_refund", args, alice))
 	ae, _ := axerr.As(err)
 	fmt.Println(ae.Code, ae.HTTPStatus(), ae.Details["confirmation_message"])
 
@@ -36,12 +36,12 @@ func ExampleEnforcer_IssueConfirmation() {
 	token, _, _ := e.IssueConfirmation(ctx, alice, "order_refund", args)
 	call := middleware.NewCall("order_refund", args, alice)
 	call.Credentials.Confirmation = token
-	res, err := e.Invoke(ctx, call, refund)
+	res, err := refund.Invoke(ctx, call)
 	fmt.Println(res.Value, err)
 
 	again := middleware.NewCall("order_refund", args, alice)
 	again.Credentials.Confirmation = token
-	_, err = e.Invoke(ctx, again, refund)
+	_, err = refund.Invoke(ctx, again)
 	ae, _ = axerr.As(err)
 	fmt.Println(ae.Code, ae.Details["reason"])
 	// Output:

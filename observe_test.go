@@ -53,14 +53,22 @@ type observed struct {
 
 func newObserved(t *testing.T, opts ...axgate.Option) *observed {
 	t.Helper()
+	return newObservedTelemetry(t, middleware.TelemetryConfig{}, opts...)
+}
+
+// newObservedTelemetry is newObserved with more telemetry settings: tc's
+// providers are replaced by the recorders'.
+func newObservedTelemetry(t *testing.T, tc middleware.TelemetryConfig, opts ...axgate.Option) *observed {
+	t.Helper()
 	m, err := manifest.Parse([]byte(observeManifest))
 	if err != nil {
 		t.Fatal(err)
 	}
 	o := &observed{spans: tracetest.NewSpanRecorder(), reader: sdkmetric.NewManualReader(), log: &bytes.Buffer{}}
+	tc.TracerProvider = sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(o.spans))
+	tc.MeterProvider = sdkmetric.NewMeterProvider(sdkmetric.WithReader(o.reader))
 	base := []axgate.Option{
-		axgate.WithTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(o.spans))),
-		axgate.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(o.reader))),
+		axgate.WithTelemetry(tc),
 		axgate.WithLogger(slog.New(slog.NewJSONHandler(o.log, nil))),
 	}
 	if o.e, err = axgate.New(m, append(base, opts...)...); err != nil {
@@ -153,7 +161,7 @@ func TestObserveAllowedCall(t *testing.T) {
 	o := newObserved(t)
 	call := searchCall(`{"query":"red shoes"}`)
 	call.ID = "toolu_01"
-	if _, err := o.e.Invoke(context.Background(), call, okTool); err != nil {
+	if _, err := o.e.Wrap(okTool).Invoke(context.Background(), call); err != nil {
 		t.Fatal(err)
 	}
 	s := o.span(t)
@@ -239,8 +247,10 @@ func TestObserveFullPath(t *testing.T) {
 	}
 	spans := tracetest.NewSpanRecorder()
 	e, err := axgate.New(m,
-		axgate.WithTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))),
-		axgate.WithMeterProvider(metricnoop.NewMeterProvider()),
+		axgate.WithTelemetry(middleware.TelemetryConfig{
+			TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans)),
+			MeterProvider:  metricnoop.NewMeterProvider(),
+		}),
 		axgate.WithPreconditionExpr("order_open", "args.amount < 1000"),
 		axgate.WithPostconditionExpr("refund_recorded", "result.recorded == true"))
 	if err != nil {
@@ -260,19 +270,19 @@ func TestObserveFullPath(t *testing.T) {
 	}
 	call := middleware.NewCall("order_refund", json.RawMessage(args), alice)
 	call.Credentials.Confirmation = confirmation
-	_, err = e.Invoke(ctx, call, tool)
+	_, err = e.Wrap(tool).Invoke(ctx, call)
 	ae, ok := axerr.As(err)
 	if !ok || ae.Code != axerr.CodeApprovalMissing {
 		t.Fatalf("without approval: %v; want %s", err, axerr.CodeApprovalMissing)
 	}
-	approval, _, err := e.Decide(ctx, carol, ae.Details["approval_request_id"].(string), true, "")
+	_, approval, _, err := e.Approvals().Decide(ctx, carol, ae.Details["approval_request_id"].(string), true, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	call = middleware.NewCall("order_refund", json.RawMessage(args), alice)
 	call.Credentials.Confirmation = confirmation
 	call.Credentials.Approvals = []string{approval}
-	if _, err := e.Invoke(ctx, call, tool); err != nil {
+	if _, err := e.Wrap(tool).Invoke(ctx, call); err != nil {
 		t.Fatalf("confirmed and approved call: %v", err)
 	}
 	ended := spans.Ended()
@@ -367,7 +377,7 @@ func TestObserveRefusalByEachGate(t *testing.T) {
 				decision = "deny"
 			}
 			o := newObserved(t, opts...)
-			_, err := o.e.Invoke(context.Background(), call, tool)
+			_, err := o.e.Wrap(tool).Invoke(context.Background(), call)
 			ae, ok := axerr.As(err)
 			if !ok || ae.Code != rc.code || ae.Gate != rc.gate {
 				t.Fatalf("err = %v (gate %q); want %s from %s", err, gateOf(err), rc.code, rc.gate)
@@ -438,8 +448,8 @@ func TestObserveCheckIsMarked(t *testing.T) {
 func TestObserveArgumentRecording(t *testing.T) {
 	var got []middleware.AuditRecord
 	sink := middleware.AuditFunc(func(_ context.Context, r middleware.AuditRecord) { got = append(got, r) })
-	o := newObserved(t, axgate.WithArgumentRecording(middleware.RedactExcept()), axgate.WithAuditSink(sink))
-	if _, err := o.e.Invoke(context.Background(), searchCall(`{"query":"my address"}`), okTool); err != nil {
+	o := newObservedTelemetry(t, middleware.TelemetryConfig{RecordArguments: middleware.RedactExcept(), Audit: sink})
+	if _, err := o.e.Wrap(okTool).Invoke(context.Background(), searchCall(`{"query":"my address"}`)); err != nil {
 		t.Fatal(err)
 	}
 	if a := attrs(o.span(t).Attributes()); a["gen_ai.tool.call.arguments"] != `{"query":"[REDACTED]"}` {
@@ -458,7 +468,7 @@ func TestObserveOffLeavesNoStage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	off := []axgate.Option{axgate.WithTracerProvider(tracenoop.NewTracerProvider()), axgate.WithMeterProvider(metricnoop.NewMeterProvider())}
+	off := []axgate.Option{axgate.WithTelemetry(middleware.TelemetryConfig{TracerProvider: tracenoop.NewTracerProvider(), MeterProvider: metricnoop.NewMeterProvider()})}
 	e, err := axgate.New(m, off...)
 	if err != nil {
 		t.Fatal(err)
@@ -473,7 +483,7 @@ func TestObserveOffLeavesNoStage(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer e2.Close()
-	if _, err := e2.Invoke(context.Background(), searchCall(`{"query":"q"}`), okTool); err != nil {
+	if _, err := e2.Wrap(okTool).Invoke(context.Background(), searchCall(`{"query":"q"}`)); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(buf.String(), `"msg":"axgate decision"`) {
@@ -503,7 +513,7 @@ func ExampleWithLogger() {
 	}
 	defer e.Close()
 	call := middleware.NewCall("cart_add_item", json.RawMessage(`{"product_id":7}`), middleware.Principal{ID: "alice", Tenant: "acme"})
-	_, err = e.Invoke(context.Background(), call, okTool)
+	_, err = e.Wrap(okTool).Invoke(context.Background(), call)
 	fmt.Println(err != nil)
 	// Output:
 	// {"level":"WARN","msg":"axgate decision","intent":"cart.add_item","tool":"cart_add_item","principal":"alice","tenant":"acme","risk_level":"low","decision":"deny","code":"AXAG_INVALID_TYPE","gate":"params","action_type":"write","params":["product_id"],"side_effects":["inventory_reserved"]}

@@ -5,8 +5,9 @@ import "github.com/axgate/axgate/middleware"
 // Option configures an Enforcer.
 type Option func(*config)
 
-// config holds the options. Each group of gates keeps its own settings in its
-// own struct, declared beside its gates.
+// config holds the options: only what the user set, never what New built
+// or defaulted (that lives on the Enforcer). Each group of gates keeps its
+// own settings in its own struct, declared beside its gates.
 type config struct {
 	limits             middleware.Limits
 	allowUnknownParams bool
@@ -20,12 +21,7 @@ type config struct {
 }
 
 func defaultConfig() config {
-	return config{
-		tokens:  defaultTokenConfig(),
-		policy:  defaultPolicyConfig(),
-		state:   defaultStateConfig(),
-		observe: defaultObserveConfig(),
-	}
+	return config{policy: defaultPolicyConfig()}
 }
 
 // WithLimits bounds the arguments of every call; a zero field keeps its

@@ -28,27 +28,15 @@ func defaultPolicyConfig() policyConfig {
 	return policyConfig{pre: map[string]gates.Precondition{}, post: map[string]gates.Postcondition{}}
 }
 
-// WithUserArgs sets the argument names that name a user (default user_id,
-// account_id, owner_id). Under scope: user every one of them that a call
-// carries must be the caller's ID, or the call is refused with
-// AXAG_SCOPE_VIOLATION. With no names, no argument is checked.
-func WithUserArgs(names ...string) Option {
-	return func(c *config) { c.policy.access.UserArgs = append([]string{}, names...) }
-}
-
-// WithUserOverrideRoles lets callers holding any of roles act on other
-// users' data under scope: user (an administrator, a support agent).
-func WithUserOverrideRoles(roles ...string) Option {
-	return func(c *config) { c.policy.access.UserOverrideRoles = append([]string{}, roles...) }
-}
-
-// WithTenantArgs sets the argument names that name a tenant (default
-// tenant_id, tenant, org_id, organization_id, workspace_id). Under a strict
-// tenant boundary every one of them that a call carries must be the caller's
-// tenant, or the call is refused with AXAG_TENANT_BOUNDARY. With no names,
-// no argument is checked.
-func WithTenantArgs(names ...string) Option {
-	return func(c *config) { c.policy.access.TenantArgs = append([]string{}, names...) }
+// WithAccess configures the access gate: which arguments name a user and a
+// tenant, and which roles may act on other users' data. Each field, its
+// default and what an empty list means are documented on
+// gates.AccessOptions; a later WithAccess replaces an earlier one.
+func WithAccess(o gates.AccessOptions) Option {
+	o.UserArgs = slices.Clone(o.UserArgs)
+	o.UserOverrideRoles = slices.Clone(o.UserOverrideRoles)
+	o.TenantArgs = slices.Clone(o.TenantArgs)
+	return func(c *config) { c.policy.access = o }
 }
 
 // WithPrecondition binds the manifest's precondition name to a Go check
@@ -124,7 +112,7 @@ func WithCELCostLimit(limit uint64) Option {
 }
 
 // IdentityArgs returns the argument names the access gate reads as naming a
-// user and a tenant (WithUserArgs, WithTenantArgs, or their defaults). An
+// user and a tenant (WithAccess's, or their defaults). An
 // adapter that builds arguments from more than one place (httpgate: the
 // path and the query besides the body) takes these names from everywhere,
 // declared or not, so that a handler never acts on a user or tenant the

@@ -103,7 +103,7 @@ func TestPolicyGates(t *testing.T) {
 	hotel := polManifest(t, "hotel.json")
 	shop := polManifest(t, "shop.json")
 	carts := &hostCarts{validated: map[string]bool{"c-ready": true}}
-	hotelEnf, err := axgate.New(hotel, axgate.WithUserOverrideRoles("support"))
+	hotelEnf, err := axgate.New(hotel, axgate.WithAccess(gates.AccessOptions{UserOverrideRoles: []string{"support"}}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -489,7 +489,7 @@ func TestPolicyStageOrder(t *testing.T) {
 // TestPolicyOptions: the argument names and override roles are configurable.
 func TestPolicyOptions(t *testing.T) {
 	m := polManifest(t, "hotel.json")
-	enf, err := axgate.New(m, axgate.WithTenantArgs("hotel_id"), axgate.WithUserArgs("booking_id"))
+	enf, err := axgate.New(m, axgate.WithAccess(gates.AccessOptions{TenantArgs: []string{"hotel_id"}, UserArgs: []string{"booking_id"}}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -507,5 +507,21 @@ func TestPolicyOptions(t *testing.T) {
 	_, err = enf.Wrap(tool).Invoke(context.Background(), middleware.NewCall("booking_cancel", json.RawMessage(`{"booking_id":"b-1","user_id":"u-2"}`), traveller))
 	if !errors.Is(err, axerr.CodeScopeViolation) {
 		t.Errorf("booking_id names another user: %v", err)
+	}
+	if user, tenant := enf.IdentityArgs(); !slices.Equal(user, []string{"booking_id"}) || !slices.Equal(tenant, []string{"hotel_id"}) {
+		t.Errorf("IdentityArgs = %v, %v", user, tenant)
+	}
+
+	// Empty lists name no argument: none is checked.
+	none, err := axgate.New(m, axgate.WithAccess(gates.AccessOptions{UserArgs: []string{}, TenantArgs: []string{}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if user, tenant := none.IdentityArgs(); len(user) != 0 || len(tenant) != 0 {
+		t.Errorf("IdentityArgs with empty lists = %v, %v; want none", user, tenant)
+	}
+	_, err = none.Wrap(tool).Invoke(context.Background(), middleware.NewCall("booking_cancel", json.RawMessage(`{"booking_id":"b-1","user_id":"u-2"}`), traveller))
+	if err != nil {
+		t.Errorf("no user argument is checked, yet: %v", err)
 	}
 }

@@ -185,8 +185,9 @@ func TestREADMEIssuingTokens(t *testing.T) {
 	_, err = e.Wrap(refund).Invoke(ctx, call) // 428 AXAG_APPROVAL_MISSING: the action needs an approval too
 
 	// Approval: the refused call recorded a pending request (details.approval_request_id).
-	inbox, next, _ := e.PendingApprovals(ctx, approver, "", 0)          // a page: same tenant, one of the roles, not their own
-	apprTok, _, err := e.Decide(ctx, approver, inbox[0].ID, true, "ok") // a signed approval token, once per approver
+	approvals := e.Approvals()
+	inbox, next, _ := approvals.Pending(ctx, approver, "", 0)                      // a page: same tenant, one of the roles, not their own
+	_, apprTok, _, err := approvals.Decide(ctx, approver, inbox[0].ID, true, "ok") // the request as it stands, a signed approval token, once per approver
 	// The caller retries with call.Credentials.Approvals = []string{apprTok, …}.
 
 	if err != nil || tok == "" || expires.IsZero() || next != "" || len(inbox) != 1 || ran {
@@ -305,10 +306,12 @@ func TestREADMEObservability(t *testing.T) {
 	mySink := middleware.AuditFunc(func(context.Context, middleware.AuditRecord) { audited++ })
 
 	e, err := axgate.New(m,
-		axgate.WithTracerProvider(tp),     // default: otel.GetTracerProvider(), also one set later
-		axgate.WithMeterProvider(mp),      // default: otel.GetMeterProvider()
+		axgate.WithTelemetry(middleware.TelemetryConfig{
+			TracerProvider: tp,     // default: otel.GetTracerProvider(), also one set later
+			MeterProvider:  mp,     // default: otel.GetMeterProvider()
+			Audit:          mySink, // another audit store; middleware.MultiAudit joins several
+		}),
 		axgate.WithLogger(slog.Default()), // the audit log; off unless set
-		axgate.WithAuditSink(mySink),      // more audit stores (middleware.AuditSink), any number
 	)
 
 	if err != nil {

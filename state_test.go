@@ -216,7 +216,7 @@ func TestStateGates(t *testing.T) {
 		},
 		{
 			name:  "no key: duplicates refused on option",
-			opts:  []axgate.Option{axgate.WithDuplicateCalls(gates.DuplicateRefuse, time.Minute)},
+			opts:  []axgate.Option{axgate.WithIdempotency(gates.IdempotencyOptions{Duplicates: gates.DuplicateRefuse, DuplicateWindow: time.Minute})},
 			calls: []stateCall{order(o1, "", alice), order(o1, "", alice)},
 			runs:  1, code: axerr.CodeDuplicateCall, status: 409,
 			details: map[string]any{"gate": "idempotency", "window_seconds": 60.0, "retryable": false,
@@ -224,7 +224,7 @@ func TestStateGates(t *testing.T) {
 		},
 		{
 			name:  "no key: duplicates ignored on option",
-			opts:  []axgate.Option{axgate.WithDuplicateCalls(gates.DuplicateIgnore, 0)},
+			opts:  []axgate.Option{axgate.WithIdempotency(gates.IdempotencyOptions{Duplicates: gates.DuplicateIgnore})},
 			calls: []stateCall{order(o1, "", alice), order(o1, "", alice)},
 			runs:  2,
 		},
@@ -291,7 +291,7 @@ func mustDigest(t *testing.T, args string) string {
 // TestStateGatesNeverInvokeTheTool: whatever these gates refuse, the tool
 // does not run, and Check (which never runs it) agrees with the call.
 func TestStateGatesNeverInvokeTheTool(t *testing.T) {
-	e := stateEnforcer(t, axgate.WithDuplicateCalls(gates.DuplicateRefuse, 0))
+	e := stateEnforcer(t, axgate.WithIdempotency(gates.IdempotencyOptions{Duplicates: gates.DuplicateRefuse}))
 	var ran atomic.Bool
 	inv := e.Wrap(middleware.InvokerFunc(func(context.Context, *middleware.Call) (middleware.Result, error) {
 		ran.Store(true)
@@ -335,7 +335,7 @@ func TestStateGatesNeverInvokeTheTool(t *testing.T) {
 // refuses when it would, but charges nothing and records no idempotency key
 // or duplicate.
 func TestCheckDoesNotChargeOrRecord(t *testing.T) {
-	e := stateEnforcer(t, axgate.WithDuplicateCalls(gates.DuplicateRefuse, 0))
+	e := stateEnforcer(t, axgate.WithIdempotency(gates.IdempotencyOptions{Duplicates: gates.DuplicateRefuse}))
 	tool := &counterTool{}
 	inv := e.Wrap(tool)
 	ctx := context.Background()
@@ -421,7 +421,7 @@ func TestCallRefusedBeforeTheToolReleasesTheKey(t *testing.T) {
 			return next.Invoke(ctx, call)
 		}})
 	}
-	e := stateEnforcer(t, axgate.WithPreExecution(failingCommit), axgate.WithDuplicateCalls(gates.DuplicateRefuse, 0))
+	e := stateEnforcer(t, axgate.WithPreExecution(failingCommit), axgate.WithIdempotency(gates.IdempotencyOptions{Duplicates: gates.DuplicateRefuse}))
 	ctx := context.Background()
 
 	var mode atomic.Value // "fail", "panic" or "ok"
@@ -699,11 +699,11 @@ func TestStateOptionsRefuseBadValues(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, opt := range map[string]axgate.Option{
-		"negative window":           axgate.WithIdempotencyWindow(-time.Hour),
-		"negative lease":            axgate.WithIdempotencyLease(-time.Minute),
-		"negative duplicate window": axgate.WithDuplicateCalls(gates.DuplicateWarn, -time.Second),
-		"unknown duplicate policy":  axgate.WithDuplicateCalls(gates.DuplicatePolicy(7), time.Minute),
-		"negative quota":            axgate.WithIdempotencyQuota(-1),
+		"negative window":           axgate.WithIdempotency(gates.IdempotencyOptions{Window: -time.Hour}),
+		"negative lease":            axgate.WithIdempotency(gates.IdempotencyOptions{Lease: -time.Minute}),
+		"negative duplicate window": axgate.WithIdempotency(gates.IdempotencyOptions{Duplicates: gates.DuplicateWarn, DuplicateWindow: -time.Second}),
+		"unknown duplicate policy":  axgate.WithIdempotency(gates.IdempotencyOptions{Duplicates: gates.DuplicatePolicy(7), DuplicateWindow: time.Minute}),
+		"negative quota":            axgate.WithIdempotency(gates.IdempotencyOptions{Quota: -1}),
 	} {
 		if _, err := axgate.New(m, opt); err == nil {
 			t.Errorf("%s: New succeeded", name)
@@ -713,15 +713,23 @@ func TestStateOptionsRefuseBadValues(t *testing.T) {
 
 // TestIdempotencyStoreOptionIsUsed: the enforcer keeps its records in the
 // store it is given, one per keyed call (a keyed call is not also checked for
-// duplicates).
+// duplicates), whether WithIdempotency (with no Store) comes before or after
+// WithIdempotencyStore.
 func TestIdempotencyStoreOptionIsUsed(t *testing.T) {
-	store := gates.NewMemoryIdempotencyStore(0)
-	e := stateEnforcer(t, axgate.WithIdempotencyStore(store), axgate.WithIdempotencyWindow(time.Hour), axgate.WithIdempotencyLease(time.Minute))
-	if _, err := e.Wrap(&counterTool{}).Invoke(context.Background(), stateCall{tool: "order_place", args: `{"sku":"A","qty":1}`, who: alice, key: "k"}.call()); err != nil {
-		t.Fatal(err)
-	}
-	if n := store.Len(); n != 1 {
-		t.Fatalf("the store holds %d records; want 1", n)
+	settings := axgate.WithIdempotency(gates.IdempotencyOptions{Window: time.Hour, Lease: time.Minute})
+	for _, order := range []string{"store first", "settings first"} {
+		store := gates.NewMemoryIdempotencyStore(0)
+		opts := []axgate.Option{axgate.WithIdempotencyStore(store), settings}
+		if order == "settings first" {
+			opts[0], opts[1] = opts[1], opts[0]
+		}
+		e := stateEnforcer(t, opts...)
+		if _, err := e.Wrap(&counterTool{}).Invoke(context.Background(), stateCall{tool: "order_place", args: `{"sku":"A","qty":1}`, who: alice, key: "k"}.call()); err != nil {
+			t.Fatal(err)
+		}
+		if n := store.Len(); n != 1 {
+			t.Fatalf("%s: the store holds %d records; want 1", order, n)
+		}
 	}
 }
 
@@ -781,13 +789,14 @@ func Example_idempotencyKey() {
 	// orders placed: 1
 }
 
-// ExampleWithDuplicateCalls: without an idempotency key, the same
-// non-idempotent call twice within the window is refused on this option
-// (by default it runs, with a warning in call.Facts.Warnings).
-func ExampleWithDuplicateCalls() {
+// ExampleWithIdempotency: without an idempotency key, the same
+// non-idempotent call twice within the window is refused under
+// gates.DuplicateRefuse (by default it runs, with a warning in
+// call.Facts.Warnings).
+func ExampleWithIdempotency() {
 	m, _ := manifest.Parse([]byte(`{"version":"1.0.0","actions":[
 	  {"intent":"email.send","entity":"email","action_type":"write","description":"Send an email","idempotent":false}]}`))
-	enf, _ := axgate.New(m, axgate.WithDuplicateCalls(gates.DuplicateRefuse, 30*time.Second))
+	enf, _ := axgate.New(m, axgate.WithIdempotency(gates.IdempotencyOptions{Duplicates: gates.DuplicateRefuse, DuplicateWindow: 30 * time.Second}))
 	send := enf.Wrap(middleware.InvokerFunc(func(context.Context, *middleware.Call) (middleware.Result, error) {
 		return middleware.Result{Value: "sent"}, nil
 	}))

@@ -1,6 +1,7 @@
 package axgate
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -18,63 +19,117 @@ import (
 // configured.
 const DevKeyID = "axgate-ephemeral"
 
-// tokenConfig configures the confirmation and approval gates.
+// TokenOptions configure the confirmation and approval tokens: which are
+// accepted and how those axgate issues are made. A zero field keeps its
+// default, documented where the setting is used (the gates field each
+// names); New fails on a negative lifetime or size.
+type TokenOptions struct {
+	// Issuer is the iss of issued tokens and the iss accepted
+	// (token.VerifierConfig.Issuer).
+	Issuer string
+	// Audience is the aud of issued tokens and the aud accepted
+	// (token.VerifierConfig.Audience).
+	Audience string
+	// Algorithms is the allow-list of token algorithms
+	// (token.VerifierConfig.Algorithms); WithSharedSecret adds HS256.
+	Algorithms []string
+	// ConfirmationLifetime is the longest lifetime (exp - iat) accepted for
+	// a confirmation token, and the lifetime of those IssueConfirmation
+	// signs (token.DefaultConfirmationLifetime).
+	ConfirmationLifetime time.Duration
+	// ApprovalLifetime is the same for approval tokens, which
+	// Approvals().Decide signs (token.DefaultApprovalLifetime).
+	ApprovalLifetime time.Duration
+	// Leeway is the clock skew allowed on exp, nbf and iat
+	// (token.VerifierConfig.Leeway).
+	Leeway time.Duration
+	// MaxBytes caps a token's size; larger ones are refused before parsing
+	// (token.VerifierConfig.MaxBytes).
+	MaxBytes int
+	// ConfirmationThreshold is the risk level from which a call needs
+	// confirmation even without confirmation_required
+	// (gates.ConfirmationConfig.Threshold).
+	ConfirmationThreshold manifest.RiskLevel
+
+	// Keys verify both kinds of token; ConfirmationKeys only confirmation
+	// tokens, ApprovalKeys only approval tokens (token.JoinKeySets joins
+	// several sets). The public key of WithSigningKey and the keys of
+	// WithJWKSFile and JWKSURL verify both kinds as well.
+	Keys, ConfirmationKeys, ApprovalKeys token.KeySet
+	// JWKSURL, when set, is a JWK Set URL whose public keys verify both
+	// kinds of token. New fetches it once (and fails if it cannot); it is
+	// then refreshed in the background until Close. A token naming a key
+	// the last fetch did not have is refused without fetching again.
+	JWKSURL string
+	// JWKS says how JWKSURL is fetched and refreshed (its refresh interval,
+	// timeout and client: token.RemoteKeySetOptions).
+	JWKS token.RemoteKeySetOptions
+}
+
+// ApprovalOptions configure the approval workflow. A zero field keeps its
+// default, documented on the gates.ApprovalConfig field of the same name;
+// New fails on a negative RequestTTL.
+type ApprovalOptions struct {
+	// RequestTTL is how long a request stays pending
+	// (gates.ApprovalConfig.RequestTTL).
+	RequestTTL time.Duration
+	// Quota is how many pending requests one requester may hold
+	// (gates.ApprovalConfig.Quota; negative: no quota).
+	Quota int
+	// NotificationsPerMinute caps the notifications of new requests per
+	// tenant and minute, in each process
+	// (gates.ApprovalConfig.NotificationsPerMinute; negative: no cap).
+	NotificationsPerMinute int
+	// Notifier, when set, hears of each new request once, within
+	// NotificationsPerMinute.
+	Notifier gates.Notifier
+}
+
+// tokenConfig configures the confirmation and approval gates: what the user
+// set, nothing built.
 type tokenConfig struct {
-	// Verification keys: for confirmations only, approvals only, or both.
-	confirmKeys, approvalKeys, bothKeys []token.KeySet
-	jwksFiles                           []string
-	jwksURLs                            []jwksURL
+	opts      TokenOptions
+	approvals ApprovalOptions
+	jwksFiles []string
 
 	signer        *token.Signer
-	issuer        string
-	audience      string
-	algorithms    []string
 	sharedSecret  bool
 	replay        token.ReplayStore
-	approvals     gates.ApprovalStore
-	notifier      gates.Notifier
-	threshold     manifest.RiskLevel
-	confirmLife   time.Duration
-	approvalLife  time.Duration
-	leeway        time.Duration
-	maxTokenBytes int
-	requestTTL    time.Duration
-	// approvalQuota and notifyPerMinute: see WithApprovalQuota and
-	// WithApprovalNotifications (0 keeps the gate's default).
-	approvalQuota   int
-	notifyPerMinute int
+	approvalStore gates.ApprovalStore
 
 	// errs are option errors reported by New.
 	errs []error
-	// rt is what tokenStages built, for IssueConfirmation and Decide.
-	rt *tokenRuntime
 }
 
-type jwksURL struct {
-	url     string
-	refresh time.Duration
-}
-
+// tokenRuntime is what tokenStages built, for IssueConfirmation and
+// Approvals.
 type tokenRuntime struct {
-	confirmation *gates.Confirmation
-	approval     *gates.Approval
-	issuer       token.Issuer
-	confirmLife  time.Duration
+	approval    *gates.Approval
+	issuer      token.Issuer
+	confirmLife time.Duration
 }
 
-func defaultTokenConfig() tokenConfig {
-	return tokenConfig{
-		threshold:    manifest.RiskHigh,
-		confirmLife:  token.DefaultConfirmationLifetime,
-		approvalLife: token.DefaultApprovalLifetime,
-	}
+// WithTokens configures the confirmation and approval tokens: see
+// TokenOptions. A later WithTokens replaces an earlier one; the shortcuts
+// (WithSigningKey, WithSharedSecret, WithJWKSFile, WithReplayStore) are
+// kept apart and add to it.
+func WithTokens(o TokenOptions) Option {
+	o.Algorithms = append([]string(nil), o.Algorithms...)
+	return func(c *config) { c.tokens.opts = o }
 }
 
-// WithSigningKey signs the tokens IssueConfirmation and Decide return. Its
-// public key also verifies confirmation and approval tokens. Without any
-// signing or verification key, New generates an ephemeral Ed25519 key (kid
-// DevKeyID) so that one process can issue and accept tokens with no set-up;
-// such tokens die with the process and are not accepted by other replicas.
+// WithApprovals configures the approval workflow: see ApprovalOptions. A
+// later WithApprovals replaces an earlier one.
+func WithApprovals(o ApprovalOptions) Option {
+	return func(c *config) { c.tokens.approvals = o }
+}
+
+// WithSigningKey signs the tokens IssueConfirmation and Approvals().Decide
+// return. Its public key also verifies confirmation and approval tokens.
+// Without any signing or verification key, New generates an ephemeral
+// Ed25519 key (kid DevKeyID) so that one process can issue and accept
+// tokens with no set-up; such tokens die with the process and are not
+// accepted by other replicas.
 func WithSigningKey(s *token.Signer) Option {
 	return func(c *config) { c.tokens.signer = s }
 }
@@ -94,47 +149,10 @@ func WithSharedSecret(kid string, secret []byte) Option {
 	}
 }
 
-// WithTokenKeys adds verification keys for confirmation and approval tokens.
-func WithTokenKeys(keys token.KeySet) Option {
-	return func(c *config) { c.tokens.bothKeys = append(c.tokens.bothKeys, keys) }
-}
-
-// WithConfirmationKeys adds verification keys for confirmation tokens only.
-func WithConfirmationKeys(keys token.KeySet) Option {
-	return func(c *config) { c.tokens.confirmKeys = append(c.tokens.confirmKeys, keys) }
-}
-
-// WithApprovalKeys adds verification keys for approval tokens only.
-func WithApprovalKeys(keys token.KeySet) Option {
-	return func(c *config) { c.tokens.approvalKeys = append(c.tokens.approvalKeys, keys) }
-}
-
 // WithJWKSFile adds the public keys of a JWK Set file (read once, by New) for
-// both kinds of token.
+// both kinds of token. It can be given several times.
 func WithJWKSFile(path string) Option {
 	return func(c *config) { c.tokens.jwksFiles = append(c.tokens.jwksFiles, path) }
-}
-
-// WithJWKSURL adds the public keys of a JWK Set URL for both kinds of token.
-// New fetches it once (and fails if it cannot); it is then refreshed in the
-// background every refresh (default 5 minutes) until Close. A token naming a
-// key the last fetch did not have is refused without fetching again.
-func WithJWKSURL(url string, refresh time.Duration) Option {
-	return func(c *config) { c.tokens.jwksURLs = append(c.tokens.jwksURLs, jwksURL{url, refresh}) }
-}
-
-// WithIssuer sets the iss of issued tokens and the iss accepted (default
-// "axgate").
-func WithIssuer(iss string) Option { return func(c *config) { c.tokens.issuer = iss } }
-
-// WithAudience sets the aud of issued tokens and the aud accepted (default
-// "axgate").
-func WithAudience(aud string) Option { return func(c *config) { c.tokens.audience = aud } }
-
-// WithTokenAlgorithms replaces the allow-list of token algorithms (default
-// EdDSA, ES256, RS256). "none" is never accepted.
-func WithTokenAlgorithms(algs ...string) Option {
-	return func(c *config) { c.tokens.algorithms = append([]string(nil), algs...) }
 }
 
 // WithReplayStore sets where used token ids are recorded (default: in
@@ -145,76 +163,37 @@ func WithReplayStore(s token.ReplayStore) Option { return func(c *config) { c.to
 // gates.MemoryApprovalStore for one process, at most
 // gates.DefaultApprovalRequests requests per tenant).
 func WithApprovalStore(s gates.ApprovalStore) Option {
-	return func(c *config) { c.tokens.approvals = s }
+	return func(c *config) { c.tokens.approvalStore = s }
 }
 
-// WithNotifier is told of new approval requests: once per request, at most
-// WithApprovalNotifications per tenant and minute.
-func WithNotifier(n gates.Notifier) Option { return func(c *config) { c.tokens.notifier = n } }
-
-// WithConfirmationThreshold sets the risk level from which a call needs
-// confirmation even without confirmation_required (default high). Critical
-// actions always need it.
-func WithConfirmationThreshold(level manifest.RiskLevel) Option {
-	return func(c *config) { c.tokens.threshold = level }
-}
-
-// WithTokenLifetimes sets the longest lifetime (exp - iat) accepted for
-// confirmation and approval tokens, which is also the lifetime of the tokens
-// axgate issues (defaults 5 minutes and 24 hours). Zero keeps a default.
-func WithTokenLifetimes(confirmation, approval time.Duration) Option {
-	return func(c *config) {
-		if confirmation > 0 {
-			c.tokens.confirmLife = confirmation
-		}
-		if approval > 0 {
-			c.tokens.approvalLife = approval
-		}
+// check reports the settings New refuses: negative lifetimes, sizes and
+// request TTLs, which no default can stand for.
+func (tc *tokenConfig) check() error {
+	errs := append([]error(nil), tc.errs...)
+	o := tc.opts
+	if o.ConfirmationLifetime < 0 {
+		errs = append(errs, fmt.Errorf("TokenOptions.ConfirmationLifetime is negative (%v)", o.ConfirmationLifetime))
 	}
+	if o.ApprovalLifetime < 0 {
+		errs = append(errs, fmt.Errorf("TokenOptions.ApprovalLifetime is negative (%v)", o.ApprovalLifetime))
+	}
+	if o.MaxBytes < 0 {
+		errs = append(errs, fmt.Errorf("TokenOptions.MaxBytes is negative (%d)", o.MaxBytes))
+	}
+	if tc.approvals.RequestTTL < 0 {
+		errs = append(errs, fmt.Errorf("ApprovalOptions.RequestTTL is negative (%v)", tc.approvals.RequestTTL))
+	}
+	return errors.Join(errs...)
 }
 
-// WithTokenLeeway sets the clock skew allowed on exp, nbf and iat (default
-// 30 seconds).
-func WithTokenLeeway(d time.Duration) Option { return func(c *config) { c.tokens.leeway = d } }
-
-// WithMaxTokenBytes caps the size of a token; larger ones are refused before
-// parsing (default 8 KiB).
-func WithMaxTokenBytes(n int) Option { return func(c *config) { c.tokens.maxTokenBytes = n } }
-
-// WithApprovalRequestTTL sets how long an approval request stays pending
-// (default 24 hours).
-func WithApprovalRequestTTL(d time.Duration) Option {
-	return func(c *config) { c.tokens.requestTTL = d }
-}
-
-// WithApprovalQuota sets how many pending approval requests one requester
-// (principal and tenant) may hold at once (default
-// gates.DefaultApprovalQuota, 20). A call that would open one more is
-// refused with 429 AXAG_RATE_LIMITED, reason approval_quota, and a
-// retry_after until the requester's oldest pending request expires; no
-// request is made and no one is notified. The same call while its request
-// is pending still finds that request. n < 0 lifts the quota; 0 keeps the
-// default.
-func WithApprovalQuota(n int) Option {
-	return func(c *config) { c.tokens.approvalQuota = n }
-}
-
-// WithApprovalNotifications caps the notifications of new approval requests
-// per tenant and minute, in each process (default
-// gates.DefaultNotificationsPerMinute, 60). The requests over the cap are
-// recorded but not notified; how many were held back is carried on the
-// tenant's next notification (gates.ApprovalRequest.Coalesced). n < 0 lifts
-// the cap; 0 keeps the default.
-func WithApprovalNotifications(perMinute int) Option {
-	return func(c *config) { c.tokens.notifyPerMinute = perMinute }
-}
-
-// tokenStages returns the confirmation and approval gates.
+// tokenStages returns the confirmation and approval gates, and keeps on the
+// enforcer what IssueConfirmation and Approvals need.
 func (e *Enforcer) tokenStages() ([]middleware.Stage, error) {
 	tc := &e.cfg.tokens
-	if len(tc.errs) > 0 {
-		return nil, errors.Join(tc.errs...)
+	if err := tc.check(); err != nil {
+		return nil, err
 	}
+	o := tc.opts
 	var both []token.KeySet
 	for _, path := range tc.jwksFiles {
 		ks, err := token.LoadJWKSFile(path)
@@ -223,17 +202,19 @@ func (e *Enforcer) tokenStages() ([]middleware.Stage, error) {
 		}
 		both = append(both, ks)
 	}
-	for _, u := range tc.jwksURLs {
-		ks, err := token.NewRemoteKeySet(u.url, token.RemoteKeySetOptions{RefreshInterval: u.refresh})
+	if o.JWKSURL != "" {
+		ks, err := token.NewRemoteKeySet(o.JWKSURL, o.JWKS)
 		if err != nil {
 			return nil, err
 		}
 		e.closers = append(e.closers, ks.Close)
 		both = append(both, ks)
 	}
-	both = append(both, tc.bothKeys...)
+	if o.Keys != nil {
+		both = append(both, o.Keys)
+	}
 	signer := tc.signer
-	if signer == nil && len(both) == 0 && len(tc.confirmKeys) == 0 && len(tc.approvalKeys) == 0 {
+	if signer == nil && len(both) == 0 && o.ConfirmationKeys == nil && o.ApprovalKeys == nil {
 		var err error
 		if signer, err = token.GenerateDevKey(DevKeyID); err != nil {
 			return nil, fmt.Errorf("ephemeral signing key: %w", err)
@@ -246,28 +227,33 @@ func (e *Enforcer) tokenStages() ([]middleware.Stage, error) {
 		}
 		both = append([]token.KeySet{own}, both...)
 	}
-	algs := tc.algorithms
+	algs := o.Algorithms
 	if len(algs) == 0 {
 		algs = token.DefaultAlgorithms
 	}
 	if tc.sharedSecret {
 		algs = append(append([]string(nil), algs...), token.AlgHS256)
 	}
-	verifier := func(typ string, life time.Duration, only []token.KeySet) (*token.Verifier, error) {
-		sets := append(append([]token.KeySet(nil), both...), only...)
+	confirmLife := cmp.Or(o.ConfirmationLifetime, token.DefaultConfirmationLifetime)
+	approvalLife := cmp.Or(o.ApprovalLifetime, token.DefaultApprovalLifetime)
+	verifier := func(typ string, life time.Duration, only token.KeySet) (*token.Verifier, error) {
+		sets := append([]token.KeySet(nil), both...)
+		if only != nil {
+			sets = append(sets, only)
+		}
 		if len(sets) == 0 {
 			return nil, nil
 		}
 		return token.NewVerifier(token.VerifierConfig{
-			Type: typ, Keys: token.JoinKeySets(sets...), Issuer: tc.issuer, Audience: tc.audience,
-			Algorithms: algs, MaxLifetime: life, Leeway: tc.leeway, MaxBytes: tc.maxTokenBytes,
+			Type: typ, Keys: token.JoinKeySets(sets...), Issuer: o.Issuer, Audience: o.Audience,
+			Algorithms: algs, MaxLifetime: life, Leeway: o.Leeway, MaxBytes: o.MaxBytes,
 		})
 	}
-	cv, err := verifier(token.TypConfirmation, tc.confirmLife, tc.confirmKeys)
+	cv, err := verifier(token.TypConfirmation, confirmLife, o.ConfirmationKeys)
 	if err != nil {
 		return nil, fmt.Errorf("confirmation tokens: %w", err)
 	}
-	av, err := verifier(token.TypApproval, tc.approvalLife, tc.approvalKeys)
+	av, err := verifier(token.TypApproval, approvalLife, o.ApprovalKeys)
 	if err != nil {
 		return nil, fmt.Errorf("approval tokens: %w", err)
 	}
@@ -275,33 +261,34 @@ func (e *Enforcer) tokenStages() ([]middleware.Stage, error) {
 	if replay == nil {
 		replay = token.NewMemoryReplayStore(token.MemoryReplayOptions{})
 	}
-	store := tc.approvals
+	store := tc.approvalStore
 	if store == nil {
 		store = gates.NewMemoryApprovalStore(gates.MemoryApprovalOptions{})
 	}
-	issuer := token.Issuer{Signer: signer, Issuer: tc.issuer, Audience: tc.audience}
-	conf, err := gates.NewConfirmation(gates.ConfirmationConfig{Verifier: cv, Replay: replay, Threshold: tc.threshold})
+	issuer := token.Issuer{Signer: signer, Issuer: o.Issuer, Audience: o.Audience}
+	conf, err := gates.NewConfirmation(gates.ConfirmationConfig{Verifier: cv, Replay: replay, Threshold: o.ConfirmationThreshold})
 	if err != nil {
 		return nil, err
 	}
+	ao := tc.approvals
 	appr, err := gates.NewApproval(gates.ApprovalConfig{
-		Verifier: av, Replay: replay, Store: store, Notifier: tc.notifier,
-		RequestTTL: tc.requestTTL, Issuer: issuer, TokenLifetime: tc.approvalLife,
-		Quota: tc.approvalQuota, NotificationsPerMinute: tc.notifyPerMinute,
+		Verifier: av, Replay: replay, Store: store, Notifier: ao.Notifier,
+		RequestTTL: ao.RequestTTL, Issuer: issuer, TokenLifetime: approvalLife,
+		Quota: ao.Quota, NotificationsPerMinute: ao.NotificationsPerMinute,
 	})
 	if err != nil {
 		return nil, err
 	}
-	tc.rt = &tokenRuntime{confirmation: conf, approval: appr, issuer: issuer, confirmLife: tc.confirmLife}
+	e.tokens = &tokenRuntime{approval: appr, issuer: issuer, confirmLife: confirmLife}
 	return []middleware.Stage{conf.Stage(), appr.Stage()}, nil
 }
 
 // IssueConfirmation signs a confirmation token for this exact call, for a
 // host whose UI has just asked the person: the principal's call of tool with
-// args. The token is valid for the confirmation lifetime (default 5
-// minutes), once.
+// args. The token is valid once, for the confirmation lifetime
+// (TokenOptions.ConfirmationLifetime).
 func (e *Enforcer) IssueConfirmation(ctx context.Context, p middleware.Principal, tool string, args json.RawMessage) (token string, expiresAt time.Time, err error) {
-	rt := e.cfg.tokens.rt
+	rt := e.tokens
 	a := e.m.Tool(tool)
 	if a == nil {
 		return "", time.Time{}, gates.IntentNotFound(e.m, tool)
@@ -322,42 +309,41 @@ func (e *Enforcer) IssueConfirmation(ctx context.Context, p middleware.Principal
 	return token, expiresAt, nil
 }
 
-// Decide records an approver's decision on a pending approval request and,
-// on approval, returns a signed approval token for the requester's call.
-// The approver must belong to the request's tenant (a request of another
-// tenant reads as unknown: AXAG_APPROVAL_INVALID, reason request_not_found,
-// matching gates.ErrNotFound, telling nothing of it), not be its requester and hold one of its approval
-// roles (AXAG_APPROVAL_INVALID otherwise). A request is approved once enough
-// distinct approvers approved and denied at the first denial; deciding a
-// request that is no longer pending is refused, except that an approver who
-// already approved gets a fresh token.
-func (e *Enforcer) Decide(ctx context.Context, approver middleware.Principal, requestID string, approve bool, reason string) (token string, expiresAt time.Time, err error) {
-	_, token, expiresAt, err = e.cfg.tokens.rt.approval.Decide(ctx, approver, requestID, approve, reason)
-	return token, expiresAt, err
-}
+// Approvals is the approval workflow of an enforcer: the approvers' inbox,
+// one request, the decisions and the requester's withdrawal. Get it with
+// Enforcer.Approvals; it is safe for concurrent use. Each method is the
+// approval gate's own (gates.Approval), whose doc says who may do what.
+type Approvals struct{ g *gates.Approval }
 
-// PendingApprovals lists, a page at a time, the pending requests the
-// approver may decide: of the approver's tenant (requests without a tenant
-// for an approver without one), approvable by one of the approver's roles,
-// not the approver's own; oldest first. cursor is "" for the first page,
-// else the next cursor of the page before; limit is at most
+// Approvals returns the enforcer's approval workflow.
+func (e *Enforcer) Approvals() *Approvals { return &Approvals{e.tokens.approval} }
+
+// Pending lists, a page at a time, the pending requests the approver may
+// decide, oldest first (gates.Approval.Pending). cursor is "" for the first
+// page, else the next cursor of the page before; limit is at most
 // gates.MaxApprovalPage (gates.DefaultApprovalPage when 0). next is "" after
-// the last page; a page may be short while next is not.
-func (e *Enforcer) PendingApprovals(ctx context.Context, approver middleware.Principal, cursor string, limit int) (page []gates.ApprovalRequest, next string, err error) {
-	return e.cfg.tokens.rt.approval.Pending(ctx, approver, cursor, limit)
+// the last page.
+func (a *Approvals) Pending(ctx context.Context, approver middleware.Principal, cursor string, limit int) (page []gates.ApprovalRequest, next string, err error) {
+	return a.g.Pending(ctx, approver, cursor, limit)
 }
 
-// ApprovalRequest returns one approval request, with the call's arguments,
-// to viewer: its requester, or an approver who may decide it (of its tenant,
-// holding one of its roles). Anyone else is refused with
-// AXAG_APPROVAL_INVALID and learns nothing of the request: reason
-// request_not_found for another tenant's request (as for an unknown id),
-// not_allowed within the tenant.
-func (e *Enforcer) ApprovalRequest(ctx context.Context, viewer middleware.Principal, id string) (gates.ApprovalRequest, error) {
-	return e.cfg.tokens.rt.approval.Request(ctx, viewer, id)
+// Request returns one approval request, with the call's arguments, to
+// viewer: its requester, or an approver who may decide it
+// (gates.Approval.Request).
+func (a *Approvals) Request(ctx context.Context, viewer middleware.Principal, id string) (gates.ApprovalRequest, error) {
+	return a.g.Request(ctx, viewer, id)
 }
 
-// CancelApproval cancels a pending approval request; only its requester may.
-func (e *Enforcer) CancelApproval(ctx context.Context, requester middleware.Principal, id string) error {
-	return e.cfg.tokens.rt.approval.Cancel(ctx, requester, id)
+// Decide records an approver's approval (approve true) or denial of a
+// pending request, and returns the request as it now stands and, on
+// approval, a signed approval token for the requester's call with its
+// expiry (gates.Approval.Decide).
+func (a *Approvals) Decide(ctx context.Context, approver middleware.Principal, id string, approve bool, reason string) (req gates.ApprovalRequest, token string, expiresAt time.Time, err error) {
+	return a.g.Decide(ctx, approver, id, approve, reason)
+}
+
+// Cancel withdraws a pending request; only its requester may
+// (gates.Approval.Cancel).
+func (a *Approvals) Cancel(ctx context.Context, requester middleware.Principal, id string) error {
+	return a.g.Cancel(ctx, requester, id)
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -93,7 +95,7 @@ func TestIssueConfirmationEndToEnd(t *testing.T) {
 	const args = `{"order_id":"o-1","amount":25}`
 
 	// No token: 428 with what the UI needs.
-	_, err := e.Invoke(ctx, tokCall("order_refund", args, tokAlice), tool)
+	_, err := e.Wrap(tool).Invoke(ctx, tokCall("order_refund", args, tokAlice))
 	d := tokRefusal(t, err, axerr.CodeConfirmationMissing, http.StatusPreconditionRequired)
 	if d["confirmation_message"] != "Refund 25 for order o-1?" || d["gate"] != "confirmation" {
 		t.Fatalf("details = %v", d)
@@ -118,7 +120,7 @@ func TestIssueConfirmationEndToEnd(t *testing.T) {
 
 	c = tokCall("order_refund", args, tokAlice)
 	c.Credentials.Confirmation = tok
-	if _, err := e.Invoke(ctx, c, tool); err != nil {
+	if _, err := e.Wrap(tool).Invoke(ctx, c); err != nil {
 		t.Fatalf("confirmed call refused: %v", err)
 	}
 	if tool.calls.Load() != 1 || c.Facts.ConfirmationJTI == "" {
@@ -128,7 +130,7 @@ func TestIssueConfirmationEndToEnd(t *testing.T) {
 	// Single use.
 	c = tokCall("order_refund", args, tokAlice)
 	c.Credentials.Confirmation = tok
-	_, err = e.Invoke(ctx, c, tool)
+	_, err = e.Wrap(tool).Invoke(ctx, c)
 	if d := tokRefusal(t, err, axerr.CodeConfirmationMissing, 428); d["reason"] != "already_used" {
 		t.Fatalf("replay: reason %v", d["reason"])
 	}
@@ -136,7 +138,7 @@ func TestIssueConfirmationEndToEnd(t *testing.T) {
 	tok, _, _ = e.IssueConfirmation(ctx, tokAlice, "order_refund", []byte(args))
 	c = tokCall("order_refund", args, tokBob)
 	c.Credentials.Confirmation = tok
-	_, err = e.Invoke(ctx, c, tool)
+	_, err = e.Wrap(tool).Invoke(ctx, c)
 	if d := tokRefusal(t, err, axerr.CodeConfirmationMissing, 428); d["reason"] != "bound_to_other_caller" {
 		t.Fatalf("other caller: reason %v", d["reason"])
 	}
@@ -180,54 +182,54 @@ func TestConcurrentConfirmationOneRuns(t *testing.T) {
 func TestApprovalEndToEnd(t *testing.T) {
 	var notified []string
 	var mu sync.Mutex
-	e := tokEnforcer(t, axgate.WithNotifier(gates.NotifierFunc(func(_ context.Context, r gates.ApprovalRequest) error {
+	e := tokEnforcer(t, axgate.WithApprovals(axgate.ApprovalOptions{Notifier: gates.NotifierFunc(func(_ context.Context, r gates.ApprovalRequest) error {
 		mu.Lock()
 		defer mu.Unlock()
 		notified = append(notified, r.ID)
 		return nil
-	})))
+	})}))
 	ctx := t.Context()
 	tool := &spy{}
 	const args = `{"amount":900}`
 
-	_, err := e.Invoke(ctx, tokCall("payout_send", args, tokAlice), tool)
+	_, err := e.Wrap(tool).Invoke(ctx, tokCall("payout_send", args, tokAlice))
 	d := tokRefusal(t, err, axerr.CodeApprovalMissing, http.StatusPreconditionRequired)
 	id := d["approval_request_id"].(string)
 	if d["count_needed"] != 2 || d["approvers_notified"] != true || len(notified) != 1 || notified[0] != id {
 		t.Fatalf("details %v, notified %v", d, notified)
 	}
 
-	inbox, _, err := e.PendingApprovals(ctx, tokBob, "", 0)
+	inbox, _, err := e.Approvals().Pending(ctx, tokBob, "", 0)
 	if err != nil || len(inbox) != 1 || inbox[0].ID != id || string(inbox[0].Arguments) != args {
 		t.Fatalf("bob's inbox = %+v, %v", inbox, err)
 	}
-	if own, _, _ := e.PendingApprovals(ctx, tokAlice, "", 0); len(own) != 0 {
+	if own, _, _ := e.Approvals().Pending(ctx, tokAlice, "", 0); len(own) != 0 {
 		t.Fatal("the requester sees their own request in an approver's inbox")
 	}
-	if _, _, err := e.Decide(ctx, tokAlice, id, true, ""); err == nil {
+	if _, _, _, err := e.Approvals().Decide(ctx, tokAlice, id, true, ""); err == nil {
 		t.Fatal("the requester approved their own call")
 	}
 
-	bobTok, _, err := e.Decide(ctx, tokBob, id, true, "looks right")
+	_, bobTok, _, err := e.Approvals().Decide(ctx, tokBob, id, true, "looks right")
 	if err != nil {
 		t.Fatal(err)
 	}
 	c := tokCall("payout_send", args, tokAlice)
 	c.Credentials.Approvals = []string{bobTok}
-	_, err = e.Invoke(ctx, c, tool)
+	_, err = e.Wrap(tool).Invoke(ctx, c)
 	if d := tokRefusal(t, err, axerr.CodeApprovalMissing, 428); d["count_received"] != 1 {
 		t.Fatalf("1 of 2: %v", d)
 	}
-	carolTok, _, err := e.Decide(ctx, tokCarol, id, true, "")
+	_, carolTok, _, err := e.Approvals().Decide(ctx, tokCarol, id, true, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r, _ := e.ApprovalRequest(ctx, tokAlice, id); r.State != gates.ApprovalApproved {
+	if r, _ := e.Approvals().Request(ctx, tokAlice, id); r.State != gates.ApprovalApproved {
 		t.Fatalf("request state %s, want approved", r.State)
 	}
 	c = tokCall("payout_send", args, tokAlice)
 	c.Credentials.Approvals = []string{bobTok, carolTok}
-	if _, err := e.Invoke(ctx, c, tool); err != nil {
+	if _, err := e.Wrap(tool).Invoke(ctx, c); err != nil {
 		t.Fatalf("approved call refused: %v", err)
 	}
 	if !slices.Equal(c.Facts.Approvers, []string{"bob", "carol"}) || c.Facts.ApprovalRequestID != id || tool.calls.Load() != 1 {
@@ -241,10 +243,10 @@ func TestApprovalEndToEnd(t *testing.T) {
 func TestApprovalRequestVisibility(t *testing.T) {
 	e := tokEnforcer(t)
 	ctx := t.Context()
-	_, err := e.Invoke(ctx, tokCall("payout_send", `{"amount":900}`, tokAlice), &spy{})
+	_, err := e.Wrap(&spy{}).Invoke(ctx, tokCall("payout_send", `{"amount":900}`, tokAlice))
 	id := tokRefusal(t, err, axerr.CodeApprovalMissing, 428)["approval_request_id"].(string)
 	for _, p := range []middleware.Principal{tokAlice, tokBob} {
-		if r, err := e.ApprovalRequest(ctx, p, id); err != nil || r.ID != id {
+		if r, err := e.Approvals().Request(ctx, p, id); err != nil || r.ID != id {
 			t.Errorf("%s cannot read the request: %v", p.ID, err)
 		}
 	}
@@ -256,16 +258,50 @@ func TestApprovalRequestVisibility(t *testing.T) {
 		{middleware.Principal{ID: "alice", Tenant: "globex"}, "request_not_found"},
 		{middleware.Principal{ID: "dave", Tenant: "acme", Roles: []string{"clerk"}}, "not_allowed"},
 	} {
-		r, err := e.ApprovalRequest(ctx, tc.who, id)
+		r, err := e.Approvals().Request(ctx, tc.who, id)
 		d := tokRefusal(t, err, axerr.CodeApprovalInvalid, http.StatusForbidden)
 		if d["reason"] != tc.reason || r.ID != "" || strings.Contains(err.(*axerr.Error).Message, "payout") {
 			t.Errorf("%s@%s: %v, %+v", tc.who.ID, tc.who.Tenant, d, r)
 		}
 	}
-	_, err = e.ApprovalRequest(ctx, tokBob, "apr_unknown")
+	_, err = e.Approvals().Request(ctx, tokBob, "apr_unknown")
 	if d := tokRefusal(t, err, axerr.CodeApprovalInvalid, 403); d["reason"] != "request_not_found" {
 		t.Errorf("unknown id: %v", d)
 	}
+}
+
+// TestApprovalsOptionsAndCancel: WithApprovals's settings reach the gate
+// (the request's TTL, the requester's quota), and Approvals().Cancel lets
+// the requester, and only the requester, withdraw a request, which frees
+// its place in the quota.
+func TestApprovalsOptionsAndCancel(t *testing.T) {
+	e := tokEnforcer(t, axgate.WithApprovals(axgate.ApprovalOptions{RequestTTL: time.Hour, Quota: 1}))
+	ctx := t.Context()
+	ask := func(amount int) error {
+		_, err := e.Wrap(&spy{}).Invoke(ctx, tokCall("payout_send", fmt.Sprintf(`{"amount":%d}`, amount), tokAlice))
+		return err
+	}
+	id := tokRefusal(t, ask(1), axerr.CodeApprovalMissing, 428)["approval_request_id"].(string)
+	r, err := e.Approvals().Request(ctx, tokAlice, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ttl := r.ExpiresAt.Sub(r.CreatedAt); ttl != time.Hour {
+		t.Errorf("request TTL = %v; want the configured hour", ttl)
+	}
+	if d := tokRefusal(t, ask(2), axerr.CodeRateLimited, 429); d["reason"] != string(axerr.ReasonApprovalQuota) {
+		t.Fatalf("second request over a quota of 1: %v", d)
+	}
+	if err := e.Approvals().Cancel(ctx, tokBob, id); err == nil {
+		t.Fatal("an approver cancelled alice's request")
+	}
+	if err := e.Approvals().Cancel(ctx, tokAlice, id); err != nil {
+		t.Fatalf("the requester's cancel: %v", err)
+	}
+	if inbox, _, err := e.Approvals().Pending(ctx, tokBob, "", 0); err != nil || len(inbox) != 0 {
+		t.Fatalf("inbox after the cancel: %d, %v; want empty", len(inbox), err)
+	}
+	tokRefusal(t, ask(2), axerr.CodeApprovalMissing, 428)
 }
 
 // tokListingStore records how many requests the store's List hands back.
@@ -289,11 +325,11 @@ func TestPendingApprovalsWithoutTenant(t *testing.T) {
 	ctx := t.Context()
 	solo := middleware.Principal{ID: "solo", Roles: []string{"clerk"}}
 	for _, p := range []middleware.Principal{tokAlice, solo} {
-		_, err := e.Invoke(ctx, tokCall("payout_send", `{"amount":900}`, p), &spy{})
+		_, err := e.Wrap(&spy{}).Invoke(ctx, tokCall("payout_send", `{"amount":900}`, p))
 		tokRefusal(t, err, axerr.CodeApprovalMissing, 428)
 	}
 	nora := middleware.Principal{ID: "nora", Roles: []string{"finance"}}
-	inbox, _, err := e.PendingApprovals(ctx, nora, "", 0)
+	inbox, _, err := e.Approvals().Pending(ctx, nora, "", 0)
 	if err != nil || len(inbox) != 1 || inbox[0].Requester != "solo" || inbox[0].Tenant != "" {
 		t.Fatalf("inbox of an approver without a tenant: %+v, %v", inbox, err)
 	}
@@ -319,7 +355,7 @@ func TestNestedCallSpendsItsOwnConfirmation(t *testing.T) {
 		for range 3 {
 			n := tokCall("order_refund", refundArgs, tokAlice)
 			n.Credentials.Confirmation = conf
-			_, err := e.Invoke(ctx, n, refund)
+			_, err := e.Wrap(refund).Invoke(ctx, n)
 			nested = append(nested, err)
 		}
 		return middleware.Result{}, nil
@@ -333,15 +369,15 @@ func TestNestedCallSpendsItsOwnConfirmation(t *testing.T) {
 	}
 	c := tokCall("vault_open", vaultArgs, tokAlice)
 	c.Credentials.Confirmation = vaultConf
-	_, err = e.Invoke(ctx, c, outer)
+	_, err = e.Wrap(outer).Invoke(ctx, c)
 	id := tokRefusal(t, err, axerr.CodeApprovalMissing, 428)["approval_request_id"].(string)
-	appr, _, err := e.Decide(ctx, tokCarol, id, true, "")
+	_, appr, _, err := e.Approvals().Decide(ctx, tokCarol, id, true, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	c = tokCall("vault_open", vaultArgs, tokAlice)
 	c.Credentials.Confirmation, c.Credentials.Approvals = vaultConf, []string{appr}
-	if _, err := e.Invoke(ctx, c, outer); err != nil {
+	if _, err := e.Wrap(outer).Invoke(ctx, c); err != nil {
 		t.Fatalf("outer call: %v", err)
 	}
 	if n := refund.calls.Load(); n != 1 || nested[0] != nil {
@@ -366,15 +402,15 @@ func TestConfirmationKeptWhileApprovalMissing(t *testing.T) {
 	}
 	c := tokCall("vault_open", args, tokAlice)
 	c.Credentials.Confirmation = conf
-	_, err = e.Invoke(ctx, c, &spy{})
+	_, err = e.Wrap(&spy{}).Invoke(ctx, c)
 	id := tokRefusal(t, err, axerr.CodeApprovalMissing, 428)["approval_request_id"].(string)
-	appr, _, err := e.Decide(ctx, tokCarol, id, true, "")
+	_, appr, _, err := e.Approvals().Decide(ctx, tokCarol, id, true, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	c = tokCall("vault_open", args, tokAlice)
 	c.Credentials.Confirmation, c.Credentials.Approvals = conf, []string{appr}
-	if _, err := e.Invoke(ctx, c, &spy{}); err != nil {
+	if _, err := e.Wrap(&spy{}).Invoke(ctx, c); err != nil {
 		t.Fatalf("the confirmation was burned by the approval refusal: %v", err)
 	}
 }
@@ -382,6 +418,7 @@ func TestConfirmationKeptWhileApprovalMissing(t *testing.T) {
 func TestTokenKeyOptions(t *testing.T) {
 	ctx := t.Context()
 	const args = `{"order_id":"o-1","amount":25}`
+	shop := axgate.WithTokens(axgate.TokenOptions{Issuer: "shop", Audience: "shop-api"})
 	digest := func(e *axgate.Enforcer) string {
 		c := tokCall("order_refund", args, tokAlice)
 		_ = e.Check(ctx, c)
@@ -405,7 +442,7 @@ func TestTokenKeyOptions(t *testing.T) {
 	try := func(e *axgate.Enforcer, tok string) error {
 		c := tokCall("order_refund", args, tokAlice)
 		c.Credentials.Confirmation = tok
-		_, err := e.Invoke(ctx, c, &spy{})
+		_, err := e.Wrap(&spy{}).Invoke(ctx, c)
 		return err
 	}
 
@@ -417,7 +454,7 @@ func TestTokenKeyOptions(t *testing.T) {
 		if err := os.WriteFile(path, doc, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		e := tokEnforcer(t, axgate.WithJWKSFile(path), axgate.WithIssuer("shop"), axgate.WithAudience("shop-api"))
+		e := tokEnforcer(t, axgate.WithJWKSFile(path), shop)
 		if err := try(e, sign(jwt.SigningMethodEdDSA, priv, "ui-1", claims(digest(e)))); err != nil {
 			t.Fatalf("token from a JWKS-file key refused: %v", err)
 		}
@@ -427,16 +464,31 @@ func TestTokenKeyOptions(t *testing.T) {
 		}
 	})
 
+	t.Run("JWKS URL", func(t *testing.T) {
+		_, priv, _ := ed25519.GenerateKey(rand.Reader)
+		s, _ := token.NewSigner("ui-2", priv)
+		doc, _ := s.PublicJWKS()
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write(doc)
+		}))
+		defer srv.Close()
+		e := tokEnforcer(t, axgate.WithTokens(axgate.TokenOptions{Issuer: "shop", Audience: "shop-api", JWKSURL: srv.URL}))
+		if err := try(e, sign(jwt.SigningMethodEdDSA, priv, "ui-2", claims(digest(e)))); err != nil {
+			t.Fatalf("token from a JWKS-URL key refused: %v", err)
+		}
+	})
+
 	t.Run("shared secret on purpose", func(t *testing.T) {
 		secret := []byte("0123456789abcdef0123456789abcdef")
-		e := tokEnforcer(t, axgate.WithSharedSecret("hs", secret), axgate.WithIssuer("shop"), axgate.WithAudience("shop-api"))
+		e := tokEnforcer(t, axgate.WithSharedSecret("hs", secret), shop)
 		if err := try(e, sign(jwt.SigningMethodHS256, secret, "hs", claims(digest(e)))); err != nil {
 			t.Fatalf("HS256 token with the configured secret refused: %v", err)
 		}
 		// Without the option HS256 is not accepted, even with a key set holding the secret.
 		k, _ := token.HMACKey("hs", secret)
 		ks, _ := token.NewKeySet(k)
-		e = tokEnforcer(t, axgate.WithTokenKeys(ks), axgate.WithIssuer("shop"), axgate.WithAudience("shop-api"))
+		e = tokEnforcer(t, axgate.WithTokens(axgate.TokenOptions{Issuer: "shop", Audience: "shop-api", Keys: ks}))
 		err := try(e, sign(jwt.SigningMethodHS256, secret, "hs", claims(digest(e))))
 		if d := tokRefusal(t, err, axerr.CodeConfirmationMissing, 428); d["reason"] != "algorithm_not_allowed" {
 			t.Fatalf("reason %v", d["reason"])
@@ -448,8 +500,12 @@ func TestTokenKeyOptions(t *testing.T) {
 		for name, opt := range map[string]axgate.Option{
 			"short secret":   axgate.WithSharedSecret("hs", []byte("short")),
 			"missing file":   axgate.WithJWKSFile(filepath.Join(t.TempDir(), "none.json")),
-			"bad threshold":  axgate.WithConfirmationThreshold("severe"),
-			"algorithm none": axgate.WithTokenAlgorithms("none"),
+			"bad threshold":  axgate.WithTokens(axgate.TokenOptions{ConfirmationThreshold: "severe"}),
+			"algorithm none": axgate.WithTokens(axgate.TokenOptions{Algorithms: []string{"none"}}),
+			"negative life":  axgate.WithTokens(axgate.TokenOptions{ApprovalLifetime: -time.Hour}),
+			"negative size":  axgate.WithTokens(axgate.TokenOptions{MaxBytes: -1}),
+			"negative TTL":   axgate.WithApprovals(axgate.ApprovalOptions{RequestTTL: -time.Hour}),
+			"JWKS URL down":  axgate.WithTokens(axgate.TokenOptions{JWKSURL: "http://127.0.0.1:1/jwks.json"}),
 		} {
 			if e, err := axgate.New(m, opt); err == nil {
 				e.Close()
@@ -460,7 +516,7 @@ func TestTokenKeyOptions(t *testing.T) {
 
 	t.Run("threshold", func(t *testing.T) {
 		m, _ := manifest.Parse([]byte(tokManifest))
-		e, err := axgate.New(m, axgate.WithConfirmationThreshold(manifest.RiskLow))
+		e, err := axgate.New(m, axgate.WithTokens(axgate.TokenOptions{ConfirmationThreshold: manifest.RiskLow}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -486,11 +542,11 @@ func TestApprovalTokensSpentInTheirTenantsShare(t *testing.T) {
 		t.Fatal(err)
 	}
 	const args = `{"amount":900}`
-	_, err := e.Invoke(ctx, tokCall("payout_send", args, tokAlice), &spy{})
+	_, err := e.Wrap(&spy{}).Invoke(ctx, tokCall("payout_send", args, tokAlice))
 	id := tokRefusal(t, err, axerr.CodeApprovalMissing, http.StatusPreconditionRequired)["approval_request_id"].(string)
 	var toks []string
 	for _, p := range []middleware.Principal{tokBob, tokCarol} {
-		tok, _, err := e.Decide(ctx, p, id, true, "")
+		_, tok, _, err := e.Approvals().Decide(ctx, p, id, true, "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -499,7 +555,7 @@ func TestApprovalTokensSpentInTheirTenantsShare(t *testing.T) {
 	c := tokCall("payout_send", args, tokAlice)
 	c.Credentials.Approvals = toks
 	tool := &spy{}
-	if _, err := e.Invoke(ctx, c, tool); err != nil || tool.calls.Load() != 1 {
+	if _, err := e.Wrap(tool).Invoke(ctx, c); err != nil || tool.calls.Load() != 1 {
 		t.Fatalf("approved call in tenant acme while the no-tenant share is full: %v (tool ran %d)", err, tool.calls.Load())
 	}
 }

@@ -8,9 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	metricnoop "go.opentelemetry.io/otel/metric/noop"
-	tracenoop "go.opentelemetry.io/otel/trace/noop"
-
 	"github.com/axgate/axgate"
 	axerr "github.com/axgate/axgate/errors"
 	"github.com/axgate/axgate/manifest"
@@ -85,7 +82,7 @@ func BenchmarkHostile(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	enf, err := axgate.New(m, axgate.WithTracerProvider(tracenoop.NewTracerProvider()), axgate.WithMeterProvider(metricnoop.NewMeterProvider()))
+	enf, err := axgate.New(m, telemetryOff())
 	if err != nil {
 		b.Fatal(err)
 	}

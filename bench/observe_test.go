@@ -67,6 +67,12 @@ func (c cpuClock) report(b *testing.B) {
 	}
 }
 
+// telemetryOff turns tracing and metrics off (no-op providers), so that a
+// chain has no observe stage.
+func telemetryOff() axgate.Option {
+	return axgate.WithTelemetry(middleware.TelemetryConfig{TracerProvider: tracenoop.NewTracerProvider(), MeterProvider: metricnoop.NewMeterProvider()})
+}
+
 // BenchmarkObserve is the read action's chain on an allowed call (intent,
 // access, params and commit: the gates with something to check for a plain
 // read; the others are left out of its chain), with telemetry:
@@ -76,9 +82,9 @@ func (c cpuClock) report(b *testing.B) {
 //   - on: SDK tracer (always sampled, batched to an exporter that drops
 //     spans) and SDK meter (manual reader);
 //   - on,refusal-events: as on, with span events for refusals only
-//     (WithGateEvents(middleware.GateEventsRefusals));
+//     (TelemetryConfig.GateEvents: middleware.GateEventsRefusals);
 //   - on,summary-events: as on, with one event listing the gates passed
-//     (WithGateEvents(middleware.GateEventsSummary));
+//     (TelemetryConfig.GateEvents: middleware.GateEventsSummary);
 //   - lean: refusal events only, and a view that drops axag.gate.duration:
 //     one span and two metric points per call;
 //   - on+audit: as on, plus the slog audit log (JSON to io.Discard).
@@ -91,11 +97,12 @@ func BenchmarkObserve(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	sdk := func(views ...sdkmetric.View) []axgate.Option {
+	// sdk returns the SDK providers' telemetry with the given gate events.
+	sdk := func(events middleware.GateEvents, views ...sdkmetric.View) []axgate.Option {
 		tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(discardExporter{}), sdktrace.WithSampler(sdktrace.AlwaysSample()))
 		b.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
 		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()), sdkmetric.WithView(views...))
-		return []axgate.Option{axgate.WithTracerProvider(tp), axgate.WithMeterProvider(mp)}
+		return []axgate.Option{axgate.WithTelemetry(middleware.TelemetryConfig{TracerProvider: tp, MeterProvider: mp, GateEvents: events})}
 	}
 	dropGates := sdkmetric.NewView(sdkmetric.Instrument{Name: "axag.gate.duration"}, sdkmetric.Stream{Aggregation: sdkmetric.AggregationDrop{}})
 	modes := []struct {
@@ -103,21 +110,21 @@ func BenchmarkObserve(b *testing.B) {
 		opts func() []axgate.Option
 	}{
 		{"off", func() []axgate.Option {
-			return []axgate.Option{axgate.WithTracerProvider(tracenoop.NewTracerProvider()), axgate.WithMeterProvider(metricnoop.NewMeterProvider())}
+			return []axgate.Option{telemetryOff()}
 		}},
 		{"global", func() []axgate.Option { return nil }},
-		{"on", func() []axgate.Option { return sdk() }},
+		{"on", func() []axgate.Option { return sdk(middleware.GateEventsAll) }},
 		{"on,refusal-events", func() []axgate.Option {
-			return append(sdk(), axgate.WithGateEvents(middleware.GateEventsRefusals))
+			return sdk(middleware.GateEventsRefusals)
 		}},
 		{"on,summary-events", func() []axgate.Option {
-			return append(sdk(), axgate.WithGateEvents(middleware.GateEventsSummary))
+			return sdk(middleware.GateEventsSummary)
 		}},
 		{"lean", func() []axgate.Option {
-			return append(sdk(dropGates), axgate.WithGateEvents(middleware.GateEventsRefusals))
+			return sdk(middleware.GateEventsRefusals, dropGates)
 		}},
 		{"on+audit", func() []axgate.Option {
-			return append(sdk(), axgate.WithLogger(slog.New(slog.NewJSONHandler(io.Discard, nil))))
+			return append(sdk(middleware.GateEventsAll), axgate.WithLogger(slog.New(slog.NewJSONHandler(io.Discard, nil))))
 		}},
 	}
 	tool := middleware.InvokerFunc(func(context.Context, *middleware.Call) (middleware.Result, error) {
@@ -280,7 +287,7 @@ func BenchmarkObserveSDKMinimum(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	e, err := axgate.New(m, axgate.WithTracerProvider(tracenoop.NewTracerProvider()), axgate.WithMeterProvider(metricnoop.NewMeterProvider()))
+	e, err := axgate.New(m, telemetryOff())
 	if err != nil {
 		b.Fatal(err)
 	}

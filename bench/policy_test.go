@@ -6,9 +6,6 @@ import (
 	"testing"
 	"time"
 
-	metricnoop "go.opentelemetry.io/otel/metric/noop"
-	tracenoop "go.opentelemetry.io/otel/trace/noop"
-
 	"github.com/axgate/axgate"
 	"github.com/axgate/axgate/gates"
 	"github.com/axgate/axgate/manifest"
@@ -50,7 +47,7 @@ func policyManifest(b *testing.B) *manifest.Manifest {
 //	             decoded (the decoding is counted once, in params)
 func BenchmarkPolicy(b *testing.B) {
 	m := policyManifest(b)
-	enf, err := axgate.New(m, axgate.WithTracerProvider(tracenoop.NewTracerProvider()), axgate.WithMeterProvider(metricnoop.NewMeterProvider()))
+	enf, err := axgate.New(m, telemetryOff())
 	if err != nil {
 		b.Fatal(err)
 	}

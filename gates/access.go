@@ -19,7 +19,9 @@ var (
 	DefaultTenantArgs = []string{"tenant_id", "tenant", "org_id", "organization_id", "workspace_id"}
 )
 
-// AccessOptions configure the access gate. Nil fields take the defaults.
+// AccessOptions configure the access gate. Nil fields take the defaults;
+// an empty, non-nil slice (UserArgs: []string{}) names no argument, so none
+// is checked.
 type AccessOptions struct {
 	// UserArgs are the top-level argument names that name a user; under
 	// scope: user each one present must name the caller. Default

@@ -46,8 +46,8 @@ func TestCustomChainWithoutCommitNeverRunsTheTool(t *testing.T) {
 	}
 }
 
-// TestCommitInAnOuterChain: gates composed into one interceptor
-// (middleware.Chain) hand the call back to the outer chain, whose commit
+// TestCommitInAnOuterChain: gates composed into one interceptor (a
+// middleware.Build around the interceptor's next, see nested) hand the call back to the outer chain, whose commit
 // stage spends the token: that is not a tool boundary. A check-only call
 // passes the gates without a commit stage.
 func TestCommitInAnOuterChain(t *testing.T) {
@@ -67,9 +67,17 @@ func TestCommitInAnOuterChain(t *testing.T) {
 		t.Fatalf("check-only call: %v; want it to pass the gate", err)
 	}
 	c.SetCheckOnly(false)
-	outer := middleware.Build(tool, nil, middleware.Stage{Name: "tokens", Interceptor: middleware.Chain(f.gate.Stage().Interceptor)}, gates.Commit())
+	outer := middleware.Build(tool, nil, middleware.Stage{Name: "tokens", Interceptor: nested(f.gate.Stage())}, gates.Commit())
 	if _, err := outer.Invoke(t.Context(), c); err != nil || ran != 1 {
 		t.Fatalf("commit in the outer chain: %v, tool ran %d times; want it to run", err, ran)
+	}
+}
+
+// nested composes stages into one interceptor: a chain built, for each
+// call, around the outer chain's continuation.
+func nested(stages ...middleware.Stage) middleware.Interceptor {
+	return func(ctx context.Context, call *middleware.Call, next middleware.Invoker) (middleware.Result, error) {
+		return middleware.Build(next, nil, stages...).Invoke(ctx, call)
 	}
 }
 
@@ -103,7 +111,7 @@ func TestRefusedCallRetried(t *testing.T) {
 }
 
 // TestInnerRefusalKeepsOuterCommits: a chain used as one interceptor of
-// another (middleware.Chain) drops only what its own run registered when
+// another (nested) drops only what its own run registered when
 // it refuses; an outer stage that goes on after that refusal still reaches
 // a commit stage that spends the outer gates' tokens.
 func TestInnerRefusalKeepsOuterCommits(t *testing.T) {
@@ -114,7 +122,7 @@ func TestInnerRefusalKeepsOuterCommits(t *testing.T) {
 		return middleware.Result{}, axerr.New(axerr.CodePreconditionFailed, "no")
 	}
 	fallback := middleware.Stage{Name: "fallback", Interceptor: func(ctx context.Context, call *middleware.Call, next middleware.Invoker) (middleware.Result, error) {
-		if res, err := middleware.Chain(refuser)(ctx, call, next); err == nil {
+		if res, err := nested(middleware.Stage{Interceptor: refuser})(ctx, call, next); err == nil {
 			return res, nil
 		}
 		return next.Invoke(ctx, call)

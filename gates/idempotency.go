@@ -52,8 +52,8 @@ const (
 	DefaultIdempotencyQuota  = 1000
 )
 
-// IdempotencyOptions configure the idempotency gate. Zero durations take the
-// defaults.
+// IdempotencyOptions configure the idempotency gate. Zero fields take the
+// defaults below; negative ones are refused by NewIdempotency.
 type IdempotencyOptions struct {
 	// Store keeps the records. Required.
 	Store IdempotencyStore
@@ -69,7 +69,8 @@ type IdempotencyOptions struct {
 	// it longer than your slowest tool (default 5m).
 	Lease time.Duration
 	// Duplicates says what to do with a repeat, without a key, of the same
-	// call (principal, tenant, intent, arguments) inside DuplicateWindow.
+	// call (principal, tenant, intent, arguments) inside DuplicateWindow
+	// (default DuplicateWarn, the zero value).
 	Duplicates DuplicatePolicy
 	// DuplicateWindow is how long a call without a key is remembered
 	// (default 1m).
@@ -129,35 +130,43 @@ type Idempotency struct {
 	dupWindow time.Duration
 }
 
+// withDefaults returns o with each zero setting replaced by its default:
+// the one place the defaults of IdempotencyOptions are applied (the root
+// package passes zero settings through to here).
+func (o IdempotencyOptions) withDefaults() IdempotencyOptions {
+	if o.Quota == 0 {
+		o.Quota = DefaultIdempotencyQuota
+	}
+	if o.Window == 0 {
+		o.Window = DefaultIdempotencyWindow
+	}
+	if o.Lease == 0 {
+		o.Lease = DefaultIdempotencyLease
+	}
+	if o.DuplicateWindow == 0 {
+		o.DuplicateWindow = DefaultDuplicateWindow
+	}
+	return o
+}
+
 // NewIdempotency returns the idempotency gate, or an error when the options
-// are not usable.
+// are not usable: no store, a negative duration or quota, an unknown
+// duplicate policy. Zero settings take their defaults.
 func NewIdempotency(o IdempotencyOptions) (*Idempotency, error) {
 	if o.Store == nil {
 		return nil, errors.New("idempotency: no store")
 	}
-	g := &Idempotency{store: o.Store, quota: o.Quota, window: o.Window, lease: o.Lease, dup: o.Duplicates, dupWindow: o.DuplicateWindow}
-	if g.quota == 0 {
-		g.quota = DefaultIdempotencyQuota
-	}
-	if g.quota < 0 {
+	o = o.withDefaults()
+	if o.Quota < 0 {
 		return nil, errors.New("idempotency: quota must be positive")
 	}
-	if g.window == 0 {
-		g.window = DefaultIdempotencyWindow
-	}
-	if g.lease == 0 {
-		g.lease = DefaultIdempotencyLease
-	}
-	if g.dupWindow == 0 {
-		g.dupWindow = DefaultDuplicateWindow
-	}
-	if g.window < 0 || g.lease < 0 || g.dupWindow < 0 {
+	if o.Window < 0 || o.Lease < 0 || o.DuplicateWindow < 0 {
 		return nil, errors.New("idempotency: window, lease and duplicate window must be positive")
 	}
-	if g.dup < DuplicateWarn || g.dup > DuplicateIgnore {
-		return nil, fmt.Errorf("idempotency: unknown duplicate policy %d", int(g.dup))
+	if o.Duplicates < DuplicateWarn || o.Duplicates > DuplicateIgnore {
+		return nil, fmt.Errorf("idempotency: unknown duplicate policy %d", int(o.Duplicates))
 	}
-	return g, nil
+	return &Idempotency{store: o.Store, quota: o.Quota, window: o.Window, lease: o.Lease, dup: o.Duplicates, dupWindow: o.DuplicateWindow}, nil
 }
 
 // Stage returns the gate as a chain stage.

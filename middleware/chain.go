@@ -50,26 +50,6 @@ type Observer interface {
 	StageDone(ctx context.Context, call *Call, stage string, d time.Duration, err error)
 }
 
-// Chain composes interceptors into one; the first is outermost.
-func Chain(interceptors ...Interceptor) Interceptor {
-	return func(ctx context.Context, call *Call, next Invoker) (Result, error) {
-		return Build(next, nil, unnamed(interceptors)...).Invoke(ctx, call)
-	}
-}
-
-func unnamed(is []Interceptor) []Stage {
-	out := make([]Stage, len(is))
-	for i, in := range is {
-		out[i] = Stage{Interceptor: in}
-	}
-	return out
-}
-
-// Wrap returns inv wrapped in the interceptors; the first is outermost.
-func Wrap(inv Invoker, interceptors ...Interceptor) Invoker {
-	return Build(inv, nil, unnamed(interceptors)...)
-}
-
 // Build returns inv wrapped in the stages, the first outermost. A refusal
 // that is an *errors.Error with no Gate gets the refusing stage's name. obs,
 // when not nil, hears each stage's outcome and time.
@@ -144,8 +124,8 @@ func (h *head) Invoke(ctx context.Context, call *Call) (Result, error) {
 
 // chained reports whether inv is the rest of a chain rather than the tool:
 // another chain (whose own end is the tool boundary), or the continuation
-// of an outer chain that a chain built as one interceptor of it (Chain)
-// hands the call back to, whose later stages (the commit stage among them)
+// of an outer chain that a chain built inside one interceptor of it (an
+// interceptor that calls Build with its next) hands the call back to, whose later stages (the commit stage among them)
 // have yet to run.
 func chained(inv Invoker) bool {
 	switch inv.(type) {

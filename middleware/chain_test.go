@@ -183,17 +183,21 @@ func TestBuildForRefusesAChangedAction(t *testing.T) {
 
 func TestChainComposes(t *testing.T) {
 	var log []string
-	mk := func(name string) middleware.Interceptor {
-		return func(ctx context.Context, c *middleware.Call, next middleware.Invoker) (middleware.Result, error) {
+	mk := func(name string) middleware.Stage {
+		return middleware.Stage{Name: name, Interceptor: func(ctx context.Context, c *middleware.Call, next middleware.Invoker) (middleware.Result, error) {
 			log = append(log, name)
 			return next.Invoke(ctx, c)
-		}
+		}}
 	}
+	// A chain nested in a stage of another hands the call back to it.
+	nested := middleware.Stage{Name: "1-2", Interceptor: func(ctx context.Context, c *middleware.Call, next middleware.Invoker) (middleware.Result, error) {
+		return middleware.Build(next, nil, mk("1"), mk("2")).Invoke(ctx, c)
+	}}
 	tool := middleware.InvokerFunc(func(context.Context, *middleware.Call) (middleware.Result, error) {
 		log = append(log, "tool")
 		return middleware.Result{}, nil
 	})
-	inv := middleware.Wrap(tool, middleware.Chain(mk("1"), mk("2")), mk("3"))
+	inv := middleware.Build(tool, nil, nested, mk("3"))
 	if _, err := inv.Invoke(context.Background(), &middleware.Call{}); err != nil {
 		t.Fatal(err)
 	}

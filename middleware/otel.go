@@ -138,20 +138,31 @@ const (
 	GateEventsSummary
 )
 
-// TelemetryConfig configures NewTelemetry.
+// TelemetryConfig configures NewTelemetry (and the root package's
+// WithTelemetry). The zero value traces and measures with the global
+// providers, audits nothing and never records argument values.
 type TelemetryConfig struct {
 	// TracerProvider makes the spans. Nil means the global provider
 	// (otel.GetTracerProvider), which follows a provider installed later with
 	// otel.SetTracerProvider. A trace/noop provider turns tracing off.
 	TracerProvider trace.TracerProvider
-	// MeterProvider makes the instruments. Nil means the global provider; a
-	// metric/noop provider turns metrics off.
+	// MeterProvider makes the instruments axag.decisions,
+	// axag.call.duration and axag.gate.duration. Nil means the global
+	// provider (otel.GetMeterProvider); a metric/noop provider turns
+	// metrics off.
 	MeterProvider metric.MeterProvider
-	// Audit receives one record per decision; nil means no audit.
+	// Audit receives one record per decision (a database, a queue;
+	// MultiAudit joins several); nil means no audit.
 	Audit AuditSink
-	// RecordArguments, when set, records the arguments as it returns them.
+	// RecordArguments, when set, records the arguments of each call on its
+	// span (gen_ai.tool.call.arguments) and in its audit record, as it
+	// returns them (for example RedactExcept("query")). When nil argument
+	// values are never recorded, only their names.
 	RecordArguments Redactor
-	// GateEvents says which gate outcomes become span events.
+	// GateEvents says which gate outcomes become span events: every gate's
+	// (GateEventsAll, the default), only the refusal (GateEventsRefusals)
+	// or one event listing the gates passed plus the refusal
+	// (GateEventsSummary). Gate times are in axag.gate.duration either way.
 	GateEvents GateEvents
 }
 

@@ -505,11 +505,11 @@ func refuseAfter(name string, e error) middleware.Stage {
 	}}
 }
 
-// The stage used without the chain's observer (Wrap) still traces, measures
+// The stage used without the chain's observer (Build with a nil Observer) still traces, measures
 // and audits the call; only the gate events and times need the observer.
 func TestTelemetryStageWithoutObserver(t *testing.T) {
 	r := newTelemetryRig(t, middleware.TelemetryConfig{}, true)
-	inv := middleware.Wrap(okTool, r.tel.Stage().Interceptor)
+	inv := middleware.Build(okTool, nil, r.tel.Stage())
 	call := middleware.NewCall("product_search", json.RawMessage(`{"query":"x"}`), middleware.Principal{ID: "u1"})
 	if _, err := inv.Invoke(context.Background(), call); err != nil {
 		t.Fatal(err)

@@ -278,7 +278,7 @@ func (a *auditLog) Audit(_ context.Context, r middleware.AuditRecord) {
 
 func TestToolConfirmationApproveRunsTheCall(t *testing.T) {
 	log := &auditLog{}
-	f := newFixture(t, newEnforcer(t, axgate.WithAuditSink(log)), []*genai.Part{callPart("order_place", order)})
+	f := newFixture(t, newEnforcer(t, axgate.WithTelemetry(middleware.TelemetryConfig{Audit: log})), []*genai.Part{callPart("order_place", order)})
 	evs := f.turn(t, userText("place my order"))
 	rs := responses(evs, "order_place")
 	if len(rs) != 1 || code(rs[0]) != string(axerr.CodeConfirmationMissing) || details(rs[0])["confirmation_requested"] != true {

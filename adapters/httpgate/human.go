@@ -134,7 +134,7 @@ func (h *humanHandler) pending(w http.ResponseWriter, r *http.Request) {
 		}
 		limit = n
 	}
-	list, next, err := h.enf.PendingApprovals(ctx, p, q.Get("cursor"), limit)
+	list, next, err := h.enf.Approvals().Pending(ctx, p, q.Get("cursor"), limit)
 	if err != nil {
 		h.cfg.writeError(ctx, w, err)
 		return
@@ -165,7 +165,7 @@ func (h *humanHandler) decide(w http.ResponseWriter, r *http.Request) {
 		h.cfg.writeError(ctx, w, badRequest(`the body must say "approve": true or false`))
 		return
 	}
-	tok, exp, err := h.enf.Decide(ctx, p, id, *req.Approve, req.Reason)
+	_, tok, exp, err := h.enf.Approvals().Decide(ctx, p, id, *req.Approve, req.Reason)
 	if err != nil {
 		if errors.Is(err, gates.ErrNotFound) {
 			writeMessage(w, http.StatusNotFound, "Approval request not found: "+id)

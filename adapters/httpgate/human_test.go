@@ -21,7 +21,7 @@ import (
 // endpoints, both for one enforcer.
 func humanSetup(t *testing.T) (tools, human http.Handler, tool *spy) {
 	t.Helper()
-	enf := enforcer(t, axgate.WithIssuer("test"), axgate.WithAudience("test"))
+	enf := enforcer(t, axgate.WithTokens(axgate.TokenOptions{Issuer: "test", Audience: "test"}))
 	tool = &spy{}
 	srv, err := httpgate.NewToolServer(enf, map[string]middleware.Invoker{"order_cancel": tool, "refund_issue": tool}, httpgate.WithPrincipal(userHeader))
 	if err != nil {

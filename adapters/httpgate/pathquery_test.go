@@ -12,6 +12,7 @@ import (
 
 	"github.com/axgate/axgate"
 	"github.com/axgate/axgate/adapters/httpgate"
+	"github.com/axgate/axgate/gates"
 	"github.com/axgate/axgate/manifest"
 )
 
@@ -72,7 +73,7 @@ func TestMiddlewareUndeclaredIdentityInPathAndQuery(t *testing.T) {
 		prefix string // the route with the tenant in the path
 	}{
 		{"default names", nil, "tenant_id", "/tenants/{tenant_id}"},
-		{"WithTenantArgs", []axgate.Option{axgate.WithTenantArgs("org")}, "org", "/orgs/{org}"},
+		{"TenantArgs", []axgate.Option{axgate.WithAccess(gates.AccessOptions{TenantArgs: []string{"org"}})}, "org", "/orgs/{org}"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := &tenantReader{name: tc.arg}
@@ -165,11 +166,11 @@ func TestNewMiddlewareRefusesUncheckedPathValue(t *testing.T) {
 			t.Fatalf("%s: %v", pattern, err)
 		}
 	}
-	// A declared parameter is fine, and WithUserArgs names count.
+	// A declared parameter is fine, and the UserArgs of WithAccess count.
 	if _, err := httpgate.NewMiddleware(ijsonEnforcer(t), httpgate.WithRoute("GET /invoices/{limit}", "invoice_list")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := httpgate.NewMiddleware(noParamsEnforcer(t, axgate.WithUserArgs("member")),
+	if _, err := httpgate.NewMiddleware(noParamsEnforcer(t, axgate.WithAccess(gates.AccessOptions{UserArgs: []string{"member"}})),
 		httpgate.WithRoute("POST /members/{member}/export", "invoice_export")); err != nil {
 		t.Fatal(err)
 	}

@@ -34,7 +34,7 @@ func (b watchedBody) Read(p []byte) (int, error) {
 // body), the same refusals for the same request.
 func TestPreludeIsTheSameOnEveryEndpoint(t *testing.T) {
 	var s seen
-	enf := enforcer(t, axgate.WithIssuer("test"), axgate.WithAudience("test"), capture(&s))
+	enf := enforcer(t, axgate.WithTokens(axgate.TokenOptions{Issuer: "test", Audience: "test"}), capture(&s))
 	opts := []httpgate.Option{httpgate.WithPrincipal(userHeader), httpgate.WithLimits(256, 0),
 		httpgate.WithPropagator(propagation.TraceContext{}), quiet}
 	app := http.NewServeMux()

@@ -76,7 +76,7 @@ func TestElicitationAcceptRunsTheCallAndIsAudited(t *testing.T) {
 			p := &person{answer: "accept"}
 			log := &audit{}
 			f := connect(t, setup{
-				enfOpts:    []axgate.Option{axgate.WithAuditSink(log)},
+				enfOpts:    []axgate.Option{axgate.WithTelemetry(middleware.TelemetryConfig{Audit: log})},
 				gateOpts:   asAlice(),
 				clientOpts: &mcp.ClientOptions{ElicitationHandler: p.handle},
 				protocol:   proto,

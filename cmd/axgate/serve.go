@@ -335,9 +335,9 @@ func (g *gateway) load() (*loadedManifest, error) {
 	case g.remote != nil:
 		keys = g.remote
 	}
-	opts := []axgate.Option{axgate.WithIssuer(c.issuer), axgate.WithAudience(c.audience), axgate.WithLogger(g.log)}
-	if keys != nil {
-		opts = append(opts, axgate.WithTokenKeys(keys))
+	opts := []axgate.Option{
+		axgate.WithTokens(axgate.TokenOptions{Issuer: c.issuer, Audience: c.audience, Keys: keys}),
+		axgate.WithLogger(g.log),
 	}
 	switch {
 	case c.signingKey != "":

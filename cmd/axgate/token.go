@@ -20,7 +20,7 @@ import (
 const tokenAbout = `
 Mints DEVELOPMENT tokens, for tests and demos: in production a person's
 confirmation or approval comes from the host's UI (Enforcer.IssueConfirmation,
-Enforcer.Decide) and the principal's token from your identity provider.
+Enforcer.Approvals().Decide) and the principal's token from your identity provider.
 
   principal     a bearer token for Authorization: Bearer …
                 claims: iss, aud, sub, tenant, roles, scope (space-separated),

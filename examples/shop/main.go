@@ -186,24 +186,22 @@ func newShop(ctx context.Context, cfg config) (*shop, error) {
 		return &shop{handler: bareServer(st), close: func() error { return nil }}, nil
 	}
 
-	opts := append(st.conditions(),
-		axgate.WithIssuer(cfg.issuer),
-		axgate.WithAudience(cfg.audience),
-	)
+	tokens := axgate.TokenOptions{Issuer: cfg.issuer, Audience: cfg.audience}
 	if cfg.confirmJWKS != "" {
 		ks, err := token.LoadJWKSFile(cfg.confirmJWKS)
 		if err != nil {
 			return nil, fmt.Errorf("-confirm-jwks: %w", err)
 		}
-		opts = append(opts, axgate.WithConfirmationKeys(ks))
+		tokens.ConfirmationKeys = ks
 	}
 	if cfg.approvalJWKS != "" {
 		ks, err := token.LoadJWKSFile(cfg.approvalJWKS)
 		if err != nil {
 			return nil, fmt.Errorf("-approval-jwks: %w", err)
 		}
-		opts = append(opts, axgate.WithApprovalKeys(ks))
+		tokens.ApprovalKeys = ks
 	}
+	opts := append(st.conditions(), axgate.WithTokens(tokens))
 	if cfg.signingKey != "" {
 		signer, err := token.LoadSigningKeyFile(cfg.signingKey, "")
 		if err != nil {
@@ -226,7 +224,7 @@ func newShop(ctx context.Context, cfg config) (*shop, error) {
 	}
 	closeTracing := func() error { return nil }
 	if tp != nil {
-		opts = append(opts, axgate.WithTracerProvider(tp))
+		opts = append(opts, axgate.WithTelemetry(middleware.TelemetryConfig{TracerProvider: tp}))
 		closeTracing = func() error {
 			// Flush the spans still batched before the process ends.
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

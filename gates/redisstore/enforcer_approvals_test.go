@@ -56,9 +56,10 @@ func eachApprovalStore(t *testing.T, f func(t *testing.T, enf *axgate.Enforcer))
 
 func quotaCall(enf *axgate.Enforcer, p middleware.Principal, tool string, amount int) error {
 	c := middleware.NewCall(tool, json.RawMessage(fmt.Sprintf(`{"amount":%d}`, amount)), p)
-	_, err := enf.Invoke(context.Background(), c, middleware.InvokerFunc(func(context.Context, *middleware.Call) (middleware.Result, error) {
+	ok := middleware.InvokerFunc(func(context.Context, *middleware.Call) (middleware.Result, error) {
 		return middleware.Result{}, nil
-	}))
+	})
+	_, err := enf.Wrap(ok).Invoke(context.Background(), c)
 	return err
 }
 
@@ -95,7 +96,7 @@ func TestApprovalQuotaConcurrent(t *testing.T) {
 				t.Fatalf("round %d: %v; want exactly %d requests opened", round, n, gates.DefaultApprovalQuota)
 			}
 		}
-		inbox, _, err := enf.PendingApprovals(t.Context(), middleware.Principal{ID: "boss", Tenant: "acme", Roles: []string{"manager"}}, "", gates.MaxApprovalPage)
+		inbox, _, err := enf.Approvals().Pending(t.Context(), middleware.Principal{ID: "boss", Tenant: "acme", Roles: []string{"manager"}}, "", gates.MaxApprovalPage)
 		if err != nil || len(inbox) != gates.MaxApprovalPage {
 			t.Fatalf("inbox: %d, %v", len(inbox), err)
 		}
@@ -118,7 +119,7 @@ func TestApprovalRequestChargesRateLimit(t *testing.T) {
 		if e, ok := axerr.As(err); !ok || e.Code != axerr.CodeRateLimited || e.Details["reason"] != "rate_limit" {
 			t.Fatalf("third request: %v", err)
 		}
-		inbox, _, err := enf.PendingApprovals(t.Context(), middleware.Principal{ID: "boss", Tenant: "acme", Roles: []string{"manager"}}, "", 0)
+		inbox, _, err := enf.Approvals().Pending(t.Context(), middleware.Principal{ID: "boss", Tenant: "acme", Roles: []string{"manager"}}, "", 0)
 		if err != nil || len(inbox) != 2 {
 			t.Fatalf("inbox: %d requests, %v; want 2", len(inbox), err)
 		}
@@ -158,7 +159,7 @@ func TestApprovalFloodSparesOtherTenants(t *testing.T) {
 		if c := quotaCode(quotaCall(enf, other, "refund_issue", 1)); c != axerr.CodeApprovalMissing {
 			t.Fatalf("another tenant's call after the flood: %s, want AXAG_APPROVAL_MISSING", c)
 		}
-		page, next, err := enf.PendingApprovals(t.Context(), middleware.Principal{ID: "boss", Tenant: "flood", Roles: []string{"manager"}}, "", 0)
+		page, next, err := enf.Approvals().Pending(t.Context(), middleware.Principal{ID: "boss", Tenant: "flood", Roles: []string{"manager"}}, "", 0)
 		if err != nil || len(page) != gates.DefaultApprovalPage || next == "" {
 			t.Fatalf("the flooded tenant's inbox: %d, next %q, %v", len(page), next, err)
 		}
@@ -183,7 +184,7 @@ func TestApprovalDecidedOnceConcurrently(t *testing.T) {
 		for range 100 {
 			done.Go(func() {
 				start.Wait()
-				tok, _, err := enf.Decide(context.Background(), boss, id, true, "")
+				_, tok, _, err := enf.Approvals().Decide(context.Background(), boss, id, true, "")
 				switch {
 				case err == nil && tok != "":
 					minted.Add(1)

@@ -91,7 +91,7 @@ func newReplicas(t *testing.T, url, prefix string, n int, opts redisstore.Option
 func (r *replicas) call(i int, p middleware.Principal, tool, args string, creds middleware.Credentials) error {
 	c := middleware.NewCall(tool, json.RawMessage(args), p)
 	c.Credentials = creds
-	_, err := r.enf[i].Invoke(context.Background(), c, r.tool)
+	_, err := r.enf[i].Wrap(r.tool).Invoke(context.Background(), c)
 	return err
 }
 
@@ -221,21 +221,21 @@ func TestRedisReplicasShareApprovals(t *testing.T) {
 		t.Fatalf("no approval_request_id in %v", details)
 	}
 
-	inbox, _, err := r.enf[1].PendingApprovals(ctx, replicaBob, "", 0)
+	inbox, _, err := r.enf[1].Approvals().Pending(ctx, replicaBob, "", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(inbox) != 1 || inbox[0].ID != id || inbox[0].Requester != "alice" {
 		t.Fatalf("the manager's inbox on the other replica: %+v, want request %s from alice", inbox, id)
 	}
-	tok, _, err := r.enf[1].Decide(ctx, replicaBob, id, true, "fine")
+	_, tok, _, err := r.enf[1].Approvals().Decide(ctx, replicaBob, id, true, "fine")
 	if err != nil {
 		t.Fatalf("Decide on the other replica: %v", err)
 	}
-	if inbox, _, err := r.enf[0].PendingApprovals(ctx, replicaBob, "", 0); err != nil || len(inbox) != 0 {
+	if inbox, _, err := r.enf[0].Approvals().Pending(ctx, replicaBob, "", 0); err != nil || len(inbox) != 0 {
 		t.Fatalf("the first replica still lists the decided request: %+v, %v", inbox, err)
 	}
-	req, err := r.enf[0].ApprovalRequest(ctx, replicaAlice, id)
+	req, err := r.enf[0].Approvals().Request(ctx, replicaAlice, id)
 	if err != nil || req.State != gates.ApprovalApproved {
 		t.Fatalf("the first replica sees the request as %q (%v), want approved", req.State, err)
 	}
@@ -256,7 +256,7 @@ func TestRedisReplicasShareApprovals(t *testing.T) {
 	// A second decision through the first replica is refused: the request
 	// is decided everywhere.
 	carol := middleware.Principal{ID: "carol", Tenant: "acme", Roles: []string{"manager"}}
-	if _, _, err := r.enf[0].Decide(ctx, carol, id, false, "too late"); err == nil {
+	if _, _, _, err := r.enf[0].Approvals().Decide(ctx, carol, id, false, "too late"); err == nil {
 		t.Fatal("a decided request was decided again through the other replica")
 	}
 	if n := r.tool.n.Load(); n != 1 {
@@ -296,7 +296,7 @@ func TestRedisOutageRefusesWith503(t *testing.T) {
 	spans := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
 	r := newReplicas(t, srv.URL(), "axgate-fault:", 2, redisstore.Options{Timeout: 250 * time.Millisecond},
-		axgate.WithAuditSink(log), axgate.WithTracerProvider(tp))
+		axgate.WithTelemetry(middleware.TelemetryConfig{Audit: log, TracerProvider: tp}))
 	ctx := t.Context()
 
 	confirmed := func(order string) (string, middleware.Credentials) {
@@ -350,8 +350,8 @@ func TestRedisOutageRefusesWith503(t *testing.T) {
 			mustRefuse(phase, i, "report_export", `{}`, middleware.Credentials{})
 			mustRefuse(phase, i, "refund_issue", `{"amount":5}`, middleware.Credentials{})
 		}
-		if _, _, err := r.enf[1].PendingApprovals(ctx, replicaBob, "", 0); !axerr.Is(err, axerr.CodeStoreUnavailable) {
-			t.Errorf("%s: PendingApprovals = %v, want %s", phase, err, axerr.CodeStoreUnavailable)
+		if _, _, err := r.enf[1].Approvals().Pending(ctx, replicaBob, "", 0); !axerr.Is(err, axerr.CodeStoreUnavailable) {
+			t.Errorf("%s: Approvals().Pending = %v, want %s", phase, err, axerr.CodeStoreUnavailable)
 		}
 		if n := r.tool.n.Load(); n != before {
 			t.Fatalf("%s: the tool ran %d times during the outage", phase, n-before)

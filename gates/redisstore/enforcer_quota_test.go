@@ -101,13 +101,13 @@ func TestIdempotencyFloodLeavesOthersAlone(t *testing.T) {
 	}
 }
 
-// TestIdempotencyQuotaOption: WithIdempotencyQuota sets the caller's quota;
+// TestIdempotencyQuotaOption: WithIdempotency's Quota sets the caller's quota;
 // a key it holds is still answered, a new one is refused (429, reason
 // idempotency_quota, retry_after within the window) without the tool
 // running, and another caller has a quota of its own.
 func TestIdempotencyQuotaOption(t *testing.T) {
 	tool := &counterTool{}
-	inv := stateEnforcer(t, axgate.WithIdempotencyQuota(2), axgate.WithIdempotencyWindow(time.Hour)).Wrap(tool)
+	inv := stateEnforcer(t, axgate.WithIdempotency(gates.IdempotencyOptions{Quota: 2, Window: time.Hour})).Wrap(tool)
 	call := func(who middleware.Principal, key string) error {
 		_, err := inv.Invoke(context.Background(), stateCall{tool: "order_place", args: `{"sku":"A","qty":1}`, who: who, key: key}.call())
 		return err

@@ -22,7 +22,7 @@ func main() {
 		log.Fatal(err)
 	}
 	enf, err := axgate.New(m,
-		axgate.WithIssuer("https://id.example"), axgate.WithAudience("shop-api"),
+		axgate.WithTokens(axgate.TokenOptions{Issuer: "https://id.example", Audience: "shop-api"}),
 		axgate.WithJWKSFile("tokens.jwks"), // keys of confirmation and approval tokens
 	)
 	if err != nil {
