@@ -349,7 +349,7 @@ func (g *Gateway) disable(name string, a *manifest.Action, got string) {
 		"tool", name, "intent", a.Intent, "upstream_sha256", got, "pinned_sha256", a.UpstreamSHA256)
 	g.changedCount.Add(context.Background(), 1, metric.WithAttributes(attribute.String("gen_ai.tool.name", name)))
 	for _, l := range g.frontLinks() {
-		l.notifyToolsChanged()
+		go l.notifyToolsChanged() // not under the caller's refresh of its own list
 	}
 }
 
