@@ -16,6 +16,10 @@ import (
 // upstreamEnv makes the test binary the stdio upstream (TestMain).
 const upstreamEnv = "AXGATE_GATEWAY_TEST_UPSTREAM"
 
+// frontEnv makes the test binary the gateway on stdio in front of
+// server-filesystem (TestMain, serveFilesystemStdio).
+const frontEnv = "AXGATE_GATEWAY_TEST_FRONT"
+
 func TestMain(m *testing.M) {
 	if os.Getenv(upstreamEnv) == "stdio" {
 		// The child of a command upstream: serve the notes over stdio.
@@ -25,7 +29,15 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	if os.Getenv(frontEnv) == "stdio" {
+		// The gateway on stdio, spawned by the TypeScript client test.
+		os.Exit(serveFilesystemStdio())
+	}
+	code := m.Run()
+	if exampleInstall.dir != "" {
+		os.RemoveAll(exampleInstall.dir)
+	}
+	os.Exit(code)
 }
 
 // notes is the upstream the gateway guards in the tests: an MCP server,
