@@ -186,13 +186,17 @@ func (l *link) run() {
 	defer l.markFirst()
 	delay := l.g.cfg.backoffMin
 	for attempt := 0; ; attempt++ {
-		if attempt > 0 {
-			l.g.restartCount.Add(context.Background(), 1)
-		}
 		started := time.Now()
 		cs, err := l.connect()
 		if err == nil && l.up(cs) {
 			l.markFirst()
+			if attempt > 0 {
+				l.g.restartCount.Add(context.Background(), 1)
+				l.g.cfg.logger.Info("upstream session connected again", "attempt", attempt)
+				// A new session (for a command, a new child) may offer other
+				// tools than the one that died.
+				go l.notifyToolsChanged()
+			}
 			err = cs.Wait()
 			cs.Close() // reaps the child of a command upstream
 			l.down(cs, err)
