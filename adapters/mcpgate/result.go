@@ -48,12 +48,32 @@ func JSONRPCError(e *axerr.Error) *jsonrpc.Error {
 	return &jsonrpc.Error{Code: int64(re.Code), Message: re.Message, Data: data}
 }
 
+// Forwarded is the value of a tool that passed the call on to another MCP
+// server (the gateway of package gateway does): Result is what that server
+// answered, and reaches the client as it is; Value is the data of the
+// result, which the postconditions, the output_schema and an idempotency
+// record see (MarshalJSON renders Value, not Result), since they describe
+// what the tool returns, not the MCP envelope around it.
+type Forwarded struct {
+	Result *mcp.CallToolResult
+	Value  any
+}
+
+// MarshalJSON renders the data of the result: Value.
+func (f *Forwarded) MarshalJSON() ([]byte, error) { return json.Marshal(f.Value) }
+
 // Success renders what a tool returned. A *mcp.CallToolResult is passed on as
-// it is, so a tool can shape its own result; any other value becomes a text
-// block with its JSON and, when it is a JSON object, structuredContent too
-// (MCP's structured content is an object).
+// it is, so a tool can shape its own result, and so is the Result of a
+// *Forwarded; any other value becomes a text block with its JSON and, when
+// it is a JSON object, structuredContent too (MCP's structured content is an
+// object).
 func Success(res middleware.Result) (*mcp.CallToolResult, error) {
 	switch v := res.Value.(type) {
+	case *Forwarded:
+		if v != nil && v.Result != nil {
+			return v.Result, nil
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{}}, nil
 	case *mcp.CallToolResult:
 		if v != nil {
 			return v, nil

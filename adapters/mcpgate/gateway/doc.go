@@ -1,0 +1,87 @@
+// Package gateway is an MCP server that stands in front of any other MCP
+// server (the upstream, in whatever language it is written) and enforces an
+// AXAG manifest on every tool call, with axgate's whole chain: the checks
+// the upstream cannot make (roles, scopes, tenant, arguments, constraints,
+// rate limits), confirmations and approvals bound to the exact call, and
+// postconditions on what the upstream answered. It is what `axgate mcp`
+// runs.
+//
+// # Upstream and sessions
+//
+// The upstream is a streamable HTTP URL, or a command the gateway runs as a
+// child process over stdio (Upstream). Each client session of the gateway
+// has one upstream session of its own, so that the upstream's per-session
+// state, its questions to the person (elicitation, sampling, roots) and its
+// notifications stay with the client they belong to. For a command upstream
+// that means one child process per client session: a stdio server serves one
+// client. The child is started when the session initializes, stopped when
+// the session ends (or is idle for WithSessionTimeout) and on Close, and
+// restarted with a back-off that doubles on each failure in a row
+// (WithRestartBackoff) when it dies; calls in the meantime are refused with
+// AXGATE_STORE_UNAVAILABLE (503, retryable), reason upstream_unavailable. An
+// HTTP upstream session that is lost is connected again the same way.
+//
+// New connects once itself, before any client, to check the pins and learn
+// the upstream's capabilities, and fails when the upstream cannot be
+// reached. For an HTTP upstream it keeps that session (GET /healthz reports
+// it); a command upstream's child of that first session is stopped once it
+// has been checked.
+//
+// The front speaks the MCP versions that have sessions (up to 2025-11-25); a
+// client on a newer version falls back to them, as the SDK's client does.
+//
+// # Tools
+//
+// tools/list shows the manifest's tools that the session's upstream also
+// offers, with the manifest's descriptions, annotations and the input
+// schemas the parameter gate enforces (mcpgate.Tool), and only those this
+// caller may call: its roles, granted scopes and tenant pass the access
+// gate. An upstream tool the manifest does not declare is hidden, and its
+// calls are refused by the intent gate (AXAG_INTENT_NOT_FOUND); so is a
+// manifest tool the upstream does not offer.
+//
+// tools/call runs mcpgate's handler (credentials from _meta or headers,
+// confirmation asked inline by elicitation when the client supports it,
+// refusals as tool results the model can read) around the upstream: only an
+// allowed call reaches it, with the checked arguments in their canonical
+// form (RFC 8785), none of the client's credentials (neither its HTTP
+// headers nor its _meta, but its progress token) and the gateway's trace
+// context. The upstream's result reaches the client as it is, after the
+// postconditions and the output_schema checked its data (structuredContent,
+// else the text of its content, as JSON when it is JSON). An upstream result
+// with isError, or a JSON-RPC error of the upstream, is refused as
+// AXGATE_TOOL_FAILED with the upstream's text in the message.
+//
+// # Pins
+//
+// A manifest action may pin the upstream tool's definition (upstream_sha256,
+// mcpgate.ToolDigest). Each upstream session's tools are checked when it
+// connects and whenever the upstream sends notifications/tools/list_changed;
+// a tool whose definition no longer matches its pin is disabled for as long
+// as the gateway runs with this manifest (a definition that changes back is
+// not trusted again): it leaves tools/list (the clients are told), its calls
+// are refused with AXGATE_TOOL_CHANGED (409, reason upstream_changed), the
+// log names it and the metric axgate.gateway.tool_changed counts it with
+// gen_ai.tool.name. A tool with no pin is not checked.
+//
+// # Everything else
+//
+// Resources, prompts, completions and logging pass through to the session's
+// upstream unchanged (the protocol's own _meta keys and axgate's credentials
+// excepted), as do the upstream's elicitation, sampling and roots requests
+// to the client (offered upstream only when the client offers them) and its
+// notifications. ToolsOnly refuses all of it.
+//
+// # Callers
+//
+// Over streamable HTTP (Handler) the caller comes from the transport's
+// authentication: WithBearer makes /mcp an OAuth 2.0 protected resource
+// (bearer tokens, RFC 9728 metadata at /.well-known/oauth-protected-resource,
+// WWW-Authenticate: Bearer resource_metadata="…" on 401). Over stdio
+// (ServeStdio) it is the local user given to WithLocalPrincipal.
+//
+// The enforcer's chain traces and audits each call; the span of a call that
+// reached the upstream carries mcp.method.name and mcp.session.id.
+// Refusals the gateway makes before the chain (a changed tool, an
+// unavailable upstream) are not in the audit.
+package gateway

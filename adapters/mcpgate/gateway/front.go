@@ -1,0 +1,422 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"slices"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/axgate/axgate/adapters/mcpgate"
+	"github.com/axgate/axgate/adapters/wire"
+	axerr "github.com/axgate/axgate/errors"
+	"github.com/axgate/axgate/middleware"
+)
+
+// front is the MCP server the clients talk to: one for streamable HTTP
+// (the principal from the bearer token), one for stdio (the local
+// principal).
+type front struct {
+	g         *Gateway
+	server    *mcp.Server
+	principal mcpgate.PrincipalFunc
+	// handler runs a tools/call through the enforcer's whole chain
+	// (mcpgate's handler: credentials, elicitation, refusals), with the
+	// upstream as the tool.
+	handler mcp.ToolHandler
+	// send is the server's sending method handler, which sends the
+	// upstream's notifications to one client session.
+	send mcp.MethodHandler
+}
+
+func (g *Gateway) newFront(local bool) *front {
+	f := &front{g: g, principal: g.cfg.principal}
+	if local {
+		f.principal = mcpgate.StaticPrincipal(*g.cfg.local)
+	}
+	noop := func(context.Context, *mcp.SubscribeRequest) error { return nil }
+	srv := mcp.NewServer(g.cfg.impl, &mcp.ServerOptions{
+		Logger:                    g.cfg.logger,
+		Capabilities:              &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
+		SupportedProtocolVersions: legacyVersions(),
+		// The upstream keeps the subscriptions (receive forwards them);
+		// the front only acknowledges them.
+		SubscribeHandler:   noop,
+		UnsubscribeHandler: func(context.Context, *mcp.UnsubscribeRequest) error { return nil },
+	})
+	opts := append(slices.Clone(g.cfg.mcpOpts), mcpgate.WithPrincipal(f.principal))
+	f.handler = mcpgate.ToolHandler(g.enf, middleware.InvokerFunc(g.forward), opts...)
+	for _, name := range g.order {
+		srv.AddTool(g.defs[name], f.callTool)
+	}
+	srv.AddSendingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		f.send = next
+		return next
+	})
+	srv.AddReceivingMiddleware(f.receive)
+	f.server = srv
+	return f
+}
+
+// receive answers tools/list itself, refuses a tool the manifest does not
+// name, and passes everything that is not a tool on to the session's
+// upstream.
+func (f *front) receive(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		ss, _ := req.GetSession().(*mcp.ServerSession)
+		if ss == nil {
+			return next(ctx, method, req)
+		}
+		switch method {
+		case "initialize":
+			res, err := next(ctx, method, req)
+			if err != nil {
+				return res, err
+			}
+			if ir, ok := res.(*mcp.InitializeResult); ok {
+				ir.Capabilities = f.g.frontCaps()
+			}
+			f.g.linkFor(f, ss)
+			return res, nil
+		case "tools/list":
+			if r, ok := req.(*mcp.ListToolsRequest); ok {
+				return f.listTools(ctx, r)
+			}
+		case "tools/call":
+			// A tool the manifest declares is registered on the server and
+			// reaches callTool through the SDK (which asks clients on older
+			// protocols the confirmation question itself); any other name
+			// is refused here, by the chain's intent gate.
+			if r, ok := req.(*mcp.CallToolRequest); ok && r.Params != nil && f.g.m.Tool(r.Params.Name) == nil {
+				return f.callTool(ctx, r)
+			}
+		case "notifications/roots/list_changed":
+			if !f.g.cfg.toolsOnly {
+				f.g.linkFor(f, ss).notifyRootsChanged(ctx)
+			}
+		case "logging/setLevel", "resources/subscribe", "resources/unsubscribe":
+			// The front answers these itself (it keeps the level and
+			// acknowledges the subscriptions) once the upstream took them.
+			if f.g.cfg.toolsOnly {
+				return nil, notFound(method)
+			}
+			cs, err := f.g.linkFor(f, ss).session(ctx)
+			if err != nil {
+				return nil, mcpgate.JSONRPCError(unavailable(""))
+			}
+			if err := forwardAck(ctx, cs, req); err != nil {
+				return nil, upstreamRPCError(err)
+			}
+		default:
+			if pass, ok := passthrough[method]; ok {
+				if f.g.cfg.toolsOnly {
+					return nil, notFound(method)
+				}
+				cs, err := f.g.linkFor(f, ss).session(ctx)
+				if err != nil {
+					return nil, mcpgate.JSONRPCError(unavailable(""))
+				}
+				res, err := pass(ctx, cs, req)
+				if err != nil {
+					return nil, upstreamRPCError(err)
+				}
+				return res, nil
+			}
+		}
+		return next(ctx, method, req)
+	}
+}
+
+func notFound(method string) error {
+	return &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "the gateway serves tools only: " + method + " is not available"}
+}
+
+// upstreamRPCError passes the upstream's JSON-RPC error on as it is, and
+// any other failure as an internal error that does not say how the
+// upstream is reached.
+func upstreamRPCError(err error) error {
+	var re *jsonrpc.Error
+	if errors.As(err, &re) {
+		return re
+	}
+	return mcpgate.JSONRPCError(unavailable(""))
+}
+
+// principalOf finds the caller of a request, as the tool handler will.
+func (f *front) principalOf(ctx context.Context, ss *mcp.ServerSession, extra *mcp.RequestExtra) (middleware.Principal, error) {
+	return f.principal(ctx, &mcp.CallToolRequest{Session: ss, Extra: extra, Params: &mcp.CallToolParamsRaw{}})
+}
+
+// listTools lists the manifest's tools that the session's upstream offers,
+// that have not changed since they were pinned, and that this caller may
+// call; with the manifest's definitions. A caller who cannot be
+// authenticated is listed nothing.
+func (f *front) listTools(ctx context.Context, req *mcp.ListToolsRequest) (*mcp.ListToolsResult, error) {
+	res := &mcp.ListToolsResult{Tools: []*mcp.Tool{}}
+	if req.Params != nil && req.Params.Cursor != "" {
+		return res, nil // one page: there is nothing after it
+	}
+	p, err := f.principalOf(ctx, req.Session, req.Extra)
+	if err != nil {
+		return res, nil
+	}
+	l := f.g.linkFor(f, req.Session)
+	l.session(ctx) // wait for the first connection; a down upstream lists what it listed last
+	offered := l.offered()
+	for _, name := range f.g.order {
+		if _, ok := offered[name]; !ok || f.g.isChanged(name) || !f.g.mayCall(p, name) {
+			continue
+		}
+		res.Tools = append(res.Tools, f.g.defs[name])
+	}
+	return res, nil
+}
+
+// outboundKey carries a call's upstream session from callTool to forward,
+// through the chain.
+type outboundKey struct{}
+
+type outbound struct {
+	link     *link
+	progress any
+}
+
+// callTool refuses what the chain cannot know — a tool disabled because it
+// changed upstream, an upstream that is down or that does not offer the
+// tool — and runs the rest through mcpgate's handler: the whole chain, with
+// forward as the tool.
+func (f *front) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	if req == nil || req.Params == nil {
+		return f.handler(ctx, req)
+	}
+	if a := f.g.m.Tool(req.Params.Name); a != nil {
+		if f.g.isChanged(req.Params.Name) {
+			return mcpgate.Refusal(toolChanged(a)), nil
+		}
+		l := f.g.linkFor(f, req.Session)
+		if _, err := l.session(ctx); err != nil {
+			return mcpgate.Refusal(unavailable(a.Intent)), nil
+		}
+		if _, ok := l.offered()[req.Params.Name]; !ok {
+			return mcpgate.Refusal(notOffered(a)), nil
+		}
+		ctx = context.WithValue(ctx, outboundKey{}, &outbound{link: l, progress: req.Params.GetProgressToken()})
+	}
+	return f.handler(ctx, req)
+}
+
+// maxUpstreamText bounds the upstream's error text kept in a refusal.
+const maxUpstreamText = 4096
+
+// forward is the tool behind the chain: it calls the upstream with the
+// checked arguments (their canonical encoding) and nothing of the client's
+// _meta but its progress token, and hands the upstream's result to the
+// postconditions.
+func (g *Gateway) forward(ctx context.Context, call *middleware.Call) (middleware.Result, error) {
+	ob, _ := ctx.Value(outboundKey{}).(*outbound)
+	if ob == nil {
+		return middleware.Result{}, axerr.New(axerr.CodeInternal, "the call reached the gateway's tool without an upstream session").WithIntent(call.Intent())
+	}
+	cs := ob.link.current()
+	if cs == nil {
+		return middleware.Result{}, unavailable(call.Intent())
+	}
+	canon, err := call.CanonicalArguments()
+	if err != nil {
+		return middleware.Result{}, err
+	}
+	params := &mcp.CallToolParams{Name: call.Tool, Arguments: json.RawMessage(canon)}
+	meta := mcp.Meta{}
+	if ob.progress != nil {
+		meta["progressToken"] = ob.progress
+	}
+	g.propagator.Inject(ctx, wire.MetaCarrier(meta))
+	if len(meta) > 0 {
+		params.Meta = meta
+	}
+	if span := trace.SpanFromContext(ctx); span.IsRecording() {
+		attrs := []attribute.KeyValue{attribute.String("mcp.method.name", "tools/call")}
+		if ob.link.front != nil && ob.link.front.ID() != "" {
+			attrs = append(attrs, attribute.String("mcp.session.id", ob.link.front.ID()))
+		}
+		span.SetAttributes(attrs...)
+	}
+	res, err := cs.CallTool(ctx, params)
+	if err != nil {
+		return middleware.Result{}, g.callFailed(ctx, call, err)
+	}
+	if res.IsError {
+		return middleware.Result{}, axerr.New(axerr.CodeToolFailed, "the upstream tool reported an error: "+bound(contentText(res.Content))).
+			WithIntent(call.Intent())
+	}
+	stripProtocolMeta(res)
+	return middleware.Result{Value: &mcpgate.Forwarded{Result: res, Value: resultValue(res)}}, nil
+}
+
+// callFailed maps a failed upstream call: a JSON-RPC error of the upstream
+// is the tool's failure (its message kept), a lost connection makes the
+// upstream unavailable.
+func (g *Gateway) callFailed(ctx context.Context, call *middleware.Call, err error) error {
+	var re *jsonrpc.Error
+	switch {
+	case errors.As(err, &re):
+		return axerr.New(axerr.CodeToolFailed, "the upstream server refused the call: "+bound(re.Message)).WithIntent(call.Intent())
+	case ctx.Err() != nil:
+		return err // the tool boundary words a timeout or a cancellation
+	}
+	g.cfg.logger.Warn("upstream call failed", "tool", call.Tool, "error", err)
+	return unavailable(call.Intent())
+}
+
+// resultValue is the data of an upstream result that the postconditions
+// and the output_schema check: its structuredContent; else the text of its
+// content, as JSON when it is JSON and as a string otherwise; else the
+// content blocks themselves.
+func resultValue(r *mcp.CallToolResult) any {
+	if r.StructuredContent != nil {
+		return r.StructuredContent
+	}
+	var texts []string
+	for _, c := range r.Content {
+		tc, ok := c.(*mcp.TextContent)
+		if !ok {
+			return r.Content
+		}
+		texts = append(texts, tc.Text)
+	}
+	text := strings.Join(texts, "")
+	if json.Valid([]byte(text)) {
+		return json.RawMessage(text)
+	}
+	return text
+}
+
+// contentText is the text blocks of a result, one per line.
+func contentText(cs []mcp.Content) string {
+	var texts []string
+	for _, c := range cs {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			texts = append(texts, tc.Text)
+		}
+	}
+	return strings.Join(texts, "\n")
+}
+
+// bound cuts s to maxUpstreamText bytes, on a rune boundary.
+func bound(s string) string {
+	if len(s) <= maxUpstreamText {
+		return s
+	}
+	cut := maxUpstreamText
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}
+
+// protocolMetaPrefix marks the _meta keys of the protocol itself (the
+// per-request version, client info and capabilities of SEP-2575), which
+// belong to one hop and are never forwarded.
+const protocolMetaPrefix = "io.modelcontextprotocol/"
+
+// forwardMeta is the client's _meta as the upstream gets it: without the
+// protocol's own keys and without axgate's credentials.
+func forwardMeta(m map[string]any) map[string]any {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		if strings.HasPrefix(k, protocolMetaPrefix) || strings.HasPrefix(k, "axag/") {
+			continue
+		}
+		out[k] = v
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+func stripProtocolMeta(r mcp.Result) {
+	m := r.GetMeta()
+	if len(m) == 0 {
+		return
+	}
+	if fm := forwardMeta(m); len(fm) != len(m) {
+		r.SetMeta(fm)
+	}
+}
+
+// clean copies request params with the _meta the upstream may see.
+func clean[T any, P interface {
+	*T
+	mcp.Params
+}](p P) P {
+	if p == nil {
+		return nil
+	}
+	v := *p
+	c := P(&v)
+	c.SetMeta(forwardMeta(p.GetMeta()))
+	return c
+}
+
+// passthrough forwards the requests that are not about tools to the
+// session's upstream and returns its answer unchanged.
+var passthrough = map[string]func(context.Context, *mcp.ClientSession, mcp.Request) (mcp.Result, error){
+	"resources/list": func(ctx context.Context, cs *mcp.ClientSession, req mcp.Request) (mcp.Result, error) {
+		p, _ := req.GetParams().(*mcp.ListResourcesParams)
+		return result(cs.ListResources(ctx, clean(p)))
+	},
+	"resources/templates/list": func(ctx context.Context, cs *mcp.ClientSession, req mcp.Request) (mcp.Result, error) {
+		p, _ := req.GetParams().(*mcp.ListResourceTemplatesParams)
+		return result(cs.ListResourceTemplates(ctx, clean(p)))
+	},
+	"resources/read": func(ctx context.Context, cs *mcp.ClientSession, req mcp.Request) (mcp.Result, error) {
+		p, _ := req.GetParams().(*mcp.ReadResourceParams)
+		return result(cs.ReadResource(ctx, clean(p)))
+	},
+	"prompts/list": func(ctx context.Context, cs *mcp.ClientSession, req mcp.Request) (mcp.Result, error) {
+		p, _ := req.GetParams().(*mcp.ListPromptsParams)
+		return result(cs.ListPrompts(ctx, clean(p)))
+	},
+	"prompts/get": func(ctx context.Context, cs *mcp.ClientSession, req mcp.Request) (mcp.Result, error) {
+		p, _ := req.GetParams().(*mcp.GetPromptParams)
+		return result(cs.GetPrompt(ctx, clean(p)))
+	},
+	"completion/complete": func(ctx context.Context, cs *mcp.ClientSession, req mcp.Request) (mcp.Result, error) {
+		p, _ := req.GetParams().(*mcp.CompleteParams)
+		return result(cs.Complete(ctx, clean(p)))
+	},
+}
+
+// result returns an upstream's answer as a Result, without the upstream
+// hop's protocol _meta (and never a typed nil).
+func result[R mcp.Result](r R, err error) (mcp.Result, error) {
+	if err != nil {
+		return nil, err
+	}
+	stripProtocolMeta(r)
+	return r, nil
+}
+
+// forwardAck forwards the requests whose answer is empty and that the front
+// also handles itself.
+func forwardAck(ctx context.Context, cs *mcp.ClientSession, req mcp.Request) error {
+	switch p := req.GetParams().(type) {
+	case *mcp.SetLoggingLevelParams:
+		return cs.SetLoggingLevel(ctx, clean(p))
+	case *mcp.SubscribeParams:
+		return cs.Subscribe(ctx, clean(p))
+	case *mcp.UnsubscribeParams:
+		return cs.Unsubscribe(ctx, clean(p))
+	}
+	return nil
+}

@@ -1,0 +1,402 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/propagation"
+
+	"github.com/axgate/axgate"
+	"github.com/axgate/axgate/adapters/mcpgate"
+	axerr "github.com/axgate/axgate/errors"
+	"github.com/axgate/axgate/gates"
+	"github.com/axgate/axgate/manifest"
+	"github.com/axgate/axgate/middleware"
+)
+
+// Gateway is an MCP server that stands in front of another one (the
+// upstream) and enforces the manifest of its enforcer on every tool call.
+// It is safe for concurrent use. Close stops it.
+type Gateway struct {
+	enf    *axgate.Enforcer
+	m      *manifest.Manifest
+	up     Upstream
+	cfg    config
+	access *gates.Access
+	// defs are the front's tool definitions, by name: the manifest's
+	// description and annotations, the input schema the parameter gate
+	// enforces.
+	defs map[string]*mcp.Tool
+	// order is the manifest's tool names, in manifest order.
+	order      []string
+	propagator propagation.TextMapPropagator
+
+	httpFront  *front
+	localFront *front
+	handler    http.Handler
+
+	changedCount metric.Int64Counter
+	restartCount metric.Int64Counter
+
+	mu      sync.Mutex
+	closed  bool
+	links   map[*mcp.ServerSession]*link
+	control *link // the gateway's own upstream session (HTTP upstreams)
+	upCaps  *mcp.ServerCapabilities
+	changed map[string]string // disabled tools: name -> digest seen
+}
+
+// New returns a gateway that enforces enf's manifest in front of upstream.
+//
+// It connects to the upstream before it returns (starting the child of a
+// command upstream), lists its tools and checks each one the manifest pins
+// (upstream_sha256) against its definition: a tool that changed is
+// disabled from the start. It fails when the upstream cannot be reached
+// within the connect timeout (WithConnectTimeout), or when the options
+// contradict each other. Serve it with Handler (streamable HTTP) or
+// ServeStdio.
+func New(enf *axgate.Enforcer, upstream Upstream, opts ...Option) (*Gateway, error) {
+	if enf == nil {
+		return nil, errors.New("gateway: nil enforcer")
+	}
+	switch {
+	case upstream.URL == "" && upstream.Command == "":
+		return nil, errors.New("gateway: the upstream needs a URL or a Command")
+	case upstream.URL != "" && upstream.Command != "":
+		return nil, errors.New("gateway: the upstream has both a URL and a Command; give one")
+	}
+	if upstream.URL != "" {
+		if u, err := url.Parse(upstream.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, fmt.Errorf("gateway: the upstream URL %q is not an http(s) URL", upstream.URL)
+		}
+	}
+	cfg := newConfig(opts)
+	if cfg.bearer != nil && (cfg.resource == nil || cfg.resource.Resource == "") {
+		return nil, errors.New("gateway: WithBearer needs the protected resource metadata, with the gateway's URL as Resource")
+	}
+	if cfg.resource != nil {
+		if _, err := metadataURL(cfg.resource.Resource); err != nil {
+			return nil, err
+		}
+	}
+	g := &Gateway{
+		enf:        enf,
+		m:          enf.Manifest(),
+		up:         upstream,
+		cfg:        cfg,
+		defs:       map[string]*mcp.Tool{},
+		propagator: propagation.TraceContext{},
+		links:      map[*mcp.ServerSession]*link{},
+		changed:    map[string]string{},
+	}
+	userArgs, tenantArgs := enf.IdentityArgs()
+	g.access = gates.NewAccess(g.m, gates.AccessOptions{UserArgs: userArgs, TenantArgs: tenantArgs})
+	for _, t := range enf.Tools() {
+		def, ok := mcpgate.Tool(enf, t.Name)
+		if !ok {
+			continue
+		}
+		g.defs[t.Name] = def
+		g.order = append(g.order, t.Name)
+	}
+	meter := cfg.meter.Meter("github.com/axgate/axgate/adapters/mcpgate/gateway")
+	var err error
+	if g.changedCount, err = meter.Int64Counter("axgate.gateway.tool_changed",
+		metric.WithDescription("Tools disabled because the upstream's definition no longer matches the manifest's upstream_sha256 pin"),
+		metric.WithUnit("{tool}")); err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
+	if g.restartCount, err = meter.Int64Counter("axgate.gateway.upstream_restarts",
+		metric.WithDescription("Upstream sessions connected again after the upstream died or could not be reached"),
+		metric.WithUnit("{restart}")); err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
+
+	// The gateway's own session: the tools and capabilities of the
+	// upstream at start, checked against the pins now rather than on the
+	// first call.
+	control := g.newLink(nil, nil)
+	control.start()
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.connectTimeout)
+	defer cancel()
+	cs, err := control.session(ctx)
+	if err != nil {
+		control.close()
+		return nil, fmt.Errorf("gateway: the upstream cannot be reached: %w", control.lastError(err))
+	}
+	if ir := cs.InitializeResult(); ir != nil {
+		g.upCaps = ir.Capabilities
+	}
+	if upstream.Command != "" {
+		// A stdio upstream is a process per session: the control one has
+		// done its work, the sessions' own children take over.
+		control.close()
+	} else {
+		g.control = control
+	}
+
+	g.httpFront = g.newFront(false)
+	if cfg.local != nil {
+		g.localFront = g.newFront(true)
+	}
+	g.handler = g.buildHandler()
+	return g, nil
+}
+
+// Handler serves the gateway over HTTP: the MCP streamable HTTP transport at
+// /mcp, GET /healthz (200 while the upstream is reachable, 503 otherwise),
+// and with WithBearer the protected resource metadata at
+// /.well-known/oauth-protected-resource. Each client session gets its own
+// upstream session.
+func (g *Gateway) Handler() http.Handler { return g.handler }
+
+// ServeStdio serves one client over standard input and output, as the
+// local principal (WithLocalPrincipal), until ctx is done or the client
+// disconnects.
+func (g *Gateway) ServeStdio(ctx context.Context) error {
+	return g.serveLocal(ctx, &mcp.StdioTransport{})
+}
+
+func (g *Gateway) serveLocal(ctx context.Context, t mcp.Transport) error {
+	if g.localFront == nil {
+		return errors.New("gateway: ServeStdio needs the local principal (WithLocalPrincipal)")
+	}
+	return g.localFront.server.Run(ctx, t)
+}
+
+// Close stops the gateway: it closes every client session and every
+// upstream session, and stops the upstream's child processes.
+func (g *Gateway) Close() error {
+	g.mu.Lock()
+	if g.closed {
+		g.mu.Unlock()
+		return nil
+	}
+	g.closed = true
+	links := make([]*link, 0, len(g.links)+1)
+	for _, l := range g.links {
+		links = append(links, l)
+	}
+	if g.control != nil {
+		links = append(links, g.control)
+	}
+	g.links = map[*mcp.ServerSession]*link{}
+	g.mu.Unlock()
+
+	var wg sync.WaitGroup
+	for _, l := range links {
+		wg.Go(l.close)
+	}
+	wg.Wait()
+	for _, f := range []*front{g.httpFront, g.localFront} {
+		if f == nil {
+			continue
+		}
+		for ss := range f.server.Sessions() {
+			ss.Close()
+		}
+	}
+	return nil
+}
+
+// buildHandler assembles the HTTP routes.
+func (g *Gateway) buildHandler() http.Handler {
+	mux := http.NewServeMux()
+	var h http.Handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.httpFront.server },
+		&mcp.StreamableHTTPOptions{SessionTimeout: g.cfg.sessionTimeout, Logger: g.cfg.logger})
+	if g.cfg.bearer != nil {
+		metaURL, _ := metadataURL(g.cfg.resource.Resource) // checked by New
+		h = auth.RequireBearerToken(mcpgate.BearerVerifier(g.cfg.bearer), &auth.RequireBearerTokenOptions{
+			ResourceMetadataURL: metaURL,
+		})(h)
+		meta := auth.ProtectedResourceMetadataHandler(g.cfg.resource)
+		mux.Handle("/.well-known/oauth-protected-resource", meta)
+		if u, err := url.Parse(g.cfg.resource.Resource); err == nil && u.Path != "" && u.Path != "/" {
+			// RFC 9728 §3.1: the path-suffixed form, which clients try first.
+			mux.Handle("/.well-known/oauth-protected-resource"+u.Path, meta)
+		}
+	}
+	mux.Handle("/mcp", h)
+	mux.HandleFunc("GET /healthz", g.health)
+	return mux
+}
+
+// metadataURL is where the protected resource metadata of resource is
+// served: /.well-known/oauth-protected-resource at its origin.
+func metadataURL(resource string) (string, error) {
+	u, err := url.Parse(resource)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return "", fmt.Errorf("gateway: the protected resource %q is not an http(s) URL", resource)
+	}
+	return u.Scheme + "://" + u.Host + "/.well-known/oauth-protected-resource", nil
+}
+
+func (g *Gateway) health(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	g.mu.Lock()
+	control := g.control
+	g.mu.Unlock()
+	if control != nil && control.current() == nil {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		w.Write([]byte(`{"status":"upstream_unavailable"}` + "\n"))
+		return
+	}
+	w.Write([]byte(`{"status":"ok"}` + "\n"))
+}
+
+// frontCaps are the capabilities the gateway announces: tools, and what the
+// upstream offers besides (unless ToolsOnly).
+func (g *Gateway) frontCaps() *mcp.ServerCapabilities {
+	caps := &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}}
+	if g.cfg.toolsOnly {
+		return caps
+	}
+	g.mu.Lock()
+	up := g.upCaps
+	g.mu.Unlock()
+	if up != nil {
+		caps.Resources, caps.Prompts, caps.Completions, caps.Logging = up.Resources, up.Prompts, up.Completions, up.Logging
+	}
+	return caps
+}
+
+// linkFor returns the upstream session of a client session, starting it on
+// first use. It ends when the client session ends.
+func (g *Gateway) linkFor(f *front, ss *mcp.ServerSession) *link {
+	g.mu.Lock()
+	if l := g.links[ss]; l != nil {
+		g.mu.Unlock()
+		return l
+	}
+	l := g.newLink(f, ss)
+	if g.closed {
+		g.mu.Unlock()
+		l.stopUnstarted()
+		return l
+	}
+	g.links[ss] = l
+	g.mu.Unlock()
+	l.start()
+	go func() {
+		ss.Wait()
+		g.mu.Lock()
+		if g.links[ss] == l {
+			delete(g.links, ss)
+		}
+		g.mu.Unlock()
+		l.close()
+	}()
+	return l
+}
+
+// frontLinks returns the upstream sessions of the client sessions.
+func (g *Gateway) frontLinks() []*link {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := make([]*link, 0, len(g.links))
+	for _, l := range g.links {
+		out = append(out, l)
+	}
+	return out
+}
+
+// checkPins compares the tools an upstream session listed with the
+// manifest's pins, and disables each pinned tool whose definition differs.
+func (g *Gateway) checkPins(tools map[string]*mcp.Tool) {
+	for _, name := range g.order {
+		t, ok := tools[name]
+		if !ok {
+			continue
+		}
+		a := g.m.Tool(name)
+		if a == nil || a.UpstreamSHA256 == "" {
+			continue // no pin, no check
+		}
+		got, err := mcpgate.ToolDigest(t)
+		if err == nil && got == a.UpstreamSHA256 {
+			continue
+		}
+		if err != nil {
+			got = "(" + err.Error() + ")"
+		}
+		g.disable(name, a, got)
+	}
+}
+
+// disable marks a tool changed, for as long as the gateway runs with this
+// manifest: a definition that changes back is not trusted again.
+func (g *Gateway) disable(name string, a *manifest.Action, got string) {
+	g.mu.Lock()
+	_, already := g.changed[name]
+	if !already {
+		g.changed[name] = got
+	}
+	g.mu.Unlock()
+	if already {
+		return
+	}
+	g.cfg.logger.Warn("upstream tool changed: disabled until the manifest's pin is updated",
+		"tool", name, "intent", a.Intent, "upstream_sha256", got, "pinned_sha256", a.UpstreamSHA256)
+	g.changedCount.Add(context.Background(), 1, metric.WithAttributes(attribute.String("gen_ai.tool.name", name)))
+	for _, l := range g.frontLinks() {
+		go l.notifyToolsChanged() // not under the caller's refresh of its own list
+	}
+}
+
+// isChanged reports whether a tool is disabled because it changed upstream.
+func (g *Gateway) isChanged(name string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	_, ok := g.changed[name]
+	return ok
+}
+
+// mayCall reports whether p passes the access checks of tool that do not
+// depend on the arguments: roles, granted scopes, a tenant for a
+// tenant-scoped action.
+func (g *Gateway) mayCall(p middleware.Principal, tool string) bool {
+	a := g.m.Tool(tool)
+	if a == nil {
+		return false
+	}
+	call := middleware.NewCall(tool, json.RawMessage("{}"), p)
+	call.Action = a
+	return g.access.Check(call) == nil
+}
+
+// Refusals the gateway makes before the chain runs.
+
+func toolChanged(a *manifest.Action) *axerr.Error {
+	return axerr.Newf(axerr.CodeToolChanged, "the upstream's definition of %s changed since the manifest pinned it; the tool is disabled", a.ToolName()).
+		WithIntent(a.Intent).
+		WithReason(axerr.ReasonUpstreamChanged)
+}
+
+func unavailable(intent string) *axerr.Error {
+	return axerr.New(axerr.CodeStoreUnavailable, "the upstream MCP server is unavailable; the gateway is connecting to it again").
+		WithIntent(intent).
+		WithReason(axerr.ReasonUpstreamUnavailable)
+}
+
+func notOffered(a *manifest.Action) *axerr.Error {
+	return axerr.Newf(axerr.CodeIntentNotFound, "the upstream MCP server does not offer %s", a.ToolName()).
+		WithIntent(a.Intent).
+		WithSuggestion("Call tools/list and use one of the tools it lists.")
+}
+
+// legacyVersions are the protocol versions the front speaks: those with
+// sessions (up to 2025-11-25), since each client session maps to one
+// upstream session. A client on a newer version falls back to them.
+func legacyVersions() []string {
+	return slices.DeleteFunc(mcp.SupportedProtocolVersions(), func(v string) bool { return v >= "2026-07-28" })
+}
