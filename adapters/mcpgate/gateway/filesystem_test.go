@@ -26,9 +26,9 @@ import (
 	"github.com/axgate/axgate/adapters/httpgate"
 	"github.com/axgate/axgate/adapters/mcpgate"
 	"github.com/axgate/axgate/adapters/mcpgate/gateway"
-	"github.com/axgate/axgate/gates"
 	"github.com/axgate/axgate/manifest"
 	"github.com/axgate/axgate/middleware"
+	"github.com/axgate/axgate/token"
 )
 
 // exampleDir holds the manifest of @modelcontextprotocol/server-filesystem
@@ -139,7 +139,7 @@ func TestServerFilesystem(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	signer, err := gates.GenerateDevKey("k1")
+	signer, err := token.GenerateDevKey("k1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -227,7 +227,7 @@ func TestServerFilesystem(t *testing.T) {
 	if _, err := os.Stat(moved); err == nil {
 		t.Fatal("the file moved without an approval")
 	}
-	token, _, err := enf.Decide(ctx, fsPrincipals["bob-token"], reqID, true, "fine")
+	_, token, _, err := enf.Approvals().Decide(ctx, fsPrincipals["bob-token"], reqID, true, "fine")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -310,7 +310,7 @@ func TestServerFilesystemNodeClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	signer, err := gates.GenerateDevKey("k1")
+	signer, err := token.GenerateDevKey("k1")
 	if err != nil {
 		t.Fatal(err)
 	}

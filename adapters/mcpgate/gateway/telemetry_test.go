@@ -59,7 +59,7 @@ func TestSpanAttributes(t *testing.T) {
 		t.Fatal(err)
 	}
 	tp := &spans{attrs: map[attribute.Key]string{}}
-	enf, err := axgate.New(m, axgate.WithTracerProvider(tp))
+	enf, err := axgate.New(m, axgate.WithTelemetry(middleware.TelemetryConfig{TracerProvider: tp}))
 	if err != nil {
 		t.Fatal(err)
 	}
