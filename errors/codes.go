@@ -77,6 +77,12 @@ const (
 	// CodeAlreadyDecided: an approver decides an approval request a second
 	// time.
 	CodeAlreadyDecided Code = "AXGATE_ALREADY_DECIDED"
+	// CodeToolChanged: the upstream's definition of the tool (name,
+	// description, input schema, annotations) no longer matches the digest
+	// the manifest pins (upstream_sha256), so the gateway disables the tool
+	// rather than forward calls to a definition nobody reviewed (a "rug
+	// pull"). Not retryable: only an operator updating the pin clears it.
+	CodeToolChanged Code = "AXGATE_TOOL_CHANGED"
 	// CodeToolFailed: the tool returned an error that is not an *Error.
 	CodeToolFailed Code = "AXGATE_TOOL_FAILED"
 	// CodePostconditionFailed: the tool ran but did not do what it promised.
@@ -123,6 +129,7 @@ var table = map[Code]codeInfo{
 	CodeDuplicateInFlight:    {TypeConflict, http.StatusConflict, true, "Wait for the first call to finish, then call again with the same key."},
 	CodeDuplicateCall:        {TypeConflict, http.StatusConflict, false, "This exact call was just made; do not repeat it unless the user asks."},
 	CodeAlreadyDecided:       {TypeConflict, http.StatusConflict, false, "Do not decide again; the first decision stands."},
+	CodeToolChanged:          {TypeConflict, http.StatusConflict, false, "Do not retry; the tool changed upstream and stays disabled until an operator reviews it and updates the manifest's upstream_sha256 pin."},
 	CodeToolFailed:           {TypeExecution, http.StatusBadGateway, true, "The tool failed; try again later or report the failure."},
 	CodePostconditionFailed:  {TypePostcondition, http.StatusBadGateway, false, "The tool did not do what it promised; do not assume it succeeded."},
 	CodeStoreUnavailable:     {TypeUnavailable, http.StatusServiceUnavailable, true, "Try again shortly."},
@@ -158,7 +165,7 @@ func Codes() []Code {
 		CodeVersionMismatch, CodeRateLimited,
 		CodeUnknownParam, CodeInvalidArguments, CodeUnauthenticated, CodePayloadTooLarge,
 		CodeUnsupportedMediaType, CodeMethodNotAllowed,
-		CodeIdempotencyKeyReused, CodeDuplicateInFlight, CodeDuplicateCall, CodeAlreadyDecided, CodeToolFailed,
+		CodeIdempotencyKeyReused, CodeDuplicateInFlight, CodeDuplicateCall, CodeAlreadyDecided, CodeToolChanged, CodeToolFailed,
 		CodePostconditionFailed, CodeStoreUnavailable, CodeInternal,
 	}
 }

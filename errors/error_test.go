@@ -22,7 +22,7 @@ func TestCodeTable(t *testing.T) {
 		axerr.CodeIntentNotFound: 404, axerr.CodeVersionMismatch: 409, axerr.CodeRateLimited: 429,
 		axerr.CodeUnauthenticated: 401, axerr.CodePayloadTooLarge: 413, axerr.CodeStoreUnavailable: 503,
 		axerr.CodeUnsupportedMediaType: 415, axerr.CodeMethodNotAllowed: 405,
-		axerr.CodeToolFailed: 502, axerr.CodePostconditionFailed: 502, axerr.CodeIdempotencyKeyReused: 422,
+		axerr.CodeToolChanged: 409, axerr.CodeToolFailed: 502, axerr.CodePostconditionFailed: 502, axerr.CodeIdempotencyKeyReused: 422,
 	}
 	for code, status := range want {
 		if got := code.HTTPStatus(); got != status {
@@ -36,6 +36,9 @@ func TestCodeTable(t *testing.T) {
 		if c.AgentAction() == "" {
 			t.Errorf("%s has no agent action", c)
 		}
+	}
+	if axerr.CodeToolChanged.Type() != axerr.TypeConflict || axerr.CodeToolChanged.Retryable() {
+		t.Error("AXGATE_TOOL_CHANGED must be a conflict an agent cannot retry: only a new pin clears it")
 	}
 	if axerr.CodeMissingParam.Type() != axerr.TypeParameter || axerr.CodeOutOfRange.Type() != axerr.TypeConstraint ||
 		axerr.CodeConfirmationMissing.Type() != axerr.TypeSafety || axerr.CodeTenantBoundary.Type() != axerr.TypeSecurity ||

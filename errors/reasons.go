@@ -172,5 +172,17 @@ const (
 	ReasonBadClaim Reason = "bad_claim"
 )
 
+// Reasons of a gateway in front of an upstream tool server (the MCP gateway).
+const (
+	// ReasonUpstreamChanged: the upstream's definition of the tool no longer
+	// matches the manifest's upstream_sha256 pin; the tool stays disabled
+	// until the pin is updated after review (AXGATE_TOOL_CHANGED).
+	ReasonUpstreamChanged Reason = "upstream_changed"
+	// ReasonUpstreamUnavailable: the upstream server cannot be reached (a
+	// child process being restarted, a connection refused)
+	// (AXGATE_STORE_UNAVAILABLE, retryable).
+	ReasonUpstreamUnavailable Reason = "upstream_unavailable"
+)
+
 // WithReason sets details.reason and returns e.
 func (e *Error) WithReason(r Reason) *Error { return e.With("reason", string(r)) }

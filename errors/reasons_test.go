@@ -159,3 +159,31 @@ func TestCodesListsEveryCode(t *testing.T) {
 		}
 	}
 }
+
+// TestCodesInREADME: the README's code table lists every code of Codes(),
+// with the type and HTTP status of the code table, and no other code.
+func TestCodesInREADME(t *testing.T) {
+	rows := readmeTable(t, "code")
+	for _, c := range axerr.Codes() {
+		row, ok := rows[string(c)]
+		if !ok {
+			t.Errorf("%s is not in the README's code table", c)
+			continue
+		}
+		if len(row) != 4 {
+			t.Errorf("README row of %s has %d cells; want code, type, HTTP, agent may retry", c, len(row))
+			continue
+		}
+		if row[1] != string(c.Type()) || row[2] != strconv.Itoa(c.HTTPStatus()) {
+			t.Errorf("README row of %s says %s %s; the code table says %s %d", c, row[1], row[2], c.Type(), c.HTTPStatus())
+		}
+		if retry := strings.HasPrefix(row[3], "yes"); retry != c.Retryable() {
+			t.Errorf("README row of %s says retry %q; Retryable() = %v", c, row[3], c.Retryable())
+		}
+	}
+	for v := range rows {
+		if !slices.Contains(axerr.Codes(), axerr.Code(v)) {
+			t.Errorf("the README's code table lists %q, which is not in Codes()", v)
+		}
+	}
+}

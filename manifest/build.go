@@ -133,6 +133,7 @@ func (b *builder) action(am map[string]any, ptr string, form Form) *Action {
 		Async:                boolean(am, "async"),
 		ElementSelector:      str(am, "element_selector"),
 		SourceFile:           str(am, "source_file"),
+		UpstreamSHA256:       str(am, "upstream_sha256"),
 		Pointer:              ptr,
 	}
 	if a.TenantBoundary == "" {

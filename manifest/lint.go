@@ -368,6 +368,8 @@ func (l *linter) addProblem(p Problem) {
 			fix = "use a semantic version such as 1.0.0"
 		case field == "pattern":
 			rule, fix = RuleSemantic, "write a regular expression Go's regexp (RE2) accepts"
+		case field == "upstream_sha256":
+			fix = "write the pin as 64 lowercase hex digits, as axgate manifest init drafts it, or remove it"
 		default:
 			fix = "make the value match the pattern the schema requires"
 		}

@@ -141,6 +141,13 @@ type Action struct {
 	OutputSchema json.RawMessage
 	Async        bool
 
+	// UpstreamSHA256 pins the definition of the upstream tool the action
+	// stands for (a gateway in front of an MCP server): the lowercase hex
+	// SHA-256 of its canonical definition (mcpgate.ToolDigest). Empty when
+	// the manifest does not pin it. A gateway refuses calls to a tool whose
+	// definition no longer matches (AXGATE_TOOL_CHANGED).
+	UpstreamSHA256 string
+
 	ElementSelector string
 	SourceFile      string
 	SourceLine      int

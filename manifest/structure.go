@@ -54,6 +54,12 @@ func validateStructure(doc any) []Problem {
 		switch l.Keyword {
 		case "required":
 			p.Message = fmt.Sprintf("missing required field %q", l.Member)
+		case "pattern":
+			if strings.HasSuffix(l.Path, "/upstream_sha256") {
+				// The schema's message quotes the regular expression; say
+				// what the value is instead.
+				p.Message = "upstream_sha256 must be 64 lowercase hexadecimal digits (the SHA-256 of the upstream tool's definition)"
+			}
 		case "additionalProperties":
 			p.Message = fmt.Sprintf("unknown field %q", l.Member)
 			if s := closest(l.Member, l.Allowed); s != "" {

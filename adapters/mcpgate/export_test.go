@@ -7,3 +7,7 @@ import "time"
 func WithClock(now func() time.Time) Option {
 	return func(c *config) { c.elicit.now = now }
 }
+
+// ToolCanonical is the canonical JSON ToolDigest hashes, so that tests can
+// read what is pinned.
+var ToolCanonical = toolCanonical
