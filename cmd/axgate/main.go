@@ -6,9 +6,11 @@
 //	axgate keys gen [--alg EdDSA|ES256|RS256] --out DIR
 //	axgate token principal|confirmation|approval --key KEY …
 //	axgate serve --manifest M --upstream URL --jwks FILE …
+//	axgate test SUITE.yaml [--manifest M] [--junit FILE] [--run REGEXP] [-v]
 //
-// Exit status: 0 on success (lint: PASS), 1 on failure (lint: FAIL), 2 on a
-// usage error. Run "axgate help COMMAND" for a command's flags.
+// Exit status: 0 on success (lint, test: PASS), 1 on failure (lint, test:
+// FAIL), 2 on a usage error (test: also a suite that cannot be run). Run
+// "axgate help COMMAND" for a command's flags.
 package main
 
 import (
@@ -61,6 +63,7 @@ func commands() []command {
 		{"keys", "generate a signing key and its public JWKS (keys gen)", runKeys},
 		{"token", "mint development tokens: principal, confirmation, approval", runToken},
 		{"serve", "run a gateway that enforces a manifest in front of a tool server", runServe},
+		{"test", "run policy test suites: calls and the outcomes the policy must give them", runTest},
 	}
 }
 
@@ -98,7 +101,7 @@ func usage(w io.Writer) {
 		fmt.Fprintf(w, "  %-7s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintln(w, "\nRun \"axgate help COMMAND\" for a command's flags.")
-	fmt.Fprintln(w, "Exit status: 0 success (lint: PASS), 1 failure (lint: FAIL), 2 usage error.")
+	fmt.Fprintln(w, "Exit status: 0 success (lint, test: PASS), 1 failure (lint, test: FAIL), 2 usage error.")
 }
 
 // newFlags returns a flag set that reports errors instead of exiting and
