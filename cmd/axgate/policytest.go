@@ -310,7 +310,7 @@ func (r *testRunner) call(ctx context.Context, e *axgate.Enforcer, m *manifest.M
 		call.Credentials.Approvals = toks.approvals
 	}
 	tool := &stubTool{result: st.result}
-	_, err := e.Invoke(ctx, call, tool)
+	_, err := e.Wrap(tool).Invoke(ctx, call)
 	o := observed{ran: tool.ran, replayed: call.Facts.Replayed}
 	if err != nil {
 		o.err = axerr.From(err)
