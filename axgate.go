@@ -223,13 +223,14 @@ func (e *Enforcer) StagesFor(tool string) ([]string, bool) {
 	return out, true
 }
 
-// Wrap returns tool wrapped in the whole chain. Each call passes the stages
-// that apply to its action (a stage's Applies: a read action with no
-// confirmation, approval, rate limit or conditions skips those gates), so
-// that neither the call nor its span pays for gates with nothing to check.
-// A tool error that is not an *errors.Error becomes AXGATE_TOOL_FAILED with a
-// safe message; the original stays reachable with errors.Unwrap for logs,
-// never for the caller.
+// Wrap returns tool wrapped in the whole chain.
+//
+// Each call passes the stages that apply to its action (a stage's Applies: a
+// read action with no confirmation, approval, rate limit or conditions skips
+// those gates), so that neither the call nor its span pays for gates with
+// nothing to check. A tool error that is not an *errors.Error becomes
+// AXGATE_TOOL_FAILED with a safe message; the original stays reachable with
+// errors.Unwrap for logs, never for the caller.
 //
 // Give it the bare tool: a tool Wrap already returned (Wrapped) would run
 // the gates twice, and the second run would find the call's tokens spent
@@ -333,11 +334,11 @@ func (e *Enforcer) Tool(name string) (manifest.Tool, bool) {
 	return t, true
 }
 
-// CheckHandlers matches the names of the handlers an adapter is about to
-// bind, one per tool, against the manifest. It returns nil when every tool
-// has a handler and every handler a tool, and otherwise an error naming both
-// kinds of mismatch, so that a server never starts with a tool unguarded or a
-// handler no gate knows.
+// CheckHandlers matches the handler names an adapter is about to bind against the manifest.
+//
+// It returns nil when every tool has a handler and every handler a tool, and
+// otherwise an error naming both kinds of mismatch, so that a server never
+// starts with a tool unguarded or a handler no gate knows.
 func (e *Enforcer) CheckHandlers(names []string) error {
 	have := make(map[string]bool, len(names))
 	var unknown []string

@@ -13,21 +13,23 @@ type observeConfig struct {
 	logger    *slog.Logger
 }
 
-// WithTelemetry configures tracing, metrics, the audit sink, argument
-// recording and span events. Each field and its default are documented on
-// middleware.TelemetryConfig (providers: the global ones; no audit sink;
-// argument values never recorded; every gate's event). The audit log of
-// WithLogger is written besides the Audit sink (middleware.MultiAudit
-// joins several sinks). A later WithTelemetry replaces an earlier one.
+// WithTelemetry configures tracing, metrics, the audit sink, argument recording and span events.
+//
+// Each field and its default are documented on middleware.TelemetryConfig
+// (providers: the global ones; no audit sink; argument values never
+// recorded; every gate's event). The audit log of WithLogger is written
+// besides the Audit sink (middleware.MultiAudit joins several sinks). A
+// later WithTelemetry replaces an earlier one.
 func WithTelemetry(t middleware.TelemetryConfig) Option {
 	return func(c *config) { c.observe.telemetry = t }
 }
 
-// WithLogger writes the audit log to logger: one record per decision
-// (message "axgate decision"; Info when allowed, Warn when refused), with the
-// intent, tool, principal, tenant, risk level, decision, code, gate,
-// parameter names (never values), confirmation and approval facts, declared
-// side effects, and the trace and span ids.
+// WithLogger writes the audit log to logger: one record per decision.
+//
+// A record has the message "axgate decision" (Info when allowed, Warn when
+// refused) and the intent, tool, principal, tenant, risk level, decision,
+// code, gate, parameter names (never values), confirmation and approval
+// facts, declared side effects, and the trace and span ids.
 func WithLogger(logger *slog.Logger) Option {
 	return func(c *config) { c.observe.logger = logger }
 }

@@ -24,8 +24,9 @@ func defaultConfig() config {
 	return config{policy: defaultPolicyConfig()}
 }
 
-// WithLimits bounds the arguments of every call; a zero field keeps its
-// default. MaxBytes is the size in bytes (default 1 MiB; over it → 413
+// WithLimits bounds the arguments of every call; a zero field keeps its default.
+//
+// MaxBytes is the size in bytes (default 1 MiB; over it → 413
 // AXGATE_PAYLOAD_TOO_LARGE), MaxDepth the nesting depth (default 64) and
 // MaxMembers the members of any one object (default 1,000; over it → 400
 // AXGATE_INVALID_ARGUMENTS, reason too_many_members, before the arguments
@@ -36,8 +37,9 @@ func WithLimits(l middleware.Limits) Option {
 	return func(c *config) { c.limits = l }
 }
 
-// WithMaxViolations sets how many violations a refusal (and a Validation API
-// answer) lists: the first n in path order, the others only counted, in
+// WithMaxViolations sets how many violations a refusal (and a Validation API answer) lists.
+//
+// They are the first n in path order, the others only counted, in
 // details.violations_omitted (errors_omitted in the Validation API). The
 // default is errors.DefaultMaxViolations (20); n below 1 is taken as 1. The
 // cap bounds the work as well as the answer: violations past it are counted,
@@ -51,8 +53,9 @@ func WithMaxViolations(n int) Option {
 // argument is never silently ignored.
 func WithUnknownParams() Option { return func(c *config) { c.allowUnknownParams = true } }
 
-// WithPreExecution edits the pre-execution stages of the standard chain
-// (intent … idempotency) before the enforcer is built: reorder them, drop
+// WithPreExecution edits the standard chain's pre-execution stages (intent … idempotency).
+//
+// The edit runs before the enforcer is built; it may reorder them, drop
 // one, or add your own middleware.Stage. The commit stage, the
 // postconditions and the tool always follow. A stage whose Interceptor is
 // not one of the standard ones runs for every call, whatever its Applies

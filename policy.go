@@ -39,14 +39,15 @@ func WithAccess(o gates.AccessOptions) Option {
 	return func(c *config) { c.policy.access = o }
 }
 
-// WithPrecondition binds the manifest's precondition name to a Go check
-// that returns nil when it holds. Any other error refuses the call with
-// AXAG_PRECONDITION_FAILED (its text stays out of the refusal; return
-// gates.PreconditionFailed for a message of your own, or an *errors.Error
-// such as gates.StoreUnavailable to answer with that: the caller gets a copy,
-// so a package-level error is never changed). The check must not
-// change anything: Enforcer.Check runs it too. A later binding of the same
-// name replaces an earlier one.
+// WithPrecondition binds a precondition name of the manifest to a Go check.
+//
+// The check returns nil when the precondition holds. Any other error refuses
+// the call with AXAG_PRECONDITION_FAILED (its text stays out of the refusal;
+// return gates.PreconditionFailed for a message of your own, or an
+// *errors.Error such as gates.StoreUnavailable to answer with that: the
+// caller gets a copy, so a package-level error is never changed). The check
+// must not change anything: Enforcer.Check runs it too. A later binding of
+// the same name replaces an earlier one.
 func WithPrecondition(name string, check func(ctx context.Context, call *middleware.Call) error) Option {
 	return func(c *config) { c.policy.pre[name] = gates.Precondition{Check: check} }
 }
@@ -74,13 +75,14 @@ func WithPostconditionExpr(name, expr string) Option {
 	return func(c *config) { c.policy.post[name] = gates.Postcondition{Expr: expr} }
 }
 
-// WithCondition binds name, as a precondition and as a postcondition, to one
-// check of the host's own state. It is how one call's postcondition makes a
-// later call's precondition true: cart.validate declares the postcondition
-// cart_validated, order.place the precondition cart_validated, and the host
-// binds cart_validated to "my store says this cart was validated". After
-// cart.validate runs the check confirms the tool recorded it; before
-// order.place runs the same check lets the order through.
+// WithCondition binds name, as a pre- and a postcondition, to one check of the host's own state.
+//
+// It is how one call's postcondition makes a later call's precondition true:
+// cart.validate declares the postcondition cart_validated, order.place the
+// precondition cart_validated, and the host binds cart_validated to "my
+// store says this cart was validated". After cart.validate runs the check
+// confirms the tool recorded it; before order.place runs the same check lets
+// the order through.
 func WithCondition(name string, check func(ctx context.Context, call *middleware.Call) error) Option {
 	return func(c *config) {
 		c.policy.pre[name] = gates.Precondition{Check: check}
@@ -90,33 +92,36 @@ func WithCondition(name string, check func(ctx context.Context, call *middleware
 	}
 }
 
-// WithUnboundConditions builds an enforcer even though some preconditions or
-// postconditions of the manifest are bound to no check. By default New
-// refuses, listing them: a condition nobody checks would pass open. With
-// this option such a condition is skipped and every call of its action
-// records a warning in call.Facts.Warnings (and so in the audit record).
+// WithUnboundConditions builds an enforcer although some pre- or postconditions have no check.
+//
+// By default New refuses, listing them: a condition nobody checks would pass
+// open. With this option such a condition is skipped and every call of its
+// action records a warning in call.Facts.Warnings (and so in the audit
+// record).
 func WithUnboundConditions() Option {
 	return func(c *config) { c.policy.allowUnbound = true }
 }
 
-// WithCELCostLimit sets the cost limit of every CEL expression (constraints
-// and condition expressions), in cel-go cost units (default
-// gates.DefaultCELCostLimit, 1,000,000: some milliseconds of CPU). An
+// WithCELCostLimit sets the cost limit of every CEL expression, constraints and conditions alike.
+//
+// The limit is in cel-go cost units (default gates.DefaultCELCostLimit,
+// 1,000,000 units: about 200,000 iterations of a simple loop). An
 // evaluation that reaches it is refused (412 AXAG_PRECONDITION_FAILED,
 // reason constraint_not_evaluable for a constraint), and New refuses an
-// expression whose estimated worst-case cost, given the declared
-// maxLength, maximum and maxItems of the parameters it reads, exceeds it.
-// 0 keeps the default.
+// expression whose estimated worst-case cost, given the declared maxLength,
+// maximum and maxItems of the parameters it reads, exceeds it. 0 keeps the
+// default.
 func WithCELCostLimit(limit uint64) Option {
 	return func(c *config) { c.policy.celCostLimit = limit }
 }
 
-// IdentityArgs returns the argument names the access gate reads as naming a
-// user and a tenant (WithAccess's, or their defaults). An
-// adapter that builds arguments from more than one place (httpgate: the
-// path and the query besides the body) takes these names from everywhere,
-// declared or not, so that a handler never acts on a user or tenant the
-// gate did not see. The slices are copies.
+// IdentityArgs returns the argument names the access gate reads as naming a user and a tenant.
+//
+// They are WithAccess's, or their defaults. An adapter that builds
+// arguments from more than one place (httpgate: the path and the query
+// besides the body) takes these names from everywhere, declared or not, so
+// that a handler never acts on a user or tenant the gate did not see. The
+// slices are copies.
 func (e *Enforcer) IdentityArgs() (user, tenant []string) {
 	user, tenant = e.cfg.policy.access.UserArgs, e.cfg.policy.access.TenantArgs
 	if user == nil {

@@ -25,13 +25,14 @@ func WithLimiter(l gates.Limiter) Option {
 	return func(c *config) { c.state.limiter = l }
 }
 
-// WithIdempotency configures the idempotency gate, which looks after the
-// actions the manifest declares idempotent: false. Each field and its
-// default are documented on gates.IdempotencyOptions: a zero field keeps
-// the default, and New fails on a negative duration or quota or an unknown
-// duplicate policy. It replaces the settings of an earlier WithIdempotency,
-// except that a nil Store keeps the store already set (WithIdempotencyStore)
-// or the default.
+// WithIdempotency configures the idempotency gate.
+//
+// The gate looks after the actions the manifest declares idempotent: false.
+// Each field and its default are documented on gates.IdempotencyOptions: a
+// zero field keeps the default, and New fails on a negative duration or
+// quota or an unknown duplicate policy. It replaces the settings of an
+// earlier WithIdempotency, except that a nil Store keeps the store already
+// set (WithIdempotencyStore) or the default.
 func WithIdempotency(o gates.IdempotencyOptions) Option {
 	return func(c *config) {
 		if o.Store == nil {
@@ -41,9 +42,10 @@ func WithIdempotency(o gates.IdempotencyOptions) Option {
 	}
 }
 
-// WithIdempotencyStore keeps idempotency records and recent calls in s, for
-// example a Redis store shared by several replicas. The default is a
-// gates.MemoryIdempotencyStore for one process, holding at most
+// WithIdempotencyStore keeps idempotency records and recent calls in s.
+//
+// Pass, for example, a Redis store shared by several replicas. The default
+// is a gates.MemoryIdempotencyStore for one process, holding at most
 // gates.DefaultMaxKeys live records per tenant. It is
 // gates.IdempotencyOptions.Store, for short.
 func WithIdempotencyStore(s gates.IdempotencyStore) Option {

@@ -124,12 +124,13 @@ func WithApprovals(o ApprovalOptions) Option {
 	return func(c *config) { c.tokens.approvals = o }
 }
 
-// WithSigningKey signs the tokens IssueConfirmation and Approvals().Decide
-// return. Its public key also verifies confirmation and approval tokens.
-// Without any signing or verification key, New generates an ephemeral
-// Ed25519 key (kid DevKeyID) so that one process can issue and accept
-// tokens with no set-up; such tokens die with the process and are not
-// accepted by other replicas.
+// WithSigningKey signs the tokens IssueConfirmation and Approvals().Decide return.
+//
+// Its public key also verifies confirmation and approval tokens. Without
+// any signing or verification key, New generates an ephemeral Ed25519 key
+// (kid DevKeyID) so that one process can issue and accept tokens with no
+// set-up; such tokens die with the process and are not accepted by other
+// replicas.
 func WithSigningKey(s *token.Signer) Option {
 	return func(c *config) { c.tokens.signer = s }
 }
@@ -318,9 +319,10 @@ type Approvals struct{ g *gates.Approval }
 // Approvals returns the enforcer's approval workflow.
 func (e *Enforcer) Approvals() *Approvals { return &Approvals{e.tokens.approval} }
 
-// Pending lists, a page at a time, the pending requests the approver may
-// decide, oldest first (gates.Approval.Pending). cursor is "" for the first
-// page, else the next cursor of the page before; limit is at most
+// Pending lists, a page at a time, the pending requests the approver may decide.
+//
+// They come oldest first (gates.Approval.Pending). cursor is "" for the
+// first page, else the next cursor of the page before; limit is at most
 // gates.MaxApprovalPage (gates.DefaultApprovalPage when 0). next is "" after
 // the last page.
 func (a *Approvals) Pending(ctx context.Context, approver middleware.Principal, cursor string, limit int) (page []gates.ApprovalRequest, next string, err error) {

@@ -18,11 +18,13 @@ type ValidationError struct {
 	Keyword string `json:"keyword,omitempty"`
 }
 
-// ValidationResult is the answer of the Tool Validation API. It marshals to
-// {"valid":true} (no errors key at all), {"valid":false,"errors":[…]}, or,
-// for an unknown tool, {"error":"Tool not found: NAME"}. Errors lists at
-// most the enforcer's cap (WithMaxViolations, default 20); ErrorsOmitted,
-// rendered as "errors_omitted" only when positive, counts the others.
+// ValidationResult is the answer of the Tool Validation API.
+//
+// It marshals to {"valid":true} (no errors key at all),
+// {"valid":false,"errors":[…]}, or, for an unknown tool,
+// {"error":"Tool not found: NAME"}. Errors lists at most the enforcer's cap
+// (WithMaxViolations, default 20); ErrorsOmitted, rendered as
+// "errors_omitted" only when positive, counts the others.
 type ValidationResult struct {
 	Valid  bool              `json:"valid"`
 	Errors []ValidationError `json:"errors,omitempty"`
@@ -58,15 +60,16 @@ func (r ValidationResult) MarshalJSON() ([]byte, error) {
 	return json.Marshal(plain(r))
 }
 
-// Validate checks a request body against a tool's input schema without
-// invoking anything and without consulting authentication, exactly as the
-// Tool Validation API specifies: unknown tool → 404; a body that is not JSON
-// → 400 with one error at path "" and keyword "format"; otherwise 200 with
-// the violations the validator reports, in path order, at most as many as
-// the cap (WithMaxViolations) with the count of the others in
-// ErrorsOmitted: the endpoint needs no authentication, so neither its answer
-// nor its work may grow with what a caller sends. A tool without an input
-// schema is always valid.
+// Validate checks a request body against a tool's input schema without invoking anything.
+//
+// It consults no authentication and answers exactly as the Tool Validation
+// API specifies: unknown tool → 404; a body that is not JSON → 400 with one
+// error at path "" and keyword "format"; otherwise 200 with the violations
+// the validator reports, in path order, at most as many as the cap
+// (WithMaxViolations) with the count of the others in ErrorsOmitted: the
+// endpoint needs no authentication, so neither its answer nor its work may
+// grow with what a caller sends. A tool without an input schema is always
+// valid.
 func (e *Enforcer) Validate(tool string, body []byte) ValidationResult {
 	a := e.m.Tool(tool)
 	if a == nil {

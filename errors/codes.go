@@ -77,11 +77,13 @@ const (
 	// CodeAlreadyDecided: an approver decides an approval request a second
 	// time.
 	CodeAlreadyDecided Code = "AXGATE_ALREADY_DECIDED"
-	// CodeToolChanged: the upstream's definition of the tool (name,
-	// description, input schema, annotations) no longer matches the digest
-	// the manifest pins (upstream_sha256), so the gateway disables the tool
-	// rather than forward calls to a definition nobody reviewed (a "rug
-	// pull"). Not retryable: only an operator updating the pin clears it.
+	// CodeToolChanged: the upstream's definition of the tool no longer matches its pin.
+	//
+	// The definition is the tool's name, description, input schema and
+	// annotations; the pin is the digest the manifest holds in
+	// upstream_sha256. The gateway disables the tool rather than forward
+	// calls to a definition nobody reviewed (a "rug pull"). Not retryable:
+	// only an operator updating the pin clears it.
 	CodeToolChanged Code = "AXGATE_TOOL_CHANGED"
 	// CodeToolFailed: the tool returned an error that is not an *Error.
 	CodeToolFailed Code = "AXGATE_TOOL_FAILED"

@@ -1,7 +1,9 @@
-// Package errors defines the one error type axgate answers every refusal
-// with: an AXAG error code, the category it belongs to, a message a person
-// understands, details an agent can act on (intent, suggestion, the list of
-// violations with JSON Pointer paths) and whether the agent may retry.
+// Package errors defines the one error type axgate answers every refusal with.
+//
+// It carries an AXAG error code, the category it belongs to, a message a
+// person understands, details an agent can act on (intent, suggestion, the
+// list of violations with JSON Pointer paths) and whether the agent may
+// retry.
 //
 // Callers usually import it under the name axerr so that it does not shadow
 // the standard library's errors package:

@@ -289,11 +289,12 @@ func As(err error) (*Error, bool) {
 // Is reports whether err is, or wraps, an *Error with the code.
 func Is(err error, code Code) bool { return stderrors.Is(err, code) }
 
-// Text explains the refusal in a few lines of plain text for a model: the
-// code and message, each violation, the scalar details in a stable order,
-// the suggestion, when to retry and what to do next. Transports that hand
-// refusals to a model as a tool result (MCP, agent SDKs) send it beside the
-// JSON envelope.
+// Text explains the refusal in a few lines of plain text for a model.
+//
+// The lines give the code and message, each violation, the scalar details
+// in a stable order, the suggestion, when to retry and what to do next.
+// Transports that hand refusals to a model as a tool result (MCP, agent
+// SDKs) send it beside the JSON envelope.
 func (e *Error) Text() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Refused (%s): %s", e.Code, e.Message)

@@ -1,11 +1,12 @@
 package errors
 
-// Reason is the machine-readable cause of a refusal, rendered as
-// details.reason: an agent acts on it where one code has several causes
-// (AXAG_RATE_LIMITED for a rate limit or an approval quota, say). The values
-// are part of the public contract and listed in the README's error table.
-// A tool's own refusals may carry reasons of their own, declared as Reason
-// constants of the application (examples/shop does).
+// Reason is the machine-readable cause of a refusal, rendered as details.reason.
+//
+// An agent acts on it where one code has several causes (AXAG_RATE_LIMITED
+// for a rate limit or an approval quota, say). The values are part of the
+// public contract and listed in the README's error table. A tool's own
+// refusals may carry reasons of their own, declared as Reason constants of
+// the application (examples/shop does).
 type Reason string
 
 // Reasons of refusals of the arguments themselves, before any gate looks at

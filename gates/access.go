@@ -127,10 +127,11 @@ func (g *Access) Stage() middleware.Stage {
 	return checkStage(StageAccess, nil, func(_ context.Context, call *middleware.Call) error { return g.Check(call) })
 }
 
-// Check applies the checks in order — roles, granted scopes, a claimed
-// tenant, scope: tenant, scope: user — and returns the first refusal, or nil.
-// It runs before the parameter gate, so it reads arguments only when the
-// action's scope needs them, and a malformed argument document is refused
+// Check applies the access checks in order and returns the first refusal, or nil.
+//
+// The order is roles, granted scopes, a claimed tenant, scope: tenant, scope:
+// user. It runs before the parameter gate, so it reads arguments only when
+// the action's scope needs them, and a malformed argument document is refused
 // here with the decoder's own error.
 func (g *Access) Check(call *middleware.Call) error {
 	a := call.Action

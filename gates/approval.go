@@ -78,11 +78,12 @@ const (
 	DefaultNotificationsPerMinute = 60
 )
 
-// Approval is the gate for approval_required actions: the call needs
-// approval_count valid approval tokens from distinct approvers, each holding
-// one of approval_roles, none of them the caller, all bound to this call.
-// When they are missing it records a pending approval request that approvers
-// decide with Decide.
+// Approval is the gate for approval_required actions.
+//
+// The call needs approval_count valid approval tokens from distinct
+// approvers, each holding one of approval_roles, none of them the caller,
+// all bound to this call. When they are missing it records a pending
+// approval request that approvers decide with Decide.
 type Approval struct {
 	cfg    ApprovalConfig
 	notify notifyCap
@@ -588,11 +589,12 @@ func (g *Approval) missingError(call *middleware.Call, digest, reqID string, nee
 	return e
 }
 
-// Decide records an approver's decision on a pending request. The approver
-// must belong to its tenant (a request of another tenant reads as unknown:
-// AXAG_APPROVAL_INVALID with reason request_not_found), not be its requester
-// and hold one of its roles. Each approver decides a request once: a second
-// approval or denial by the same approver is refused (409
+// Decide records an approver's decision on a pending request.
+//
+// The approver must belong to its tenant (a request of another tenant reads
+// as unknown: AXAG_APPROVAL_INVALID with reason request_not_found), not be
+// its requester and hold one of its roles. Each approver decides a request
+// once: a second approval or denial by the same approver is refused (409
 // AXGATE_ALREADY_DECIDED, reason already_decided) and mints nothing. The
 // request becomes approved when enough distinct approvers approved, denied
 // at the first denial; a denial vetoes the call (no new request for it, and
@@ -751,15 +753,16 @@ func distinctApprovals(r ApprovalRequest) int {
 	return len(seen)
 }
 
-// Pending lists, a page at a time, the pending requests the approver may
-// decide, oldest first: same tenant (for an approver without a tenant,
-// requests without one), one of the approver's roles, not the approver's
-// own. cursor is "" for the first page, else the next cursor of the page
-// before; limit is at most MaxApprovalPage (DefaultApprovalPage when 0 or
-// less). next is "" after the last page; a page may be short (even empty)
-// while next is not. The store is asked for exactly that tenant, never for
-// every tenant's requests. A cursor the store did not hand out is refused
-// with AXGATE_INVALID_ARGUMENTS (400).
+// Pending lists, a page at a time, the pending requests the approver may decide.
+//
+// They come oldest first; each is of the approver's tenant (for an
+// approver without a tenant, of none), names one of the approver's roles
+// and is not the approver's own. cursor is "" for the first page, else the
+// next cursor of the page before; limit is at most MaxApprovalPage
+// (DefaultApprovalPage when 0 or less). next is "" after the last page; a
+// page may be short (even empty) while next is not. The store is asked for
+// exactly that tenant, never for every tenant's requests. A cursor the
+// store did not hand out is refused with AXGATE_INVALID_ARGUMENTS (400).
 func (g *Approval) Pending(ctx context.Context, approver middleware.Principal, cursor string, limit int) (page []ApprovalRequest, next string, err error) {
 	if approver.ID == "" || len(approver.Roles) == 0 {
 		return []ApprovalRequest{}, "", nil
@@ -781,11 +784,13 @@ func (g *Approval) Pending(ctx context.Context, approver middleware.Principal, c
 	return out, next, nil
 }
 
-// Request returns the approval request with this id to viewer, who must be
-// its requester or someone who may decide it (of its tenant, holding one of
-// its roles). An unknown id, and a request of another tenant, are
-// AXAG_APPROVAL_INVALID with reason request_not_found; anyone else of the
-// tenant gets reason not_allowed, and neither learns anything of the request.
+// Request returns the approval request with this id to viewer.
+//
+// The viewer must be its requester or someone who may decide it (of its
+// tenant, holding one of its roles). An unknown id, and a request of another
+// tenant, are AXAG_APPROVAL_INVALID with reason request_not_found; anyone
+// else of the tenant gets reason not_allowed, and neither learns anything of
+// the request.
 func (g *Approval) Request(ctx context.Context, viewer middleware.Principal, id string) (ApprovalRequest, error) {
 	if viewer.ID == "" {
 		return ApprovalRequest{}, axerr.New(axerr.CodeUnauthenticated, "only an authenticated principal may read an approval request")

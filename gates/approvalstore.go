@@ -88,15 +88,16 @@ const DefaultApprovalBytes = 64 << 20
 // bounded, and records are dropped about as fast as they are made.
 const approvalPurgeBatch = 8
 
-// MemoryApprovalStore is an ApprovalStore for one process. Every update is
-// checked against the state machine: a change the machine does not allow is
-// refused with ErrInvalidTransition and nothing is stored. A request past its
-// expiry reads as expired, and creating a request with its id replaces it
-// when it is Replaceable (the same call asked again after the old request
-// lapsed, was cancelled or ran). Its capacity is per tenant, in requests and
-// in bytes of arguments: one tenant filling its share never refuses another
-// tenant's requests, and each tenant has its own lock, so one tenant's inbox
-// never waits for another's.
+// MemoryApprovalStore is an ApprovalStore for one process.
+//
+// Every update is checked against the state machine: a change the machine
+// does not allow is refused with ErrInvalidTransition and nothing is stored.
+// A request past its expiry reads as expired, and creating a request with its
+// id replaces it when it is Replaceable (the same call asked again after the
+// old request lapsed, was cancelled or ran). Its capacity is per tenant, in
+// requests and in bytes of arguments: one tenant filling its share never
+// refuses another tenant's requests, and each tenant has its own lock, so one
+// tenant's inbox never waits for another's.
 //
 // Records are dropped as soon as nothing needs them: a request cancelled or
 // expired that voids no token at once, any other when it is past its

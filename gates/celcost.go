@@ -104,10 +104,12 @@ func (s *celSizes) EstimateCallCost(function, overloadID string, target *checker
 	return nil
 }
 
-// LintConstraints compiles every constraint of m as NewConstraints would,
-// with lim, and returns a manifest.RuleConstraintCost error for each that
-// does not compile or whose estimated worst-case cost exceeds the cost
-// limit: what New would refuse, found by axgate lint
+// LintConstraints finds, for axgate lint, the constraints of m that New would refuse.
+//
+// It compiles every constraint of m as NewConstraints would, with lim,
+// and returns a manifest.RuleConstraintCost error for each that does not
+// compile or whose estimated worst-case cost exceeds the cost limit: what
+// New would refuse, found by axgate lint
 // (manifest.LintOptions.Expressions).
 func LintConstraints(m *manifest.Manifest, lim CELLimits) []manifest.Finding {
 	envs := &celEnvs{limits: lim.withDefaults()}

@@ -138,15 +138,16 @@ func (c *celEnvs) action(a *manifest.Action) (*cel.Env, map[string]bool, error) 
 	return env, bare, nil
 }
 
-// DefaultCELCostLimit is the cost, in cel-go's units, that one evaluation of
-// a constraint or condition expression may spend unless CELLimits says
-// otherwise. A unit is roughly one elementary operation (a comparison, a
-// field access, one iteration step, ten characters of a string
-// operation), so 1,000,000 units are about 200,000 iterations of a simple
-// loop: far more than a relation between a handful of arguments needs
-// (tens of units), and the per-expression limit Kubernetes sets for its CEL
-// validation rules. It bounds what one hostile call can make the gate
-// spend on each expression.
+// DefaultCELCostLimit is what one evaluation of a CEL expression may spend by default.
+//
+// The cost is in cel-go's units, the expression a constraint or a condition;
+// CELLimits may set another limit. A unit is roughly one elementary
+// operation (a comparison, a field access, one iteration step, ten
+// characters of a string operation), so 1,000,000 units are about 200,000
+// iterations of a simple loop: far more than a relation between a handful of
+// arguments needs (tens of units), and the per-expression limit Kubernetes
+// sets for its CEL validation rules. It bounds what one hostile call can
+// make the gate spend on each expression.
 const DefaultCELCostLimit uint64 = 1_000_000
 
 // celInterruptEvery is how many evaluation steps (nodes evaluated, so at

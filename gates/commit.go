@@ -7,14 +7,15 @@ import (
 	"github.com/axgate/axgate/middleware"
 )
 
-// Commit returns the stage that runs the work the gates deferred (spending
-// the presented tokens, charging the rate limit) once every gate before it
-// has allowed the call. It belongs after the last pre-execution gate and
-// before the tool; a chain of your own (middleware.Build) around the token
-// gates needs it too, since the end of every chain refuses a call whose
-// deferred work never ran (AXGATE_INTERNAL) rather than run the tool with
-// its tokens unspent. It refuses a check-only call: such a call must never
-// reach the tool.
+// Commit returns the stage that runs the work the gates deferred.
+//
+// That work (spending the presented tokens, charging the rate limit) runs
+// once every gate before the stage has allowed the call. It belongs after
+// the last pre-execution gate and before the tool; a chain of your own
+// (middleware.Build) around the token gates needs it too, since the end of
+// every chain refuses a call whose deferred work never ran
+// (AXGATE_INTERNAL) rather than run the tool with its tokens unspent. It
+// refuses a check-only call: such a call must never reach the tool.
 func Commit() middleware.Stage {
 	return middleware.Stage{Name: StageCommit, Interceptor: commit}
 }

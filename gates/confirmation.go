@@ -32,11 +32,12 @@ type ConfirmationConfig struct {
 	Threshold manifest.RiskLevel
 }
 
-// Confirmation is the gate for actions that need a person's confirmation:
-// those with confirmation_required, or whose risk level reaches the
-// threshold. A call passes with a valid, unused confirmation token bound to
-// it, or when the transport asks the person inline (MCP elicitation) and the
-// person accepts.
+// Confirmation is the gate for actions that need a person's confirmation.
+//
+// Those are the ones with confirmation_required, or whose risk level reaches
+// the threshold. A call passes with a valid, unused confirmation token bound
+// to it, or when the transport asks the person inline (MCP elicitation) and
+// the person accepts.
 type Confirmation struct {
 	cfg ConfirmationConfig
 }
@@ -195,13 +196,14 @@ var placeholder = regexp.MustCompile(`\{\{\s*([^{}]*?)\s*\}\}`)
 // maxPlaceholderRunes bounds one filled-in value of a confirmation message.
 const maxPlaceholderRunes = 200
 
-// RenderConfirmationMessage fills the {{param}} placeholders of the action's
-// confirmation_message from args. Values are made safe to show as plain
-// text: strings are inserted with control, formatting (bidirectional
-// overrides, zero-width) and other invisible characters escaped as \u{…},
-// and cut at 200 characters; other values are inserted as compact JSON; a
-// missing argument reads "(not set)". The result is never parsed again, so a
-// value that looks like a placeholder stays literal. UIs that render HTML or
+// RenderConfirmationMessage fills the {{param}} placeholders of the action's confirmation_message.
+//
+// The values come from args. Values are made safe to show as plain text:
+// strings are inserted with control, formatting (bidirectional overrides,
+// zero-width) and other invisible characters escaped as \u{…}, and cut at
+// 200 characters; other values are inserted as compact JSON; a missing
+// argument reads "(not set)". The result is never parsed again, so a value
+// that looks like a placeholder stays literal. UIs that render HTML or
 // Markdown must still escape the message for their medium. Without a
 // confirmation_message the text names the action and its risk.
 func RenderConfirmationMessage(a *manifest.Action, args map[string]any) string {

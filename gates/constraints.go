@@ -11,9 +11,11 @@ import (
 	"github.com/axgate/axgate/middleware"
 )
 
-// Constraints enforces each action's constraints: named boolean CEL
-// expressions over the arguments and the principal, such as
-// "check_out > check_in". They are compiled once, by NewConstraints.
+// Constraints enforces each action's constraints.
+//
+// They are named boolean CEL expressions over the arguments and the
+// principal, such as "check_out > check_in". They are compiled once, by
+// NewConstraints.
 //
 // Constraints fail closed: any evaluation error refuses the call with
 // reason constraint_not_evaluable, also one that || or && would absorb
@@ -82,9 +84,10 @@ func (g *Constraints) Check(call *middleware.Call) error {
 	return g.CheckContext(context.Background(), call)
 }
 
-// CheckContext evaluates every constraint of the call's action, in name
-// order, and refuses with AXAG_PRECONDITION_FAILED naming the ones that do
-// not hold (details failed_constraint, expression, failed_constraints when
+// CheckContext evaluates every constraint of the call's action, in name order.
+//
+// It refuses with AXAG_PRECONDITION_FAILED naming the ones that do not
+// hold (details failed_constraint, expression, failed_constraints when
 // several), or the first that cannot be evaluated (reason
 // constraint_not_evaluable). An evaluation stops when ctx ends.
 func (g *Constraints) CheckContext(ctx context.Context, call *middleware.Call) error {

@@ -1,5 +1,6 @@
-// Package gates holds the standard gates of axgate, one file per gate. Each
-// gate is an ordinary middleware.Interceptor, returned inside a named
+// Package gates holds the standard gates of axgate, one file per gate.
+//
+// Each gate is an ordinary middleware.Interceptor, returned inside a named
 // middleware.Stage, so the root package can assemble them in the standard
 // order and users can reorder, drop or add their own.
 //

@@ -9,13 +9,15 @@ import (
 	"github.com/axgate/axgate/internal/jsonx"
 )
 
-// KeywordAmbiguousKey is the keyword of a violation for an argument key that
-// is not a declared name but equal to one under Unicode simple case folding
-// (LIMIT beside a declared limit). A tool that binds its arguments to a
-// struct with encoding/json, which matches keys case-insensitively, reads
-// such a key as the declared one, which the gates never checked under that
-// name: the schema took it for an unknown argument (allowed with
-// WithUnknownParams), the access gate for no tenant or user argument at all.
+// KeywordAmbiguousKey marks an argument key that is a declared name only under case folding.
+//
+// It is the keyword of a violation for an argument key that is not a
+// declared name but equal to one under Unicode simple case folding (LIMIT
+// beside a declared limit). A tool that binds its arguments to a struct with
+// encoding/json, which matches keys case-insensitively, reads such a key as
+// the declared one, which the gates never checked under that name: the
+// schema took it for an unknown argument (allowed with WithUnknownParams),
+// the access gate for no tenant or user argument at all.
 const KeywordAmbiguousKey = "ambiguous_keys"
 
 // foldedNames is a set of declared names with their case folding

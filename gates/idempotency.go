@@ -87,8 +87,9 @@ type IdempotencyOptions struct {
 	Quota int
 }
 
-// Idempotency is the gate for actions the manifest declares
-// `idempotent: false`. It is safe for concurrent use.
+// Idempotency is the gate for actions the manifest declares `idempotent: false`.
+//
+// It is safe for concurrent use.
 //
 // With an idempotency key (call.Credentials.IdempotencyKey, the HTTP
 // Idempotency-Key header; IETF draft semantics), scoped to the principal, the
@@ -474,13 +475,14 @@ func IdempotencyQuotaExceeded(intent string, quota int, retryAfter time.Duration
 // records, at the latest.
 const idempotencySweepEvery = time.Minute
 
-// MemoryIdempotencyStore is an IdempotencyStore for one process. Records
-// expire after their ttl and are swept as new keys arrive. Its capacity is
-// kept per tenant: each tenant (by IdempotencyOwner.Tenant; "" for callers
-// without one) holds at most maxKeys live records, so one tenant filling its
-// share never refuses another tenant's calls; within a tenant, each
-// principal holds at most its quota of records made with a key. It is safe
-// for concurrent use.
+// MemoryIdempotencyStore is an IdempotencyStore for one process.
+//
+// Records expire after their ttl and are swept as new keys arrive. Its
+// capacity is kept per tenant: each tenant (by IdempotencyOwner.Tenant; ""
+// for callers without one) holds at most maxKeys live records, so one tenant
+// filling its share never refuses another tenant's calls; within a tenant,
+// each principal holds at most its quota of records made with a key. It is
+// safe for concurrent use.
 type MemoryIdempotencyStore struct {
 	mu      sync.Mutex
 	records map[string]*memoryRecord

@@ -76,9 +76,10 @@ func (p *Params) Check(call *middleware.Call) error {
 	return e
 }
 
-// Violations validates a decoded argument document against the action's
-// schema and returns the validator's failures, one per leaf, each with its
-// AXAG code, in path order: at most MaxViolations of them, and how many more
+// Violations validates a decoded argument document against the action's schema.
+//
+// It returns the validator's failures, one per leaf, each with its AXAG
+// code, in path order: at most MaxViolations of them, and how many more
 // there are. Those past the cap are counted, not built. A key that is not a
 // declared name but differs from one only in letter case, where the schema
 // accepts undeclared members, is a violation with keyword

@@ -14,11 +14,13 @@ import (
 	"github.com/axgate/axgate/middleware"
 )
 
-// ResultChecker checks a postcondition once the tool has run. It returns nil
-// when the postcondition holds; errors are treated as by Checker (an
-// *errors.Error reaches the caller as a copy, with the intent and, for
-// AXGATE_POSTCONDITION_FAILED, failed_postcondition filled in when missing;
-// anything else means "does not hold" and is never shown to the caller).
+// ResultChecker checks a postcondition once the tool has run.
+//
+// It returns nil when the postcondition holds; errors are treated as by
+// Checker (an *errors.Error reaches the caller as a copy, with the intent
+// and, for AXGATE_POSTCONDITION_FAILED, failed_postcondition filled in when
+// missing; anything else means "does not hold" and is never shown to the
+// caller).
 type ResultChecker func(ctx context.Context, call *middleware.Call, res middleware.Result) error
 
 // Postcondition binds a postcondition name of the manifest to a check: a Go
@@ -30,11 +32,13 @@ type Postcondition struct {
 	Expr  string
 }
 
-// Postconditions checks what a tool returned: the action's output_schema,
-// when it declares one, then its postconditions in manifest order. A failure
-// answers AXGATE_POSTCONDITION_FAILED (502) instead of the result: the tool
-// ran, but the caller must not take the call as a success. Tool errors pass
-// through unchanged.
+// Postconditions checks what a tool returned.
+//
+// It checks the action's output_schema, when it declares one, then its
+// postconditions in manifest order. A failure answers
+// AXGATE_POSTCONDITION_FAILED (502) instead of the result: the tool ran, but
+// the caller must not take the call as a success. Tool errors pass through
+// unchanged.
 //
 // A postcondition expression that cannot be evaluated (any error, also one
 // that || or && would absorb, the cost limit, the context ended) does not

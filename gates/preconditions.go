@@ -13,14 +13,15 @@ import (
 	"github.com/axgate/axgate/middleware"
 )
 
-// Checker checks a precondition of a call. It returns nil when the
-// precondition holds. An *errors.Error is the checker's own answer (a checker
-// whose own store failed returns StoreUnavailable): the caller gets a copy,
-// with the action's intent when it names none and, for
-// AXAG_PRECONDITION_FAILED, the precondition's name and suggestion when it
-// lacks them, so a package-level error may be returned safely. Any other
-// error means the precondition does not hold, and its text stays in the
-// refusal's cause, for logs, never shown to the caller. Use
+// Checker checks a precondition of a call.
+//
+// It returns nil when the precondition holds. An *errors.Error is the
+// checker's own answer (a checker whose own store failed returns
+// StoreUnavailable): the caller gets a copy, with the action's intent when it
+// names none and, for AXAG_PRECONDITION_FAILED, the precondition's name and
+// suggestion when it lacks them, so a package-level error may be returned
+// safely. Any other error means the precondition does not hold, and its text
+// stays in the refusal's cause, for logs, never shown to the caller. Use
 // PreconditionFailed to give the caller a message of your own.
 //
 // A checker must not change anything: Enforcer.Check runs it too.
@@ -58,8 +59,10 @@ func (e *UnboundError) Error() string {
 	return strings.TrimSuffix(b.String(), ";")
 }
 
-// Preconditions checks each action's preconditions, in manifest order; the
-// first that does not hold refuses the call with AXAG_PRECONDITION_FAILED.
+// Preconditions checks each action's preconditions, in manifest order.
+//
+// The first that does not hold refuses the call with
+// AXAG_PRECONDITION_FAILED.
 //
 // A precondition expression that cannot be evaluated (an argument it reads
 // outside has() is absent, a type does not fit, an error that || or &&
@@ -80,13 +83,14 @@ type preRule struct {
 	warnings []string
 }
 
-// NewPreconditions binds every precondition of m. Unless allowUnbound, a
-// precondition with no binding fails it with an *UnboundError listing them
-// all (fail closed); with allowUnbound each call of an action with an
-// unbound precondition records a warning in call.Facts.Warnings. An
-// expression that does not compile, or whose estimated worst-case cost
-// exceeds the limit, fails it with the action's path. lim, at most one,
-// bounds evaluation.
+// NewPreconditions binds every precondition of m.
+//
+// Unless allowUnbound, a precondition with no binding fails it with an
+// *UnboundError listing them all (fail closed); with allowUnbound each
+// call of an action with an unbound precondition records a warning in
+// call.Facts.Warnings. An expression that does not compile, or whose
+// estimated worst-case cost exceeds the limit, fails it with the action's
+// path. lim, at most one, bounds evaluation.
 func NewPreconditions(m *manifest.Manifest, bound map[string]Precondition, allowUnbound bool, lim ...CELLimits) (*Preconditions, error) {
 	bindings := make(map[string]conditionBinding[Checker], len(bound))
 	for name, b := range bound {

@@ -209,13 +209,15 @@ func sweepDue(now, last time.Time, period time.Duration, full bool) bool {
 	return since >= period || (full && since >= sweepFullEvery)
 }
 
-// MemoryLimiter is a Limiter for one process: a token bucket per key
-// (golang.org/x/time/rate), Limit{Count, Per} being a bucket of Count tokens
-// refilled at Count per Per. A key whose bucket has refilled is
-// indistinguishable from a new one, so it is forgotten (idle keys are swept
-// as new keys arrive): memory holds only keys used within their period, up to
-// a bound per tenant (LimitKey.Tenant): one tenant whose callers fill its
-// share never refuses another tenant's calls. It is safe for concurrent use.
+// MemoryLimiter is a Limiter for one process: a token bucket per key.
+//
+// The buckets are golang.org/x/time/rate's, Limit{Count, Per} being a bucket
+// of Count tokens refilled at Count per Per. A key whose bucket has refilled
+// is indistinguishable from a new one, so it is forgotten (idle keys are
+// swept as new keys arrive): memory holds only keys used within their period,
+// up to a bound per tenant (LimitKey.Tenant): one tenant whose callers fill
+// its share never refuses another tenant's calls. It is safe for concurrent
+// use.
 type MemoryLimiter struct {
 	seed        maphash.Seed
 	shards      []limiterShard
@@ -237,11 +239,11 @@ type bucket struct {
 	tenant string
 }
 
-// NewMemoryLimiter returns a MemoryLimiter that holds at most maxKeys busy
-// keys per tenant (DefaultMaxKeys when maxKeys ≤ 0). When every one of a
-// tenant's is still counting, a new key of that tenant gets ErrStoreFull: the
-// call is refused, never let through uncounted; other tenants are
-// unaffected.
+// NewMemoryLimiter returns a MemoryLimiter that holds at most maxKeys busy keys per tenant.
+//
+// DefaultMaxKeys is used when maxKeys ≤ 0. When every one of a tenant's is
+// still counting, a new key of that tenant gets ErrStoreFull: the call is
+// refused, never let through uncounted; other tenants are unaffected.
 func NewMemoryLimiter(maxKeys int) *MemoryLimiter {
 	if maxKeys <= 0 {
 		maxKeys = DefaultMaxKeys
@@ -260,11 +262,12 @@ func NewMemoryLimiter(maxKeys int) *MemoryLimiter {
 	return l
 }
 
-// AllowN takes n calls from every counter in keys, all or nothing (see
-// Limiter); n = 0 only looks. The shards of the keys stay locked from the
-// first look to the last charge, so the decision is atomic. When refused,
-// nothing is taken and RetryAfter says when the counter that refused longest
-// will allow one call (for n = 0) or the n calls (for n > 0).
+// AllowN takes n calls from every counter in keys, all or nothing (see Limiter); n = 0 only looks.
+//
+// The shards of the keys stay locked from the first look to the last charge,
+// so the decision is atomic. When refused, nothing is taken and RetryAfter
+// says when the counter that refused longest will allow one call (for n = 0)
+// or the n calls (for n > 0).
 func (l *MemoryLimiter) AllowN(ctx context.Context, keys []LimitKey, n int) (LimitDecision, error) {
 	if err := checkLimitKeys(keys, n); err != nil {
 		return LimitDecision{}, err

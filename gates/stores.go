@@ -431,8 +431,9 @@ func digits(n int) int {
 	return d
 }
 
-// StoreUnavailable is the refusal of a gate whose store failed: 503,
-// retryable. The cause is kept for logs and never shown to the caller.
+// StoreUnavailable is the refusal of a gate whose store failed: 503, retryable.
+//
+// The cause is kept for logs and never shown to the caller.
 //
 // A store that is healthy but had no connection free in time (its error
 // matches ErrStoreBusy) is refused the same way, 503 and retryable, with the

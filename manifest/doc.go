@@ -1,5 +1,6 @@
-// Package manifest reads AXAG manifests — the semantic contract of a site's
-// actions — and turns them into the model the gates enforce.
+// Package manifest reads AXAG manifests and turns them into the model the gates enforce.
+//
+// A manifest is the semantic contract of a site's actions.
 //
 // Both forms the AXAG documentation publishes are accepted and normalized into
 // one model: the v1 schema form (top-level actions with required_parameters

@@ -22,8 +22,9 @@ const (
 	StatusFail Status = "FAIL"
 )
 
-// Quality is the deterministic quality score of a manifest, 0.0 to 5.0: the
-// mean over its actions of four criteria worth 1.25 each.
+// Quality is the deterministic quality score of a manifest, 0.0 to 5.0.
+//
+// It is the mean over its actions of four criteria worth 1.25 each.
 //
 //   - description: 1 for a description of at least 3 words and 15
 //     characters that says more than the intent; 0.5 for a shorter one; 0

@@ -202,11 +202,13 @@ func LintFile(name string, opts LintOptions) (*LintResult, error) {
 	return Lint(data, opts), nil
 }
 
-// Lint checks a manifest document deterministically: structure and
-// semantics (every problem Parse reports), the AXAG lint rules as they apply
-// to a manifest, the fields the conformance level requires, and the graph of
-// preconditions and postconditions. It never fails: whatever is wrong with
-// the document is a finding. Rules lists the rule ids.
+// Lint checks a manifest document deterministically.
+//
+// It checks structure and semantics (every problem Parse reports), the AXAG
+// lint rules as they apply to a manifest, the fields the conformance level
+// requires, and the graph of preconditions and postconditions. It never
+// fails: whatever is wrong with the document is a finding. Rules lists the
+// rule ids.
 func Lint(data []byte, opts LintOptions) *LintResult {
 	r := &LintResult{Source: opts.Source}
 	format := formatFor(opts.Source)
@@ -791,13 +793,14 @@ func (e *PruneError) Error() string {
 	return b.String()
 }
 
-// Prune applies the partial schema policy: it returns the manifest (as
-// indented JSON, keys sorted) without the actions that have errors, and the
-// actions it removed, in document order. Removing an action can change what
-// the others see (its postconditions no longer produce anything), so the
-// result is linted again until it passes. When an error outside every
-// action remains, or the document cannot be read at all, it returns a
-// *PruneError and no document.
+// Prune applies the partial schema policy.
+//
+// It returns the manifest (as indented JSON, keys sorted) without the
+// actions that have errors, and the actions it removed, in document order.
+// Removing an action can change what the others see (its postconditions no
+// longer produce anything), so the result is linted again until it passes.
+// When an error outside every action remains, or the document cannot be
+// read at all, it returns a *PruneError and no document.
 func (r *LintResult) Prune() ([]byte, []ActionStatus, error) {
 	if r.doc == nil {
 		return nil, nil, &PruneError{Remaining: r.Errors()}

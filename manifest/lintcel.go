@@ -46,13 +46,15 @@ func plural(n int) string {
 	return "s"
 }
 
-// UnguardedOptionalReads parses the CEL expression src and returns, in
-// order of first read, the names in optional that it reads (args.x,
-// args["x"], or the bare parameter x) where no has(args.x) (or "x" in
-// args) guards the read: the left side of an && or the condition of a
-// ?: that shows x present, or the left side of an || that shows it present
-// when false (!has(args.x) || …). It returns nil for an expression that
-// does not parse: compiling it reports that.
+// UnguardedOptionalReads returns the optional names a CEL expression reads with no guard.
+//
+// It parses the CEL expression src and returns, in order of first read,
+// the names in optional that it reads (args.x, args["x"], or the bare
+// parameter x) where no has(args.x) (or "x" in args) guards the read: the
+// left side of an && or the condition of a ?: that shows x present, or the
+// left side of an || that shows it present when false (!has(args.x) || …).
+// It returns nil for an expression that does not parse: compiling it
+// reports that.
 func UnguardedOptionalReads(src string, optional map[string]bool) []string {
 	tree, errs := parser.Parse(common.NewTextSource(src))
 	if errs != nil && len(errs.GetErrors()) > 0 {

@@ -6,12 +6,13 @@ import (
 	"github.com/axgate/axgate/internal/schemax"
 )
 
-// ParamsSchema returns the JSON Schema (draft-07) of an action's arguments,
-// following AXAG's tool mapping: min→minimum, max→maximum, format hints to
+// ParamsSchema returns the JSON Schema (draft-07) of an action's arguments.
+//
+// It follows AXAG's tool mapping: min→minimum, max→maximum, format hints to
 // JSON Schema formats, nested objects and arrays, defaults as annotations.
 // Objects with declared properties refuse undeclared members unless
-// allowUnknown is set, so a misspelled argument is refused, not ignored.
-// It returns nil for an action that declares no parameters.
+// allowUnknown is set, so a misspelled argument is refused, not ignored. It
+// returns nil for an action that declares no parameters.
 func ParamsSchema(a *Action, allowUnknown bool) map[string]any {
 	if !a.ParametersDeclared {
 		return nil

@@ -79,12 +79,14 @@ func (l Limits) Or(d Limits) Limits {
 	return l
 }
 
-// Decode parses untrusted JSON within the limits, as for call arguments:
-// size, depth, members per object, items per array and UTF-8 are checked,
-// and only I-JSON (RFC 7493) is accepted — no repeated key, no two keys of
-// one object equal under Unicode simple case folding, no number that an
-// IEEE 754 double does not hold exactly, no escaped lone surrogate — so that what a gate checks is what any decoder
-// downstream reads. Its errors are for DecodeError.
+// Decode parses untrusted JSON within the limits, as for call arguments.
+//
+// Size, depth, members per object, items per array and UTF-8 are checked, and
+// only I-JSON (RFC 7493) is accepted — no repeated key, no two keys of one
+// object equal under Unicode simple case folding, no number that an IEEE 754
+// double does not hold exactly, no escaped lone surrogate — so that what a
+// gate checks is what any decoder downstream reads. Its errors are for
+// DecodeError.
 func (l Limits) Decode(data []byte) (any, error) {
 	l = l.Resolved()
 	return jsonx.Decode(data, jsonx.Limits{MaxBytes: l.MaxBytes, MaxDepth: l.MaxDepth, MaxMembers: l.MaxMembers, MaxItems: l.MaxItems, IJSON: true})
@@ -265,8 +267,9 @@ func isEmptyArgs(raw []byte) bool {
 	return len(t) == 0 || string(t) == "null"
 }
 
-// DecodeError turns an error of the strict JSON decoder into the *Error a
-// caller sees: 413 for size, 400 for everything else. A number that is not
+// DecodeError turns an error of the strict JSON decoder into the *Error a caller sees.
+//
+// It is 413 for size, 400 for everything else. A number that is not
 // interoperable is AXAG_INVALID_TYPE with reason number_not_interoperable;
 // keys equal under case folding are reason ambiguous_keys, an object with
 // too many members reason too_many_members, an array with too many items
@@ -373,13 +376,14 @@ func (c *Call) ArgsSHA256() (string, error) {
 	return c.digest, nil
 }
 
-// CanonicalArguments returns the arguments canonicalized with RFC 8785
-// (JCS), empty arguments as {}: the bytes ArgsSHA256 digests, and the bytes
-// an adapter hands the tool, so that what a token binds and what the tool
-// reads are one encoding of the value the gates checked. Arguments the
-// gates would refuse (not an object, a repeated key, …) give the same
-// *errors.Error as Args. It is computed once per call and shared: the
-// caller must not modify the returned slice.
+// CanonicalArguments returns the arguments canonicalized with RFC 8785 (JCS), empty ones as {}.
+//
+// They are the bytes ArgsSHA256 digests, and the bytes an adapter hands the
+// tool, so that what a token binds and what the tool reads are one encoding
+// of the value the gates checked. Arguments the gates would refuse (not an
+// object, a repeated key, …) give the same *errors.Error as Args. It is
+// computed once per call and shared: the caller must not modify the
+// returned slice.
 func (c *Call) CanonicalArguments() ([]byte, error) {
 	if c.canon != nil {
 		return c.canon, nil

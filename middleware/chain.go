@@ -57,16 +57,18 @@ func Build(inv Invoker, obs Observer, stages ...Stage) Invoker {
 	return build(nil, inv, obs, stages)
 }
 
-// BuildFor is Build for the calls of one action: it leaves out the stages
-// that do not apply to a (Stage.Applies), so that a read action with no
-// confirmation, approval, rate limit or conditions does not pass through
-// those gates at all. Give it only calls of a, or calls whose action is
-// not resolved yet and which one of its stages (the intent gate) resolves
-// to a: the stages left out would have checked any other action. The chain
-// is pinned to a: should a stage set call.Action to another action, the
-// next stage is not run and the call is refused with AXGATE_INTERNAL,
-// attributed to that stage; and a call that leaves the last stage with any
-// action but a, or none, is refused the same way before inv runs.
+// BuildFor is Build for the calls of one action.
+//
+// It leaves out the stages that do not apply to a (Stage.Applies), so that
+// a read action with no confirmation, approval, rate limit or conditions
+// does not pass through those gates at all. Give it only calls of a, or
+// calls whose action is not resolved yet and which one of its stages (the
+// intent gate) resolves to a: the stages left out would have checked any
+// other action. The chain is pinned to a: should a stage set call.Action
+// to another action, the next stage is not run and the call is refused
+// with AXGATE_INTERNAL, attributed to that stage; and a call that leaves
+// the last stage with any action but a, or none, is refused the same way
+// before inv runs.
 func BuildFor(a *manifest.Action, inv Invoker, obs Observer, stages ...Stage) Invoker {
 	kept := make([]Stage, 0, len(stages))
 	for _, s := range stages {

@@ -1,5 +1,4 @@
-// Package middleware defines the call that flows through axgate and the
-// interceptor chain it flows through.
+// Package middleware defines the call flowing through axgate and its interceptor chain.
 //
 // A Call is one tool call: the tool name, the arguments as raw JSON (decoded
 // once, lazily, and shared by every gate), the Principal the transport

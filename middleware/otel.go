@@ -90,8 +90,9 @@ var durationBuckets = []float64{
 	0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10,
 }
 
-// Redactor decides what of a call's arguments may be recorded on its span
-// (gen_ai.tool.call.arguments) and in its audit record. args is a fresh copy
+// Redactor decides what of a call's arguments its span and its audit record may carry.
+//
+// The span records them as gen_ai.tool.call.arguments. args is a fresh copy
 // of the arguments, which the redactor may change and return; action is the
 // resolved manifest action. The result is recorded as JSON; nil records
 // nothing. Arguments are never recorded without a Redactor.
@@ -122,19 +123,24 @@ const (
 	// GateEventsAll adds an event for every gate the call passed and for
 	// the refusal, if any: the whole path of the call. It is the default.
 	GateEventsAll GateEvents = iota
-	// GateEventsRefusals adds an event only for the refusal. Each event
-	// costs the tracing SDK a clock read, a copy of its attributes and its
-	// share of the span's growing event list (~0.35–0.65 µs and two
-	// allocations each, bench/README.md), so on an action that passes
-	// all eleven standard gates this roughly halves what tracing adds to an
-	// allowed call; the gates' times are still in axag.gate.duration.
+	// GateEventsRefusals adds an event only for the refusal.
+	//
+	// Each event costs the tracing SDK a clock read, a copy of its
+	// attributes and its share of the span's growing event list, so on an
+	// action that passes all eleven standard gates the pass events are much
+	// of what tracing adds to an allowed call (bench/README.md, section
+	// Observability, has the figures); the gates' times are still in
+	// axag.gate.duration.
 	GateEventsRefusals
-	// GateEventsSummary keeps every gate's outcome at about the cost of
-	// GateEventsRefusals: one "axag.gates" event whose axag.gates.passed
-	// lists, in order, the gates the call passed, added when the call
-	// leaves the gates (before a refusal's own event, or when the chain
-	// returns), plus the refusal's event. The events then say nothing of
-	// when each gate finished; axag.gate.duration does.
+	// GateEventsSummary keeps every gate's outcome in one event, plus the refusal's event.
+	//
+	// The one "axag.gates" event, whose axag.gates.passed lists, in
+	// order, the gates the call passed, is added when the call leaves
+	// the gates (before a refusal's own event, or when the chain
+	// returns). It costs a few allocations more than GateEventsRefusals
+	// and fewer than GateEventsAll (bench/README.md, section
+	// Observability). The events then say nothing of when each gate
+	// finished; axag.gate.duration does.
 	GateEventsSummary
 )
 
@@ -166,9 +172,10 @@ type TelemetryConfig struct {
 	GateEvents GateEvents
 }
 
-// Telemetry traces, measures and audits every call through a chain: its
-// Stage goes outermost, around every gate, and it is the chain's Observer,
-// so it hears each gate's outcome and time.
+// Telemetry traces, measures and audits every call through a chain.
+//
+// Its Stage goes outermost, around every gate, and it is the chain's
+// Observer, so it hears each gate's outcome and time.
 //
 // Spans are named "execute_tool {tool}" and carry the GenAI attributes
 // (gen_ai.operation.name, gen_ai.tool.name, gen_ai.tool.call.id) and axag.intent,

@@ -1,8 +1,9 @@
-// Package token holds the signed, single-use tokens of axgate: the keys that
-// sign and verify them, the Verifier that checks one against RFC 8725's
-// rules, the Claims that bind a token to one call, the Issuer that signs
-// confirmation and approval tokens, the Reason a token is refused for, and
-// the ReplayStore that remembers which tokens were spent.
+// Package token holds the signed, single-use tokens of axgate.
+//
+// It holds the keys that sign and verify them, the Verifier that checks one
+// against RFC 8725's rules, the Claims that bind a token to one call, the
+// Issuer that signs confirmation and approval tokens, the Reason a token is
+// refused for, and the ReplayStore that remembers which tokens were spent.
 //
 // A confirmation token says that a person confirmed one exact call: its
 // intent, its caller, its tenant and the RFC 8785 digest of its arguments

@@ -241,11 +241,13 @@ func (j joinedKeySets) Key(kid string) (Key, error) {
 	return Key{}, ErrUnknownKey
 }
 
-// ParseJWKS reads a JWK Set (RFC 7517) of public keys. Each key is bound to
-// its "alg" member or, when absent, to the one algorithm its type implies
-// (OKP Ed25519 → EdDSA, EC P-256 → ES256, RSA → RS256). Keys whose "use" is
-// not "sig" are skipped; symmetric ("oct") keys are refused, since a shared
-// secret does not belong in a published key set.
+// ParseJWKS reads a JWK Set (RFC 7517) of public keys.
+//
+// Each key is bound to its "alg" member or, when absent, to the one
+// algorithm its type implies (OKP Ed25519 → EdDSA, EC P-256 → ES256, RSA →
+// RS256). Keys whose "use" is not "sig" are skipped; symmetric ("oct") keys
+// are refused, since a shared secret does not belong in a published key
+// set.
 func ParseJWKS(data []byte) (*StaticKeySet, error) {
 	var set jwkset.JWKSMarshal
 	if err := json.Unmarshal(data, &set); err != nil {
@@ -563,8 +565,9 @@ func LoadSigningKeyFile(path, kid string) (*Signer, error) {
 	return s, nil
 }
 
-// Keyfunc returns a jwt.Keyfunc that picks the key named by a token's "kid"
-// from keys and hands it over only if the token's "alg" is in algorithms
+// Keyfunc returns a jwt.Keyfunc that picks the key named by a token's "kid" from keys.
+//
+// It hands the key over only if the token's "alg" is in algorithms
 // (DefaultAlgorithms when none are given) and is the one algorithm the key is
 // bound to. It refuses any "crit" header, which golang-jwt v5 does not check
 // on its own. Use it for any JWT verified "with keys as for tokens", such as

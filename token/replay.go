@@ -31,12 +31,14 @@ const (
 	replayShrinkMin  = 1024
 )
 
-// MemoryReplayStore is a ReplayStore for one process: used token ids with
-// their expiry, expired ids dropped a bounded number at a time as new ones
-// arrive, and the memory they held given back. Its capacity is kept per
-// tenant (TokenUse.Tenant, the tokens' tenant claim): each tenant holds at
-// most MaxEntries ids, so a tenant filling its share never refuses another
-// tenant's tokens. Its zero value is not usable; call NewMemoryReplayStore.
+// MemoryReplayStore is a ReplayStore for one process.
+//
+// It holds used token ids with their expiry; expired ids are dropped a
+// bounded number at a time as new ones arrive, and the memory they held is
+// given back. Its capacity is kept per tenant (TokenUse.Tenant, the tokens'
+// tenant claim): each tenant holds at most MaxEntries ids, so a tenant
+// filling its share never refuses another tenant's tokens. Its zero value
+// is not usable; call NewMemoryReplayStore.
 type MemoryReplayStore struct {
 	mu      sync.Mutex
 	max     int
@@ -236,11 +238,12 @@ func (h *expiryHeap) Pop() any {
 	return e
 }
 
-// ReplayKey is the id under which the gates record a token as used in a
-// ReplayStore: the base64url SHA-256 (middleware.DigestCanonical) of the
-// issuer, length-prefixed, and the jti. It is 43 characters long whatever the
-// jti (which may be kilobytes), and two issuers that happen to use the same
-// jti do not spend each other's tokens.
+// ReplayKey is the id under which the gates record a token as used in a ReplayStore.
+//
+// It is the base64url SHA-256 (middleware.DigestCanonical) of the issuer,
+// length-prefixed, and the jti. It is 43 characters long whatever the jti
+// (which may be kilobytes), and two issuers that happen to use the same jti
+// do not spend each other's tokens.
 func ReplayKey(issuer, jti string) string {
 	b := make([]byte, 0, 24+len(issuer)+len(jti))
 	b = strconv.AppendInt(b, int64(len(issuer)), 10)

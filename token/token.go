@@ -183,12 +183,13 @@ type VerifierConfig struct {
 	Now func() time.Time
 }
 
-// Verifier verifies tokens of one kind with golang-jwt v5 and the rules of
-// RFC 8725: size cap before parsing, algorithm allow-list with each key bound
-// to one algorithm, no critical extensions, exact typ, iss and aud, required
-// jti, iat and exp, bounded lifetime and a small leeway. It does not check
-// the call binding or single use: the gates do. It is safe for concurrent
-// use.
+// Verifier verifies tokens of one kind with golang-jwt v5 and the rules of RFC 8725.
+//
+// Those rules are: a size cap before parsing, algorithm allow-list with each
+// key bound to one algorithm, no critical extensions, exact typ, iss and aud,
+// required jti, iat and exp, bounded lifetime and a small leeway. It does not
+// check the call binding or single use: the gates do. It is safe for
+// concurrent use.
 type Verifier struct {
 	cfg     VerifierConfig
 	allowed map[string]bool

@@ -1,5 +1,6 @@
-// Package adk enforces an AXAG manifest on the tool calls of agents built
-// with Google's Agent Development Kit for Go (google.golang.org/adk/v2).
+// Package adk enforces an AXAG manifest on the tool calls of agents built with ADK for Go.
+//
+// ADK is Google's Agent Development Kit for Go (google.golang.org/adk/v2).
 //
 // Gate.BeforeTool is a BeforeToolCallback, and Gate.Plugin an ADK plugin
 // that installs it for every agent a runner runs. For each call of a tool

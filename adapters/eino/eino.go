@@ -1,5 +1,6 @@
-// Package eino enforces an AXAG manifest on the tool calls of agents built
-// with CloudWeGo Eino (github.com/cloudwego/eino).
+// Package eino enforces an AXAG manifest on the tool calls of agents built with CloudWeGo Eino.
+//
+// Eino is github.com/cloudwego/eino.
 //
 // Middleware is a compose.ToolMiddleware for a ToolsNode (ToolsNodeConfig
 // .ToolCallMiddlewares, or a ReAct agent's tools config): every tool call
@@ -73,10 +74,11 @@ func ContextPrincipal(ctx context.Context, _ *compose.ToolInput) (middleware.Pri
 	return p, nil
 }
 
-// Middleware returns a tool middleware that runs every tool call, invokable
-// or streamable, plain or enhanced, through e's whole chain. The chain is
-// built once, here. For a streamable tool the chain's later stages see the
-// stream, not its content: give an action with postconditions or an
+// Middleware returns a tool middleware that runs every tool call through e's whole chain.
+//
+// It takes every call, invokable or streamable, plain or enhanced. The
+// chain is built once, here. For a streamable tool the chain's later stages
+// see the stream, not its content: give an action with postconditions or an
 // output_schema an invokable tool.
 func Middleware(e *axgate.Enforcer, opts ...Option) compose.ToolMiddleware {
 	c := config{principal: ContextPrincipal}

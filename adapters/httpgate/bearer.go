@@ -56,7 +56,8 @@ type BearerConfig struct {
 	//
 	// An agent presenting the same bearer token call after call then pays for
 	// the signature once (an Ed25519 verification costs more than the whole
-	// gate chain: bench/README.md). A remembered token is only ever the exact
+	// gate chain: bench/README.md, sections "Confirmation gate vs bare
+	// golang-jwt" and "Policy chain"). A remembered token is only ever the exact
 	// same string, and is dropped once its exp (plus Leeway) has passed or
 	// once Keyfunc no longer returns the key it was verified with (a key
 	// revoked from the key set: the Keyfunc is asked again on every hit,

@@ -14,7 +14,9 @@ import (
 	"github.com/axgate/axgate/middleware"
 )
 
-// ToolServer serves the tools of a manifest over HTTP:
+// ToolServer serves the tools of a manifest over HTTP.
+//
+// Its routes:
 //
 //	GET  /tools                 {"tools":[{name, description, inputSchema, axag}, …]}
 //	GET  /tools/{name}          one tool, or 404 {"error":"Tool not found: {name}"}

@@ -35,11 +35,12 @@ func TokenInfoPrincipal(_ context.Context, req *mcp.CallToolRequest) (middleware
 	return PrincipalFromTokenInfo(req.Extra.TokenInfo), nil
 }
 
-// PrincipalFromTokenInfo maps a verified bearer token to a principal. A
-// token verified by BearerVerifier carries the principal its authenticator
-// found. Otherwise ID is the token's user, Scopes its scopes, Claims its
-// extra claims, Tenant the "tenant" claim and Roles the "roles" claim (a
-// list, or a space-separated string).
+// PrincipalFromTokenInfo maps a verified bearer token to a principal.
+//
+// A token verified by BearerVerifier carries the principal its
+// authenticator found. Otherwise ID is the token's user, Scopes its
+// scopes, Claims its extra claims, Tenant the "tenant" claim and Roles the
+// "roles" claim (a list, or a space-separated string).
 func PrincipalFromTokenInfo(ti *auth.TokenInfo) middleware.Principal {
 	if p, ok := ti.Extra[extraPrincipal].(middleware.Principal); ok {
 		return p
@@ -67,10 +68,12 @@ func PrincipalFromTokenInfo(ti *auth.TokenInfo) middleware.Principal {
 // the principal it found.
 const extraPrincipal = "axgate/principal"
 
-// BearerVerifier adapts an HTTP authenticator, such as the JWT bearer of
-// adapters/httpgate (httpgate.JWTBearer), to the SDK's auth.TokenVerifier, so
-// that auth.RequireBearerToken guards the streamable HTTP transport and
-// TokenInfoPrincipal finds the same principal an HTTP tool server would:
+// BearerVerifier adapts an HTTP authenticator to the SDK's auth.TokenVerifier.
+//
+// The authenticator may be the JWT bearer of adapters/httpgate
+// (httpgate.JWTBearer). With it, auth.RequireBearerToken guards the
+// streamable HTTP transport and TokenInfoPrincipal finds the same principal
+// an HTTP tool server would:
 //
 //	bearer, _ := httpgate.JWTBearer(httpgate.BearerConfig{…})
 //	handler = auth.RequireBearerToken(mcpgate.BearerVerifier(bearer), nil)(handler)

@@ -11,8 +11,10 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// ToolDigest returns the pin of an MCP tool's definition: the lowercase hex
-// SHA-256 of the RFC 8785 (JCS) canonical JSON of the object
+// ToolDigest returns the pin of an MCP tool's definition.
+//
+// The pin is the lowercase hex SHA-256 of the RFC 8785 (JCS) canonical JSON
+// of the object
 //
 //	{"name": …, "description": …, "inputSchema": …, "annotations": …}
 //

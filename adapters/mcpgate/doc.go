@@ -1,5 +1,6 @@
-// Package mcpgate enforces an AXAG manifest on the tools of an MCP server
-// built with the official Go SDK (github.com/modelcontextprotocol/go-sdk).
+// Package mcpgate enforces an AXAG manifest on the tools of an MCP server built with the Go SDK.
+//
+// The SDK is the official one, github.com/modelcontextprotocol/go-sdk.
 //
 // AddTools registers every tool of the manifest, with the input schema the
 // parameter gate enforces, the MCP annotations (readOnlyHint,

@@ -37,24 +37,26 @@ const ElicitationKeySize = 32
 // answers with the question, and the call comes again with the answer.
 var ErrElicitationPending = errors.New("mcpgate: the confirmation question is on its way to the person")
 
-// ErrElicitationStateInvalid is what Call.Elicit returns when a call carries
-// an answer whose request state the adapter did not issue for this very call
-// (another tool, other arguments, another principal or tenant), that expired,
-// or that was already answered. The call is refused with
-// AXAG_CONFIRMATION_MISSING, reason "elicitation_state_invalid".
+// ErrElicitationStateInvalid is what Call.Elicit returns for an answer it cannot take.
+//
+// It is returned when a call carries an answer whose request state the
+// adapter did not issue for this very call (another tool, other arguments,
+// another principal or tenant), that expired, or that was already answered.
+// The call is refused with AXAG_CONFIRMATION_MISSING, reason
+// "elicitation_state_invalid".
 var ErrElicitationStateInvalid = errors.New("mcpgate: the answer's request state was not issued for this call, expired, or was already used")
 
 // confirmSchema is the form of a yes/no question: no fields, the person's
 // accept or decline is the answer.
 var confirmSchema = map[string]any{"type": "object", "properties": map[string]any{}}
 
-// WithElicitationKey sets the key that signs the request state of
-// confirmation questions asked inline. By default each AddTools or
-// ToolHandler generates a random key, which is right for one process; servers
-// behind a load balancer, where the answer may reach another replica than the
-// question, share one secret key of at least ElicitationKeySize random bytes
-// (and a shared WithElicitationReplayStore). A shorter key is a programming
-// error: WithElicitationKey panics.
+// WithElicitationKey sets the key signing the request state of confirmation questions asked inline.
+//
+// By default each AddTools or ToolHandler generates a random key, which is
+// right for one process; servers behind a load balancer, where the answer may
+// reach another replica than the question, share one secret key of at least
+// ElicitationKeySize random bytes (and a shared WithElicitationReplayStore).
+// A shorter key is a programming error: WithElicitationKey panics.
 func WithElicitationKey(key []byte) Option {
 	if len(key) < ElicitationKeySize {
 		panic("mcpgate: WithElicitationKey needs at least 32 bytes of key")
@@ -75,11 +77,12 @@ func WithElicitationTTL(d time.Duration) Option {
 	}
 }
 
-// WithElicitationReplayStore records the answered confirmation questions so
-// that each answer is taken once. By default each AddTools or ToolHandler
-// keeps them in memory; replicas that share WithElicitationKey share a store
-// too (such as redisstore's ReplayStore). A store that fails refuses the call
-// with AXGATE_STORE_UNAVAILABLE.
+// WithElicitationReplayStore records answered confirmation questions so each answer is taken once.
+//
+// By default each AddTools or ToolHandler keeps them in memory; replicas that
+// share WithElicitationKey share a store too (such as redisstore's
+// ReplayStore). A store that fails refuses the call with
+// AXGATE_STORE_UNAVAILABLE.
 func WithElicitationReplayStore(s token.ReplayStore) Option {
 	return func(c *config) { c.elicit.replay = s }
 }

@@ -52,20 +52,22 @@ func newConfig(opts []Option) config {
 	return c
 }
 
-// WithPrincipal replaces how the caller is found. The default,
-// TokenInfoPrincipal, reads the bearer token the streamable HTTP transport
-// verified (auth.RequireBearerToken); a stdio server, which has no transport
-// authentication, serves the local user who started it: use
+// WithPrincipal replaces how the caller is found.
+//
+// The default, TokenInfoPrincipal, reads the bearer token the streamable
+// HTTP transport verified (auth.RequireBearerToken); a stdio server, which
+// has no transport authentication, serves the local user who started it: use
 // StaticPrincipal.
 func WithPrincipal(f PrincipalFunc) Option { return func(c *config) { c.principal = f } }
 
-// WithJSONRPCParamErrors answers parameter refusals (missing, wrong type, out
-// of range, bad enum or format, unknown parameter, malformed arguments) with
-// a JSON-RPC error -32602 (invalid params) whose data carries the AXAG code,
-// type and details, the violations in data.errors, instead of a tool result
-// with isError. Clients that surface protocol errors to the model can use it;
-// by default every refusal is a tool result, which every client shows to the
-// model.
+// WithJSONRPCParamErrors answers parameter refusals with a JSON-RPC error -32602 (invalid params).
+//
+// Those are the refusals for a missing parameter, a wrong type, a value out
+// of range, a bad enum or format, an unknown parameter and malformed
+// arguments. The error's data carries the AXAG code, type and details, and
+// the violations in data.errors. Clients that surface protocol errors to the
+// model can use it; by default every refusal is a tool result with isError,
+// which every client shows to the model.
 func WithJSONRPCParamErrors() Option { return func(c *config) { c.rpcParamErrors = true } }
 
 // WithoutElicitation never asks the person inline, even when the client can:
@@ -83,12 +85,13 @@ func WithPropagator(p propagation.TextMapPropagator) Option {
 	return func(c *config) { c.propagator = p }
 }
 
-// AddTools registers every tool of the enforcer's manifest on s: name,
-// description, the input schema the parameter gate enforces, the MCP
-// annotations and the AXAG safety block in _meta["axag/safety"]. Each is bound
-// to its handler with the whole chain around it. Every manifest tool needs a
-// handler and every handler a manifest tool: AddTools registers nothing and
-// names the mismatches otherwise.
+// AddTools registers every tool of the enforcer's manifest on s.
+//
+// Each gets its name, description, the input schema the parameter gate
+// enforces, the MCP annotations and the AXAG safety block in
+// _meta["axag/safety"]. Each is bound to its handler with the whole chain
+// around it. Every manifest tool needs a handler and every handler a manifest
+// tool: AddTools registers nothing and names the mismatches otherwise.
 func AddTools(s *mcp.Server, e *axgate.Enforcer, h Handlers, opts ...Option) error {
 	var names []string
 	for name, handler := range h {

@@ -10,11 +10,12 @@ import (
 	"github.com/axgate/axgate/middleware"
 )
 
-// Refusal renders a refusal as a tool result the model can read and correct
-// itself from: isError is set, the first text block explains the refusal in
-// words (code, message, each violation, what to do next), the second carries
-// the AXAG envelope as JSON for clients that pass only text to the model,
-// and structuredContent is the envelope itself:
+// Refusal renders a refusal as a tool result the model can read and correct itself from.
+//
+// isError is set, the first text block explains the refusal in words (code,
+// message, each violation, what to do next), the second carries the AXAG
+// envelope as JSON for clients that pass only text to the model, and
+// structuredContent is the envelope itself:
 //
 //	{"error":{"code":"AXAG_MISSING_PARAM","type":"parameter_error","message":…,"details":{…}}}
 func Refusal(e *axerr.Error) *mcp.CallToolResult {
@@ -48,8 +49,9 @@ func JSONRPCError(e *axerr.Error) *jsonrpc.Error {
 	return &jsonrpc.Error{Code: int64(re.Code), Message: re.Message, Data: data}
 }
 
-// Forwarded is the value of a tool that passed the call on to another MCP
-// server (the gateway of package gateway does): Result is what that server
+// Forwarded is the value of a tool that passed the call on to another MCP server.
+//
+// The gateway of package gateway does that. Result is what that server
 // answered, and reaches the client as it is; Value is the data of the
 // result, which the postconditions, the output_schema and an idempotency
 // record see (MarshalJSON renders Value, not Result), since they describe
@@ -62,11 +64,12 @@ type Forwarded struct {
 // MarshalJSON renders the data of the result: Value.
 func (f *Forwarded) MarshalJSON() ([]byte, error) { return json.Marshal(f.Value) }
 
-// Success renders what a tool returned. A *mcp.CallToolResult is passed on as
-// it is, so a tool can shape its own result, and so is the Result of a
-// *Forwarded; any other value becomes a text block with its JSON and, when
-// it is a JSON object, structuredContent too (MCP's structured content is an
-// object).
+// Success renders what a tool returned.
+//
+// A *mcp.CallToolResult is passed on as it is, so a tool can shape its own
+// result, and so is the Result of a *Forwarded; any other value becomes a
+// text block with its JSON and, when it is a JSON object, structuredContent
+// too (MCP's structured content is an object).
 func Success(res middleware.Result) (*mcp.CallToolResult, error) {
 	switch v := res.Value.(type) {
 	case *Forwarded:

@@ -1,5 +1,6 @@
-// Package mcpgo enforces an AXAG manifest on the tools of an MCP server built
-// with github.com/mark3labs/mcp-go.
+// Package mcpgo enforces an AXAG manifest on the tools of an MCP server built with mcp-go.
+//
+// The SDK is github.com/mark3labs/mcp-go.
 //
 // Middleware is a server.ToolHandlerMiddleware: every tools/call runs through
 // the enforcer's whole chain before the tool's handler, and a refusal is a

@@ -1,8 +1,9 @@
-// Package wire holds the conventions every transport adapter of axgate
-// shares, so that an HTTP tool server, an MCP server and an agent SDK read a
-// call's credentials the same way: the HTTP headers, the keys of an MCP
-// request's _meta, and a carrier that lets an OpenTelemetry propagator read a
-// trace context from _meta.
+// Package wire holds the conventions every transport adapter of axgate shares.
+//
+// With them an HTTP tool server, an MCP server and an agent SDK read a call's
+// credentials the same way: the HTTP headers, the keys of an MCP request's
+// _meta, and a carrier that lets an OpenTelemetry propagator read a trace
+// context from _meta.
 package wire
 
 import (

@@ -14,14 +14,15 @@ import (
 	"github.com/axgate/axgate/gates"
 )
 
-// ApprovalStore is a gates.ApprovalStore on Redis. A request is a JSON
-// document kept until it expires (or its KeepUntil, when later) plus
-// Options.ApprovalRetention. Each tenant's inbox is a sorted set whose
-// members (creation time, id) sort lexicographically in creation order, so a
-// page is one ZRANGE … BYLEX LIMIT, never the whole index; each requester's
-// pending requests are a sorted set by expiry, which the create script
-// counts for the quota. Updates are compare-and-set: read, apply the change,
-// write only if nobody wrote in between, else start again.
+// ApprovalStore is a gates.ApprovalStore on Redis.
+//
+// A request is a JSON document kept until it expires (or its KeepUntil, when
+// later) plus Options.ApprovalRetention. Each tenant's inbox is a sorted set
+// whose members (creation time, id) sort lexicographically in creation
+// order, so a page is one ZRANGE … BYLEX LIMIT, never the whole index; each
+// requester's pending requests are a sorted set by expiry, which the create
+// script counts for the quota. Updates are compare-and-set: read, apply the
+// change, write only if nobody wrote in between, else start again.
 //
 // It behaves as gates.MemoryApprovalStore does: changes of state follow
 // gates.ValidateTransition (a decided request stays decided), a pending
@@ -150,11 +151,12 @@ func (s *ApprovalStore) ttl(r *gates.ApprovalRequest) int64 {
 	return millis(time.Until(end) + s.opts.ApprovalRetention)
 }
 
-// Create stores req unless a request with its ID exists that is not
-// replaceable, and returns the stored request and whether it was created
-// now. A new request must be pending (an empty state means pending). With
-// quota > 0 the requester's pending requests are counted in the same script
-// that creates. One round trip, two when a replaceable request is replaced.
+// Create stores req unless a request with its ID exists that is not replaceable.
+//
+// It returns the stored request and whether it was created now. A new
+// request must be pending (an empty state means pending). With quota > 0
+// the requester's pending requests are counted in the same script that
+// creates. One round trip, two when a replaceable request is replaced.
 func (s *ApprovalStore) Create(ctx context.Context, req gates.ApprovalRequest, quota int) (gates.ApprovalRequest, bool, error) {
 	if req.ID == "" {
 		return gates.ApprovalRequest{}, false, errors.New("redisstore: approval request without an id")
@@ -232,10 +234,11 @@ func (s *ApprovalStore) Get(ctx context.Context, id string) (gates.ApprovalReque
 	return decodeRequest(data, time.Now())
 }
 
-// Update applies fn to the request and stores the result, atomically: if
-// another replica updates the request meanwhile, fn runs again on the newer
-// request, so fn must only depend on the request it is given. An error from
-// fn aborts the update and is returned as is. A change of state that
+// Update applies fn to the request and stores the result, atomically.
+//
+// If another replica updates the request meanwhile, fn runs again on the
+// newer request, so fn must only depend on the request it is given. An error
+// from fn aborts the update and is returned as is. A change of state that
 // gates.ValidateTransition refuses, or any change to a request already
 // decided, fails with an error wrapping gates.ErrInvalidTransition. Two round
 // trips when nobody interferes.
@@ -298,14 +301,14 @@ func (s *ApprovalStore) Update(ctx context.Context, id string, fn func(*gates.Ap
 // listRounds bounds the round trip pairs (ZRANGE, MGET) of one List call.
 const listRounds = 4
 
-// List returns a page of the requests that match the filter, oldest first,
-// after cursor. It reads the index of the filter's tenant (of requests
-// without a tenant when it is empty; of every tenant's only with
-// f.AnyTenant) a slice at a time (ZRANGE … BYLEX LIMIT, then MGET of that
-// slice): at most listRounds pairs of round trips, so a page may be short.
-// Members whose request is gone, was replaced, or is pending past its
-// expiry leave the index on the way (one more round trip when there are
-// any).
+// List returns a page of the requests that match the filter, oldest first, after cursor.
+//
+// It reads the index of the filter's tenant (of requests without a tenant
+// when it is empty; of every tenant's only with f.AnyTenant) a slice at a
+// time (ZRANGE … BYLEX LIMIT, then MGET of that slice): at most listRounds
+// pairs of round trips, so a page may be short. Members whose request is
+// gone, was replaced, or is pending past its expiry leave the index on the
+// way (one more round trip when there are any).
 func (s *ApprovalStore) List(ctx context.Context, f gates.ApprovalFilter, cursor string, limit int) ([]gates.ApprovalRequest, string, error) {
 	limit = gates.PageLimit(limit)
 	if cursor != "" && !validMember(cursor) {

@@ -1,5 +1,6 @@
-// Package redisstore keeps the state of the axgate gates in Redis, so that
-// several replicas of a tool server enforce one manifest together: a
+// Package redisstore keeps the state of the axgate gates in Redis.
+//
+// With it, several replicas of a tool server enforce one manifest together: a
 // confirmation token is spent once across all of them, a rate limit holds
 // across all of them, and an approval decided through one replica is seen by
 // the others.

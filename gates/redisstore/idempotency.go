@@ -13,12 +13,13 @@ import (
 	"github.com/axgate/axgate/gates"
 )
 
-// IdempotencyStore is a gates.IdempotencyStore on Redis. A record is a hash
-// (args, state, claim, result or refusal) with an expiry: in flight while the
-// call runs, then its outcome. Every operation is one script run (one round
-// trip), and the claim token is compared inside the script, so that a call
-// whose lease ended cannot complete or release the claim of the call that
-// took the key over.
+// IdempotencyStore is a gates.IdempotencyStore on Redis.
+//
+// A record is a hash (args, state, claim, result or refusal) with an expiry:
+// in flight while the call runs, then its outcome. Every operation is one
+// script run (one round trip), and the claim token is compared inside the
+// script, so that a call whose lease ended cannot complete or release the
+// claim of the call that took the key over.
 type IdempotencyStore struct{ base }
 
 var _ gates.IdempotencyStore = (*IdempotencyStore)(nil)

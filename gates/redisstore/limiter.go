@@ -11,9 +11,10 @@ import (
 	"github.com/axgate/axgate/gates"
 )
 
-// Limiter is a gates.Limiter on Redis, with the GCRA (generic cell rate
-// algorithm) of github.com/go-redis/redis_rate: the state of a counter is
-// one timestamp, its theoretical arrival time. Every decision, over all the
+// Limiter is a gates.Limiter on Redis, with the GCRA of github.com/go-redis/redis_rate.
+//
+// GCRA is the generic cell rate algorithm; the state of a counter is one
+// timestamp, its theoretical arrival time. Every decision, over all the
 // counters of a call, is one script run: one round trip, atomic.
 //
 // The counters of one call must hash to one slot with Redis Cluster: give

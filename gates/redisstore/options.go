@@ -147,8 +147,10 @@ func ParseURL(url string) (*redis.Options, error) {
 	return o, nil
 }
 
-// Open connects to the Redis at url (see ParseURL), checks that it answers,
-// and returns the four stores. Close the result to close the connection.
+// Open connects to the Redis at url, checks that it answers, and returns the four stores.
+//
+// The url is as ParseURL reads it. Close the result to close the
+// connection.
 //
 // Its client's pool is sized by Options.PoolSize, PoolTimeout and
 // MinIdleConns (pool_size, pool_timeout and min_idle_conns in the URL take

@@ -1,7 +1,9 @@
-// Package storetest checks that an implementation of the store interfaces of
-// package gates keeps their contracts: all-or-nothing token consumption,
-// exactly one winner among concurrent callers, limits that hold, atomic
-// approval updates. Run it from the implementation's tests:
+// Package storetest checks that a store implementation keeps the contracts of package gates.
+//
+// It checks an implementation of the store interfaces of package gates for
+// all-or-nothing token consumption, exactly one winner among concurrent
+// callers, limits that hold, atomic approval updates. Run it from the
+// implementation's tests:
 //
 //	func TestReplayStore(t *testing.T) {
 //		storetest.TestReplayStore(t, func(t *testing.T) token.ReplayStore {

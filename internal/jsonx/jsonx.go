@@ -1,12 +1,13 @@
-// Package jsonx decodes untrusted JSON strictly: it refuses invalid UTF-8,
-// nesting deeper than a limit, input over a size limit and objects that
-// repeat a key, which encoding/json would otherwise accept silently (the last
-// duplicate wins, invalid bytes become U+FFFD). With Limits.IJSON it also
-// refuses what RFC 7493 (I-JSON) excludes and what decoders disagree on: a
-// number that an IEEE 754 double does not hold exactly, a \u escape of half
-// a surrogate pair, and two keys of one object that are equal under Unicode
-// simple case folding (encoding/json and many other decoders match such keys
-// to one field, the last one winning).
+// Package jsonx decodes untrusted JSON strictly.
+//
+// It refuses invalid UTF-8, nesting deeper than a limit, input over a size
+// limit and objects that repeat a key, which encoding/json would otherwise
+// accept silently (the last duplicate wins, invalid bytes become U+FFFD). With
+// Limits.IJSON it also refuses what RFC 7493 (I-JSON) excludes and what
+// decoders disagree on: a number that an IEEE 754 double does not hold
+// exactly, a \u escape of half a surrogate pair, and two keys of one object
+// that are equal under Unicode simple case folding (encoding/json and many
+// other decoders match such keys to one field, the last one winning).
 //
 // The common case stays as fast as encoding/json: one linear scan counts the
 // object members, the nesting depth, each object's member count and each
@@ -338,8 +339,9 @@ func mayFold(key []byte) bool {
 // double.
 const maxSafeInteger = "9007199254740991"
 
-// Interoperable reports whether the JSON number literal lit is an I-JSON
-// number (RFC 7493 section 2.2): an integer of magnitude at most 2^53-1, or a
+// Interoperable reports whether the JSON number literal lit is an I-JSON number.
+//
+// That is (RFC 7493 section 2.2) an integer of magnitude at most 2^53-1, or a
 // non-integer whose decimal text is the shortest that parses to its double
 // (0.1 is; 0.10000000000000001, which is the same double, is not: two texts
 // would name one value). Values out of the double's range are not. The

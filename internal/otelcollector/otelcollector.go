@@ -1,5 +1,6 @@
-// Package otelcollector runs a real OpenTelemetry Collector for end-to-end
-// tests: an OTLP/HTTP receiver on a free local port, a batch processor and
+// Package otelcollector runs a real OpenTelemetry Collector for end-to-end tests.
+//
+// It has an OTLP/HTTP receiver on a free local port, a batch processor and
 // the debug exporter at detailed verbosity, whose output (span names,
 // attributes, events) the test reads from the collector's stderr.
 //

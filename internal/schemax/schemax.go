@@ -1,6 +1,8 @@
-// Package schemax compiles JSON Schema documents with
-// santhosh-tekuri/jsonschema/v5 and flattens its error trees into one entry
-// per failing leaf, each with a JSON Pointer to the offending value.
+// Package schemax compiles JSON Schema documents and flattens their validation errors.
+//
+// It compiles with santhosh-tekuri/jsonschema/v5 and flattens its error
+// trees into one entry per failing leaf, each with a JSON Pointer to the
+// offending value.
 //
 // Two keywords report on an object rather than on the member at fault:
 // "required" (which members are missing) and "additionalProperties" (which
@@ -67,12 +69,13 @@ func Flatten(err error, schemaDoc any, instance any) []Leaf {
 	return out
 }
 
-// FlattenN is Flatten keeping at most max leaves (max < 1: all of them):
-// the first max in path order, and the number of the others. It bounds the
-// work as well as the answer: the leaves past the cap are counted, not built
-// (no path, message or list of allowed names is made for them), so an
-// instance with 90,000 unknown members costs a walk over its names and a heap
-// of max entries, not 90,000 leaves sorted and thrown away.
+// FlattenN is Flatten keeping at most max leaves (max < 1: all of them).
+//
+// It returns the first max in path order, and the number of the others. It
+// bounds the work as well as the answer: the leaves past the cap are counted,
+// not built (no path, message or list of allowed names is made for them), so
+// an instance with 90,000 unknown members costs a walk over its names and a
+// heap of max entries, not 90,000 leaves sorted and thrown away.
 func FlattenN(err error, schemaDoc any, instance any, max int) ([]Leaf, int) {
 	ve, ok := err.(*jsonschema.ValidationError)
 	if !ok {

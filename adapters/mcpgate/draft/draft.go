@@ -1,6 +1,7 @@
-// Package draft writes a first AXAG manifest for an existing MCP server from
-// its tools/list, for a person to review before a gateway enforces it
-// (axgate manifest init).
+// Package draft writes a first AXAG manifest for an existing MCP server from its tools/list.
+//
+// The manifest is for a person to review before a gateway enforces it (axgate
+// manifest init).
 //
 // Each upstream tool becomes one action of a reference-form manifest (one
 // entity, the server): the tool name is kept as the action's operation_id,
@@ -209,9 +210,10 @@ var toolNameRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
 // entityRE is the manifest's entity name (and each half of an intent).
 var entityRE = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
 
-// Draft writes a manifest (indented JSON) with one action per tool, in the
-// order of tools, and the guesses a reviewer must check, in document order.
-// A tool whose name the manifest cannot bind (outside MCP's letters, digits,
+// Draft writes a manifest (indented JSON) with one action per tool, in the order of tools.
+//
+// It also returns the guesses a reviewer must check, in document order. A
+// tool whose name the manifest cannot bind (outside MCP's letters, digits,
 // "_", "-" and "." or longer than 128) is left out and listed. It fails for
 // a nil tool, a tool without a name, two tools of one name, an input schema
 // that is not JSON, or options that would not load (an entity that is not a
@@ -397,11 +399,12 @@ func hint(b *bool) string {
 	return strconv.FormatBool(*b)
 }
 
-// IntentName turns a tool name into the second half of an intent: camelCase
-// split with "_", lowercased, every character other than a letter or digit
-// made "_", runs of "_" folded, and "tool_" put before a name that does not
-// start with a letter. read_file stays read_file; readFile and read-file
-// give read_file.
+// IntentName turns a tool name into the second half of an intent.
+//
+// In order: camelCase split with "_", lowercased, every character other
+// than a letter or digit made "_", runs of "_" folded, and "tool_" put
+// before a name that does not start with a letter. read_file stays
+// read_file; readFile and read-file give read_file.
 func IntentName(name string) string {
 	var b strings.Builder
 	var prev rune
@@ -431,11 +434,11 @@ func IntentName(name string) string {
 	return s
 }
 
-// EntityName makes an entity name of an MCP server's name
-// (Implementation.Name): as IntentName, without the words "mcp" and
-// "server" at either end ("secure-filesystem-server" gives
-// secure_filesystem, "mcp-server-github" github); DefaultEntity when
-// nothing is left.
+// EntityName makes an entity name of an MCP server's name (Implementation.Name).
+//
+// It works as IntentName, without the words "mcp" and "server" at
+// either end ("secure-filesystem-server" gives secure_filesystem,
+// "mcp-server-github" github); DefaultEntity when nothing is left.
 func EntityName(serverName string) string {
 	words := strings.Split(IntentName(serverName), "_")
 	drop := func(w string) bool { return w == "mcp" || w == "server" || w == "tool" }

@@ -1,10 +1,10 @@
-// Package gateway is an MCP server that stands in front of any other MCP
-// server (the upstream, in whatever language it is written) and enforces an
-// AXAG manifest on every tool call, with axgate's whole chain: the checks
-// the upstream cannot make (roles, scopes, tenant, arguments, constraints,
-// rate limits), confirmations and approvals bound to the exact call, and
-// postconditions on what the upstream answered. It is what `axgate mcp`
-// runs.
+// Package gateway is an MCP server that enforces an AXAG manifest in front of another MCP server.
+//
+// The other server is the upstream, in whatever language it is written; every
+// tool call to it passes axgate's whole chain: the checks the upstream cannot
+// make (roles, scopes, tenant, arguments, constraints, rate limits),
+// confirmations and approvals bound to the exact call, and postconditions on
+// what the upstream answered. It is what `axgate mcp` runs.
 //
 // # Upstream and sessions
 //

@@ -153,11 +153,12 @@ func New(enf *axgate.Enforcer, upstream Upstream, opts ...Option) (*Gateway, err
 	return g, nil
 }
 
-// Handler serves the gateway over HTTP: the MCP streamable HTTP transport at
-// /mcp, GET /healthz (200 while the upstream is reachable, 503 otherwise),
-// and with WithBearer the protected resource metadata at
-// /.well-known/oauth-protected-resource. Each client session gets its own
-// upstream session.
+// Handler serves the gateway over HTTP.
+//
+// It serves the MCP streamable HTTP transport at /mcp, GET /healthz (200
+// while the upstream is reachable, 503 otherwise), and with WithBearer the
+// protected resource metadata at /.well-known/oauth-protected-resource. Each
+// client session gets its own upstream session.
 func (g *Gateway) Handler() http.Handler { return g.handler }
 
 // ServeStdio serves one client over standard input and output, as the

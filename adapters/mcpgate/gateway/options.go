@@ -109,16 +109,18 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 	}
 }
 
-// ToolsOnly refuses everything that is not a tool: resources, prompts,
-// completions and logging requests of the client (JSON-RPC "method not
-// found"), and the upstream's elicitation, sampling and roots requests (the
-// gateway does not offer the upstream those capabilities). By default they
-// pass through unchanged.
+// ToolsOnly refuses everything that is not a tool.
+//
+// It refuses resources, prompts, completions and logging requests of the
+// client (JSON-RPC "method not found"), and the upstream's elicitation,
+// sampling and roots requests (the gateway does not offer the upstream
+// those capabilities). By default they pass through unchanged.
 func ToolsOnly() Option { return func(c *config) { c.toolsOnly = true } }
 
-// WithPrincipal sets how the caller of a streamable HTTP session is found
-// (default mcpgate.TokenInfoPrincipal: the bearer token WithBearer
-// verified). It serves tools/list, which lists each caller the tools it may
+// WithPrincipal sets how the caller of a streamable HTTP session is found.
+//
+// The default is mcpgate.TokenInfoPrincipal: the bearer token WithBearer
+// verified. It serves tools/list, which lists each caller the tools it may
 // call, as well as tools/call. Set it here, not with mcpgate.WithPrincipal
 // in WithMCPOptions, which would change the calls but not the list.
 func WithPrincipal(f mcpgate.PrincipalFunc) Option {
@@ -136,8 +138,9 @@ func WithLocalPrincipal(p middleware.Principal) Option {
 	return func(c *config) { c.local = &p }
 }
 
-// WithBearer makes the streamable HTTP endpoint an OAuth 2.0 protected
-// resource, as the MCP authorization specification asks: every request to
+// WithBearer makes the streamable HTTP endpoint an OAuth 2.0 protected resource.
+//
+// That is what the MCP authorization specification asks: every request to
 // /mcp needs a bearer token that authenticate accepts (such as
 // httpgate.JWTBearer's; the principal it returns is the caller, and its
 // "exp" claim the token's expiry), a request without one is answered 401
@@ -161,11 +164,13 @@ func WithMCPOptions(opts ...mcpgate.Option) Option {
 	return func(c *config) { c.mcpOpts = append(c.mcpOpts, opts...) }
 }
 
-// WithRestartBackoff sets how long the gateway waits before connecting
-// again to an upstream that died or could not be reached: min after the
-// first failure, doubling on each failure in a row, at most max (defaults
-// DefaultBackoffMin and DefaultBackoffMax). Calls in the meantime are
-// refused with AXGATE_STORE_UNAVAILABLE, reason upstream_unavailable.
+// WithRestartBackoff sets how long the gateway waits before connecting again to an upstream.
+//
+// That is an upstream that died or could not be reached; the wait is min
+// after the first failure, doubling on each failure in a row, at most max
+// (defaults DefaultBackoffMin and DefaultBackoffMax). Calls in the
+// meantime are refused with AXGATE_STORE_UNAVAILABLE, reason
+// upstream_unavailable.
 func WithRestartBackoff(min, max time.Duration) Option {
 	return func(c *config) {
 		if min > 0 {

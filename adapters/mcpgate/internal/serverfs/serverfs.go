@@ -1,7 +1,8 @@
-// Package serverfs installs, for tests, a real third-party MCP server that
-// nobody here wrote: @modelcontextprotocol/server-filesystem from npm, at
-// the version package.json pins, with the dependencies package-lock.json
-// pins (npm ci), so that what it lists does not change between runs.
+// Package serverfs installs, for tests, a real third-party MCP server that nobody here wrote.
+//
+// It is @modelcontextprotocol/server-filesystem from npm, at the version
+// package.json pins, with the dependencies package-lock.json pins (npm ci),
+// so that what it lists does not change between runs.
 //
 // The installation is kept under os.UserCacheDir()/axgate/npm, in a folder
 // named after the lock file's digest, and reused by later runs; where there
