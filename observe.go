@@ -17,7 +17,7 @@ type observeConfig struct {
 //
 // Each field and its default are documented on middleware.TelemetryConfig
 // (providers: the global ones; no audit sink; argument values never
-// recorded; every gate's event). The audit log of WithLogger is written
+// recorded; one summary event of the gates passed, plus the refusal's). The audit log of WithLogger is written
 // besides the Audit sink (middleware.MultiAudit joins several sinks). A
 // later WithTelemetry replaces an earlier one.
 func WithTelemetry(t middleware.TelemetryConfig) Option {

@@ -120,9 +120,20 @@ func RedactExcept(keep ...string) Redactor {
 type GateEvents int
 
 const (
+	// GateEventsSummary keeps every gate's outcome in one event, plus the refusal's event. It is the default.
+	//
+	// The one "axag.gates" event, whose axag.gates.passed lists, in
+	// order, the gates the call passed, is added when the call leaves
+	// the gates (before a refusal's own event, or when the chain
+	// returns). It costs a few allocations more than GateEventsRefusals
+	// and fewer than GateEventsAll (bench/README.md, section
+	// Observability). The events then say nothing of when each gate
+	// finished; axag.gate.duration does.
+	GateEventsSummary GateEvents = iota
 	// GateEventsAll adds an event for every gate the call passed and for
-	// the refusal, if any: the whole path of the call. It is the default.
-	GateEventsAll GateEvents = iota
+	// the refusal, if any: the whole path of the call, with the time each
+	// gate finished.
+	GateEventsAll
 	// GateEventsRefusals adds an event only for the refusal.
 	//
 	// Each event costs the tracing SDK a clock read, a copy of its
@@ -132,16 +143,6 @@ const (
 	// Observability, has the figures); the gates' times are still in
 	// axag.gate.duration.
 	GateEventsRefusals
-	// GateEventsSummary keeps every gate's outcome in one event, plus the refusal's event.
-	//
-	// The one "axag.gates" event, whose axag.gates.passed lists, in
-	// order, the gates the call passed, is added when the call leaves
-	// the gates (before a refusal's own event, or when the chain
-	// returns). It costs a few allocations more than GateEventsRefusals
-	// and fewer than GateEventsAll (bench/README.md, section
-	// Observability). The events then say nothing of when each gate
-	// finished; axag.gate.duration does.
-	GateEventsSummary
 )
 
 // TelemetryConfig configures NewTelemetry (and the root package's
@@ -165,10 +166,10 @@ type TelemetryConfig struct {
 	// returns them (for example RedactExcept("query")). When nil argument
 	// values are never recorded, only their names.
 	RecordArguments Redactor
-	// GateEvents says which gate outcomes become span events: every gate's
-	// (GateEventsAll, the default), only the refusal (GateEventsRefusals)
-	// or one event listing the gates passed plus the refusal
-	// (GateEventsSummary). Gate times are in axag.gate.duration either way.
+	// GateEvents says which gate outcomes become span events: one event
+	// listing the gates passed plus the refusal (GateEventsSummary, the
+	// default), every gate's (GateEventsAll) or only the refusal
+	// (GateEventsRefusals). Gate times are in axag.gate.duration either way.
 	GateEvents GateEvents
 }
 

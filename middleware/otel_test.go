@@ -202,7 +202,7 @@ func setString(s attribute.Set) string {
 }
 
 func TestTelemetryAllowedCall(t *testing.T) {
-	r := newTelemetryRig(t, middleware.TelemetryConfig{}, true)
+	r := newTelemetryRig(t, middleware.TelemetryConfig{GateEvents: middleware.GateEventsAll}, true)
 	call := middleware.NewCall("product_search", json.RawMessage(`{"query":"secret-value"}`), middleware.Principal{ID: "u1", Tenant: "t1"})
 	call.ID = "call-7"
 	if err := r.run(t, call, okTool, passStage("params")); err != nil {
@@ -303,7 +303,7 @@ func TestTelemetryRefusals(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			r := newTelemetryRig(t, middleware.TelemetryConfig{}, true)
+			r := newTelemetryRig(t, middleware.TelemetryConfig{GateEvents: middleware.GateEventsAll}, true)
 			inv := tc.inv
 			if inv == nil {
 				inv = okTool
@@ -476,8 +476,8 @@ func TestTelemetryRefusalEventsOnly(t *testing.T) {
 // each span gets the events of its own chain only, and the outer span keeps
 // hearing its gates after the inner chain returned.
 func TestTelemetryNestedChains(t *testing.T) {
-	outer := newTelemetryRig(t, middleware.TelemetryConfig{}, true)
-	inner := newTelemetryRig(t, middleware.TelemetryConfig{}, true)
+	outer := newTelemetryRig(t, middleware.TelemetryConfig{GateEvents: middleware.GateEventsAll}, true)
+	inner := newTelemetryRig(t, middleware.TelemetryConfig{GateEvents: middleware.GateEventsAll}, true)
 	innerChain := middleware.Build(okTool, inner.tel, inner.tel.Stage(), passStage("inner_gate"))
 	tool := middleware.InvokerFunc(func(ctx context.Context, c *middleware.Call) (middleware.Result, error) {
 		return innerChain.Invoke(ctx, c)
@@ -530,8 +530,8 @@ func TestTelemetryStageWithoutObserver(t *testing.T) {
 // A chain observed by a Telemetry whose stage it lacks adds nothing to the
 // span another Telemetry started for the same call.
 func TestTelemetryForeignObserver(t *testing.T) {
-	outer := newTelemetryRig(t, middleware.TelemetryConfig{}, true)
-	other := newTelemetryRig(t, middleware.TelemetryConfig{}, true)
+	outer := newTelemetryRig(t, middleware.TelemetryConfig{GateEvents: middleware.GateEventsAll}, true)
+	other := newTelemetryRig(t, middleware.TelemetryConfig{GateEvents: middleware.GateEventsAll}, true)
 	innerChain := middleware.Build(okTool, other.tel, passStage("inner_gate"))
 	tool := middleware.InvokerFunc(func(ctx context.Context, c *middleware.Call) (middleware.Result, error) {
 		return innerChain.Invoke(ctx, c)
@@ -548,8 +548,9 @@ func TestTelemetryForeignObserver(t *testing.T) {
 	}
 }
 
-// GateEventsSummary: one axag.gates event lists the gates passed, in order,
-// before the refusal's own event (or at the end of an allowed call).
+// GateEventsSummary, the default (the zero TelemetryConfig): one axag.gates
+// event lists the gates passed, in order, before the refusal's own event (or
+// at the end of an allowed call).
 func TestTelemetrySummaryEvents(t *testing.T) {
 	events := func(s sdktrace.ReadOnlySpan) []string {
 		var out []string
@@ -588,7 +589,7 @@ func TestTelemetrySummaryEvents(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			r := newTelemetryRig(t, middleware.TelemetryConfig{GateEvents: middleware.GateEventsSummary}, true)
+			r := newTelemetryRig(t, middleware.TelemetryConfig{}, true)
 			// Twice: the second call takes the prepared event and a pooled state.
 			for range 2 {
 				call := middleware.NewCall(tc.tool, json.RawMessage(`{"query":"x"}`), middleware.Principal{})
