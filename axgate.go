@@ -25,8 +25,11 @@ type Enforcer struct {
 	// pre-execution prefix, which Check runs.
 	stages []middleware.Stage
 	pre    []middleware.Stage
-	obs    middleware.Observer
-	check  middleware.Invoker
+	// run are the stages Wrap builds chains of: stages, or in shadow mode
+	// (WithShadow) stages with their gates wrapped; nil means stages.
+	run   []middleware.Stage
+	obs   middleware.Observer
+	check middleware.Invoker
 	// telemetry observes the chain; nil when nothing does.
 	telemetry *middleware.Telemetry
 	// tokens is what the token gates need after New: IssueConfirmation's
@@ -100,6 +103,15 @@ func (e *Enforcer) assemble() error {
 	e.stages = append(append(append([]middleware.Stage{}, outer...), pre...), post...)
 	e.obs = e.observer()
 	e.check = e.perAction(middleware.InvokerFunc(checked), e.pre)
+	shadow, err := e.shadowActions()
+	if err != nil {
+		return fmt.Errorf("axgate: %w", err)
+	}
+	if shadow != nil {
+		// Only the chains Wrap builds: Check reports what enforcement
+		// would decide.
+		e.run = e.shadowStages(e.stages, shadow)
+	}
 	return nil
 }
 
@@ -258,7 +270,11 @@ func (e *Enforcer) Wrap(tool middleware.Invoker) middleware.Invoker {
 	if Wrapped(tool) {
 		return rewrapped{}
 	}
-	c := e.perAction(toolBoundary{tool}, e.stages)
+	stages := e.stages
+	if e.run != nil {
+		stages = e.run
+	}
+	c := e.perAction(toolBoundary{tool}, stages)
 	c.wrapped = true
 	return c
 }

@@ -38,6 +38,10 @@ const (
 	DecisionAllow = "allow"
 	// DecisionDeny: a stage of the chain refused the call.
 	DecisionDeny = "deny"
+	// DecisionShadowDeny: a gate in shadow mode would have refused the
+	// call, and let it run (Facts.ShadowRefusals); axag.error.code and
+	// axag.gate are the first such refusal's.
+	DecisionShadowDeny = "shadow_deny"
 )
 
 // Attribute keys. The gen_ai.* keys follow the OpenTelemetry GenAI semantic
@@ -72,8 +76,9 @@ const (
 	// passed (GateEventsSummary).
 	passedEvent = "axag.gates"
 	// outcomes of a gate event.
-	outcomePass = "pass"
-	outcomeDeny = "deny"
+	outcomePass       = "pass"
+	outcomeDeny       = "deny"
+	outcomeShadowDeny = "shadow_deny"
 	// maxToolNameAttr bounds a tool name the manifest does not declare
 	// before it goes into a span attribute: it comes from the caller.
 	maxToolNameAttr = 128
@@ -464,7 +469,7 @@ func (t *Telemetry) audited(ctx context.Context, call *Call, started *actionTele
 	if t.redact != nil && at.action != nil {
 		args = t.recordedArguments(call, at.action)
 	}
-	t.audit.Audit(ctx, auditRecord(ctx, call, at.action, outcomeOf(err), start, end, args))
+	t.audit.Audit(ctx, auditRecord(ctx, call, at.action, callOutcome(call, err), start, end, args))
 }
 
 // callTelemetry is what the stage keeps about a call whose span records,
@@ -592,12 +597,24 @@ func outcomeOf(err error) outcome {
 	return o
 }
 
+// callOutcome is outcomeOf, but an allowed call that shadow mode let pass
+// (Facts.ShadowRefusals) is DecisionShadowDeny, with the first would-be
+// refusal's code and gate.
+func callOutcome(call *Call, err error) outcome {
+	o := outcomeOf(err)
+	if err == nil && len(call.Facts.ShadowRefusals) > 0 {
+		first := call.Facts.ShadowRefusals[0]
+		o = outcome{decision: DecisionShadowDeny, code: first.Code, gate: first.Gate, err: first}
+	}
+	return o
+}
+
 func (t *Telemetry) finish(ctx context.Context, call *Call, started *actionTelemetry, st *callTelemetry, start, end time.Time, err error) {
 	at := started
 	if call.Action != nil && call.Action != started.action {
 		at = t.forAction(call.Action)
 	}
-	o := outcomeOf(err)
+	o := callOutcome(call, err)
 	var args json.RawMessage
 	if t.redact != nil && at.action != nil && (st != nil || t.audit != nil) {
 		args = t.recordedArguments(call, at.action)
@@ -641,6 +658,17 @@ func (t *Telemetry) annotate(st *callTelemetry, call *Call, started, at *actionT
 	kv = append(kv, keyCode.String(errType))
 	if o.gate != "" {
 		kv = append(kv, keyGate.String(o.gate))
+	}
+	if o.decision == DecisionShadowDeny {
+		// The call ran: the span says what would have refused it, with no
+		// error status.
+		span.SetAttributes(kv...)
+		for _, r := range call.Facts.ShadowRefusals {
+			attrs := denyAttrs(r.Gate, r)
+			attrs[1] = keyOutcome.String(outcomeShadowDeny)
+			span.AddEvent(gateEvent, trace.WithAttributes(attrs...))
+		}
+		return
 	}
 	kv = append(kv, keyErrorType.String(errType))
 	span.SetAttributes(kv...)
