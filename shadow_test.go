@@ -283,3 +283,24 @@ func tokManifestParsed(t *testing.T) *manifest.Manifest {
 	}
 	return m
 }
+
+// The README's shadow mode snippet: order.refund runs without its
+// confirmation, and the refusal is recorded.
+func TestREADMEShadowMode(t *testing.T) {
+	m := tokManifestParsed(t)
+	e, err := axgate.New(m, axgate.WithShadow(axgate.ShadowOptions{
+		Intents: []string{"order.refund"}, // empty: every action
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	tool := &spy{}
+	call := tokCall("order_refund", `{"order_id":"o-1","amount":25}`, tokAlice)
+	if _, err := e.Wrap(tool).Invoke(t.Context(), call); err != nil || tool.calls.Load() != 1 {
+		t.Fatalf("err %v, tool ran %d times", err, tool.calls.Load())
+	}
+	if len(call.Facts.ShadowRefusals) != 1 || call.Facts.ShadowRefusals[0].Code != axerr.CodeConfirmationMissing {
+		t.Errorf("shadow refusals = %v", call.Facts.ShadowRefusals)
+	}
+}
