@@ -65,6 +65,7 @@ func newShadowRig(t *testing.T, o axgate.ShadowOptions) *shadowRig {
 	o.Logger = slog.New(slog.NewJSONHandler(&r.log, nil))
 	r.e = tokEnforcer(t,
 		axgate.WithShadow(o),
+		axgate.WithLogger(o.Logger),
 		axgate.WithReplayStore(r.replay),
 		axgate.WithApprovalStore(r.requests),
 		axgate.WithApprovals(axgate.ApprovalOptions{Notifier: gates.NotifierFunc(func(context.Context, gates.ApprovalRequest) error {
@@ -148,6 +149,16 @@ func TestShadowLetsRefusalsPass(t *testing.T) {
 		lines[1]["code"] != "AXAG_CONFIRMATION_MISSING" || lines[0]["intent"] != "order.refund" ||
 		lines[0]["principal"] != "alice" || lines[0]["decision"] != "shadow_deny" || lines[0]["level"] != "WARN" {
 		t.Errorf("shadow log = %v", lines)
+	}
+	var audit map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(r.log.String()), "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(line), &m) == nil && m["msg"] == middleware.AuditMessage {
+			audit = m
+		}
+	}
+	if audit["decision"] != "shadow_deny" || audit["code"] != "AXAG_INVALID_TYPE" || audit["gate"] != "params" || audit["level"] != "WARN" {
+		t.Errorf("audit record = %v; want decision shadow_deny", audit)
 	}
 	if strings.Contains(r.log.String(), "lots") {
 		t.Errorf("shadow log holds an argument value: %s", r.log.String())

@@ -639,3 +639,56 @@ func TestAuditRecordsDeclaredNamesOnly(t *testing.T) {
 		t.Fatalf("params = %q", got)
 	}
 }
+
+// Recording: explicit SDK providers record; explicit no-op ones do not;
+// the default global providers with nothing installed (this test binary
+// installs none) do not, and neither does a Telemetry with an audit sink
+// only, which AuditStage serves alone.
+func TestTelemetryRecording(t *testing.T) {
+	m, err := manifest.Parse([]byte(telemetryManifest))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink := middleware.AuditFunc(func(context.Context, middleware.AuditRecord) {})
+	for _, tc := range []struct {
+		name                string
+		cfg                 middleware.TelemetryConfig
+		recording, auditing bool
+	}{
+		{"sdk", middleware.TelemetryConfig{TracerProvider: sdktrace.NewTracerProvider()}, true, false},
+		{"sdk meter only", middleware.TelemetryConfig{TracerProvider: tracenoop.NewTracerProvider(), MeterProvider: sdkmetric.NewMeterProvider()}, true, false},
+		{"noop", middleware.TelemetryConfig{TracerProvider: tracenoop.NewTracerProvider(), MeterProvider: metricnoop.NewMeterProvider()}, false, false},
+		{"global, none installed", middleware.TelemetryConfig{}, false, false},
+		{"global with audit", middleware.TelemetryConfig{Audit: sink}, false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tel, err := middleware.NewTelemetry(m, tc.cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tel.Recording() != tc.recording || tel.Auditing() != tc.auditing {
+				t.Errorf("Recording %v, Auditing %v; want %v, %v", tel.Recording(), tel.Auditing(), tc.recording, tc.auditing)
+			}
+		})
+	}
+}
+
+// AuditStage audits a call, a refusal and a panic, with no span and no
+// Observer.
+func TestTelemetryAuditStage(t *testing.T) {
+	r := newTelemetryRig(t, middleware.TelemetryConfig{}, true)
+	inv := middleware.Build(okTool, nil, r.tel.AuditStage(), r.resolve())
+	if _, err := inv.Invoke(context.Background(), middleware.NewCall("product_search", json.RawMessage(`{"query":"x"}`), middleware.Principal{ID: "u1"})); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := inv.Invoke(context.Background(), middleware.NewCall("nope", json.RawMessage(`{}`), middleware.Principal{ID: "u1"})); err == nil {
+		t.Fatal("unknown tool allowed")
+	}
+	if len(r.audit) != 2 || r.audit[0].Decision != "allow" || r.audit[0].Intent != "product.search" ||
+		r.audit[1].Decision != "deny" || r.audit[1].Code != axerr.CodeIntentNotFound || r.audit[0].TraceID != "" {
+		t.Errorf("audit = %+v", r.audit)
+	}
+	if n := len(r.spans.Ended()); n != 0 {
+		t.Errorf("%d spans from the audit-only stage", n)
+	}
+}
