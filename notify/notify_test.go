@@ -375,3 +375,17 @@ func TestNewRefusesBadOptions(t *testing.T) {
 		})
 	}
 }
+
+func TestParseFormat(t *testing.T) {
+	for _, f := range []notify.Format{notify.FormatJSON, notify.FormatSlack} {
+		if got, err := notify.ParseFormat(f.String()); err != nil || got != f {
+			t.Errorf("ParseFormat(%q) = %v, %v", f.String(), got, err)
+		}
+	}
+	if f, err := notify.ParseFormat(""); err != nil || f != notify.FormatJSON {
+		t.Errorf(`ParseFormat("") = %v, %v; want json`, f, err)
+	}
+	if _, err := notify.ParseFormat("teams"); err == nil {
+		t.Error(`ParseFormat("teams") accepted`)
+	}
+}

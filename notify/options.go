@@ -1,6 +1,7 @@
 package notify
 
 import (
+	"fmt"
 	"log/slog"
 	"net/http"
 	"time"
@@ -91,3 +92,26 @@ const (
 	DefaultMaxBackoff = time.Minute
 	DefaultTimeout    = 10 * time.Second
 )
+
+// String returns the format's name as ParseFormat reads it: "json" or "slack".
+func (f Format) String() string {
+	switch f {
+	case FormatJSON:
+		return "json"
+	case FormatSlack:
+		return "slack"
+	}
+	return fmt.Sprintf("Format(%d)", int(f))
+}
+
+// ParseFormat reads a format's name from a configuration file: "json" (or
+// "", the default) or "slack".
+func ParseFormat(s string) (Format, error) {
+	switch s {
+	case "", "json":
+		return FormatJSON, nil
+	case "slack":
+		return FormatSlack, nil
+	}
+	return 0, fmt.Errorf("notify: unknown format %q (want json or slack)", s)
+}
