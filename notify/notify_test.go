@@ -389,3 +389,43 @@ func TestParseFormat(t *testing.T) {
 		t.Error(`ParseFormat("teams") accepted`)
 	}
 }
+
+// When the queue is full the gate's refusal says so: approvers_notified is
+// false, and the call is refused as ever.
+func TestGateReportsDroppedNotification(t *testing.T) {
+	rcv := newReceiver(t)
+	rcv.hold = make(chan struct{})
+	defer close(rcv.hold)
+	n := newNotifier(t, notify.Options{Queue: 1, Workers: 1,
+		Routes: []notify.Route{{Endpoints: []notify.Endpoint{{URL: rcv.URL, Secret: secret}}}}})
+	e, err := axgate.New(parsed(t), axgate.WithApprovals(axgate.ApprovalOptions{Notifier: n}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	tool := e.Wrap(middleware.InvokerFunc(func(context.Context, *middleware.Call) (middleware.Result, error) {
+		return middleware.Result{}, nil
+	}))
+	notified := func(id string) any {
+		call := middleware.NewCall("user_delete", json.RawMessage(`{"id":"`+id+`"}`), middleware.Principal{ID: "alice", Tenant: "acme"})
+		_, err := tool.Invoke(t.Context(), call)
+		ae, ok := axerr.As(err)
+		if !ok || ae.Code != axerr.CodeApprovalMissing {
+			t.Fatalf("err = %v", err)
+		}
+		return ae.Details["approvers_notified"]
+	}
+	if got := notified("u1"); got != true {
+		t.Fatalf("first: approvers_notified = %v", got)
+	}
+	rcv.next(t) // the worker holds the first; the queue has room for one
+	if got := notified("u2"); got != true {
+		t.Fatalf("second: approvers_notified = %v", got)
+	}
+	if got := notified("u3"); got != false {
+		t.Errorf("third, queue full: approvers_notified = %v; want false", got)
+	}
+	if s := n.Stats(); s.Dropped != 1 {
+		t.Errorf("stats = %+v; want 1 dropped", s)
+	}
+}
