@@ -25,8 +25,11 @@ type Enforcer struct {
 	// pre-execution prefix, which Check runs.
 	stages []middleware.Stage
 	pre    []middleware.Stage
-	obs    middleware.Observer
-	check  middleware.Invoker
+	// run are the stages Wrap builds chains of: stages, or in shadow mode
+	// (WithShadow) stages with their gates wrapped; nil means stages.
+	run   []middleware.Stage
+	obs   middleware.Observer
+	check middleware.Invoker
 	// telemetry observes the chain; nil when nothing does.
 	telemetry *middleware.Telemetry
 	// tokens is what the token gates need after New: IssueConfirmation's
@@ -100,6 +103,15 @@ func (e *Enforcer) assemble() error {
 	e.stages = append(append(append([]middleware.Stage{}, outer...), pre...), post...)
 	e.obs = e.observer()
 	e.check = e.perAction(middleware.InvokerFunc(checked), e.pre)
+	shadow, err := e.shadowActions()
+	if err != nil {
+		return fmt.Errorf("axgate: %w", err)
+	}
+	if shadow != nil {
+		// Only the chains Wrap builds: Check reports what enforcement
+		// would decide.
+		e.run = e.shadowStages(e.stages, shadow)
+	}
 	return nil
 }
 
@@ -109,15 +121,25 @@ var errUnboundFix = errors.New("to fix: bind each condition to a check with axga
 	"or build anyway with axgate.WithUnboundConditions() (axgate serve --allow-unbound-conditions), which lets the calls pass those conditions unchecked, recording a warning")
 
 // perAction returns inv wrapped in stages, built for each action on its
-// first call with only the stages that apply to it.
+// first call with only the stages that apply to it. With telemetry it also
+// builds the quiet chains (observeStages: no span, no metrics, no
+// Observer) that take the calls made while the telemetry records nothing.
 func (e *Enforcer) perAction(inv middleware.Invoker, stages []middleware.Stage) *actionChains {
+	c := e.chainsOf(inv, e.obs, stages)
+	if e.telemetry != nil {
+		c.quiet = e.chainsOf(inv, nil, e.quietStages(stages))
+	}
+	return c
+}
+
+func (e *Enforcer) chainsOf(inv middleware.Invoker, obs middleware.Observer, stages []middleware.Stage) *actionChains {
 	return &actionChains{
 		e:      e,
 		chains: make([]actionChain, len(e.m.Actions)),
 		build: func(a *manifest.Action) middleware.Invoker {
-			return middleware.BuildFor(a, inv, e.obs, stages...)
+			return middleware.BuildFor(a, inv, obs, stages...)
 		},
-		full: middleware.Build(inv, e.obs, stages...),
+		full: middleware.Build(inv, obs, stages...),
 	}
 }
 
@@ -146,6 +168,10 @@ type actionChains struct {
 	full   middleware.Invoker
 	// wrapped marks the chains Wrap returns around a tool.
 	wrapped bool
+	// quiet, when not nil, are the same chains without tracing and metrics,
+	// for the calls made while the telemetry records nothing
+	// (middleware.Telemetry.Recording).
+	quiet *actionChains
 }
 
 // actionChain is one action's chain, built on its first call. Two first
@@ -156,6 +182,9 @@ type actionChain struct {
 }
 
 func (c *actionChains) Invoke(ctx context.Context, call *middleware.Call) (middleware.Result, error) {
+	if c.quiet != nil && !c.e.telemetry.Recording() {
+		return c.quiet.Invoke(ctx, call)
+	}
 	a, i, ok := c.e.actionOf(call)
 	if !ok {
 		return c.full.Invoke(ctx, call)
@@ -241,7 +270,11 @@ func (e *Enforcer) Wrap(tool middleware.Invoker) middleware.Invoker {
 	if Wrapped(tool) {
 		return rewrapped{}
 	}
-	c := e.perAction(toolBoundary{tool}, e.stages)
+	stages := e.stages
+	if e.run != nil {
+		stages = e.run
+	}
+	c := e.perAction(toolBoundary{tool}, stages)
 	c.wrapped = true
 	return c
 }

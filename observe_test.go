@@ -103,10 +103,21 @@ func attrs(kvs []attribute.KeyValue) map[string]string {
 	return m
 }
 
-// events renders the gate events as "gate:outcome[:code]".
+// events renders the gate events as "gate:outcome[:code]"; the summary
+// event (axag.gates, the default) as one "gate:pass" per gate it lists.
 func events(s sdktrace.ReadOnlySpan) []string {
 	var out []string
 	for _, ev := range s.Events() {
+		if ev.Name == "axag.gates" {
+			for _, kv := range ev.Attributes {
+				if kv.Key == "axag.gates.passed" {
+					for _, g := range kv.Value.AsStringSlice() {
+						out = append(out, g+":pass")
+					}
+				}
+			}
+			continue
+		}
 		a := attrs(ev.Attributes)
 		e := a["axag.gate"] + ":" + a["axag.gate.outcome"]
 		if a["axag.error.code"] != "" {

@@ -18,6 +18,7 @@ type config struct {
 	policy  policyConfig
 	state   stateConfig
 	observe observeConfig
+	shadow  *ShadowOptions
 }
 
 func defaultConfig() config {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
@@ -78,9 +79,14 @@ func telemetryOff() axgate.Option {
 // read; the others are left out of its chain), with telemetry:
 //
 //   - off: no-op tracer and meter providers, so no observe stage at all;
-//   - global: the defaults, the global providers with nothing installed;
+//   - global: the defaults, the global providers with nothing installed
+//     (no observe stage: the calls take the quiet chains);
+//   - global,before: the same providers given explicitly, which keeps the
+//     observe stage in the chain: what global cost before;
 //   - on: SDK tracer (always sampled, batched to an exporter that drops
-//     spans) and SDK meter (manual reader);
+//     spans) and SDK meter (manual reader), summary gate events (the
+//     default);
+//   - on,all-events: as on, with every gate's event (GateEventsAll);
 //   - on,refusal-events: as on, with span events for refusals only
 //     (TelemetryConfig.GateEvents: middleware.GateEventsRefusals);
 //   - on,summary-events: as on, with one event listing the gates passed
@@ -113,7 +119,16 @@ func BenchmarkObserve(b *testing.B) {
 			return []axgate.Option{telemetryOff()}
 		}},
 		{"global", func() []axgate.Option { return nil }},
-		{"on", func() []axgate.Option { return sdk(middleware.GateEventsAll) }},
+		{"global,before", func() []axgate.Option {
+			// The default global providers given explicitly: the enforcer
+			// cannot tell they record nothing, and keeps the observe stage
+			// and its Observer in the chain, as every enforcer did before
+			// the quiet chains.
+			return []axgate.Option{axgate.WithTelemetry(middleware.TelemetryConfig{
+				TracerProvider: otel.GetTracerProvider(), MeterProvider: otel.GetMeterProvider()})}
+		}},
+		{"on", func() []axgate.Option { return sdk(middleware.GateEventsSummary) }},
+		{"on,all-events", func() []axgate.Option { return sdk(middleware.GateEventsAll) }},
 		{"on,refusal-events", func() []axgate.Option {
 			return sdk(middleware.GateEventsRefusals)
 		}},
@@ -124,7 +139,7 @@ func BenchmarkObserve(b *testing.B) {
 			return sdk(middleware.GateEventsRefusals, dropGates)
 		}},
 		{"on+audit", func() []axgate.Option {
-			return append(sdk(middleware.GateEventsAll), axgate.WithLogger(slog.New(slog.NewJSONHandler(io.Discard, nil))))
+			return append(sdk(middleware.GateEventsSummary), axgate.WithLogger(slog.New(slog.NewJSONHandler(io.Discard, nil))))
 		}},
 	}
 	tool := middleware.InvokerFunc(func(context.Context, *middleware.Call) (middleware.Result, error) {

@@ -143,6 +143,10 @@ type Facts struct {
 	// Warnings are things a gate let pass but wants recorded (an unbound
 	// precondition, a duplicate call).
 	Warnings []string
+	// ShadowRefusals are the refusals that shadow mode let pass (the root
+	// package's WithShadow), in the order the gates made them: the call ran
+	// although each of them would have refused it.
+	ShadowRefusals []*axerr.Error
 }
 
 // Result is what a tool returned.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -37,6 +38,10 @@ const (
 	DecisionAllow = "allow"
 	// DecisionDeny: a stage of the chain refused the call.
 	DecisionDeny = "deny"
+	// DecisionShadowDeny: a gate in shadow mode would have refused the
+	// call, and let it run (Facts.ShadowRefusals); axag.error.code and
+	// axag.gate are the first such refusal's.
+	DecisionShadowDeny = "shadow_deny"
 )
 
 // Attribute keys. The gen_ai.* keys follow the OpenTelemetry GenAI semantic
@@ -71,8 +76,9 @@ const (
 	// passed (GateEventsSummary).
 	passedEvent = "axag.gates"
 	// outcomes of a gate event.
-	outcomePass = "pass"
-	outcomeDeny = "deny"
+	outcomePass       = "pass"
+	outcomeDeny       = "deny"
+	outcomeShadowDeny = "shadow_deny"
 	// maxToolNameAttr bounds a tool name the manifest does not declare
 	// before it goes into a span attribute: it comes from the caller.
 	maxToolNameAttr = 128
@@ -120,9 +126,20 @@ func RedactExcept(keep ...string) Redactor {
 type GateEvents int
 
 const (
+	// GateEventsSummary keeps every gate's outcome in one event, plus the refusal's event. It is the default.
+	//
+	// The one "axag.gates" event, whose axag.gates.passed lists, in
+	// order, the gates the call passed, is added when the call leaves
+	// the gates (before a refusal's own event, or when the chain
+	// returns). It costs a few allocations more than GateEventsRefusals
+	// and fewer than GateEventsAll (bench/README.md, section
+	// Observability). The events then say nothing of when each gate
+	// finished; axag.gate.duration does.
+	GateEventsSummary GateEvents = iota
 	// GateEventsAll adds an event for every gate the call passed and for
-	// the refusal, if any: the whole path of the call. It is the default.
-	GateEventsAll GateEvents = iota
+	// the refusal, if any: the whole path of the call, with the time each
+	// gate finished.
+	GateEventsAll
 	// GateEventsRefusals adds an event only for the refusal.
 	//
 	// Each event costs the tracing SDK a clock read, a copy of its
@@ -132,16 +149,6 @@ const (
 	// Observability, has the figures); the gates' times are still in
 	// axag.gate.duration.
 	GateEventsRefusals
-	// GateEventsSummary keeps every gate's outcome in one event, plus the refusal's event.
-	//
-	// The one "axag.gates" event, whose axag.gates.passed lists, in
-	// order, the gates the call passed, is added when the call leaves
-	// the gates (before a refusal's own event, or when the chain
-	// returns). It costs a few allocations more than GateEventsRefusals
-	// and fewer than GateEventsAll (bench/README.md, section
-	// Observability). The events then say nothing of when each gate
-	// finished; axag.gate.duration does.
-	GateEventsSummary
 )
 
 // TelemetryConfig configures NewTelemetry (and the root package's
@@ -165,10 +172,10 @@ type TelemetryConfig struct {
 	// returns them (for example RedactExcept("query")). When nil argument
 	// values are never recorded, only their names.
 	RecordArguments Redactor
-	// GateEvents says which gate outcomes become span events: every gate's
-	// (GateEventsAll, the default), only the refusal (GateEventsRefusals)
-	// or one event listing the gates passed plus the refusal
-	// (GateEventsSummary). Gate times are in axag.gate.duration either way.
+	// GateEvents says which gate outcomes become span events: one event
+	// listing the gates passed plus the refusal (GateEventsSummary, the
+	// default), every gate's (GateEventsAll) or only the refusal
+	// (GateEventsRefusals). Gate times are in axag.gate.duration either way.
 	GateEvents GateEvents
 }
 
@@ -190,6 +197,12 @@ type TelemetryConfig struct {
 type Telemetry struct {
 	tracer  trace.Tracer // nil: tracing off
 	metrics bool
+	// tracerGlobal and meterGlobal are set when the tracer or the meter
+	// came from the global provider while it was still OpenTelemetry's
+	// default delegate: it records nothing until a provider is installed
+	// with otel.SetTracerProvider (otel.SetMeterProvider), and from then on
+	// forwards to it. Recording asks the global provider each time.
+	tracerGlobal, meterGlobal bool
 
 	decisions    metric.Int64Counter
 	callDuration metric.Float64Histogram
@@ -255,6 +268,7 @@ func NewTelemetry(m *manifest.Manifest, cfg TelemetryConfig) (*Telemetry, error)
 	tp := cfg.TracerProvider
 	if tp == nil {
 		tp = otel.GetTracerProvider()
+		t.tracerGlobal = isGlobalDelegate(tp)
 	}
 	if !isNoopTracer(tp) {
 		t.tracer = tp.Tracer(InstrumentationName)
@@ -262,6 +276,7 @@ func NewTelemetry(m *manifest.Manifest, cfg TelemetryConfig) (*Telemetry, error)
 	mp := cfg.MeterProvider
 	if mp == nil {
 		mp = otel.GetMeterProvider()
+		t.meterGlobal = isGlobalDelegate(mp)
 	}
 	if !isNoopMeter(mp) {
 		if err := t.instruments(mp.Meter(InstrumentationName)); err != nil {
@@ -294,6 +309,53 @@ func isNoopMeter(mp metric.MeterProvider) bool {
 		return true
 	}
 	return false
+}
+
+// globalPackage is where OpenTelemetry keeps its default global providers:
+// delegates that record nothing until a provider is installed, and then
+// forward every tracer, meter and instrument they made to it.
+const globalPackage = "go.opentelemetry.io/otel/internal/global"
+
+// isGlobalDelegate reports whether p is one of OpenTelemetry's default
+// global providers (no provider was installed yet).
+func isGlobalDelegate(p any) bool {
+	t := reflect.TypeOf(p)
+	if t == nil {
+		return false
+	}
+	if t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	return t.PkgPath() == globalPackage
+}
+
+// The types of the default global providers, as OpenTelemetry made them
+// (nil when a provider was installed before this package was initialized);
+// a provider of another type was installed.
+var (
+	delegateTracerType = delegateType(otel.GetTracerProvider())
+	delegateMeterType  = delegateType(otel.GetMeterProvider())
+)
+
+func delegateType(p any) reflect.Type {
+	if !isGlobalDelegate(p) {
+		return nil
+	}
+	return reflect.TypeOf(p)
+}
+
+// globalTracing reports whether a global tracer provider that records was
+// installed: neither the default delegate nor a no-op one. It costs an
+// atomic load and two type comparisons.
+func globalTracing() bool {
+	tp := otel.GetTracerProvider()
+	return reflect.TypeOf(tp) != delegateTracerType && !isNoopTracer(tp)
+}
+
+// globalMetrics is globalTracing for the meter provider.
+func globalMetrics() bool {
+	mp := otel.GetMeterProvider()
+	return reflect.TypeOf(mp) != delegateMeterType && !isNoopMeter(mp)
 }
 
 func (t *Telemetry) instruments(meter metric.Meter) error {
@@ -347,9 +409,68 @@ func riskOf(a *manifest.Action) manifest.RiskLevel {
 // an audit sink. An enforcer leaves a disabled Telemetry out of its chain.
 func (t *Telemetry) Enabled() bool { return t.tracer != nil || t.metrics || t.audit != nil }
 
+// Recording reports whether tracing or metrics record anything now.
+//
+// It is false when both are off (no-op providers) or come from the global
+// providers while no provider was installed (OpenTelemetry's default
+// delegates, which record nothing). The global providers are asked on each
+// call, which costs a few nanoseconds, so that a provider installed with
+// otel.SetTracerProvider or otel.SetMeterProvider after the chain was built
+// is honoured from the next call on. An enforcer runs a call through a chain
+// without the observe stage and without an Observer while Recording is
+// false (with only AuditStage when an audit sink is set).
+func (t *Telemetry) Recording() bool {
+	if t.tracer != nil && (!t.tracerGlobal || globalTracing()) {
+		return true
+	}
+	return t.metrics && (!t.meterGlobal || globalMetrics())
+}
+
+// Auditing reports whether an audit sink is set.
+func (t *Telemetry) Auditing() bool { return t.audit != nil }
+
 // Stage returns the stage that traces, measures and audits each call. Put it
 // outermost, and pass t as the chain's Observer.
 func (t *Telemetry) Stage() Stage { return Stage{Name: StageObserve, Interceptor: t.intercept} }
+
+// AuditStage returns a stage that only audits each call: no span, no
+// metrics, no Observer needed. It is what an enforcer runs instead of Stage
+// while Recording is false and an audit sink is set.
+func (t *Telemetry) AuditStage() Stage {
+	return Stage{Name: StageObserve, Interceptor: t.auditOnly}
+}
+
+func (t *Telemetry) auditOnly(ctx context.Context, call *Call, next Invoker) (Result, error) {
+	if t.audit == nil {
+		return next.Invoke(ctx, call)
+	}
+	start := time.Now()
+	at := t.lookup(call)
+	panicked := true
+	defer func() {
+		if panicked {
+			t.audited(ctx, call, at, start, axerr.New(axerr.CodeInternal, "the call panicked"))
+		}
+	}()
+	res, err := next.Invoke(ctx, call)
+	panicked = false
+	t.audited(ctx, call, at, start, err)
+	return res, err
+}
+
+// audited writes the audit record of a call the audit-only stage saw.
+func (t *Telemetry) audited(ctx context.Context, call *Call, started *actionTelemetry, start time.Time, err error) {
+	end := time.Now()
+	at := started
+	if call.Action != nil && call.Action != started.action {
+		at = t.forAction(call.Action)
+	}
+	var args json.RawMessage
+	if t.redact != nil && at.action != nil {
+		args = t.recordedArguments(call, at.action)
+	}
+	t.audit.Audit(ctx, auditRecord(ctx, call, at.action, callOutcome(call, err), start, end, args))
+}
 
 // callTelemetry is what the stage keeps about a call whose span records,
 // for the observer to add gate events to. It hangs off the Call rather than
@@ -476,12 +597,24 @@ func outcomeOf(err error) outcome {
 	return o
 }
 
+// callOutcome is outcomeOf, but an allowed call that shadow mode let pass
+// (Facts.ShadowRefusals) is DecisionShadowDeny, with the first would-be
+// refusal's code and gate.
+func callOutcome(call *Call, err error) outcome {
+	o := outcomeOf(err)
+	if err == nil && len(call.Facts.ShadowRefusals) > 0 {
+		first := call.Facts.ShadowRefusals[0]
+		o = outcome{decision: DecisionShadowDeny, code: first.Code, gate: first.Gate, err: first}
+	}
+	return o
+}
+
 func (t *Telemetry) finish(ctx context.Context, call *Call, started *actionTelemetry, st *callTelemetry, start, end time.Time, err error) {
 	at := started
 	if call.Action != nil && call.Action != started.action {
 		at = t.forAction(call.Action)
 	}
-	o := outcomeOf(err)
+	o := callOutcome(call, err)
 	var args json.RawMessage
 	if t.redact != nil && at.action != nil && (st != nil || t.audit != nil) {
 		args = t.recordedArguments(call, at.action)
@@ -525,6 +658,17 @@ func (t *Telemetry) annotate(st *callTelemetry, call *Call, started, at *actionT
 	kv = append(kv, keyCode.String(errType))
 	if o.gate != "" {
 		kv = append(kv, keyGate.String(o.gate))
+	}
+	if o.decision == DecisionShadowDeny {
+		// The call ran: the span says what would have refused it, with no
+		// error status.
+		span.SetAttributes(kv...)
+		for _, r := range call.Facts.ShadowRefusals {
+			attrs := denyAttrs(r.Gate, r)
+			attrs[1] = keyOutcome.String(outcomeShadowDeny)
+			span.AddEvent(gateEvent, trace.WithAttributes(attrs...))
+		}
+		return
 	}
 	kv = append(kv, keyErrorType.String(errType))
 	span.SetAttributes(kv...)

@@ -202,7 +202,7 @@ func setString(s attribute.Set) string {
 }
 
 func TestTelemetryAllowedCall(t *testing.T) {
-	r := newTelemetryRig(t, middleware.TelemetryConfig{}, true)
+	r := newTelemetryRig(t, middleware.TelemetryConfig{GateEvents: middleware.GateEventsAll}, true)
 	call := middleware.NewCall("product_search", json.RawMessage(`{"query":"secret-value"}`), middleware.Principal{ID: "u1", Tenant: "t1"})
 	call.ID = "call-7"
 	if err := r.run(t, call, okTool, passStage("params")); err != nil {
@@ -303,7 +303,7 @@ func TestTelemetryRefusals(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			r := newTelemetryRig(t, middleware.TelemetryConfig{}, true)
+			r := newTelemetryRig(t, middleware.TelemetryConfig{GateEvents: middleware.GateEventsAll}, true)
 			inv := tc.inv
 			if inv == nil {
 				inv = okTool
@@ -476,8 +476,8 @@ func TestTelemetryRefusalEventsOnly(t *testing.T) {
 // each span gets the events of its own chain only, and the outer span keeps
 // hearing its gates after the inner chain returned.
 func TestTelemetryNestedChains(t *testing.T) {
-	outer := newTelemetryRig(t, middleware.TelemetryConfig{}, true)
-	inner := newTelemetryRig(t, middleware.TelemetryConfig{}, true)
+	outer := newTelemetryRig(t, middleware.TelemetryConfig{GateEvents: middleware.GateEventsAll}, true)
+	inner := newTelemetryRig(t, middleware.TelemetryConfig{GateEvents: middleware.GateEventsAll}, true)
 	innerChain := middleware.Build(okTool, inner.tel, inner.tel.Stage(), passStage("inner_gate"))
 	tool := middleware.InvokerFunc(func(ctx context.Context, c *middleware.Call) (middleware.Result, error) {
 		return innerChain.Invoke(ctx, c)
@@ -530,8 +530,8 @@ func TestTelemetryStageWithoutObserver(t *testing.T) {
 // A chain observed by a Telemetry whose stage it lacks adds nothing to the
 // span another Telemetry started for the same call.
 func TestTelemetryForeignObserver(t *testing.T) {
-	outer := newTelemetryRig(t, middleware.TelemetryConfig{}, true)
-	other := newTelemetryRig(t, middleware.TelemetryConfig{}, true)
+	outer := newTelemetryRig(t, middleware.TelemetryConfig{GateEvents: middleware.GateEventsAll}, true)
+	other := newTelemetryRig(t, middleware.TelemetryConfig{GateEvents: middleware.GateEventsAll}, true)
 	innerChain := middleware.Build(okTool, other.tel, passStage("inner_gate"))
 	tool := middleware.InvokerFunc(func(ctx context.Context, c *middleware.Call) (middleware.Result, error) {
 		return innerChain.Invoke(ctx, c)
@@ -548,8 +548,9 @@ func TestTelemetryForeignObserver(t *testing.T) {
 	}
 }
 
-// GateEventsSummary: one axag.gates event lists the gates passed, in order,
-// before the refusal's own event (or at the end of an allowed call).
+// GateEventsSummary, the default (the zero TelemetryConfig): one axag.gates
+// event lists the gates passed, in order, before the refusal's own event (or
+// at the end of an allowed call).
 func TestTelemetrySummaryEvents(t *testing.T) {
 	events := func(s sdktrace.ReadOnlySpan) []string {
 		var out []string
@@ -588,7 +589,7 @@ func TestTelemetrySummaryEvents(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			r := newTelemetryRig(t, middleware.TelemetryConfig{GateEvents: middleware.GateEventsSummary}, true)
+			r := newTelemetryRig(t, middleware.TelemetryConfig{}, true)
 			// Twice: the second call takes the prepared event and a pooled state.
 			for range 2 {
 				call := middleware.NewCall(tc.tool, json.RawMessage(`{"query":"x"}`), middleware.Principal{})
@@ -636,5 +637,58 @@ func TestAuditRecordsDeclaredNamesOnly(t *testing.T) {
 	got := strings.Join(r.audit[0].Params, ",")
 	if got != "cart_id,+2 undeclared" {
 		t.Fatalf("params = %q", got)
+	}
+}
+
+// Recording: explicit SDK providers record; explicit no-op ones do not;
+// the default global providers with nothing installed (this test binary
+// installs none) do not, and neither does a Telemetry with an audit sink
+// only, which AuditStage serves alone.
+func TestTelemetryRecording(t *testing.T) {
+	m, err := manifest.Parse([]byte(telemetryManifest))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink := middleware.AuditFunc(func(context.Context, middleware.AuditRecord) {})
+	for _, tc := range []struct {
+		name                string
+		cfg                 middleware.TelemetryConfig
+		recording, auditing bool
+	}{
+		{"sdk", middleware.TelemetryConfig{TracerProvider: sdktrace.NewTracerProvider()}, true, false},
+		{"sdk meter only", middleware.TelemetryConfig{TracerProvider: tracenoop.NewTracerProvider(), MeterProvider: sdkmetric.NewMeterProvider()}, true, false},
+		{"noop", middleware.TelemetryConfig{TracerProvider: tracenoop.NewTracerProvider(), MeterProvider: metricnoop.NewMeterProvider()}, false, false},
+		{"global, none installed", middleware.TelemetryConfig{}, false, false},
+		{"global with audit", middleware.TelemetryConfig{Audit: sink}, false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tel, err := middleware.NewTelemetry(m, tc.cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tel.Recording() != tc.recording || tel.Auditing() != tc.auditing {
+				t.Errorf("Recording %v, Auditing %v; want %v, %v", tel.Recording(), tel.Auditing(), tc.recording, tc.auditing)
+			}
+		})
+	}
+}
+
+// AuditStage audits a call, a refusal and a panic, with no span and no
+// Observer.
+func TestTelemetryAuditStage(t *testing.T) {
+	r := newTelemetryRig(t, middleware.TelemetryConfig{}, true)
+	inv := middleware.Build(okTool, nil, r.tel.AuditStage(), r.resolve())
+	if _, err := inv.Invoke(context.Background(), middleware.NewCall("product_search", json.RawMessage(`{"query":"x"}`), middleware.Principal{ID: "u1"})); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := inv.Invoke(context.Background(), middleware.NewCall("nope", json.RawMessage(`{}`), middleware.Principal{ID: "u1"})); err == nil {
+		t.Fatal("unknown tool allowed")
+	}
+	if len(r.audit) != 2 || r.audit[0].Decision != "allow" || r.audit[0].Intent != "product.search" ||
+		r.audit[1].Decision != "deny" || r.audit[1].Code != axerr.CodeIntentNotFound || r.audit[0].TraceID != "" {
+		t.Errorf("audit = %+v", r.audit)
+	}
+	if n := len(r.spans.Ended()); n != 0 {
+		t.Errorf("%d spans from the audit-only stage", n)
 	}
 }
