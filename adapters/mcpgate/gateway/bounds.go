@@ -202,6 +202,9 @@ type boundedLines struct {
 	limit int64
 	cut   *atomic.Bool
 	n     int64
+	// kill stops the child: after a cut line the stream cannot be read
+	// on, and a child blocked writing the rest would not exit.
+	kill func()
 }
 
 func (b *boundedLines) Read(p []byte) (int, error) {
@@ -213,6 +216,7 @@ func (b *boundedLines) Read(p []byte) (int, error) {
 		}
 		if b.n++; b.n > b.limit {
 			b.cut.Store(true)
+			b.kill()
 			return 0, errMessageTooLarge
 		}
 	}
@@ -277,7 +281,7 @@ func (t *commandTransport) Connect(ctx context.Context) (mcp.Connection, error) 
 		return nil, err
 	}
 	t2 := &mcp.IOTransport{
-		Reader:        &boundedLines{r: io.NopCloser(stdout), limit: t.limit, cut: t.cut},
+		Reader:        &boundedLines{r: io.NopCloser(stdout), limit: t.limit, cut: t.cut, kill: func() { t.cmd.Process.Kill() }},
 		Writer:        &childStdin{WriteCloser: stdin, cmd: t.cmd},
 		MaxLineLength: int(t.limit) + 1,
 	}

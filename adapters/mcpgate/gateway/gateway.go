@@ -176,7 +176,7 @@ func (g *Gateway) Handler() http.Handler { return g.handler }
 // local principal (WithLocalPrincipal), until ctx is done or the client
 // disconnects.
 func (g *Gateway) ServeStdio(ctx context.Context) error {
-	return g.serveLocal(ctx, &mcp.StdioTransport{})
+	return g.serveLocal(ctx, &mcp.StdioTransport{MaxLineLength: int(g.cfg.maxMessageBytes)})
 }
 
 func (g *Gateway) serveLocal(ctx context.Context, t mcp.Transport) error {

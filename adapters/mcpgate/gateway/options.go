@@ -266,11 +266,11 @@ func WithImplementation(impl *mcp.Implementation) Option {
 	}
 }
 
-// WithMaxSessions bounds the client sessions: total in all (default
-// DefaultMaxSessions), perPrincipal for one caller, its user id and tenant
-// (default DefaultMaxSessionsPerPrincipal).
+// WithMaxSessions bounds the client sessions, in total and per caller.
 //
-// A new session beyond a bound is refused at initialize with a JSON-RPC
+// total bounds them all (default DefaultMaxSessions), perPrincipal those of
+// one caller, its user id and tenant (default
+// DefaultMaxSessionsPerPrincipal). A new session beyond a bound is refused at initialize with a JSON-RPC
 // error whose data is the AXAG error: AXGATE_STORE_UNAVAILABLE (503) when
 // the gateway is full, AXAG_RATE_LIMITED (429) when the caller is, reason
 // too_many_sessions. The sessions already open are not affected; one that
@@ -328,9 +328,10 @@ func WithMaxCallsPerSession(n int) Option {
 	}
 }
 
-// WithMaxUpstreamTools bounds the upstream's tools/list: at most pages pages
-// (default DefaultMaxToolPages) and tools tools (default DefaultMaxTools).
-// A longer list fails the listing: New fails, an upstream session is not
+// WithMaxUpstreamTools bounds the pages and the tools of the upstream's tools/list.
+//
+// It allows at most pages pages (default DefaultMaxToolPages) and tools
+// tools (default DefaultMaxTools). A longer list fails the listing: New fails, an upstream session is not
 // connected, a list after notifications/tools/list_changed leaves the
 // session's tools refused.
 func WithMaxUpstreamTools(pages, tools int) Option {
@@ -356,11 +357,12 @@ func WithMaxPendingUpstreamRequests(n int) Option {
 	}
 }
 
-// WithRelistInterval is the least time between two lists of an upstream
-// session's tools after notifications/tools/list_changed (default
-// DefaultRelistInterval). Notifications that arrive meanwhile are
-// coalesced into one list; the session's tools are refused until it is
-// done.
+// WithRelistInterval is the least time between two re-lists of an upstream session's tools.
+//
+// A re-list follows notifications/tools/list_changed (default
+// DefaultRelistInterval between two). Notifications that arrive meanwhile
+// are coalesced into one list; the session's calls wait until it is
+// checked against the pins.
 func WithRelistInterval(d time.Duration) Option {
 	return func(c *config) {
 		if d > 0 {
