@@ -270,10 +270,11 @@ func WithImplementation(impl *mcp.Implementation) Option {
 //
 // total bounds them all (default DefaultMaxSessions), perPrincipal those of
 // one caller, its user id and tenant (default
-// DefaultMaxSessionsPerPrincipal). A new session beyond a bound is refused at initialize with a JSON-RPC
-// error whose data is the AXAG error: AXGATE_STORE_UNAVAILABLE (503) when
-// the gateway is full, AXAG_RATE_LIMITED (429) when the caller is, reason
-// too_many_sessions. The sessions already open are not affected; one that
+// DefaultMaxSessionsPerPrincipal); sessions whose caller cannot be found
+// at initialize count as one anonymous caller. A new session beyond a
+// bound is refused at initialize with a JSON-RPC error whose data is the
+// AXAG error: AXGATE_STORE_UNAVAILABLE (503) when the gateway is full,
+// AXAG_RATE_LIMITED (429) when the caller is, reason too_many_sessions. The sessions already open are not affected; one that
 // ends (or is idle for WithSessionTimeout) frees its place. Since a command
 // upstream runs one child process per session, this bounds the children
 // too (total, plus the one New starts to check the pins). 0 leaves a bound
