@@ -306,9 +306,15 @@ func WithMaxMessageBytes(n int64) Option {
 	}
 }
 
-// WithCallTimeout bounds how long a tools/call waits for the upstream
-// (default DefaultCallTimeout); a call that times out is refused with
-// AXGATE_TOOL_FAILED, reason upstream_timeout, and cancelled upstream.
+// WithCallTimeout bounds how long a tools/call waits for the upstream.
+//
+// The default is DefaultCallTimeout. A call that times out is refused with
+// AXGATE_TOOL_FAILED, reason upstream_timeout, and cancelled upstream. The
+// time counts from when the chain lets the call through (a confirmation
+// asked by the gateway is before it) and includes the upstream's own
+// questions to the person (elicitation) while it runs: raise it for an
+// upstream that asks. It also bounds how long a call waits for a re-list
+// after notifications/tools/list_changed.
 func WithCallTimeout(d time.Duration) Option {
 	return func(c *config) {
 		if d > 0 {
