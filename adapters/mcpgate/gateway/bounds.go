@@ -98,6 +98,27 @@ func (g *Gateway) release(ss *mcp.ServerSession) {
 	}
 }
 
+// takeCall counts a call in flight of the caller of ss against
+// WithMaxCallsPerPrincipal; putCall must follow when it took.
+func (g *Gateway) takeCall(ss *mcp.ServerSession) (key string, ok bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	key = g.sessionKeys[ss]
+	if g.callsOf[key] >= g.cfg.maxCallsPerPrincipal {
+		return key, false
+	}
+	g.callsOf[key]++
+	return key, true
+}
+
+func (g *Gateway) putCall(key string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.callsOf[key]--; g.callsOf[key] <= 0 {
+		delete(g.callsOf, key)
+	}
+}
+
 // breaker is the gateway-wide back-off of upstream starts: once starts
 // fail, no session starts the upstream again (no new child process) until
 // the back-off has passed, and then one at a time until one succeeds.
@@ -358,8 +379,8 @@ func (s slots) put() {
 	}
 }
 
-func tooManyCalls(intent string, n int) *axerr.Error {
-	return axerr.Newf(axerr.CodeRateLimited, "this session has %d calls in flight, its bound; wait for one to end", n).
+func tooManyCalls(intent, whose string, n int) *axerr.Error {
+	return axerr.Newf(axerr.CodeRateLimited, "%s has %d calls in flight, its bound; wait for one to end", whose, n).
 		WithIntent(intent).
 		WithReason(ReasonTooManyCalls)
 }

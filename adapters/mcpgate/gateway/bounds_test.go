@@ -550,3 +550,32 @@ func TestRestartStormBounded(t *testing.T) {
 		}
 	}
 }
+
+// TestMaxCallsPerPrincipal: a caller cannot have more calls in flight over
+// all its sessions than its bound; another caller is not affected.
+func TestMaxCallsPerPrincipal(t *testing.T) {
+	up, upURL := httpUpstream(t)
+	g := newGateway(t, gateway.Upstream{URL: upURL}, "", gateway.WithMaxCallsPerPrincipal(2))
+	url := serve(t, g)
+	var wg sync.WaitGroup
+	for range 2 {
+		cs := connect(t, url, "alice-token", nil)
+		wg.Go(func() {
+			cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "read_note", Arguments: map[string]any{"name": "stall"}})
+		})
+	}
+	for range 2 {
+		<-up.stalled
+	}
+	third := connect(t, url, "alice-token", nil)
+	wantRefusal(t, callWithin(t, third, "read_note", map[string]any{"name": "hello"}), "AXAG_RATE_LIMITED", "too_many_calls")
+	bob := connect(t, url, "bob-token", nil)
+	if res := callWithin(t, bob, "read_note", map[string]any{"name": "hello"}); res.IsError {
+		t.Errorf("another caller: %s", text(res))
+	}
+	close(up.release)
+	wg.Wait()
+	if res := callWithin(t, third, "read_note", map[string]any{"name": "hello"}); res.IsError {
+		t.Errorf("after the calls ended: %s", text(res))
+	}
+}

@@ -88,7 +88,8 @@
 //     WithMaxMessageBytes (AXGATE_TOOL_FAILED, reason result_too_large;
 //     413);
 //   - the wait for a tools/call, WithCallTimeout (reason upstream_timeout),
-//     and the calls in flight per session, WithMaxCallsPerSession (reason
+//     and the calls in flight per session and per caller,
+//     WithMaxCallsPerSession and WithMaxCallsPerPrincipal (reason
 //     too_many_calls);
 //   - the upstream's tools/list, WithMaxUpstreamTools, and its requests to
 //     a client awaiting an answer, WithMaxPendingUpstreamRequests;

@@ -212,9 +212,14 @@ func (f *front) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Ca
 		}
 		l := f.g.linkFor(f, req.Session)
 		if !l.calls.take() {
-			return mcpgate.Refusal(tooManyCalls(a.Intent, f.g.cfg.maxCallsPerSession)), nil
+			return mcpgate.Refusal(tooManyCalls(a.Intent, "this session", f.g.cfg.maxCallsPerSession)), nil
 		}
 		defer l.calls.put()
+		key, ok := f.g.takeCall(req.Session)
+		if !ok {
+			return mcpgate.Refusal(tooManyCalls(a.Intent, "this caller", f.g.cfg.maxCallsPerPrincipal)), nil
+		}
+		defer f.g.putCall(key)
 		if _, err := l.session(ctx); err != nil {
 			return mcpgate.Refusal(unavailable(a.Intent)), nil
 		}

@@ -59,6 +59,8 @@ type Gateway struct {
 	// against; perKey counts them by caller (WithMaxSessions).
 	sessionKeys map[*mcp.ServerSession]string
 	perKey      map[string]int
+	// callsOf counts the calls in flight by caller.
+	callsOf map[string]int
 	// starts is the gateway-wide back-off of upstream starts.
 	starts *breaker
 }
@@ -108,6 +110,7 @@ func New(enf *axgate.Enforcer, upstream Upstream, opts ...Option) (*Gateway, err
 
 		sessionKeys: map[*mcp.ServerSession]string{},
 		perKey:      map[string]int{},
+		callsOf:     map[string]int{},
 		starts:      &breaker{min: cfg.backoffMin, max: cfg.backoffMax},
 	}
 	userArgs, tenantArgs := enf.IdentityArgs()

@@ -68,6 +68,7 @@ type config struct {
 	maxMessageBytes         int64
 	callTimeout             time.Duration
 	maxCallsPerSession      int
+	maxCallsPerPrincipal    int
 	maxToolPages            int
 	maxTools                int
 	maxPendingUpstream      int
@@ -97,6 +98,9 @@ const (
 	// DefaultMaxCallsPerSession bounds the tools/call in flight of one
 	// client session.
 	DefaultMaxCallsPerSession = 16
+	// DefaultMaxCallsPerPrincipal bounds the tools/call in flight of one
+	// caller (user id and tenant), over all its sessions.
+	DefaultMaxCallsPerPrincipal = 64
 	// DefaultMaxToolPages and DefaultMaxTools bound the upstream's
 	// tools/list: its pages and its tools.
 	DefaultMaxToolPages = 100
@@ -125,6 +129,7 @@ func newConfig(opts []Option) config {
 		maxMessageBytes:         DefaultMaxMessageBytes,
 		callTimeout:             DefaultCallTimeout,
 		maxCallsPerSession:      DefaultMaxCallsPerSession,
+		maxCallsPerPrincipal:    DefaultMaxCallsPerPrincipal,
 		maxToolPages:            DefaultMaxToolPages,
 		maxTools:                DefaultMaxTools,
 		maxPendingUpstream:      DefaultMaxPendingUpstreamRequests,
@@ -331,6 +336,18 @@ func WithMaxCallsPerSession(n int) Option {
 	return func(c *config) {
 		if n > 0 {
 			c.maxCallsPerSession = n
+		}
+	}
+}
+
+// WithMaxCallsPerPrincipal bounds the tools/call in flight of one caller
+// (user id and tenant) over all its sessions (default
+// DefaultMaxCallsPerPrincipal); one more is refused at once with
+// AXAG_RATE_LIMITED, reason too_many_calls.
+func WithMaxCallsPerPrincipal(n int) Option {
+	return func(c *config) {
+		if n > 0 {
+			c.maxCallsPerPrincipal = n
 		}
 	}
 }
