@@ -214,7 +214,7 @@ func TestRequestBodyBounded(t *testing.T) {
 // after the call timeout.
 func TestCallTimeout(t *testing.T) {
 	up, upURL := httpUpstream(t)
-	defer close(up.release)
+	t.Cleanup(up.unstall) // before the upstream's server is closed
 	g := newGateway(t, gateway.Upstream{URL: upURL}, "", gateway.WithCallTimeout(300*time.Millisecond))
 	cs := connect(t, serve(t, g), "alice-token", nil)
 	wantRefusal(t, callWithin(t, cs, "read_note", map[string]any{"name": "stall"}), "AXGATE_TOOL_FAILED", "upstream_timeout")
@@ -224,6 +224,7 @@ func TestCallTimeout(t *testing.T) {
 // its bound; another session is not affected.
 func TestMaxCallsPerSession(t *testing.T) {
 	up, upURL := httpUpstream(t)
+	t.Cleanup(up.unstall) // a failing test does not hang on the stalled calls
 	g := newGateway(t, gateway.Upstream{URL: upURL}, "", gateway.WithMaxCallsPerSession(2))
 	url := serve(t, g)
 	cs := connect(t, url, "alice-token", nil)
@@ -241,7 +242,7 @@ func TestMaxCallsPerSession(t *testing.T) {
 	if res := callWithin(t, other, "read_note", map[string]any{"name": "hello"}); res.IsError {
 		t.Errorf("another session: %s", text(res))
 	}
-	close(up.release)
+	up.unstall()
 	wg.Wait()
 	if res := callWithin(t, cs, "read_note", map[string]any{"name": "hello"}); res.IsError {
 		t.Errorf("after the calls ended: %s", text(res))
@@ -555,6 +556,7 @@ func TestRestartStormBounded(t *testing.T) {
 // all its sessions than its bound; another caller is not affected.
 func TestMaxCallsPerPrincipal(t *testing.T) {
 	up, upURL := httpUpstream(t)
+	t.Cleanup(up.unstall) // a failing test does not hang on the stalled calls
 	g := newGateway(t, gateway.Upstream{URL: upURL}, "", gateway.WithMaxCallsPerPrincipal(2))
 	url := serve(t, g)
 	var wg sync.WaitGroup
@@ -573,7 +575,7 @@ func TestMaxCallsPerPrincipal(t *testing.T) {
 	if res := callWithin(t, bob, "read_note", map[string]any{"name": "hello"}); res.IsError {
 		t.Errorf("another caller: %s", text(res))
 	}
-	close(up.release)
+	up.unstall()
 	wg.Wait()
 	if res := callWithin(t, third, "read_note", map[string]any{"name": "hello"}); res.IsError {
 		t.Errorf("after the calls ended: %s", text(res))

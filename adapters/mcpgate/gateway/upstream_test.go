@@ -72,12 +72,17 @@ type notes struct {
 	// hook, when set, sees every request the upstream answers, and its
 	// answer, and may change both (bounds_test.go).
 	hook func(ctx context.Context, method string, next func() (mcp.Result, error)) (mcp.Result, error)
-	// stalled receives a stalling read_note's arrival; release ends them.
-	stalled chan struct{}
-	release chan struct{}
+	// stalled receives a stalling read_note's arrival; release ends them
+	// (unstall closes it).
+	stalled   chan struct{}
+	release   chan struct{}
+	unstalled sync.Once
 	// send is the server's sending method handler (floods).
 	send mcp.MethodHandler
 }
+
+// unstall ends the stalling calls, now and from now on.
+func (n *notes) unstall() { n.unstalled.Do(func() { close(n.release) }) }
 
 // setHook installs h as the upstream's hook.
 func (n *notes) setHook(h func(ctx context.Context, method string, next func() (mcp.Result, error)) (mcp.Result, error)) {
