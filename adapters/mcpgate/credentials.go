@@ -79,14 +79,17 @@ const extraPrincipal = "axgate/principal"
 //	handler = auth.RequireBearerToken(mcpgate.BearerVerifier(bearer), nil)(handler)
 //
 // A refused request is answered 401 by RequireBearerToken. The token's
-// expiry is its "exp" claim.
+// expiry is its "exp" claim. The TokenInfo's UserID, to which the SDK binds
+// a streamable HTTP session, names the tenant as well as the user, so that
+// a session is never continued with the token of the same user id in
+// another tenant.
 func BearerVerifier(authenticate func(*http.Request) (middleware.Principal, error)) auth.TokenVerifier {
 	return func(_ context.Context, _ string, r *http.Request) (*auth.TokenInfo, error) {
 		p, err := authenticate(r)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", auth.ErrInvalidToken, err)
 		}
-		ti := &auth.TokenInfo{UserID: p.ID, Scopes: p.Scopes, Extra: map[string]any{extraPrincipal: p}}
+		ti := &auth.TokenInfo{UserID: sessionUserID(p), Scopes: p.Scopes, Extra: map[string]any{extraPrincipal: p}}
 		switch exp := p.Claims["exp"].(type) {
 		case float64:
 			ti.Expiration = time.Unix(int64(exp), 0)
@@ -121,3 +124,14 @@ func (c config) credentials(req *mcp.CallToolRequest) (middleware.Credentials, *
 // CredentialsMeta returns the _meta entries that carry c, for a client
 // building a tools/call request (CallToolParams.Meta).
 func CredentialsMeta(c middleware.Credentials) mcp.Meta { return mcp.Meta(wire.ToMeta(c)) }
+
+// sessionUserID is the user id a session is bound to: the principal's id,
+// with its tenant when it has one (as a JSON array, which no plain id is
+// taken for).
+func sessionUserID(p middleware.Principal) string {
+	if p.Tenant == "" && !strings.HasPrefix(p.ID, "[") {
+		return p.ID
+	}
+	raw, _ := json.Marshal([2]string{p.Tenant, p.ID})
+	return string(raw)
+}

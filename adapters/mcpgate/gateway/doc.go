@@ -20,6 +20,14 @@
 // (WithRestartBackoff) when it dies; calls in the meantime are refused with
 // AXGATE_STORE_UNAVAILABLE (503, retryable), reason upstream_unavailable. An
 // HTTP upstream session that is lost is connected again the same way.
+// Failing starts (and children that die soon after starting) also hold back
+// every other session's starts, with one gateway-wide back-off, so that N
+// sessions do not restart N children in a storm. A child is not shared
+// between sessions: the upstream's per-session state and its requests to
+// the person must stay with their client, so the number of children is
+// bounded by the number of sessions (WithMaxSessions). The child's
+// environment is the gateway's PATH and HOME plus Upstream.Env, not the
+// gateway's whole environment (Upstream.InheritEnv).
 //
 // New connects once itself, before any client, to check the pins and learn
 // the upstream's capabilities, and fails when the upstream cannot be
@@ -57,12 +65,39 @@
 // A manifest action may pin the upstream tool's definition (upstream_sha256,
 // mcpgate.ToolDigest). Each upstream session's tools are checked when it
 // connects and whenever the upstream sends notifications/tools/list_changed;
-// a tool whose definition no longer matches its pin is disabled for as long
+// a tool whose definition no longer matches its pin, or that the upstream
+// lists twice, is disabled for as long
 // as the gateway runs with this manifest (a definition that changes back is
 // not trusted again): it leaves tools/list (the clients are told), its calls
 // are refused with AXGATE_TOOL_CHANGED (409, reason upstream_changed), the
 // log names it and the metric axgate.gateway.tool_changed counts it with
-// gen_ai.tool.name. A tool with no pin is not checked.
+// gen_ai.tool.name. A tool with no pin is not checked. From a
+// list_changed until the new list has been checked, the session's calls
+// wait (at most WithCallTimeout); when the new list fails they are refused
+// (AXGATE_STORE_UNAVAILABLE, reason tools_unverified) until a list
+// succeeds. Notifications are coalesced: at most one list per
+// WithRelistInterval.
+//
+// # Bounds
+//
+// No caller exhausts what the others share; each bound is an option with a
+// default (options.go):
+//   - client sessions, in total and per caller (user id and tenant):
+//     WithMaxSessions, refused at initialize (reason too_many_sessions);
+//   - each upstream message and each client request body:
+//     WithMaxMessageBytes (AXGATE_TOOL_FAILED, reason result_too_large;
+//     413);
+//   - the wait for a tools/call, WithCallTimeout (reason upstream_timeout),
+//     and the calls in flight per session and per caller,
+//     WithMaxCallsPerSession and WithMaxCallsPerPrincipal (reason
+//     too_many_calls);
+//   - the upstream's tools/list, WithMaxUpstreamTools, and its requests to
+//     a client awaiting an answer, WithMaxPendingUpstreamRequests;
+//   - re-lists after list_changed, WithRelistInterval;
+//   - upstream starts, WithRestartBackoff (per session and gateway-wide).
+//
+// A progress token is forwarded upstream only when it is a string of at most
+// 256 bytes or an integer.
 //
 // # Everything else
 //

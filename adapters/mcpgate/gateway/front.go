@@ -75,8 +75,19 @@ func (f *front) receive(next mcp.MethodHandler) mcp.MethodHandler {
 		}
 		switch method {
 		case "initialize":
+			// A session counts against the bounds of WithMaxSessions from
+			// its initialize; a refused one is never initialized, and the
+			// SDK closes it.
+			key := ""
+			if p, err := f.principalOf(ctx, ss, req.GetExtra()); err == nil {
+				key = sessionKey(p)
+			}
+			if e := f.g.admit(ss, key); e != nil {
+				return nil, sessionRefusal(e)
+			}
 			res, err := next(ctx, method, req)
 			if err != nil {
+				f.g.release(ss)
 				return res, err
 			}
 			if ir, ok := res.(*mcp.InitializeResult); ok {
@@ -200,13 +211,33 @@ func (f *front) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Ca
 			return mcpgate.Refusal(toolChanged(a)), nil
 		}
 		l := f.g.linkFor(f, req.Session)
+		if !l.calls.take() {
+			return mcpgate.Refusal(tooManyCalls(a.Intent, "this session", f.g.cfg.maxCallsPerSession)), nil
+		}
+		defer l.calls.put()
+		key, ok := f.g.takeCall(req.Session)
+		if !ok {
+			return mcpgate.Refusal(tooManyCalls(a.Intent, "this caller", f.g.cfg.maxCallsPerPrincipal)), nil
+		}
+		defer f.g.putCall(key)
 		if _, err := l.session(ctx); err != nil {
 			return mcpgate.Refusal(unavailable(a.Intent)), nil
+		}
+		// The upstream said its tools changed: wait for the new list to be
+		// checked against the pins; a list that failed trusts none.
+		wctx, cancel := context.WithTimeout(ctx, f.g.cfg.callTimeout)
+		err := l.awaitFresh(wctx)
+		cancel()
+		if err != nil {
+			return mcpgate.Refusal(unverified(a.Intent)), nil
+		}
+		if f.g.isChanged(req.Params.Name) {
+			return mcpgate.Refusal(toolChanged(a)), nil
 		}
 		if _, ok := l.offered()[req.Params.Name]; !ok {
 			return mcpgate.Refusal(notOffered(a)), nil
 		}
-		ctx = context.WithValue(ctx, outboundKey{}, &outbound{link: l, progress: req.Params.GetProgressToken()})
+		ctx = context.WithValue(ctx, outboundKey{}, &outbound{link: l, progress: progressToken(req.Params.GetProgressToken())})
 	}
 	return f.handler(ctx, req)
 }
@@ -247,9 +278,13 @@ func (g *Gateway) forward(ctx context.Context, call *middleware.Call) (middlewar
 		}
 		span.SetAttributes(attrs...)
 	}
+	// The person's confirmation is behind; the upstream's answer is bounded
+	// in time from here.
+	ctx, cancel := context.WithTimeout(ctx, g.cfg.callTimeout)
+	defer cancel()
 	res, err := cs.CallTool(ctx, params)
 	if err != nil {
-		return middleware.Result{}, g.callFailed(ctx, call, err)
+		return middleware.Result{}, g.callFailed(ctx, call, ob.link, err)
 	}
 	if res.IsError {
 		return middleware.Result{}, axerr.New(axerr.CodeToolFailed, "the upstream tool reported an error: "+bound(contentText(res.Content))).
@@ -262,13 +297,17 @@ func (g *Gateway) forward(ctx context.Context, call *middleware.Call) (middlewar
 // callFailed maps a failed upstream call: a JSON-RPC error of the upstream
 // is the tool's failure (its message kept), a lost connection makes the
 // upstream unavailable.
-func (g *Gateway) callFailed(ctx context.Context, call *middleware.Call, err error) error {
+func (g *Gateway) callFailed(ctx context.Context, call *middleware.Call, l *link, err error) error {
 	var re *jsonrpc.Error
 	switch {
 	case errors.As(err, &re):
 		return axerr.New(axerr.CodeToolFailed, "the upstream server refused the call: "+bound(re.Message)).WithIntent(call.Intent())
+	case errors.Is(err, errMessageTooLarge) || l.cutTooLarge():
+		return resultTooLarge(call.Intent(), g.cfg.maxMessageBytes)
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return callTimedOut(call.Intent(), g.cfg.callTimeout)
 	case ctx.Err() != nil:
-		return err // the tool boundary words a timeout or a cancellation
+		return err // the tool boundary words a cancellation
 	}
 	g.cfg.logger.Warn("upstream call failed", "tool", call.Tool, "error", err)
 	return unavailable(call.Intent())

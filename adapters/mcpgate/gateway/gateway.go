@@ -54,6 +54,15 @@ type Gateway struct {
 	control *link // the gateway's own upstream session (HTTP upstreams)
 	upCaps  *mcp.ServerCapabilities
 	changed map[string]string // disabled tools: name -> digest seen
+
+	// sessionKeys are the admitted client sessions and whom they count
+	// against; perKey counts them by caller (WithMaxSessions).
+	sessionKeys map[*mcp.ServerSession]string
+	perKey      map[string]int
+	// callsOf counts the calls in flight by caller.
+	callsOf map[string]int
+	// starts is the gateway-wide back-off of upstream starts.
+	starts *breaker
 }
 
 // New returns a gateway that enforces enf's manifest in front of upstream.
@@ -98,6 +107,11 @@ func New(enf *axgate.Enforcer, upstream Upstream, opts ...Option) (*Gateway, err
 		propagator: propagation.TraceContext{},
 		links:      map[*mcp.ServerSession]*link{},
 		changed:    map[string]string{},
+
+		sessionKeys: map[*mcp.ServerSession]string{},
+		perKey:      map[string]int{},
+		callsOf:     map[string]int{},
+		starts:      &breaker{min: cfg.backoffMin, max: cfg.backoffMax},
 	}
 	userArgs, tenantArgs := enf.IdentityArgs()
 	g.access = gates.NewAccess(g.m, gates.AccessOptions{UserArgs: userArgs, TenantArgs: tenantArgs})
@@ -165,7 +179,7 @@ func (g *Gateway) Handler() http.Handler { return g.handler }
 // local principal (WithLocalPrincipal), until ctx is done or the client
 // disconnects.
 func (g *Gateway) ServeStdio(ctx context.Context) error {
-	return g.serveLocal(ctx, &mcp.StdioTransport{})
+	return g.serveLocal(ctx, &mcp.StdioTransport{MaxLineLength: int(g.cfg.maxMessageBytes)})
 }
 
 func (g *Gateway) serveLocal(ctx context.Context, t mcp.Transport) error {
@@ -215,6 +229,7 @@ func (g *Gateway) buildHandler() http.Handler {
 	mux := http.NewServeMux()
 	var h http.Handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.httpFront.server },
 		&mcp.StreamableHTTPOptions{SessionTimeout: g.cfg.sessionTimeout, Logger: g.cfg.logger})
+	h = limitBody(h, g.cfg.maxMessageBytes)
 	if g.cfg.bearer != nil {
 		metaURL, _ := metadataURL(g.cfg.resource.Resource) // checked by New
 		h = auth.RequireBearerToken(mcpgate.BearerVerifier(g.cfg.bearer), &auth.RequireBearerTokenOptions{
@@ -295,6 +310,7 @@ func (g *Gateway) linkFor(f *front, ss *mcp.ServerSession) *link {
 			delete(g.links, ss)
 		}
 		g.mu.Unlock()
+		g.release(ss)
 		l.close()
 	}()
 	return l

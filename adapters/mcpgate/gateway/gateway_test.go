@@ -374,7 +374,7 @@ func TestGatewayHTTP(t *testing.T) {
 			t.Fatalf("resources/read: %v %+v", err, rr)
 		}
 		lr, err := alice.ListResources(ctx, nil)
-		if err != nil || len(lr.Resources) != 2 {
+		if err != nil || len(lr.Resources) != 4 { // readme, pid, env, flood
 			t.Fatalf("resources/list: %v %+v", err, lr)
 		}
 		gp, err := alice.GetPrompt(ctx, &mcp.GetPromptParams{Name: "summarize", Arguments: map[string]string{"name": "hello"}})
@@ -602,7 +602,7 @@ func TestNewFailsWithoutUpstream(t *testing.T) {
 // stdioUpstream is the test binary as a child process speaking MCP on
 // stdio.
 func stdioUpstream() gateway.Upstream {
-	return gateway.Upstream{Command: os.Args[0], Env: append(os.Environ(), upstreamEnv+"=stdio"), Stderr: io.Discard}
+	return gateway.Upstream{Command: os.Args[0], Env: []string{upstreamEnv + "=stdio"}, Stderr: io.Discard}
 }
 
 func pidOf(t *testing.T, cs *mcp.ClientSession) int {

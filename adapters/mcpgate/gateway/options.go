@@ -32,8 +32,13 @@ type Upstream struct {
 	// exec.Command does, and Args its arguments.
 	Command string
 	Args    []string
-	// Env is the child's environment (nil: the gateway's own).
+	// Env is added to the child's environment, which is otherwise only
+	// the gateway's PATH and HOME: the gateway's own secrets do not reach
+	// a server that has no need of them.
 	Env []string
+	// InheritEnv gives the child the gateway's whole environment (then
+	// Env), as before the minimal default.
+	InheritEnv bool
 	// Dir is the child's working directory ("" : the gateway's).
 	Dir string
 	// Stderr receives the child's standard error (nil: discarded).
@@ -57,6 +62,17 @@ type config struct {
 	connectTimeout time.Duration
 	sessionTimeout time.Duration
 	impl           *mcp.Implementation
+
+	maxSessions             int
+	maxSessionsPerPrincipal int
+	maxMessageBytes         int64
+	callTimeout             time.Duration
+	maxCallsPerSession      int
+	maxCallsPerPrincipal    int
+	maxToolPages            int
+	maxTools                int
+	maxPendingUpstream      int
+	relistInterval          time.Duration
 }
 
 // Defaults of the options.
@@ -65,6 +81,36 @@ const (
 	DefaultBackoffMax     = 30 * time.Second
 	DefaultConnectTimeout = 30 * time.Second
 	DefaultSessionTimeout = 30 * time.Minute
+
+	// DefaultMaxSessions bounds the client sessions of the gateway, and
+	// so the child processes of a command upstream (one per session).
+	DefaultMaxSessions = 256
+	// DefaultMaxSessionsPerPrincipal bounds the client sessions of one
+	// caller (user id and tenant).
+	DefaultMaxSessionsPerPrincipal = 16
+	// DefaultMaxMessageBytes bounds each message the upstream sends (and
+	// so a tools/call result relayed to the client) and each request
+	// body a client posts to /mcp.
+	DefaultMaxMessageBytes = 4 << 20
+	// DefaultCallTimeout bounds how long a tools/call waits for the
+	// upstream.
+	DefaultCallTimeout = 60 * time.Second
+	// DefaultMaxCallsPerSession bounds the tools/call in flight of one
+	// client session.
+	DefaultMaxCallsPerSession = 16
+	// DefaultMaxCallsPerPrincipal bounds the tools/call in flight of one
+	// caller (user id and tenant), over all its sessions.
+	DefaultMaxCallsPerPrincipal = 64
+	// DefaultMaxToolPages and DefaultMaxTools bound the upstream's
+	// tools/list: its pages and its tools.
+	DefaultMaxToolPages = 100
+	DefaultMaxTools     = 1000
+	// DefaultMaxPendingUpstreamRequests bounds the upstream's requests to
+	// one client (elicitation, sampling, roots) awaiting an answer.
+	DefaultMaxPendingUpstreamRequests = 4
+	// DefaultRelistInterval is the least time between two lists of an
+	// upstream session's tools on its notifications/tools/list_changed.
+	DefaultRelistInterval = time.Second
 )
 
 func newConfig(opts []Option) config {
@@ -77,6 +123,17 @@ func newConfig(opts []Option) config {
 		connectTimeout: DefaultConnectTimeout,
 		sessionTimeout: DefaultSessionTimeout,
 		impl:           &mcp.Implementation{Name: "axgate-mcp-gateway", Version: "v0.1.0"},
+
+		maxSessions:             DefaultMaxSessions,
+		maxSessionsPerPrincipal: DefaultMaxSessionsPerPrincipal,
+		maxMessageBytes:         DefaultMaxMessageBytes,
+		callTimeout:             DefaultCallTimeout,
+		maxCallsPerSession:      DefaultMaxCallsPerSession,
+		maxCallsPerPrincipal:    DefaultMaxCallsPerPrincipal,
+		maxToolPages:            DefaultMaxToolPages,
+		maxTools:                DefaultMaxTools,
+		maxPendingUpstream:      DefaultMaxPendingUpstreamRequests,
+		relistInterval:          DefaultRelistInterval,
 	}
 	for _, o := range opts {
 		o(&c)
@@ -210,6 +267,130 @@ func WithImplementation(impl *mcp.Implementation) Option {
 	return func(c *config) {
 		if impl != nil {
 			c.impl = impl
+		}
+	}
+}
+
+// WithMaxSessions bounds the client sessions, in total and per caller.
+//
+// total bounds them all (default DefaultMaxSessions), perPrincipal those of
+// one caller, its user id and tenant (default
+// DefaultMaxSessionsPerPrincipal); sessions whose caller cannot be found
+// at initialize count as one anonymous caller. A new session beyond a
+// bound is refused at initialize with a JSON-RPC error whose data is the
+// AXAG error: AXGATE_STORE_UNAVAILABLE (503) when the gateway is full,
+// AXAG_RATE_LIMITED (429) when the caller is, reason too_many_sessions. The sessions already open are not affected; one that
+// ends (or is idle for WithSessionTimeout) frees its place. Since a command
+// upstream runs one child process per session, this bounds the children
+// too (total, plus the one New starts to check the pins). 0 leaves a bound
+// at its default.
+func WithMaxSessions(total, perPrincipal int) Option {
+	return func(c *config) {
+		if total > 0 {
+			c.maxSessions = total
+		}
+		if perPrincipal > 0 {
+			c.maxSessionsPerPrincipal = perPrincipal
+		}
+	}
+}
+
+// WithMaxMessageBytes bounds the size of one message (default DefaultMaxMessageBytes).
+//
+// It is each message the upstream sends (a JSON-RPC line of a command
+// upstream, a JSON body or one server-sent event of an HTTP upstream) and
+// each request body a client posts to /mcp (413 beyond it). An upstream
+// message beyond it cuts the upstream session, which is connected again;
+// the call it answered is refused with AXGATE_TOOL_FAILED, reason
+// result_too_large.
+func WithMaxMessageBytes(n int64) Option {
+	return func(c *config) {
+		if n > 0 {
+			c.maxMessageBytes = n
+		}
+	}
+}
+
+// WithCallTimeout bounds how long a tools/call waits for the upstream.
+//
+// The default is DefaultCallTimeout. A call that times out is refused with
+// AXGATE_TOOL_FAILED, reason upstream_timeout, and cancelled upstream. The
+// time counts from when the chain lets the call through (a confirmation
+// asked by the gateway is before it) and includes the upstream's own
+// questions to the person (elicitation) while it runs: raise it for an
+// upstream that asks. It also bounds how long a call waits for a re-list
+// after notifications/tools/list_changed.
+func WithCallTimeout(d time.Duration) Option {
+	return func(c *config) {
+		if d > 0 {
+			c.callTimeout = d
+		}
+	}
+}
+
+// WithMaxCallsPerSession bounds the tools/call in flight of one client
+// session (default DefaultMaxCallsPerSession); one more is refused at once
+// with AXAG_RATE_LIMITED, reason too_many_calls. With WithMaxSessions it
+// bounds the calls of one caller as well.
+func WithMaxCallsPerSession(n int) Option {
+	return func(c *config) {
+		if n > 0 {
+			c.maxCallsPerSession = n
+		}
+	}
+}
+
+// WithMaxCallsPerPrincipal bounds the tools/call in flight of one caller
+// (user id and tenant) over all its sessions (default
+// DefaultMaxCallsPerPrincipal); one more is refused at once with
+// AXAG_RATE_LIMITED, reason too_many_calls.
+func WithMaxCallsPerPrincipal(n int) Option {
+	return func(c *config) {
+		if n > 0 {
+			c.maxCallsPerPrincipal = n
+		}
+	}
+}
+
+// WithMaxUpstreamTools bounds the pages and the tools of the upstream's tools/list.
+//
+// It allows at most pages pages (default DefaultMaxToolPages) and tools
+// tools (default DefaultMaxTools). A longer list fails the listing: New fails, an upstream session is not
+// connected, a list after notifications/tools/list_changed leaves the
+// session's tools refused.
+func WithMaxUpstreamTools(pages, tools int) Option {
+	return func(c *config) {
+		if pages > 0 {
+			c.maxToolPages = pages
+		}
+		if tools > 0 {
+			c.maxTools = tools
+		}
+	}
+}
+
+// WithMaxPendingUpstreamRequests bounds the upstream's requests to one
+// client session (elicitation, sampling, roots) that await the client's
+// answer (default DefaultMaxPendingUpstreamRequests); one more is answered
+// to the upstream with a JSON-RPC error.
+func WithMaxPendingUpstreamRequests(n int) Option {
+	return func(c *config) {
+		if n > 0 {
+			c.maxPendingUpstream = n
+		}
+	}
+}
+
+// WithRelistInterval is the least time between two re-lists of an upstream session's tools.
+//
+// A re-list follows notifications/tools/list_changed (default
+// DefaultRelistInterval between two). Notifications that arrive meanwhile
+// are coalesced into one list; the session's calls wait until it is
+// checked against the pins.
+func WithRelistInterval(d time.Duration) Option {
+	return func(c *config) {
+		if d > 0 {
+			c.relistInterval = d
 		}
 	}
 }

@@ -3,11 +3,15 @@ package gateway
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net/http"
 	"os/exec"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"golang.org/x/time/rate"
 )
 
 // errNotConnected is why a link that never connected is down.
@@ -39,11 +43,31 @@ type link struct {
 	err    error              // why it is down
 	tools  map[string]*mcp.Tool
 	sendUp mcp.MethodHandler // the client's sending method handler
+
+	// stale is set from the upstream's notifications/tools/list_changed
+	// until a list that began after it is checked; gen counts those
+	// notifications. settled is closed (and replaced) when a list ends;
+	// relistErr is why the last one failed.
+	stale     bool
+	gen       uint64
+	settled   chan struct{}
+	relistErr error
+	wake      chan struct{} // a list is due
+	limiter   *rate.Limiter // of the lists after notifications
+
+	calls    slots       // tools/call in flight (WithMaxCallsPerSession)
+	pending  slots       // upstream requests to the client (WithMaxPendingUpstreamRequests)
+	tooLarge atomic.Bool // the session was cut for a message over the bound
 }
 
 func (g *Gateway) newLink(f *front, ss *mcp.ServerSession) *link {
 	ctx, cancel := context.WithCancel(context.Background())
-	l := &link{g: g, f: f, front: ss, ctx: ctx, cancel: cancel, done: make(chan struct{}), first: make(chan struct{}), err: errNotConnected}
+	l := &link{g: g, f: f, front: ss, ctx: ctx, cancel: cancel, done: make(chan struct{}), first: make(chan struct{}), err: errNotConnected,
+		settled: make(chan struct{}), wake: make(chan struct{}, 1),
+		limiter: rate.NewLimiter(rate.Every(g.cfg.relistInterval), 1),
+		calls:   newSlots(g.cfg.maxCallsPerSession),
+		pending: newSlots(g.cfg.maxPendingUpstream),
+	}
 	l.client = mcp.NewClient(g.cfg.impl, l.clientOptions())
 	l.client.AddSendingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
 		l.sendUp = next
@@ -62,7 +86,7 @@ func (l *link) clientOptions() *mcp.ClientOptions {
 	opts := &mcp.ClientOptions{
 		Logger:                 l.g.cfg.logger,
 		Capabilities:           &mcp.ClientCapabilities{},
-		ToolListChangedHandler: func(_ context.Context, req *mcp.ToolListChangedRequest) { go l.toolsChanged(req.Session) },
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { l.toolsChanged() },
 		ProgressNotificationHandler: func(ctx context.Context, req *mcp.ProgressNotificationClientRequest) {
 			toFront(ctx, l, "notifications/progress", req.Params)
 		},
@@ -96,11 +120,19 @@ func (l *link) clientOptions() *mcp.ClientOptions {
 		e := *caps.Elicitation
 		opts.Capabilities.Elicitation = &e
 		opts.ElicitationHandler = func(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			if !l.pending.take() {
+				return nil, errTooManyPending
+			}
+			defer l.pending.put()
 			return l.front.Elicit(ctx, req.Params)
 		}
 	}
 	if caps.Sampling != nil {
 		opts.CreateMessageHandler = func(ctx context.Context, req *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+			if !l.pending.take() {
+				return nil, errTooManyPending
+			}
+			defer l.pending.put()
 			return l.front.CreateMessage(ctx, req.Params)
 		}
 	}
@@ -116,6 +148,10 @@ func (l *link) receiveRoots(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		if method == "roots/list" {
 			if ip := l.front.InitializeParams(); ip != nil && ip.Capabilities != nil && ip.Capabilities.RootsV2 != nil {
+				if !l.pending.take() {
+					return nil, errTooManyPending
+				}
+				defer l.pending.put()
 				p, _ := req.GetParams().(*mcp.ListRootsParams)
 				return l.front.ListRoots(ctx, p)
 			}
@@ -153,19 +189,35 @@ func (l *link) notifyRootsChanged(ctx context.Context) {
 	send(ctx, "notifications/roots/list_changed", &mcp.ClientRequest[*mcp.RootsListChangedParams]{Session: cs, Params: &mcp.RootsListChangedParams{}})
 }
 
-// transport is a new connection to the upstream: for a command, a new child.
-func (g *Gateway) transport() mcp.Transport {
+// transport is a new connection to the upstream, its messages bounded
+// (WithMaxMessageBytes): for a command, a new child.
+func (l *link) transport() mcp.Transport {
+	g := l.g
+	limit := g.cfg.maxMessageBytes
 	if g.up.URL != "" {
-		return &mcp.StreamableClientTransport{Endpoint: g.up.URL, HTTPClient: g.up.HTTPClient}
+		hc := g.up.HTTPClient
+		if hc == nil {
+			hc = http.DefaultClient
+		}
+		next := hc.Transport
+		if next == nil {
+			next = http.DefaultTransport
+		}
+		bounded := *hc
+		bounded.Transport = boundedTransport{next: next, limit: limit, cut: &l.tooLarge}
+		return &mcp.StreamableClientTransport{Endpoint: g.up.URL, HTTPClient: &bounded, MaxEventSize: int(limit) + 1}
 	}
 	cmd := exec.Command(g.up.Command, g.up.Args...)
-	cmd.Env = g.up.Env
+	cmd.Env = childEnv(g.up)
 	cmd.Dir = g.up.Dir
 	cmd.Stderr = g.up.Stderr
-	return &mcp.CommandTransport{Command: cmd}
+	return &commandTransport{cmd: cmd, limit: limit, cut: &l.tooLarge}
 }
 
-func (l *link) start() { go l.run() }
+func (l *link) start() {
+	go l.run()
+	go l.relists()
+}
 
 // stopUnstarted leaves a link that will never connect (the gateway is
 // closed) in its final state.
@@ -187,7 +239,14 @@ func (l *link) run() {
 	delay := l.g.cfg.backoffMin
 	for attempt := 0; ; attempt++ {
 		started := time.Now()
-		cs, err := l.connect()
+		var cs *mcp.ClientSession
+		var err error
+		if l.g.starts.allow() {
+			cs, err = l.connect()
+			l.g.starts.done(err == nil)
+		} else {
+			err = errCircuitOpen
+		}
 		if err == nil && l.up(cs) {
 			l.markFirst()
 			if attempt > 0 {
@@ -202,6 +261,11 @@ func (l *link) run() {
 			l.down(cs, err)
 			if time.Since(started) >= l.g.cfg.backoffMax {
 				delay = l.g.cfg.backoffMin // it ran a good while: not a failure in a row
+			} else if l.ctx.Err() == nil {
+				// It died soon after it started: a failure for the gateway's
+				// back-off too, so that N sessions do not restart N children
+				// in a storm.
+				l.g.starts.done(false)
 			}
 		} else if err != nil {
 			l.down(nil, err)
@@ -226,7 +290,8 @@ func (l *link) run() {
 func (l *link) connect() (*mcp.ClientSession, error) {
 	ctx, cancel := context.WithTimeout(l.ctx, l.g.cfg.connectTimeout)
 	defer cancel()
-	cs, err := l.client.Connect(ctx, l.g.transport(), nil)
+	l.tooLarge.Store(false)
+	cs, err := l.client.Connect(ctx, l.transport(), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -262,16 +327,63 @@ func (l *link) down(cs *mcp.ClientSession, err error) {
 	l.mu.Unlock()
 }
 
-// listTools lists the session's tools, checks the pins, and keeps the list.
+// listTools lists the session's tools, at most WithMaxUpstreamTools of
+// them, checks the pins, and keeps the list. A tool listed twice is
+// disabled as changed: which of its definitions the upstream runs is not
+// known.
 func (l *link) listTools(ctx context.Context, cs *mcp.ClientSession) error {
 	l.refresh.Lock()
 	defer l.refresh.Unlock()
+	l.mu.Lock()
+	gen := l.gen
+	l.mu.Unlock()
+	err := l.list(ctx, cs)
+	l.mu.Lock()
+	if err == nil {
+		l.relistErr = nil
+		l.stale = l.gen != gen // a change came in while listing
+	} else {
+		l.relistErr = err
+	}
+	close(l.settled)
+	l.settled = make(chan struct{})
+	l.mu.Unlock()
+	return err
+}
+
+func (l *link) list(ctx context.Context, cs *mcp.ClientSession) error {
 	tools := map[string]*mcp.Tool{}
-	for t, err := range cs.Tools(ctx, nil) {
+	var twice []string
+	params := &mcp.ListToolsParams{}
+	for pages := 1; ; pages++ {
+		if pages > l.g.cfg.maxToolPages {
+			return fmt.Errorf("%w: more than %d pages", errTooManyTools, l.g.cfg.maxToolPages)
+		}
+		res, err := cs.ListTools(ctx, params)
 		if err != nil {
 			return err
 		}
-		tools[t.Name] = t
+		for _, t := range res.Tools {
+			if t == nil {
+				continue
+			}
+			if _, ok := tools[t.Name]; ok {
+				twice = append(twice, t.Name)
+			}
+			tools[t.Name] = t
+			if len(tools) > l.g.cfg.maxTools {
+				return fmt.Errorf("%w: more than %d tools", errTooManyTools, l.g.cfg.maxTools)
+			}
+		}
+		if res.NextCursor == "" {
+			break
+		}
+		params.Cursor = res.NextCursor
+	}
+	for _, name := range twice {
+		if a := l.g.m.Tool(name); a != nil {
+			l.g.disable(name, a, "(listed more than once)")
+		}
 	}
 	l.g.checkPins(tools)
 	l.mu.Lock()
@@ -280,17 +392,81 @@ func (l *link) listTools(ctx context.Context, cs *mcp.ClientSession) error {
 	return nil
 }
 
-// toolsChanged lists the tools again when the upstream says they changed,
-// and tells the client.
-func (l *link) toolsChanged(cs *mcp.ClientSession) {
-	ctx, cancel := context.WithTimeout(l.ctx, l.g.cfg.connectTimeout)
-	defer cancel()
-	if err := l.listTools(ctx, cs); err != nil {
-		l.g.cfg.logger.Warn("listing the upstream's tools again failed", "error", err)
-		return
+// toolsChanged marks the session's tools stale when the upstream says they
+// changed, and asks relists for a new list: calls wait for it.
+func (l *link) toolsChanged() {
+	l.mu.Lock()
+	l.stale = true
+	l.gen++
+	l.mu.Unlock()
+	select {
+	case l.wake <- struct{}{}:
+	default: // a list is due already: notifications coalesce
 	}
-	l.notifyToolsChanged()
 }
+
+// relists lists the tools again after notifications, at most once per
+// WithRelistInterval, and again with a back-off after a list that failed;
+// it tells the client each time.
+func (l *link) relists() {
+	delay := l.g.cfg.backoffMin
+	var retry <-chan time.Time
+	for {
+		select {
+		case <-l.ctx.Done():
+			return
+		case <-l.wake:
+		case <-retry:
+		}
+		retry = nil
+		if l.limiter.Wait(l.ctx) != nil {
+			return
+		}
+		cs := l.current()
+		if cs == nil {
+			continue // the next session lists its tools when it connects
+		}
+		ctx, cancel := context.WithTimeout(l.ctx, l.g.cfg.connectTimeout)
+		err := l.listTools(ctx, cs)
+		cancel()
+		if err != nil {
+			if l.ctx.Err() != nil {
+				return
+			}
+			l.g.cfg.logger.Warn("listing the upstream's tools again failed; its tools are refused until a list succeeds", "error", err, "retry_in", delay)
+			retry = time.After(delay)
+			delay = min(2*delay, l.g.cfg.backoffMax)
+			continue
+		}
+		delay = l.g.cfg.backoffMin
+		l.notifyToolsChanged()
+	}
+}
+
+// awaitFresh waits until the session's tools are not stale; it fails when
+// the last list failed.
+func (l *link) awaitFresh(ctx context.Context) error {
+	for {
+		l.mu.Lock()
+		stale, err, settled := l.stale, l.relistErr, l.settled
+		l.mu.Unlock()
+		if err != nil {
+			return err
+		}
+		if !stale {
+			return nil
+		}
+		select {
+		case <-settled:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// cutTooLarge reports whether the session was cut for a message over the
+// bound of WithMaxMessageBytes.
+func (l *link) cutTooLarge() bool { return l.tooLarge.Load() }
 
 // session waits for the first attempt to connect, and returns the current
 // session, or why there is none.

@@ -20,9 +20,29 @@ const upstreamEnv = "AXGATE_GATEWAY_TEST_UPSTREAM"
 // server-filesystem (TestMain, serveFilesystemStdio).
 const frontEnv = "AXGATE_GATEWAY_TEST_FRONT"
 
+// okFileEnv and startsFileEnv name the files of a failing child
+// (TestRestartStormBounded).
+const (
+	okFileEnv     = "AXGATE_GATEWAY_TEST_OK_FILE"
+	startsFileEnv = "AXGATE_GATEWAY_TEST_STARTS_FILE"
+)
+
 func TestMain(m *testing.M) {
 	if os.Getenv(upstreamEnv) == "stdio" {
-		// The child of a command upstream: serve the notes over stdio.
+		// The child of a command upstream: serve the notes over stdio;
+		// count its starts in a file, and fail at once without the ok file
+		// (TestRestartStormBounded).
+		if f := os.Getenv(startsFileEnv); f != "" {
+			if w, err := os.OpenFile(f, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600); err == nil {
+				w.WriteString("start\n")
+				w.Close()
+			}
+		}
+		if f := os.Getenv(okFileEnv); f != "" {
+			if _, err := os.Stat(f); err != nil {
+				os.Exit(3)
+			}
+		}
 		if err := newNotes().server().Run(context.Background(), &mcp.StdioTransport{}); err != nil {
 			fmt.Fprintln(os.Stderr, "upstream:", err)
 			os.Exit(1)
@@ -48,7 +68,36 @@ type notes struct {
 	notes map[string]string
 	calls []upstreamCall
 	srv   *mcp.Server
+
+	// hook, when set, sees every request the upstream answers, and its
+	// answer, and may change both (bounds_test.go).
+	hook func(ctx context.Context, method string, next func() (mcp.Result, error)) (mcp.Result, error)
+	// stalled receives a stalling read_note's arrival; release ends them
+	// (unstall closes it).
+	stalled   chan struct{}
+	release   chan struct{}
+	unstalled sync.Once
+	// send is the server's sending method handler (floods).
+	send mcp.MethodHandler
 }
+
+// unstall ends the stalling calls, now and from now on.
+func (n *notes) unstall() { n.unstalled.Do(func() { close(n.release) }) }
+
+// setHook installs h as the upstream's hook.
+func (n *notes) setHook(h func(ctx context.Context, method string, next func() (mcp.Result, error)) (mcp.Result, error)) {
+	n.mu.Lock()
+	n.hook = h
+	n.mu.Unlock()
+}
+
+// hugeNote is the size of the note "huge", more than the tests' bound of
+// the upstream's messages.
+const hugeNote = 256 << 10
+
+// floodSize is how many notifications/tools/list_changed the resource
+// notes://flood sends.
+const floodSize = 300
 
 // upstreamCall is what the upstream saw of one tools/call.
 type upstreamCall struct {
@@ -58,7 +107,9 @@ type upstreamCall struct {
 	Authorization string
 }
 
-func newNotes() *notes { return &notes{notes: map[string]string{"hello": "world"}} }
+func newNotes() *notes {
+	return &notes{notes: map[string]string{"hello": "world"}, stalled: make(chan struct{}, 100), release: make(chan struct{})}
+}
 
 func (n *notes) record(req *mcp.CallToolRequest) {
 	c := upstreamCall{Tool: req.Params.Name, Args: string(req.Params.Arguments), Meta: req.Params.Meta}
@@ -120,12 +171,25 @@ func (n *notes) server() *mcp.Server {
 		json.Unmarshal(req.Params.Arguments, &a)
 		return a
 	}
-	s.AddTool(readNoteTool, func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	s.AddTool(readNoteTool, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		n.record(req)
 		name := args(req)["name"]
 		n.mu.Lock()
 		text, ok := n.notes[name]
 		n.mu.Unlock()
+		switch name {
+		case "huge":
+			// More than the gateway relays.
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strings.Repeat("x", hugeNote)}}}, nil
+		case "stall":
+			// An upstream that does not answer.
+			n.stalled <- struct{}{}
+			select {
+			case <-ctx.Done():
+			case <-n.release:
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "late"}}}, nil
+		}
 		if name == "broken" {
 			// A result that breaks the manifest's output_schema.
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "{}"}}, StructuredContent: map[string]any{"oops": 1}}, nil
@@ -180,6 +244,34 @@ func (n *notes) server() *mcp.Server {
 		func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
 			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: "notes://pid", MIMEType: "text/plain", Text: strconv.Itoa(os.Getpid())}}}, nil
 		})
+	// The upstream's environment (the child of a command upstream).
+	s.AddResource(&mcp.Resource{URI: "notes://env", Name: "env", MIMEType: "text/plain"},
+		func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: "notes://env", MIMEType: "text/plain", Text: strings.Join(os.Environ(), "\n")}}}, nil
+		})
+	// A flood of notifications/tools/list_changed to the session that reads it.
+	s.AddResource(&mcp.Resource{URI: "notes://flood", Name: "flood", MIMEType: "text/plain"},
+		func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			for range floodSize {
+				n.send(ctx, "notifications/tools/list_changed", &mcp.ServerRequest[*mcp.ToolListChangedParams]{Session: req.Session, Params: &mcp.ToolListChangedParams{}})
+			}
+			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: "notes://flood", MIMEType: "text/plain", Text: "sent"}}}, nil
+		})
+	s.AddSendingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		n.send = next
+		return next
+	})
+	s.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			n.mu.Lock()
+			hook := n.hook
+			n.mu.Unlock()
+			if hook == nil {
+				return next(ctx, method, req)
+			}
+			return hook(ctx, method, func() (mcp.Result, error) { return next(ctx, method, req) })
+		}
+	})
 	s.AddPrompt(&mcp.Prompt{Name: "summarize", Description: "Summarize a note.", Arguments: []*mcp.PromptArgument{{Name: "name", Required: true}}},
 		func(_ context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
 			return &mcp.GetPromptResult{Messages: []*mcp.PromptMessage{{Role: "user", Content: &mcp.TextContent{Text: "Summarize the note " + req.Params.Arguments["name"] + "."}}}}, nil

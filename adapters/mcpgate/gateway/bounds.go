@@ -1,0 +1,441 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"math"
+	"mime"
+	"net/http"
+	"os"
+	"os/exec"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/axgate/axgate/adapters/mcpgate"
+	axerr "github.com/axgate/axgate/errors"
+	"github.com/axgate/axgate/middleware"
+)
+
+// Reasons of the gateway's own refusals, in the details of the AXAG error.
+const (
+	// ReasonTooManySessions: the gateway, or this caller, has as many
+	// client sessions as WithMaxSessions allows.
+	ReasonTooManySessions axerr.Reason = "too_many_sessions"
+	// ReasonTooManyCalls: the session has as many calls in flight as
+	// WithMaxCallsPerSession allows.
+	ReasonTooManyCalls axerr.Reason = "too_many_calls"
+	// ReasonResultTooLarge: the upstream answered with a message larger
+	// than WithMaxMessageBytes.
+	ReasonResultTooLarge axerr.Reason = "result_too_large"
+	// ReasonUpstreamTimeout: the upstream did not answer the call within
+	// WithCallTimeout.
+	ReasonUpstreamTimeout axerr.Reason = "upstream_timeout"
+	// ReasonToolsUnverified: the upstream said its tools changed and they
+	// could not be listed again, so none of them is trusted until they are.
+	ReasonToolsUnverified axerr.Reason = "tools_unverified"
+)
+
+// errMessageTooLarge is why an upstream connection was cut: one of its
+// messages was larger than WithMaxMessageBytes.
+var errMessageTooLarge = errors.New("the upstream sent a message larger than the gateway's bound")
+
+// errTooManyTools is why a tool list was refused.
+var errTooManyTools = errors.New("the upstream's tool list is larger than the gateway's bound")
+
+// errTooManyPending answers an upstream request to the client beyond
+// WithMaxPendingUpstreamRequests.
+var errTooManyPending = errors.New("the gateway has as many of this upstream's requests to the client pending as it allows")
+
+// errCircuitOpen is why an upstream start was not tried.
+var errCircuitOpen = errors.New("upstream starts are failing; waiting before the next one")
+
+// sessionKey is whom a client session counts against: the caller's user id
+// and tenant.
+func sessionKey(p middleware.Principal) string {
+	k, _ := json.Marshal([2]string{p.Tenant, p.ID})
+	return string(k)
+}
+
+// admit counts a new client session of key against the bounds of
+// WithMaxSessions, or refuses it.
+func (g *Gateway) admit(ss *mcp.ServerSession, key string) *axerr.Error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if _, ok := g.sessionKeys[ss]; ok {
+		return nil // already counted
+	}
+	if g.cfg.maxSessions > 0 && len(g.sessionKeys) >= g.cfg.maxSessions {
+		return axerr.Newf(axerr.CodeStoreUnavailable, "the gateway serves %d client sessions, its bound; try again when one ends", g.cfg.maxSessions).
+			WithReason(ReasonTooManySessions)
+	}
+	if g.cfg.maxSessionsPerPrincipal > 0 && g.perKey[key] >= g.cfg.maxSessionsPerPrincipal {
+		return axerr.Newf(axerr.CodeRateLimited, "this caller has %d open sessions, its bound; close one (or let it time out) first", g.cfg.maxSessionsPerPrincipal).
+			WithReason(ReasonTooManySessions)
+	}
+	g.sessionKeys[ss] = key
+	g.perKey[key]++
+	return nil
+}
+
+// release uncounts a client session.
+func (g *Gateway) release(ss *mcp.ServerSession) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	key, ok := g.sessionKeys[ss]
+	if !ok {
+		return
+	}
+	delete(g.sessionKeys, ss)
+	if g.perKey[key]--; g.perKey[key] <= 0 {
+		delete(g.perKey, key)
+	}
+}
+
+// takeCall counts a call in flight of the caller of ss against
+// WithMaxCallsPerPrincipal; putCall must follow when it took.
+func (g *Gateway) takeCall(ss *mcp.ServerSession) (key string, ok bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	key = g.sessionKeys[ss]
+	if g.callsOf[key] >= g.cfg.maxCallsPerPrincipal {
+		return key, false
+	}
+	g.callsOf[key]++
+	return key, true
+}
+
+func (g *Gateway) putCall(key string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.callsOf[key]--; g.callsOf[key] <= 0 {
+		delete(g.callsOf, key)
+	}
+}
+
+// breaker is the gateway-wide back-off of upstream starts: once starts
+// fail, no session starts the upstream again (no new child process) until
+// the back-off has passed, and then one at a time until one succeeds.
+type breaker struct {
+	min, max time.Duration
+
+	mu       sync.Mutex
+	failures int
+	until    time.Time
+	probing  bool
+}
+
+// allow reports whether a start may be tried now; done must then be called
+// with its outcome.
+func (b *breaker) allow() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.failures == 0 {
+		return true
+	}
+	if b.probing || time.Now().Before(b.until) {
+		return false
+	}
+	b.probing = true
+	return true
+}
+
+func (b *breaker) done(ok bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.probing = false
+	if ok {
+		b.failures = 0
+		return
+	}
+	b.failures++
+	d := b.max
+	if b.failures < 32 {
+		d = min(time.Duration(float64(b.min)*math.Pow(2, float64(b.failures-1))), b.max)
+	}
+	b.until = time.Now().Add(d)
+}
+
+// boundedBody cuts an upstream HTTP response whose message is larger than
+// limit: a JSON body as a whole, a server-sent event stream event by event
+// (the bytes since the last blank line).
+type boundedBody struct {
+	io.ReadCloser
+	limit int64
+	cut   *atomic.Bool
+	sse   bool
+	n     int64
+	nl    bool // the last byte was a line feed (ignoring CR)
+}
+
+func (b *boundedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	for _, c := range p[:n] {
+		b.n++
+		if b.sse {
+			switch c {
+			case '\n':
+				if b.nl {
+					b.n = 0 // a blank line ends an event
+				}
+				b.nl = true
+				continue
+			case '\r':
+				continue
+			}
+			b.nl = false
+		}
+		if b.n > b.limit {
+			b.cut.Store(true)
+			return 0, errMessageTooLarge
+		}
+	}
+	return n, err
+}
+
+// boundedTransport bounds the size of the upstream's HTTP messages.
+type boundedTransport struct {
+	next  http.RoundTripper
+	limit int64
+	cut   *atomic.Bool
+}
+
+func (t boundedTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := t.next.RoundTrip(r)
+	if err != nil || resp.Body == nil {
+		return resp, err
+	}
+	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	resp.Body = &boundedBody{ReadCloser: resp.Body, limit: t.limit, cut: t.cut, sse: mt == "text/event-stream"}
+	return resp, nil
+}
+
+// boundedLines cuts a stdio upstream whose line (one JSON-RPC message) is
+// longer than limit.
+type boundedLines struct {
+	r     io.ReadCloser
+	limit int64
+	cut   *atomic.Bool
+	n     int64
+	// kill stops the child: after a cut line the stream cannot be read
+	// on, and a child blocked writing the rest would not exit.
+	kill func()
+}
+
+func (b *boundedLines) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	for _, c := range p[:n] {
+		if c == '\n' {
+			b.n = 0
+			continue
+		}
+		if b.n++; b.n > b.limit {
+			b.cut.Store(true)
+			b.kill()
+			return 0, errMessageTooLarge
+		}
+	}
+	return n, err
+}
+
+func (b *boundedLines) Close() error { return b.r.Close() }
+
+// childStdin is the child's standard input; closing it stops the child:
+// stdin closed, then SIGTERM, then SIGKILL, as the SDK's CommandTransport
+// does.
+type childStdin struct {
+	io.WriteCloser
+	cmd  *exec.Cmd
+	once sync.Once
+	err  error
+}
+
+const terminateAfter = 5 * time.Second
+
+func (c *childStdin) Close() error {
+	c.once.Do(func() {
+		c.WriteCloser.Close()
+		exited := make(chan error, 1)
+		go func() { exited <- c.cmd.Wait() }()
+		select {
+		case c.err = <-exited:
+			return
+		case <-time.After(terminateAfter):
+		}
+		if c.cmd.Process.Signal(syscall.SIGTERM) == nil {
+			select {
+			case c.err = <-exited:
+				return
+			case <-time.After(terminateAfter):
+			}
+		}
+		c.cmd.Process.Kill()
+		c.err = <-exited
+	})
+	return c.err
+}
+
+// commandTransport starts the child of a command upstream and speaks to it
+// over its standard input and output, with lines bounded to limit bytes.
+type commandTransport struct {
+	cmd   *exec.Cmd
+	limit int64
+	cut   *atomic.Bool
+}
+
+func (t *commandTransport) Connect(ctx context.Context) (mcp.Connection, error) {
+	stdout, err := t.cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdin, err := t.cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := t.cmd.Start(); err != nil {
+		return nil, err
+	}
+	t2 := &mcp.IOTransport{
+		Reader:        &boundedLines{r: io.NopCloser(stdout), limit: t.limit, cut: t.cut, kill: func() { t.cmd.Process.Kill() }},
+		Writer:        &childStdin{WriteCloser: stdin, cmd: t.cmd},
+		MaxLineLength: int(t.limit) + 1,
+	}
+	return t2.Connect(ctx)
+}
+
+// childEnv is the environment of a command upstream's child: PATH and HOME
+// of the gateway, then the Upstream's Env; or the gateway's whole
+// environment with InheritEnv.
+func childEnv(up Upstream) []string {
+	if up.InheritEnv {
+		return append(os.Environ(), up.Env...)
+	}
+	var env []string
+	for _, k := range []string{"PATH", "HOME"} {
+		if v, ok := os.LookupEnv(k); ok {
+			env = append(env, k+"="+v)
+		}
+	}
+	return append(env, up.Env...)
+}
+
+// maxProgressToken bounds the length of a progress token forwarded upstream.
+const maxProgressToken = 256
+
+// progressToken is the client's progress token as the upstream may get it:
+// a string of at most maxProgressToken bytes or an integer; anything else is
+// not forwarded.
+func progressToken(v any) any {
+	switch t := v.(type) {
+	case string:
+		if len(t) <= maxProgressToken {
+			return t
+		}
+	case int, int32, int64:
+		return t
+	case float64:
+		if t == math.Trunc(t) && math.Abs(t) <= 1<<53 {
+			return int64(t)
+		}
+	case json.Number:
+		if n, err := t.Int64(); err == nil {
+			return n
+		}
+	}
+	return nil
+}
+
+// slots bounds how many of something run at once; take never waits.
+type slots chan struct{}
+
+func newSlots(n int) slots {
+	if n <= 0 {
+		return nil
+	}
+	return make(slots, n)
+}
+
+func (s slots) take() bool {
+	if s == nil {
+		return true
+	}
+	select {
+	case s <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+
+func (s slots) put() {
+	if s != nil {
+		<-s
+	}
+}
+
+func tooManyCalls(intent, whose string, n int) *axerr.Error {
+	return axerr.Newf(axerr.CodeRateLimited, "%s has %d calls in flight, its bound; wait for one to end", whose, n).
+		WithIntent(intent).
+		WithReason(ReasonTooManyCalls)
+}
+
+func resultTooLarge(intent string, limit int64) *axerr.Error {
+	return axerr.Newf(axerr.CodeToolFailed, "the upstream's answer is larger than the gateway relays (%d bytes)", limit).
+		WithIntent(intent).
+		WithReason(ReasonResultTooLarge)
+}
+
+func callTimedOut(intent string, d time.Duration) *axerr.Error {
+	return axerr.Newf(axerr.CodeToolFailed, "the upstream did not answer within %s", d).
+		WithIntent(intent).
+		WithReason(ReasonUpstreamTimeout)
+}
+
+func unverified(intent string) *axerr.Error {
+	return axerr.New(axerr.CodeStoreUnavailable, "the upstream said its tools changed and they could not be listed again; its tools are refused until they are").
+		WithIntent(intent).
+		WithReason(ReasonToolsUnverified)
+}
+
+// sessionRefusal is the JSON-RPC error of a refused initialize.
+func sessionRefusal(e *axerr.Error) error { return mcpgate.JSONRPCError(e) }
+
+// tooLargeBody answers a client request body over the bound.
+func tooLargeBody(w http.ResponseWriter, limit int64) {
+	e := axerr.Newf(axerr.CodeInvalidArguments, "the request body is larger than the gateway accepts (%d bytes)", limit)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusRequestEntityTooLarge)
+	raw, _ := json.Marshal(e.Envelope())
+	w.Write(raw)
+}
+
+// limitBody bounds the body of a client's request to /mcp.
+func limitBody(next http.Handler, limit int64) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Body == nil || r.Method != http.MethodPost {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if r.ContentLength > limit {
+			tooLargeBody(w, limit)
+			return
+		}
+		body, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
+		if err != nil {
+			http.Error(w, "reading the request failed", http.StatusBadRequest)
+			return
+		}
+		if int64(len(body)) > limit {
+			tooLargeBody(w, limit)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		next.ServeHTTP(w, r)
+	})
+}

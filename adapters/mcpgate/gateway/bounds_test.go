@@ -1,0 +1,583 @@
+package gateway_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/axgate/axgate"
+	"github.com/axgate/axgate/adapters/mcpgate/gateway"
+	"github.com/axgate/axgate/manifest"
+	"github.com/axgate/axgate/middleware"
+)
+
+// The callers of the bound tests: carol in two tenants.
+func init() {
+	principals["t1-carol-token"] = middleware.Principal{ID: "carol", Tenant: "t1", Roles: []string{"user"}}
+	principals["t2-carol-token"] = middleware.Principal{ID: "carol", Tenant: "t2", Roles: []string{"user"}}
+}
+
+// tryConnect is connect that returns the error of a refused session.
+func tryConnect(t *testing.T, url, token string, opts *mcp.ClientOptions) (*mcp.ClientSession, error) {
+	client := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "v1"}, opts)
+	cs, err := client.Connect(context.Background(), &mcp.StreamableClientTransport{
+		Endpoint: url, HTTPClient: &http.Client{Transport: bearer{token, http.DefaultTransport}}, MaxRetries: -1,
+	}, nil)
+	if err == nil {
+		t.Cleanup(func() { cs.Close() })
+	}
+	return cs, err
+}
+
+// callWithin is call with a deadline, so that a gateway that hangs fails
+// the test rather than stalling it.
+func callWithin(t *testing.T, cs *mcp.ClientSession, tool string, args any) *mcp.CallToolResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
+	if err != nil {
+		t.Fatalf("%s: %v", tool, err)
+	}
+	return res
+}
+
+// axagData is the AXAG envelope in a JSON-RPC error's data.
+func axagData(t *testing.T, err error) refusal {
+	t.Helper()
+	var re *jsonrpc.Error
+	if !errors.As(err, &re) {
+		t.Fatalf("want a JSON-RPC error, got %v", err)
+	}
+	var data struct {
+		Error refusal `json:"error"`
+	}
+	if json.Unmarshal(re.Data, &data); data.Error.Code == "" {
+		// Some envelopes are the refusal itself.
+		json.Unmarshal(re.Data, &data.Error)
+	}
+	return data.Error
+}
+
+// TestMaxSessions: beyond the bounds, in total and per caller, a new
+// session is refused with a clear error; open sessions go on, and a place
+// is freed when one ends.
+func TestMaxSessions(t *testing.T) {
+	_, upURL := httpUpstream(t)
+	g := newGateway(t, gateway.Upstream{URL: upURL}, "", gateway.WithMaxSessions(3, 2))
+	url := serve(t, g)
+	a1 := connect(t, url, "alice-token", nil)
+	connect(t, url, "alice-token", nil)
+	_, err := tryConnect(t, url, "alice-token", nil)
+	if err == nil {
+		t.Fatal("a third session of alice was opened")
+	}
+	if !strings.Contains(err.Error(), "AXAG_RATE_LIMITED") && !strings.Contains(err.Error(), "too_many_sessions") && !strings.Contains(err.Error(), "open sessions") {
+		t.Errorf("the refusal does not say why: %v", err)
+	}
+	connect(t, url, "bob-token", nil)
+	if _, err := tryConnect(t, url, "bob-token", nil); err == nil {
+		t.Fatal("a fourth session was opened")
+	} else if !strings.Contains(err.Error(), "client sessions") {
+		t.Errorf("the refusal does not say why: %v", err)
+	}
+	// The open sessions are not affected.
+	if res := callWithin(t, a1, "read_note", map[string]any{"name": "hello"}); res.IsError {
+		t.Fatalf("read on an open session: %s", text(res))
+	}
+	// A session that ends frees its place.
+	a1.Close()
+	for end := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		cs, err := tryConnect(t, url, "bob-token", nil)
+		if err == nil {
+			cs.Close()
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatalf("no place after a session ended: %v", err)
+		}
+	}
+}
+
+// TestMaxSessionsBoundsChildren: a command upstream runs one child per
+// session, so the session bound bounds the children.
+func TestMaxSessionsBoundsChildren(t *testing.T) {
+	g := newGateway(t, stdioUpstream(), "", gateway.WithMaxSessions(2, 2))
+	url := serve(t, g)
+	a, b := connect(t, url, "alice-token", nil), connect(t, url, "bob-token", nil)
+	if pidOf(t, a) == pidOf(t, b) {
+		t.Error("two sessions share a child")
+	}
+	if _, err := tryConnect(t, url, "alice-token", nil); err == nil {
+		t.Fatal("a third session (a third child) was started")
+	}
+}
+
+// switchable is a bearer whose token can change between requests.
+type switchable struct {
+	token atomic.Value
+}
+
+func (s *switchable) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+s.token.Load().(string))
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// TestSessionBoundToTenant: a session opened as carol of tenant t1 cannot
+// be continued with the token of carol of t2; and each counts apart.
+func TestSessionBoundToTenant(t *testing.T) {
+	_, upURL := httpUpstream(t)
+	g := newGateway(t, gateway.Upstream{URL: upURL}, "", gateway.WithMaxSessions(10, 1))
+	url := serve(t, g)
+	var tok switchable
+	tok.token.Store("t1-carol-token")
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "v1"}, nil).Connect(context.Background(),
+		&mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: &tok}, MaxRetries: -1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	if res := callWithin(t, cs, "read_note", map[string]any{"name": "hello"}); res.IsError {
+		t.Fatalf("read as t1: %s", text(res))
+	}
+	// Carol of t2 has her own place, carol of t1 has none left.
+	connect(t, url, "t2-carol-token", nil)
+	if _, err := tryConnect(t, url, "t1-carol-token", nil); err == nil {
+		t.Error("a second session of carol in t1 was opened")
+	}
+	tok.token.Store("t2-carol-token")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "read_note", Arguments: map[string]any{"name": "hello"}}); err == nil {
+		t.Fatalf("t1's session was continued with t2's token: %s", text(res))
+	}
+}
+
+// TestResultTooLarge: an upstream answer over the bound is refused, over
+// HTTP and over stdio, and the gateway connects again.
+func TestResultTooLarge(t *testing.T) {
+	_, upURL := httpUpstream(t)
+	for name, up := range map[string]gateway.Upstream{"http": {URL: upURL}, "stdio": stdioUpstream()} {
+		t.Run(name, func(t *testing.T) {
+			g := newGateway(t, up, "", gateway.WithMaxMessageBytes(64<<10))
+			cs := connect(t, serve(t, g), "alice-token", nil)
+			wantRefusal(t, callWithin(t, cs, "read_note", map[string]any{"name": "huge"}), "AXGATE_TOOL_FAILED", "result_too_large")
+			for end := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+				res := callWithin(t, cs, "read_note", map[string]any{"name": "hello"})
+				if !res.IsError {
+					break
+				}
+				if time.Now().After(end) {
+					t.Fatalf("no read after the large answer: %s", text(res))
+				}
+			}
+		})
+	}
+}
+
+// TestRequestBodyBounded: a client's request body over the bound is
+// refused with 413 before the SDK reads it.
+func TestRequestBodyBounded(t *testing.T) {
+	_, upURL := httpUpstream(t)
+	g := newGateway(t, gateway.Upstream{URL: upURL}, "", gateway.WithMaxMessageBytes(64<<10))
+	url := serve(t, g)
+	body := `{"jsonrpc":"2.0","id":1,"method":"ping","params":{"_meta":{"x":"` + strings.Repeat("x", 100<<10) + `"}}}`
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer alice-token")
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Errorf("a %d byte body: %d, want 413", len(body), resp.StatusCode)
+	}
+}
+
+// TestCallTimeout: a call to an upstream that does not answer is refused
+// after the call timeout.
+func TestCallTimeout(t *testing.T) {
+	up, upURL := httpUpstream(t)
+	t.Cleanup(up.unstall) // before the upstream's server is closed
+	g := newGateway(t, gateway.Upstream{URL: upURL}, "", gateway.WithCallTimeout(300*time.Millisecond))
+	cs := connect(t, serve(t, g), "alice-token", nil)
+	wantRefusal(t, callWithin(t, cs, "read_note", map[string]any{"name": "stall"}), "AXGATE_TOOL_FAILED", "upstream_timeout")
+}
+
+// TestMaxCallsPerSession: a session cannot have more calls in flight than
+// its bound; another session is not affected.
+func TestMaxCallsPerSession(t *testing.T) {
+	up, upURL := httpUpstream(t)
+	t.Cleanup(up.unstall) // a failing test does not hang on the stalled calls
+	g := newGateway(t, gateway.Upstream{URL: upURL}, "", gateway.WithMaxCallsPerSession(2))
+	url := serve(t, g)
+	cs := connect(t, url, "alice-token", nil)
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() {
+			cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "read_note", Arguments: map[string]any{"name": "stall"}})
+		})
+	}
+	for range 2 {
+		<-up.stalled
+	}
+	wantRefusal(t, callWithin(t, cs, "read_note", map[string]any{"name": "hello"}), "AXAG_RATE_LIMITED", "too_many_calls")
+	other := connect(t, url, "alice-token", nil)
+	if res := callWithin(t, other, "read_note", map[string]any{"name": "hello"}); res.IsError {
+		t.Errorf("another session: %s", text(res))
+	}
+	up.unstall()
+	wg.Wait()
+	if res := callWithin(t, cs, "read_note", map[string]any{"name": "hello"}); res.IsError {
+		t.Errorf("after the calls ended: %s", text(res))
+	}
+}
+
+// newEnforcer is the enforcer of the notes manifest.
+func newEnforcer(t *testing.T) *axgate.Enforcer {
+	t.Helper()
+	m, err := manifest.ParseJSON(manifestFor(t, ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	enf, err := axgate.New(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { enf.Close() })
+	return enf
+}
+
+// TestToolListBounded: an upstream whose tools/list never ends, or lists
+// too many tools, is refused.
+func TestToolListBounded(t *testing.T) {
+	up, upURL := httpUpstream(t)
+	up.setHook(func(_ context.Context, method string, next func() (mcp.Result, error)) (mcp.Result, error) {
+		if method != "tools/list" {
+			return next()
+		}
+		return &mcp.ListToolsResult{Tools: []*mcp.Tool{readNoteTool}, NextCursor: "more"}, nil
+	})
+	_, err := gateway.New(newEnforcer(t), gateway.Upstream{URL: upURL}, gateway.WithConnectTimeout(10*time.Second))
+	if err == nil || !strings.Contains(err.Error(), "pages") {
+		t.Errorf("endless pages: %v", err)
+	}
+	up.setHook(func(_ context.Context, method string, next func() (mcp.Result, error)) (mcp.Result, error) {
+		if method != "tools/list" {
+			return next()
+		}
+		res := &mcp.ListToolsResult{}
+		for i := range 20 {
+			tl := *readNoteTool
+			tl.Name = "tool_" + string(rune('a'+i))
+			res.Tools = append(res.Tools, &tl)
+		}
+		return res, nil
+	})
+	_, err = gateway.New(newEnforcer(t), gateway.Upstream{URL: upURL}, gateway.WithMaxUpstreamTools(0, 10), gateway.WithConnectTimeout(10*time.Second))
+	if err == nil || !strings.Contains(err.Error(), "tools") {
+		t.Errorf("too many tools: %v", err)
+	}
+}
+
+// TestPendingUpstreamRequests: the upstream cannot have more of its
+// questions to one client pending than the bound.
+func TestPendingUpstreamRequests(t *testing.T) {
+	_, upURL := httpUpstream(t)
+	g := newGateway(t, gateway.Upstream{URL: upURL}, "", gateway.WithMaxPendingUpstreamRequests(1))
+	var n atomic.Int32
+	asked, hold := make(chan struct{}), make(chan struct{})
+	cs := connect(t, serve(t, g), "alice-token", &mcp.ClientOptions{ElicitationHandler: func(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+		if n.Add(1) == 1 {
+			close(asked)
+			<-hold
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"name": "hello"}}, nil
+		}
+		return &mcp.ElicitResult{Action: "decline"}, nil
+	}})
+	first := make(chan *mcp.CallToolResult, 1)
+	go func() { first <- callWithin(t, cs, "ask_note", map[string]any{}) }()
+	<-asked
+	if res := callWithin(t, cs, "ask_note", map[string]any{}); !strings.Contains(text(res), "cannot ask") {
+		t.Errorf("a second pending question reached the client: %s", text(res))
+	}
+	close(hold)
+	if res := <-first; res.IsError || text(res) != "accept hello" {
+		t.Errorf("the first question: %s", text(res))
+	}
+}
+
+// gateListing holds the upstream's tools/list until open is closed, and
+// reports each one held on seen.
+func gateListing(up *notes) (seen chan struct{}, open chan struct{}) {
+	seen, open = make(chan struct{}, 100), make(chan struct{})
+	up.setHook(func(_ context.Context, method string, next func() (mcp.Result, error)) (mcp.Result, error) {
+		if method == "tools/list" {
+			seen <- struct{}{}
+			<-open
+		}
+		return next()
+	})
+	return seen, open
+}
+
+// TestChangedToolRefusedBeforeRelist: between the upstream's list_changed
+// and the new list, a call of the changed tool waits, and is refused once
+// the list shows the change; it never reaches the upstream.
+func TestChangedToolRefusedBeforeRelist(t *testing.T) {
+	up, upURL := httpUpstream(t)
+	g := newGateway(t, gateway.Upstream{URL: upURL}, pinOf(t, upURL, "write_note"))
+	cs := connect(t, serve(t, g), "alice-token", &mcp.ClientOptions{ElicitationHandler: accept})
+	if res := callWithin(t, cs, "write_note", map[string]any{"name": "a", "text": "b"}); res.IsError {
+		t.Fatalf("write before the change: %s", text(res))
+	}
+	before := len(up.seenTool("write_note"))
+	seen, open := gateListing(up)
+	up.rugPull()
+	// The gateway's own session and alice's both list again: both are held.
+	<-seen
+	<-seen
+	done := make(chan *mcp.CallToolResult, 1)
+	go func() { done <- callWithin(t, cs, "write_note", map[string]any{"name": "a", "text": "c"}) }()
+	var res *mcp.CallToolResult
+	select {
+	case res = <-done:
+		// Answered before the list: it may only be a refusal.
+	case <-time.After(2 * time.Second):
+		close(open)
+		res = <-done
+		open = nil
+	}
+	if open != nil {
+		close(open)
+	}
+	if !res.IsError {
+		t.Fatalf("the changed tool was called before the new list: %s", text(res))
+	}
+	wantRefusal(t, res, "AXGATE_TOOL_CHANGED", "upstream_changed")
+	if n := len(up.seenTool("write_note")); n != before {
+		t.Errorf("a call of the changed tool reached the upstream")
+	}
+}
+
+// TestChangedToolRefusedWhenRelistFails: when the new list fails, the
+// session's tools stay refused (fail closed) until a list succeeds; then
+// the change is seen.
+func TestChangedToolRefusedWhenRelistFails(t *testing.T) {
+	up, upURL := httpUpstream(t)
+	g := newGateway(t, gateway.Upstream{URL: upURL}, pinOf(t, upURL, "write_note"))
+	cs := connect(t, serve(t, g), "alice-token", &mcp.ClientOptions{ElicitationHandler: accept})
+	if res := callWithin(t, cs, "write_note", map[string]any{"name": "a", "text": "b"}); res.IsError {
+		t.Fatalf("write before the change: %s", text(res))
+	}
+	before := len(up.seenTool("write_note"))
+	failed := make(chan struct{}, 100)
+	up.setHook(func(_ context.Context, method string, next func() (mcp.Result, error)) (mcp.Result, error) {
+		if method == "tools/list" {
+			failed <- struct{}{}
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "listing is broken"}
+		}
+		return next()
+	})
+	up.rugPull()
+	<-failed
+	<-failed
+	wantRefusal(t, callWithin(t, cs, "write_note", map[string]any{"name": "a", "text": "c"}), "AXGATE_STORE_UNAVAILABLE", "tools_unverified")
+	if n := len(up.seenTool("write_note")); n != before {
+		t.Fatal("a call of the changed tool reached the upstream after the list failed")
+	}
+	up.setHook(nil)
+	for end := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		res := callWithin(t, cs, "write_note", map[string]any{"name": "a", "text": "c"})
+		if refusalOf(t, res).Code == "AXGATE_TOOL_CHANGED" {
+			break
+		}
+		wantRefusal(t, res, "AXGATE_STORE_UNAVAILABLE", "tools_unverified")
+		if time.Now().After(end) {
+			t.Fatal("the change was not seen once the list worked again")
+		}
+	}
+	if n := len(up.seenTool("write_note")); n != before {
+		t.Fatal("a call of the changed tool reached the upstream")
+	}
+}
+
+// TestDuplicateToolListing: a tool listed twice, the changed definition
+// first, is refused as changed.
+func TestDuplicateToolListing(t *testing.T) {
+	up, upURL := httpUpstream(t)
+	pin := pinOf(t, upURL, "write_note")
+	up.setHook(func(_ context.Context, method string, next func() (mcp.Result, error)) (mcp.Result, error) {
+		res, err := next()
+		if lr, ok := res.(*mcp.ListToolsResult); ok && err == nil {
+			return &mcp.ListToolsResult{Tools: append([]*mcp.Tool{writeNoteChanged}, lr.Tools...)}, nil
+		}
+		return res, err
+	})
+	g := newGateway(t, gateway.Upstream{URL: upURL}, pin)
+	cs := connect(t, serve(t, g), "alice-token", &mcp.ClientOptions{ElicitationHandler: accept})
+	if slices.Contains(listNames(t, cs), "write_note") {
+		t.Error("a tool listed twice is listed")
+	}
+	wantRefusal(t, callWithin(t, cs, "write_note", map[string]any{"name": "a", "text": "b"}), "AXGATE_TOOL_CHANGED", "upstream_changed")
+	if len(up.seenTool("write_note")) != 0 {
+		t.Error("the upstream was called")
+	}
+}
+
+// TestProgressToken: only a string of bounded length or an integer is
+// forwarded as the progress token.
+func TestProgressToken(t *testing.T) {
+	up, upURL := httpUpstream(t)
+	g := newGateway(t, gateway.Upstream{URL: upURL}, "")
+	cs := connect(t, serve(t, g), "alice-token", nil)
+	for _, tc := range []struct {
+		token any
+		want  bool
+	}{{"p-1", true}, {7, true}, {strings.Repeat("p", 10000), false}, {map[string]any{"a": 1}, false}, {1.5, false}} {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "read_note", Arguments: map[string]any{"name": "hello"}, Meta: mcp.Meta{"progressToken": tc.token}})
+		cancel()
+		if err != nil || res.IsError {
+			t.Fatalf("%v: %v %v", tc.token, err, res)
+		}
+		seen := up.seenTool("read_note")
+		_, got := seen[len(seen)-1].Meta["progressToken"]
+		if got != tc.want {
+			raw, _ := json.Marshal(tc.token)
+			if len(raw) > 40 {
+				raw = raw[:40]
+			}
+			t.Errorf("progress token %s forwarded: %v, want %v", raw, got, tc.want)
+		}
+	}
+}
+
+// TestCommandEnv: a command upstream's child gets PATH, HOME and the
+// Upstream's Env, not the gateway's other variables.
+func TestCommandEnv(t *testing.T) {
+	t.Setenv("AXGATE_GATEWAY_TEST_SECRET", "s3cret")
+	g := newGateway(t, stdioUpstream(), "")
+	cs := connect(t, serve(t, g), "alice-token", nil)
+	rr, err := cs.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: "notes://env"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := rr.Contents[0].Text
+	if strings.Contains(env, "s3cret") {
+		t.Error("the child got the gateway's secret")
+	}
+	if !strings.Contains(env, "PATH=") || !strings.Contains(env, upstreamEnv+"=stdio") {
+		t.Errorf("the child lacks PATH or the Upstream's Env:\n%s", env)
+	}
+}
+
+// TestListChangedFloodCoalesced: a flood of list_changed notifications
+// causes one new list, not one per notification.
+func TestListChangedFloodCoalesced(t *testing.T) {
+	up, upURL := httpUpstream(t)
+	var lists atomic.Int32
+	up.setHook(func(_ context.Context, method string, next func() (mcp.Result, error)) (mcp.Result, error) {
+		if method == "tools/list" {
+			lists.Add(1)
+		}
+		return next()
+	})
+	g := newGateway(t, gateway.Upstream{URL: upURL}, "", gateway.WithRelistInterval(time.Hour))
+	cs := connect(t, serve(t, g), "alice-token", nil)
+	if res := callWithin(t, cs, "read_note", map[string]any{"name": "hello"}); res.IsError {
+		t.Fatalf("read: %s", text(res))
+	}
+	before := lists.Load()
+	if _, err := cs.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: "notes://flood"}); err != nil {
+		t.Fatal(err)
+	}
+	for end := time.Now().Add(20 * time.Second); lists.Load() == before; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatal("the flood caused no new list")
+		}
+	}
+	// More round trips to the upstream, for any further lists to arrive.
+	for range 5 {
+		if _, err := cs.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: "notes://readme"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := lists.Load() - before; n > 2 {
+		t.Errorf("%d notifications caused %d lists", floodSize, n)
+	}
+}
+
+// TestRestartStormBounded: when the upstream's child keeps failing, new
+// sessions do not each start a child: the gateway-wide back-off holds them.
+func TestRestartStormBounded(t *testing.T) {
+	dir := t.TempDir()
+	okFile, startsFile := filepath.Join(dir, "ok"), filepath.Join(dir, "starts")
+	if err := os.WriteFile(okFile, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	up := stdioUpstream()
+	up.Env = append(up.Env, okFileEnv+"="+okFile, startsFileEnv+"="+startsFile)
+	g := newGateway(t, up, "", gateway.WithRestartBackoff(time.Hour, time.Hour))
+	url := serve(t, g)
+	starts := func() int {
+		raw, _ := os.ReadFile(startsFile)
+		return bytes.Count(raw, []byte("\n"))
+	}
+	os.Remove(okFile)
+	before := starts()
+	for i := range 5 {
+		cs := connect(t, url, "alice-token", nil)
+		wantRefusal(t, callWithin(t, cs, "read_note", map[string]any{"name": "hello"}), "AXGATE_STORE_UNAVAILABLE", "upstream_unavailable")
+		cs.Close()
+		if n := starts() - before; n > 1 {
+			t.Fatalf("%d sessions started %d failing children", i+1, n)
+		}
+	}
+}
+
+// TestMaxCallsPerPrincipal: a caller cannot have more calls in flight over
+// all its sessions than its bound; another caller is not affected.
+func TestMaxCallsPerPrincipal(t *testing.T) {
+	up, upURL := httpUpstream(t)
+	t.Cleanup(up.unstall) // a failing test does not hang on the stalled calls
+	g := newGateway(t, gateway.Upstream{URL: upURL}, "", gateway.WithMaxCallsPerPrincipal(2))
+	url := serve(t, g)
+	var wg sync.WaitGroup
+	for range 2 {
+		cs := connect(t, url, "alice-token", nil)
+		wg.Go(func() {
+			cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "read_note", Arguments: map[string]any{"name": "stall"}})
+		})
+	}
+	for range 2 {
+		<-up.stalled
+	}
+	third := connect(t, url, "alice-token", nil)
+	wantRefusal(t, callWithin(t, third, "read_note", map[string]any{"name": "hello"}), "AXAG_RATE_LIMITED", "too_many_calls")
+	bob := connect(t, url, "bob-token", nil)
+	if res := callWithin(t, bob, "read_note", map[string]any{"name": "hello"}); res.IsError {
+		t.Errorf("another caller: %s", text(res))
+	}
+	up.unstall()
+	wg.Wait()
+	if res := callWithin(t, third, "read_note", map[string]any{"name": "hello"}); res.IsError {
+		t.Errorf("after the calls ended: %s", text(res))
+	}
+}
