@@ -10,6 +10,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -54,7 +55,9 @@ type readArgs struct {
 var benchDoc = `{"path":"docs/intro.md","size":142,"text":"axgate enforces AXAG manifests on the tool calls of AI agents: intent, roles, parameters, constraints, rate limits, confirmations."}`
 
 // benchUpstream serves a go-sdk server whose read tool takes work (0 for
-// none: the worst case for the gateway's share) over streamable HTTP.
+// none: the worst case for the gateway's share) over streamable HTTP, its
+// answers as event streams (the go-sdk's default), or as JSON bodies when
+// AXGATE_BENCH_UPSTREAM_JSON is set.
 func benchUpstream(work time.Duration) *httptest.Server {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "bench-upstream", Version: "v1"}, nil)
 	mcp.AddTool(srv, &mcp.Tool{Name: "read", Description: "Read one document by its path."},
@@ -64,7 +67,8 @@ func benchUpstream(work time.Duration) *httptest.Server {
 			}
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: benchDoc}}}, nil, nil
 		})
-	return countingServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	opts := &mcp.StreamableHTTPOptions{JSONResponse: os.Getenv("AXGATE_BENCH_UPSTREAM_JSON") != ""}
+	return countingServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, opts))
 }
 
 // conns counts the TCP connections each test server accepted, to show
@@ -114,13 +118,19 @@ var (
 	benchTargets = map[string]*benchTarget{}
 )
 
-// benchClients is the number of concurrent agents (AXGATE_BENCH_CLIENTS,
-// default 8).
-func benchClients() int {
-	if n, err := strconv.Atoi(os.Getenv("AXGATE_BENCH_CLIENTS")); err == nil && n > 0 {
-		return n
+// benchClients are the numbers of concurrent agents to measure
+// (AXGATE_BENCH_CLIENTS, a comma-separated list; default 1 and 8).
+func benchClients() []int {
+	var out []int
+	for _, f := range strings.Split(os.Getenv("AXGATE_BENCH_CLIENTS"), ",") {
+		if n, err := strconv.Atoi(strings.TrimSpace(f)); err == nil && n > 0 {
+			out = append(out, n)
+		}
 	}
-	return 8
+	if len(out) == 0 {
+		return []int{1, 8}
+	}
+	return out
 }
 
 // target returns the upstream with the given work and its gateway, with
@@ -212,17 +222,18 @@ func readOnce(ctx context.Context, cs *mcp.ClientSession) error {
 // does no work (the worst case for the gateway's share of the time);
 // upstream=1ms sleeps 1 ms per call, as a small file or database read would.
 func BenchmarkGatewayRead(b *testing.B) {
-	clients := benchClients()
 	for _, work := range []time.Duration{0, time.Millisecond} {
-		name := fmt.Sprintf("upstream=%dms/clients=%d", work.Milliseconds(), clients)
-		b.Run(name+"/path=direct", func(b *testing.B) {
-			t := target(b, work, clients)
-			benchRead(b, t.direct, t.upstream)
-		})
-		b.Run(name+"/path=gateway", func(b *testing.B) {
-			t := target(b, work, clients)
-			benchRead(b, t.gateway, t.upstream, t.front)
-		})
+		for _, clients := range benchClients() {
+			name := fmt.Sprintf("upstream=%dms/clients=%d", work.Milliseconds(), clients)
+			b.Run(name+"/path=direct", func(b *testing.B) {
+				t := target(b, work, clients)
+				benchRead(b, t.direct, t.upstream)
+			})
+			b.Run(name+"/path=gateway", func(b *testing.B) {
+				t := target(b, work, clients)
+				benchRead(b, t.gateway, t.upstream, t.front)
+			})
+		}
 	}
 }
 
@@ -249,7 +260,7 @@ func benchRead(b *testing.B, sessions []*mcp.ClientSession, servers ...*httptest
 		conns0 += connsOf(hs)
 	}
 	b.ResetTimer()
-	start := time.Now()
+	cpu0, start := processCPU(), time.Now()
 	for i, cs := range sessions {
 		wg.Go(func() {
 			own := make([]time.Duration, 0, b.N/len(sessions)+1)
@@ -265,7 +276,7 @@ func benchRead(b *testing.B, sessions []*mcp.ClientSession, servers ...*httptest
 		})
 	}
 	wg.Wait()
-	elapsed := time.Since(start)
+	elapsed, cpu := time.Since(start), processCPU()-cpu0
 	b.StopTimer()
 	if err := failure.Load(); err != nil {
 		b.Fatal(*err)
@@ -273,6 +284,10 @@ func benchRead(b *testing.B, sessions []*mcp.ClientSession, servers ...*httptest
 	all := slices.Concat(lat...)
 	slices.Sort(all)
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "calls/s")
+	// The CPU time of the whole process (agents, gateway, upstream) per
+	// call: on a loaded machine it is steadier than the wall time, and the
+	// gateway's cost is the difference between the two paths.
+	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-µs/call")
 	b.ReportMetric(ms(percentile(all, 0.50)), "p50-ms")
 	b.ReportMetric(ms(percentile(all, 0.99)), "p99-ms")
 	var conns1 int64
