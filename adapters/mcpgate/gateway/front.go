@@ -6,6 +6,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -279,10 +280,14 @@ func (g *Gateway) forward(ctx context.Context, call *middleware.Call) (middlewar
 		span.SetAttributes(attrs...)
 	}
 	// The person's confirmation is behind; the upstream's answer is bounded
-	// in time from here.
+	// in time from here. The upstream call's own context follows that
+	// deadline (and the client's cancellation) while the call runs, but is not
+	// cancelled the moment it returns, so the HTTP connection can be reused.
 	ctx, cancel := context.WithTimeout(ctx, g.cfg.callTimeout)
 	defer cancel()
-	res, err := cs.CallTool(ctx, params)
+	upCtx, done := upstreamContext(ctx)
+	res, err := cs.CallTool(upCtx, params)
+	done()
 	if err != nil {
 		return middleware.Result{}, g.callFailed(ctx, call, ob.link, err)
 	}
@@ -292,6 +297,30 @@ func (g *Gateway) forward(ctx context.Context, call *middleware.Call) (middlewar
 	}
 	stripProtocolMeta(res)
 	return middleware.Result{Value: &mcpgate.Forwarded{Result: res, Value: resultValue(res)}}, nil
+}
+
+// upstreamDrain bounds how long the upstream's HTTP response may still be
+// read after its answer arrived (see upstreamContext).
+const upstreamDrain = 10 * time.Second
+
+// upstreamContext is the context of an upstream call: ctx's values, and
+// cancelled when ctx is — while the call runs. Call done when the call
+// returns. The go-sdk's client sends the call with this context and reads
+// the rest of the HTTP response (the end of its event stream) after it
+// handed over the answer: had the client's request context reached it,
+// the front's handler returning would cancel that read and the connection
+// to the upstream would be closed instead of kept (15 to 45 of 100 calls
+// of one agent opened a new connection). After done, the context ends only
+// once upstreamDrain has passed, so that an upstream that keeps the
+// response open after its answer holds nothing longer than that.
+func upstreamContext(ctx context.Context) (context.Context, func()) {
+	up, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
+	return up, func() {
+		if stop() {
+			time.AfterFunc(upstreamDrain, func() { cancel(nil) })
+		}
+	}
 }
 
 // callFailed maps a failed upstream call: a JSON-RPC error of the upstream

@@ -47,6 +47,9 @@ type Gateway struct {
 
 	changedCount metric.Int64Counter
 	restartCount metric.Int64Counter
+	// ownClient is the HTTP client the gateway made for an HTTP upstream
+	// given without one; Close closes its idle connections.
+	ownClient *http.Client
 
 	mu      sync.Mutex
 	closed  bool
@@ -112,6 +115,10 @@ func New(enf *axgate.Enforcer, upstream Upstream, opts ...Option) (*Gateway, err
 		perKey:      map[string]int{},
 		callsOf:     map[string]int{},
 		starts:      &breaker{min: cfg.backoffMin, max: cfg.backoffMax},
+	}
+	if upstream.URL != "" && upstream.HTTPClient == nil {
+		g.ownClient = newUpstreamClient()
+		g.up.HTTPClient = g.ownClient
 	}
 	userArgs, tenantArgs := enf.IdentityArgs()
 	g.access = gates.NewAccess(g.m, gates.AccessOptions{UserArgs: userArgs, TenantArgs: tenantArgs})
@@ -213,6 +220,9 @@ func (g *Gateway) Close() error {
 		wg.Go(l.close)
 	}
 	wg.Wait()
+	if g.ownClient != nil {
+		g.ownClient.CloseIdleConnections()
+	}
 	for _, f := range []*front{g.httpFront, g.localFront} {
 		if f == nil {
 			continue

@@ -23,7 +23,12 @@ type Upstream struct {
 	// URL is the upstream's streamable HTTP endpoint, such as
 	// "http://127.0.0.1:9000/mcp".
 	URL string
-	// HTTPClient carries the requests to URL (default http.DefaultClient).
+	// HTTPClient carries the requests to URL. The default is a client of
+	// the gateway's own that keeps up to 256 idle connections to the
+	// upstream; a client given here should keep as many idle connections
+	// per host (http.Transport.MaxIdleConnsPerHost) as calls may be in
+	// flight, or most calls open a new connection (http.DefaultTransport
+	// keeps 2).
 	// The client's credentials are never forwarded: give the gateway's own
 	// to the upstream here (a Transport that adds them), if it needs any.
 	HTTPClient *http.Client

@@ -1,0 +1,329 @@
+package gateway_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/axgate/axgate"
+	"github.com/axgate/axgate/adapters/mcpgate"
+	"github.com/axgate/axgate/adapters/mcpgate/gateway"
+	"github.com/axgate/axgate/manifest"
+	"github.com/axgate/axgate/middleware"
+)
+
+// The gateway benchmark: a read tool called through the gateway and on the
+// same upstream directly, interleaved in one run (see bench/README.md).
+//
+// Everything runs in this one process on loopback: the upstream (a go-sdk
+// server with a "read" tool over streamable HTTP), the gateway (an
+// in-memory enforcer, a manifest that allows "read") and the agents (go-sdk
+// clients, one session each, kept open for the whole run). The gateway hop
+// therefore spends CPU on the same cores as the agents and the upstream,
+// which the direct path does not.
+
+// benchManifest allows the one read tool, to any caller.
+const benchManifest = `{
+  "version": "1.0.0",
+  "actions": [
+    {"intent": "doc.read", "entity": "doc", "action_type": "read", "operation_id": "read",
+     "description": "Read one document by its path.",
+     "required_parameters": [{"name": "path", "type": "string", "description": "The document's path", "maxLength": 200}],
+     "risk_level": "none", "idempotent": true, "scope": "global"}
+  ]
+}`
+
+// readArgs are the read tool's arguments, as the upstream declares them.
+type readArgs struct {
+	Path string `json:"path" jsonschema:"the document's path"`
+}
+
+// benchDoc is what the read tool returns: a small document (~200 bytes).
+var benchDoc = `{"path":"docs/intro.md","size":142,"text":"axgate enforces AXAG manifests on the tool calls of AI agents: intent, roles, parameters, constraints, rate limits, confirmations."}`
+
+// benchUpstream serves a go-sdk server whose read tool takes work (0 for
+// none: the worst case for the gateway's share) over streamable HTTP, its
+// answers as event streams (the go-sdk's default), or as JSON bodies when
+// AXGATE_BENCH_UPSTREAM_JSON is set.
+func benchUpstream(work time.Duration) *httptest.Server {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "bench-upstream", Version: "v1"}, nil)
+	mcp.AddTool(srv, &mcp.Tool{Name: "read", Description: "Read one document by its path."},
+		func(ctx context.Context, req *mcp.CallToolRequest, in readArgs) (*mcp.CallToolResult, any, error) {
+			if work > 0 {
+				time.Sleep(work) // a file or database read, simulated
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: benchDoc}}}, nil, nil
+		})
+	opts := &mcp.StreamableHTTPOptions{JSONResponse: os.Getenv("AXGATE_BENCH_UPSTREAM_JSON") != ""}
+	return countingServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, opts))
+}
+
+// conns counts the TCP connections each test server accepted, to show
+// whether the clients in front of it reuse their connections.
+var conns sync.Map // *httptest.Server -> *atomic.Int64
+
+// countingServer serves h on loopback and counts its new connections.
+func countingServer(h http.Handler) *httptest.Server {
+	n := new(atomic.Int64)
+	hs := httptest.NewUnstartedServer(h)
+	hs.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			n.Add(1)
+		}
+	}
+	hs.Start()
+	conns.Store(hs, n)
+	return hs
+}
+
+func connsOf(hs *httptest.Server) int64 {
+	n, _ := conns.Load(hs)
+	return n.(*atomic.Int64).Load()
+}
+
+// benchHTTPClient is the agents' HTTP client: keeps one idle connection per
+// session open (the default transport keeps 2 per host, which makes
+// concurrent sessions open a new connection for most calls).
+func benchHTTPClient() *http.Client {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = 256
+	return &http.Client{Transport: t}
+}
+
+// benchTarget is one upstream and the gateway in front of it.
+type benchTarget struct {
+	upstream *httptest.Server
+	front    *httptest.Server
+	gw       *gateway.Gateway
+	enf      *axgate.Enforcer
+	direct   []*mcp.ClientSession // one per agent
+	gateway  []*mcp.ClientSession
+}
+
+var (
+	benchMu      sync.Mutex
+	benchTargets = map[string]*benchTarget{}
+)
+
+// benchClients are the numbers of concurrent agents to measure
+// (AXGATE_BENCH_CLIENTS, a comma-separated list; default 1 and 8).
+func benchClients() []int {
+	var out []int
+	for _, f := range strings.Split(os.Getenv("AXGATE_BENCH_CLIENTS"), ",") {
+		if n, err := strconv.Atoi(strings.TrimSpace(f)); err == nil && n > 0 {
+			out = append(out, n)
+		}
+	}
+	if len(out) == 0 {
+		return []int{1, 8}
+	}
+	return out
+}
+
+// target returns the upstream with the given work and its gateway, with
+// their agents' sessions, started on first use and kept for the whole
+// process so that every round of -count measures the same sessions.
+func target(b *testing.B, work time.Duration, clients int) *benchTarget {
+	b.Helper()
+	key := fmt.Sprintf("%s/%d", work, clients)
+	benchMu.Lock()
+	defer benchMu.Unlock()
+	if t := benchTargets[key]; t != nil {
+		return t
+	}
+	t := newBenchTarget(b, work, clients)
+	benchTargets[key] = t
+	return t
+}
+
+// newBenchTarget starts an upstream whose read tool takes work, a gateway
+// in front of it, and the sessions of clients agents on each. They are
+// closed with tb only when tb is a test: a benchmark's are kept for the
+// process.
+func newBenchTarget(tb testing.TB, work time.Duration, clients int) *benchTarget {
+	tb.Helper()
+	m, err := manifest.ParseJSON([]byte(benchManifest))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	enf, err := axgate.New(m)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	t := &benchTarget{upstream: benchUpstream(work), enf: enf}
+	t.gw, err = gateway.New(enf, gateway.Upstream{URL: t.upstream.URL},
+		gateway.WithPrincipal(mcpgate.StaticPrincipal(middleware.Principal{ID: "agent", Roles: []string{"user"}})))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	t.front = countingServer(t.gw.Handler())
+	hc := benchHTTPClient()
+	for range clients {
+		for _, s := range []struct {
+			url string
+			to  *[]*mcp.ClientSession
+		}{{t.upstream.URL, &t.direct}, {t.front.URL + "/mcp", &t.gateway}} {
+			cs, err := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "v1"}, nil).
+				Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: s.url, HTTPClient: hc}, nil)
+			if err != nil {
+				tb.Fatal(err)
+			}
+			*s.to = append(*s.to, cs)
+		}
+	}
+	if _, ok := tb.(*testing.T); ok {
+		tb.Cleanup(t.close)
+	}
+	return t
+}
+
+func (t *benchTarget) close() {
+	for _, cs := range slices.Concat(t.direct, t.gateway) {
+		cs.Close()
+	}
+	t.front.Close()
+	t.gw.Close()
+	t.upstream.Close()
+	t.enf.Close()
+}
+
+// readOnce is one agent's call of the read tool, checked.
+func readOnce(ctx context.Context, cs *mcp.ClientSession) error {
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "read", Arguments: map[string]any{"path": "docs/intro.md"}})
+	if err != nil {
+		return err
+	}
+	if res.IsError || len(res.Content) != 1 {
+		return fmt.Errorf("read failed: %+v", res.Content)
+	}
+	if tc, ok := res.Content[0].(*mcp.TextContent); !ok || tc.Text != benchDoc {
+		return errors.New("read returned another document")
+	}
+	return nil
+}
+
+// BenchmarkGatewayRead calls the read tool from concurrent agents, each on
+// its own session, through the gateway and directly, alternately (with
+// -count, the rounds interleave). It reports calls/s and the p50 and p99
+// latency of one call as the agent sees it. upstream=0ms is a read tool that
+// does no work (the worst case for the gateway's share of the time);
+// upstream=1ms sleeps 1 ms per call, as a small file or database read would.
+func BenchmarkGatewayRead(b *testing.B) {
+	for _, work := range []time.Duration{0, time.Millisecond} {
+		for _, clients := range benchClients() {
+			name := fmt.Sprintf("upstream=%dms/clients=%d", work.Milliseconds(), clients)
+			b.Run(name+"/path=direct", func(b *testing.B) {
+				t := target(b, work, clients)
+				benchRead(b, t.direct, t.upstream)
+			})
+			b.Run(name+"/path=gateway", func(b *testing.B) {
+				t := target(b, work, clients)
+				benchRead(b, t.gateway, t.upstream, t.front)
+			})
+		}
+	}
+}
+
+// benchRead spreads b.N calls over the sessions, one goroutine each, and
+// reports throughput, latency percentiles and the new TCP connections per
+// call that the servers on the path accepted (0 when every hop reuses its
+// connections).
+func benchRead(b *testing.B, sessions []*mcp.ClientSession, servers ...*httptest.Server) {
+	ctx := context.Background()
+	for _, cs := range sessions { // warm the connections
+		if err := readOnce(ctx, cs); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	var (
+		next    atomic.Int64
+		failure atomic.Pointer[error]
+		wg      sync.WaitGroup
+	)
+	lat := make([][]time.Duration, len(sessions))
+	var conns0 int64
+	for _, hs := range servers {
+		conns0 += connsOf(hs)
+	}
+	b.ResetTimer()
+	cpu0, start := processCPU(), time.Now()
+	for i, cs := range sessions {
+		wg.Go(func() {
+			own := make([]time.Duration, 0, b.N/len(sessions)+1)
+			for next.Add(1) <= int64(b.N) {
+				t0 := time.Now()
+				if err := readOnce(ctx, cs); err != nil {
+					failure.CompareAndSwap(nil, &err)
+					return
+				}
+				own = append(own, time.Since(t0))
+			}
+			lat[i] = own
+		})
+	}
+	wg.Wait()
+	elapsed, cpu := time.Since(start), processCPU()-cpu0
+	b.StopTimer()
+	if err := failure.Load(); err != nil {
+		b.Fatal(*err)
+	}
+	all := slices.Concat(lat...)
+	slices.Sort(all)
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "calls/s")
+	// The CPU time of the whole process (agents, gateway, upstream) per
+	// call: on a loaded machine it is steadier than the wall time, and the
+	// gateway's cost is the difference between the two paths.
+	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-µs/call")
+	b.ReportMetric(ms(percentile(all, 0.50)), "p50-ms")
+	b.ReportMetric(ms(percentile(all, 0.99)), "p99-ms")
+	var conns1 int64
+	for _, hs := range servers {
+		conns1 += connsOf(hs)
+	}
+	b.ReportMetric(float64(conns1-conns0)/float64(b.N), "conns/op")
+}
+
+func percentile(sorted []time.Duration, q float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	return sorted[min(len(sorted)-1, int(q*float64(len(sorted))))]
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// TestBenchTargetsAnswerAlike checks what the benchmark measures: the read
+// tool answers the same document through the gateway as directly, on every
+// session, so that the benchmark does not time refusals.
+func TestBenchTargetsAnswerAlike(t *testing.T) {
+	tg := newBenchTarget(t, 0, 2)
+	ctx := context.Background()
+	for _, cs := range slices.Concat(tg.direct, tg.gateway) {
+		if err := readOnce(ctx, cs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The gateway refuses what the manifest does not allow: this is the
+	// enforcing path, not a pass-through.
+	res, err := tg.gateway[0].CallTool(ctx, &mcp.CallToolParams{Name: "read", Arguments: map[string]any{"path": 42}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := refusalOf(t, res); got.Code != "AXAG_INVALID_TYPE" {
+		t.Fatalf("a non-string path: got %s, want AXAG_INVALID_TYPE", got.Code)
+	}
+}
