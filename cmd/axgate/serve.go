@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -76,6 +77,9 @@ type serveConfig struct {
 	preconditions, postconditions    conditionFlags
 	allowUnbound, allowUnknownParams bool
 	shutdownTimeout, upstreamTimeout time.Duration
+	// enforcerOptions are added to every generation's options (telemetry,
+	// the audit sink): the operations flags' share.
+	enforcerOptions []axgate.Option
 }
 
 // conditionFlags collects repeated NAME=CEL flags.
@@ -92,7 +96,8 @@ func (c *conditionFlags) Set(v string) error {
 	return nil
 }
 
-func runServe(ctx context.Context, e *env, args []string) int {
+// serveFlags returns the flag set of serve and the values it fills in.
+func serveFlags(e *env) (*flag.FlagSet, *serveConfig, *opsFlags) {
 	fs := newFlags(e, "serve", "serve --manifest M --upstream URL (--jwks FILE | --jwks-url URL | --anonymous) [flags]", serveAbout)
 	var c serveConfig
 	fs.StringVar(&c.manifest, "manifest", "", "the manifest to enforce (JSON or YAML)")
@@ -111,10 +116,25 @@ func runServe(ctx context.Context, e *env, args []string) int {
 	fs.BoolVar(&c.allowUnknownParams, "allow-unknown-params", false, "accept arguments the manifest does not declare")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long calls in flight may finish on shutdown")
 	fs.DurationVar(&c.upstreamTimeout, "upstream-timeout", 30*time.Second, "how long a forwarded call may take")
+	ops := addOpsFlags(fs)
+	return fs, &c, ops
+}
+
+func runServe(ctx context.Context, e *env, args []string) int {
+	fs, cp, ops := serveFlags(e)
 	pos, err := parseFlags(e, fs, args)
 	if err != nil {
 		return flagStatus(err)
 	}
+	conf, err := applyConfig(e, fs)
+	if err != nil {
+		fmt.Fprintln(e.stderr, err)
+		return usageError(e, fs, "invalid configuration")
+	}
+	if err := refuseUnappliedSections(conf, "serve"); err != nil {
+		return usageError(e, fs, "%v", err)
+	}
+	c := *cp
 	switch {
 	case len(pos) > 0:
 		return usageError(e, fs, "unexpected argument %q", pos[0])
@@ -135,11 +155,20 @@ func runServe(ctx context.Context, e *env, args []string) int {
 	}
 
 	log := slog.New(slog.NewTextHandler(e.stderr, nil))
+	rt, err := startOps(ctx, e, ops, log)
+	if err != nil {
+		return failf(e, "serve", "%v", err)
+	}
+	defer rt.close()
+	c.enforcerOptions = rt.enforcerOptions()
 	gw, err := newGateway(ctx, c, up, log)
 	if err != nil {
 		return failf(e, "serve", "%v", err)
 	}
 	defer gw.close()
+	if err := rt.serveAdmin(gw.ready); err != nil {
+		return failf(e, "serve", "%v", err)
+	}
 
 	ln, err := net.Listen("tcp", c.listen)
 	if err != nil {
@@ -147,8 +176,8 @@ func runServe(ctx context.Context, e *env, args []string) int {
 	}
 	srv := newServer(gw, c, log)
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	log.Info("axgate serve: listening", "addr", "http://"+ln.Addr().String(), "manifest", c.manifest,
+	go func() { served <- rt.serve(srv, ln) }()
+	log.Info("axgate serve: listening", "addr", rt.scheme()+"://"+ln.Addr().String(), "manifest", c.manifest,
 		"tools", gw.current().toolCount, "upstream", c.upstream)
 
 	signals := e.signals
@@ -161,6 +190,7 @@ func runServe(ctx context.Context, e *env, args []string) int {
 		select {
 		case <-hup:
 			gw.reload(ctx)
+			rt.reload()
 		case err := <-served:
 			return failf(e, "serve", "%v", err)
 		case <-ctx.Done():
@@ -364,6 +394,7 @@ func (g *gateway) load() (*loadedManifest, error) {
 	if c.allowUnknownParams {
 		opts = append(opts, axgate.WithUnknownParams())
 	}
+	opts = append(opts, c.enforcerOptions...)
 	enf, err := axgate.New(m, opts...)
 	if err != nil {
 		return nil, err
