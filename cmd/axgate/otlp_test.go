@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -18,6 +20,7 @@ import (
 	collogspb "go.opentelemetry.io/proto/otlp/collector/logs/v1"
 	colmetricpb "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/axgate/axgate/internal/otelcollector"
@@ -240,4 +243,94 @@ func TestServeOTLPEnv(t *testing.T) {
 			t.Errorf("exported without any OTEL_* variable")
 		}
 	})
+}
+
+// grpcReceiver is an OTLP/gRPC receiver that records the span names,
+// metric names and log bodies it gets.
+type grpcReceiver struct {
+	coltracepb.UnimplementedTraceServiceServer
+	colmetricpb.UnimplementedMetricsServiceServer
+	collogspb.UnimplementedLogsServiceServer
+	mu   sync.Mutex
+	seen []string
+}
+
+func (g *grpcReceiver) add(s string) {
+	g.mu.Lock()
+	g.seen = append(g.seen, s)
+	g.mu.Unlock()
+}
+
+func (g *grpcReceiver) Export(ctx context.Context, r *coltracepb.ExportTraceServiceRequest) (*coltracepb.ExportTraceServiceResponse, error) {
+	for _, rs := range r.ResourceSpans {
+		for _, ss := range rs.ScopeSpans {
+			for _, s := range ss.Spans {
+				g.add("span " + s.Name)
+			}
+		}
+	}
+	return &coltracepb.ExportTraceServiceResponse{}, nil
+}
+
+type grpcMetrics struct{ *grpcReceiver }
+
+func (g grpcMetrics) Export(ctx context.Context, r *colmetricpb.ExportMetricsServiceRequest) (*colmetricpb.ExportMetricsServiceResponse, error) {
+	for _, rm := range r.ResourceMetrics {
+		for _, sm := range rm.ScopeMetrics {
+			for _, m := range sm.Metrics {
+				g.add("metric " + m.Name)
+			}
+		}
+	}
+	return &colmetricpb.ExportMetricsServiceResponse{}, nil
+}
+
+type grpcLogs struct{ *grpcReceiver }
+
+func (g grpcLogs) Export(ctx context.Context, r *collogspb.ExportLogsServiceRequest) (*collogspb.ExportLogsServiceResponse, error) {
+	for _, rl := range r.ResourceLogs {
+		for _, sl := range rl.ScopeLogs {
+			for _, l := range sl.LogRecords {
+				g.add("log " + l.Body.GetStringValue())
+			}
+		}
+	}
+	return &collogspb.ExportLogsServiceResponse{}, nil
+}
+
+// TestServeOTLPGRPC: OTEL_EXPORTER_OTLP_PROTOCOL=grpc sends the same over
+// OTLP/gRPC.
+func TestServeOTLPGRPC(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	recv := &grpcReceiver{}
+	srv := grpc.NewServer()
+	coltracepb.RegisterTraceServiceServer(srv, recv)
+	colmetricpb.RegisterMetricsServiceServer(srv, grpcMetrics{recv})
+	collogspb.RegisterLogsServiceServer(srv, grpcLogs{recv})
+	go srv.Serve(ln)
+	defer srv.Stop()
+
+	pki := newServePKI(t)
+	up := httptest.NewServer(&fakeUpstream{})
+	defer up.Close()
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://"+ln.Addr().String())
+	t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
+	rs := startServe(t, nil, "--manifest", filepath.Join("testdata", "serve", "shop.json"), "--upstream", up.URL,
+		"--listen", "127.0.0.1:0", "--jwks", pki.jwks, "--precondition", `cart is not empty=args.cart_id != ""`, "--audit", "otlp")
+	if status, _ := post(t, rs.base, "/tools/cart_add_item/call", pki.bearer, `{"product_id":"p-1","quantity":2}`); status != 200 {
+		t.Fatalf("allowed call: %d", status)
+	}
+	if code := rs.stop(); code != exitOK {
+		t.Fatalf("serve exited with %d", code)
+	}
+	recv.mu.Lock()
+	defer recv.mu.Unlock()
+	for _, want := range []string{"span execute_tool cart_add_item", "metric axag.decisions", "log axgate decision"} {
+		if !slices.Contains(recv.seen, want) {
+			t.Errorf("OTLP/gRPC receiver did not get %q; got %v", want, recv.seen)
+		}
+	}
 }

@@ -55,7 +55,7 @@ re-encoded canonically (RFC 8785), never the bytes the caller sent; the caller's
 Idempotency-Key, the trace context, and X-Axgate-Principal / X-Axgate-Tenant
 naming who called: the upstream must be reachable through the gateway only.
 
-SIGHUP reloads the manifest (and a --jwks file): a manifest that fails to load
+SIGHUP reloads the manifest (and a --jwks file, and the TLS files): a manifest that fails to load
 keeps the one in use, and the log says why. A reload keeps the state: used
 tokens, pending approvals, rate-limit counts and idempotency records. Without
 --redis that state lives in this process and is lost when it stops.
@@ -65,7 +65,14 @@ flight finish (up to --shutdown-timeout). Request headers are bounded: at
 most 64 KiB (431 beyond), and they must arrive within 10 s.
 
 A redirect from the upstream is not followed (it would carry the arguments
-and the caller's identity elsewhere): the call fails with AXGATE_TOOL_FAILED.`
+and the caller's identity elsewhere): the call fails with AXGATE_TOOL_FAILED.
+
+Every flag can come from a YAML file (--config; its keys are the flag names)
+or an AXGATE_* variable (AXGATE_TLS_CERT for --tls-cert); a flag given here
+wins over the file, the file over the variable. "axgate config check FILE"
+checks a file. The admin server (--admin) serves /metrics, /healthz, /readyz;
+OTLP export follows the standard OTEL_* variables; the audit log is one JSON
+line per decision (--audit).`
 
 // serveConfig is what the flags of serve say.
 type serveConfig struct {
