@@ -2,10 +2,15 @@ package main
 
 import (
 	"encoding/json"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
+	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	dto "github.com/prometheus/client_model/go"
@@ -143,5 +148,79 @@ func TestServeAdminPprof(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != 200 {
 		t.Errorf("pprof with --pprof: %d", resp.StatusCode)
+	}
+}
+
+// tcpProxy forwards connections to target until closed; closing it also
+// cuts the connections it carries, as a network failure would.
+type tcpProxy struct {
+	ln    net.Listener
+	mu    sync.Mutex
+	conns []net.Conn
+}
+
+func newTCPProxy(t *testing.T, target string) *tcpProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &tcpProxy{ln: ln}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			u, err := net.Dial("tcp", target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns = append(p.conns, c, u)
+			p.mu.Unlock()
+			go func() { io.Copy(u, c); u.Close() }()
+			go func() { io.Copy(c, u); c.Close() }()
+		}
+	}()
+	t.Cleanup(p.close)
+	return p
+}
+
+func (p *tcpProxy) close() {
+	p.ln.Close()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.conns {
+		c.Close()
+	}
+}
+
+// TestServeReadyzRedis: with --redis, /readyz fails while Redis cannot be
+// reached (here: the connection to it is cut), naming Redis.
+func TestServeReadyzRedis(t *testing.T) {
+	raw := os.Getenv("AXGATE_REDIS_URL")
+	if raw == "" {
+		t.Skip("no Redis: set AXGATE_REDIS_URL (bash .ci/redis.sh prints one)")
+	}
+	ru, err := url.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := newTCPProxy(t, ru.Host)
+	ru.Host = proxy.ln.Addr().String()
+	up := httptest.NewServer(&fakeUpstream{})
+	defer up.Close()
+	rs := startServe(t, nil, "--manifest", filepath.Join("testdata", "serve", "shop.json"), "--upstream", up.URL,
+		"--listen", "127.0.0.1:0", "--anonymous", "--allow-unbound-conditions", "--redis", ru.String(),
+		"--admin", "127.0.0.1:0", "--audit", "off")
+	if status, body := getStatus(t, rs.admin+"/readyz"); status != 200 {
+		t.Fatalf("/readyz with Redis up: %d %v", status, body)
+	}
+	proxy.close()
+	status, body := getStatus(t, rs.admin+"/readyz")
+	if problems, _ := json.Marshal(body["problems"]); status != http.StatusServiceUnavailable || !strings.Contains(string(problems), "redis") {
+		t.Errorf("/readyz with Redis cut off: %d %v, want 503 naming redis", status, body)
 	}
 }
