@@ -503,7 +503,7 @@ func runConfig(_ context.Context, e *env, args []string) int {
 		if src == sourceEnv {
 			src = "env " + envName(f.Name)
 		}
-		fmt.Fprintf(e.stdout, "  %-26s %-32s (%s)\n", f.Name, quoteEmpty(f.Value.String()), src)
+		fmt.Fprintf(e.stdout, "  %-26s %-32s (%s)\n", f.Name, quoteEmpty(redactURL(f.Value.String())), src)
 	})
 	en, no := c.sections()
 	if !en.empty() {
@@ -520,6 +520,15 @@ func runConfig(_ context.Context, e *env, args []string) int {
 		fmt.Fprintf(e.stdout, "  notify  %-18s %s\n", w.Format, w.URL)
 	}
 	return exitOK
+}
+
+// redactURL hides the password of a URL (--redis redis://:secret@host):
+// config check prints values, and its output ends up in CI logs.
+func redactURL(s string) string {
+	if u, err := url.Parse(s); err == nil && u.User != nil {
+		return u.Redacted()
+	}
+	return s
 }
 
 // quoteEmpty shows an empty value as "".

@@ -157,7 +157,7 @@ notify:
       format: slack
       intents: [order.place]
 `)
-	out, stderr, code := cli(t, map[string]string{"AXGATE_ISSUER": "https://idp.example"}, "config", "check", p)
+	out, stderr, code := cli(t, map[string]string{"AXGATE_ISSUER": "https://idp.example", "AXGATE_REDIS": "redis://:s3cret@redis:6379/0"}, "config", "check", p)
 	if code != exitOK {
 		t.Fatalf("exit %d\n%s", code, stderr)
 	}
@@ -169,10 +169,14 @@ notify:
 		"enforce order.place", "shadow",
 		"notify  axgate", "https://hooks.example.com/axgate",
 		"notify  slack",
+		"redis://:xxxxx@redis:6379/0",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("config check output lacks %q:\n%s", want, out)
 		}
+	}
+	if strings.Contains(out, "s3cret") {
+		t.Errorf("config check printed a password:\n%s", out)
 	}
 	fs, _, _ := serveFlags(&env{stdout: &bytes.Buffer{}, stderr: &bytes.Buffer{}, getenv: func(string) string { return "" }})
 	cf, err := readConfigFile(p, fs)
