@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http/httptest"
@@ -164,5 +165,34 @@ func TestAuditFileUnwritable(t *testing.T) {
 	ops := &opsFlags{audit: "file:" + filepath.Join(blocker, "audit.jsonl"), auditMaxSize: 1}
 	if _, err := openAudit(context.Background(), e, ops, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "--audit") {
 		t.Errorf("an audit path under a file: %v, want an error", err)
+	}
+}
+
+// failingWriter fails while broken is set.
+type failingWriter struct{ broken bool }
+
+func (f *failingWriter) Write(p []byte) (int, error) {
+	if f.broken {
+		return 0, errors.New("no space left on device")
+	}
+	return len(p), nil
+}
+
+// TestAuditWriteFailureLoggedOnce: a failing audit file is logged when it
+// starts failing and when it works again, not once per record.
+func TestAuditWriteFailureLoggedOnce(t *testing.T) {
+	var logs bytes.Buffer
+	fw := &failingWriter{broken: true}
+	w := &reportingWriter{w: fw, log: slog.New(slog.NewTextHandler(&logs, nil)), what: "audit.jsonl"}
+	for range 3 {
+		w.Write([]byte("x\n"))
+	}
+	fw.broken = false
+	for range 3 {
+		w.Write([]byte("x\n"))
+	}
+	out := logs.String()
+	if strings.Count(out, "writing the audit log failed") != 1 || strings.Count(out, "writing the audit log works again") != 1 || !strings.Contains(out, "no space left") {
+		t.Errorf("log:\n%s", out)
 	}
 }

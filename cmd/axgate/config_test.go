@@ -122,7 +122,10 @@ func TestConfigStrict(t *testing.T) {
 					t.Errorf("config check does not say %q:\n%s", w, stderr)
 				}
 			}
-			_, stderr, code = cli(t, nil, "serve", "--config", p, "--manifest", "m.json", "--upstream", "http://127.0.0.1:1", "--anonymous")
+			// The same, with every flag also given on the command line: the
+			// file's values are checked all the same.
+			_, stderr, code = cli(t, nil, "serve", "--config", p, "--manifest", "m.json", "--upstream", "http://127.0.0.1:1", "--anonymous",
+				"--upstream-timeout", "1s", "--audit-max-size", "1", "--listen", "127.0.0.1:0", "--issuer", "x")
 			if code != exitUsage || !strings.Contains(stderr, c.want[0]) {
 				t.Errorf("serve with a bad configuration: exit %d, want %d:\n%s", code, exitUsage, stderr)
 			}
