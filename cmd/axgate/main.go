@@ -7,6 +7,7 @@
 //	axgate token principal|confirmation|approval --key KEY …
 //	axgate serve --manifest M --upstream URL --jwks FILE …
 //	axgate test SUITE.yaml [--manifest M] [--junit FILE] [--run REGEXP] [-v]
+//	axgate config check FILE [--command serve]
 //
 // Exit status: 0 on success (lint, test: PASS), 1 on failure (lint, test:
 // FAIL), 2 on a usage error (test: also a suite that cannot be run). Run
@@ -64,6 +65,7 @@ func commands() []command {
 		{"token", "mint development tokens: principal, confirmation, approval", runToken},
 		{"serve", "run a gateway that enforces a manifest in front of a tool server", runServe},
 		{"test", "run policy test suites: calls and the outcomes the policy must give them", runTest},
+		{"config", "check a configuration file against a command's flags (config check)", runConfig},
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -54,7 +55,7 @@ re-encoded canonically (RFC 8785), never the bytes the caller sent; the caller's
 Idempotency-Key, the trace context, and X-Axgate-Principal / X-Axgate-Tenant
 naming who called: the upstream must be reachable through the gateway only.
 
-SIGHUP reloads the manifest (and a --jwks file): a manifest that fails to load
+SIGHUP reloads the manifest (and a --jwks file, and the TLS files): a manifest that fails to load
 keeps the one in use, and the log says why. A reload keeps the state: used
 tokens, pending approvals, rate-limit counts and idempotency records. Without
 --redis that state lives in this process and is lost when it stops.
@@ -64,7 +65,14 @@ flight finish (up to --shutdown-timeout). Request headers are bounded: at
 most 64 KiB (431 beyond), and they must arrive within 10 s.
 
 A redirect from the upstream is not followed (it would carry the arguments
-and the caller's identity elsewhere): the call fails with AXGATE_TOOL_FAILED.`
+and the caller's identity elsewhere): the call fails with AXGATE_TOOL_FAILED.
+
+Every flag can come from a YAML file (--config; its keys are the flag names)
+or an AXGATE_* variable (AXGATE_TLS_CERT for --tls-cert); a flag given here
+wins over the file, the file over the variable. "axgate config check FILE"
+checks a file. The admin server (--admin) serves /metrics, /healthz, /readyz;
+OTLP export follows the standard OTEL_* variables; the audit log is one JSON
+line per decision (--audit).`
 
 // serveConfig is what the flags of serve say.
 type serveConfig struct {
@@ -76,6 +84,9 @@ type serveConfig struct {
 	preconditions, postconditions    conditionFlags
 	allowUnbound, allowUnknownParams bool
 	shutdownTimeout, upstreamTimeout time.Duration
+	// enforcerOptions are added to every generation's options (telemetry,
+	// the audit sink): the operations flags' share.
+	enforcerOptions []axgate.Option
 }
 
 // conditionFlags collects repeated NAME=CEL flags.
@@ -92,7 +103,8 @@ func (c *conditionFlags) Set(v string) error {
 	return nil
 }
 
-func runServe(ctx context.Context, e *env, args []string) int {
+// serveFlags returns the flag set of serve and the values it fills in.
+func serveFlags(e *env) (*flag.FlagSet, *serveConfig, *opsFlags) {
 	fs := newFlags(e, "serve", "serve --manifest M --upstream URL (--jwks FILE | --jwks-url URL | --anonymous) [flags]", serveAbout)
 	var c serveConfig
 	fs.StringVar(&c.manifest, "manifest", "", "the manifest to enforce (JSON or YAML)")
@@ -111,10 +123,25 @@ func runServe(ctx context.Context, e *env, args []string) int {
 	fs.BoolVar(&c.allowUnknownParams, "allow-unknown-params", false, "accept arguments the manifest does not declare")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long calls in flight may finish on shutdown")
 	fs.DurationVar(&c.upstreamTimeout, "upstream-timeout", 30*time.Second, "how long a forwarded call may take")
+	ops := addOpsFlags(fs)
+	return fs, &c, ops
+}
+
+func runServe(ctx context.Context, e *env, args []string) int {
+	fs, cp, ops := serveFlags(e)
 	pos, err := parseFlags(e, fs, args)
 	if err != nil {
 		return flagStatus(err)
 	}
+	conf, err := applyConfig(e, fs)
+	if err != nil {
+		fmt.Fprintln(e.stderr, err)
+		return usageError(e, fs, "invalid configuration")
+	}
+	if err := refuseUnappliedSections(conf, "serve"); err != nil {
+		return usageError(e, fs, "%v", err)
+	}
+	c := *cp
 	switch {
 	case len(pos) > 0:
 		return usageError(e, fs, "unexpected argument %q", pos[0])
@@ -135,11 +162,20 @@ func runServe(ctx context.Context, e *env, args []string) int {
 	}
 
 	log := slog.New(slog.NewTextHandler(e.stderr, nil))
+	rt, err := startOps(ctx, e, ops, log)
+	if err != nil {
+		return failf(e, "serve", "%v", err)
+	}
+	defer rt.close()
+	c.enforcerOptions = rt.enforcerOptions()
 	gw, err := newGateway(ctx, c, up, log)
 	if err != nil {
 		return failf(e, "serve", "%v", err)
 	}
 	defer gw.close()
+	if err := rt.serveAdmin(gw.ready); err != nil {
+		return failf(e, "serve", "%v", err)
+	}
 
 	ln, err := net.Listen("tcp", c.listen)
 	if err != nil {
@@ -147,8 +183,8 @@ func runServe(ctx context.Context, e *env, args []string) int {
 	}
 	srv := newServer(gw, c, log)
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	log.Info("axgate serve: listening", "addr", "http://"+ln.Addr().String(), "manifest", c.manifest,
+	go func() { served <- rt.serve(srv, ln) }()
+	log.Info("axgate serve: listening", "addr", rt.scheme()+"://"+ln.Addr().String(), "manifest", c.manifest,
 		"tools", gw.current().toolCount, "upstream", c.upstream)
 
 	signals := e.signals
@@ -161,6 +197,7 @@ func runServe(ctx context.Context, e *env, args []string) int {
 		select {
 		case <-hup:
 			gw.reload(ctx)
+			rt.reload()
 		case err := <-served:
 			return failf(e, "serve", "%v", err)
 		case <-ctx.Done():
@@ -364,6 +401,7 @@ func (g *gateway) load() (*loadedManifest, error) {
 	if c.allowUnknownParams {
 		opts = append(opts, axgate.WithUnknownParams())
 	}
+	opts = append(opts, c.enforcerOptions...)
 	enf, err := axgate.New(m, opts...)
 	if err != nil {
 		return nil, err

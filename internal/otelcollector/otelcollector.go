@@ -1,8 +1,9 @@
 // Package otelcollector runs a real OpenTelemetry Collector for end-to-end tests.
 //
 // It has an OTLP/HTTP receiver on a free local port, a batch processor and
-// the debug exporter at detailed verbosity, whose output (span names,
-// attributes, events) the test reads from the collector's stderr.
+// the debug exporter at detailed verbosity for traces, metrics and logs, whose
+// output (span names, attributes, events, metric names, log bodies) the test
+// reads from the collector's stderr.
 //
 // The collector binary is found through the AXGATE_OTELCOL environment
 // variable; .ci/otelcol.sh builds one and prints its path:
@@ -97,6 +98,14 @@ service:
       level: none
   pipelines:
     traces:
+      receivers: [otlp]
+      processors: [batch]
+      exporters: [debug]
+    metrics:
+      receivers: [otlp]
+      processors: [batch]
+      exporters: [debug]
+    logs:
       receivers: [otlp]
       processors: [batch]
       exporters: [debug]
