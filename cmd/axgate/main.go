@@ -7,6 +7,8 @@
 //	axgate token principal|confirmation|approval --key KEY …
 //	axgate serve --manifest M --upstream URL --jwks FILE …
 //	axgate test SUITE.yaml [--manifest M] [--junit FILE] [--run REGEXP] [-v]
+//	axgate mcp --manifest M (--upstream-url URL | --upstream-command "CMD ARGS…") [--listen ADDR | --stdio] …
+//	axgate manifest init (--upstream-url URL | --upstream-command "CMD ARGS…") > axag.json
 //
 // Exit status: 0 on success (lint, test: PASS), 1 on failure (lint, test:
 // FAIL), 2 on a usage error (test: also a suite that cannot be run). Run
@@ -64,6 +66,8 @@ func commands() []command {
 		{"token", "mint development tokens: principal, confirmation, approval", runToken},
 		{"serve", "run a gateway that enforces a manifest in front of a tool server", runServe},
 		{"test", "run policy test suites: calls and the outcomes the policy must give them", runTest},
+		{"mcp", "run an MCP gateway that enforces a manifest in front of an MCP server", runMCP},
+		{"manifest", "draft a manifest from an MCP server's tools (manifest init)", runManifest},
 	}
 }
 
@@ -98,7 +102,7 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "axgate enforces AXAG manifests on AI agents' tool calls.")
 	fmt.Fprintln(w, "\nUsage: axgate COMMAND [arguments]\n\nCommands:")
 	for _, c := range commands() {
-		fmt.Fprintf(w, "  %-7s %s\n", c.name, c.summary)
+		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintln(w, "\nRun \"axgate help COMMAND\" for a command's flags.")
 	fmt.Fprintln(w, "Exit status: 0 success (lint, test: PASS), 1 failure (lint, test: FAIL), 2 usage error.")
