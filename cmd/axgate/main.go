@@ -24,6 +24,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 )
 
@@ -187,4 +188,18 @@ func oneOf(v string, choices ...string) bool {
 		}
 	}
 	return false
+}
+
+// syncWriter serializes writes to w: a command's log and the standard
+// error of the child processes it starts (which exec copies from a
+// goroutine of its own unless w is a file) share one stream.
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
 }

@@ -77,6 +77,7 @@ func runManifestInit(ctx context.Context, e *env, args []string) int {
 	case upURL != "" && len(upEnv) > 0:
 		return usageError(e, fs, "--upstream-env is for --upstream-command")
 	}
+	stderr := &syncWriter{w: e.stderr}
 	now, err := reportTime(e.getenv)
 	if err != nil {
 		return usageError(e, fs, "%v", err)
@@ -99,7 +100,7 @@ func runManifestInit(ctx context.Context, e *env, args []string) int {
 		}
 		cmd := exec.Command(words[0], words[1:]...)
 		cmd.Env = mcpConfig{upstreamEnv: upEnv}.childEnv(e.getenv)
-		cmd.Stderr = e.stderr
+		cmd.Stderr = stderr
 		transport = &mcp.CommandTransport{Command: cmd}
 	}
 
@@ -127,9 +128,9 @@ func runManifestInit(ctx context.Context, e *env, args []string) int {
 	if _, err := e.stdout.Write(out); err != nil {
 		return failf(e, "manifest init", "%v", err)
 	}
-	fmt.Fprintf(e.stderr, "axgate manifest init: %d tools drafted; review these %d guesses before enforcing the manifest:\n", len(tools), len(guesses))
+	fmt.Fprintf(stderr, "axgate manifest init: %d tools drafted; review these %d guesses before enforcing the manifest:\n", len(tools), len(guesses))
 	for _, g := range guesses {
-		fmt.Fprintf(e.stderr, "  %s\n", g)
+		fmt.Fprintf(stderr, "  %s\n", g)
 	}
 	return exitOK
 }

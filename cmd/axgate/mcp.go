@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"regexp"
 	"strings"
 	"time"
 
@@ -39,7 +40,8 @@ gateway runs as a child process over stdio (--upstream-command), one child
 per client session, restarted with a back-off when it dies, stopped on
 shutdown. --upstream-command is split into words as a POSIX shell would
 ("quotes" and 'quotes', backslash escapes), but nothing is expanded and no
-shell runs it: no $VARIABLES, no globs, no pipes. The child gets a minimal
+shell runs it: $VARIABLES and $(commands) are refused, globs and ~ are
+not expanded, pipes and ; are refused. The child gets a minimal
 environment: PATH and HOME of the gateway, plus each --upstream-env K=V.
 
 Front: MCP streamable HTTP at http://LISTEN/mcp, and GET /healthz. Callers
@@ -168,10 +170,14 @@ func runMCP(ctx context.Context, e *env, args []string) int {
 	return serveMCP(ctx, e, c)
 }
 
+// shellExpansion matches what a shell would expand in a word: a variable,
+// a command substitution.
+var shellExpansion = regexp.MustCompile("\\$[A-Za-z_{(]|`")
+
 // splitCommand splits a command line into words as a POSIX shell would,
-// without expanding anything: an environment variable, a command
-// substitution or a shell operator is refused rather than passed on as
-// text the user did not mean.
+// without expanding anything: what a shell would expand (an environment
+// variable, a command substitution) and shell operators are refused rather
+// than passed on as text the user did not mean.
 func splitCommand(line string) ([]string, error) {
 	p := shellwords.NewParser() // ParseEnv and ParseBacktick stay off
 	words, err := p.Parse(line)
@@ -184,13 +190,19 @@ func splitCommand(line string) ([]string, error) {
 	if len(words) == 0 {
 		return nil, errors.New("empty command")
 	}
+	for _, w := range words {
+		if shellExpansion.MatchString(w) {
+			return nil, fmt.Errorf("%q looks like a shell expansion ($VAR, ${…}, $(…), `…`); no shell runs the command, so it would reach the program as it is: expand it yourself", w)
+		}
+	}
 	return words, nil
 }
 
 // serveMCP runs the gateway until ctx is done (or, with --stdio, the client
 // goes away).
 func serveMCP(ctx context.Context, e *env, c mcpConfig) int {
-	log := slog.New(slog.NewTextHandler(e.stderr, nil))
+	stderr := &syncWriter{w: e.stderr}
+	log := slog.New(slog.NewTextHandler(stderr, nil))
 	m, err := manifest.LoadFile(c.manifest)
 	if err != nil {
 		return failf(e, "mcp", "%v", err)
@@ -266,7 +278,7 @@ func serveMCP(ctx context.Context, e *env, c mcpConfig) int {
 	}
 	up := mcpgw.Upstream{URL: c.upstreamURL}
 	if c.upstreamCmd != "" {
-		up = mcpgw.Upstream{Command: c.upstreamCmd, Args: c.upstreamArgs, Env: c.childEnv(e.getenv), Stderr: e.stderr}
+		up = mcpgw.Upstream{Command: c.upstreamCmd, Args: c.upstreamArgs, Env: c.childEnv(e.getenv), Stderr: stderr}
 	}
 	gw, err := mcpgw.New(enf, up, gopts...)
 	if err != nil {
