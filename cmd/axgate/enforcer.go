@@ -87,7 +87,11 @@ func (s gatewayState) options() []axgate.Option {
 // openEnforcerState connects to Redis (--redis), starts fetching a remote
 // JWK Set (--jwks-url) or makes the ephemeral signing key; cmd names the
 // command in the log. Close releases it all.
-func openEnforcerState(ctx context.Context, c enforcerConfig, cmd string, log *slog.Logger) (*enforcerState, error) {
+//
+// mustSign makes the ephemeral key also when verification keys are given
+// but no --signing-key: mcp mints tokens itself (the confirmations a person
+// gives by elicitation, the tokens of --human), which serve does not.
+func openEnforcerState(ctx context.Context, c enforcerConfig, cmd string, mustSign bool, log *slog.Logger) (*enforcerState, error) {
 	s := &enforcerState{cfg: c, log: log}
 	if c.redis != "" {
 		r, err := redisstore.Open(ctx, c.redis, redisstore.Options{})
@@ -106,7 +110,7 @@ func openEnforcerState(ctx context.Context, c enforcerConfig, cmd string, log *s
 			idempotency: gates.NewMemoryIdempotencyStore(0),
 		}
 	}
-	if c.jwks == "" && c.jwksURL == "" && c.signingKey == "" {
+	if c.signingKey == "" && (mustSign || c.jwks == "" && c.jwksURL == "") {
 		// axgate.New would make an ephemeral key of its own on each load;
 		// one for the life of the process keeps the tokens signed with it
 		// (approval tokens, IssueConfirmation's) valid across reloads.

@@ -63,7 +63,11 @@ elicitation) when the client can ask, and is refused with
 AXAG_CONFIRMATION_MISSING otherwise. --human ADDR serves the endpoints people
 confirm and approve with (POST /confirmations, GET /approvals, POST
 /approvals/{id}), authenticated with the same bearer tokens: keep it
-reachable by people only, never by agents.
+reachable by people only, never by agents. The tokens the gateway mints
+(confirmations given by elicitation, those of --human) are signed with
+--signing-key, or else with a key made at start that only this process
+accepts. With --stdio, tokens name the audience "axgate" unless --audience
+says otherwise.
 
 Everything that is not a tool (resources, prompts, completions, the
 upstream's elicitation and sampling requests) passes through unchanged;
@@ -236,11 +240,14 @@ func serveMCP(ctx context.Context, e *env, c mcpConfig) int {
 		}
 	}
 
-	shared, err := openEnforcerState(ctx, c.enforcerConfig, "mcp", log)
+	shared, err := openEnforcerState(ctx, c.enforcerConfig, "mcp", true, log)
 	if err != nil {
 		return failf(e, "mcp", "%v", err)
 	}
 	defer shared.close()
+	if c.signingKey == "" && c.redis != "" {
+		log.Warn("axgate mcp: no --signing-key: the tokens this gateway mints (confirmations, approvals of --human) are signed with a key of this process, which other replicas do not accept")
+	}
 	keys, err := shared.keys()
 	if err != nil {
 		return failf(e, "mcp", "%v", err)

@@ -247,7 +247,7 @@ func TestMCPServerFilesystemHTTP(t *testing.T) {
 	root, notes, command := filesystemRoot(t)
 	pki := newServePKI(t)
 	gw := startMCP(t, childEnviron(), "--manifest", gatewayManifest, "--upstream-command", command,
-		"--jwks", pki.jwks, "--signing-key", pki.key, "--human", "127.0.0.1:0")
+		"--jwks", pki.jwks, "--human", "127.0.0.1:0")
 	// The audience is the resource URL by default.
 	bearer := func(sub string, roles ...string) string {
 		args := []string{"principal", "--key", pki.key, "--sub", sub, "--aud", gw.url}

@@ -226,7 +226,7 @@ func newGateway(ctx context.Context, c serveConfig, up *url.URL, log *slog.Logge
 		log:       log,
 		startedAt: time.Now(),
 	}
-	shared, err := openEnforcerState(ctx, c.enforcerConfig, "serve", log)
+	shared, err := openEnforcerState(ctx, c.enforcerConfig, "serve", false, log)
 	if err != nil {
 		return nil, err
 	}
