@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/mattn/go-shellwords"
@@ -319,24 +320,91 @@ func serveMCP(ctx context.Context, e *env, c mcpConfig) int {
 		return exitOK
 	}
 
-	srv := newServer(gw.Handler(), serveConfig{upstreamTimeout: mcpgw.DefaultConnectTimeout}, log)
+	calls := &inFlight{h: gw.Handler()}
+	srv := newServer(calls, serveConfig{upstreamTimeout: mcpgw.DefaultConnectTimeout}, log)
 	// Streamable HTTP answers may stream for as long as a session lives:
 	// no write timeout (the session timeout bounds idle sessions).
 	srv.WriteTimeout = 0
-	go func() { served <- srv.Serve(ln) }()
+	mcpServed := make(chan error, 1)
+	go func() { mcpServed <- srv.Serve(ln) }()
 	log.Info("axgate mcp: listening", "addr", "http://"+ln.Addr().String()+"/mcp", "resource", c.resourceURL,
 		"manifest", c.manifest, "tools", len(m.Actions), "upstream", upstreamName)
 	select {
+	case err := <-mcpServed:
+		shutdown(log, c.shutdownTimeout, humanSrv)
+		return failf(e, "mcp", "%v", err)
 	case err := <-served:
 		shutdown(log, c.shutdownTimeout, srv, humanSrv)
 		return failf(e, "mcp", "%v", err)
 	case <-ctx.Done():
-		log.Info("axgate mcp: shutting down", "timeout", c.shutdownTimeout)
-		shutdown(log, c.shutdownTimeout, srv, humanSrv)
-		gw.Close() // every upstream session, every child process
-		log.Info("axgate mcp: stopped")
-		return exitOK
 	}
+	log.Info("axgate mcp: shutting down", "timeout", c.shutdownTimeout)
+	sctx, cancel := context.WithTimeout(context.Background(), c.shutdownTimeout)
+	defer cancel()
+	stopped := make(chan error, 1)
+	go func() { stopped <- srv.Shutdown(sctx) }()
+	// Shutdown closes the listener first (Serve returns then): no new
+	// connection. A session's GET stream stays open as long as the session
+	// lives, so Shutdown alone would wait for the timeout whenever a client
+	// is connected: wait for the calls in flight only (every request but a
+	// GET), then close the sessions, which ends their streams.
+	<-mcpServed
+	select {
+	case <-calls.idle():
+	case <-sctx.Done():
+		log.Warn("axgate mcp: calls still in flight after the shutdown timeout; closing")
+	}
+	gw.Close() // every client and upstream session, every child process
+	if err := <-stopped; err != nil {
+		srv.Close()
+	}
+	shutdown(log, c.shutdownTimeout, humanSrv)
+	log.Info("axgate mcp: stopped")
+	return exitOK
+}
+
+// inFlight counts the requests in flight that are calls: every request
+// but a GET, which is a session's stream of server messages.
+type inFlight struct {
+	h     http.Handler
+	mu    sync.Mutex
+	n     int
+	ended chan struct{} // closed when n drops to 0; nil when nobody waits
+}
+
+func (f *inFlight) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodGet {
+		f.h.ServeHTTP(w, r)
+		return
+	}
+	f.mu.Lock()
+	f.n++
+	f.mu.Unlock()
+	defer func() {
+		f.mu.Lock()
+		f.n--
+		if f.n == 0 && f.ended != nil {
+			close(f.ended)
+			f.ended = nil
+		}
+		f.mu.Unlock()
+	}()
+	f.h.ServeHTTP(w, r)
+}
+
+// idle is closed once no call is in flight.
+func (f *inFlight) idle() <-chan struct{} {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.n == 0 {
+		ch := make(chan struct{})
+		close(ch)
+		return ch
+	}
+	if f.ended == nil {
+		f.ended = make(chan struct{})
+	}
+	return f.ended
 }
 
 // shutdown stops the servers gracefully, each within timeout; a server that

@@ -17,6 +17,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -56,6 +57,22 @@ func serveEnvUpstream() int {
 	mcp.AddTool(s, &mcp.Tool{Name: "env", Description: "The upstream's environment.", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: &yes}},
 		func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, out, error) {
 			return nil, out{Env: os.Environ()}, nil
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "hold", Description: "Answers once $RELEASE exists.", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: &yes}},
+		func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, out, error) {
+			if err := os.WriteFile(os.Getenv("HELD"), nil, 0o600); err != nil {
+				return nil, out{}, err
+			}
+			for {
+				if _, err := os.Stat(os.Getenv("RELEASE")); err == nil {
+					return nil, out{Env: []string{"released"}}, nil
+				}
+				select {
+				case <-ctx.Done():
+					return nil, out{}, ctx.Err()
+				case <-time.After(10 * time.Millisecond):
+				}
+			}
 		})
 	if err := s.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
 		return 1
@@ -457,6 +474,63 @@ func TestMCPChildEnvironment(t *testing.T) {
 	}
 }
 
+// TestMCPShutdown stops axgate mcp while a client is connected (its
+// session's GET stream open) and a call is in flight: the call finishes
+// with its answer, then the gateway stops, without waiting for the
+// shutdown timeout (an hour here: the test would time out).
+func TestMCPShutdown(t *testing.T) {
+	dir := t.TempDir()
+	held, release := filepath.Join(dir, "held"), filepath.Join(dir, "release")
+	gw := startMCP(t, childEnviron(), "--manifest", filepath.Join("testdata", "mcp", "env.axag.json"), "--anonymous",
+		"--shutdown-timeout", "1h", "--upstream-command", strconv.Quote(os.Args[0]), "--upstream-env", testAs+"=env-upstream",
+		"--upstream-env", "HELD="+held, "--upstream-env", "RELEASE="+release)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "v1"}, nil).Connect(context.Background(),
+		&mcp.StreamableClientTransport{Endpoint: gw.url}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	type answer struct {
+		res *mcp.CallToolResult
+		err error
+	}
+	answered := make(chan answer, 1)
+	go func() {
+		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "hold", Arguments: map[string]any{}})
+		answered <- answer{res, err}
+	}()
+	waitForFile(t, held)
+	stopped := make(chan int, 1)
+	go func() { stopped <- gw.stop() }()
+	gw.log.waitFor(t, "axgate mcp: shutting down")
+	if err := os.WriteFile(release, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a := <-answered
+	if a.err != nil || a.res.IsError {
+		t.Fatalf("the call in flight during shutdown: %v %+v", a.err, a.res)
+	}
+	if code := <-stopped; code != exitOK {
+		t.Fatalf("exit %d:\n%s", code, gw.log.all())
+	}
+}
+
+// waitForFile polls until path exists; the deadline only bounds a hung
+// process.
+func waitForFile(t *testing.T, path string) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		if _, err := os.Stat(path); err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never appeared", path)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 func TestMCPUsage(t *testing.T) {
 	m := gatewayManifest
 	for _, tc := range []struct {
@@ -560,10 +634,10 @@ func TestManifestInitHTTP(t *testing.T) {
 	if doc.Source["url"] != gw.url || doc.Source["tool"] != "axgate manifest init" {
 		t.Errorf("source %v", doc.Source)
 	}
-	if len(doc.Entities) != 1 || doc.Entities[0].Name != "shell" || len(doc.Entities[0].Actions) != 1 || doc.Entities[0].Actions[0].Intent != "shell.env" {
+	if len(doc.Entities) != 1 || doc.Entities[0].Name != "shell" || len(doc.Entities[0].Actions) != 2 || doc.Entities[0].Actions[0].Intent != "shell.env" {
 		t.Errorf("draft:\n%s", stdout)
 	}
-	if !strings.Contains(stderr, "1 tools drafted") {
+	if !strings.Contains(stderr, "2 tools drafted") {
 		t.Errorf("stderr: %s", stderr)
 	}
 }
