@@ -6,10 +6,12 @@ require github.com/axgate/axgate v0.1.0
 
 require (
 	github.com/MicahParks/jwkset v0.11.4
+	github.com/axgate/axgate/adapters/mcpgate v0.1.0
 	github.com/axgate/axgate/gates/redisstore v0.1.0
 	github.com/go-jose/go-jose/v4 v4.1.8
 	github.com/golang-jwt/jwt/v5 v5.3.1
 	github.com/gowebpki/jcs v1.0.2
+	github.com/mattn/go-shellwords v1.0.16
 	github.com/modelcontextprotocol/go-sdk v1.8.0
 	go.opentelemetry.io/otel v1.40.0
 	go.yaml.in/yaml/v3 v3.0.6
@@ -29,11 +31,9 @@ require (
 	cel.dev/expr v0.25.2 // indirect
 	github.com/MicahParks/keyfunc/v3 v3.9.1 // indirect
 	github.com/antlr4-go/antlr/v4 v4.13.1 // indirect
-	github.com/axgate/axgate/adapters/mcpgate v0.1.0
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/go-logr/logr v1.4.4 // indirect
 	github.com/go-logr/stdr v1.2.2 // indirect
-	github.com/mattn/go-shellwords v1.0.16
 	github.com/redis/go-redis/v9 v9.23.0 // indirect
 	github.com/santhosh-tekuri/jsonschema/v5 v5.3.1 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
