@@ -118,9 +118,9 @@ func (g *gateway) ready(ctx context.Context) []error {
 		}
 		conn.Close()
 	})
-	if g.redis != nil {
+	if r := g.shared.redis; r != nil {
 		wg.Go(func() {
-			if err := g.redis.Client().Ping(ctx).Err(); err != nil {
+			if err := r.Client().Ping(ctx).Err(); err != nil {
 				report(fmt.Errorf("redis unreachable: %w", err))
 			}
 		})

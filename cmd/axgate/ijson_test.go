@@ -84,8 +84,9 @@ func unknownParamsGateway(t *testing.T) (servePKI, *fakeUpstream, *httptest.Serv
 	t.Cleanup(upSrv.Close)
 	u, _ := url.Parse(upSrv.URL)
 	gw, err := newGateway(context.Background(), serveConfig{
-		manifest: filepath.Join("testdata", "serve", "invoices.json"), jwks: pki.jwks, issuer: "axgate", audience: "axgate",
-		allowUnknownParams: true, upstreamTimeout: 5 * time.Second,
+		manifest:        filepath.Join("testdata", "serve", "invoices.json"),
+		enforcerConfig:  enforcerConfig{jwks: pki.jwks, issuer: "axgate", audience: "axgate", allowUnknownParams: true},
+		upstreamTimeout: 5 * time.Second,
 	}, u, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)

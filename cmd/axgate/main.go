@@ -8,6 +8,8 @@
 //	axgate serve --manifest M --upstream URL --jwks FILE …
 //	axgate test SUITE.yaml [--manifest M] [--junit FILE] [--run REGEXP] [-v]
 //	axgate config check FILE [--command serve]
+//	axgate mcp --manifest M (--upstream-url URL | --upstream-command "CMD ARGS…") [--listen ADDR | --stdio] …
+//	axgate manifest init (--upstream-url URL | --upstream-command "CMD ARGS…") > axag.json
 //
 // Exit status: 0 on success (lint, test: PASS), 1 on failure (lint, test:
 // FAIL), 2 on a usage error (test: also a suite that cannot be run). Run
@@ -23,6 +25,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 )
 
@@ -66,6 +69,8 @@ func commands() []command {
 		{"serve", "run a gateway that enforces a manifest in front of a tool server", runServe},
 		{"test", "run policy test suites: calls and the outcomes the policy must give them", runTest},
 		{"config", "check a configuration file against a command's flags (config check)", runConfig},
+		{"mcp", "run an MCP gateway that enforces a manifest in front of an MCP server", runMCP},
+		{"manifest", "draft a manifest from an MCP server's tools (manifest init)", runManifest},
 	}
 }
 
@@ -100,7 +105,7 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "axgate enforces AXAG manifests on AI agents' tool calls.")
 	fmt.Fprintln(w, "\nUsage: axgate COMMAND [arguments]\n\nCommands:")
 	for _, c := range commands() {
-		fmt.Fprintf(w, "  %-7s %s\n", c.name, c.summary)
+		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintln(w, "\nRun \"axgate help COMMAND\" for a command's flags.")
 	fmt.Fprintln(w, "Exit status: 0 success (lint, test: PASS), 1 failure (lint, test: FAIL), 2 usage error.")
@@ -185,4 +190,18 @@ func oneOf(v string, choices ...string) bool {
 		}
 	}
 	return false
+}
+
+// syncWriter serializes writes to w: a command's log and the standard
+// error of the child processes it starts (which exec copies from a
+// goroutine of its own unless w is a file) share one stream.
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
 }

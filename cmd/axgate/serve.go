@@ -26,8 +26,6 @@ import (
 	"github.com/axgate/axgate/adapters/httpgate"
 	"github.com/axgate/axgate/adapters/wire"
 	axerr "github.com/axgate/axgate/errors"
-	"github.com/axgate/axgate/gates"
-	"github.com/axgate/axgate/gates/redisstore"
 	"github.com/axgate/axgate/manifest"
 	"github.com/axgate/axgate/middleware"
 	"github.com/axgate/axgate/token"
@@ -76,13 +74,8 @@ line per decision (--audit).`
 
 // serveConfig is what the flags of serve say.
 type serveConfig struct {
+	enforcerConfig
 	manifest, upstream, listen       string
-	jwks, jwksURL, signingKey        string
-	issuer, audience                 string
-	anonymous                        bool
-	redis                            string
-	preconditions, postconditions    conditionFlags
-	allowUnbound, allowUnknownParams bool
 	shutdownTimeout, upstreamTimeout time.Duration
 	// enforcerOptions are added to every generation's options (telemetry,
 	// the audit sink): the operations flags' share.
@@ -110,17 +103,7 @@ func serveFlags(e *env) (*flag.FlagSet, *serveConfig, *opsFlags) {
 	fs.StringVar(&c.manifest, "manifest", "", "the manifest to enforce (JSON or YAML)")
 	fs.StringVar(&c.upstream, "upstream", "", "base URL of the tool server to forward allowed calls to, e.g. http://127.0.0.1:9000")
 	fs.StringVar(&c.listen, "listen", "127.0.0.1:8080", "address to listen on (port 0 picks a free one; the log says which)")
-	fs.StringVar(&c.jwks, "jwks", "", "JWK Set file verifying bearer, confirmation and approval tokens (re-read on SIGHUP)")
-	fs.StringVar(&c.jwksURL, "jwks-url", "", "JWK Set URL verifying bearer, confirmation and approval tokens (refreshed in the background)")
-	fs.StringVar(&c.signingKey, "signing-key", "", "private key (PEM or JWK) whose public half also verifies confirmation and approval tokens")
-	fs.StringVar(&c.issuer, "issuer", token.DefaultIssuer, "required iss of every token")
-	fs.StringVar(&c.audience, "audience", token.DefaultAudience, "required aud of every token")
-	fs.BoolVar(&c.anonymous, "anonymous", false, "accept calls without a bearer token, as the empty principal (development only)")
-	fs.StringVar(&c.redis, "redis", "", "Redis URL for shared state across replicas (used tokens, rate limits, idempotency, approvals); default in memory")
-	fs.Var(&c.preconditions, "precondition", "bind a manifest precondition to a CEL expression: NAME=EXPR (repeatable)")
-	fs.Var(&c.postconditions, "postcondition", "bind a manifest postcondition to a CEL expression: NAME=EXPR (repeatable)")
-	fs.BoolVar(&c.allowUnbound, "allow-unbound-conditions", false, "serve even though some conditions are bound to no check (each call records a warning)")
-	fs.BoolVar(&c.allowUnknownParams, "allow-unknown-params", false, "accept arguments the manifest does not declare")
+	c.register(fs, token.DefaultAudience, "required aud of every token")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long calls in flight may finish on shutdown")
 	fs.DurationVar(&c.upstreamTimeout, "upstream-timeout", 30*time.Second, "how long a forwarded call may take")
 	ops := addOpsFlags(fs)
@@ -149,12 +132,8 @@ func runServe(ctx context.Context, e *env, args []string) int {
 		return usageError(e, fs, "--manifest is required")
 	case c.upstream == "":
 		return usageError(e, fs, "--upstream is required")
-	case c.jwks != "" && c.jwksURL != "":
-		return usageError(e, fs, "give --jwks or --jwks-url, not both")
-	case c.jwks == "" && c.jwksURL == "" && !c.anonymous:
-		return usageError(e, fs, "callers must be authenticated: give --jwks or --jwks-url (or --anonymous, for development)")
-	case c.anonymous && (c.jwks != "" || c.jwksURL != ""):
-		return usageError(e, fs, "--anonymous and a key set exclude each other")
+	case c.checkKeys(true) != "":
+		return usageError(e, fs, "%s", c.checkKeys(true))
 	}
 	up, err := url.Parse(c.upstream)
 	if err != nil || (up.Scheme != "http" && up.Scheme != "https") || up.Host == "" {
@@ -261,32 +240,12 @@ type gateway struct {
 	cfg      serveConfig
 	upstream *upstream
 	log      *slog.Logger
-	// What follows lives as long as the gateway and is handed to every
-	// generation, so that a reload forgets nothing: used token ids, pending
-	// approvals, rate-limit counts and idempotency records stay, and a token
-	// signed before a reload still verifies after it.
-	state     gatewayState
-	redis     *redisstore.Stores // nil without --redis; closed by close
-	remote    *token.RemoteKeySet
-	devSigner *token.Signer // the ephemeral key when no key is configured
-	mu        sync.Mutex    // serializes reloads
+	// What lives as long as the gateway and is handed to every
+	// generation, so that a reload forgets nothing (enforcer.go).
+	shared    *enforcerState
+	mu        sync.Mutex // serializes reloads
 	loaded    atomic.Pointer[loadedManifest]
 	startedAt time.Time
-}
-
-// gatewayState is the state the gates keep: in Redis with --redis, in
-// memory otherwise.
-type gatewayState struct {
-	replay      token.ReplayStore
-	approvals   gates.ApprovalStore
-	limiter     gates.Limiter
-	idempotency gates.IdempotencyStore
-}
-
-// options hands the state to a generation.
-func (s gatewayState) options() []axgate.Option {
-	return []axgate.Option{axgate.WithReplayStore(s.replay), axgate.WithApprovalStore(s.approvals),
-		axgate.WithLimiter(s.limiter), axgate.WithIdempotencyStore(s.idempotency)}
 }
 
 // loadedManifest is one generation of the gateway.
@@ -304,46 +263,11 @@ func newGateway(ctx context.Context, c serveConfig, up *url.URL, log *slog.Logge
 		log:       log,
 		startedAt: time.Now(),
 	}
-	if c.redis != "" {
-		s, err := redisstore.Open(ctx, c.redis, redisstore.Options{})
-		if err != nil {
-			return nil, err
-		}
-		g.redis = s
-		g.state = gatewayState{replay: s.Replay, approvals: s.Approvals, limiter: s.Limiter, idempotency: s.Idempotency}
-	} else {
-		// Made once, not by each axgate.New: a reload that made new ones
-		// would let a confirmation token be used again after every SIGHUP.
-		g.state = gatewayState{
-			replay:      token.NewMemoryReplayStore(token.MemoryReplayOptions{}),
-			approvals:   gates.NewMemoryApprovalStore(gates.MemoryApprovalOptions{}),
-			limiter:     gates.NewMemoryLimiter(0),
-			idempotency: gates.NewMemoryIdempotencyStore(0),
-		}
+	shared, err := openEnforcerState(ctx, c.enforcerConfig, "serve", false, log)
+	if err != nil {
+		return nil, err
 	}
-	if c.jwks == "" && c.jwksURL == "" && c.signingKey == "" {
-		// axgate.New would make an ephemeral key of its own on each load;
-		// one for the life of the process keeps the tokens signed with it
-		// (approval tokens, IssueConfirmation's) valid across reloads.
-		s, err := token.GenerateDevKey(axgate.DevKeyID)
-		if err != nil {
-			g.close()
-			return nil, fmt.Errorf("ephemeral signing key: %w", err)
-		}
-		g.devSigner = s
-	}
-	if c.jwksURL != "" {
-		ks, err := token.NewRemoteKeySet(c.jwksURL, token.RemoteKeySetOptions{
-			OnRefreshError: func(err error) {
-				log.Warn("axgate serve: JWK Set refresh failed; keeping the keys fetched before", "url", c.jwksURL, "err", err)
-			},
-		})
-		if err != nil {
-			g.close()
-			return nil, err
-		}
-		g.remote = ks
-	}
+	g.shared = shared
 	l, err := g.load()
 	if err != nil {
 		g.close()
@@ -361,45 +285,13 @@ func (g *gateway) load() (*loadedManifest, error) {
 	if err != nil {
 		return nil, err
 	}
-	var keys token.KeySet
-	switch {
-	case c.jwks != "":
-		ks, err := token.LoadJWKSFile(c.jwks)
-		if err != nil {
-			return nil, err
-		}
-		keys = ks
-	case g.remote != nil:
-		keys = g.remote
+	keys, err := g.shared.keys()
+	if err != nil {
+		return nil, err
 	}
-	opts := []axgate.Option{
-		axgate.WithTokens(axgate.TokenOptions{Issuer: c.issuer, Audience: c.audience, Keys: keys}),
-		axgate.WithLogger(g.log),
-	}
-	switch {
-	case c.signingKey != "":
-		s, err := loadSigner(c.signingKey, "")
-		if err != nil {
-			return nil, err
-		}
-		opts = append(opts, axgate.WithSigningKey(s))
-	case g.devSigner != nil:
-		opts = append(opts, axgate.WithSigningKey(g.devSigner))
-	}
-	opts = append(opts, g.state.options()...)
-	for _, p := range c.preconditions {
-		name, expr, _ := strings.Cut(p, "=")
-		opts = append(opts, axgate.WithPreconditionExpr(strings.TrimSpace(name), strings.TrimSpace(expr)))
-	}
-	for _, p := range c.postconditions {
-		name, expr, _ := strings.Cut(p, "=")
-		opts = append(opts, axgate.WithPostconditionExpr(strings.TrimSpace(name), strings.TrimSpace(expr)))
-	}
-	if c.allowUnbound {
-		opts = append(opts, axgate.WithUnboundConditions())
-	}
-	if c.allowUnknownParams {
-		opts = append(opts, axgate.WithUnknownParams())
+	opts, err := g.shared.options(keys)
+	if err != nil {
+		return nil, err
 	}
 	opts = append(opts, c.enforcerOptions...)
 	enf, err := axgate.New(m, opts...)
@@ -451,13 +343,9 @@ func (g *gateway) close() {
 	if l := g.loaded.Load(); l != nil {
 		l.enf.Close()
 	}
-	if g.remote != nil {
-		g.remote.Close()
+	if g.shared != nil {
+		g.shared.close()
 	}
-	if g.redis != nil {
-		g.redis.Close()
-	}
-	// The memory stores hold no resources: nothing to close.
 }
 
 // ServeHTTP serves /healthz and the current generation's tool routes.

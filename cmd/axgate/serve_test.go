@@ -229,8 +229,9 @@ func TestServeInProcess(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(lockedWriter{&logs, &logMu}, nil))
 	u, _ := url.Parse(upSrv.URL)
 	gw, err := newGateway(context.Background(), serveConfig{
-		manifest: mpath, jwks: pki.jwks, issuer: "axgate", audience: "axgate",
-		preconditions:   conditionFlags{`cart is not empty=args.cart_id != ""`},
+		manifest: mpath,
+		enforcerConfig: enforcerConfig{jwks: pki.jwks, issuer: "axgate", audience: "axgate",
+			preconditions: conditionFlags{`cart is not empty=args.cart_id != ""`}},
 		upstreamTimeout: 5 * time.Second,
 	}, u, log)
 	if err != nil {
@@ -519,7 +520,7 @@ func newShopGateway(t *testing.T, c serveConfig, up http.Handler) (gw *gateway, 
 func TestServeReloadKeepsState(t *testing.T) {
 	pki := newServePKI(t)
 	up := &fakeUpstream{}
-	gw, base, mpath := newShopGateway(t, serveConfig{jwks: pki.jwks}, up)
+	gw, base, mpath := newShopGateway(t, serveConfig{enforcerConfig: enforcerConfig{jwks: pki.jwks}}, up)
 
 	conf := pki.confirmation(t, "order.place", `{"cart_id":"c-1"}`)
 	if status, body := post(t, base, "/tools/order_place/call", pki.bearer, `{"cart_id":"c-1"}`, "X-AXAG-Confirmation", conf); status != 200 {
@@ -571,7 +572,7 @@ func TestServeReloadKeepsState(t *testing.T) {
 // by the gateway's ephemeral key before a reload still verifies after it.
 func TestServeReloadKeepsEphemeralKey(t *testing.T) {
 	up := &fakeUpstream{}
-	gw, base, _ := newShopGateway(t, serveConfig{anonymous: true}, up)
+	gw, base, _ := newShopGateway(t, serveConfig{enforcerConfig: enforcerConfig{anonymous: true}}, up)
 	tok, _, err := gw.current().enf.IssueConfirmation(context.Background(), middleware.Principal{}, "order_place", json.RawMessage(`{"cart_id":"c-1"}`))
 	if err != nil {
 		t.Fatal(err)
@@ -595,7 +596,7 @@ func TestServeUpstreamRedirect(t *testing.T) {
 			w.Header().Set("Content-Type", "application/json")
 			http.Redirect(w, r, elsewhereSrv.URL+r.URL.Path, status)
 		})
-		_, base, _ := newShopGateway(t, serveConfig{jwks: pki.jwks}, redirecting)
+		_, base, _ := newShopGateway(t, serveConfig{enforcerConfig: enforcerConfig{jwks: pki.jwks}}, redirecting)
 		got, body := post(t, base, "/tools/cart_add_item/call", pki.bearer, `{"product_id":"p-1","quantity":1}`)
 		if got != http.StatusBadGateway || errorCode(body) != "AXGATE_TOOL_FAILED" || errorDetails(body)["upstream_status"] != float64(status) {
 			t.Errorf("upstream %d: %d %v, want 502 AXGATE_TOOL_FAILED with upstream_status %d", status, got, body, status)
@@ -646,7 +647,7 @@ func (u *rawUpstream) got() []string {
 func TestServeForwardsCanonicalArguments(t *testing.T) {
 	pki := newServePKI(t)
 	up := &rawUpstream{}
-	_, base, _ := newShopGateway(t, serveConfig{jwks: pki.jwks}, up)
+	_, base, _ := newShopGateway(t, serveConfig{enforcerConfig: enforcerConfig{jwks: pki.jwks}}, up)
 	sent := "{ \"quantity\" : 2.0E0,\n  \"product_id\" : \"p\\u002D1\" }"
 	status, body := post(t, base, "/tools/cart_add_item/call", pki.bearer, sent)
 	if status != http.StatusOK {
@@ -729,7 +730,7 @@ func (u *traceUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func TestServeForwardsTraceContext(t *testing.T) {
 	pki := newServePKI(t)
 	up := &traceUpstream{}
-	_, base, _ := newShopGateway(t, serveConfig{jwks: pki.jwks}, up)
+	_, base, _ := newShopGateway(t, serveConfig{enforcerConfig: enforcerConfig{jwks: pki.jwks}}, up)
 	const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
 	status, body := post(t, base, "/tools/cart_add_item/call", pki.bearer, `{"product_id":"p-1","quantity":1}`,
 		"traceparent", "00-"+traceID+"-00f067aa0ba902b7-01", "baggage", "tenant=acme")

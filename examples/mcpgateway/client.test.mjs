@@ -19,6 +19,11 @@ import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 import { ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 
 const { MCP_URL, HUMAN_URL, ROOT, GATEWAY_COMMAND } = process.env;
+// BEARER_TOKENS maps the callers' names (carol-token, alice-token,
+// bob-token) to the bearer tokens a gateway with real keys accepts (JWTs,
+// for axgate mcp); without it the names are the tokens.
+const BEARER_TOKENS = JSON.parse(process.env.BEARER_TOKENS ?? '{}');
+const bearer = (name) => BEARER_TOKENS[name] ?? name;
 assert.ok(MCP_URL && HUMAN_URL && ROOT && GATEWAY_COMMAND, 'MCP_URL, HUMAN_URL, ROOT and GATEWAY_COMMAND must be set');
 
 const READS = ['read_text_file', 'read_multiple_files', 'search_files', 'get_file_info', 'list_directory', 'directory_tree', 'list_allowed_directories'];
@@ -43,7 +48,7 @@ function client(answer) {
 
 async function overHTTP(token, answer) {
   const { c, questions } = client(answer);
-  await c.connect(new StreamableHTTPClientTransport(new URL(MCP_URL), { requestInit: { headers: { Authorization: `Bearer ${token}` } } }));
+  await c.connect(new StreamableHTTPClientTransport(new URL(MCP_URL), { requestInit: { headers: { Authorization: `Bearer ${bearer(token)}` } } }));
   return { client: c, questions };
 }
 
@@ -160,7 +165,7 @@ test('HTTP: a move needs the person and an approver', async () => {
 
     const decided = await fetch(`${HUMAN_URL}/approvals/${encodeURIComponent(id)}`, {
       method: 'POST',
-      headers: { Authorization: 'Bearer bob-token', 'Content-Type': 'application/json' },
+      headers: { Authorization: `Bearer ${bearer('bob-token')}`, 'Content-Type': 'application/json' },
       body: JSON.stringify({ approve: true, reason: 'fine' }),
     });
     assert.equal(decided.status, 200, await decided.clone().text());

@@ -1,0 +1,449 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mattn/go-shellwords"
+	"github.com/modelcontextprotocol/go-sdk/oauthex"
+
+	"github.com/axgate/axgate"
+	"github.com/axgate/axgate/adapters/httpgate"
+	"github.com/axgate/axgate/adapters/mcpgate"
+	mcpgw "github.com/axgate/axgate/adapters/mcpgate/gateway"
+	"github.com/axgate/axgate/manifest"
+	"github.com/axgate/axgate/middleware"
+	"github.com/axgate/axgate/token"
+)
+
+const mcpAbout = `
+Runs an MCP gateway that enforces a manifest in front of an existing MCP
+server (the upstream), whatever language it is written in. Every tools/call
+runs the whole axgate chain before it reaches the upstream; tools/list shows
+each caller only the manifest's tools it may call; an upstream tool the
+manifest does not declare is hidden and refused (AXAG_INTENT_NOT_FOUND). A
+manifest action may pin its tool's definition (upstream_sha256, written by
+"axgate manifest init"): a tool that changed is refused with
+AXGATE_TOOL_CHANGED.
+
+The upstream is a streamable HTTP URL (--upstream-url) or a command the
+gateway runs as a child process over stdio (--upstream-command), one child
+per client session, restarted with a back-off when it dies, stopped on
+shutdown. --upstream-command is split into words as a POSIX shell would
+("quotes" and 'quotes', backslash escapes), but nothing is expanded and no
+shell runs it: $VARIABLES and $(commands) are refused, globs and ~ are
+not expanded, pipes and ; are refused. The child gets a minimal
+environment: PATH and HOME of the gateway, plus each --upstream-env K=V.
+
+Front: MCP streamable HTTP at http://LISTEN/mcp, and GET /healthz. Callers
+authenticate with "Authorization: Bearer JWT" (--jwks or --jwks-url,
+--issuer, --audience; claims sub, tenant, roles, scope): /mcp is an OAuth 2.0
+protected resource, with its metadata (RFC 9728) at
+/.well-known/oauth-protected-resource and 401 answers carrying
+WWW-Authenticate: Bearer resource_metadata="…". --resource-url is the
+gateway's public URL of /mcp (default http://LISTEN/mcp) and the default
+--audience.
+
+With --stdio the gateway serves one client on its standard input and output
+(what desktop clients start) as the local user --local-user (with
+--local-tenant, --local-roles): stdio has no authentication of its own. The
+log goes to standard error.
+
+A call that needs the person's confirmation asks them inline (MCP
+elicitation) when the client can ask, and is refused with
+AXAG_CONFIRMATION_MISSING otherwise. --human ADDR serves the endpoints people
+confirm and approve with (POST /confirmations, GET /approvals, POST
+/approvals/{id}), authenticated with the same bearer tokens: keep it
+reachable by people only, never by agents. The tokens the gateway mints
+(confirmations given by elicitation, those of --human) are signed with
+--signing-key, or else with a key made at start that only this process
+accepts. With --stdio, tokens name the audience "axgate" unless --audience
+says otherwise.
+
+Everything that is not a tool (resources, prompts, completions, the
+upstream's elicitation and sampling requests) passes through unchanged;
+--tools-only refuses it.
+
+SIGINT or SIGTERM stop the gateway: no new connections, calls in flight
+finish (up to --shutdown-timeout), then every upstream session closes and
+every child process stops. The manifest is read once: restart the gateway to
+change it.`
+
+// mcpConfig is what the flags of mcp say.
+type mcpConfig struct {
+	enforcerConfig
+	manifest                 string
+	upstreamURL, upstreamCmd string
+	upstreamArgs             []string // the words of upstreamCmd after the program
+	upstreamEnv              envFlags
+	listen, resourceURL      string
+	stdio, toolsOnly         bool
+	human                    string
+	localUser, localTenant   string
+	localRoles               string
+	shutdownTimeout          time.Duration
+}
+
+// envFlags collects repeated K=V flags.
+type envFlags []string
+
+func (f *envFlags) String() string { return strings.Join(*f, " ") }
+
+func (f *envFlags) Set(v string) error {
+	k, _, ok := strings.Cut(v, "=")
+	if !ok || k == "" || strings.ContainsAny(k, " \t\n") {
+		return errors.New(`want NAME=VALUE, e.g. "LOG_LEVEL=debug"`)
+	}
+	*f = append(*f, v)
+	return nil
+}
+
+func runMCP(ctx context.Context, e *env, args []string) int {
+	fs := newFlags(e, "mcp", `mcp --manifest M (--upstream-url URL | --upstream-command "CMD ARGS…") [--listen ADDR | --stdio] [flags]`, mcpAbout)
+	var c mcpConfig
+	fs.StringVar(&c.manifest, "manifest", "", "the manifest to enforce (JSON or YAML)")
+	fs.StringVar(&c.upstreamURL, "upstream-url", "", "the upstream's streamable HTTP endpoint, e.g. http://127.0.0.1:9000/mcp")
+	fs.StringVar(&c.upstreamCmd, "upstream-command", "", `the upstream's command line, run as a child over stdio, e.g. "node server.js /srv/files" (split into words, never run by a shell)`)
+	fs.Var(&c.upstreamEnv, "upstream-env", "add NAME=VALUE to the child's environment, which otherwise holds only PATH and HOME (repeatable)")
+	fs.StringVar(&c.listen, "listen", "127.0.0.1:8080", "address to listen on (port 0 picks a free one; the log says which)")
+	fs.BoolVar(&c.stdio, "stdio", false, "serve one client on standard input and output, as the local user, instead of listening")
+	fs.StringVar(&c.resourceURL, "resource-url", "", "the gateway's public URL of /mcp, for the protected resource metadata (default http://LISTEN/mcp)")
+	fs.BoolVar(&c.toolsOnly, "tools-only", false, "refuse everything that is not a tool: resources, prompts, completions, the upstream's elicitation and sampling")
+	fs.StringVar(&c.human, "human", "", "address of the endpoints people confirm and approve with (needs --jwks or --jwks-url); off by default")
+	fs.StringVar(&c.localUser, "local-user", "", "with --stdio: the local user the calls are made for (required)")
+	fs.StringVar(&c.localTenant, "local-tenant", "", "with --stdio: the local user's tenant")
+	fs.StringVar(&c.localRoles, "local-roles", "", "with --stdio: the local user's roles, comma-separated")
+	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long calls in flight may finish on shutdown")
+	c.register(fs, "", "required aud of every token (default: --resource-url)")
+	pos, err := parseFlags(e, fs, args)
+	if err != nil {
+		return flagStatus(err)
+	}
+	explicit := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { explicit[f.Name] = true })
+	switch {
+	case len(pos) > 0:
+		return usageError(e, fs, "unexpected argument %q", pos[0])
+	case c.manifest == "":
+		return usageError(e, fs, "--manifest is required")
+	case c.upstreamURL == "" && c.upstreamCmd == "":
+		return usageError(e, fs, "give the upstream: --upstream-url or --upstream-command")
+	case c.upstreamURL != "" && c.upstreamCmd != "":
+		return usageError(e, fs, "give --upstream-url or --upstream-command, not both")
+	case c.upstreamURL != "" && len(c.upstreamEnv) > 0:
+		return usageError(e, fs, "--upstream-env is for --upstream-command")
+	case c.checkKeys(!c.stdio) != "":
+		return usageError(e, fs, "%s", c.checkKeys(!c.stdio))
+	case c.stdio && c.localUser == "":
+		return usageError(e, fs, "--stdio serves the local user: give --local-user")
+	case !c.stdio && (c.localUser != "" || c.localTenant != "" || c.localRoles != ""):
+		return usageError(e, fs, "--local-user, --local-tenant and --local-roles are for --stdio; over HTTP the caller is the bearer token's")
+	case c.stdio && (explicit["listen"] || c.resourceURL != ""):
+		return usageError(e, fs, "--stdio listens nowhere: no --listen or --resource-url")
+	case c.stdio && c.anonymous:
+		return usageError(e, fs, "--anonymous is for HTTP; --stdio serves the local user")
+	case c.human != "" && c.jwks == "" && c.jwksURL == "":
+		return usageError(e, fs, "--human needs --jwks or --jwks-url: the people who confirm and approve must be authenticated")
+	}
+	if c.upstreamURL != "" {
+		if !isHTTPURL(c.upstreamURL) {
+			return usageError(e, fs, "--upstream-url must be an http or https URL, not %q", c.upstreamURL)
+		}
+	}
+	if c.upstreamCmd != "" {
+		words, err := splitCommand(c.upstreamCmd)
+		if err != nil {
+			return usageError(e, fs, "--upstream-command: %v", err)
+		}
+		c.upstreamCmd, c.upstreamArgs = words[0], words[1:]
+	}
+	if c.resourceURL != "" {
+		if !isHTTPURL(c.resourceURL) {
+			return usageError(e, fs, "--resource-url must be an http or https URL, not %q", c.resourceURL)
+		}
+	}
+	return serveMCP(ctx, e, c)
+}
+
+// shellExpansion matches what a shell would expand in a word: a variable,
+// a command substitution.
+var shellExpansion = regexp.MustCompile("\\$[A-Za-z_{(]|`")
+
+// splitCommand splits a command line into words as a POSIX shell would,
+// without expanding anything: what a shell would expand (an environment
+// variable, a command substitution) and shell operators are refused rather
+// than passed on as text the user did not mean.
+func splitCommand(line string) ([]string, error) {
+	p := shellwords.NewParser() // ParseEnv and ParseBacktick stay off
+	words, err := p.Parse(line)
+	if err != nil {
+		return nil, err
+	}
+	if p.Position >= 0 {
+		return nil, fmt.Errorf("%q holds a shell operator (;, &, |, <, >); no shell runs the command: give the program and its arguments", line)
+	}
+	if len(words) == 0 {
+		return nil, errors.New("empty command")
+	}
+	for _, w := range words {
+		if shellExpansion.MatchString(w) {
+			return nil, fmt.Errorf("%q looks like a shell expansion ($VAR, ${…}, $(…), `…`); no shell runs the command, so it would reach the program as it is: expand it yourself", w)
+		}
+	}
+	return words, nil
+}
+
+// serveMCP runs the gateway until ctx is done (or, with --stdio, the client
+// goes away).
+func serveMCP(ctx context.Context, e *env, c mcpConfig) int {
+	stderr := &syncWriter{w: e.stderr}
+	log := slog.New(slog.NewTextHandler(stderr, nil))
+	m, err := manifest.LoadFile(c.manifest)
+	if err != nil {
+		return failf(e, "mcp", "%v", err)
+	}
+
+	// Listen first: with port 0, the resource URL (and so the default
+	// audience) names the port the system picked.
+	var ln, humanLn net.Listener
+	if !c.stdio {
+		if ln, err = net.Listen("tcp", c.listen); err != nil {
+			return failf(e, "mcp", "%v", err)
+		}
+		defer ln.Close()
+		if c.resourceURL == "" {
+			c.resourceURL = "http://" + ln.Addr().String() + "/mcp"
+		}
+	}
+	if c.human != "" {
+		if humanLn, err = net.Listen("tcp", c.human); err != nil {
+			return failf(e, "mcp", "--human: %v", err)
+		}
+		defer humanLn.Close()
+	}
+	if c.audience == "" {
+		c.audience = c.resourceURL
+		if c.stdio {
+			// No resource URL: the tokens of a stdio gateway (the
+			// confirmations it mints, those a person brings) name the
+			// default audience.
+			c.audience = token.DefaultAudience
+		}
+	}
+
+	shared, err := openEnforcerState(ctx, c.enforcerConfig, "mcp", true, log)
+	if err != nil {
+		return failf(e, "mcp", "%v", err)
+	}
+	defer shared.close()
+	if c.signingKey == "" && c.redis != "" {
+		log.Warn("axgate mcp: no --signing-key: the tokens this gateway mints (confirmations, approvals of --human) are signed with a key of this process, which other replicas do not accept")
+	}
+	keys, err := shared.keys()
+	if err != nil {
+		return failf(e, "mcp", "%v", err)
+	}
+	opts, err := shared.options(keys)
+	if err != nil {
+		return failf(e, "mcp", "%v", err)
+	}
+	enf, err := axgate.New(m, opts...)
+	if err != nil {
+		return failf(e, "mcp", "%v", err)
+	}
+	defer enf.Close()
+
+	var bearer httpgate.PrincipalFunc
+	if keys != nil {
+		if bearer, err = httpgate.JWTBearer(httpgate.BearerConfig{Keyfunc: token.Keyfunc(keys), Issuer: c.issuer, Audience: c.audience}); err != nil {
+			return failf(e, "mcp", "%v", err)
+		}
+	}
+	gopts := []mcpgw.Option{mcpgw.WithLogger(log)}
+	switch {
+	case c.stdio:
+		gopts = append(gopts, mcpgw.WithLocalPrincipal(c.localPrincipal()))
+	case c.anonymous:
+		gopts = append(gopts, mcpgw.WithPrincipal(mcpgate.StaticPrincipal(middleware.Principal{})))
+	default:
+		gopts = append(gopts, mcpgw.WithBearer(bearer, &oauthex.ProtectedResourceMetadata{
+			Resource:               c.resourceURL,
+			BearerMethodsSupported: []string{"header"},
+		}))
+	}
+	if c.toolsOnly {
+		gopts = append(gopts, mcpgw.ToolsOnly())
+	}
+	up := mcpgw.Upstream{URL: c.upstreamURL}
+	if c.upstreamCmd != "" {
+		up = mcpgw.Upstream{Command: c.upstreamCmd, Args: c.upstreamArgs, Env: c.childEnv(e.getenv), Stderr: stderr}
+	}
+	gw, err := mcpgw.New(enf, up, gopts...)
+	if err != nil {
+		return failf(e, "mcp", "%v", err)
+	}
+	// Stops every upstream session and child process, after the servers
+	// below have stopped.
+	defer gw.Close()
+
+	var humanSrv *http.Server
+	served := make(chan error, 2)
+	if humanLn != nil {
+		humanSrv = newServer(httpgate.NewHumanHandler(enf, bearer, httpgate.WithLogger(log)), serveConfig{}, log)
+		go func() { served <- fmt.Errorf("--human: %w", humanSrv.Serve(humanLn)) }()
+		log.Info("axgate mcp: people confirm and approve at", "addr", "http://"+humanLn.Addr().String())
+	}
+	upstreamName := c.upstreamURL
+	if upstreamName == "" {
+		upstreamName = strings.Join(append([]string{c.upstreamCmd}, c.upstreamArgs...), " ")
+	}
+
+	if c.stdio {
+		log.Info("axgate mcp: serving on stdio", "manifest", c.manifest, "tools", len(m.Actions), "upstream", upstreamName, "user", c.localUser)
+		err := gw.ServeStdio(ctx)
+		shutdown(log, c.shutdownTimeout, humanSrv)
+		gw.Close()
+		if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, io.EOF) {
+			return failf(e, "mcp", "%v", err)
+		}
+		log.Info("axgate mcp: stopped")
+		return exitOK
+	}
+
+	calls := &inFlight{h: gw.Handler()}
+	srv := newServer(calls, serveConfig{upstreamTimeout: mcpgw.DefaultConnectTimeout}, log)
+	// Streamable HTTP answers may stream for as long as a session lives:
+	// no write timeout (the session timeout bounds idle sessions).
+	srv.WriteTimeout = 0
+	mcpServed := make(chan error, 1)
+	go func() { mcpServed <- srv.Serve(ln) }()
+	log.Info("axgate mcp: listening", "addr", "http://"+ln.Addr().String()+"/mcp", "resource", c.resourceURL,
+		"manifest", c.manifest, "tools", len(m.Actions), "upstream", upstreamName)
+	select {
+	case err := <-mcpServed:
+		shutdown(log, c.shutdownTimeout, humanSrv)
+		return failf(e, "mcp", "%v", err)
+	case err := <-served:
+		shutdown(log, c.shutdownTimeout, srv, humanSrv)
+		return failf(e, "mcp", "%v", err)
+	case <-ctx.Done():
+	}
+	log.Info("axgate mcp: shutting down", "timeout", c.shutdownTimeout)
+	sctx, cancel := context.WithTimeout(context.Background(), c.shutdownTimeout)
+	defer cancel()
+	stopped := make(chan error, 1)
+	go func() { stopped <- srv.Shutdown(sctx) }()
+	// Shutdown closes the listener first (Serve returns then): no new
+	// connection. A session's GET stream stays open as long as the session
+	// lives, so Shutdown alone would wait for the timeout whenever a client
+	// is connected: wait for the calls in flight only (every request but a
+	// GET), then close the sessions, which ends their streams.
+	<-mcpServed
+	select {
+	case <-calls.idle():
+	case <-sctx.Done():
+		log.Warn("axgate mcp: calls still in flight after the shutdown timeout; closing")
+	}
+	gw.Close() // every client and upstream session, every child process
+	if err := <-stopped; err != nil {
+		srv.Close()
+	}
+	shutdown(log, c.shutdownTimeout, humanSrv)
+	log.Info("axgate mcp: stopped")
+	return exitOK
+}
+
+// inFlight counts the requests in flight that are calls: every request
+// but a GET, which is a session's stream of server messages.
+type inFlight struct {
+	h     http.Handler
+	mu    sync.Mutex
+	n     int
+	ended chan struct{} // closed when n drops to 0; nil when nobody waits
+}
+
+func (f *inFlight) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodGet {
+		f.h.ServeHTTP(w, r)
+		return
+	}
+	f.mu.Lock()
+	f.n++
+	f.mu.Unlock()
+	defer func() {
+		f.mu.Lock()
+		f.n--
+		if f.n == 0 && f.ended != nil {
+			close(f.ended)
+			f.ended = nil
+		}
+		f.mu.Unlock()
+	}()
+	f.h.ServeHTTP(w, r)
+}
+
+// idle is closed once no call is in flight.
+func (f *inFlight) idle() <-chan struct{} {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.n == 0 {
+		ch := make(chan struct{})
+		close(ch)
+		return ch
+	}
+	if f.ended == nil {
+		f.ended = make(chan struct{})
+	}
+	return f.ended
+}
+
+// shutdown stops the servers gracefully, each within timeout; a server that
+// has not finished by then is closed.
+func shutdown(log *slog.Logger, timeout time.Duration, servers ...*http.Server) {
+	for _, s := range servers {
+		if s == nil {
+			continue
+		}
+		sctx, cancel := context.WithTimeout(context.Background(), timeout)
+		if err := s.Shutdown(sctx); err != nil {
+			log.Warn("axgate mcp: calls still in flight after the shutdown timeout; closing", "err", err)
+			s.Close()
+		}
+		cancel()
+	}
+}
+
+// localPrincipal is the caller of a --stdio gateway.
+func (c mcpConfig) localPrincipal() middleware.Principal {
+	p := middleware.Principal{ID: c.localUser, Tenant: c.localTenant}
+	for _, r := range strings.Split(c.localRoles, ",") {
+		if r = strings.TrimSpace(r); r != "" {
+			p.Roles = append(p.Roles, r)
+		}
+	}
+	return p
+}
+
+// childEnv is the environment of an upstream child: PATH and HOME of the
+// gateway (so that the program and its own files are found), and the
+// --upstream-env pairs, never the rest of the gateway's environment (its
+// secrets: cloud credentials, the Redis URL, tokens).
+func (c mcpConfig) childEnv(getenv func(string) string) []string {
+	out := []string{}
+	for _, k := range []string{"PATH", "HOME"} {
+		if v := getenv(k); v != "" {
+			out = append(out, k+"="+v)
+		}
+	}
+	return append(out, c.upstreamEnv...)
+}
