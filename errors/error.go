@@ -279,6 +279,11 @@ func AggregateOmitted(intent string, vs []Violation, omitted int) *Error {
 
 // As returns err as an *Error when it is one or wraps one.
 func As(err error) (*Error, bool) {
+	// An *Error itself, the common case, without stderrors.As, whose target
+	// escapes to the heap on every call.
+	if e, ok := err.(*Error); ok {
+		return e, true
+	}
 	var e *Error
 	if stderrors.As(err, &e) {
 		return e, true

@@ -33,6 +33,9 @@ type Constraints struct {
 type constraint struct {
 	manifest.Constraint
 	x *celExpr
+	// refused and suggestion are the refusal's message (when it is the only
+	// constraint failing) and suggestion, written once.
+	refused, suggestion string
 }
 
 // NewConstraints compiles every constraint of m. A constraint that does not
@@ -58,7 +61,9 @@ func NewConstraints(m *manifest.Manifest, lim ...CELLimits) (*Constraints, error
 				errs = append(errs, fmt.Errorf("%s: constraint %q: %w", c.Pointer, c.Name, err))
 				continue
 			}
-			cs = append(cs, constraint{Constraint: c, x: x})
+			cs = append(cs, constraint{Constraint: c, x: x,
+				refused:    fmt.Sprintf("constraint %s does not hold: %s", c.Name, c.Expr),
+				suggestion: fmt.Sprintf("Change the arguments so that %s holds, then call again.", c.Expr)})
 		}
 		g.rules[a] = cs
 	}
@@ -108,7 +113,8 @@ func (g *Constraints) CheckContext(ctx context.Context, call *middleware.Call) e
 	}
 	vars := getCELVars(args, call)
 	defer vars.release()
-	var failed []constraint
+	var failedBuf [4]constraint
+	failed := failedBuf[:0]
 	for _, c := range cs {
 		switch out, err := c.x.eval(ctx, vars); out {
 		case celFails:
@@ -121,13 +127,13 @@ func (g *Constraints) CheckContext(ctx context.Context, call *middleware.Call) e
 		return nil
 	}
 	first := failed[0]
-	msg := fmt.Sprintf("constraint %s does not hold: %s", first.Name, first.Expr)
+	msg := first.refused
 	if len(failed) > 1 {
 		msg = strconv.Itoa(len(failed)) + " constraints do not hold; first: " + first.Name + ": " + first.Expr
 	}
 	e := axerr.New(axerr.CodePreconditionFailed, msg).
 		WithIntent(a.Intent).
-		WithSuggestion(fmt.Sprintf("Change the arguments so that %s holds, then call again.", first.Expr)).
+		WithSuggestion(first.suggestion).
 		WithReason(axerr.ReasonConstraintFailed).
 		With("failed_constraint", first.Name).
 		With("expression", first.Expr)

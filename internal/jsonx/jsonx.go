@@ -92,6 +92,23 @@ func Decode(data []byte, lim Limits) (any, error) {
 	if lim.MaxBytes > 0 && len(data) > lim.MaxBytes {
 		return nil, &Error{Kind: TooLarge, Msg: fmt.Sprintf("input is %d bytes, over the limit of %d", len(data), lim.MaxBytes)}
 	}
+	// An input long enough to hold more members or items than the limits
+	// allow is scanned first, so that a refusal allocates nothing (the
+	// scan allocates nothing); a shorter one cannot be over them.
+	if (lim.MaxMembers > 0 && len(data) > 5*lim.MaxMembers) || (lim.MaxItems > 0 && len(data) > 2*lim.MaxItems) {
+		if _, _, _, err := scan(data, lim); err != nil {
+			return decodeChecked(data, lim)
+		}
+	}
+	if v, ok := decodeFast(data, lim); ok {
+		return v, nil
+	}
+	return decodeChecked(data, lim)
+}
+
+// decodeChecked is Decode's path for everything decodeFast leaves: a scan
+// beside encoding/json, and the errors with their paths.
+func decodeChecked(data []byte, lim Limits) (any, error) {
 	if !utf8.Valid(data) {
 		return nil, &Error{Kind: BadUTF8, Msg: "input is not valid UTF-8"}
 	}

@@ -15,6 +15,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -82,6 +83,9 @@ func FlattenN(err error, schemaDoc any, instance any, max int) ([]Leaf, int) {
 		return []Leaf{{Message: err.Error()}}, 0
 	}
 	c := collector{max: max, doc: schemaDoc, instance: instance}
+	if max >= 1 {
+		c.kept = make([]candidate, 0, min(max, 4))
+	}
 	c.walk(ve)
 	return c.leaves(), c.total - len(c.kept)
 }
@@ -262,7 +266,7 @@ func (c *collector) down(i int) {
 // object's properties in map order; sorting by path (ties in visiting
 // order) makes the report the same on every run.
 func (c *collector) leaves() []Leaf {
-	sort.Slice(c.kept, func(i, j int) bool { return c.kept[i].cmp(&c.kept[j]) < 0 })
+	slices.SortFunc(c.kept, func(a, b candidate) int { return a.cmp(&b) })
 	out := make([]Leaf, len(c.kept))
 	var allowed map[*jsonschema.ValidationError][]string
 	for i, x := range c.kept {

@@ -1,0 +1,280 @@
+package schemax
+
+import (
+	"math"
+	"math/big"
+	"regexp"
+	"unicode/utf8"
+
+	"github.com/santhosh-tekuri/jsonschema/v5"
+)
+
+// Fast is an allocation-free acceptance check compiled from a v5 schema.
+//
+// It answers one question, "does the v5 schema certainly accept this
+// value?", for the keywords a manifest's parameter model compiles to (type,
+// properties, required, additionalProperties, enum, minimum, maximum,
+// minLength, maxLength, pattern, format, maxItems, items). Accepts returning
+// true means the v5 schema's Validate returns nil for the value; false means
+// "not certain": the caller runs the v5 schema, which reports the violations
+// with its own keywords, messages and paths. Valid calls, the common case,
+// so skip v5's per-call allocations; every refusal still comes from v5.
+type Fast struct{ root *fastNode }
+
+type fastNode struct {
+	types    uint8 // bit set of fastType*; 0: any type
+	props    map[string]*fastNode
+	required []string
+	closed   bool // additionalProperties: false
+
+	enum []any // string, bool or nil items only (others: uncovered)
+
+	min, max           float64
+	hasMin, hasMax     bool
+	minExact, maxExact bool // the bound is exactly that float64
+
+	minLen, maxLen int // -1: none
+	pattern        *regexp.Regexp
+	format         func(any) bool
+
+	maxItems int // -1: none
+	items    *fastNode
+}
+
+const (
+	fastNull uint8 = 1 << iota
+	fastBool
+	fastNumber
+	fastInteger
+	fastString
+	fastArray
+	fastObject
+)
+
+var fastTypes = map[string]uint8{
+	"null": fastNull, "boolean": fastBool, "number": fastNumber, "integer": fastInteger,
+	"string": fastString, "array": fastArray, "object": fastObject,
+}
+
+// CompileFast compiles the fast path of s, or returns nil when s uses a
+// keyword the fast path does not cover (the caller then always runs v5).
+func CompileFast(s *jsonschema.Schema) *Fast {
+	if s == nil {
+		return nil
+	}
+	n := fastCompile(s, 0)
+	if n == nil {
+		return nil
+	}
+	return &Fast{root: n}
+}
+
+func fastCompile(s *jsonschema.Schema, depth int) *fastNode {
+	if depth > 64 || !fastCovered(s) {
+		return nil
+	}
+	n := &fastNode{minLen: s.MinLength, maxLen: s.MaxLength, maxItems: s.MaxItems, pattern: s.Pattern}
+	for _, t := range s.Types {
+		bit, ok := fastTypes[t]
+		if !ok {
+			return nil
+		}
+		n.types |= bit
+	}
+	for _, e := range s.Enum {
+		switch e.(type) {
+		case string, bool, nil:
+		default:
+			return nil
+		}
+	}
+	n.enum = s.Enum
+	if s.Format != "" {
+		f, ok := jsonschema.Formats[s.Format]
+		if !ok {
+			return nil
+		}
+		n.format = f
+	}
+	if s.Minimum != nil {
+		n.min, n.minExact = ratFloat(s.Minimum)
+		n.hasMin = true
+	}
+	if s.Maximum != nil {
+		n.max, n.maxExact = ratFloat(s.Maximum)
+		n.hasMax = true
+	}
+	switch ap := s.AdditionalProperties.(type) {
+	case nil:
+	case bool:
+		n.closed = !ap
+	default:
+		return nil
+	}
+	n.required = s.Required
+	if len(s.Properties) > 0 {
+		n.props = make(map[string]*fastNode, len(s.Properties))
+		for name, ps := range s.Properties {
+			c := fastCompile(ps, depth+1)
+			if c == nil {
+				return nil
+			}
+			n.props[name] = c
+		}
+	}
+	switch it := s.Items.(type) {
+	case nil:
+	case *jsonschema.Schema:
+		if n.items = fastCompile(it, depth+1); n.items == nil {
+			return nil
+		}
+	default:
+		return nil
+	}
+	return n
+}
+
+// fastCovered reports whether s uses only the keywords the fast path checks
+// (annotations aside).
+func fastCovered(s *jsonschema.Schema) bool {
+	return s.Always == nil && s.Ref == nil && s.RecursiveRef == nil && s.DynamicRef == nil &&
+		len(s.Constant) == 0 && s.Not == nil && len(s.AllOf) == 0 && len(s.AnyOf) == 0 &&
+		len(s.OneOf) == 0 && s.If == nil && s.MinProperties == -1 && s.MaxProperties == -1 &&
+		s.PropertyNames == nil && len(s.PatternProperties) == 0 && len(s.Dependencies) == 0 &&
+		len(s.DependentRequired) == 0 && len(s.DependentSchemas) == 0 &&
+		s.UnevaluatedProperties == nil && s.MinItems == -1 && !s.UniqueItems &&
+		s.AdditionalItems == nil && len(s.PrefixItems) == 0 && s.Items2020 == nil &&
+		s.Contains == nil && s.UnevaluatedItems == nil && s.ContentEncoding == "" &&
+		s.ContentMediaType == "" && s.ContentSchema == nil && s.ExclusiveMinimum == nil &&
+		s.ExclusiveMaximum == nil && s.MultipleOf == nil && len(s.Extensions) == 0
+}
+
+// ratFloat is r as the nearest float64, and whether that is r exactly.
+func ratFloat(r *big.Rat) (float64, bool) {
+	f, exact := r.Float64()
+	return f, exact && !math.IsInf(f, 0)
+}
+
+// Accepts reports whether the v5 schema certainly accepts v, a value as
+// encoding/json decodes into an any. False means "run v5".
+func (f *Fast) Accepts(v any) bool { return f != nil && f.root.accepts(v) }
+
+func (n *fastNode) accepts(v any) bool {
+	switch x := v.(type) {
+	case nil:
+		if n.types != 0 && n.types&fastNull == 0 {
+			return false
+		}
+	case bool:
+		if n.types != 0 && n.types&fastBool == 0 {
+			return false
+		}
+	case float64:
+		if !n.number(x) {
+			return false
+		}
+	case string:
+		if !n.str(x) {
+			return false
+		}
+	case []any:
+		if n.types != 0 && n.types&fastArray == 0 {
+			return false
+		}
+		if n.maxItems >= 0 && len(x) > n.maxItems {
+			return false
+		}
+		if n.items != nil {
+			for _, it := range x {
+				if !n.items.accepts(it) {
+					return false
+				}
+			}
+		}
+	case map[string]any:
+		if n.types != 0 && n.types&fastObject == 0 {
+			return false
+		}
+		for _, r := range n.required {
+			if _, ok := x[r]; !ok {
+				return false
+			}
+		}
+		if n.props != nil || n.closed {
+			for k, mv := range x {
+				p, ok := n.props[k]
+				if !ok {
+					if n.closed {
+						return false
+					}
+					continue
+				}
+				if !p.accepts(mv) {
+					return false
+				}
+			}
+		}
+	default:
+		return false // a Go type v5 would panic on or that decoding never makes
+	}
+	if n.enum != nil && !n.inEnum(v) {
+		return false
+	}
+	if n.format != nil && !n.format(v) {
+		return false
+	}
+	return true
+}
+
+func (n *fastNode) inEnum(v any) bool {
+	switch v.(type) {
+	case string, bool, nil:
+	default:
+		return false
+	}
+	for _, e := range n.enum {
+		if e == v {
+			return true
+		}
+	}
+	return false
+}
+
+// number checks a float64 the way v5 does (which compares exact decimals
+// with big.Rat): a float comparison agrees with it except where the value
+// equals a bound that no float64 holds exactly, which is left to v5.
+func (n *fastNode) number(x float64) bool {
+	if math.IsNaN(x) || math.IsInf(x, 0) {
+		return false
+	}
+	if n.types != 0 && n.types&fastNumber == 0 {
+		// Only "integer" can match a number now: a whole float64 small
+		// enough that its decimal form has no fraction.
+		if n.types&fastInteger == 0 || x != math.Trunc(x) || math.Abs(x) >= 1<<53 {
+			return false
+		}
+	}
+	if n.hasMin && !(x > n.min || (x == n.min && n.minExact)) {
+		return false
+	}
+	if n.hasMax && !(x < n.max || (x == n.max && n.maxExact)) {
+		return false
+	}
+	return true
+}
+
+func (n *fastNode) str(x string) bool {
+	if n.types != 0 && n.types&fastString == 0 {
+		return false
+	}
+	if n.minLen >= 0 || n.maxLen >= 0 {
+		l := utf8.RuneCountInString(x)
+		if (n.minLen >= 0 && l < n.minLen) || (n.maxLen >= 0 && l > n.maxLen) {
+			return false
+		}
+	}
+	if n.pattern != nil && !n.pattern.MatchString(x) {
+		return false
+	}
+	return true
+}
