@@ -111,9 +111,9 @@ func runManifestInit(ctx context.Context, e *env, args []string) int {
 	if err != nil {
 		return failf(e, "manifest init", "connecting to the upstream: %v", err)
 	}
-	defer cs.Close()
 	tools, err := draft.ListTools(ctx, cs)
 	if err != nil {
+		cs.Close()
 		return failf(e, "manifest init", "%v", err)
 	}
 	opts := draft.Options{Entity: *entity, Version: *version, GeneratedAt: now, Source: source}
@@ -121,6 +121,10 @@ func runManifestInit(ctx context.Context, e *env, args []string) int {
 		opts.ServerName = ir.ServerInfo.Name
 		opts.Metadata = map[string]any{"upstream": map[string]any{"name": ir.ServerInfo.Name, "version": ir.ServerInfo.Version}}
 	}
+	// Close before printing: for a command upstream this waits for the
+	// child to exit, and so for its last lines on standard error, which
+	// would otherwise land among the guesses at random.
+	cs.Close()
 	out, guesses, err := draft.Draft(tools, opts)
 	if err != nil {
 		return failf(e, "manifest init", "%v", err)
