@@ -27,8 +27,9 @@ A configuration file is one YAML mapping. Its keys are the flag names
 (manifest, upstream, tls-cert …; a repeatable flag takes a list); a section
 groups flags that share a prefix (tls: {cert: …, key: …} is tls-cert and
 tls-key). The sections enforce: (shadow mode per intent) and notify:
-(webhooks) are checked here; axgate serve refuses to start with them until
-they are applied.
+(approval webhooks) are checked here as far as the file goes; their
+intents are checked against the manifest, and the webhooks' keys read,
+when the command starts.
 
 Precedence, lowest first: the flag's default, the AXGATE_* environment
 variable (AXGATE_TLS_CERT for --tls-cert), the file, the flag on the
@@ -537,22 +538,4 @@ func quoteEmpty(s string) string {
 		return `""`
 	}
 	return s
-}
-
-// refuseUnappliedSections fails when the file has sections the command does
-// not apply yet: serving without the shadow mode or the webhooks the file
-// asks for would surprise whoever wrote it.
-func refuseUnappliedSections(c configured, command string) error {
-	en, no := c.sections()
-	var missing []string
-	if !en.empty() {
-		missing = append(missing, "enforce:")
-	}
-	if !no.empty() {
-		missing = append(missing, "notify:")
-	}
-	if len(missing) == 0 {
-		return nil
-	}
-	return fmt.Errorf("%s: axgate %s does not apply the %s section yet; remove it to serve", c.file.path, command, strings.Join(missing, " and "))
 }

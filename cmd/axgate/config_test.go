@@ -194,11 +194,10 @@ notify:
 		t.Errorf("notify: %+v", cf.Notify)
 	}
 
-	// serve does not apply these sections yet, and says so rather than
-	// serving without them.
+	// serve applies these sections: the webhook's key must be set.
 	_, stderr, code = cli(t, nil, "serve", "--config", p, "--anonymous")
-	if code != exitUsage || !strings.Contains(stderr, "does not apply the enforce: and notify: section yet") {
-		t.Errorf("serve with enforce/notify: exit %d\n%s", code, stderr)
+	if code != exitFail || !strings.Contains(stderr, "secret-env AXGATE_WEBHOOK_SECRET is not set") {
+		t.Errorf("serve with a webhook whose key is unset: exit %d\n%s", code, stderr)
 	}
 
 	if _, stderr, code := cli(t, nil, "config", "check", p, "--command", "lint"); code != exitUsage || !strings.Contains(stderr, "want one of: serve") {

@@ -85,8 +85,9 @@ type serveConfig struct {
 	allowUnbound, allowUnknownParams bool
 	shutdownTimeout, upstreamTimeout time.Duration
 	// enforcerOptions are added to every generation's options (telemetry,
-	// the audit sink): the operations flags' share.
-	enforcerOptions []axgate.Option
+	// the audit sink, shadow mode, webhooks): the operations flags' and
+	// the configuration sections' share. An error fails the load.
+	enforcerOptions func(*manifest.Manifest) ([]axgate.Option, error)
 }
 
 // conditionFlags collects repeated NAME=CEL flags.
@@ -138,9 +139,6 @@ func runServe(ctx context.Context, e *env, args []string) int {
 		fmt.Fprintln(e.stderr, err)
 		return usageError(e, fs, "invalid configuration")
 	}
-	if err := refuseUnappliedSections(conf, "serve"); err != nil {
-		return usageError(e, fs, "%v", err)
-	}
 	c := *cp
 	switch {
 	case len(pos) > 0:
@@ -162,12 +160,12 @@ func runServe(ctx context.Context, e *env, args []string) int {
 	}
 
 	log := slog.New(slog.NewTextHandler(e.stderr, nil))
-	rt, err := startOps(ctx, e, ops, log)
+	rt, err := startOps(ctx, e, ops, conf, log)
 	if err != nil {
 		return failf(e, "serve", "%v", err)
 	}
 	defer rt.close()
-	c.enforcerOptions = rt.enforcerOptions()
+	c.enforcerOptions = rt.enforcerOptions
 	gw, err := newGateway(ctx, c, up, log)
 	if err != nil {
 		return failf(e, "serve", "%v", err)
@@ -401,7 +399,13 @@ func (g *gateway) load() (*loadedManifest, error) {
 	if c.allowUnknownParams {
 		opts = append(opts, axgate.WithUnknownParams())
 	}
-	opts = append(opts, c.enforcerOptions...)
+	if c.enforcerOptions != nil {
+		more, err := c.enforcerOptions(m)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, more...)
+	}
 	enf, err := axgate.New(m, opts...)
 	if err != nil {
 		return nil, err
