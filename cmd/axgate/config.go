@@ -518,7 +518,10 @@ func runConfig(_ context.Context, e *env, args []string) int {
 		}
 	}
 	for _, w := range no.Webhooks {
-		fmt.Fprintf(e.stdout, "  notify  %-18s %s\n", w.Format, w.URL)
+		fmt.Fprintf(e.stdout, "  notify  %-18s %s%s\n", w.Format, webhookShown(w), webhookScope(w))
+	}
+	if !en.empty() || !no.empty() {
+		fmt.Fprintf(e.stdout, "  (the enforce: and notify: intents are checked against the manifest, and the webhooks' keys read, when axgate %s starts)\n", *command)
 	}
 	return exitOK
 }
@@ -538,4 +541,38 @@ func quoteEmpty(s string) string {
 		return `""`
 	}
 	return s
+}
+
+// webhookShown is how config check shows a webhook: its URL, with the path
+// of a Slack incoming webhook hidden (that path is its secret), and where
+// its key is read from (never the key).
+func webhookShown(w webhookConfig) string {
+	shown := redactURL(w.URL)
+	if w.Format == "slack" {
+		if u, err := url.Parse(w.URL); err == nil {
+			shown = u.Scheme + "://" + u.Host + "/…"
+		}
+	}
+	switch {
+	case w.SecretEnv != "":
+		shown += " (key from env " + w.SecretEnv + ")"
+	case w.SecretFile != "":
+		shown += " (key from file " + w.SecretFile + ")"
+	}
+	return shown
+}
+
+// webhookScope says which requests a webhook hears of.
+func webhookScope(w webhookConfig) string {
+	var parts []string
+	if len(w.Tenants) > 0 {
+		parts = append(parts, "tenants "+strings.Join(w.Tenants, ","))
+	}
+	if len(w.Intents) > 0 {
+		parts = append(parts, "intents "+strings.Join(w.Intents, ","))
+	}
+	if len(parts) == 0 {
+		return " for every request"
+	}
+	return " for " + strings.Join(parts, ", ")
 }

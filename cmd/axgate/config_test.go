@@ -171,14 +171,15 @@ notify:
 		"127.0.0.1:8080", "(default)",
 		"enforce order.place", "shadow",
 		"notify  axgate", "https://hooks.example.com/axgate",
-		"notify  slack",
+		"notify  slack", "https://hooks.slack.com/… for intents order.place",
+		"(key from env AXGATE_WEBHOOK_SECRET) for tenants acme",
 		"redis://:xxxxx@redis:6379/0",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("config check output lacks %q:\n%s", want, out)
 		}
 	}
-	if strings.Contains(out, "s3cret") {
+	if strings.Contains(out, "s3cret") || strings.Contains(out, "/services/T/B/X") {
 		t.Errorf("config check printed a password:\n%s", out)
 	}
 	fs, _, _ := serveFlags(&env{stdout: &bytes.Buffer{}, stderr: &bytes.Buffer{}, getenv: func(string) string { return "" }})
