@@ -290,3 +290,36 @@ func TestServeNotifyKeyMissing(t *testing.T) {
 		t.Errorf("exit %d\n%s", code, stderr)
 	}
 }
+
+// TestServeShadowConfigInREADME: the Shadow mode section's example
+// configuration starts serve on a manifest with those actions, and does
+// what its comments say.
+func TestServeShadowConfigInREADME(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, block, ok := strings.Cut(string(data), "<!-- shadow-config:start -->\n```yaml\n")
+	if !ok {
+		t.Fatal("README.md has no shadow-config example")
+	}
+	block, _, _ = strings.Cut(block, "```")
+	pki := newServePKI(t)
+	up := &fakeUpstream{}
+	upSrv := httptest.NewServer(up)
+	defer upSrv.Close()
+	rs := startServe(t, nil, "--config", writeConfig(t, block), "--manifest", approvalsManifest(t), "--upstream", upSrv.URL,
+		"--jwks", pki.jwks, "--listen", "127.0.0.1:0", "--audit", "off")
+	if status, body := post(t, rs.base, "/tools/cart_add_item/call", pki.bearer, `{"product_id":"p-1","quantity":50}`); status != http.StatusOK {
+		t.Errorf(`cart.add_item ("*": shadow) over its maximum: %d %v, want 200`, status, body)
+	}
+	if status, body := post(t, rs.base, "/tools/order_place/call", pki.bearer, `{"cart_id":"c-1"}`); errorCode(body) != "AXAG_CONFIRMATION_MISSING" {
+		t.Errorf("order.place (enforce) without confirmation: %d %v, want AXAG_CONFIRMATION_MISSING", status, body)
+	}
+	if status, body := post(t, rs.base, "/tools/vault_open/call", pki.bearer, `{"vault_id":"v-1"}`); status != http.StatusOK {
+		t.Errorf("vault.open (shadow-force) without confirmation or approval: %d %v, want 200", status, body)
+	}
+	if n := len(up.called()); n != 2 {
+		t.Errorf("upstream got %d calls, want 2: %+v", n, up.called())
+	}
+}

@@ -70,7 +70,9 @@ and the caller's identity elsewhere): the call fails with AXGATE_TOOL_FAILED.
 Every flag can come from a YAML file (--config; its keys are the flag names)
 or an AXGATE_* variable (AXGATE_TLS_CERT for --tls-cert); a flag given here
 wins over the file, the file over the variable. "axgate config check FILE"
-checks a file. The admin server (--admin) serves /metrics, /healthz, /readyz;
+checks a file. The file's enforce: section puts actions in shadow mode (their
+refusals logged, audited as shadow_deny, and the call forwarded), its notify:
+section sends each new approval request to signed webhooks. The admin server (--admin) serves /metrics, /healthz, /readyz;
 OTLP export follows the standard OTEL_* variables; the audit log is one JSON
 line per decision (--audit).`
 
