@@ -60,8 +60,9 @@ type opsRuntime struct {
 	adminLn   net.Listener
 	// enforce is the configuration's enforce: section (shadow mode).
 	enforce enforceSection
-	// routes are the notify: section's webhooks, with their keys read; nil
-	// without webhooks.
+	// notify is the configuration's notify: section; routes are its
+	// webhooks with their keys read (nil without webhooks).
+	notify notifySection
 	routes []axnotify.Route
 	// notifierMu guards notifier, made by the first enforcerOptions (it
 	// needs a manifest) and shared by every later one.
@@ -73,9 +74,8 @@ type opsRuntime struct {
 // and notify: sections, and sets up what they ask for. The caller closes it.
 func startOps(ctx context.Context, e *env, o *opsFlags, conf configured, log *slog.Logger) (*opsRuntime, error) {
 	rt := &opsRuntime{flags: o, log: log}
-	var no notifySection
-	rt.enforce, no = conf.sections()
-	routes, err := notifyRoutes(e, no)
+	rt.enforce, rt.notify = conf.sections()
+	routes, err := notifyRoutes(e, rt.notify)
 	if err != nil {
 		return nil, err
 	}
@@ -127,6 +127,9 @@ func (rt *opsRuntime) enforcerOptions(m *manifest.Manifest) ([]axgate.Option, er
 	if shadow != nil {
 		shadow.Logger = rt.log
 		opts = append(opts, axgate.WithShadow(*shadow))
+	}
+	if err := checkNotifyIntents(rt.notify, m); err != nil {
+		return nil, err
 	}
 	n, err := rt.notifierFor(m)
 	if err != nil {

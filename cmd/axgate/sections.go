@@ -116,3 +116,20 @@ func notifyRoutes(e *env, s notifySection) ([]axnotify.Route, error) {
 	}
 	return routes, nil
 }
+
+// checkNotifyIntents fails when a webhook names an intent m does not
+// declare, naming the webhook as the file does.
+func checkNotifyIntents(s notifySection, m *manifest.Manifest) error {
+	var problems []string
+	for i, w := range s.Webhooks {
+		for _, intent := range w.Intents {
+			if m.Action(intent) == nil {
+				problems = append(problems, fmt.Sprintf("notify.webhooks[%d].intents: the manifest declares no action %q", i, intent))
+			}
+		}
+	}
+	if len(problems) > 0 {
+		return errors.New(strings.Join(problems, "\n"))
+	}
+	return nil
+}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/axgate/axgate/manifest"
 	axnotify "github.com/axgate/axgate/notify"
 )
 
@@ -95,7 +96,8 @@ func TestServeEnforceShadow(t *testing.T) {
 }
 
 // TestServeEnforceCritical: plain shadow for a critical action fails at
-// start with a message naming it and the way out; shadow-force starts.
+// start with a message naming it and the way out, as does an intent of
+// enforce: or of a webhook that the manifest lacks; shadow-force starts.
 func TestServeEnforceCritical(t *testing.T) {
 	pki := newServePKI(t)
 	mpath := approvalsManifest(t)
@@ -106,6 +108,8 @@ func TestServeEnforceCritical(t *testing.T) {
 		{"whole gateway", "enforce: shadow\n", []string{"enforce.*: vault.open is a critical action", "shadow-force"}},
 		{"by intent", "enforce:\n  vault.open: shadow\n", []string{"enforce.vault.open: vault.open is a critical action"}},
 		{"unknown intent", "enforce:\n  vault.opne: shadow\n", []string{`enforce.vault.opne: the manifest declares no action "vault.opne"`}},
+		{"webhook of an unknown intent", "notify:\n  webhooks:\n    - url: https://hooks.example.com/x\n      format: slack\n      intents: [vault.open, vault.shut]\n",
+			[]string{`notify.webhooks[0].intents: the manifest declares no action "vault.shut"`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := writeConfig(t, tc.config)
@@ -321,5 +325,46 @@ func TestServeShadowConfigInREADME(t *testing.T) {
 	}
 	if n := len(up.called()); n != 2 {
 		t.Errorf("upstream got %d calls, want 2: %+v", n, up.called())
+	}
+}
+
+// TestShadowOptionsMapping: how enforce: maps onto ShadowOptions for the
+// actions of a manifest (cart.add_item low, order.place high, vault.open
+// critical).
+func TestShadowOptionsMapping(t *testing.T) {
+	m, err := manifest.LoadFile(filepath.Join("testdata", "serve", "approvals.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name           string
+		intents        map[string]string
+		shadow, forced string // comma-joined; "-" for no WithShadow
+	}{
+		{"empty", nil, "-", ""},
+		{"all enforced", map[string]string{"*": "enforce", "order.place": "enforce"}, "-", ""},
+		{"one intent", map[string]string{"order.place": "shadow"}, "order.place", ""},
+		{"star with exceptions", map[string]string{"*": "shadow", "order.place": "enforce", "vault.open": "enforce"}, "cart.add_item", ""},
+		{"star forced", map[string]string{"*": "shadow-force"}, "cart.add_item,order.place,vault.open", "vault.open"},
+		{"forced by intent", map[string]string{"vault.open": "shadow-force", "cart.add_item": "shadow"}, "cart.add_item,vault.open", "vault.open"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o, err := shadowOptions(enforceSection{Intents: tc.intents}, m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if o == nil {
+				if tc.shadow != "-" {
+					t.Fatalf("no shadow mode, want %s", tc.shadow)
+				}
+				return
+			}
+			if got := strings.Join(o.Intents, ","); got != tc.shadow {
+				t.Errorf("Intents = %s, want %s", got, tc.shadow)
+			}
+			if got := strings.Join(o.ForceIntents, ","); got != tc.forced || o.Force {
+				t.Errorf("ForceIntents = %s (Force %v), want %s", got, o.Force, tc.forced)
+			}
+		})
 	}
 }
