@@ -21,6 +21,11 @@ type ShadowOptions struct {
 	// Force allows shadow mode for actions whose risk_level is critical,
 	// which New refuses otherwise.
 	Force bool
+	// ForceIntents allows shadow mode for these critical actions only, as
+	// Force does for all (a configuration's shadow-force, per intent). New
+	// fails on an intent the manifest does not declare or that is not in
+	// shadow mode.
+	ForceIntents []string
 	// Logger receives one Warn record "axgate shadow refusal" per refusal
 	// shadow mode lets pass (slog.Default() when nil).
 	Logger *slog.Logger
@@ -56,6 +61,7 @@ const ShadowMessage = "axgate shadow refusal"
 // one.
 func WithShadow(o ShadowOptions) Option {
 	o.Intents = slices.Clone(o.Intents)
+	o.ForceIntents = slices.Clone(o.ForceIntents)
 	return func(c *config) { c.shadow = &o }
 }
 
@@ -86,8 +92,13 @@ func (e *Enforcer) shadowActions() (map[*manifest.Action]bool, error) {
 	set := make(map[*manifest.Action]bool, len(actions))
 	for _, a := range actions {
 		set[a] = true
-		if a.RiskLevel == manifest.RiskCritical {
+		if a.RiskLevel == manifest.RiskCritical && !slices.Contains(o.ForceIntents, a.Intent) {
 			critical = append(critical, a.Intent)
+		}
+	}
+	for _, intent := range o.ForceIntents {
+		if a := e.m.Action(intent); a == nil || !set[a] {
+			return nil, fmt.Errorf("shadow mode: ForceIntents names %s, which is not an action in shadow mode", intent)
 		}
 	}
 	if len(critical) > 0 && !o.Force {

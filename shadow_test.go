@@ -271,6 +271,8 @@ func TestShadowRefusedAtNew(t *testing.T) {
 		{"whole enforcer", axgate.ShadowOptions{}, "vault.open"},
 		{"critical intent", axgate.ShadowOptions{Intents: []string{"vault.open"}}, "Force"},
 		{"unknown intent", axgate.ShadowOptions{Intents: []string{"order.refnud"}}, "order.refnud"},
+		{"forced intent not shadowed", axgate.ShadowOptions{Intents: []string{"order.refund"}, ForceIntents: []string{"vault.open"}}, "vault.open"},
+		{"whole enforcer, critical not forced", axgate.ShadowOptions{ForceIntents: []string{"order.refund"}}, "vault.open"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := axgate.New(m, axgate.WithShadow(tc.o))
@@ -282,6 +284,11 @@ func TestShadowRefusedAtNew(t *testing.T) {
 	e, err := axgate.New(m, axgate.WithShadow(axgate.ShadowOptions{Intents: []string{"vault.open"}, Force: true}))
 	if err != nil {
 		t.Fatalf("forced shadow of a critical action: %v", err)
+	}
+	e.Close()
+	e, err = axgate.New(m, axgate.WithShadow(axgate.ShadowOptions{ForceIntents: []string{"vault.open"}}))
+	if err != nil {
+		t.Fatalf("shadow of every action, the critical one forced by intent: %v", err)
 	}
 	e.Close()
 }

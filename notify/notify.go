@@ -203,11 +203,38 @@ func orDefault[T int | time.Duration](v, d T) T {
 // ErrDropped when the queue was full for some endpoint (the others are
 // still sent), nil when every delivery was queued or no route matches.
 func (n *Notifier) ApprovalRequested(_ context.Context, req gates.ApprovalRequest) error {
+	return n.notify(n.o.Manifest, req)
+}
+
+// For returns a gates.Notifier that describes requests with m, for the
+// enforcer of another manifest (a reloaded one). It shares n's routes,
+// queue and workers: a reload loses no delivery. Closing n closes it too.
+// For fails when a route names an intent m does not declare.
+func (n *Notifier) For(m *manifest.Manifest) (gates.Notifier, error) {
+	if m == nil {
+		return nil, errors.New("notify: no manifest")
+	}
+	var errs []error
+	for i, r := range n.routes {
+		if r.Intent != "" && m.Action(r.Intent) == nil {
+			errs = append(errs, fmt.Errorf("route %d: the manifest declares no action %q", i, r.Intent))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("notify: %w", err)
+	}
+	return gates.NotifierFunc(func(_ context.Context, req gates.ApprovalRequest) error {
+		return n.notify(m, req)
+	}), nil
+}
+
+// notify queues the notification of req, described with m.
+func (n *Notifier) notify(m *manifest.Manifest, req gates.ApprovalRequest) error {
 	eps := n.match(req.Tenant, req.Intent)
 	if len(eps) == 0 {
 		return nil
 	}
-	p := n.payload(req)
+	p := n.payload(m, req)
 	var dropped error
 	for _, ep := range eps {
 		body, err := encode(p, ep.Format)
@@ -270,7 +297,7 @@ func (n *Notifier) match(tenant, intent string) []Endpoint {
 }
 
 // payload describes req with what the manifest says of its action.
-func (n *Notifier) payload(req gates.ApprovalRequest) Payload {
+func (n *Notifier) payload(m *manifest.Manifest, req gates.ApprovalRequest) Payload {
 	p := Payload{
 		Type: EventApprovalRequested, RequestID: req.ID, Tenant: req.Tenant, Intent: req.Intent,
 		Tool: req.Tool, Requester: req.Requester, ApprovalsNeeded: req.Count,
@@ -278,7 +305,7 @@ func (n *Notifier) payload(req gates.ApprovalRequest) Payload {
 		CreatedAt: req.CreatedAt, ExpiresAt: req.ExpiresAt, Coalesced: req.Coalesced,
 		SideEffects: []string{}, RiskLevel: string(manifest.RiskNone),
 	}
-	if a := n.o.Manifest.Action(req.Intent); a != nil {
+	if a := m.Action(req.Intent); a != nil {
 		if a.RiskLevel != "" {
 			p.RiskLevel = string(a.RiskLevel)
 		}

@@ -429,3 +429,47 @@ func TestGateReportsDroppedNotification(t *testing.T) {
 		t.Errorf("stats = %+v; want 1 dropped", s)
 	}
 }
+
+// For describes a request with the manifest it is given (a reloaded one),
+// through the same queue; it refuses a manifest that lacks a route's
+// intent, and Close of the notifier closes it too.
+func TestForAnotherManifest(t *testing.T) {
+	rcv := newReceiver(t)
+	n := newNotifier(t, notify.Options{Routes: []notify.Route{{Intent: "payout.send", Endpoints: []notify.Endpoint{{URL: rcv.URL, Secret: secret}}}}})
+	v2, err := manifest.Parse([]byte(strings.Replace(testManifest, `"risk_level": "low"`, `"risk_level": "high"`, 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	view, err := n.For(v2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := view.ApprovalRequested(context.Background(), request("r-1", "", "payout.send", `{"amount":5,"to":"bob"}`)); err != nil {
+		t.Fatal(err)
+	}
+	var p notify.Payload
+	if err := json.Unmarshal(rcv.next(t).body, &p); err != nil {
+		t.Fatal(err)
+	}
+	if p.RiskLevel != "high" || p.Message != "Send 5 to bob?" {
+		t.Errorf("payload described with the first manifest, not For's: %+v", p)
+	}
+
+	without, err := manifest.Parse([]byte(`{"version": "1.0.0", "actions": [
+    {"intent": "user.delete", "entity": "user", "action_type": "delete", "description": "Delete a user",
+     "required_parameters": [{"name": "id", "type": "string"}], "risk_level": "medium"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.For(without); err == nil || !strings.Contains(err.Error(), `"payout.send"`) {
+		t.Errorf("For(a manifest without payout.send) = %v, want an error naming it", err)
+	}
+	if _, err := n.For(nil); err == nil {
+		t.Error("For(nil) succeeded")
+	}
+
+	n.Close()
+	if err := view.ApprovalRequested(context.Background(), request("r-2", "", "payout.send", `{"amount":5,"to":"bob"}`)); !errors.Is(err, notify.ErrClosed) {
+		t.Errorf("after Close: %v, want ErrClosed", err)
+	}
+}

@@ -27,8 +27,9 @@ A configuration file is one YAML mapping. Its keys are the flag names
 (manifest, upstream, tls-cert …; a repeatable flag takes a list); a section
 groups flags that share a prefix (tls: {cert: …, key: …} is tls-cert and
 tls-key). The sections enforce: (shadow mode per intent) and notify:
-(webhooks) are checked here; axgate serve refuses to start with them until
-they are applied.
+(approval webhooks) are checked here as far as the file goes; their
+intents are checked against the manifest, and the webhooks' keys read,
+when the command starts.
 
 Precedence, lowest first: the flag's default, the AXGATE_* environment
 variable (AXGATE_TLS_CERT for --tls-cert), the file, the flag on the
@@ -517,7 +518,10 @@ func runConfig(_ context.Context, e *env, args []string) int {
 		}
 	}
 	for _, w := range no.Webhooks {
-		fmt.Fprintf(e.stdout, "  notify  %-18s %s\n", w.Format, w.URL)
+		fmt.Fprintf(e.stdout, "  notify  %-18s %s%s\n", w.Format, webhookShown(w), webhookScope(w))
+	}
+	if !en.empty() || !no.empty() {
+		fmt.Fprintf(e.stdout, "  (the enforce: and notify: intents are checked against the manifest, and the webhooks' keys read, when axgate %s starts)\n", *command)
 	}
 	return exitOK
 }
@@ -539,20 +543,36 @@ func quoteEmpty(s string) string {
 	return s
 }
 
-// refuseUnappliedSections fails when the file has sections the command does
-// not apply yet: serving without the shadow mode or the webhooks the file
-// asks for would surprise whoever wrote it.
-func refuseUnappliedSections(c configured, command string) error {
-	en, no := c.sections()
-	var missing []string
-	if !en.empty() {
-		missing = append(missing, "enforce:")
+// webhookShown is how config check shows a webhook: its URL, with the path
+// of a Slack incoming webhook hidden (that path is its secret), and where
+// its key is read from (never the key).
+func webhookShown(w webhookConfig) string {
+	shown := redactURL(w.URL)
+	if w.Format == "slack" {
+		if u, err := url.Parse(w.URL); err == nil {
+			shown = u.Scheme + "://" + u.Host + "/…"
+		}
 	}
-	if !no.empty() {
-		missing = append(missing, "notify:")
+	switch {
+	case w.SecretEnv != "":
+		shown += " (key from env " + w.SecretEnv + ")"
+	case w.SecretFile != "":
+		shown += " (key from file " + w.SecretFile + ")"
 	}
-	if len(missing) == 0 {
-		return nil
+	return shown
+}
+
+// webhookScope says which requests a webhook hears of.
+func webhookScope(w webhookConfig) string {
+	var parts []string
+	if len(w.Tenants) > 0 {
+		parts = append(parts, "tenants "+strings.Join(w.Tenants, ","))
 	}
-	return fmt.Errorf("%s: axgate %s does not apply the %s section yet; remove it to serve", c.file.path, command, strings.Join(missing, " and "))
+	if len(w.Intents) > 0 {
+		parts = append(parts, "intents "+strings.Join(w.Intents, ","))
+	}
+	if len(parts) == 0 {
+		return " for every request"
+	}
+	return " for " + strings.Join(parts, ", ")
 }

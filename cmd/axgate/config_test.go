@@ -171,14 +171,15 @@ notify:
 		"127.0.0.1:8080", "(default)",
 		"enforce order.place", "shadow",
 		"notify  axgate", "https://hooks.example.com/axgate",
-		"notify  slack",
+		"notify  slack", "https://hooks.slack.com/… for intents order.place",
+		"(key from env AXGATE_WEBHOOK_SECRET) for tenants acme",
 		"redis://:xxxxx@redis:6379/0",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("config check output lacks %q:\n%s", want, out)
 		}
 	}
-	if strings.Contains(out, "s3cret") {
+	if strings.Contains(out, "s3cret") || strings.Contains(out, "/services/T/B/X") {
 		t.Errorf("config check printed a password:\n%s", out)
 	}
 	fs, _, _ := serveFlags(&env{stdout: &bytes.Buffer{}, stderr: &bytes.Buffer{}, getenv: func(string) string { return "" }})
@@ -194,11 +195,10 @@ notify:
 		t.Errorf("notify: %+v", cf.Notify)
 	}
 
-	// serve does not apply these sections yet, and says so rather than
-	// serving without them.
+	// serve applies these sections: the webhook's key must be set.
 	_, stderr, code = cli(t, nil, "serve", "--config", p, "--anonymous")
-	if code != exitUsage || !strings.Contains(stderr, "does not apply the enforce: and notify: section yet") {
-		t.Errorf("serve with enforce/notify: exit %d\n%s", code, stderr)
+	if code != exitFail || !strings.Contains(stderr, "secret-env AXGATE_WEBHOOK_SECRET is not set") {
+		t.Errorf("serve with a webhook whose key is unset: exit %d\n%s", code, stderr)
 	}
 
 	if _, stderr, code := cli(t, nil, "config", "check", p, "--command", "lint"); code != exitUsage || !strings.Contains(stderr, "want one of: serve") {

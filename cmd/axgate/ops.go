@@ -7,9 +7,13 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/axgate/axgate"
+	"github.com/axgate/axgate/gates"
+	"github.com/axgate/axgate/manifest"
+	axnotify "github.com/axgate/axgate/notify"
 )
 
 // opsFlags are the flags of running a gateway in production, shared by the
@@ -54,12 +58,28 @@ type opsRuntime struct {
 	tls       *tlsReloader // nil without --tls-cert
 	admin     *http.Server // nil without --admin
 	adminLn   net.Listener
+	// enforce is the configuration's enforce: section (shadow mode).
+	enforce enforceSection
+	// notify is the configuration's notify: section; routes are its
+	// webhooks with their keys read (nil without webhooks).
+	notify notifySection
+	routes []axnotify.Route
+	// notifierMu guards notifier, made by the first enforcerOptions (it
+	// needs a manifest) and shared by every later one.
+	notifierMu sync.Mutex
+	notifier   *axnotify.Notifier
 }
 
-// startOps checks the operations flags and sets up what they ask for. The
-// caller closes it.
-func startOps(ctx context.Context, e *env, o *opsFlags, log *slog.Logger) (*opsRuntime, error) {
+// startOps checks the operations flags and the configuration's enforce:
+// and notify: sections, and sets up what they ask for. The caller closes it.
+func startOps(ctx context.Context, e *env, o *opsFlags, conf configured, log *slog.Logger) (*opsRuntime, error) {
 	rt := &opsRuntime{flags: o, log: log}
+	rt.enforce, rt.notify = conf.sections()
+	routes, err := notifyRoutes(e, rt.notify)
+	if err != nil {
+		return nil, err
+	}
+	rt.routes = routes
 	switch {
 	case (o.tlsCert == "") != (o.tlsKey == ""):
 		return nil, errors.New("give --tls-cert and --tls-key together")
@@ -89,16 +109,63 @@ func startOps(ctx context.Context, e *env, o *opsFlags, log *slog.Logger) (*opsR
 	return rt, nil
 }
 
-// enforcerOptions are the options every enforcer of the process gets: its
-// telemetry providers (when the SDK is installed) and its audit log.
-func (rt *opsRuntime) enforcerOptions() []axgate.Option {
+// enforcerOptions are the options every enforcer of the process gets, for
+// the manifest m it enforces: its telemetry providers (when the SDK is
+// installed), its audit log, the shadow mode of the enforce: section and
+// the webhooks of the notify: section. It fails when the configuration does
+// not fit m (an intent m does not declare, shadow mode for a critical
+// action): a reload then keeps the enforcer in use.
+func (rt *opsRuntime) enforcerOptions(m *manifest.Manifest) ([]axgate.Option, error) {
 	var opts []axgate.Option
 	if tc, ok := rt.telemetry.config(); ok {
 		opts = append(opts, axgate.WithTelemetry(tc))
 	}
+	shadow, err := shadowOptions(rt.enforce, m)
+	if err != nil {
+		return nil, err
+	}
+	if shadow != nil {
+		shadow.Logger = rt.log
+		opts = append(opts, axgate.WithShadow(*shadow))
+	}
+	if err := checkNotifyIntents(rt.notify, m); err != nil {
+		return nil, err
+	}
+	n, err := rt.notifierFor(m)
+	if err != nil {
+		return nil, err
+	}
+	if n != nil {
+		// The approval workflow's other settings keep their defaults.
+		opts = append(opts, axgate.WithApprovals(axgate.ApprovalOptions{Notifier: n}))
+	}
 	// After serve's own WithLogger: the audit goes where --audit says, and
 	// nowhere with off.
-	return append(opts, axgate.WithLogger(rt.audit.logger))
+	return append(opts, axgate.WithLogger(rt.audit.logger)), nil
+}
+
+// notifierFor returns the notifier of the enforcer of m (nil without
+// webhooks). Every manifest shares one queue, closed by close: a reload
+// drops no delivery in flight.
+func (rt *opsRuntime) notifierFor(m *manifest.Manifest) (gates.Notifier, error) {
+	if len(rt.routes) == 0 {
+		return nil, nil
+	}
+	rt.notifierMu.Lock()
+	defer rt.notifierMu.Unlock()
+	if rt.notifier != nil {
+		return rt.notifier.For(m)
+	}
+	o := axnotify.Options{Routes: rt.routes, Manifest: m, Logger: rt.log}
+	if rt.telemetry != nil && rt.telemetry.mp != nil {
+		o.MeterProvider = rt.telemetry.mp
+	}
+	n, err := axnotify.New(o)
+	if err != nil {
+		return nil, err
+	}
+	rt.notifier = n
+	return n, nil
 }
 
 // scheme is the URL scheme of the gateway's listener.
@@ -146,6 +213,13 @@ func (rt *opsRuntime) close() {
 			rt.log.Warn("axgate: telemetry flush", "err", err)
 		}
 	}
+	rt.notifierMu.Lock()
+	if rt.notifier != nil {
+		// Deliveries still queued are dropped, and counted.
+		_ = rt.notifier.Close()
+		rt.notifier = nil
+	}
+	rt.notifierMu.Unlock()
 	if rt.audit != nil {
 		if err := rt.audit.close(ctx); err != nil {
 			rt.log.Warn("axgate: audit close", "err", err)

@@ -68,7 +68,9 @@ and the caller's identity elsewhere): the call fails with AXGATE_TOOL_FAILED.
 Every flag can come from a YAML file (--config; its keys are the flag names)
 or an AXGATE_* variable (AXGATE_TLS_CERT for --tls-cert); a flag given here
 wins over the file, the file over the variable. "axgate config check FILE"
-checks a file. The admin server (--admin) serves /metrics, /healthz, /readyz;
+checks a file. The file's enforce: section puts actions in shadow mode (their
+refusals logged, audited as shadow_deny, and the call forwarded), its notify:
+section sends each new approval request to signed webhooks. The admin server (--admin) serves /metrics, /healthz, /readyz;
 OTLP export follows the standard OTEL_* variables; the audit log is one JSON
 line per decision (--audit).`
 
@@ -78,8 +80,9 @@ type serveConfig struct {
 	manifest, upstream, listen       string
 	shutdownTimeout, upstreamTimeout time.Duration
 	// enforcerOptions are added to every generation's options (telemetry,
-	// the audit sink): the operations flags' share.
-	enforcerOptions []axgate.Option
+	// the audit sink, shadow mode, webhooks): the operations flags' and
+	// the configuration sections' share. An error fails the load.
+	enforcerOptions func(*manifest.Manifest) ([]axgate.Option, error)
 }
 
 // conditionFlags collects repeated NAME=CEL flags.
@@ -121,9 +124,6 @@ func runServe(ctx context.Context, e *env, args []string) int {
 		fmt.Fprintln(e.stderr, err)
 		return usageError(e, fs, "invalid configuration")
 	}
-	if err := refuseUnappliedSections(conf, "serve"); err != nil {
-		return usageError(e, fs, "%v", err)
-	}
 	c := *cp
 	switch {
 	case len(pos) > 0:
@@ -141,12 +141,12 @@ func runServe(ctx context.Context, e *env, args []string) int {
 	}
 
 	log := slog.New(slog.NewTextHandler(e.stderr, nil))
-	rt, err := startOps(ctx, e, ops, log)
+	rt, err := startOps(ctx, e, ops, conf, log)
 	if err != nil {
 		return failf(e, "serve", "%v", err)
 	}
 	defer rt.close()
-	c.enforcerOptions = rt.enforcerOptions()
+	c.enforcerOptions = rt.enforcerOptions
 	gw, err := newGateway(ctx, c, up, log)
 	if err != nil {
 		return failf(e, "serve", "%v", err)
@@ -293,7 +293,13 @@ func (g *gateway) load() (*loadedManifest, error) {
 	if err != nil {
 		return nil, err
 	}
-	opts = append(opts, c.enforcerOptions...)
+	if c.enforcerOptions != nil {
+		more, err := c.enforcerOptions(m)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, more...)
+	}
 	enf, err := axgate.New(m, opts...)
 	if err != nil {
 		return nil, err
