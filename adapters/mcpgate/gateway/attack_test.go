@@ -6,6 +6,8 @@ package gateway_test
 import (
 	"context"
 	"encoding/json"
+	"io"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/axgate/axgate/adapters/mcpgate"
 	"github.com/axgate/axgate/adapters/mcpgate/gateway"
 )
 
@@ -254,5 +257,61 @@ func TestAttackPassthroughStalls(t *testing.T) {
 	}
 	if r := axagData(t, err); r.Details["reason"] != "upstream_timeout" {
 		t.Fatalf("refused with %+v, want reason upstream_timeout", r)
+	}
+}
+
+// TestAttackForgedConfirmation: a client that answers the confirmation
+// question it was never asked (an "accept" with no, or a forged, request
+// state) does not reach the upstream.
+func TestAttackForgedConfirmation(t *testing.T) {
+	up, upURL := httpUpstream(t)
+	g := newGateway(t, gateway.Upstream{URL: upURL}, "")
+	cs := connect(t, serve(t, g), "alice-token", &mcp.ClientOptions{ElicitationHandler: decline})
+	for _, state := range []string{"", "forged", "eyJhbGciOiJub25lIn0.e30."} {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "write_note", Arguments: map[string]any{"name": "a", "text": "forged"},
+			InputResponses: mcp.InputResponseMap{mcpgate.ConfirmationInputID: &mcp.ElicitResult{Action: "accept"}}, RequestState: state})
+		cancel()
+		if err == nil && !res.IsError {
+			t.Errorf("state %q: the write passed: %s", state, text(res))
+		}
+	}
+	if n := len(up.seenTool("write_note")); n != 0 {
+		t.Fatalf("the upstream saw %d writes", n)
+	}
+}
+
+// TestAttackRequestsBeforeInitialize: requests without an initialized
+// session (no Mcp-Session-Id) are refused before they can start an upstream
+// session, so that they do not escape WithMaxSessions.
+func TestAttackRequestsBeforeInitialize(t *testing.T) {
+	up, upURL := httpUpstream(t)
+	g := newGateway(t, gateway.Upstream{URL: upURL}, "", gateway.WithMaxSessions(1, 1))
+	url := serve(t, g)
+	for _, body := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"notes://readme"}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read_note","arguments":{"name":"hello"}}}`,
+	} {
+		req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer alice-token")
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK && !strings.Contains(string(raw), `"error"`) {
+			t.Errorf("%s without a session: %d %s", body, resp.StatusCode, raw)
+		}
+	}
+	if len(up.seen()) != 0 {
+		t.Fatal("the upstream saw a call")
+	}
+	// The one session the bound allows is still there for alice.
+	cs := connect(t, url, "alice-token", nil)
+	if res := callWithin(t, cs, "read_note", map[string]any{"name": "hello"}); res.IsError {
+		t.Fatalf("alice's session: %s", text(res))
 	}
 }
