@@ -90,7 +90,10 @@
 //   - the wait for a tools/call, WithCallTimeout (reason upstream_timeout),
 //     and the calls in flight per session and per caller,
 //     WithMaxCallsPerSession and WithMaxCallsPerPrincipal (reason
-//     too_many_calls);
+//     too_many_calls); the requests passed through to the upstream
+//     (resources, prompts, completions, logging/setLevel, subscriptions)
+//     count as calls and time out the same way, refused as JSON-RPC errors
+//     with the AXAG envelope in their data;
 //   - the upstream's tools/list, WithMaxUpstreamTools, and its requests to
 //     a client awaiting an answer, WithMaxPendingUpstreamRequests;
 //   - re-lists after list_changed, WithRelistInterval;

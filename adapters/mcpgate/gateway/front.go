@@ -118,31 +118,58 @@ func (f *front) receive(next mcp.MethodHandler) mcp.MethodHandler {
 			if f.g.cfg.toolsOnly {
 				return nil, notFound(method)
 			}
-			cs, err := f.g.linkFor(f, ss).session(ctx)
-			if err != nil {
-				return nil, mcpgate.JSONRPCError(unavailable(""))
-			}
-			if err := forwardAck(ctx, cs, req); err != nil {
-				return nil, upstreamRPCError(err)
+			if _, err := f.toUpstream(ctx, ss, func(ctx context.Context, cs *mcp.ClientSession) (mcp.Result, error) {
+				return nil, forwardAck(ctx, cs, req)
+			}); err != nil {
+				return nil, err
 			}
 		default:
 			if pass, ok := passthrough[method]; ok {
 				if f.g.cfg.toolsOnly {
 					return nil, notFound(method)
 				}
-				cs, err := f.g.linkFor(f, ss).session(ctx)
-				if err != nil {
-					return nil, mcpgate.JSONRPCError(unavailable(""))
-				}
-				res, err := pass(ctx, cs, req)
-				if err != nil {
-					return nil, upstreamRPCError(err)
-				}
-				return res, nil
+				return f.toUpstream(ctx, ss, func(ctx context.Context, cs *mcp.ClientSession) (mcp.Result, error) {
+					return pass(ctx, cs, req)
+				})
 			}
 		}
 		return next(ctx, method, req)
 	}
+}
+
+// toUpstream forwards a request that is not a tool call to the session's
+// upstream, within the bounds of a tool call: it counts against the calls
+// in flight of the session and of the caller (WithMaxCallsPerSession,
+// WithMaxCallsPerPrincipal) and waits for the upstream at most
+// WithCallTimeout. Without them one caller could keep any number of
+// resources/read (or prompts/get, completion/complete…) waiting on a slow
+// upstream, each with its goroutine and upstream connection, and exhaust
+// what the other callers share.
+func (f *front) toUpstream(ctx context.Context, ss *mcp.ServerSession, do func(context.Context, *mcp.ClientSession) (mcp.Result, error)) (mcp.Result, error) {
+	l := f.g.linkFor(f, ss)
+	if !l.calls.take() {
+		return nil, mcpgate.JSONRPCError(tooManyCalls("", "this session", f.g.cfg.maxCallsPerSession))
+	}
+	defer l.calls.put()
+	key, ok := f.g.takeCall(ss)
+	if !ok {
+		return nil, mcpgate.JSONRPCError(tooManyCalls("", "this caller", f.g.cfg.maxCallsPerPrincipal))
+	}
+	defer f.g.putCall(key)
+	cs, err := l.session(ctx)
+	if err != nil {
+		return nil, mcpgate.JSONRPCError(unavailable(""))
+	}
+	ctx, cancel := context.WithTimeout(ctx, f.g.cfg.callTimeout)
+	defer cancel()
+	res, err := do(ctx, cs)
+	if err != nil {
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return nil, mcpgate.JSONRPCError(callTimedOut("", f.g.cfg.callTimeout))
+		}
+		return nil, upstreamRPCError(err)
+	}
+	return res, nil
 }
 
 func notFound(method string) error {
