@@ -15,9 +15,13 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/modelcontextprotocol/go-sdk/oauthex"
 
+	"github.com/axgate/axgate"
 	"github.com/axgate/axgate/adapters/mcpgate"
 	"github.com/axgate/axgate/adapters/mcpgate/gateway"
+	"github.com/axgate/axgate/manifest"
+	"github.com/axgate/axgate/middleware"
 )
 
 // TestAttackPinChangedDuringConfirmation: the upstream changes a pinned
@@ -313,5 +317,73 @@ func TestAttackRequestsBeforeInitialize(t *testing.T) {
 	cs := connect(t, url, "alice-token", nil)
 	if res := callWithin(t, cs, "read_note", map[string]any{"name": "hello"}); res.IsError {
 		t.Fatalf("alice's session: %s", text(res))
+	}
+}
+
+// TestAttackPinChangedDuringChain: the upstream changes a pinned tool (and
+// says so) while the chain is still deciding a call of it, after the
+// gateway's checks before the chain have passed. The call must not reach
+// the changed tool: the gateway looks again right before it forwards.
+func TestAttackPinChangedDuringChain(t *testing.T) {
+	up, upURL := httpUpstream(t)
+	m, err := manifest.ParseJSON(manifestFor(t, pinOf(t, upURL, "write_note")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A stage at the end of the chain's checks stands for a slow gate: it
+	// lets the upstream change the tool and waits until the gateway knows.
+	pulled, changed := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	slowGate := middleware.Stage{Name: "slow", Interceptor: func(ctx context.Context, c *middleware.Call, next middleware.Invoker) (middleware.Result, error) {
+		if c.Tool == "write_note" {
+			once.Do(func() {
+				up.rugPull()
+				close(pulled)
+				select {
+				case <-changed:
+				case <-time.After(20 * time.Second):
+				}
+			})
+		}
+		return next.Invoke(ctx, c)
+	}}
+	enf, err := axgate.New(m, axgate.WithPreExecution(func(std []middleware.Stage) []middleware.Stage {
+		return append(std, slowGate)
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { enf.Close() })
+	g, err := gateway.New(enf, gateway.Upstream{URL: upURL},
+		gateway.WithBearer(authenticate, &oauthex.ProtectedResourceMetadata{
+			Resource: "https://gw.example.com/mcp", AuthorizationServers: []string{"https://id.example.com"},
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Close() })
+	url := serve(t, g)
+	cs := connect(t, url, "alice-token", &mcp.ClientOptions{ElicitationHandler: accept})
+	watcher := connect(t, url, "bob-token", nil)
+	go func() {
+		defer close(changed)
+		<-pulled
+		for end := time.Now().Add(20 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+			res, err := watcher.ListTools(context.Background(), nil)
+			if err != nil {
+				return
+			}
+			if !slices.ContainsFunc(res.Tools, func(tl *mcp.Tool) bool { return tl.Name == "write_note" }) {
+				return
+			}
+		}
+	}()
+	res := callWithin(t, cs, "write_note", map[string]any{"name": "a", "text": "during"})
+	if !res.IsError {
+		t.Fatalf("a call decided while the tool changed reached the changed tool: %s", text(res))
+	}
+	wantRefusal(t, res, "AXGATE_TOOL_CHANGED", "upstream_changed")
+	if n := len(up.seenTool("write_note")); n != 0 {
+		t.Fatalf("the changed upstream tool was called %d times", n)
 	}
 }

@@ -286,6 +286,20 @@ func (g *Gateway) forward(ctx context.Context, call *middleware.Call) (middlewar
 	if cs == nil {
 		return middleware.Result{}, unavailable(call.Intent())
 	}
+	// A last look before the call leaves: the chain may have run a while
+	// since callTool checked (a slow store, a precondition), and a
+	// list_changed that arrived meanwhile must not let a tool that changed
+	// through. The upstream can still change after this; nothing a gateway
+	// does closes that, but what it already knows it enforces.
+	wctx, wcancel := context.WithTimeout(ctx, g.cfg.callTimeout)
+	err := ob.link.awaitFresh(wctx)
+	wcancel()
+	if err != nil {
+		return middleware.Result{}, unverified(call.Intent())
+	}
+	if g.isChanged(call.Tool) && call.Action != nil {
+		return middleware.Result{}, toolChanged(call.Action)
+	}
 	canon, err := call.CanonicalArguments()
 	if err != nil {
 		return middleware.Result{}, err
