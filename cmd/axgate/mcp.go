@@ -79,7 +79,17 @@ upstream's elicitation and sampling requests) passes through unchanged;
 SIGINT or SIGTERM stop the gateway: no new connections, calls in flight
 finish (up to --shutdown-timeout), then every upstream session closes and
 every child process stops. The manifest is read once: restart the gateway to
-change it.`
+change it. SIGHUP re-reads the TLS files.
+
+Every flag can come from a YAML file (--config; its keys are the flag names)
+or an AXGATE_* variable; a flag given here wins over the file, the file over
+the variable ("axgate config check FILE --command mcp" checks a file).
+--tls-cert and --tls-key serve /mcp and --human over HTTPS. The admin server
+(--admin) serves /metrics, /healthz and /readyz (which fails while the
+--upstream-url's host or Redis is unreachable); OTLP export follows the
+standard OTEL_* variables; the audit log is one JSON line per decision
+(--audit; never stdout with --stdio, whose standard output is the
+protocol's).`
 
 // mcpConfig is what the flags of mcp say.
 type mcpConfig struct {
