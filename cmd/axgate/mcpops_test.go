@@ -4,9 +4,11 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -222,5 +224,51 @@ func TestMCPOpsUsage(t *testing.T) {
 	_, stderr, code = cli(t, nil, "mcp", "--config", writeConfig(t, "enforce: shadow\n"), "--manifest", echoManifest, "--upstream-url", "http://127.0.0.1:1/mcp", "--anonymous")
 	if code != exitUsage || !strings.Contains(stderr, "does not apply the enforce: section") {
 		t.Errorf("mcp with enforce: exit %d\n%s", code, stderr)
+	}
+}
+
+// TestMCPStdioOps: with --stdio (standard output is the protocol) the
+// admin server and the audit still work: the audit lines go to standard
+// error, the client sees only protocol messages, and /metrics counts the
+// calls.
+func TestMCPStdioOps(t *testing.T) {
+	upURL, _ := newEchoUpstream(t)
+	cmd := exec.Command(os.Args[0], "mcp", "--stdio", "--manifest", echoManifest, "--upstream-url", upURL,
+		"--local-user", "alice", "--admin", "127.0.0.1:0")
+	cmd.Env = append(os.Environ(), testAs+"=axgate")
+	pr, pw := io.Pipe()
+	cmd.Stderr = pw
+	log := newLineWatcher(pr)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "desktop", Version: "v1"}, nil).Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, log.all())
+	}
+	defer pw.Close()
+	defer cs.Close()
+	admin := adminURL(t, log)
+	if res := callTool(t, cs, "say", map[string]any{"text": "stdio-secret", "times": 1}); res.IsError {
+		t.Fatalf("allowed call: %s", resultText(res))
+	}
+	refused(t, callTool(t, cs, "say", map[string]any{"text": "stdio-secret", "times": 7}), "AXAG_OUT_OF_RANGE", "")
+
+	line := log.waitFor(t, `"code":"AXAG_OUT_OF_RANGE"`)
+	var rec map[string]any
+	if err := json.Unmarshal([]byte(line), &rec); err != nil || rec["decision"] != "deny" {
+		t.Errorf("audit line on standard error: %q (%v)", line, err)
+	}
+	if strings.Contains(log.all(), "stdio-secret") {
+		t.Errorf("an argument value reached standard error:\n%s", log.all())
+	}
+	counts := map[string]float64{}
+	for _, m := range scrape(t, admin)["axag_decisions_total"].GetMetric() {
+		counts[label(m, "axag_decision")+" "+label(m, "axag_error_code")] += m.GetCounter().GetValue()
+	}
+	if counts["allow "] != 1 || counts["deny AXAG_OUT_OF_RANGE"] != 1 {
+		t.Errorf("axag_decisions_total: %v", counts)
+	}
+	// AXGATE_AUDIT=stdout is refused with --stdio as the flag is.
+	if _, stderr, code := cli(t, map[string]string{"AXGATE_AUDIT": "stdout"}, "mcp", "--stdio", "--manifest", echoManifest,
+		"--upstream-url", upURL, "--local-user", "alice"); code != exitUsage || !strings.Contains(stderr, "the audit cannot go there") {
+		t.Errorf("AXGATE_AUDIT=stdout with --stdio: exit %d\n%s", code, stderr)
 	}
 }
