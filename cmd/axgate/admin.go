@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"net/url"
 	"sync"
 	"time"
 
@@ -89,6 +90,13 @@ func writeStatus(w http.ResponseWriter, status int, body map[string]any) {
 // upstream (a TCP connection to its host) and Redis (a PING) with --redis.
 // It returns what is unreachable.
 func (g *gateway) ready(ctx context.Context) []error {
+	return checkReady(ctx, g.upstream.base, g.shared)
+}
+
+// checkReady checks, at once, that the upstream at up takes a TCP
+// connection (when up is not nil) and that Redis answers a PING (when the
+// shared state is in Redis). It returns what is unreachable.
+func checkReady(ctx context.Context, up *url.URL, shared *enforcerState) []error {
 	ctx, cancel := context.WithTimeout(ctx, readinessTimeout)
 	defer cancel()
 	var (
@@ -101,24 +109,27 @@ func (g *gateway) ready(ctx context.Context) []error {
 		errs = append(errs, err)
 		mu.Unlock()
 	}
-	wg.Go(func() {
-		host := g.upstream.base.Host
-		if g.upstream.base.Port() == "" {
-			port := "80"
-			if g.upstream.base.Scheme == "https" {
-				port = "443"
+	if up != nil {
+		wg.Go(func() {
+			host := up.Host
+			if up.Port() == "" {
+				port := "80"
+				if up.Scheme == "https" {
+					port = "443"
+				}
+				host = net.JoinHostPort(up.Hostname(), port)
 			}
-			host = net.JoinHostPort(g.upstream.base.Hostname(), port)
-		}
-		var d net.Dialer
-		conn, err := d.DialContext(ctx, "tcp", host)
-		if err != nil {
-			report(fmt.Errorf("upstream %s unreachable: %w", host, err))
-			return
-		}
-		conn.Close()
-	})
-	if r := g.shared.redis; r != nil {
+			var d net.Dialer
+			conn, err := d.DialContext(ctx, "tcp", host)
+			if err != nil {
+				report(fmt.Errorf("upstream %s unreachable: %w", host, err))
+				return
+			}
+			conn.Close()
+		})
+	}
+	if shared != nil && shared.redis != nil {
+		r := shared.redis
 		wg.Go(func() {
 			if err := r.Client().Ping(ctx).Err(); err != nil {
 				report(fmt.Errorf("redis unreachable: %w", err))

@@ -29,7 +29,8 @@ groups flags that share a prefix (tls: {cert: …, key: …} is tls-cert and
 tls-key). The sections enforce: (shadow mode per intent) and notify:
 (approval webhooks) are checked here as far as the file goes; their
 intents are checked against the manifest, and the webhooks' keys read,
-when the command starts.
+when the command starts. --command says whose flags the file configures:
+serve (the default) or mcp.
 
 Precedence, lowest first: the flag's default, the AXGATE_* environment
 variable (AXGATE_TLS_CERT for --tls-cert), the file, the flag on the
@@ -461,12 +462,13 @@ func applyConfig(e *env, fs *flag.FlagSet) (configured, error) {
 func configCommands(e *env) map[string]func() *flag.FlagSet {
 	return map[string]func() *flag.FlagSet{
 		"serve": func() *flag.FlagSet { fs, _, _ := serveFlags(e); return fs },
+		"mcp":   func() *flag.FlagSet { fs, _, _ := mcpFlags(e); return fs },
 	}
 }
 
-// runConfig runs "axgate config check FILE [--command serve]".
+// runConfig runs "axgate config check FILE [--command serve|mcp]".
 func runConfig(_ context.Context, e *env, args []string) int {
-	fs := newFlags(e, "config", "config check FILE [--command serve]", configAbout)
+	fs := newFlags(e, "config", "config check FILE [--command serve|mcp]", configAbout)
 	command := fs.String("command", "serve", "the command whose flags the file configures")
 	pos, err := parseFlags(e, fs, args)
 	if err != nil {

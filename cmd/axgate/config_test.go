@@ -201,14 +201,15 @@ notify:
 		t.Errorf("serve with a webhook whose key is unset: exit %d\n%s", code, stderr)
 	}
 
-	if _, stderr, code := cli(t, nil, "config", "check", p, "--command", "lint"); code != exitUsage || !strings.Contains(stderr, "want one of: serve") {
+	if _, stderr, code := cli(t, nil, "config", "check", p, "--command", "lint"); code != exitUsage || !strings.Contains(stderr, "want one of: mcp, serve") {
 		t.Errorf("--command lint: exit %d\n%s", code, stderr)
 	}
 }
 
 // TestConfigTableInREADME: the README's table of configuration keys lists
-// every flag of serve that a file may set, with its environment variable
-// and its default, and nothing else.
+// every flag of each command that takes --config (serve, mcp) that a file
+// may set, with the commands it applies to, its environment variable and
+// its default for those commands, and nothing else.
 func TestConfigTableInREADME(t *testing.T) {
 	data, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
 	if err != nil {
@@ -219,32 +220,44 @@ func TestConfigTableInREADME(t *testing.T) {
 		t.Fatal("README.md has no <!-- config-keys:start --> table")
 	}
 	section, _, _ = strings.Cut(section, "<!-- config-keys:end -->")
-	row := regexp.MustCompile("(?m)^\\| `([a-z-]+)` \\| `([A-Z_]+)` \\| (.*?) \\| .+ \\|$")
+	row := regexp.MustCompile("(?m)^\\| `([a-z-]+)` \\| ([a-z, ]+) \\| `([A-Z_]+)` \\| (.*?) \\| .+ \\|$")
+	// documented maps "command key" to the row's variable and default.
 	documented := map[string][2]string{}
 	for _, m := range row.FindAllStringSubmatch(section, -1) {
-		documented[m[1]] = [2]string{m[2], m[3]}
+		for _, cmd := range strings.Split(m[2], ", ") {
+			k := cmd + " " + m[1]
+			if _, dup := documented[k]; dup {
+				t.Errorf("README config table: %q twice for %s", m[1], cmd)
+			}
+			documented[k] = [2]string{m[3], m[4]}
+		}
 	}
-	fs, _, _ := serveFlags(&env{stdout: &bytes.Buffer{}, stderr: &bytes.Buffer{}, getenv: func(string) string { return "" }})
-	fs.VisitAll(func(f *flag.Flag) {
-		d, ok := documented[f.Name]
-		if !ok {
-			t.Errorf("README config table lacks %q", f.Name)
-			return
-		}
-		delete(documented, f.Name)
-		if d[0] != envName(f.Name) {
-			t.Errorf("README: %s's variable is %s, want %s", f.Name, d[0], envName(f.Name))
-		}
-		want := "(none)"
-		if f.DefValue != "" && f.DefValue != "[]" {
-			want = "`" + f.DefValue + "`"
-		}
-		if d[1] != want {
-			t.Errorf("README: %s's default is %s, want %s", f.Name, d[1], want)
-		}
-	})
+	if len(documented) == 0 {
+		t.Fatal("README config table: no row read")
+	}
+	e := &env{stdout: &bytes.Buffer{}, stderr: &bytes.Buffer{}, getenv: func(string) string { return "" }}
+	for cmd, mk := range configCommands(e) {
+		mk().VisitAll(func(f *flag.Flag) {
+			d, ok := documented[cmd+" "+f.Name]
+			if !ok {
+				t.Errorf("README config table lacks %q for %s", f.Name, cmd)
+				return
+			}
+			delete(documented, cmd+" "+f.Name)
+			if d[0] != envName(f.Name) {
+				t.Errorf("README: %s's variable is %s, want %s", f.Name, d[0], envName(f.Name))
+			}
+			want := "(none)"
+			if f.DefValue != "" && f.DefValue != "[]" {
+				want = "`" + f.DefValue + "`"
+			}
+			if d[1] != want {
+				t.Errorf("README: %s's default for %s is %s, want %s", f.Name, cmd, d[1], want)
+			}
+		})
+	}
 	for k := range documented {
-		t.Errorf("README config table lists %q, which is no flag of serve", k)
+		t.Errorf("README config table lists %q, which is no flag of that command", k)
 	}
 }
 

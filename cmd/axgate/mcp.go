@@ -9,9 +9,11 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"regexp"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/mattn/go-shellwords"
@@ -77,7 +79,17 @@ upstream's elicitation and sampling requests) passes through unchanged;
 SIGINT or SIGTERM stop the gateway: no new connections, calls in flight
 finish (up to --shutdown-timeout), then every upstream session closes and
 every child process stops. The manifest is read once: restart the gateway to
-change it.`
+change it. SIGHUP re-reads the TLS files.
+
+Every flag can come from a YAML file (--config; its keys are the flag names)
+or an AXGATE_* variable; a flag given here wins over the file, the file over
+the variable ("axgate config check FILE --command mcp" checks a file).
+--tls-cert and --tls-key serve /mcp and --human over HTTPS. The admin server
+(--admin) serves /metrics, /healthz and /readyz (which fails while the
+--upstream-url's host or Redis is unreachable); OTLP export follows the
+standard OTEL_* variables; the audit log is one JSON line per decision
+(--audit; never stdout with --stdio, whose standard output is the
+protocol's).`
 
 // mcpConfig is what the flags of mcp say.
 type mcpConfig struct {
@@ -108,7 +120,8 @@ func (f *envFlags) Set(v string) error {
 	return nil
 }
 
-func runMCP(ctx context.Context, e *env, args []string) int {
+// mcpFlags returns the flag set of mcp and the values it fills in.
+func mcpFlags(e *env) (*flag.FlagSet, *mcpConfig, *opsFlags) {
 	fs := newFlags(e, "mcp", `mcp --manifest M (--upstream-url URL | --upstream-command "CMD ARGS…") [--listen ADDR | --stdio] [flags]`, mcpAbout)
 	var c mcpConfig
 	fs.StringVar(&c.manifest, "manifest", "", "the manifest to enforce (JSON or YAML)")
@@ -117,7 +130,7 @@ func runMCP(ctx context.Context, e *env, args []string) int {
 	fs.Var(&c.upstreamEnv, "upstream-env", "add NAME=VALUE to the child's environment, which otherwise holds only PATH and HOME (repeatable)")
 	fs.StringVar(&c.listen, "listen", "127.0.0.1:8080", "address to listen on (port 0 picks a free one; the log says which)")
 	fs.BoolVar(&c.stdio, "stdio", false, "serve one client on standard input and output, as the local user, instead of listening")
-	fs.StringVar(&c.resourceURL, "resource-url", "", "the gateway's public URL of /mcp, for the protected resource metadata (default http://LISTEN/mcp)")
+	fs.StringVar(&c.resourceURL, "resource-url", "", "the gateway's public URL of /mcp, for the protected resource metadata (default http(s)://LISTEN/mcp)")
 	fs.BoolVar(&c.toolsOnly, "tools-only", false, "refuse everything that is not a tool: resources, prompts, completions, the upstream's elicitation and sampling")
 	fs.StringVar(&c.human, "human", "", "address of the endpoints people confirm and approve with (needs --jwks or --jwks-url); off by default")
 	fs.StringVar(&c.localUser, "local-user", "", "with --stdio: the local user the calls are made for (required)")
@@ -125,12 +138,26 @@ func runMCP(ctx context.Context, e *env, args []string) int {
 	fs.StringVar(&c.localRoles, "local-roles", "", "with --stdio: the local user's roles, comma-separated")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long calls in flight may finish on shutdown")
 	c.register(fs, "", "required aud of every token (default: --resource-url)")
+	ops := addOpsFlags(fs)
+	return fs, &c, ops
+}
+
+func runMCP(ctx context.Context, e *env, args []string) int {
+	fs, cp, ops := mcpFlags(e)
 	pos, err := parseFlags(e, fs, args)
 	if err != nil {
 		return flagStatus(err)
 	}
-	explicit := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { explicit[f.Name] = true })
+	conf, err := applyConfig(e, fs)
+	if err != nil {
+		fmt.Fprintln(e.stderr, err)
+		return usageError(e, fs, "invalid configuration")
+	}
+	c := *cp
+	// given says whether the command line or the file sets a flag: an
+	// AXGATE_* variable is a default of the environment, which --stdio
+	// may ignore (AXGATE_LISTEN set for every replica).
+	given := func(name string) bool { return conf.sources[name] == sourceFlag || conf.sources[name] == sourceFile }
 	switch {
 	case len(pos) > 0:
 		return usageError(e, fs, "unexpected argument %q", pos[0])
@@ -148,8 +175,12 @@ func runMCP(ctx context.Context, e *env, args []string) int {
 		return usageError(e, fs, "--stdio serves the local user: give --local-user")
 	case !c.stdio && (c.localUser != "" || c.localTenant != "" || c.localRoles != ""):
 		return usageError(e, fs, "--local-user, --local-tenant and --local-roles are for --stdio; over HTTP the caller is the bearer token's")
-	case c.stdio && (explicit["listen"] || c.resourceURL != ""):
+	case c.stdio && (given("listen") || c.resourceURL != ""):
 		return usageError(e, fs, "--stdio listens nowhere: no --listen or --resource-url")
+	case c.stdio && ops.audit == "stdout":
+		return usageError(e, fs, "--stdio speaks the protocol on standard output: the audit cannot go there (--audit stderr, file:PATH, otlp or off)")
+	case c.stdio && ops.tlsCert != "" && c.human == "":
+		return usageError(e, fs, "--stdio listens nowhere: --tls-cert and --tls-key apply to --human only")
 	case c.stdio && c.anonymous:
 		return usageError(e, fs, "--anonymous is for HTTP; --stdio serves the local user")
 	case c.human != "" && c.jwks == "" && c.jwksURL == "":
@@ -172,7 +203,7 @@ func runMCP(ctx context.Context, e *env, args []string) int {
 			return usageError(e, fs, "--resource-url must be an http or https URL, not %q", c.resourceURL)
 		}
 	}
-	return serveMCP(ctx, e, c)
+	return serveMCP(ctx, e, c, ops, conf)
 }
 
 // shellExpansion matches what a shell would expand in a word: a variable,
@@ -205,13 +236,22 @@ func splitCommand(line string) ([]string, error) {
 
 // serveMCP runs the gateway until ctx is done (or, with --stdio, the client
 // goes away).
-func serveMCP(ctx context.Context, e *env, c mcpConfig) int {
+func serveMCP(ctx context.Context, e *env, c mcpConfig, ops *opsFlags, conf configured) int {
 	stderr := &syncWriter{w: e.stderr}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 	m, err := manifest.LoadFile(c.manifest)
 	if err != nil {
 		return failf(e, "mcp", "%v", err)
 	}
+	// The audit (--audit stderr) shares standard error with the log and
+	// the child's stderr: one writer, so that lines never interleave.
+	oe := *e
+	oe.stderr = stderr
+	rt, err := startOps(ctx, &oe, ops, conf, log)
+	if err != nil {
+		return failf(e, "mcp", "%v", err)
+	}
+	defer rt.close()
 
 	// Listen first: with port 0, the resource URL (and so the default
 	// audience) names the port the system picked.
@@ -222,7 +262,7 @@ func serveMCP(ctx context.Context, e *env, c mcpConfig) int {
 		}
 		defer ln.Close()
 		if c.resourceURL == "" {
-			c.resourceURL = "http://" + ln.Addr().String() + "/mcp"
+			c.resourceURL = rt.scheme() + "://" + ln.Addr().String() + "/mcp"
 		}
 	}
 	if c.human != "" {
@@ -257,6 +297,14 @@ func serveMCP(ctx context.Context, e *env, c mcpConfig) int {
 	if err != nil {
 		return failf(e, "mcp", "%v", err)
 	}
+	// After shared's WithLogger: the audit goes where --audit says.
+	// The configuration's enforce: and notify: sections, checked against
+	// this manifest.
+	ropts, err := rt.enforcerOptions(m)
+	if err != nil {
+		return failf(e, "mcp", "%v", err)
+	}
+	opts = append(opts, ropts...)
 	enf, err := axgate.New(m, opts...)
 	if err != nil {
 		return failf(e, "mcp", "%v", err)
@@ -270,6 +318,11 @@ func serveMCP(ctx context.Context, e *env, c mcpConfig) int {
 		}
 	}
 	gopts := []mcpgw.Option{mcpgw.WithLogger(log)}
+	if tc, ok := rt.telemetry.config(); ok && tc.MeterProvider != nil {
+		// The gateway's own metrics (upstream restarts, tools changed)
+		// on /metrics and in the OTLP export, with the enforcer's.
+		gopts = append(gopts, mcpgw.WithMeterProvider(tc.MeterProvider))
+	}
 	switch {
 	case c.stdio:
 		gopts = append(gopts, mcpgw.WithLocalPrincipal(c.localPrincipal()))
@@ -295,13 +348,36 @@ func serveMCP(ctx context.Context, e *env, c mcpConfig) int {
 	// Stops every upstream session and child process, after the servers
 	// below have stopped.
 	defer gw.Close()
+	if err := rt.serveAdmin(c.ready(shared)); err != nil {
+		return failf(e, "mcp", "%v", err)
+	}
+
+	// SIGHUP re-reads the TLS files (the manifest is read once).
+	signals := e.signals
+	if signals == nil {
+		signals = notify
+	}
+	hup, stopHUP := signals(syscall.SIGHUP)
+	defer stopHUP()
+	hupDone := make(chan struct{})
+	defer close(hupDone)
+	go func() {
+		for {
+			select {
+			case <-hup:
+				rt.reload()
+			case <-hupDone:
+				return
+			}
+		}
+	}()
 
 	var humanSrv *http.Server
 	served := make(chan error, 2)
 	if humanLn != nil {
 		humanSrv = newServer(httpgate.NewHumanHandler(enf, bearer, httpgate.WithLogger(log)), serveConfig{}, log)
-		go func() { served <- fmt.Errorf("--human: %w", humanSrv.Serve(humanLn)) }()
-		log.Info("axgate mcp: people confirm and approve at", "addr", "http://"+humanLn.Addr().String())
+		go func() { served <- fmt.Errorf("--human: %w", rt.serve(humanSrv, humanLn)) }()
+		log.Info("axgate mcp: people confirm and approve at", "addr", rt.scheme()+"://"+humanLn.Addr().String())
 	}
 	upstreamName := c.upstreamURL
 	if upstreamName == "" {
@@ -326,8 +402,8 @@ func serveMCP(ctx context.Context, e *env, c mcpConfig) int {
 	// no write timeout (the session timeout bounds idle sessions).
 	srv.WriteTimeout = 0
 	mcpServed := make(chan error, 1)
-	go func() { mcpServed <- srv.Serve(ln) }()
-	log.Info("axgate mcp: listening", "addr", "http://"+ln.Addr().String()+"/mcp", "resource", c.resourceURL,
+	go func() { mcpServed <- rt.serve(srv, ln) }()
+	log.Info("axgate mcp: listening", "addr", rt.scheme()+"://"+ln.Addr().String()+"/mcp", "resource", c.resourceURL,
 		"manifest", c.manifest, "tools", len(m.Actions), "upstream", upstreamName)
 	select {
 	case err := <-mcpServed:
@@ -446,4 +522,16 @@ func (c mcpConfig) childEnv(getenv func(string) string) []string {
 		}
 	}
 	return append(out, c.upstreamEnv...)
+}
+
+// ready returns the readiness check of /readyz: the upstream's host takes
+// a TCP connection (an --upstream-url; a command upstream is a child the
+// gateway starts per session, and the gateway library reports no status
+// of it, so it is not checked) and Redis answers a PING (with --redis).
+func (c mcpConfig) ready(shared *enforcerState) func(context.Context) []error {
+	var up *url.URL
+	if c.upstreamURL != "" {
+		up, _ = url.Parse(c.upstreamURL) // checked by runMCP
+	}
+	return func(ctx context.Context) []error { return checkReady(ctx, up, shared) }
 }
