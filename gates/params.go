@@ -114,7 +114,14 @@ func (p *Params) Violations(a *manifest.Action, value any) (vs []axerr.Violation
 		}
 	}
 	if ps.fast.Accepts(value) {
-		return nil, 0, nil // v5 accepts it too; every refusal below is v5's
+		return nil, 0, nil // v5 accepts it too
+	}
+	// A refusal is v5's verdict: the fast path names it where it can do so
+	// exactly as v5 would (the same leaves; TestFastViolationsMatchV5), and
+	// v5 itself runs everywhere else.
+	if verr, certain := ps.fast.Validate(value); certain && verr != nil {
+		vs, omitted = violations(verr, ps.doc, value, p.MaxViolations, "")
+		return vs, omitted, nil
 	}
 	if err := ps.schema.Validate(value); err != nil {
 		vs, omitted = violations(err, ps.doc, value, p.MaxViolations, "")

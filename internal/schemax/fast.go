@@ -1,9 +1,13 @@
 package schemax
 
 import (
+	"fmt"
 	"math"
 	"math/big"
+	"net/url"
 	"regexp"
+	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/santhosh-tekuri/jsonschema/v5"
@@ -27,7 +31,12 @@ type fastNode struct {
 	required []string
 	closed   bool // additionalProperties: false
 
-	enum []any // string, bool or nil items only (others: uncovered)
+	enum      []any  // string, bool or nil items only (others: uncovered)
+	enumError string // v5's message for a value not in enum
+
+	loc        string   // the schema's location, as v5's leaves name it
+	typeNames  []string // the type keyword, for v5's type message
+	formatName string
 
 	min, max           float64
 	hasMin, hasMax     bool
@@ -73,7 +82,8 @@ func fastCompile(s *jsonschema.Schema, depth int) *fastNode {
 	if depth > 64 || !fastCovered(s) {
 		return nil
 	}
-	n := &fastNode{minLen: s.MinLength, maxLen: s.MaxLength, maxItems: s.MaxItems, pattern: s.Pattern}
+	n := &fastNode{minLen: s.MinLength, maxLen: s.MaxLength, maxItems: s.MaxItems, pattern: s.Pattern,
+		loc: s.Location, typeNames: s.Types, formatName: s.Format}
 	for _, t := range s.Types {
 		bit, ok := fastTypes[t]
 		if !ok {
@@ -89,6 +99,7 @@ func fastCompile(s *jsonschema.Schema, depth int) *fastNode {
 		}
 	}
 	n.enum = s.Enum
+	n.enumError = enumError(s.Enum)
 	if s.Format != "" {
 		f, ok := jsonschema.Formats[s.Format]
 		if !ok {
@@ -217,7 +228,7 @@ func (n *fastNode) accepts(v any) bool {
 	default:
 		return false // a Go type v5 would panic on or that decoding never makes
 	}
-	if n.enum != nil && !n.inEnum(v) {
+	if len(n.enum) > 0 && !n.inEnum(v) {
 		return false
 	}
 	if n.format != nil && !n.format(v) {
@@ -277,4 +288,216 @@ func (n *fastNode) str(x string) bool {
 		return false
 	}
 	return true
+}
+
+// Validate is the v5 verdict on v where the fast path can name it exactly.
+//
+// certain false means "run v5" (a value the fast path cannot judge the way
+// v5 does: a bound no float64 holds, a whole number too large to tell an
+// integer by, a Go type decoding never makes). With certain true, err is
+// nil when v5 accepts v, or else an error whose leaves are the ones v5's
+// Validate reports, in v5's order within each instance location: the same
+// keyword, instance location, message and schema location, so FlattenN
+// makes the same violations of it. Inner nodes are not reproduced (FlattenN
+// reads only the leaves).
+func (f *Fast) Validate(v any) (err *jsonschema.ValidationError, certain bool) {
+	if f == nil {
+		return nil, false
+	}
+	var leaves []*jsonschema.ValidationError
+	if !f.root.violations(v, "", &leaves) {
+		return nil, false
+	}
+	if len(leaves) == 0 {
+		return nil, true
+	}
+	return &jsonschema.ValidationError{AbsoluteKeywordLocation: f.root.loc, Causes: leaves}, true
+}
+
+// violations appends v5's leaves for v at instance location vloc; false
+// when it cannot be certain.
+func (n *fastNode) violations(v any, vloc string, out *[]*jsonschema.ValidationError) bool {
+	fail := func(kw, msg string) {
+		*out = append(*out, &jsonschema.ValidationError{
+			KeywordLocation:         "/" + kw,
+			AbsoluteKeywordLocation: joinPtr(n.loc, kw),
+			InstanceLocation:        vloc,
+			Message:                 msg,
+		})
+	}
+	if n.types != 0 {
+		var t string
+		ok := false
+		switch x := v.(type) {
+		case nil:
+			t, ok = "null", n.types&fastNull != 0
+		case bool:
+			t, ok = "boolean", n.types&fastBool != 0
+		case float64:
+			if math.IsNaN(x) || math.IsInf(x, 0) {
+				return false
+			}
+			t, ok = "number", n.types&fastNumber != 0
+			if !ok && n.types&fastInteger != 0 && x == math.Trunc(x) {
+				if math.Abs(x) >= 1<<53 {
+					return false // v5 prints and parses it; leave it to v5
+				}
+				ok = true
+			}
+		case string:
+			t, ok = "string", n.types&fastString != 0
+		case []any:
+			t, ok = "array", n.types&fastArray != 0
+		case map[string]any:
+			t, ok = "object", n.types&fastObject != 0
+		default:
+			return false
+		}
+		if !ok {
+			fail("type", fmt.Sprintf("expected %s, but got %s", strings.Join(n.typeNames, " or "), t))
+			return true
+		}
+	}
+	if len(n.enum) > 0 {
+		switch v.(type) {
+		case string, bool, nil:
+			if !n.inEnum(v) {
+				fail("enum", n.enumError)
+			}
+		case float64, []any, map[string]any:
+			fail("enum", n.enumError) // equals() never matches a string, bool or null
+		default:
+			return false
+		}
+	}
+	if n.format != nil && !n.format(v) {
+		var val any = v
+		if s, ok := v.(string); ok {
+			val = quote(s)
+		}
+		fail("format", fmt.Sprintf("%v is not valid %s", val, quote(n.formatName)))
+	}
+	switch x := v.(type) {
+	case map[string]any:
+		if len(n.required) > 0 {
+			var missing []string
+			for _, r := range n.required {
+				if _, ok := x[r]; !ok {
+					missing = append(missing, quote(r))
+				}
+			}
+			if len(missing) > 0 {
+				fail("required", "missing properties: "+strings.Join(missing, ", "))
+			}
+		}
+		var extra []string
+		for k, mv := range x {
+			p, ok := n.props[k]
+			if !ok {
+				if n.closed {
+					extra = append(extra, quote(k))
+				}
+				continue
+			}
+			if p.accepts(mv) {
+				continue
+			}
+			loc := vloc + "/" + escape(k)
+			if !p.violations(mv, loc, out) {
+				return false
+			}
+		}
+		if len(extra) > 0 {
+			fail("additionalProperties", "additionalProperties "+strings.Join(extra, ", ")+" not allowed")
+		}
+	case []any:
+		if n.maxItems >= 0 && len(x) > n.maxItems {
+			fail("maxItems", fmt.Sprintf("maximum %d items required, but found %d items", n.maxItems, len(x)))
+		}
+		if n.items != nil {
+			for i, it := range x {
+				if n.items.accepts(it) {
+					continue
+				}
+				if !n.items.violations(it, vloc+"/"+strconv.Itoa(i), out) {
+					return false
+				}
+			}
+		}
+	case string:
+		if n.minLen >= 0 || n.maxLen >= 0 {
+			l := utf8.RuneCountInString(x)
+			if n.minLen >= 0 && l < n.minLen {
+				fail("minLength", fmt.Sprintf("length must be >= %d, but got %d", n.minLen, l))
+			}
+			if n.maxLen >= 0 && l > n.maxLen {
+				fail("maxLength", fmt.Sprintf("length must be <= %d, but got %d", n.maxLen, l))
+			}
+		}
+		if n.pattern != nil && !n.pattern.MatchString(x) {
+			fail("pattern", "does not match pattern "+quote(n.pattern.String()))
+		}
+	case float64:
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			return false
+		}
+		if n.hasMin {
+			if x == n.min && !n.minExact {
+				return false
+			}
+			if x < n.min {
+				fail("minimum", fmt.Sprintf("must be >= %v but found %v", n.min, x))
+			}
+		}
+		if n.hasMax {
+			if x == n.max && !n.maxExact {
+				return false
+			}
+			if x > n.max {
+				fail("maximum", fmt.Sprintf("must be <= %v but found %v", n.max, x))
+			}
+		}
+	case nil, bool:
+	default:
+		return false
+	}
+	return true
+}
+
+// enumError is v5's message for a value outside enum, whose items are all
+// strings, booleans or null (compiler.go builds it so).
+func enumError(enum []any) string {
+	if len(enum) == 1 {
+		return fmt.Sprintf("value must be %#v", enum[0])
+	}
+	strEnum := make([]string, len(enum))
+	for i, item := range enum {
+		strEnum[i] = fmt.Sprintf("%#v", item)
+	}
+	return fmt.Sprintf("value must be one of %s", strings.Join(strEnum, ", "))
+}
+
+// joinPtr, quote and escape are v5's own (unexported) helpers for its
+// locations and messages, written again so that the leaves read the same.
+func joinPtr(ptr1, ptr2 string) string {
+	if ptr1 == "" {
+		return ptr2
+	}
+	if ptr2 == "" {
+		return ptr1
+	}
+	return ptr1 + "/" + ptr2
+}
+
+func quote(s string) string {
+	s = strconv.Quote(s)
+	s = strings.ReplaceAll(s, `\"`, `"`)
+	s = strings.ReplaceAll(s, `'`, `\'`)
+	return "'" + s[1:len(s)-1] + "'"
+}
+
+func escape(token string) string {
+	token = strings.ReplaceAll(token, "~", "~0")
+	token = strings.ReplaceAll(token, "/", "~1")
+	return url.PathEscape(token)
 }
