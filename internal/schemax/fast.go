@@ -34,8 +34,9 @@ type fastNode struct {
 	enum      []any  // string, bool or nil items only (others: uncovered)
 	enumError string // v5's message for a value not in enum
 
-	loc        string   // the schema's location, as v5's leaves name it
-	typeNames  []string // the type keyword, for v5's type message
+	loc        string          // the schema's location, as v5's leaves name it
+	abs        [kwCount]string // loc + "/" + each keyword
+	typeNames  []string        // the type keyword, for v5's type message
 	formatName string
 
 	min, max           float64
@@ -84,6 +85,9 @@ func fastCompile(s *jsonschema.Schema, depth int) *fastNode {
 	}
 	n := &fastNode{minLen: s.MinLength, maxLen: s.MaxLength, maxItems: s.MaxItems, pattern: s.Pattern,
 		loc: s.Location, typeNames: s.Types, formatName: s.Format}
+	for kw, l := range fastKeywordLocs {
+		n.abs[kw] = joinPtr(s.Location, l[1:])
+	}
 	for _, t := range s.Types {
 		bit, ok := fastTypes[t]
 		if !ok {
@@ -317,10 +321,10 @@ func (f *Fast) Validate(v any) (err *jsonschema.ValidationError, certain bool) {
 // violations appends v5's leaves for v at instance location vloc; false
 // when it cannot be certain.
 func (n *fastNode) violations(v any, vloc string, out *[]*jsonschema.ValidationError) bool {
-	fail := func(kw, msg string) {
+	fail := func(kw fastKeyword, msg string) {
 		*out = append(*out, &jsonschema.ValidationError{
-			KeywordLocation:         "/" + kw,
-			AbsoluteKeywordLocation: joinPtr(n.loc, kw),
+			KeywordLocation:         fastKeywordLocs[kw],
+			AbsoluteKeywordLocation: n.abs[kw],
 			InstanceLocation:        vloc,
 			Message:                 msg,
 		})
@@ -354,7 +358,7 @@ func (n *fastNode) violations(v any, vloc string, out *[]*jsonschema.ValidationE
 			return false
 		}
 		if !ok {
-			fail("type", fmt.Sprintf("expected %s, but got %s", strings.Join(n.typeNames, " or "), t))
+			fail(kwType, fmt.Sprintf("expected %s, but got %s", strings.Join(n.typeNames, " or "), t))
 			return true
 		}
 	}
@@ -362,10 +366,10 @@ func (n *fastNode) violations(v any, vloc string, out *[]*jsonschema.ValidationE
 		switch v.(type) {
 		case string, bool, nil:
 			if !n.inEnum(v) {
-				fail("enum", n.enumError)
+				fail(kwEnum, n.enumError)
 			}
 		case float64, []any, map[string]any:
-			fail("enum", n.enumError) // equals() never matches a string, bool or null
+			fail(kwEnum, n.enumError) // equals() never matches a string, bool or null
 		default:
 			return false
 		}
@@ -375,7 +379,7 @@ func (n *fastNode) violations(v any, vloc string, out *[]*jsonschema.ValidationE
 		if s, ok := v.(string); ok {
 			val = quote(s)
 		}
-		fail("format", fmt.Sprintf("%v is not valid %s", val, quote(n.formatName)))
+		fail(kwFormat, fmt.Sprintf("%v is not valid %s", val, quote(n.formatName)))
 	}
 	switch x := v.(type) {
 	case map[string]any:
@@ -387,7 +391,7 @@ func (n *fastNode) violations(v any, vloc string, out *[]*jsonschema.ValidationE
 				}
 			}
 			if len(missing) > 0 {
-				fail("required", "missing properties: "+strings.Join(missing, ", "))
+				fail(kwRequired, "missing properties: "+strings.Join(missing, ", "))
 			}
 		}
 		var extra []string
@@ -408,11 +412,11 @@ func (n *fastNode) violations(v any, vloc string, out *[]*jsonschema.ValidationE
 			}
 		}
 		if len(extra) > 0 {
-			fail("additionalProperties", "additionalProperties "+strings.Join(extra, ", ")+" not allowed")
+			fail(kwAdditionalProperties, "additionalProperties "+strings.Join(extra, ", ")+" not allowed")
 		}
 	case []any:
 		if n.maxItems >= 0 && len(x) > n.maxItems {
-			fail("maxItems", fmt.Sprintf("maximum %d items required, but found %d items", n.maxItems, len(x)))
+			fail(kwMaxItems, fmt.Sprintf("maximum %d items required, but found %d items", n.maxItems, len(x)))
 		}
 		if n.items != nil {
 			for i, it := range x {
@@ -428,14 +432,14 @@ func (n *fastNode) violations(v any, vloc string, out *[]*jsonschema.ValidationE
 		if n.minLen >= 0 || n.maxLen >= 0 {
 			l := utf8.RuneCountInString(x)
 			if n.minLen >= 0 && l < n.minLen {
-				fail("minLength", fmt.Sprintf("length must be >= %d, but got %d", n.minLen, l))
+				fail(kwMinLength, "length must be >= "+strconv.Itoa(n.minLen)+", but got "+strconv.Itoa(l))
 			}
 			if n.maxLen >= 0 && l > n.maxLen {
-				fail("maxLength", fmt.Sprintf("length must be <= %d, but got %d", n.maxLen, l))
+				fail(kwMaxLength, "length must be <= "+strconv.Itoa(n.maxLen)+", but got "+strconv.Itoa(l))
 			}
 		}
 		if n.pattern != nil && !n.pattern.MatchString(x) {
-			fail("pattern", "does not match pattern "+quote(n.pattern.String()))
+			fail(kwPattern, "does not match pattern "+quote(n.pattern.String()))
 		}
 	case float64:
 		if math.IsNaN(x) || math.IsInf(x, 0) {
@@ -446,7 +450,7 @@ func (n *fastNode) violations(v any, vloc string, out *[]*jsonschema.ValidationE
 				return false
 			}
 			if x < n.min {
-				fail("minimum", fmt.Sprintf("must be >= %v but found %v", n.min, x))
+				fail(kwMinimum, "must be >= "+formatFloat(n.min)+" but found "+formatFloat(x))
 			}
 		}
 		if n.hasMax {
@@ -454,7 +458,7 @@ func (n *fastNode) violations(v any, vloc string, out *[]*jsonschema.ValidationE
 				return false
 			}
 			if x > n.max {
-				fail("maximum", fmt.Sprintf("must be <= %v but found %v", n.max, x))
+				fail(kwMaximum, "must be <= "+formatFloat(n.max)+" but found "+formatFloat(x))
 			}
 		}
 	case nil, bool:
@@ -463,6 +467,35 @@ func (n *fastNode) violations(v any, vloc string, out *[]*jsonschema.ValidationE
 	}
 	return true
 }
+
+// fastKeyword names a keyword the fast path reports on.
+type fastKeyword uint8
+
+const (
+	kwType fastKeyword = iota
+	kwEnum
+	kwFormat
+	kwRequired
+	kwAdditionalProperties
+	kwMaxItems
+	kwMinLength
+	kwMaxLength
+	kwPattern
+	kwMinimum
+	kwMaximum
+	kwCount
+)
+
+// fastKeywordLocs is each keyword as the last token of a keyword location.
+var fastKeywordLocs = [kwCount]string{
+	kwType: "/type", kwEnum: "/enum", kwFormat: "/format", kwRequired: "/required",
+	kwAdditionalProperties: "/additionalProperties", kwMaxItems: "/maxItems",
+	kwMinLength: "/minLength", kwMaxLength: "/maxLength", kwPattern: "/pattern",
+	kwMinimum: "/minimum", kwMaximum: "/maximum",
+}
+
+// formatFloat is fmt's %v of a float64 (v5 prints bounds and numbers so).
+func formatFloat(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
 
 // enumError is v5's message for a value outside enum, whose items are all
 // strings, booleans or null (compiler.go builds it so).

@@ -78,6 +78,8 @@ func TestFastViolationsMatchV5(t *testing.T) {
 		`{}`, `[]`, `null`, `"x"`, `1.5`,
 		`{"city":7,"stars":"3","limit":1e300,"x y":1,"a/b~":2}`,
 		`{"hotel_id":"","check_in":"yesterday","check_out":"2026-02-30","guests":2.5}`,
+		`{"stars":1e21,"limit":1e-7,"guests":0.1,"city":"Lyon","nights":-0,"amount":123456789.5}`,
+		`{"stars":-1e300,"limit":1e7,"guests":1000000,"nights":1e-5}`,
 		`{"cart_id":"not-a-uuid","shipping_address_id":["a"],"extra":{}}`,
 	} {
 		for _, s := range schemas {
