@@ -149,13 +149,14 @@ func violations(err error, doc, value any, max int, code axerr.Code) ([]axerr.Vi
 }
 
 func suggestion(v axerr.Violation) string {
+	// Concatenation, not fmt: a refusal's hot path (the same text as %s).
 	switch v.Code {
 	case axerr.CodeMissingParam:
-		return fmt.Sprintf("Add %s to the arguments.", v.Path)
+		return "Add " + v.Path + " to the arguments."
 	case axerr.CodeUnknownParam:
-		return fmt.Sprintf("Remove %s; the tool does not declare it (check the spelling against the tool's inputSchema).", v.Path)
+		return "Remove " + v.Path + "; the tool does not declare it (check the spelling against the tool's inputSchema)."
 	}
-	return fmt.Sprintf("Fix %s as the message says; the tool's inputSchema has the rules.", v.Path)
+	return "Fix " + v.Path + " as the message says; the tool's inputSchema has the rules."
 }
 
 // Schema returns the schema document the gate enforces for a, or nil.

@@ -495,7 +495,12 @@ var fastKeywordLocs = [kwCount]string{
 }
 
 // formatFloat is fmt's %v of a float64 (v5 prints bounds and numbers so).
-func formatFloat(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
+func formatFloat(f float64) string {
+	if f == math.Trunc(f) && math.Abs(f) < 1e6 && (f != 0 || !math.Signbit(f)) {
+		return strconv.Itoa(int(f)) // what %v prints for these, without the shortest-digits search
+	}
+	return strconv.FormatFloat(f, 'g', -1, 64)
+}
 
 // enumError is v5's message for a value outside enum, whose items are all
 // strings, booleans or null (compiler.go builds it so).

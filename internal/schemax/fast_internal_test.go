@@ -16,6 +16,9 @@ func TestFormatFloatIsFmtV(t *testing.T) {
 	for range 10000 {
 		fs = append(fs, math.Float64frombits(rng.Uint64()), float64(rng.Int64N(1<<40))/float64(rng.IntN(1000)+1))
 	}
+	for i := -1_000_010; i <= 1_000_010; i += 7 {
+		fs = append(fs, float64(i), float64(i)+0.5)
+	}
 	for _, f := range fs {
 		if got, want := formatFloat(f), fmt.Sprintf("%v", f); got != want {
 			t.Fatalf("formatFloat(%b) = %q, fmt %%v %q", f, got, want)
