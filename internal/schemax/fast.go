@@ -20,9 +20,12 @@ import (
 // properties, required, additionalProperties, enum, minimum, maximum,
 // minLength, maxLength, pattern, format, maxItems, items). Accepts returning
 // true means the v5 schema's Validate returns nil for the value; false means
-// "not certain": the caller runs the v5 schema, which reports the violations
-// with its own keywords, messages and paths. Valid calls, the common case,
-// so skip v5's per-call allocations; every refusal still comes from v5.
+// "not certain". Valid calls, the common case, so skip v5's per-call
+// allocations. On a refusal, Validate names the violations exactly as v5's
+// Validate would (the same leaves: keyword, instance location, message,
+// schema location) wherever it can be certain of them, and says so; the
+// caller runs v5 everywhere else. TestFastViolationsMatchV5 and
+// FuzzFastViolationsMatchV5 hold it to v5's leaves.
 type Fast struct{ root *fastNode }
 
 type fastNode struct {
