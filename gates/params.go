@@ -114,7 +114,14 @@ func (p *Params) Violations(a *manifest.Action, value any) (vs []axerr.Violation
 		}
 	}
 	if ps.fast.Accepts(value) {
-		return nil, 0, nil // v5 accepts it too; every refusal below is v5's
+		return nil, 0, nil // v5 accepts it too
+	}
+	// A refusal is v5's verdict: the fast path names it where it can do so
+	// exactly as v5 would (the same leaves; TestFastViolationsMatchV5), and
+	// v5 itself runs everywhere else.
+	if verr, certain := ps.fast.Validate(value); certain && verr != nil {
+		vs, omitted = violations(verr, ps.doc, value, p.MaxViolations, "")
+		return vs, omitted, nil
 	}
 	if err := ps.schema.Validate(value); err != nil {
 		vs, omitted = violations(err, ps.doc, value, p.MaxViolations, "")
@@ -142,13 +149,14 @@ func violations(err error, doc, value any, max int, code axerr.Code) ([]axerr.Vi
 }
 
 func suggestion(v axerr.Violation) string {
+	// Concatenation, not fmt: a refusal's hot path (the same text as %s).
 	switch v.Code {
 	case axerr.CodeMissingParam:
-		return fmt.Sprintf("Add %s to the arguments.", v.Path)
+		return "Add " + v.Path + " to the arguments."
 	case axerr.CodeUnknownParam:
-		return fmt.Sprintf("Remove %s; the tool does not declare it (check the spelling against the tool's inputSchema).", v.Path)
+		return "Remove " + v.Path + "; the tool does not declare it (check the spelling against the tool's inputSchema)."
 	}
-	return fmt.Sprintf("Fix %s as the message says; the tool's inputSchema has the rules.", v.Path)
+	return "Fix " + v.Path + " as the message says; the tool's inputSchema has the rules."
 }
 
 // Schema returns the schema document the gate enforces for a, or nil.

@@ -18,6 +18,7 @@ import (
 // fastSchema is one action's compiled parameter schema with its fast path.
 type fastSchema struct {
 	name string
+	doc  map[string]any
 	v5   *jsonschema.Schema
 	fast *schemax.Fast
 }
@@ -40,7 +41,7 @@ func fastSchemas(tb testing.TB) []fastSchema {
 		}
 		for _, a := range m.Actions {
 			for _, unknown := range []bool{false, true} {
-				_, s, err := manifest.CompileParams(a, unknown)
+				doc, s, err := manifest.CompileParams(a, unknown)
 				if err != nil {
 					tb.Fatal(err)
 				}
@@ -51,7 +52,7 @@ func fastSchemas(tb testing.TB) []fastSchema {
 				if fs == nil {
 					tb.Fatalf("%s %s: the fast path does not cover a manifest's parameter schema", f, a.Intent)
 				}
-				out = append(out, fastSchema{name: filepath.Base(f) + ":" + a.Intent, v5: s, fast: fs})
+				out = append(out, fastSchema{name: filepath.Base(f) + ":" + a.Intent, doc: doc, v5: s, fast: fs})
 			}
 		}
 	}
