@@ -5,8 +5,10 @@
 // match the request's tenant and intent (the most specific ones: tenant and
 // intent, then intent, then tenant, then the catch-all) and queues one
 // delivery per endpoint; workers POST them in the background. The call is
-// never delayed: the queue is bounded, and when it is full the notification
-// is dropped, counted (Stats, and the axag.notifications counter with
+// never delayed: each endpoint has a bounded queue and workers of its own
+// (a receiver that is down delays only its own notifications), each tenant
+// a bounded share of what is queued (one tenant's flood drops only its
+// own), and when either is full the notification is dropped, counted (Stats, and the axag.notifications counter with
 // outcome "dropped") and logged, and the gate reports
 // "approvers_notified": false in its refusal. A caller that floods approval
 // requests therefore cannot grow memory here; the gate's per-requester

@@ -93,9 +93,19 @@ type Stats struct {
 type Notifier struct {
 	o      Options
 	routes []Route
-	queue  chan delivery
-	done   chan struct{}
-	wg     sync.WaitGroup
+	// lanes holds a queue and its workers for each endpoint, so that a
+	// receiver that is down (each try waiting out Timeout, then the
+	// back-off) holds back only its own notifications, never another
+	// endpoint's.
+	lanes map[endpointKey]*lane
+	done  chan struct{}
+	wg    sync.WaitGroup
+
+	// pending counts each tenant's deliveries queued or being sent, so that
+	// one tenant's flood of approval requests fills only its share
+	// (Options.PerTenant) and never drops another tenant's notifications.
+	pmu     sync.Mutex
+	pending map[string]int
 
 	closeOnce sync.Once
 	mu        sync.RWMutex // guards closed against sends on queue
@@ -111,6 +121,23 @@ type delivery struct {
 	ep        Endpoint
 	body      []byte
 	requestID string
+	tenant    string
+}
+
+// lane is the queue of one endpoint.
+type lane struct {
+	queue chan delivery
+}
+
+// endpointKey identifies an endpoint: two routes naming the same receiver
+// share its lane.
+type endpointKey struct {
+	url, secret string
+	format      Format
+}
+
+func keyOf(ep Endpoint) endpointKey {
+	return endpointKey{url: ep.URL, secret: string(ep.Secret), format: ep.Format}
 }
 
 // New returns a Notifier and starts its workers.
@@ -145,7 +172,7 @@ func New(o Options) (*Notifier, error) {
 	for _, d := range []struct {
 		name string
 		v    int64
-	}{{"Queue", int64(o.Queue)}, {"Workers", int64(o.Workers)}, {"Attempts", int64(o.Attempts)},
+	}{{"Queue", int64(o.Queue)}, {"PerTenant", int64(o.PerTenant)}, {"Workers", int64(o.Workers)}, {"Attempts", int64(o.Attempts)},
 		{"Backoff", int64(o.Backoff)}, {"MaxBackoff", int64(o.MaxBackoff)}, {"Timeout", int64(o.Timeout)}} {
 		if d.v < 0 {
 			errs = append(errs, fmt.Errorf("Options.%s is negative", d.name))
@@ -155,6 +182,7 @@ func New(o Options) (*Notifier, error) {
 		return nil, fmt.Errorf("notify: %w", err)
 	}
 	o.Queue = orDefault(o.Queue, DefaultQueue)
+	o.PerTenant = orDefault(o.PerTenant, DefaultPerTenant)
 	o.Workers = orDefault(o.Workers, DefaultWorkers)
 	o.Attempts = orDefault(o.Attempts, DefaultAttempts)
 	o.Backoff = orDefault(o.Backoff, DefaultBackoff)
@@ -173,7 +201,14 @@ func New(o Options) (*Notifier, error) {
 	if mp == nil {
 		mp = otel.GetMeterProvider()
 	}
-	n := &Notifier{o: o, routes: o.Routes, queue: make(chan delivery, o.Queue), done: make(chan struct{})}
+	n := &Notifier{o: o, routes: o.Routes, lanes: map[endpointKey]*lane{}, pending: map[string]int{}, done: make(chan struct{})}
+	for _, r := range o.Routes {
+		for _, ep := range r.Endpoints {
+			if _, ok := n.lanes[keyOf(ep)]; !ok {
+				n.lanes[keyOf(ep)] = &lane{queue: make(chan delivery, o.Queue)}
+			}
+		}
+	}
 	var err error
 	n.counter, err = mp.Meter("github.com/axgate/axgate/notify").Int64Counter("axag.notifications",
 		metric.WithDescription("Approval notifications, by outcome: sent, failed, dropped, retried."), metric.WithUnit("{notification}"))
@@ -184,9 +219,11 @@ func New(o Options) (*Notifier, error) {
 	for _, k := range []string{"sent", "failed", "dropped", "retried"} {
 		n.outcomes[k] = metric.WithAttributeSet(attribute.NewSet(attribute.String("outcome", k)))
 	}
-	for range o.Workers {
-		n.wg.Add(1)
-		go n.work()
+	for _, l := range n.lanes {
+		for range o.Workers {
+			n.wg.Add(1)
+			go n.work(l)
+		}
 	}
 	return n, nil
 }
@@ -241,7 +278,7 @@ func (n *Notifier) notify(m *manifest.Manifest, req gates.ApprovalRequest) error
 		if err != nil {
 			return fmt.Errorf("notify: %w", err)
 		}
-		if err := n.enqueue(delivery{ep: ep, body: body, requestID: req.ID}); err != nil {
+		if err := n.enqueue(delivery{ep: ep, body: body, requestID: req.ID, tenant: req.Tenant}); err != nil {
 			dropped = err
 		}
 	}
@@ -255,14 +292,42 @@ func (n *Notifier) enqueue(d delivery) error {
 		n.count(&n.dropped, "dropped")
 		return ErrClosed
 	}
+	if !n.take(d.tenant) {
+		n.count(&n.dropped, "dropped")
+		n.o.Logger.Warn("axgate notification dropped: the tenant's share of the queue is full",
+			slog.String("request_id", d.requestID), slog.String("tenant", d.tenant),
+			slog.String("endpoint", redactURL(d.ep.URL)), slog.Int("per_tenant", n.o.PerTenant))
+		return ErrDropped
+	}
 	select {
-	case n.queue <- d:
+	case n.lanes[keyOf(d.ep)].queue <- d:
 		return nil
 	default:
+		n.put(d.tenant)
 		n.count(&n.dropped, "dropped")
-		n.o.Logger.Warn("axgate notification dropped: the queue is full",
+		n.o.Logger.Warn("axgate notification dropped: the endpoint's queue is full",
 			slog.String("request_id", d.requestID), slog.String("endpoint", redactURL(d.ep.URL)), slog.Int("queue", n.o.Queue))
 		return ErrDropped
+	}
+}
+
+// take counts one more delivery of tenant, unless its share is full.
+func (n *Notifier) take(tenant string) bool {
+	n.pmu.Lock()
+	defer n.pmu.Unlock()
+	if n.pending[tenant] >= n.o.PerTenant {
+		return false
+	}
+	n.pending[tenant]++
+	return true
+}
+
+// put ends one delivery of tenant (sent, failed or dropped).
+func (n *Notifier) put(tenant string) {
+	n.pmu.Lock()
+	defer n.pmu.Unlock()
+	if n.pending[tenant]--; n.pending[tenant] <= 0 {
+		delete(n.pending, tenant)
 	}
 }
 
@@ -377,15 +442,16 @@ var slackEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
 
 func slackEscape(s string) string { return slackEscaper.Replace(s) }
 
-// work sends deliveries until Close.
-func (n *Notifier) work() {
+// work sends the deliveries of one lane until Close.
+func (n *Notifier) work(l *lane) {
 	defer n.wg.Done()
 	for {
 		select {
 		case <-n.done:
 			return
-		case d := <-n.queue:
+		case d := <-l.queue:
 			n.deliver(d)
+			n.put(d.tenant)
 		}
 	}
 }
@@ -487,14 +553,16 @@ func (n *Notifier) Close() error {
 		n.mu.Unlock()
 		close(n.done)
 		n.wg.Wait()
-		for {
-			select {
-			case <-n.queue:
-				n.count(&n.dropped, "dropped")
-				continue
-			default:
+		for _, l := range n.lanes {
+			for drained := false; !drained; {
+				select {
+				case d := <-l.queue:
+					n.put(d.tenant)
+					n.count(&n.dropped, "dropped")
+				default:
+					drained = true
+				}
 			}
-			break
 		}
 	})
 	return nil

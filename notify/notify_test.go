@@ -473,3 +473,63 @@ func TestForAnotherManifest(t *testing.T) {
 		t.Errorf("after Close: %v, want ErrClosed", err)
 	}
 }
+
+// One tenant's flood of approval requests fills only its own share: another
+// tenant's notification on the same endpoint is still queued and sent.
+func TestTenantFloodDropsOnlyItsOwn(t *testing.T) {
+	rcv := newReceiver(t)
+	rcv.hold = make(chan struct{})
+	n := newNotifier(t, notify.Options{Queue: 64, PerTenant: 4, Workers: 1,
+		Routes: []notify.Route{{Endpoints: []notify.Endpoint{{URL: rcv.URL, Secret: secret}}}}})
+	var dropped int
+	for i := range 50 {
+		err := n.ApprovalRequested(t.Context(), request("flood"+string(rune('a'+i)), "mallory", "payout.send", `{}`))
+		if errors.Is(err, notify.ErrDropped) {
+			dropped++
+		} else if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if dropped != 46 {
+		t.Errorf("mallory: %d of 50 dropped; want 46 past a share of 4", dropped)
+	}
+	if err := n.ApprovalRequested(t.Context(), request("honest", "acme", "payout.send", `{}`)); err != nil {
+		t.Fatalf("acme's notification behind mallory's flood: %v", err)
+	}
+	close(rcv.hold)
+	eventually(t, "mallory's 4 and acme's one sent", func() bool { return n.Stats().Sent == 5 })
+	// The share frees as deliveries end.
+	if err := n.ApprovalRequested(t.Context(), request("later", "mallory", "payout.send", `{}`)); err != nil {
+		t.Fatalf("mallory after its deliveries ended: %v", err)
+	}
+}
+
+// A receiver that does not answer holds back only its own endpoint's
+// notifications: another endpoint's are sent at once.
+func TestDeadReceiverDelaysOnlyItsOwn(t *testing.T) {
+	dead, alive := newReceiver(t), newReceiver(t)
+	dead.hold = make(chan struct{})
+	t.Cleanup(func() { close(dead.hold) })
+	n := newNotifier(t, notify.Options{Workers: 1, Timeout: time.Minute,
+		Routes: []notify.Route{
+			{Tenant: "globex", Endpoints: []notify.Endpoint{{URL: dead.URL, Secret: secret}}},
+			{Tenant: "acme", Endpoints: []notify.Endpoint{{URL: alive.URL, Secret: secret}}},
+		}})
+	for _, id := range []string{"g1", "g2", "g3"} {
+		if err := n.ApprovalRequested(t.Context(), request(id, "globex", "payout.send", `{}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dead.next(t) // globex's receiver now holds a worker for up to a minute
+	if err := n.ApprovalRequested(t.Context(), request("a1", "acme", "payout.send", `{}`)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case d := <-alive.got:
+		if !bytes.Contains(d.body, []byte(`"a1"`)) {
+			t.Errorf("acme's receiver got %s", d.body)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("acme's notification waited behind globex's dead receiver")
+	}
+}

@@ -57,10 +57,18 @@ type Options struct {
 	// Links gives the approve and deny URLs of the payload (for example
 	// HumanHandlerLinks); nil leaves them out.
 	Links LinksFunc
-	// Queue bounds the deliveries waiting to be sent (default 256); past it
-	// a notification is dropped.
+	// Queue bounds the deliveries waiting to be sent to one endpoint
+	// (default 256); past it a notification is dropped. Each endpoint has
+	// a queue and workers of its own, so a receiver that is down delays
+	// only its own notifications.
 	Queue int
-	// Workers is how many deliveries are sent at once (default 2).
+	// PerTenant bounds one tenant's deliveries queued or being sent, over
+	// every endpoint (default 32); past it that tenant's notifications are
+	// dropped, and no other tenant's are. A request with no tenant counts
+	// as the tenant "".
+	PerTenant int
+	// Workers is how many deliveries are sent at once to one endpoint
+	// (default 2).
 	Workers int
 	// Attempts bounds the tries of one delivery (default 5).
 	Attempts int
@@ -86,6 +94,7 @@ type Options struct {
 // Defaults of Options.
 const (
 	DefaultQueue      = 256
+	DefaultPerTenant  = 32
 	DefaultWorkers    = 2
 	DefaultAttempts   = 5
 	DefaultBackoff    = time.Second
