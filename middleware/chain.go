@@ -50,8 +50,7 @@ type Observer interface {
 	StageDone(ctx context.Context, call *Call, stage string, d time.Duration, err error)
 }
 
-// StageTimer is implemented by an Observer that may not need the stages'
-// times.
+// StageTimer is implemented by an Observer that may not want stage times.
 //
 // When TimesStages returns false (it is asked once, when the chain is
 // built), the chain reads no clock for that Observer: StageDone is called
