@@ -85,7 +85,9 @@ func telemetryOff() axgate.Option {
 //     observe stage in the chain: what global cost before;
 //   - on: SDK tracer (always sampled, batched to an exporter that drops
 //     spans) and SDK meter (manual reader), summary gate events (the
-//     default);
+//     default; no axag.gate.duration, the default);
+//   - on,gate-durations: as on, with axag.gate.duration
+//     (TelemetryConfig.GateDurations), the default before it was opt-in;
 //   - on,all-events: as on, with every gate's event (GateEventsAll);
 //   - on,refusal-events: as on, with span events for refusals only
 //     (TelemetryConfig.GateEvents: middleware.GateEventsRefusals);
@@ -103,12 +105,18 @@ func BenchmarkObserve(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	// sdk returns the SDK providers' telemetry with the given gate events.
+	// sdk returns the SDK providers' telemetry with the given gate events;
+	// sdkWith with the given configuration.
+	var sdkWith func(tc middleware.TelemetryConfig, views ...sdkmetric.View) []axgate.Option
 	sdk := func(events middleware.GateEvents, views ...sdkmetric.View) []axgate.Option {
+		return sdkWith(middleware.TelemetryConfig{GateEvents: events}, views...)
+	}
+	sdkWith = func(tc middleware.TelemetryConfig, views ...sdkmetric.View) []axgate.Option {
 		tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(discardExporter{}), sdktrace.WithSampler(sdktrace.AlwaysSample()))
 		b.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
 		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()), sdkmetric.WithView(views...))
-		return []axgate.Option{axgate.WithTelemetry(middleware.TelemetryConfig{TracerProvider: tp, MeterProvider: mp, GateEvents: events})}
+		tc.TracerProvider, tc.MeterProvider = tp, mp
+		return []axgate.Option{axgate.WithTelemetry(tc)}
 	}
 	dropGates := sdkmetric.NewView(sdkmetric.Instrument{Name: "axag.gate.duration"}, sdkmetric.Stream{Aggregation: sdkmetric.AggregationDrop{}})
 	modes := []struct {
@@ -128,6 +136,9 @@ func BenchmarkObserve(b *testing.B) {
 				TracerProvider: otel.GetTracerProvider(), MeterProvider: otel.GetMeterProvider()})}
 		}},
 		{"on", func() []axgate.Option { return sdk(middleware.GateEventsSummary) }},
+		{"on,gate-durations", func() []axgate.Option {
+			return sdkWith(middleware.TelemetryConfig{GateDurations: true})
+		}},
 		{"on,all-events", func() []axgate.Option { return sdk(middleware.GateEventsAll) }},
 		{"on,refusal-events", func() []axgate.Option {
 			return sdk(middleware.GateEventsRefusals)

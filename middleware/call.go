@@ -197,6 +197,10 @@ type Call struct {
 	checkOnly  bool
 	executed   bool
 
+	// pending is set while a stage of an observed chain runs and has not
+	// passed the call on yet: pendingStage, which began at pendingStart
+	// (zero when the chain does not time its stages).
+	pending      bool
 	pendingStage string
 	pendingStart time.Time
 
@@ -452,3 +456,8 @@ func (c *Call) MarkExecuted() { c.executed = true }
 // returned: a gate that undoes its own work on failure (an idempotency claim)
 // must not undo it once the tool has run.
 func (c *Call) Executed() bool { return c.executed }
+
+// clearPending forgets the pending stage: its outcome was reported.
+func (c *Call) clearPending() {
+	c.pending, c.pendingStage, c.pendingStart = false, "", time.Time{}
+}

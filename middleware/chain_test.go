@@ -374,3 +374,68 @@ func TestBlankAndNullArgumentsHashAsEmpty(t *testing.T) {
 		}
 	}
 }
+
+// untimedRecorder is an Observer that does not want the stages' times.
+type untimedRecorder struct {
+	recorder
+	durations []time.Duration
+}
+
+func (r *untimedRecorder) TimesStages() bool { return false }
+
+func (r *untimedRecorder) StageDone(ctx context.Context, call *middleware.Call, stage string, d time.Duration, err error) {
+	r.durations = append(r.durations, d)
+	r.recorder.StageDone(ctx, call, stage, d, err)
+}
+
+// An Observer that does not time the stages (StageTimer) still hears every
+// stage's outcome, in order, a refusal included, with d = 0; and a timed
+// observer of an outer chain keeps its stages' times.
+func TestBuildUntimedObserver(t *testing.T) {
+	var log []string
+	rec := &untimedRecorder{}
+	refusal := axerr.New(axerr.CodeMissingParam, "missing")
+	chain := middleware.Build(middleware.InvokerFunc(func(context.Context, *middleware.Call) (middleware.Result, error) {
+		return middleware.Result{Value: "ok"}, nil
+	}), rec, stage("a", &log, nil), stage("b", &log, nil), stage("", &log, nil))
+	if _, err := chain.Invoke(context.Background(), middleware.NewCall("t", nil, middleware.Principal{})); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(rec.events, " "); got != "a:pass b:pass :pass" {
+		t.Errorf("events = %q", got)
+	}
+	refusing := middleware.Build(middleware.InvokerFunc(func(context.Context, *middleware.Call) (middleware.Result, error) {
+		return middleware.Result{Value: "ok"}, nil
+	}), rec, stage("a", &log, nil), stage("b", &log, refusal))
+	rec.events = nil
+	if _, err := refusing.Invoke(context.Background(), middleware.NewCall("t", nil, middleware.Principal{})); err == nil {
+		t.Fatal("allowed")
+	}
+	if got := strings.Join(rec.events, " "); got != "a:pass b:refuse" {
+		t.Errorf("events = %q", got)
+	}
+	for i, d := range rec.durations {
+		if d != 0 {
+			t.Errorf("duration %d = %v; want 0 from an untimed chain", i, d)
+		}
+	}
+
+	// A timed outer chain whose stage runs an untimed chain inside it.
+	outer := &recorder{}
+	inner := &untimedRecorder{}
+	innerChain := middleware.Build(middleware.InvokerFunc(func(context.Context, *middleware.Call) (middleware.Result, error) {
+		return middleware.Result{Value: "ok"}, nil
+	}), inner, stage("in", &log, nil))
+	wrap := middleware.Stage{Name: "wrap", Interceptor: func(ctx context.Context, c *middleware.Call, _ middleware.Invoker) (middleware.Result, error) {
+		return innerChain.Invoke(ctx, c)
+	}}
+	outerChain := middleware.Build(middleware.InvokerFunc(func(context.Context, *middleware.Call) (middleware.Result, error) {
+		return middleware.Result{Value: "ok"}, nil
+	}), outer, stage("first", &log, nil), wrap)
+	if _, err := outerChain.Invoke(context.Background(), middleware.NewCall("t", nil, middleware.Principal{})); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(append(outer.events, inner.events...), " "); strings.Contains(got, "negative") {
+		t.Errorf("events = %q", got)
+	}
+}

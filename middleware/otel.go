@@ -134,7 +134,7 @@ const (
 	// returns). It costs a few allocations more than GateEventsRefusals
 	// and fewer than GateEventsAll (bench/README.md, section
 	// Observability). The events then say nothing of when each gate
-	// finished; axag.gate.duration does.
+	// finished; axag.gate.duration does, with GateDurations.
 	GateEventsSummary GateEvents = iota
 	// GateEventsAll adds an event for every gate the call passed and for
 	// the refusal, if any: the whole path of the call, with the time each
@@ -146,8 +146,8 @@ const (
 	// attributes and its share of the span's growing event list, so on an
 	// action that passes all eleven standard gates the pass events are much
 	// of what tracing adds to an allowed call (bench/README.md, section
-	// Observability, has the figures); the gates' times are still in
-	// axag.gate.duration.
+	// Observability, has the figures); the gates' times can still be recorded in
+	// axag.gate.duration (GateDurations).
 	GateEventsRefusals
 )
 
@@ -159,10 +159,10 @@ type TelemetryConfig struct {
 	// (otel.GetTracerProvider), which follows a provider installed later with
 	// otel.SetTracerProvider. A trace/noop provider turns tracing off.
 	TracerProvider trace.TracerProvider
-	// MeterProvider makes the instruments axag.decisions,
-	// axag.call.duration and axag.gate.duration. Nil means the global
-	// provider (otel.GetMeterProvider); a metric/noop provider turns
-	// metrics off.
+	// MeterProvider makes the instruments axag.decisions and
+	// axag.call.duration (and axag.gate.duration with GateDurations). Nil
+	// means the global provider (otel.GetMeterProvider); a metric/noop
+	// provider turns metrics off.
 	MeterProvider metric.MeterProvider
 	// Audit receives one record per decision (a database, a queue;
 	// MultiAudit joins several); nil means no audit.
@@ -175,8 +175,15 @@ type TelemetryConfig struct {
 	// GateEvents says which gate outcomes become span events: one event
 	// listing the gates passed plus the refusal (GateEventsSummary, the
 	// default), every gate's (GateEventsAll) or only the refusal
-	// (GateEventsRefusals). Gate times are in axag.gate.duration either way.
+	// (GateEventsRefusals).
 	GateEvents GateEvents
+	// GateDurations, when set, records each gate's time in the histogram
+	// axag.gate.duration (attribute axag.gate), one point per gate a call
+	// passes or is refused by. Off by default: the points and the clock
+	// read at every stage boundary they need are most of what axgate adds
+	// to a traced call beyond its span and its two call metrics
+	// (bench/README.md, section Observability).
+	GateDurations bool
 }
 
 // Telemetry traces, measures and audits every call through a chain.
@@ -188,8 +195,9 @@ type TelemetryConfig struct {
 // (gen_ai.operation.name, gen_ai.tool.name, gen_ai.tool.call.id) and axag.intent,
 // axag.action_type, axag.risk_level, axag.decision, axag.error.code and
 // axag.gate; each gate's outcome is an "axag.gate" event and a refusal sets
-// the status to error. Metrics are axag.decisions, axag.call.duration and
-// axag.gate.duration, with low-cardinality attributes only.
+// the status to error. Metrics are axag.decisions and axag.call.duration
+// (and axag.gate.duration with TelemetryConfig.GateDurations), with
+// low-cardinality attributes only.
 //
 // Attribute sets are prepared once per action, stage and code, so a call
 // allocates nothing for them; with tracing or metrics off their instruments
@@ -203,6 +211,9 @@ type Telemetry struct {
 	// with otel.SetTracerProvider (otel.SetMeterProvider), and from then on
 	// forwards to it. Recording asks the global provider each time.
 	tracerGlobal, meterGlobal bool
+	// gateDurations is set when axag.gate.duration is recorded
+	// (TelemetryConfig.GateDurations with metrics on).
+	gateDurations bool
 
 	decisions    metric.Int64Counter
 	callDuration metric.Float64Histogram
@@ -279,10 +290,11 @@ func NewTelemetry(m *manifest.Manifest, cfg TelemetryConfig) (*Telemetry, error)
 		t.meterGlobal = isGlobalDelegate(mp)
 	}
 	if !isNoopMeter(mp) {
-		if err := t.instruments(mp.Meter(InstrumentationName)); err != nil {
+		if err := t.instruments(mp.Meter(InstrumentationName), cfg.GateDurations); err != nil {
 			return nil, err
 		}
 		t.metrics = true
+		t.gateDurations = cfg.GateDurations
 	}
 	if m != nil {
 		for _, a := range m.Actions {
@@ -358,7 +370,7 @@ func globalMetrics() bool {
 	return reflect.TypeOf(mp) != delegateMeterType && !isNoopMeter(mp)
 }
 
-func (t *Telemetry) instruments(meter metric.Meter) error {
+func (t *Telemetry) instruments(meter metric.Meter, gateDurations bool) error {
 	var err error
 	if t.decisions, err = meter.Int64Counter("axag.decisions",
 		metric.WithDescription("Tool calls decided by axgate, by intent, decision and error code."),
@@ -369,6 +381,9 @@ func (t *Telemetry) instruments(meter metric.Meter) error {
 		metric.WithDescription("Time of a tool call through the whole chain, tool included when it ran."),
 		metric.WithUnit("s"), metric.WithExplicitBucketBoundaries(durationBuckets...)); err != nil {
 		return fmt.Errorf("axag.call.duration: %w", err)
+	}
+	if !gateDurations {
+		return nil
 	}
 	if t.gateDuration, err = meter.Float64Histogram("axag.gate.duration",
 		metric.WithDescription("Time a gate of the chain spent on a call before passing it on or refusing it."),
@@ -718,6 +733,11 @@ func (at *actionTelemetry) outcome(o outcome, check bool) *outcomeTelemetry {
 	})
 }
 
+// TimesStages reports whether the telemetry records the gates' times
+// (TelemetryConfig.GateDurations): when it does not, a chain it observes
+// reads no clock per stage. It implements StageTimer.
+func (t *Telemetry) TimesStages() bool { return t.gateDurations }
+
 // StageDone records a stage's time and adds its outcome to the call's span.
 // It implements Observer.
 func (t *Telemetry) StageDone(_ context.Context, call *Call, stage string, d time.Duration, err error) {
@@ -736,7 +756,7 @@ func (t *Telemetry) StageDone(_ context.Context, call *Call, stage string, d tim
 	// (a clock read and a copy) to every gate's point of a sampled call.
 	// axag.call.duration keeps the exemplars. Enabled is false when a view
 	// drops the histogram, which then costs next to nothing.
-	if bg := context.Background(); t.metrics && t.gateDuration.Enabled(bg) {
+	if bg := context.Background(); t.gateDurations && t.gateDuration.Enabled(bg) {
 		t.gateDuration.Record(bg, d.Seconds(), g.record...)
 	}
 	st := call.telemetry

@@ -202,7 +202,7 @@ func setString(s attribute.Set) string {
 }
 
 func TestTelemetryAllowedCall(t *testing.T) {
-	r := newTelemetryRig(t, middleware.TelemetryConfig{GateEvents: middleware.GateEventsAll}, true)
+	r := newTelemetryRig(t, middleware.TelemetryConfig{GateEvents: middleware.GateEventsAll, GateDurations: true}, true)
 	call := middleware.NewCall("product_search", json.RawMessage(`{"query":"secret-value"}`), middleware.Principal{ID: "u1", Tenant: "t1"})
 	call.ID = "call-7"
 	if err := r.run(t, call, okTool, passStage("params")); err != nil {
@@ -459,7 +459,7 @@ func TestSlogAudit(t *testing.T) {
 }
 
 func TestTelemetryRefusalEventsOnly(t *testing.T) {
-	r := newTelemetryRig(t, middleware.TelemetryConfig{GateEvents: middleware.GateEventsRefusals}, true)
+	r := newTelemetryRig(t, middleware.TelemetryConfig{GateEvents: middleware.GateEventsRefusals, GateDurations: true}, true)
 	call := middleware.NewCall("order_place", json.RawMessage(`{}`), middleware.Principal{})
 	if err := r.run(t, call, okTool, passStage("access"), refuseStage("params", axerr.New(axerr.CodeMissingParam, "missing"))); err == nil {
 		t.Fatal("allowed")
@@ -531,7 +531,7 @@ func TestTelemetryStageWithoutObserver(t *testing.T) {
 // span another Telemetry started for the same call.
 func TestTelemetryForeignObserver(t *testing.T) {
 	outer := newTelemetryRig(t, middleware.TelemetryConfig{GateEvents: middleware.GateEventsAll}, true)
-	other := newTelemetryRig(t, middleware.TelemetryConfig{GateEvents: middleware.GateEventsAll}, true)
+	other := newTelemetryRig(t, middleware.TelemetryConfig{GateEvents: middleware.GateEventsAll, GateDurations: true}, true)
 	innerChain := middleware.Build(okTool, other.tel, passStage("inner_gate"))
 	tool := middleware.InvokerFunc(func(ctx context.Context, c *middleware.Call) (middleware.Result, error) {
 		return innerChain.Invoke(ctx, c)
@@ -690,5 +690,49 @@ func TestTelemetryAuditStage(t *testing.T) {
 	}
 	if n := len(r.spans.Ended()); n != 0 {
 		t.Errorf("%d spans from the audit-only stage", n)
+	}
+}
+
+// By default the gates' times are not recorded: no axag.gate.duration, and
+// the chain reads no clock per stage (TimesStages is false), while the span
+// still lists the gates passed and the refusal, and the call's own metrics
+// are there.
+func TestTelemetryGateDurationsOff(t *testing.T) {
+	r := newTelemetryRig(t, middleware.TelemetryConfig{}, true)
+	if r.tel.TimesStages() {
+		t.Error("TimesStages = true without GateDurations")
+	}
+	call := middleware.NewCall("order_place", json.RawMessage(`{}`), middleware.Principal{})
+	if err := r.run(t, call, okTool, passStage("access"), refuseStage("params", axerr.New(axerr.CodeMissingParam, "missing"))); err == nil {
+		t.Fatal("allowed")
+	}
+	s := oneSpan(t, r)
+	var passed []string
+	for _, ev := range s.Events() {
+		for _, kv := range ev.Attributes {
+			if ev.Name == "axag.gates" && kv.Key == "axag.gates.passed" {
+				passed = kv.Value.AsStringSlice()
+			}
+		}
+	}
+	if !slices.Equal(passed, []string{"intent", "access"}) {
+		t.Errorf("axag.gates.passed = %v; want [intent access]", passed)
+	}
+	if got := gateEvents(s); !slices.Equal(got, []string{"params:deny:AXAG_MISSING_PARAM"}) {
+		t.Errorf("refusal events = %v", got)
+	}
+	ms := collect(t, r)
+	if m, ok := ms["axag.gate.duration"]; ok {
+		t.Errorf("axag.gate.duration exported without GateDurations: %+v", m)
+	}
+	if got := counterPoints(t, ms["axag.decisions"]); got["axag.decision=deny,axag.error.code=AXAG_MISSING_PARAM,axag.intent=order.place"] != 1 {
+		t.Errorf("axag.decisions = %v", got)
+	}
+	if got := histogramCounts(t, ms["axag.call.duration"]); len(got) != 1 {
+		t.Errorf("axag.call.duration = %v", got)
+	}
+	on := newTelemetryRig(t, middleware.TelemetryConfig{GateDurations: true}, true)
+	if !on.tel.TimesStages() {
+		t.Error("TimesStages = false with GateDurations")
 	}
 }

@@ -103,7 +103,9 @@ func newTelemetry(ctx context.Context, withPrometheus bool) (*telemetry, error) 
 // when there is no SDK (the enforcers then keep their defaults, and with
 // them no observe stage).
 func (t *telemetry) config() (middleware.TelemetryConfig, bool) {
-	var tc middleware.TelemetryConfig
+	// The servers export each gate's time (axag_gate_duration_seconds on
+	// /metrics), which the library records only when asked.
+	tc := middleware.TelemetryConfig{GateDurations: true}
 	if t.tp != nil {
 		tc.TracerProvider = t.tp
 	}
