@@ -512,7 +512,7 @@ func (n *Notifier) try(d delivery) (int, error) {
 	}()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.ep.URL, bytes.NewReader(d.body))
 	if err != nil {
-		return 0, err
+		return 0, withoutURL(err)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "axgate-notify")
@@ -521,11 +521,22 @@ func (n *Notifier) try(d delivery) (int, error) {
 	}
 	resp, err := n.o.Client.Do(req)
 	if err != nil {
-		return 0, err
+		return 0, withoutURL(err)
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	resp.Body.Close()
 	return resp.StatusCode, nil
+}
+
+// withoutURL is err without the URL the HTTP client quotes in it (a
+// *url.Error's "Post \"URL\": …"): the failure is logged, and the path or
+// query of an incoming webhook is its secret.
+func withoutURL(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return fmt.Errorf("%s %s: %w", ue.Op, redactURL(ue.URL), ue.Err)
+	}
+	return err
 }
 
 // redactURL keeps a URL's scheme and host for a log: the path of an

@@ -1,0 +1,71 @@
+package notify_test
+
+import (
+	"bytes"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/axgate/axgate/notify"
+)
+
+// syncBuffer is a log destination the notifier's workers and the test can share.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// Attack: the path of an incoming webhook is its secret, and the notifier
+// logs only the endpoint's scheme and host — but a delivery that fails in
+// the transport (receiver down) logs the HTTP client's error, which quotes
+// the whole URL. The log must not hold the webhook's path or query.
+func TestAttack2FailedDeliveryLogLeaksWebhookPath(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close() // nothing listens: every try fails in the transport
+	const pathSecret = "T0000/B0000/XXXXsecretXXXX"
+	const querySecret = "tok3nSECRET"
+	var logs syncBuffer
+	n, err := notify.New(notify.Options{
+		Manifest: parsed(t),
+		Attempts: 2,
+		Backoff:  time.Millisecond,
+		Logger:   slog.New(slog.NewTextHandler(&logs, nil)),
+		Routes: []notify.Route{{Endpoints: []notify.Endpoint{
+			{URL: "http://" + addr + "/services/" + pathSecret + "?token=" + querySecret, Format: notify.FormatSlack},
+		}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	if err := n.ApprovalRequested(t.Context(), request("r1", "acme", "payout.send", `{"amount":1,"to":"x"}`)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the delivery fails", func() bool { return n.Stats().Failed == 1 })
+	out := logs.String()
+	if !strings.Contains(out, "axgate notification failed") {
+		t.Fatalf("no failure logged:\n%s", out)
+	}
+	if strings.Contains(out, pathSecret) || strings.Contains(out, querySecret) {
+		t.Errorf("the log holds the webhook's secret path or query:\n%s", out)
+	}
+}
