@@ -349,7 +349,7 @@ func (cf *configFile) readNotify(d *yamlDoc, n *yaml.Node) {
 				case "url":
 					if s, ok := d.str(g.value, at+".url"); ok {
 						if u, err := url.Parse(s); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-							d.failf(g.value, at+".url", "want an http or https URL, not %q", s)
+							d.failf(g.value, at+".url", "want an http or https URL (the value is not shown: a webhook's URL may hold its secret)")
 						}
 						w.URL = s
 					}
@@ -530,11 +530,23 @@ func runConfig(_ context.Context, e *env, args []string) int {
 
 // redactURL hides the password of a URL (--redis redis://:secret@host):
 // config check prints values, and its output ends up in CI logs.
+// A URL's query is hidden too (?token=…), and a value that looks like a
+// URL but does not parse is not shown at all: its password cannot be found.
 func redactURL(s string) string {
-	if u, err := url.Parse(s); err == nil && u.User != nil {
-		return u.Redacted()
+	u, err := url.Parse(s)
+	if err != nil {
+		if scheme, _, ok := strings.Cut(s, "://"); ok {
+			return scheme + "://(a URL that does not parse; not shown)"
+		}
+		return s
 	}
-	return s
+	if u.User == nil && u.RawQuery == "" {
+		return s
+	}
+	if u.RawQuery != "" {
+		u.RawQuery = "…"
+	}
+	return u.Redacted()
 }
 
 // quoteEmpty shows an empty value as "".
@@ -553,6 +565,8 @@ func webhookShown(w webhookConfig) string {
 	if w.Format == "slack" {
 		if u, err := url.Parse(w.URL); err == nil {
 			shown = u.Scheme + "://" + u.Host + "/…"
+		} else {
+			shown = "(a URL that does not parse; not shown)"
 		}
 	}
 	switch {

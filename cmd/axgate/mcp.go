@@ -379,7 +379,7 @@ func serveMCP(ctx context.Context, e *env, c mcpConfig, ops *opsFlags, conf conf
 		go func() { served <- fmt.Errorf("--human: %w", rt.serve(humanSrv, humanLn)) }()
 		log.Info("axgate mcp: people confirm and approve at", "addr", rt.scheme()+"://"+humanLn.Addr().String())
 	}
-	upstreamName := c.upstreamURL
+	upstreamName := redactURL(c.upstreamURL)
 	if upstreamName == "" {
 		upstreamName = strings.Join(append([]string{c.upstreamCmd}, c.upstreamArgs...), " ")
 	}
