@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -49,5 +50,30 @@ notify:
 				t.Errorf("config check (exit %d) printed the secret:\n%s\n%s", code, out, stderr)
 			}
 		})
+	}
+}
+
+// Attack: a configuration of a few kilobytes whose aliases expand to
+// millions of values ("billion laughs": N webhooks that are each an alias
+// of one with M tenants that is itself an alias) is read N×M times;
+// config check (and serve, mcp) must refuse it rather than build it.
+func TestAttack2ConfigAliasBomb(t *testing.T) {
+	const n, m = 1000, 1000
+	var b strings.Builder
+	b.WriteString("notify:\n  webhooks:\n    - &w {url: \"https://hooks.example.com/x\", format: slack, tenants: &t [")
+	for i := range m {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "t%d", i)
+	}
+	b.WriteString("]}\n")
+	for range n {
+		b.WriteString("    - *w\n")
+	}
+	p := writeConfig(t, b.String())
+	out, stderr, code := cli(t, nil, "config", "check", p)
+	if code != exitFail || !strings.Contains(stderr, "alias") {
+		t.Errorf("config check of an alias bomb: exit %d, %d bytes of output; want a refusal that names the aliases\n%.300s", code, len(out), stderr)
 	}
 }

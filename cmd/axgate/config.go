@@ -168,7 +168,39 @@ func parseConfigYAML(d *yamlDoc, data []byte) (*yaml.Node, bool) {
 	if len(doc.Content) == 0 {
 		return &yaml.Node{Kind: yaml.MappingNode}, true
 	}
+	if expandedSize(&doc, 0) > maxConfigNodes {
+		d.failf(nil, "", "the document expands to more than %d values through its aliases (*name), or nests deeper than %d levels; a configuration needs far fewer", maxConfigNodes, maxAliasDepth)
+		return nil, false
+	}
 	return doc.Content[0], true
+}
+
+// maxConfigNodes bounds the values a configuration expands to, aliases
+// followed: a few kilobytes of aliases of aliases ("billion laughs") would
+// otherwise be read, and printed by config check, millions of times.
+const maxConfigNodes = 100_000
+
+// expandedSize counts the nodes of n with aliases followed, stopping as
+// soon as the count passes maxConfigNodes (which also ends an alias that
+// contains itself).
+func expandedSize(n *yaml.Node, depth int) int {
+	if n == nil {
+		return 0
+	}
+	if depth > maxAliasDepth {
+		return maxConfigNodes + 1
+	}
+	if n.Kind == yaml.AliasNode {
+		return 1 + expandedSize(n.Alias, depth+1)
+	}
+	size := 1
+	for _, c := range n.Content {
+		size += expandedSize(c, depth+1)
+		if size > maxConfigNodes {
+			break
+		}
+	}
+	return size
 }
 
 // configKeys returns the flags a file may set (all but --config), sorted,
