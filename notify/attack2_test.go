@@ -69,3 +69,21 @@ func TestAttack2FailedDeliveryLogLeaksWebhookPath(t *testing.T) {
 		t.Errorf("the log holds the webhook's secret path or query:\n%s", out)
 	}
 }
+
+// Attack: a receiver reads its key from a variable that is unset, so it
+// calls Verify with an empty secret. Anyone can compute the HMAC with an
+// empty key, so Verify must refuse rather than accept a forged body.
+func TestAttack2VerifyWithEmptySecretAcceptsForgery(t *testing.T) {
+	forged := []byte(`{"request_id":"forged","intent":"payout.send"}`)
+	now := time.Now()
+	header := notify.Sign(nil, forged, now)
+	for _, key := range [][]byte{nil, {}} {
+		if err := notify.Verify(key, header, forged, time.Minute, now); err == nil {
+			t.Errorf("Verify with an empty secret (%#v) accepted a body signed with the empty key", key)
+		}
+	}
+	// A real key still verifies.
+	if err := notify.Verify(secret, notify.Sign(secret, forged, now), forged, time.Minute, now); err != nil {
+		t.Errorf("a real signature: %v", err)
+	}
+}

@@ -599,6 +599,9 @@ var (
 	ErrNoSignature  = errors.New("notify: no valid signature header")
 	ErrBadSignature = errors.New("notify: the signature does not match the body")
 	ErrStale        = errors.New("notify: the signature's timestamp is outside the tolerance")
+	// ErrNoSecret is Verify's answer to an empty secret (a key read from
+	// a variable that is not set): anyone can sign with the empty key.
+	ErrNoSecret = errors.New("notify: no secret to verify with (the key is empty)")
 )
 
 // Verify checks the X-Axgate-Signature header value of a delivery against its raw body.
@@ -607,8 +610,11 @@ var (
 // with secret (compared in constant time) and t is within tolerance of now
 // (either way, so that clocks may differ a little). Pass the body exactly
 // as received, before any JSON decoding. A tolerance of zero or less is
-// taken as five minutes.
+// taken as five minutes. An empty secret verifies nothing (ErrNoSecret).
 func Verify(secret []byte, header string, body []byte, tolerance time.Duration, now time.Time) error {
+	if len(secret) == 0 {
+		return ErrNoSecret
+	}
 	if tolerance <= 0 {
 		tolerance = 5 * time.Minute
 	}
