@@ -77,3 +77,21 @@ func TestAttack2ConfigAliasBomb(t *testing.T) {
 		t.Errorf("config check of an alias bomb: exit %d, %d bytes of output; want a refusal that names the aliases\n%.300s", code, len(out), stderr)
 	}
 }
+
+// Attack: hostile shapes of a configuration file: deep nesting, and a file
+// far larger than any configuration (a config path that names a device
+// such as /dev/zero would be read forever). Each is refused with a clear
+// error, without a crash.
+func TestAttack2ConfigHostileShapes(t *testing.T) {
+	deep := "notify: " + strings.Repeat("[", 5000) + strings.Repeat("]", 5000) + "\n"
+	huge := "upstream: http://tools:9000\n" + strings.Repeat("# padding padding padding padding padding padding\n", 2<<20/50)
+	for name, body := range map[string]string{"deep": deep, "huge": huge} {
+		t.Run(name, func(t *testing.T) {
+			p := writeConfig(t, body)
+			_, stderr, code := cli(t, nil, "config", "check", p)
+			if code != exitFail {
+				t.Errorf("config check of a %s file: exit %d\n%.300s", name, code, stderr)
+			}
+		})
+	}
+}

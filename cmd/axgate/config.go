@@ -127,12 +127,24 @@ var configSections = []string{"enforce", "notify"}
 // readConfigFile reads the configuration file at path for the flags of fs.
 // All problems are reported at once, each with its line and column.
 func readConfigFile(path string, fs *flag.FlagSet) (*configFile, error) {
-	data, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxConfigBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > maxConfigBytes {
+		return nil, fmt.Errorf("%s: larger than %d bytes; a configuration is far smaller (is it the right file?)", path, maxConfigBytes)
+	}
 	return parseConfig(path, data, fs)
 }
+
+// maxConfigBytes bounds what is read of a configuration file: a path that
+// names a device (/dev/zero) or a huge file is refused, not read forever.
+const maxConfigBytes = 1 << 20
 
 // parseConfig reads a configuration file's content.
 func parseConfig(path string, data []byte, fs *flag.FlagSet) (*configFile, error) {
