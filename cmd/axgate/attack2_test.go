@@ -95,3 +95,20 @@ func TestAttack2ConfigHostileShapes(t *testing.T) {
 		})
 	}
 }
+
+// Attack: an --upstream (serve) or --upstream-url (mcp) with a password and
+// a wrong scheme is quoted in the usage error, which lands in CI and
+// container logs.
+func TestAttack2UpstreamErrorHidesPassword(t *testing.T) {
+	const secret = "S3CRETpw"
+	m := sharedManifest("valid-basic.json")
+	for _, args := range [][]string{
+		{"serve", "--manifest", m, "--anonymous", "--upstream", "ftp://user:" + secret + "@tools:9000"},
+		{"mcp", "--manifest", m, "--anonymous", "--upstream-url", "ftp://user:" + secret + "@tools:9000/mcp"},
+	} {
+		_, stderr, code := cli(t, nil, args...)
+		if code == exitOK || strings.Contains(stderr, secret) {
+			t.Errorf("%s: exit %d, stderr holds the password or the call was accepted:\n%.400s", args[0], code, stderr)
+		}
+	}
+}

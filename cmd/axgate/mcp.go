@@ -188,7 +188,7 @@ func runMCP(ctx context.Context, e *env, args []string) int {
 	}
 	if c.upstreamURL != "" {
 		if !isHTTPURL(c.upstreamURL) {
-			return usageError(e, fs, "--upstream-url must be an http or https URL, not %q", c.upstreamURL)
+			return usageError(e, fs, "--upstream-url must be an http or https URL, not %q", redactURL(c.upstreamURL))
 		}
 	}
 	if c.upstreamCmd != "" {

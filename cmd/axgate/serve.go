@@ -137,7 +137,7 @@ func runServe(ctx context.Context, e *env, args []string) int {
 	}
 	up, err := url.Parse(c.upstream)
 	if err != nil || (up.Scheme != "http" && up.Scheme != "https") || up.Host == "" {
-		return usageError(e, fs, "--upstream must be an http or https URL, not %q", c.upstream)
+		return usageError(e, fs, "--upstream must be an http or https URL, not %q", redactURL(c.upstream))
 	}
 
 	log := slog.New(slog.NewTextHandler(e.stderr, nil))
