@@ -26,7 +26,8 @@ type AuditRecord struct {
 
 	// Intent is the resolved manifest intent, "" when the tool is unknown.
 	Intent string
-	// Tool is the tool name the caller asked for.
+	// Tool is the tool name the caller asked for, cut to 128 bytes (an
+	// undeclared tool's name is the caller's choice), as on the span.
 	Tool string
 	// CallID is the transport's id of the call, when it has one.
 	CallID string
@@ -202,7 +203,7 @@ func auditRecord(ctx context.Context, call *Call, a *manifest.Action, o outcome,
 	r := AuditRecord{
 		Time:                 end,
 		Duration:             end.Sub(start),
-		Tool:                 call.Tool,
+		Tool:                 boundedToolName(call.Tool), // the caller's choice for an undeclared tool, as on the span
 		CallID:               call.ID,
 		PrincipalID:          call.Principal.ID,
 		Tenant:               call.Principal.Tenant,

@@ -28,7 +28,8 @@
 // from its own clock, so that a captured request cannot be replayed later.
 // Each attempt is signed anew with the time it is sent. Receivers should
 // also treat request_id as the idempotency key: a delivery whose answer was
-// lost is sent again.
+// lost is sent again. A receiver must refuse to start without its key:
+// with an empty key anyone can sign (Verify refuses it, ErrNoSecret).
 //
 // Failed deliveries (a network error, 429 or any 5xx) are retried with
 // exponential back-off, at most Options.Attempts times; any other status

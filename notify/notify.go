@@ -512,7 +512,7 @@ func (n *Notifier) try(d delivery) (int, error) {
 	}()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.ep.URL, bytes.NewReader(d.body))
 	if err != nil {
-		return 0, err
+		return 0, withoutURL(err)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "axgate-notify")
@@ -521,11 +521,22 @@ func (n *Notifier) try(d delivery) (int, error) {
 	}
 	resp, err := n.o.Client.Do(req)
 	if err != nil {
-		return 0, err
+		return 0, withoutURL(err)
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	resp.Body.Close()
 	return resp.StatusCode, nil
+}
+
+// withoutURL is err without the URL the HTTP client quotes in it (a
+// *url.Error's "Post \"URL\": …"): the failure is logged, and the path or
+// query of an incoming webhook is its secret.
+func withoutURL(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return fmt.Errorf("%s %s: %w", ue.Op, redactURL(ue.URL), ue.Err)
+	}
+	return err
 }
 
 // redactURL keeps a URL's scheme and host for a log: the path of an
@@ -588,6 +599,9 @@ var (
 	ErrNoSignature  = errors.New("notify: no valid signature header")
 	ErrBadSignature = errors.New("notify: the signature does not match the body")
 	ErrStale        = errors.New("notify: the signature's timestamp is outside the tolerance")
+	// ErrNoSecret is Verify's answer to an empty secret (a key read from
+	// a variable that is not set): anyone can sign with the empty key.
+	ErrNoSecret = errors.New("notify: no secret to verify with (the key is empty)")
 )
 
 // Verify checks the X-Axgate-Signature header value of a delivery against its raw body.
@@ -596,8 +610,11 @@ var (
 // with secret (compared in constant time) and t is within tolerance of now
 // (either way, so that clocks may differ a little). Pass the body exactly
 // as received, before any JSON decoding. A tolerance of zero or less is
-// taken as five minutes.
+// taken as five minutes. An empty secret verifies nothing (ErrNoSecret).
 func Verify(secret []byte, header string, body []byte, tolerance time.Duration, now time.Time) error {
+	if len(secret) == 0 {
+		return ErrNoSecret
+	}
 	if tolerance <= 0 {
 		tolerance = 5 * time.Minute
 	}

@@ -127,12 +127,24 @@ var configSections = []string{"enforce", "notify"}
 // readConfigFile reads the configuration file at path for the flags of fs.
 // All problems are reported at once, each with its line and column.
 func readConfigFile(path string, fs *flag.FlagSet) (*configFile, error) {
-	data, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxConfigBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > maxConfigBytes {
+		return nil, fmt.Errorf("%s: larger than %d bytes; a configuration is far smaller (is it the right file?)", path, maxConfigBytes)
+	}
 	return parseConfig(path, data, fs)
 }
+
+// maxConfigBytes bounds what is read of a configuration file: a path that
+// names a device (/dev/zero) or a huge file is refused, not read forever.
+const maxConfigBytes = 1 << 20
 
 // parseConfig reads a configuration file's content.
 func parseConfig(path string, data []byte, fs *flag.FlagSet) (*configFile, error) {
@@ -168,7 +180,39 @@ func parseConfigYAML(d *yamlDoc, data []byte) (*yaml.Node, bool) {
 	if len(doc.Content) == 0 {
 		return &yaml.Node{Kind: yaml.MappingNode}, true
 	}
+	if expandedSize(&doc, 0) > maxConfigNodes {
+		d.failf(nil, "", "the document expands to more than %d values through its aliases (*name), or nests deeper than %d levels; a configuration needs far fewer", maxConfigNodes, maxAliasDepth)
+		return nil, false
+	}
 	return doc.Content[0], true
+}
+
+// maxConfigNodes bounds the values a configuration expands to, aliases
+// followed: a few kilobytes of aliases of aliases ("billion laughs") would
+// otherwise be read, and printed by config check, millions of times.
+const maxConfigNodes = 100_000
+
+// expandedSize counts the nodes of n with aliases followed, stopping as
+// soon as the count passes maxConfigNodes (which also ends an alias that
+// contains itself).
+func expandedSize(n *yaml.Node, depth int) int {
+	if n == nil {
+		return 0
+	}
+	if depth > maxAliasDepth {
+		return maxConfigNodes + 1
+	}
+	if n.Kind == yaml.AliasNode {
+		return 1 + expandedSize(n.Alias, depth+1)
+	}
+	size := 1
+	for _, c := range n.Content {
+		size += expandedSize(c, depth+1)
+		if size > maxConfigNodes {
+			break
+		}
+	}
+	return size
 }
 
 // configKeys returns the flags a file may set (all but --config), sorted,
@@ -349,7 +393,7 @@ func (cf *configFile) readNotify(d *yamlDoc, n *yaml.Node) {
 				case "url":
 					if s, ok := d.str(g.value, at+".url"); ok {
 						if u, err := url.Parse(s); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-							d.failf(g.value, at+".url", "want an http or https URL, not %q", s)
+							d.failf(g.value, at+".url", "want an http or https URL (the value is not shown: a webhook's URL may hold its secret)")
 						}
 						w.URL = s
 					}
@@ -530,11 +574,23 @@ func runConfig(_ context.Context, e *env, args []string) int {
 
 // redactURL hides the password of a URL (--redis redis://:secret@host):
 // config check prints values, and its output ends up in CI logs.
+// A URL's query is hidden too (?token=…), and a value that looks like a
+// URL but does not parse is not shown at all: its password cannot be found.
 func redactURL(s string) string {
-	if u, err := url.Parse(s); err == nil && u.User != nil {
-		return u.Redacted()
+	u, err := url.Parse(s)
+	if err != nil {
+		if scheme, _, ok := strings.Cut(s, "://"); ok {
+			return scheme + "://(a URL that does not parse; not shown)"
+		}
+		return s
 	}
-	return s
+	if u.User == nil && u.RawQuery == "" {
+		return s
+	}
+	if u.RawQuery != "" {
+		u.RawQuery = "…"
+	}
+	return u.Redacted()
 }
 
 // quoteEmpty shows an empty value as "".
@@ -553,6 +609,8 @@ func webhookShown(w webhookConfig) string {
 	if w.Format == "slack" {
 		if u, err := url.Parse(w.URL); err == nil {
 			shown = u.Scheme + "://" + u.Host + "/…"
+		} else {
+			shown = "(a URL that does not parse; not shown)"
 		}
 	}
 	switch {

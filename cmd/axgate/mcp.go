@@ -188,7 +188,7 @@ func runMCP(ctx context.Context, e *env, args []string) int {
 	}
 	if c.upstreamURL != "" {
 		if !isHTTPURL(c.upstreamURL) {
-			return usageError(e, fs, "--upstream-url must be an http or https URL, not %q", c.upstreamURL)
+			return usageError(e, fs, "--upstream-url must be an http or https URL, not %q", redactURL(c.upstreamURL))
 		}
 	}
 	if c.upstreamCmd != "" {
@@ -379,7 +379,7 @@ func serveMCP(ctx context.Context, e *env, c mcpConfig, ops *opsFlags, conf conf
 		go func() { served <- fmt.Errorf("--human: %w", rt.serve(humanSrv, humanLn)) }()
 		log.Info("axgate mcp: people confirm and approve at", "addr", rt.scheme()+"://"+humanLn.Addr().String())
 	}
-	upstreamName := c.upstreamURL
+	upstreamName := redactURL(c.upstreamURL)
 	if upstreamName == "" {
 		upstreamName = strings.Join(append([]string{c.upstreamCmd}, c.upstreamArgs...), " ")
 	}

@@ -137,7 +137,7 @@ func runServe(ctx context.Context, e *env, args []string) int {
 	}
 	up, err := url.Parse(c.upstream)
 	if err != nil || (up.Scheme != "http" && up.Scheme != "https") || up.Host == "" {
-		return usageError(e, fs, "--upstream must be an http or https URL, not %q", c.upstream)
+		return usageError(e, fs, "--upstream must be an http or https URL, not %q", redactURL(c.upstream))
 	}
 
 	log := slog.New(slog.NewTextHandler(e.stderr, nil))
@@ -164,7 +164,7 @@ func runServe(ctx context.Context, e *env, args []string) int {
 	served := make(chan error, 1)
 	go func() { served <- rt.serve(srv, ln) }()
 	log.Info("axgate serve: listening", "addr", rt.scheme()+"://"+ln.Addr().String(), "manifest", c.manifest,
-		"tools", gw.current().toolCount, "upstream", c.upstream)
+		"tools", gw.current().toolCount, "upstream", redactURL(c.upstream))
 
 	signals := e.signals
 	if signals == nil {
