@@ -451,6 +451,22 @@ func (c configured) sections() (enforceSection, notifySection) {
 	return c.file.Enforce, c.file.Notify
 }
 
+// parseConfigured parses the command line of a command that takes --config
+// and completes it from the environment and the file (applyConfig): the
+// prelude serve and mcp share. When ok is false the command exits with
+// status.
+func parseConfigured(e *env, fs *flag.FlagSet, args []string) (pos []string, conf configured, status int, ok bool) {
+	pos, err := parseFlags(e, fs, args)
+	if err != nil {
+		return nil, configured{}, flagStatus(err), false
+	}
+	if conf, err = applyConfig(e, fs); err != nil {
+		fmt.Fprintln(e.stderr, err)
+		return nil, configured{}, usageError(e, fs, "invalid configuration"), false
+	}
+	return pos, conf, 0, true
+}
+
 // applyConfig completes a parsed flag set from the environment and the
 // configuration file (--config, or AXGATE_CONFIG): a flag not given on the
 // command line takes the file's value, else its AXGATE_* variable's, else

@@ -144,14 +144,9 @@ func mcpFlags(e *env) (*flag.FlagSet, *mcpConfig, *opsFlags) {
 
 func runMCP(ctx context.Context, e *env, args []string) int {
 	fs, cp, ops := mcpFlags(e)
-	pos, err := parseFlags(e, fs, args)
-	if err != nil {
-		return flagStatus(err)
-	}
-	conf, err := applyConfig(e, fs)
-	if err != nil {
-		fmt.Fprintln(e.stderr, err)
-		return usageError(e, fs, "invalid configuration")
+	pos, conf, status, ok := parseConfigured(e, fs, args)
+	if !ok {
+		return status
 	}
 	c := *cp
 	// given says whether the command line or the file sets a flag: an

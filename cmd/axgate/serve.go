@@ -115,14 +115,9 @@ func serveFlags(e *env) (*flag.FlagSet, *serveConfig, *opsFlags) {
 
 func runServe(ctx context.Context, e *env, args []string) int {
 	fs, cp, ops := serveFlags(e)
-	pos, err := parseFlags(e, fs, args)
-	if err != nil {
-		return flagStatus(err)
-	}
-	conf, err := applyConfig(e, fs)
-	if err != nil {
-		fmt.Fprintln(e.stderr, err)
-		return usageError(e, fs, "invalid configuration")
+	pos, conf, status, ok := parseConfigured(e, fs, args)
+	if !ok {
+		return status
 	}
 	c := *cp
 	switch {
