@@ -94,7 +94,14 @@ func (f *front) receive(next mcp.MethodHandler) mcp.MethodHandler {
 			if ir, ok := res.(*mcp.InitializeResult); ok {
 				ir.Capabilities = f.g.frontCaps()
 			}
-			f.g.linkFor(f, ss)
+			l := f.g.linkFor(f, ss)
+			if f == f.g.httpFront {
+				userID := ""
+				if ex := req.GetExtra(); ex != nil && ex.TokenInfo != nil {
+					userID = ex.TokenInfo.UserID
+				}
+				f.g.registerHTTP(l, ss.ID(), userID)
+			}
 			return res, nil
 		case "tools/list":
 			if r, ok := req.(*mcp.ListToolsRequest); ok {
@@ -282,7 +289,8 @@ func (g *Gateway) forward(ctx context.Context, call *middleware.Call) (middlewar
 	if ob == nil {
 		return middleware.Result{}, axerr.New(axerr.CodeInternal, "the call reached the gateway's tool without an upstream session").WithIntent(call.Intent())
 	}
-	cs := ob.link.current()
+	l := ob.link
+	cs := l.current()
 	if cs == nil {
 		return middleware.Result{}, unavailable(call.Intent())
 	}
@@ -327,7 +335,12 @@ func (g *Gateway) forward(ctx context.Context, call *middleware.Call) (middlewar
 	ctx, cancel := context.WithTimeout(ctx, g.cfg.callTimeout)
 	defer cancel()
 	upCtx, done := upstreamContext(ctx)
-	res, err := cs.CallTool(upCtx, params)
+	var res *mcp.CallToolResult
+	if version := l.directVersion(cs); version != "" {
+		res, err = l.callDirect(upCtx, cs, version, params)
+	} else {
+		res, err = cs.CallTool(upCtx, params)
+	}
 	done()
 	if err != nil {
 		return middleware.Result{}, g.callFailed(ctx, call, ob.link, err)

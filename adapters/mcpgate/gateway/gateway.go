@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -66,6 +67,13 @@ type Gateway struct {
 	callsOf map[string]int
 	// starts is the gateway-wide back-off of upstream starts.
 	starts *breaker
+
+	// direct are the tools whose calls may take the direct path
+	// (direct.go); byID are the streamable HTTP sessions' links by session
+	// id; directSeq numbers the direct path's requests to the upstream.
+	direct    map[string]bool
+	byID      map[string]*link
+	directSeq atomic.Uint64
 }
 
 // New returns a gateway that enforces enf's manifest in front of upstream.
@@ -115,6 +123,7 @@ func New(enf *axgate.Enforcer, upstream Upstream, opts ...Option) (*Gateway, err
 		perKey:      map[string]int{},
 		callsOf:     map[string]int{},
 		starts:      &breaker{min: cfg.backoffMin, max: cfg.backoffMax},
+		byID:        map[string]*link{},
 	}
 	if upstream.URL != "" && upstream.HTTPClient == nil {
 		g.ownClient = newUpstreamClient()
@@ -130,6 +139,7 @@ func New(enf *axgate.Enforcer, upstream Upstream, opts ...Option) (*Gateway, err
 		g.defs[t.Name] = def
 		g.order = append(g.order, t.Name)
 	}
+	g.direct = directTools(g.order, enf.StagesFor)
 	meter := cfg.meter.Meter("github.com/axgate/axgate/adapters/mcpgate/gateway")
 	var err error
 	if g.changedCount, err = meter.Int64Counter("axgate.gateway.tool_changed",
@@ -213,6 +223,7 @@ func (g *Gateway) Close() error {
 		links = append(links, g.control)
 	}
 	g.links = map[*mcp.ServerSession]*link{}
+	g.byID = map[string]*link{}
 	g.mu.Unlock()
 
 	var wg sync.WaitGroup
@@ -239,6 +250,7 @@ func (g *Gateway) buildHandler() http.Handler {
 	mux := http.NewServeMux()
 	var h http.Handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.httpFront.server },
 		&mcp.StreamableHTTPOptions{SessionTimeout: g.cfg.sessionTimeout, Logger: g.cfg.logger})
+	h = g.directCalls(h)
 	h = limitBody(h, g.cfg.maxMessageBytes)
 	if g.cfg.bearer != nil {
 		metaURL, _ := metadataURL(g.cfg.resource.Resource) // checked by New
@@ -318,6 +330,9 @@ func (g *Gateway) linkFor(f *front, ss *mcp.ServerSession) *link {
 		g.mu.Lock()
 		if g.links[ss] == l {
 			delete(g.links, ss)
+		}
+		if id := ss.ID(); id != "" && g.byID[id] == l {
+			delete(g.byID, id)
 		}
 		g.mu.Unlock()
 		g.release(ss)

@@ -55,6 +55,11 @@ type link struct {
 	wake      chan struct{} // a list is due
 	limiter   *rate.Limiter // of the lists after notifications
 
+	// userID is the user the client session was started by, and lastPOST
+	// when the SDK last saw a POST of it (direct.go).
+	userID   string
+	lastPOST atomic.Int64
+
 	calls    slots       // tools/call in flight (WithMaxCallsPerSession)
 	pending  slots       // upstream requests to the client (WithMaxPendingUpstreamRequests)
 	tooLarge atomic.Bool // the session was cut for a message over the bound
@@ -314,7 +319,13 @@ func (l *link) connect() (*mcp.ClientSession, error) {
 	ctx, cancel := context.WithTimeout(l.ctx, l.g.cfg.connectTimeout)
 	defer cancel()
 	l.tooLarge.Store(false)
-	cs, err := l.client.Connect(ctx, l.transport(), nil)
+	var opts *mcp.ClientSessionOptions
+	if l.g.up.URL != "" {
+		// A session, as the front's: the stateless protocol would make each
+		// call carry the client's description, and have no session to map.
+		opts = &mcp.ClientSessionOptions{ProtocolVersion: upstreamProtocolVersion}
+	}
+	cs, err := l.client.Connect(ctx, l.transport(), opts)
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,339 @@
+package gateway
+
+import (
+	"encoding/json"
+	"errors"
+	"mime"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/axgate/axgate/gates"
+)
+
+// The direct path of a tool call.
+//
+// Through the SDK, every call costs the gateway a second MCP server (the
+// front) and a second MCP client (to the upstream), each of which decodes
+// and encodes every message about as expensively as the agent's client and
+// the upstream's server do: the gateway doubled the CPU of a call and
+// halved the throughput (BenchmarkGatewayRead, bench/README.md). The
+// common call does not need them:
+//
+//   - The front (directCalls): a tools/call POST on an established
+//     streamable HTTP session, of a tool whose chain cannot ask the person
+//     (no confirmation stage, so no elicitation and no input-required
+//     result), with nothing but name, arguments and _meta in its params and
+//     no progress token, is decoded once here and run through callTool — the
+//     same refusals, bounds and chain as through the SDK — and answered with
+//     one JSON body. Every other request, and every request that is not
+//     exactly what the SDK would also accept (headers, protocol version,
+//     the session's user), goes to the SDK's handler, which answers it as
+//     before.
+//   - The upstream (callDirect): a call to an HTTP upstream on a session of
+//     a protocol version with sessions is one POST whose answer, a JSON body
+//     or an event stream, is read here; the upstream's notifications and
+//     requests on that stream are handled as the SDK client's handlers
+//     handle them (linkHandlers).
+
+// The streamable HTTP transport's headers.
+const (
+	headerSessionID       = "Mcp-Session-Id"
+	headerProtocolVersion = "Mcp-Protocol-Version"
+	headerLastEventID     = "Last-Event-ID"
+)
+
+// upstreamProtocolVersion is the protocol version the gateway asks its
+// upstream sessions for: the newest with sessions, as the front speaks
+// (legacyVersions), so that one client session maps to one upstream
+// session.
+const upstreamProtocolVersion = "2025-11-25"
+
+// directTools are the tools whose calls may take the direct path: those
+// whose chain has no confirmation stage (it is the only stage that asks the
+// person through the client).
+func directTools(names []string, stagesFor func(string) ([]string, bool)) map[string]bool {
+	out := map[string]bool{}
+	for _, name := range names {
+		stages, ok := stagesFor(name)
+		if ok && !slices.Contains(stages, gates.StageConfirmation) {
+			out[name] = true
+		}
+	}
+	return out
+}
+
+// directCalls serves the tool calls that may take the direct path, and
+// hands every other request to next, the SDK's streamable HTTP handler.
+func (g *Gateway) directCalls(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			next.ServeHTTP(w, r)
+			return
+		}
+		l := g.httpLink(r.Header.Get(headerSessionID))
+		if l == nil {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if call, ok := g.directCall(r, l); ok {
+			g.serveDirect(w, r, l, call)
+			return
+		}
+		// The SDK keeps an idle session only for WithSessionTimeout after
+		// its last POST, and sees none of the direct ones: directCall sends
+		// a call through the SDK when the session's last POST there is
+		// older than a quarter of that.
+		l.touch()
+		defer l.touch()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// directRequest is a tools/call as the direct path read it.
+type directRequest struct {
+	id   json.RawMessage // a JSON string or integer
+	name string
+	args json.RawMessage
+	meta mcp.Meta
+}
+
+// directCall reads r when it may take the direct path. Otherwise r's body
+// is left for the SDK to read.
+func (g *Gateway) directCall(r *http.Request, l *link) (directRequest, bool) {
+	if r.Body == nil || !g.directFront(r, l) {
+		return directRequest{}, false
+	}
+	// limitBody read the body already, within the bound; the SDK gets the
+	// same bytes when the call is not taken here.
+	mb, ok := r.Body.(*memBody)
+	if !ok || mb.Len() != len(mb.data) {
+		return directRequest{}, false
+	}
+	body := mb.data
+	d, ok := parseDirect(body)
+	if !ok || !g.direct[d.name] {
+		return directRequest{}, false
+	}
+	if _, ok := d.meta["progressToken"]; ok {
+		return directRequest{}, false // progress is the SDK's to relate to the call
+	}
+	return d, true
+}
+
+// directFront reports whether the SDK would take r as a request of l's
+// session as it stands: the content types of a POST, the session's
+// protocol version, the user the session was started by, and a session
+// the SDK has seen a POST of recently enough not to time it out.
+func (g *Gateway) directFront(r *http.Request, l *link) bool {
+	ip := l.front.InitializeParams()
+	switch {
+	case ip == nil || ip.ProtocolVersion == "" || r.Header.Get(headerProtocolVersion) != ip.ProtocolVersion:
+		return false
+	case len(r.Header.Values(headerLastEventID)) > 0:
+		return false
+	case !isJSON(r.Header.Get("Content-Type")):
+		return false
+	}
+	if jsonOK, streamOK := accepts(r.Header.Values("Accept")); !jsonOK || !streamOK {
+		return false
+	}
+	if l.userID != "" {
+		if ti := auth.TokenInfoFromContext(r.Context()); ti == nil || ti.UserID != l.userID {
+			return false // the SDK refuses it: session user mismatch
+		}
+	}
+	if t := g.cfg.sessionTimeout; t > 0 && time.Since(time.Unix(0, l.lastPOST.Load())) > t/4 {
+		return false
+	}
+	return true
+}
+
+func isJSON(contentType string) bool {
+	mt, _, err := mime.ParseMediaType(contentType)
+	return err == nil && mt == "application/json"
+}
+
+// accepts reads an Accept header as the SDK's streamable HTTP handler does.
+func accepts(values []string) (jsonOK, streamOK bool) {
+	for _, value := range values {
+		for _, raw := range strings.Split(value, ",") {
+			base, _, _ := strings.Cut(strings.TrimSpace(raw), ";")
+			switch strings.ToLower(strings.TrimSpace(base)) {
+			case "application/json", "application/*":
+				jsonOK = true
+			case "text/event-stream", "text/*":
+				streamOK = true
+			case "*/*":
+				jsonOK, streamOK = true, true
+			}
+		}
+	}
+	return jsonOK, streamOK
+}
+
+// parseDirect reads a single JSON-RPC tools/call request whose params are
+// name, arguments and _meta, each key written once and without escapes;
+// anything else (a batch, a notification, other params such as the answer
+// to an input request, a name that is not a string, a key spelled twice)
+// is the SDK's to read.
+func parseDirect(body []byte) (directRequest, bool) {
+	if !json.Valid(body) {
+		return directRequest{}, false
+	}
+	var (
+		d      directRequest
+		params []byte
+		seen   [4]bool
+	)
+	once := func(i int) bool {
+		if seen[i] {
+			return false
+		}
+		seen[i] = true
+		return true
+	}
+	ok := members(body, func(k, v []byte) bool {
+		switch string(k) {
+		case "jsonrpc":
+			return once(0) && string(v) == `"2.0"`
+		case "id":
+			d.id = v
+			return once(1) && isRequestID(v)
+		case "method":
+			return once(2) && string(v) == `"tools/call"`
+		case "params":
+			params = v
+			return once(3)
+		}
+		return false
+	})
+	if !ok || seen != [4]bool{true, true, true, true} {
+		return directRequest{}, false
+	}
+	seen = [4]bool{}
+	ok = members(params, func(k, v []byte) bool {
+		switch string(k) {
+		case "name":
+			var ok bool
+			d.name, ok = jsonString(v)
+			return once(0) && ok
+		case "arguments":
+			d.args = v
+			return once(1)
+		case "_meta":
+			switch {
+			case !once(2):
+				return false
+			case string(v) == "null":
+				return true
+			}
+			return v[0] == '{' && json.Unmarshal(v, &d.meta) == nil
+		}
+		return false
+	})
+	if !ok || d.name == "" {
+		return directRequest{}, false
+	}
+	return d, true
+}
+
+// isRequestID reports whether raw is a JSON-RPC id the SDK takes: a string,
+// or an integer.
+func isRequestID(raw json.RawMessage) bool {
+	if len(raw) == 0 {
+		return false
+	}
+	if raw[0] == '"' {
+		_, ok := jsonString(raw)
+		return ok
+	}
+	_, err := strconv.ParseInt(string(raw), 10, 64)
+	return err == nil
+}
+
+// serveDirect runs a call through callTool and writes its answer.
+func (g *Gateway) serveDirect(w http.ResponseWriter, r *http.Request, l *link, d directRequest) {
+	req := &mcp.CallToolRequest{
+		Session: l.front,
+		Params:  &mcp.CallToolParamsRaw{Name: d.name, Arguments: d.args, Meta: d.meta},
+		Extra:   &mcp.RequestExtra{TokenInfo: auth.TokenInfoFromContext(r.Context()), Header: r.Header},
+	}
+	res, err := g.httpFront.callTool(r.Context(), req)
+	if err == nil && res != nil && res.NeedsInput() {
+		// directTools keeps the tools that can ask off this path; an
+		// upstream's input request is not relayed.
+		err = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the call needs input the gateway cannot ask for on this request"}
+	}
+	var out []byte
+	if err == nil {
+		if res == nil {
+			res = &mcp.CallToolResult{}
+		}
+		if res.Content == nil {
+			c := *res
+			c.Content = []mcp.Content{} // as the SDK answers: never "null"
+			res = &c
+		}
+		var raw []byte
+		if raw, err = json.Marshal(res); err == nil {
+			out = directResponse(d.id, "result", raw)
+		}
+	}
+	if err != nil {
+		var re *jsonrpc.Error
+		if !errors.As(err, &re) {
+			re = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
+		}
+		raw, _ := json.Marshal(re)
+		out = directResponse(d.id, "error", raw)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Write(out)
+}
+
+func directResponse(id json.RawMessage, field string, raw []byte) []byte {
+	out := make([]byte, 0, len(raw)+len(id)+40)
+	out = append(out, `{"jsonrpc":"2.0","id":`...)
+	out = append(out, id...)
+	out = append(out, `,"`...)
+	out = append(out, field...)
+	out = append(out, `":`...)
+	out = append(out, raw...)
+	return append(out, '}')
+}
+
+// httpLink is the upstream link of the streamable HTTP session with that
+// id, or nil.
+func (g *Gateway) httpLink(sessionID string) *link {
+	if sessionID == "" {
+		return nil
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.byID[sessionID]
+}
+
+// registerHTTP makes l's session reachable by its id for the direct path,
+// bound to the user that started it (as the SDK binds it).
+func (g *Gateway) registerHTTP(l *link, sessionID, userID string) {
+	if sessionID == "" {
+		return
+	}
+	l.userID = userID
+	l.touch()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.closed && g.links[l.front] == l {
+		g.byID[sessionID] = l
+	}
+}
+
+// touch records a POST of l's session that the SDK handles.
+func (l *link) touch() { l.lastPOST.Store(time.Now().UnixNano()) }

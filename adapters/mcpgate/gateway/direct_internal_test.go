@@ -1,0 +1,166 @@
+package gateway
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// TestParseDirect: what the direct path reads itself, and what it leaves
+// to the SDK.
+func TestParseDirect(t *testing.T) {
+	for _, tc := range []struct {
+		body string
+		ok   bool
+		name string
+		args string
+	}{
+		{`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read","arguments":{"path":"a"}}}`, true, "read", `{"path":"a"}`},
+		{` { "params" : { "arguments" : [1, {"x":"}"}] , "name" : "r\u0065ad" } , "method":"tools/call","id":"x-1","jsonrpc":"2.0" } `, true, "read", `[1, {"x":"}"}]`},
+		{`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read","_meta":null}}`, true, "read", ``},
+		{`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read","_meta":{"traceparent":"00-x"}}}`, true, "read", ``},
+		// The SDK's: a batch, a notification, another method, a float id.
+		{`[{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read"}}]`, false, "", ""},
+		{`{"jsonrpc":"2.0","method":"tools/call","params":{"name":"read"}}`, false, "", ""},
+		{`{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}`, false, "", ""},
+		{`{"jsonrpc":"2.0","id":1.5,"method":"tools/call","params":{"name":"read"}}`, false, "", ""},
+		{`{"jsonrpc":"2.0","id":null,"method":"tools/call","params":{"name":"read"}}`, false, "", ""},
+		// A key written twice, in another case, or with an escape.
+		{`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read","name":"delete"}}`, false, "", ""},
+		{`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read"},"params":{"name":"delete"}}`, false, "", ""},
+		{`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"Name":"read"}}`, false, "", ""},
+		{`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"n\u0061me":"read"}}`, false, "", ""},
+		{`{"jsonrpc":"2.0","id":1,"Method":"tools/call","params":{"name":"read"}}`, false, "", ""},
+		{`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read","arguments":{},"arguments":{"a":1}}}`, false, "", ""},
+		// Other params (the answer to an input request), a name that is not
+		// a string, a method spelled with an escape, broken JSON.
+		{`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read","requestState":"s"}}`, false, "", ""},
+		{`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":7}}`, false, "", ""},
+		{`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":""}}`, false, "", ""},
+		{`{"jsonrpc":"2.0","id":1,"method":"tools\/call","params":{"name":"read"}}`, false, "", ""},
+		{`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read"}} {}`, false, "", ""},
+		{`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read",}}`, false, "", ""},
+		{`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read","_meta":[]}}`, false, "", ""},
+		{`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read"},"extra":1}`, false, "", ""},
+	} {
+		d, ok := parseDirect([]byte(tc.body))
+		if ok != tc.ok || d.name != tc.name || string(d.args) != tc.args {
+			t.Errorf("%s: got %v %q %s, want %v %q %s", tc.body, ok, d.name, d.args, tc.ok, tc.name, tc.args)
+		}
+	}
+}
+
+// FuzzMembers: on any input, members and elements never panic; on a JSON
+// object whose keys are unique and unescaped, members finds exactly the
+// members encoding/json decodes, with the same values.
+func FuzzMembers(f *testing.F) {
+	for _, s := range []string{
+		`{}`, `{"a":1}`, `{"a":"}","b":[1,{"c":"]"}],"d":{"e":null}}`, `{"a":"\"}"}`, ` {"a" : true , "b":false}`,
+		`{"a":1,"a":2}`, `{"\u0061":1}`, `[1,"2",{"3":[]}]`, `{"a":"x\\"}`, `{"a":-1.5e10,"b":"é"}`, `{"a":`, `{"a":"`, `{`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		got := map[string]string{}
+		dup := false
+		ok := members(data, func(k, v []byte) bool {
+			if _, seen := got[string(k)]; seen {
+				dup = true
+			}
+			got[string(k)] = string(v)
+			return true
+		})
+		elements(data, func([]byte) bool { return true })
+		if !json.Valid(data) {
+			return
+		}
+		var want map[string]json.RawMessage
+		isObject := json.Unmarshal(data, &want) == nil && bytes.HasPrefix(bytes.TrimLeft(data, " \t\r\n"), []byte("{"))
+		if !ok {
+			// Refused: not an object, or a key with an escape or not UTF-8.
+			if isObject && !bytes.Contains(data, []byte(`\`)) && utf8.Valid(data) {
+				t.Fatalf("members refused the object %s", data)
+			}
+			return
+		}
+		if !isObject {
+			t.Fatalf("members took %s, which is not a JSON object", data)
+		}
+		if dup {
+			return // encoding/json keeps the last; the direct path refuses both
+		}
+		if len(got) != len(want) {
+			t.Fatalf("%s: members found %d members, encoding/json %d", data, len(got), len(want))
+		}
+		for k, v := range want {
+			if g, ok := got[k]; !ok || g != string(v) {
+				t.Fatalf("%s: member %q is %q, encoding/json has %q", data, k, g, v)
+			}
+		}
+	})
+}
+
+// TestEventReader reads the message events of a stream: LF and CRLF ends,
+// data over several lines, comments, other fields and event types, a last
+// line without its end.
+func TestEventReader(t *testing.T) {
+	stream := ": hello\n\n" +
+		"event: message\r\ndata: {\"a\":1}\r\n\r\n" +
+		"event: ping\ndata: skipped\n\n" +
+		"id: 4\nretry: 100\ndata:{\"b\":\ndata: 2}\n\n" +
+		"data\n\n" +
+		"data: last"
+	r := newEventReader(strings.NewReader(stream))
+	var got []string
+	for {
+		d, err := r.next()
+		if err != nil {
+			if err != io.EOF {
+				t.Fatal(err)
+			}
+			break
+		}
+		got = append(got, string(d))
+	}
+	want := []string{`{"a":1}`, "{\"b\":\n2}", ""}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("events %q, want %q", got, want)
+	}
+}
+
+// TestDecodeToolResult: the common result is decoded as the SDK decodes
+// it, and any other by the SDK.
+func TestDecodeToolResult(t *testing.T) {
+	for _, raw := range []string{
+		`{"content":[{"type":"text","text":"a\"b"}]}`,
+		`{"content":[],"structuredContent":{"n":1,"m":[true,null]},"isError":false,"_meta":{"k":"v"}}`,
+		`{"content":[{"type":"text","text":"boom"}],"isError":true}`,
+		`{"content":[{"type":"text","text":"x","annotations":{"priority":1}}]}`,
+		`{"content":[{"type":"image","data":"aGk=","mimeType":"image/png"}]}`,
+		`{"content":[{"type":"text","text":"a"}],"resultType":"complete"}`,
+		`{"content":[{"type":"text","text":"a","text":"b"}]}`,
+		`{"content":[{"type":"text","text":"a"}],"structuredContent":null}`,
+	} {
+		got, err := decodeToolResult(json.RawMessage(raw))
+		if err != nil {
+			t.Fatalf("%s: %v", raw, err)
+		}
+		want := new(mcp.CallToolResult)
+		if err := json.Unmarshal([]byte(raw), want); err != nil {
+			t.Fatalf("%s: the SDK: %v", raw, err)
+		}
+		g, _ := json.Marshal(got)
+		w, _ := json.Marshal(want)
+		if !bytes.Equal(g, w) {
+			t.Errorf("%s:\ngot  %s\nSDK  %s", raw, g, w)
+		}
+	}
+	if _, err := decodeToolResult(json.RawMessage(`{"content":"no"}`)); err == nil {
+		t.Error("a result whose content is not a list was decoded")
+	}
+}

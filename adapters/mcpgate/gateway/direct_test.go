@@ -1,0 +1,385 @@
+package gateway_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/axgate/axgate/adapters/mcpgate/gateway"
+)
+
+// The direct path (direct.go): the common tool call is served without the
+// SDK's server on the front and without its client to the upstream. These
+// tests show which calls take it, and that what it answers is what the
+// SDK's path answers.
+
+// wire records the HTTP exchanges of a client: the content type of each
+// answer to a tools/call, by tool.
+type wire struct {
+	next http.RoundTripper
+	mu   sync.Mutex
+	seen map[string][]string // tool -> content types of the answers
+}
+
+func (w *wire) RoundTrip(r *http.Request) (*http.Response, error) {
+	var tool string
+	if r.Body != nil && r.Method == http.MethodPost {
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		var m struct {
+			Method string `json:"method"`
+			Params struct {
+				Name string `json:"name"`
+			} `json:"params"`
+		}
+		if json.Unmarshal(body, &m) == nil && m.Method == "tools/call" {
+			tool = m.Params.Name
+		}
+	}
+	resp, err := w.next.RoundTrip(r)
+	if err == nil && tool != "" {
+		w.mu.Lock()
+		if w.seen == nil {
+			w.seen = map[string][]string{}
+		}
+		w.seen[tool] = append(w.seen[tool], resp.Header.Get("Content-Type"))
+		w.mu.Unlock()
+	}
+	return resp, err
+}
+
+func (w *wire) answers(tool string) []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]string(nil), w.seen[tool]...)
+}
+
+// upstreamIDs records the JSON-RPC ids of the tools/call requests an
+// upstream receives, by tool.
+type upstreamIDs struct {
+	next http.Handler
+	mu   sync.Mutex
+	ids  map[string][]string
+}
+
+func (u *upstreamIDs) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodPost {
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		var m struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+			Params struct {
+				Name string `json:"name"`
+			} `json:"params"`
+		}
+		if json.Unmarshal(body, &m) == nil && m.Method == "tools/call" {
+			u.mu.Lock()
+			if u.ids == nil {
+				u.ids = map[string][]string{}
+			}
+			u.ids[m.Params.Name] = append(u.ids[m.Params.Name], string(m.ID))
+			u.mu.Unlock()
+		}
+	}
+	u.next.ServeHTTP(w, r)
+}
+
+func (u *upstreamIDs) of(tool string) []string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return append([]string(nil), u.ids[tool]...)
+}
+
+// connectVia is connect with the client's HTTP exchanges recorded.
+func connectVia(t *testing.T, url, token string, w *wire, opts *mcp.ClientOptions) *mcp.ClientSession {
+	t.Helper()
+	w.next = bearer{token, http.DefaultTransport}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "v1"}, opts).Connect(context.Background(),
+		&mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: w}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+// TestDirectPath: a read is answered by the gateway itself (one JSON body,
+// where the SDK's server answers with an event stream) and reaches the
+// upstream as the gateway's own request (a string id, where the SDK's
+// client numbers its requests); a write that needs confirmation goes
+// through the SDK, which can ask the person. Both are enforced alike.
+func TestDirectPath(t *testing.T) {
+	up := newNotes()
+	srv := up.server()
+	ids := &upstreamIDs{next: mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)}
+	hs := httptest.NewServer(ids)
+	t.Cleanup(hs.Close)
+	g := newGateway(t, gateway.Upstream{URL: hs.URL}, "")
+	w := &wire{}
+	cs := connectVia(t, serve(t, g), "alice-token", w, &mcp.ClientOptions{ElicitationHandler: accept})
+
+	res := call(t, cs, "read_note", map[string]any{"name": "hello"})
+	if res.IsError || text(res) != `{"name":"hello","text":"world"}` {
+		t.Fatalf("read: %s", text(res))
+	}
+	wantRefusal(t, call(t, cs, "read_note", map[string]any{"name": strings.Repeat("n", 41)}), "AXAG_OUT_OF_RANGE", "")
+	if got := w.answers("read_note"); len(got) != 2 || got[0] != "application/json" || got[1] != "application/json" {
+		t.Errorf("the reads were answered as %v, want two JSON bodies (the direct path)", got)
+	}
+	if got := ids.of("read_note"); len(got) != 1 || !strings.HasPrefix(got[0], `"axgate-`) {
+		t.Errorf("the upstream got the read with the ids %v, want one of the gateway's own", got)
+	}
+
+	if res := call(t, cs, "write_note", map[string]any{"name": "n", "text": "t"}); res.IsError {
+		t.Fatalf("the confirmed write was refused: %s", text(res))
+	}
+	if got := w.answers("write_note"); len(got) == 0 || !strings.HasPrefix(got[0], "text/event-stream") {
+		t.Errorf("the write was answered as %v, want the SDK's event stream (it asks the person)", got)
+	}
+	if len(up.seenTool("write_note")) != 1 {
+		t.Errorf("the confirmed write did not reach the upstream once")
+	}
+}
+
+// postCall sends a tools/call on a session as raw HTTP and returns the
+// status, the content type and the JSON-RPC response (from a JSON body or
+// the first event of a stream).
+func postCall(t *testing.T, url, token, session, version, body string) (int, string, map[string]any) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Mcp-Session-Id", session)
+	req.Header.Set("Mcp-Protocol-Version", version)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	ct := resp.Header.Get("Content-Type")
+	if strings.HasPrefix(ct, "text/event-stream") {
+		for _, line := range strings.Split(string(raw), "\n") {
+			if d, ok := strings.CutPrefix(line, "data: "); ok {
+				raw = []byte(d)
+				break
+			}
+		}
+	}
+	var m map[string]any
+	if resp.StatusCode == http.StatusOK {
+		if err := json.Unmarshal(raw, &m); err != nil {
+			t.Fatalf("%s: %s", err, raw)
+		}
+	}
+	return resp.StatusCode, ct, m
+}
+
+// TestDirectAnswersAsTheSDK: the same calls, once on the direct path and
+// once through the SDK (a progress token sends a call there), get the same
+// JSON-RPC answer: results, refusals, an upstream's failure.
+func TestDirectAnswersAsTheSDK(t *testing.T) {
+	_, upURL := httpUpstream(t)
+	g := newGateway(t, gateway.Upstream{URL: upURL}, "")
+	url := serve(t, g)
+	cs := connect(t, url, "alice-token", nil)
+	version := cs.InitializeResult().ProtocolVersion
+	for _, params := range []string{
+		`{"name":"read_note","arguments":{"name":"hello"}}`,
+		`{"name":"read_note","arguments":{"name":"nobody"}}`,
+		`{"name":"read_note","arguments":{"name":42}}`,
+		`{"name":"read_note","arguments":{"name":"broken"}}`,
+		`{"name":"read_note"}`,
+		`{"name":"fail_note","arguments":{}}`,
+	} {
+		direct := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":` + params + `}`
+		viaSDK := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":` + strings.Replace(params, `{`, `{"_meta":{"progressToken":"p"},`, 1) + `}`
+		codeD, ctD, gotD := postCall(t, url, "alice-token", cs.ID(), version, direct)
+		codeS, ctS, gotS := postCall(t, url, "alice-token", cs.ID(), version, viaSDK)
+		if codeD != 200 || codeS != 200 {
+			t.Fatalf("%s: HTTP %d and %d", params, codeD, codeS)
+		}
+		if ctD != "application/json" || !strings.HasPrefix(ctS, "text/event-stream") {
+			t.Errorf("%s: answered as %q and %q: the test does not compare the two paths", params, ctD, ctS)
+		}
+		rawD, _ := json.Marshal(gotD)
+		rawS, _ := json.Marshal(gotS)
+		if !bytes.Equal(rawD, rawS) {
+			t.Errorf("%s:\ndirect %s\nSDK    %s", params, rawD, rawS)
+		}
+	}
+}
+
+// TestDirectSessionUser: a session started by alice is not served to bob's
+// token on the direct path either (the SDK answers 403).
+func TestDirectSessionUser(t *testing.T) {
+	up, upURL := httpUpstream(t)
+	g := newGateway(t, gateway.Upstream{URL: upURL}, "")
+	url := serve(t, g)
+	cs := connect(t, url, "alice-token", nil)
+	version := cs.InitializeResult().ProtocolVersion
+	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read_note","arguments":{"name":"hello"}}}`
+	if code, ct, _ := postCall(t, url, "alice-token", cs.ID(), version, body); code != 200 || ct != "application/json" {
+		t.Fatalf("alice on her session: HTTP %d %s", code, ct)
+	}
+	if code, _, _ := postCall(t, url, "bob-token", cs.ID(), version, body); code != http.StatusForbidden {
+		t.Errorf("bob on alice's session: HTTP %d, want 403", code)
+	}
+	if code, _, _ := postCall(t, url, "alice-token", cs.ID(), "1999-01-01", body); code == 200 {
+		t.Errorf("a protocol version the session did not negotiate was served")
+	}
+	if code, _, _ := postCall(t, url, "alice-token", "no-such-session", version, body); code != http.StatusNotFound {
+		t.Errorf("an unknown session: HTTP %d, want 404", code)
+	}
+	if n := len(up.seenTool("read_note")); n != 1 {
+		t.Errorf("the upstream saw %d reads, want alice's one", n)
+	}
+}
+
+// TestDirectSessionTimeout: a session whose calls all could take the
+// direct path is not closed as idle by the SDK, which sees none of them
+// (WithSessionTimeout); and a session that is idle still is.
+func TestDirectSessionTimeout(t *testing.T) {
+	_, upURL := httpUpstream(t)
+	const timeout = 600 * time.Millisecond
+	g := newGateway(t, gateway.Upstream{URL: upURL}, "", gateway.WithSessionTimeout(timeout))
+	url := serve(t, g)
+	w := &wire{}
+	cs := connectVia(t, url, "alice-token", w, nil)
+	for end := time.Now().Add(4 * timeout); time.Now().Before(end); time.Sleep(timeout / 10) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "read_note", Arguments: map[string]any{"name": "hello"}})
+		cancel()
+		if err != nil || res.IsError {
+			t.Fatalf("a call of a busy session failed: %v %v", err, res)
+		}
+	}
+	direct := 0
+	for _, ct := range w.answers("read_note") {
+		if ct == "application/json" {
+			direct++
+		}
+	}
+	if direct == 0 {
+		t.Fatal("no call took the direct path: the test shows nothing")
+	}
+	// Idle now: the SDK closes it.
+	time.Sleep(2 * timeout)
+	version := cs.InitializeResult().ProtocolVersion
+	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read_note","arguments":{"name":"hello"}}}`
+	if code, _, _ := postCall(t, url, "alice-token", cs.ID(), version, body); code != http.StatusNotFound {
+		t.Errorf("an idle session answered HTTP %d, want 404 (closed)", code)
+	}
+}
+
+// craftedUpstream answers some of the gateway's own tools/call requests of
+// read_note itself, by the note's name, and passes everything else to the
+// notes upstream: "stream" gets an event stream with what an upstream may
+// send before its answer, "rpcerror" a JSON-RPC error, "lost" the 404 of a
+// session the upstream forgot.
+func craftedUpstream(t *testing.T) (*notes, string) {
+	t.Helper()
+	n := newNotes()
+	srv := n.server()
+	sdk := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			sdk.ServeHTTP(w, r)
+			return
+		}
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		var m struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+			Params struct {
+				Name      string            `json:"name"`
+				Arguments map[string]string `json:"arguments"`
+			} `json:"params"`
+		}
+		if json.Unmarshal(body, &m) != nil || m.Method != "tools/call" || m.Params.Name != "read_note" {
+			sdk.ServeHTTP(w, r)
+			return
+		}
+		id := string(m.ID)
+		switch m.Params.Arguments["name"] {
+		case "stream":
+			w.Header().Set("Content-Type", "text/event-stream")
+			events := ": a comment\r\n\r\n" +
+				"event: message\r\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{\"level\":\"info\",\"data\":\"reading\"}}\r\n\r\n" +
+				"event: other\r\ndata: {\"jsonrpc\":\"2.0\",\"id\":" + id + ",\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"not a message event\"}]}}\r\n\r\n" +
+				"data: {\"jsonrpc\":\"2.0\",\"id\":\"someone-else\",\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"another call's\"}]}}\r\n\r\n" +
+				"id: 7\r\ndata: {\"jsonrpc\":\"2.0\",\r\ndata:  \"id\":" + id + ",\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"{\\\"name\\\":\\\"stream\\\",\\\"text\\\":\\\"ok\\\"}\"}]}}\r\n\r\n"
+			io.WriteString(w, events)
+		case "rpcerror":
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, `{"jsonrpc":"2.0","id":`+id+`,"error":{"code":-32000,"message":"database down"}}`)
+		case "lost":
+			http.Error(w, "session not found", http.StatusNotFound)
+		default:
+			sdk.ServeHTTP(w, r)
+		}
+	}))
+	t.Cleanup(hs.Close)
+	return n, hs.URL
+}
+
+// TestDirectUpstreamAnswers: what an upstream sends on a call's event stream
+// before its answer is handled (a log message reaches the client; another
+// request's answer and a non-message event are not taken for this call's),
+// a JSON-RPC error is the tool's failure, and a session the upstream forgot
+// is connected again.
+func TestDirectUpstreamAnswers(t *testing.T) {
+	_, upURL := craftedUpstream(t)
+	g := newGateway(t, gateway.Upstream{URL: upURL}, "")
+	logs := make(chan string, 4)
+	cs := connect(t, serve(t, g), "alice-token", &mcp.ClientOptions{
+		LoggingMessageHandler: func(_ context.Context, req *mcp.LoggingMessageRequest) {
+			if s, ok := req.Params.Data.(string); ok {
+				logs <- s
+			}
+		},
+	})
+
+	res := call(t, cs, "read_note", map[string]any{"name": "stream"})
+	if res.IsError || text(res) != `{"name":"stream","text":"ok"}` {
+		t.Fatalf("the streamed answer: %s", text(res))
+	}
+	select {
+	case got := <-logs:
+		if got != "reading" {
+			t.Errorf("the client got the log message %q", got)
+		}
+	case <-time.After(10 * time.Second):
+		t.Error("the upstream's log message did not reach the client")
+	}
+
+	r := wantRefusal(t, call(t, cs, "read_note", map[string]any{"name": "rpcerror"}), "AXGATE_TOOL_FAILED", "")
+	if !strings.Contains(r.Message, "database down") {
+		t.Errorf("the upstream's error is not kept: %q", r.Message)
+	}
+
+	wantRefusal(t, call(t, cs, "read_note", map[string]any{"name": "lost"}), "AXGATE_STORE_UNAVAILABLE", "upstream_unavailable")
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		res := call(t, cs, "read_note", map[string]any{"name": "hello"})
+		if !res.IsError {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no new upstream session after the lost one: %s", text(res))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

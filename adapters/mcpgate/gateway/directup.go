@@ -1,0 +1,522 @@
+package gateway
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// errSessionLost is why a direct call failed when the upstream no longer
+// knows the session (HTTP 404): the link connects a new one.
+var errSessionLost = errors.New("the upstream no longer knows the session")
+
+// directVersion is the protocol version of cs when a call on it may take
+// the direct path to the upstream (see direct.go), or "".
+func (l *link) directVersion(cs *mcp.ClientSession) string {
+	if l.g.up.URL == "" || l.g.up.HTTPClient == nil || cs.ID() == "" {
+		return ""
+	}
+	ir := cs.InitializeResult()
+	if ir == nil || ir.ProtocolVersion == "" || ir.ProtocolVersion >= "2026-07-28" {
+		return "" // the stateless protocol: per-request _meta and headers, the SDK's
+	}
+	return ir.ProtocolVersion
+}
+
+// wireMessage is any JSON-RPC message.
+type wireMessage struct {
+	ID     json.RawMessage `json:"id"`
+	Method string          `json:"method"`
+	Params json.RawMessage `json:"params"`
+	Result json.RawMessage `json:"result"`
+	Error  *jsonrpc.Error  `json:"error"`
+}
+
+// callDirect calls the tool on the upstream session cs with one POST, and
+// reads the answer: a JSON body, or an event stream on which the upstream
+// may also send notifications and requests of its own before it answers.
+// ctx is the upstream call's context (upstreamContext): after the answer,
+// the rest of the stream is drained in the background until ctx ends, so
+// that the connection is kept.
+func (l *link) callDirect(ctx context.Context, cs *mcp.ClientSession, version string, params *mcp.CallToolParams) (*mcp.CallToolResult, error) {
+	g := l.g
+	id := "axgate-" + strconv.FormatUint(g.directSeq.Add(1), 10)
+	body, err := json.Marshal(struct {
+		JSONRPC string `json:"jsonrpc"`
+		ID      string `json:"id"`
+		Method  string `json:"method"`
+		Params  any    `json:"params"`
+	}{"2.0", id, "tools/call", params})
+	if err != nil {
+		return nil, err
+	}
+	// The client gave up, or the call's time ran out, before the answer:
+	// tell the upstream, as the SDK's client does.
+	stop := context.AfterFunc(ctx, func() { go l.cancelUpstream(cs.ID(), version, id) })
+	var res *mcp.CallToolResult
+	resp, err := l.post(ctx, cs.ID(), version, body)
+	if err == nil {
+		res, err = l.readAnswer(ctx, cs, version, id, resp)
+	}
+	if err == nil || ctx.Err() == nil {
+		stop()
+	}
+	if errors.Is(err, errSessionLost) {
+		cs.Close() // the link connects a new session
+	}
+	return res, err
+}
+
+// post sends one JSON-RPC message on the upstream session and returns the
+// upstream's response, status 200 (or 202 for a message that is not a
+// request), with its body bounded by WithMaxMessageBytes.
+func (l *link) post(ctx context.Context, sessionID, version string, body []byte) (*http.Response, error) {
+	g := l.g
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, g.up.URL, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	// The keys are in their canonical form already (Header.Set would
+	// canonicalize them again on every call).
+	req.Header["Content-Type"] = jsonContentType
+	req.Header["Accept"] = acceptBoth
+	req.Header[headerProtocolVersion] = []string{version}
+	req.Header[headerSessionID] = []string{sessionID}
+	resp, err := g.up.HTTPClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	switch resp.StatusCode {
+	case http.StatusOK, http.StatusAccepted:
+	case http.StatusNotFound:
+		discard(resp)
+		return nil, errSessionLost
+	default:
+		discard(resp)
+		return nil, fmt.Errorf("the upstream answered HTTP %d", resp.StatusCode)
+	}
+	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	resp.Body = &boundedBody{ReadCloser: resp.Body, limit: g.cfg.maxMessageBytes, cut: new(atomic.Bool), sse: mt == "text/event-stream"}
+	return resp, nil
+}
+
+var (
+	jsonContentType = []string{"application/json"}
+	acceptBoth      = []string{"application/json, text/event-stream"}
+)
+
+// discard reads a little of a response that is not used, so that its
+// connection can be kept, and closes it.
+func discard(resp *http.Response) {
+	io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
+	resp.Body.Close()
+}
+
+// readAnswer reads the answer to request id from resp.
+func (l *link) readAnswer(ctx context.Context, cs *mcp.ClientSession, version, id string, resp *http.Response) (*mcp.CallToolResult, error) {
+	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	switch mt {
+	case "application/json":
+		raw, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			return nil, err
+		}
+		m, err := readMessage(raw)
+		if err != nil {
+			return nil, err
+		}
+		if !isAnswerTo(m, id) {
+			return nil, errors.New("the upstream answered another request")
+		}
+		return toolAnswer(m)
+	case "text/event-stream":
+		events := newEventReader(resp.Body)
+		for {
+			data, err := events.next()
+			if err != nil {
+				resp.Body.Close()
+				if errors.Is(err, io.EOF) {
+					err = errors.New("the upstream's event stream ended without the answer")
+				}
+				return nil, err
+			}
+			m, err := readMessage(data)
+			if err != nil {
+				resp.Body.Close()
+				return nil, err
+			}
+			switch {
+			case isAnswerTo(m, id):
+				go drain(resp.Body)
+				return toolAnswer(m)
+			case m.Method != "" && m.ID == nil:
+				l.upstreamNotification(ctx, m.Method, m.Params)
+			case m.Method != "":
+				// One at a time, before the stream is read on: the upstream
+				// waits for the answer before it answers the call, and a
+				// flood of requests holds no more than this reader.
+				l.answerUpstream(ctx, cs.ID(), version, m)
+			}
+			// A response to another request: not this call's.
+		}
+	}
+	discard(resp)
+	return nil, fmt.Errorf("the upstream answered with content type %q", mt)
+}
+
+// drain reads the rest of an event stream (the SDK's servers close it after
+// the answer), so that its connection is kept; the request's context ends
+// it at the latest (upstreamDrain).
+func drain(body io.ReadCloser) {
+	io.Copy(io.Discard, body)
+	body.Close()
+}
+
+// readMessage reads a JSON-RPC message. Its params and result stay
+// undecoded (the data of an event is reused: they are copied).
+func readMessage(data []byte) (wireMessage, error) {
+	var m wireMessage
+	bad := errors.New("the upstream sent a message that is not a JSON-RPC message")
+	if !json.Valid(data) {
+		return m, bad
+	}
+	var errRaw []byte
+	if !members(data, func(k, v []byte) bool {
+		switch string(k) {
+		case "id":
+			m.ID = bytes.Clone(v)
+		case "method":
+			var ok bool
+			m.Method, ok = jsonString(v)
+			return ok
+		case "params":
+			m.Params = bytes.Clone(v)
+		case "result":
+			m.Result = bytes.Clone(v)
+		case "error":
+			errRaw = v
+		}
+		return true
+	}) {
+		return m, bad
+	}
+	if errRaw != nil {
+		m.Error = new(jsonrpc.Error)
+		if err := json.Unmarshal(errRaw, m.Error); err != nil {
+			return m, bad
+		}
+	}
+	return m, nil
+}
+
+// isAnswerTo reports whether m is the response to request id.
+func isAnswerTo(m wireMessage, id string) bool {
+	if m.Method != "" {
+		return false
+	}
+	got, ok := jsonString(m.ID)
+	return ok && got == id
+}
+
+// toolAnswer is the result, or the JSON-RPC error, of a response.
+func toolAnswer(m wireMessage) (*mcp.CallToolResult, error) {
+	if m.Error != nil {
+		return nil, m.Error
+	}
+	if len(m.Result) == 0 || string(m.Result) == "null" {
+		return nil, errors.New("the upstream's response has no result")
+	}
+	return decodeToolResult(m.Result)
+}
+
+// decodeToolResult decodes a CallToolResult. The common one (text blocks,
+// structuredContent, isError, _meta, each written once) is decoded here;
+// any other is decoded by the SDK's own types.
+func decodeToolResult(raw json.RawMessage) (*mcp.CallToolResult, error) {
+	if res, ok := decodeCommonResult(raw); ok {
+		return res, nil
+	}
+	res := new(mcp.CallToolResult)
+	if err := json.Unmarshal(raw, res); err != nil {
+		return nil, fmt.Errorf("the upstream's result is not a tool result: %w", err)
+	}
+	return res, nil
+}
+
+func decodeCommonResult(raw json.RawMessage) (*mcp.CallToolResult, bool) {
+	res := &mcp.CallToolResult{}
+	var seen [4]bool
+	once := func(i int) bool {
+		if seen[i] {
+			return false
+		}
+		seen[i] = true
+		return true
+	}
+	ok := members(raw, func(k, v []byte) bool {
+		switch string(k) {
+		case "content":
+			if !once(0) {
+				return false
+			}
+			res.Content = []mcp.Content{}
+			return elements(v, func(e []byte) bool {
+				tc, ok := textContent(e)
+				res.Content = append(res.Content, tc)
+				return ok
+			})
+		case "structuredContent":
+			if !once(1) {
+				return false
+			}
+			if string(v) == "null" {
+				return true
+			}
+			return json.Unmarshal(v, &res.StructuredContent) == nil
+		case "isError":
+			res.IsError = string(v) == "true"
+			return once(2) && (res.IsError || string(v) == "false")
+		case "_meta":
+			return once(3) && (string(v) == "null" || json.Unmarshal(v, &res.Meta) == nil)
+		}
+		return false
+	})
+	return res, ok && seen[0]
+}
+
+// textContent decodes a text block with nothing but its type and text.
+func textContent(raw []byte) (*mcp.TextContent, bool) {
+	var typ, text string
+	var okType, okText bool
+	ok := members(raw, func(k, v []byte) bool {
+		switch string(k) {
+		case "type":
+			if okType {
+				return false
+			}
+			typ, okType = jsonString(v)
+			return okType && typ == "text"
+		case "text":
+			if okText {
+				return false
+			}
+			text, okText = jsonString(v)
+			return okText
+		}
+		return false
+	})
+	return &mcp.TextContent{Text: text}, ok && okType && okText
+}
+
+// upstreamNotification hands a notification the upstream sent on a call's
+// stream to the handler the SDK's client would have called (clientOptions).
+func (l *link) upstreamNotification(ctx context.Context, method string, params json.RawMessage) {
+	switch method {
+	case "notifications/tools/list_changed":
+		l.toolsChanged()
+		return
+	case "notifications/progress":
+		notify[mcp.ProgressNotificationParams](ctx, l, method, params)
+		return
+	}
+	if l.front == nil || l.g.cfg.toolsOnly {
+		return
+	}
+	switch method {
+	case "notifications/message":
+		notify[mcp.LoggingMessageParams](ctx, l, method, params)
+	case "notifications/resources/updated":
+		notify[mcp.ResourceUpdatedNotificationParams](ctx, l, method, params)
+	case "notifications/resources/list_changed":
+		notify[mcp.ResourceListChangedParams](ctx, l, method, params)
+	case "notifications/prompts/list_changed":
+		notify[mcp.PromptListChangedParams](ctx, l, method, params)
+	case "notifications/elicitation/complete":
+		var p mcp.ElicitationCompleteParams
+		if decodeParams(params, &p) == nil {
+			l.front.NotifyElicitationComplete(ctx, &p)
+		}
+	}
+}
+
+func notify[T any, P interface {
+	*T
+	mcp.Params
+}](ctx context.Context, l *link, method string, params json.RawMessage) {
+	p := P(new(T))
+	if decodeParams(params, p) == nil {
+		toFront(ctx, l, method, p)
+	}
+}
+
+func decodeParams(raw json.RawMessage, v any) error {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil
+	}
+	return json.Unmarshal(raw, v)
+}
+
+// answerUpstream answers a request the upstream sent on a call's stream as
+// the SDK's client would (clientOptions, receiveRoots): ping; elicitation,
+// sampling and roots forwarded to the client session when it offers them,
+// within WithMaxPendingUpstreamRequests; anything else is not found.
+func (l *link) answerUpstream(ctx context.Context, sessionID, version string, m wireMessage) {
+	result, err := l.upstreamRequest(ctx, m.Method, m.Params)
+	msg := struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Result  any             `json:"result,omitempty"`
+		Error   *jsonrpc.Error  `json:"error,omitempty"`
+	}{JSONRPC: "2.0", ID: m.ID, Result: result}
+	if err != nil {
+		if !errors.As(err, &msg.Error) {
+			msg.Error = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
+		}
+		msg.Result = nil
+	}
+	body, merr := json.Marshal(msg)
+	if merr != nil {
+		return
+	}
+	if resp, err := l.post(ctx, sessionID, version, body); err == nil {
+		discard(resp)
+	}
+}
+
+func (l *link) upstreamRequest(ctx context.Context, method string, params json.RawMessage) (any, error) {
+	var caps *mcp.ClientCapabilities
+	if l.front != nil && !l.g.cfg.toolsOnly {
+		if ip := l.front.InitializeParams(); ip != nil {
+			caps = ip.Capabilities
+		}
+	}
+	switch {
+	case method == "ping":
+		return struct{}{}, nil
+	case caps == nil:
+	case method == "elicitation/create" && caps.Elicitation != nil:
+		var p mcp.ElicitParams
+		if err := decodeParams(params, &p); err != nil {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}
+		}
+		return pending(l, func() (any, error) { return l.front.Elicit(ctx, &p) })
+	case method == "sampling/createMessage" && caps.Sampling != nil:
+		var p mcp.CreateMessageParams
+		if err := decodeParams(params, &p); err != nil {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}
+		}
+		return pending(l, func() (any, error) { return l.front.CreateMessage(ctx, &p) })
+	case method == "roots/list" && caps.RootsV2 != nil:
+		var p mcp.ListRootsParams
+		if err := decodeParams(params, &p); err != nil {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}
+		}
+		return pending(l, func() (any, error) { return l.front.ListRoots(ctx, &p) })
+	}
+	return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "method not found: " + method}
+}
+
+// pending runs do within the bound of the upstream's requests to the
+// client that may wait at once.
+func pending(l *link, do func() (any, error)) (any, error) {
+	if !l.pending.take() {
+		return nil, errTooManyPending
+	}
+	defer l.pending.put()
+	return do()
+}
+
+// cancelUpstream tells the upstream that request id is cancelled.
+func (l *link) cancelUpstream(sessionID, version, id string) {
+	ctx, cancel := context.WithTimeout(l.ctx, 5*time.Second)
+	defer cancel()
+	body, _ := json.Marshal(map[string]any{
+		"jsonrpc": "2.0",
+		"method":  "notifications/cancelled",
+		"params":  map[string]any{"requestId": id, "reason": "the client cancelled the call"},
+	})
+	if resp, err := l.post(ctx, sessionID, version, body); err == nil {
+		discard(resp)
+	}
+}
+
+// eventReader reads the data of the events of a server-sent event stream
+// (the message events: those with no event type, or "message"). Lines end
+// with LF or CRLF.
+type eventReader struct {
+	r    *bufio.Reader
+	data []byte
+	typ  []byte
+	line []byte
+}
+
+func newEventReader(r io.Reader) *eventReader {
+	return &eventReader{r: bufio.NewReaderSize(r, 4096)}
+}
+
+// next returns the data of the next message event. The body's bound
+// (boundedBody) bounds an event's size.
+func (e *eventReader) next() ([]byte, error) {
+	e.data, e.typ = e.data[:0], e.typ[:0]
+	hasData := false
+	for {
+		line, err := e.readLine()
+		if err != nil {
+			return nil, err
+		}
+		if len(line) == 0 { // the end of an event
+			if hasData && (len(e.typ) == 0 || string(e.typ) == "message") {
+				return e.data, nil
+			}
+			e.data, e.typ, hasData = e.data[:0], e.typ[:0], false
+			continue
+		}
+		field, value, _ := bytes.Cut(line, []byte(":"))
+		value = bytes.TrimPrefix(value, []byte(" "))
+		switch string(field) {
+		case "data":
+			if hasData {
+				e.data = append(e.data, '\n')
+			}
+			e.data = append(e.data, value...)
+			hasData = true
+		case "event":
+			e.typ = append(e.typ[:0], value...)
+		}
+		// "id", "retry" and comments (an empty field) are not used.
+	}
+}
+
+// readLine reads one line without its end.
+func (e *eventReader) readLine() ([]byte, error) {
+	e.line = e.line[:0]
+	for {
+		chunk, err := e.r.ReadSlice('\n')
+		e.line = append(e.line, chunk...)
+		if err == nil {
+			break
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		if errors.Is(err, io.EOF) && len(e.line) > 0 {
+			break // a last line without its end
+		}
+		return nil, err
+	}
+	line := bytes.TrimSuffix(e.line, []byte("\n"))
+	return bytes.TrimSuffix(line, []byte("\r")), nil
+}

@@ -1,0 +1,175 @@
+package gateway
+
+import (
+	"bytes"
+	"encoding/json"
+	"unicode/utf8"
+)
+
+// A scanner of JSON objects and arrays for the direct path (direct.go): it
+// finds the members of an object, each key as written and its value's
+// bytes, without decoding the values, so that a message is read once and
+// its arguments are passed on as the client wrote them. It is used on data
+// that json.Valid accepted, and on any other data it returns false or
+// stops early rather than panic (FuzzMembers). A key with an escape or
+// that is not UTF-8 makes it return false: the direct path leaves such a
+// message to the SDK, so that a key has one spelling.
+
+// members calls fn with each member of the JSON object data. It returns
+// false when data is not an object, a key has an escape or is not UTF-8, or
+// fn returns false.
+func members(data []byte, fn func(key, value []byte) bool) bool {
+	i := skipSpace(data, 0)
+	if i >= len(data) || data[i] != '{' {
+		return false
+	}
+	i = skipSpace(data, i+1)
+	if i < len(data) && data[i] == '}' {
+		return skipSpace(data, i+1) == len(data)
+	}
+	for i < len(data) {
+		if data[i] != '"' {
+			return false
+		}
+		end := stringEnd(data, i)
+		if end < 0 {
+			return false
+		}
+		key := data[i+1 : end-1]
+		if bytes.IndexByte(key, '\\') >= 0 || !utf8.Valid(key) {
+			return false
+		}
+		i = skipSpace(data, end)
+		if i >= len(data) || data[i] != ':' {
+			return false
+		}
+		i = skipSpace(data, i+1)
+		vend := valueEnd(data, i)
+		if vend < 0 || !fn(key, data[i:vend]) {
+			return false
+		}
+		i = skipSpace(data, vend)
+		if i >= len(data) {
+			return false
+		}
+		switch data[i] {
+		case ',':
+			i = skipSpace(data, i+1)
+		case '}':
+			return skipSpace(data, i+1) == len(data)
+		default:
+			return false
+		}
+	}
+	return false
+}
+
+// elements calls fn with each element of the JSON array data. It returns
+// false when data is not an array or fn returns false.
+func elements(data []byte, fn func(value []byte) bool) bool {
+	i := skipSpace(data, 0)
+	if i >= len(data) || data[i] != '[' {
+		return false
+	}
+	i = skipSpace(data, i+1)
+	if i < len(data) && data[i] == ']' {
+		return skipSpace(data, i+1) == len(data)
+	}
+	for i < len(data) {
+		vend := valueEnd(data, i)
+		if vend < 0 || !fn(data[i:vend]) {
+			return false
+		}
+		i = skipSpace(data, vend)
+		if i >= len(data) {
+			return false
+		}
+		switch data[i] {
+		case ',':
+			i = skipSpace(data, i+1)
+		case ']':
+			return skipSpace(data, i+1) == len(data)
+		default:
+			return false
+		}
+	}
+	return false
+}
+
+func skipSpace(data []byte, i int) int {
+	for i < len(data) {
+		switch data[i] {
+		case ' ', '\t', '\n', '\r':
+			i++
+		default:
+			return i
+		}
+	}
+	return i
+}
+
+// stringEnd is the index after the string that starts at data[i], or -1.
+func stringEnd(data []byte, i int) int {
+	for j := i + 1; j < len(data); j++ {
+		switch data[j] {
+		case '\\':
+			j++
+		case '"':
+			return j + 1
+		}
+	}
+	return -1
+}
+
+// valueEnd is the index after the value that starts at data[i], or -1.
+func valueEnd(data []byte, i int) int {
+	if i >= len(data) {
+		return -1
+	}
+	switch data[i] {
+	case '"':
+		return stringEnd(data, i)
+	case '{', '[':
+		depth := 0
+		for j := i; j < len(data); j++ {
+			switch data[j] {
+			case '"':
+				end := stringEnd(data, j)
+				if end < 0 {
+					return -1
+				}
+				j = end - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return j + 1
+				}
+			}
+		}
+		return -1
+	}
+	j := i
+	for j < len(data) {
+		switch data[j] {
+		case ',', '}', ']', ' ', '\t', '\n', '\r':
+			return j
+		}
+		j++
+	}
+	return j
+}
+
+// jsonString decodes the JSON string raw: without escapes, its bytes when
+// they are UTF-8; otherwise as encoding/json does.
+func jsonString(raw []byte) (string, bool) {
+	if len(raw) < 2 || raw[0] != '"' {
+		return "", false
+	}
+	inner := raw[1 : len(raw)-1]
+	if bytes.IndexByte(inner, '\\') < 0 && utf8.Valid(inner) {
+		return string(inner), true
+	}
+	var s string
+	return s, json.Unmarshal(raw, &s) == nil
+}
