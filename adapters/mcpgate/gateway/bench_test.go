@@ -1,9 +1,12 @@
 package gateway_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -326,4 +329,136 @@ func TestBenchTargetsAnswerAlike(t *testing.T) {
 	if got := refusalOf(t, res); got.Code != "AXAG_INVALID_TYPE" {
 		t.Fatalf("a non-string path: got %s, want AXAG_INVALID_TYPE", got.Code)
 	}
+}
+
+// BenchmarkGatewayHop measures what the gateway itself costs a call: the
+// same raw tools/call POST (no SDK client) to an upstream whose read tool
+// is answered at once by a plain handler (no SDK server), directly and
+// through the gateway, in turn. The difference is the gateway's hop: one
+// more HTTP request and response on loopback, and the gateway's reading,
+// checking and forwarding of the call. upstream=json answers with a JSON
+// body, upstream=sse with an event stream, as the SDK's servers do.
+func BenchmarkGatewayHop(b *testing.B) {
+	for _, sse := range []bool{false, true} {
+		t := newHopTarget(b, sse)
+		name := map[bool]string{false: "upstream=json", true: "upstream=sse"}[sse]
+		for _, path := range []struct{ name, url, session, version string }{
+			{"direct", t.upstream.URL, t.directSession, t.version},
+			{"gateway", t.front.URL + "/mcp", t.gatewaySession, t.version},
+		} {
+			b.Run(name+"/path="+path.name, func(b *testing.B) {
+				hc := benchHTTPClient()
+				b.ReportAllocs()
+				cpu0, start := processCPU(), time.Now()
+				for range b.N {
+					if err := rawRead(hc, path.url, path.session, path.version); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64((processCPU()-cpu0).Microseconds())/float64(b.N), "cpu-µs/call")
+				b.ReportMetric(float64(time.Since(start).Microseconds())/float64(b.N), "wall-µs/call")
+			})
+		}
+	}
+}
+
+// hopTarget is BenchmarkGatewayHop's upstream and gateway, with a session
+// on each.
+type hopTarget struct {
+	upstream, front               *httptest.Server
+	directSession, gatewaySession string
+	version                       string
+}
+
+// hopAnswer is the read tool's answer, as a plain handler writes it.
+const hopAnswer = `"result":{"content":[{"type":"text","text":"axgate enforces AXAG manifests on the tool calls of AI agents."}]}}`
+
+func newHopTarget(b *testing.B, sse bool) *hopTarget {
+	b.Helper()
+	sdk := benchUpstream(0)
+	inner := sdk.Config.Handler
+	// The SDK's server handles the sessions (initialize, the tool list);
+	// tools/call is answered by hand.
+	sdk.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			body, _ := io.ReadAll(r.Body)
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			var m struct {
+				ID     json.RawMessage `json:"id"`
+				Method string          `json:"method"`
+			}
+			if json.Unmarshal(body, &m) == nil && m.Method == "tools/call" {
+				answer := `{"jsonrpc":"2.0","id":` + string(m.ID) + `,` + hopAnswer
+				if sse {
+					w.Header().Set("Content-Type", "text/event-stream")
+					io.WriteString(w, "event: message\ndata: "+answer+"\n\n")
+				} else {
+					w.Header().Set("Content-Type", "application/json")
+					io.WriteString(w, answer)
+				}
+				return
+			}
+		}
+		inner.ServeHTTP(w, r)
+	})
+	b.Cleanup(sdk.Close)
+	m, err := manifest.ParseJSON([]byte(benchManifest))
+	if err != nil {
+		b.Fatal(err)
+	}
+	enf, err := axgate.New(m)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { enf.Close() })
+	gw, err := gateway.New(enf, gateway.Upstream{URL: sdk.URL},
+		gateway.WithPrincipal(mcpgate.StaticPrincipal(middleware.Principal{ID: "agent", Roles: []string{"user"}})))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { gw.Close() })
+	front := httptest.NewServer(gw.Handler())
+	b.Cleanup(front.Close)
+	t := &hopTarget{upstream: sdk, front: front}
+	for _, s := range []struct {
+		url string
+		id  *string
+	}{{sdk.URL, &t.directSession}, {front.URL + "/mcp", &t.gatewaySession}} {
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "v1"}, nil).Connect(context.Background(),
+			&mcp.StreamableClientTransport{Endpoint: s.url, HTTPClient: benchHTTPClient()},
+			&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { cs.Close() })
+		*s.id, t.version = cs.ID(), cs.InitializeResult().ProtocolVersion
+	}
+	return t
+}
+
+// rawRead posts one tools/call of the read tool on a session and checks
+// the answer.
+func rawRead(hc *http.Client, url, session, version string) error {
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read","arguments":{"path":"docs/intro.md"}}}`))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Session-Id", session)
+	req.Header.Set("Mcp-Protocol-Version", version)
+	resp, err := hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK || !bytes.Contains(body, []byte("AI agents.")) {
+		return fmt.Errorf("HTTP %d: %s", resp.StatusCode, body)
+	}
+	return nil
 }

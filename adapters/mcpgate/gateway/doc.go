@@ -60,6 +60,24 @@
 // with isError, or a JSON-RPC error of the upstream, is refused as
 // AXGATE_TOOL_FAILED with the upstream's text in the message.
 //
+// # The direct path
+//
+// The common tool call skips the SDK's server and client, each of which
+// decodes and re-encodes every message (BenchmarkGatewayRead): a tools/call
+// POST on an established streamable HTTP session, for a tool whose chain
+// has no confirmation stage, with only name, arguments and _meta in its
+// params (each written once) and no progress token, is read once by the
+// gateway, runs through the same checks, bounds and chain, and is answered
+// with one JSON body (where the SDK answers with an event stream). A call
+// to an HTTP upstream is one POST whose answer (a JSON body or an event
+// stream) the gateway reads itself, handling the upstream's notifications
+// and requests on that stream as the SDK's client does. Everything else —
+// a call that may ask the person, a request the SDK would refuse or read
+// differently, the first POST after a quarter of WithSessionTimeout (so
+// that the SDK, which times idle sessions out, sees the session live) —
+// goes through the SDK. Upstream sessions are opened at protocol version
+// 2025-11-25, with sessions, as the front's.
+//
 // # Pins
 //
 // A manifest action may pin the upstream tool's definition (upstream_sha256,

@@ -260,10 +260,7 @@ func (f *front) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Ca
 		}
 		// The upstream said its tools changed: wait for the new list to be
 		// checked against the pins; a list that failed trusts none.
-		wctx, cancel := context.WithTimeout(ctx, f.g.cfg.callTimeout)
-		err := l.awaitFresh(wctx)
-		cancel()
-		if err != nil {
+		if err := l.awaitFresh(ctx, f.g.cfg.callTimeout); err != nil {
 			return mcpgate.Refusal(unverified(a.Intent)), nil
 		}
 		if f.g.isChanged(req.Params.Name) {
@@ -299,10 +296,7 @@ func (g *Gateway) forward(ctx context.Context, call *middleware.Call) (middlewar
 	// list_changed that arrived meanwhile must not let a tool that changed
 	// through. The upstream can still change after this; nothing a gateway
 	// does closes that, but what it already knows it enforces.
-	wctx, wcancel := context.WithTimeout(ctx, g.cfg.callTimeout)
-	err := ob.link.awaitFresh(wctx)
-	wcancel()
-	if err != nil {
+	if err := ob.link.awaitFresh(ctx, g.cfg.callTimeout); err != nil {
 		return middleware.Result{}, unverified(call.Intent())
 	}
 	if g.isChanged(call.Tool) && call.Action != nil {

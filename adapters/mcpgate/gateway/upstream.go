@@ -477,9 +477,17 @@ func (l *link) relists() {
 	}
 }
 
-// awaitFresh waits until the session's tools are not stale; it fails when
-// the last list failed.
-func (l *link) awaitFresh(ctx context.Context) error {
+// awaitFresh waits, at most timeout, until the session's tools are not
+// stale; it fails when the last list failed.
+func (l *link) awaitFresh(ctx context.Context, timeout time.Duration) error {
+	l.mu.Lock()
+	stale, err := l.stale, l.relistErr
+	l.mu.Unlock()
+	if err != nil || !stale {
+		return err // the common case: no timer to set
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
 	for {
 		l.mu.Lock()
 		stale, err, settled := l.stale, l.relistErr, l.settled
