@@ -383,3 +383,39 @@ func TestDirectUpstreamAnswers(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// TestUpstreamWithoutSessions: an upstream that refuses the protocol
+// version with sessions is connected with the SDK's own choice (the
+// stateless protocol), and its calls go through the SDK's client.
+func TestUpstreamWithoutSessions(t *testing.T) {
+	n := newNotes()
+	srv := n.server()
+	sdk := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{Stateless: true})
+	ids := &upstreamIDs{next: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			body, _ := io.ReadAll(r.Body)
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			var m struct {
+				ID     json.RawMessage `json:"id"`
+				Method string          `json:"method"`
+			}
+			if json.Unmarshal(body, &m) == nil && m.Method == "initialize" {
+				w.Header().Set("Content-Type", "application/json")
+				io.WriteString(w, `{"jsonrpc":"2.0","id":`+string(m.ID)+`,"error":{"code":-32602,"message":"only the stateless protocol here"}}`)
+				return
+			}
+		}
+		sdk.ServeHTTP(w, r)
+	})}
+	hs := httptest.NewServer(ids)
+	t.Cleanup(hs.Close)
+	g := newGateway(t, gateway.Upstream{URL: hs.URL}, "")
+	cs := connect(t, serve(t, g), "alice-token", nil)
+	res := call(t, cs, "read_note", map[string]any{"name": "hello"})
+	if res.IsError || text(res) != `{"name":"hello","text":"world"}` {
+		t.Fatalf("read: %s", text(res))
+	}
+	if got := ids.of("read_note"); len(got) != 1 || strings.HasPrefix(got[0], `"`) {
+		t.Errorf("the upstream got the read with the ids %v, want one of the SDK client's", got)
+	}
+}

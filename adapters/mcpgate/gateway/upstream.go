@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"golang.org/x/time/rate"
 )
@@ -326,6 +327,12 @@ func (l *link) connect() (*mcp.ClientSession, error) {
 		opts = &mcp.ClientSessionOptions{ProtocolVersion: upstreamProtocolVersion}
 	}
 	cs, err := l.client.Connect(ctx, l.transport(), opts)
+	var rpcErr *jsonrpc.Error
+	if err != nil && opts != nil && errors.As(err, &rpcErr) {
+		// An upstream that refuses the version with sessions (one that
+		// speaks only the stateless protocol): the SDK's own choice.
+		cs, err = l.client.Connect(ctx, l.transport(), nil)
+	}
 	if err != nil {
 		return nil, err
 	}
