@@ -124,6 +124,14 @@ func (g *Gateway) directCall(r *http.Request, l *link) (directRequest, bool) {
 	if _, ok := d.meta["progressToken"]; ok {
 		return directRequest{}, false // progress is the SDK's to relate to the call
 	}
+	for k := range d.meta {
+		if strings.HasPrefix(k, protocolMetaPrefix) {
+			// The protocol's own keys (SEP-2575's per-request version,
+			// client info and capabilities): the SDK refuses a request
+			// that names its own version on a session, and reads the rest.
+			return directRequest{}, false
+		}
+	}
 	return d, true
 }
 

@@ -80,3 +80,36 @@ func TestAttack3EventBoundCR(t *testing.T) {
 	}
 	wantRefusal(t, res, "AXGATE_TOOL_FAILED", "result_too_large")
 }
+
+// TestAttack3ProtocolMeta: a call whose _meta names a protocol version of
+// its own (SEP-2575's io.modelcontextprotocol/protocolVersion) is refused by
+// the SDK on a session of the front (HTTP 400, unsupported protocol
+// version: the front is stateful); the direct path ran it and answered a
+// result. Whatever the SDK makes of the protocol's own _meta keys is the
+// SDK's to decide.
+func TestAttack3ProtocolMeta(t *testing.T) {
+	up, upURL := httpUpstream(t)
+	g := newGateway(t, gateway.Upstream{URL: upURL}, "")
+	url := serve(t, g)
+	cs := connect(t, url, "alice-token", nil)
+	version := cs.InitializeResult().ProtocolVersion
+	for _, meta := range []string{
+		`{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}`,
+		`{"io.modelcontextprotocol/protocolVersion":"` + version + `"}`,
+	} {
+		before := len(up.seenTool("read_note"))
+		body := `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"read_note","arguments":{"name":"hello"},"_meta":` + meta + `}}`
+		viaSDK := strings.Replace(body, `"_meta":{`, `"_meta":{"progressToken":"p",`, 1)
+		codeS, _, gotS := postCall(t, url, "alice-token", cs.ID(), version, viaSDK)
+		if codeS == http.StatusOK {
+			t.Fatalf("%s: the SDK took it (%v): the test shows nothing", meta, gotS)
+		}
+		code, ct, got := postCall(t, url, "alice-token", cs.ID(), version, body)
+		if code != codeS {
+			t.Errorf("%s: HTTP %d %s %v, where the SDK answers HTTP %d", meta, code, ct, got, codeS)
+		}
+		if n := len(up.seenTool("read_note")) - before; n != 0 {
+			t.Errorf("%s: the upstream ran %d calls the SDK refuses", meta, n)
+		}
+	}
+}
