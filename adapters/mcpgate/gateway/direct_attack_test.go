@@ -113,3 +113,24 @@ func TestAttack3ProtocolMeta(t *testing.T) {
 		}
 	}
 }
+
+// TestAttack3PrimingEvent: an event with an empty data field (the priming
+// event of the 2025-11-25 transport, SEP-1699, which carries only an event
+// id) is skipped, as the SDK's client skips it; the direct path took it
+// for a malformed message and failed every call of such an upstream.
+func TestAttack3PrimingEvent(t *testing.T) {
+	_, upURL := rawUpstream(t, func(w http.ResponseWriter, id string, args map[string]any) bool {
+		if args["name"] != "primed" {
+			return false
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "id: 0\ndata: \n\n"+
+			`data: {"jsonrpc":"2.0","id":`+id+`,"result":{"content":[{"type":"text","text":"{\"name\":\"primed\",\"text\":\"ok\"}"}]}}`+"\n\n")
+		return true
+	})
+	g := newGateway(t, gateway.Upstream{URL: upURL}, "")
+	cs := connect(t, serve(t, g), "alice-token", nil)
+	if res := callWithin(t, cs, "read_note", map[string]any{"name": "primed"}); res.IsError || text(res) != `{"name":"primed","text":"ok"}` {
+		t.Errorf("a call whose answer follows a priming event: %s", text(res))
+	}
+}

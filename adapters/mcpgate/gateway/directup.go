@@ -484,7 +484,10 @@ func (e *eventReader) next() ([]byte, error) {
 			return nil, err
 		}
 		if len(line) == 0 { // the end of an event
-			if hasData && (len(e.typ) == 0 || string(e.typ) == "message") {
+			// An event with empty data (the priming event of SEP-1699,
+			// which carries only an id) is not a message, as the SDK's
+			// client reads it.
+			if hasData && len(e.data) > 0 && (len(e.typ) == 0 || string(e.typ) == "message") {
 				return e.data, nil
 			}
 			e.data, e.typ, hasData = e.data[:0], e.typ[:0], false
