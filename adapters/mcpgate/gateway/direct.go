@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"mime"
+	"net"
 	"net/http"
+	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -140,6 +142,9 @@ func (g *Gateway) directCall(r *http.Request, l *link) (directRequest, bool) {
 // protocol version, the user the session was started by, and a session
 // the SDK has seen a POST of recently enough not to time it out.
 func (g *Gateway) directFront(r *http.Request, l *link) bool {
+	if rebound(r) {
+		return false // the SDK refuses it: DNS rebinding protection
+	}
 	ip := l.front.InitializeParams()
 	switch {
 	case ip == nil || ip.ProtocolVersion == "" || r.Header.Get(headerProtocolVersion) != ip.ProtocolVersion:
@@ -161,6 +166,27 @@ func (g *Gateway) directFront(r *http.Request, l *link) bool {
 		return false
 	}
 	return true
+}
+
+// rebound reports whether r arrived on a loopback address under a Host
+// that is not one, which the SDK's streamable HTTP handler refuses (its
+// protection against DNS rebinding, on unless DisableLocalhostProtection).
+func rebound(r *http.Request) bool {
+	local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	return ok && local != nil && isLoopback(local.String()) && !isLoopback(r.Host)
+}
+
+// isLoopback reads an address as the SDK does (internal/util.IsLoopback).
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		host = strings.Trim(addr, "[]")
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
 }
 
 func isJSON(contentType string) bool {

@@ -134,3 +134,40 @@ func TestAttack3PrimingEvent(t *testing.T) {
 		t.Errorf("a call whose answer follows a priming event: %s", text(res))
 	}
 }
+
+// TestAttack3RebindingHost: the SDK's handler refuses a request that
+// arrived on a loopback address under another Host (DNS rebinding
+// protection: a web page whose name now resolves to 127.0.0.1) with 403;
+// the direct path, in front of it, served the call.
+func TestAttack3RebindingHost(t *testing.T) {
+	up, upURL := httpUpstream(t)
+	g := newGateway(t, gateway.Upstream{URL: upURL}, "")
+	url := serve(t, g) // httptest listens on 127.0.0.1
+	cs := connect(t, url, "alice-token", nil)
+	version := cs.InitializeResult().ProtocolVersion
+	post := func(body string) int {
+		req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+		req.Host = "rebound.example.com"
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Authorization", "Bearer alice-token")
+		req.Header.Set("Mcp-Session-Id", cs.ID())
+		req.Header.Set("Mcp-Protocol-Version", version)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := post(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read_note","arguments":{"name":"hello"},"_meta":{"progressToken":"p"}}}`); code != http.StatusForbidden {
+		t.Fatalf("the SDK answered HTTP %d: the test shows nothing", code)
+	}
+	if code := post(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"read_note","arguments":{"name":"hello"}}}`); code != http.StatusForbidden {
+		t.Errorf("the direct path answered HTTP %d under a rebound Host, want the SDK's 403", code)
+	}
+	if n := len(up.seen()); n != 0 {
+		t.Errorf("the upstream ran %d calls under a rebound Host", n)
+	}
+}
