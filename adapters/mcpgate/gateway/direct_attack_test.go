@@ -171,3 +171,37 @@ func TestAttack3RebindingHost(t *testing.T) {
 		t.Errorf("the upstream ran %d calls under a rebound Host", n)
 	}
 }
+
+// TestAttack3DuplicateInitialize: a second initialize on an open session
+// (which the SDK refuses: duplicate) made the front uncount the session
+// from WithMaxSessions, while it stays open with its upstream session: a
+// caller could open any number of sessions (and, for a command upstream,
+// of child processes), two at a time.
+func TestAttack3DuplicateInitialize(t *testing.T) {
+	_, upURL := httpUpstream(t)
+	g := newGateway(t, gateway.Upstream{URL: upURL}, "", gateway.WithMaxSessions(4, 2))
+	url := serve(t, g)
+	var open []*mcp.ClientSession
+	for i := 0; i < 4; i++ {
+		cs, err := tryConnect(t, url, "alice-token", nil)
+		if err != nil {
+			break
+		}
+		open = append(open, cs)
+		// The same initialize again, on the session.
+		version := cs.InitializeResult().ProtocolVersion
+		code, _, got := postCall(t, url, "alice-token", cs.ID(), version,
+			`{"jsonrpc":"2.0","id":99,"method":"initialize","params":{"protocolVersion":"`+version+`","capabilities":{},"clientInfo":{"name":"again","version":"1"}}}`)
+		if code == http.StatusOK && got["error"] == nil {
+			t.Fatalf("a second initialize was accepted: %v", got)
+		}
+	}
+	if len(open) > 2 {
+		t.Errorf("alice has %d sessions open, her bound is 2", len(open))
+	}
+	for _, cs := range open {
+		if res := callWithin(t, cs, "read_note", map[string]any{"name": "hello"}); res.IsError {
+			t.Errorf("a read on an open session: %s", text(res))
+		}
+	}
+}

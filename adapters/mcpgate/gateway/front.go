@@ -83,12 +83,18 @@ func (f *front) receive(next mcp.MethodHandler) mcp.MethodHandler {
 			if p, err := f.principalOf(ctx, ss, req.GetExtra()); err == nil {
 				key = sessionKey(p)
 			}
-			if e := f.g.admit(ss, key); e != nil {
+			counted, e := f.g.admit(ss, key)
+			if e != nil {
 				return nil, sessionRefusal(e)
 			}
 			res, err := next(ctx, method, req)
 			if err != nil {
-				f.g.release(ss)
+				// A failed initialize of a new session uncounts it; a
+				// second initialize of an open session (the SDK refuses
+				// it as a duplicate) leaves it counted.
+				if counted {
+					f.g.release(ss)
+				}
 				return res, err
 			}
 			if ir, ok := res.(*mcp.InitializeResult); ok {
