@@ -138,16 +138,19 @@ func (g *Gateway) directCall(r *http.Request, l *link) (directRequest, bool) {
 }
 
 // directFront reports whether the SDK would take r as a request of l's
-// session as it stands: the content types of a POST, the session's
-// protocol version, the user the session was started by, and a session
-// the SDK has seen a POST of recently enough not to time it out.
+// session as it stands: its Host, the content types of a POST, the
+// session's negotiated protocol version, the user the session was started
+// by, and a session the SDK has seen a POST of recently enough not to time
+// it out.
 func (g *Gateway) directFront(r *http.Request, l *link) bool {
 	if rebound(r) {
 		return false // the SDK refuses it: DNS rebinding protection
 	}
-	ip := l.front.InitializeParams()
 	switch {
-	case ip == nil || ip.ProtocolVersion == "" || r.Header.Get(headerProtocolVersion) != ip.ProtocolVersion:
+	case l.front.InitializeParams() == nil || l.version == "" || r.Header.Get(headerProtocolVersion) != l.version:
+		// The version the session agreed on, not the one the client asked
+		// for in its initialize (the SDK refuses a version it does not
+		// speak).
 		return false
 	case len(r.Header.Values(headerLastEventID)) > 0:
 		return false
@@ -355,12 +358,13 @@ func (g *Gateway) httpLink(sessionID string) *link {
 }
 
 // registerHTTP makes l's session reachable by its id for the direct path,
-// bound to the user that started it (as the SDK binds it).
-func (g *Gateway) registerHTTP(l *link, sessionID, userID string) {
+// bound to the user that started it (as the SDK binds it) and to the
+// protocol version the gateway answered its initialize with.
+func (g *Gateway) registerHTTP(l *link, sessionID, userID, version string) {
 	if sessionID == "" {
 		return
 	}
-	l.userID = userID
+	l.userID, l.version = userID, version
 	l.touch()
 	g.mu.Lock()
 	defer g.mu.Unlock()

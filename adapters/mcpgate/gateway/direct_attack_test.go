@@ -172,6 +172,91 @@ func TestAttack3RebindingHost(t *testing.T) {
 	}
 }
 
+// initializeRaw starts a session with a raw initialize that asks for
+// version, and returns its id and the version the gateway answered.
+func initializeRaw(t *testing.T, url, token, version string) (session, negotiated string) {
+	t.Helper()
+	post := func(sessionID, body string) *http.Response {
+		req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Authorization", "Bearer "+token)
+		if sessionID != "" {
+			req.Header.Set("Mcp-Session-Id", sessionID)
+			req.Header.Set("Mcp-Protocol-Version", negotiated)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	resp := post("", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"`+version+`","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	session = resp.Header.Get("Mcp-Session-Id")
+	for _, line := range strings.Split(string(raw), "\n") {
+		if d, ok := strings.CutPrefix(line, "data: "); ok {
+			raw = []byte(d)
+		}
+	}
+	var m struct {
+		Result struct {
+			ProtocolVersion string `json:"protocolVersion"`
+		} `json:"result"`
+	}
+	if err := json.Unmarshal(raw, &m); err != nil || session == "" {
+		t.Fatalf("initialize: %s (%v)", raw, err)
+	}
+	negotiated = m.Result.ProtocolVersion
+	resp = post(session, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	resp.Body.Close()
+	t.Cleanup(func() {
+		req, _ := http.NewRequest(http.MethodDelete, url, nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Mcp-Session-Id", session)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	})
+	return session, negotiated
+}
+
+// TestAttack3NegotiatedVersion: the direct path compared the request's
+// Mcp-Protocol-Version with the version the client asked for in its
+// initialize, not the one the gateway answered. A client that asked for a
+// version the front does not speak (a newer one, an older one) and then
+// names it in the header is refused by the SDK (HTTP 400: unsupported, or
+// stateless-only); the direct path ran its calls.
+func TestAttack3NegotiatedVersion(t *testing.T) {
+	up, upURL := httpUpstream(t)
+	g := newGateway(t, gateway.Upstream{URL: upURL}, "")
+	url := serve(t, g)
+	for _, asked := range []string{"2099-01-01", "2026-07-28", "2024-01-01"} {
+		session, negotiated := initializeRaw(t, url, "alice-token", asked)
+		if negotiated == asked {
+			t.Fatalf("the gateway agreed to %s: the test shows nothing", asked)
+		}
+		before := len(up.seenTool("read_note"))
+		body := `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"read_note","arguments":{"name":"hello"}}}`
+		viaSDK := `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"read_note","arguments":{"name":"hello"},"_meta":{"progressToken":"p"}}}`
+		codeS, _, _ := postCall(t, url, "alice-token", session, asked, viaSDK)
+		if codeS == http.StatusOK {
+			t.Fatalf("asked %s: the SDK took the call: the test shows nothing", asked)
+		}
+		if code, ct, got := postCall(t, url, "alice-token", session, asked, body); code != codeS {
+			t.Errorf("asked %s (answered %s), header %s: HTTP %d %s %v, where the SDK answers HTTP %d", asked, negotiated, asked, code, ct, got, codeS)
+		}
+		if n := len(up.seenTool("read_note")) - before; n != 0 {
+			t.Errorf("asked %s: the upstream ran %d calls the SDK refuses", asked, n)
+		}
+		// The negotiated version is served (on the direct path).
+		if code, ct, _ := postCall(t, url, "alice-token", session, negotiated, body); code != http.StatusOK || ct != "application/json" {
+			t.Errorf("asked %s, header %s (negotiated): HTTP %d %s, want the direct path's 200", asked, negotiated, code, ct)
+		}
+	}
+}
+
 // TestAttack3DuplicateInitialize: a second initialize on an open session
 // (which the SDK refuses: duplicate) made the front uncount the session
 // from WithMaxSessions, while it stays open with its upstream session: a

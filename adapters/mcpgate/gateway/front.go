@@ -97,8 +97,10 @@ func (f *front) receive(next mcp.MethodHandler) mcp.MethodHandler {
 				}
 				return res, err
 			}
+			version := ""
 			if ir, ok := res.(*mcp.InitializeResult); ok {
 				ir.Capabilities = f.g.frontCaps()
+				version = ir.ProtocolVersion
 			}
 			l := f.g.linkFor(f, ss)
 			if f == f.g.httpFront {
@@ -106,7 +108,7 @@ func (f *front) receive(next mcp.MethodHandler) mcp.MethodHandler {
 				if ex := req.GetExtra(); ex != nil && ex.TokenInfo != nil {
 					userID = ex.TokenInfo.UserID
 				}
-				f.g.registerHTTP(l, ss.ID(), userID)
+				f.g.registerHTTP(l, ss.ID(), userID, version)
 			}
 			return res, nil
 		case "tools/list":
