@@ -91,9 +91,14 @@ func (g *Gateway) directCalls(next http.Handler) http.Handler {
 		// The SDK keeps an idle session only for WithSessionTimeout after
 		// its last POST, and sees none of the direct ones: directCall sends
 		// a call through the SDK when the session's last POST there is
-		// older than a quarter of that.
-		l.touch()
-		defer l.touch()
+		// older than a quarter of that. A POST of another user is refused
+		// by the SDK before it counts: it must not count here either, or
+		// anyone with the session's id could keep its calls off the SDK
+		// until the SDK closes the session as idle.
+		if sameUser(r, l) {
+			l.touch()
+			defer l.touch()
+		}
 		next.ServeHTTP(w, r)
 	})
 }
@@ -160,15 +165,23 @@ func (g *Gateway) directFront(r *http.Request, l *link) bool {
 	if jsonOK, streamOK := accepts(r.Header.Values("Accept")); !jsonOK || !streamOK {
 		return false
 	}
-	if l.userID != "" {
-		if ti := auth.TokenInfoFromContext(r.Context()); ti == nil || ti.UserID != l.userID {
-			return false // the SDK refuses it: session user mismatch
-		}
+	if !sameUser(r, l) {
+		return false // the SDK refuses it: session user mismatch
 	}
 	if t := g.cfg.sessionTimeout; t > 0 && time.Since(time.Unix(0, l.lastPOST.Load())) > t/4 {
 		return false
 	}
 	return true
+}
+
+// sameUser reports whether r is of the user l's session was started by,
+// as the SDK checks it.
+func sameUser(r *http.Request, l *link) bool {
+	if l.userID == "" {
+		return true
+	}
+	ti := auth.TokenInfoFromContext(r.Context())
+	return ti != nil && ti.UserID == l.userID
 }
 
 // rebound reports whether r arrived on a loopback address under a Host

@@ -7,7 +7,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -287,6 +289,48 @@ func TestAttack3DuplicateInitialize(t *testing.T) {
 	for _, cs := range open {
 		if res := callWithin(t, cs, "read_note", map[string]any{"name": "hello"}); res.IsError {
 			t.Errorf("a read on an open session: %s", text(res))
+		}
+	}
+}
+
+// TestAttack3ForeignTouch: a POST on alice's session that the SDK refuses
+// (bob's token: 403) counted as a POST the SDK saw, so the direct path
+// kept alice's calls to itself while the SDK saw none of them and closed
+// her busy session as idle (WithSessionTimeout): anyone with a token and
+// her session id could end it.
+func TestAttack3ForeignTouch(t *testing.T) {
+	_, upURL := httpUpstream(t)
+	const timeout = 600 * time.Millisecond
+	g := newGateway(t, gateway.Upstream{URL: upURL}, "", gateway.WithSessionTimeout(timeout))
+	url := serve(t, g)
+	cs := connect(t, url, "alice-token", nil)
+	version := cs.InitializeResult().ProtocolVersion
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(timeout / 20):
+			}
+			req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Accept", "application/json, text/event-stream")
+			req.Header.Set("Authorization", "Bearer bob-token")
+			req.Header.Set("Mcp-Session-Id", cs.ID())
+			req.Header.Set("Mcp-Protocol-Version", version)
+			if resp, err := http.DefaultClient.Do(req); err == nil {
+				resp.Body.Close()
+			}
+		}
+	})
+	defer wg.Wait()
+	defer close(stop)
+	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read_note","arguments":{"name":"hello"}}}`
+	for end := time.Now().Add(4 * timeout); time.Now().Before(end); time.Sleep(timeout / 10) {
+		if code, _, got := postCall(t, url, "alice-token", cs.ID(), version, body); code != http.StatusOK {
+			t.Fatalf("alice's busy session was closed: HTTP %d %v", code, got)
 		}
 	}
 }
