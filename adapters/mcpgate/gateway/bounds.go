@@ -64,24 +64,25 @@ func sessionKey(p middleware.Principal) string {
 }
 
 // admit counts a new client session of key against the bounds of
-// WithMaxSessions, or refuses it.
-func (g *Gateway) admit(ss *mcp.ServerSession, key string) *axerr.Error {
+// WithMaxSessions, or refuses it. counted reports whether this call counted
+// it (not a session counted already): only then may release undo it.
+func (g *Gateway) admit(ss *mcp.ServerSession, key string) (counted bool, refused *axerr.Error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if _, ok := g.sessionKeys[ss]; ok {
-		return nil // already counted
+		return false, nil // already counted
 	}
 	if g.cfg.maxSessions > 0 && len(g.sessionKeys) >= g.cfg.maxSessions {
-		return axerr.Newf(axerr.CodeStoreUnavailable, "the gateway serves %d client sessions, its bound; try again when one ends", g.cfg.maxSessions).
+		return false, axerr.Newf(axerr.CodeStoreUnavailable, "the gateway serves %d client sessions, its bound; try again when one ends", g.cfg.maxSessions).
 			WithReason(ReasonTooManySessions)
 	}
 	if g.cfg.maxSessionsPerPrincipal > 0 && g.perKey[key] >= g.cfg.maxSessionsPerPrincipal {
-		return axerr.Newf(axerr.CodeRateLimited, "this caller has %d open sessions, its bound; close one (or let it time out) first", g.cfg.maxSessionsPerPrincipal).
+		return false, axerr.Newf(axerr.CodeRateLimited, "this caller has %d open sessions, its bound; close one (or let it time out) first", g.cfg.maxSessionsPerPrincipal).
 			WithReason(ReasonTooManySessions)
 	}
 	g.sessionKeys[ss] = key
 	g.perKey[key]++
-	return nil
+	return true, nil
 }
 
 // release uncounts a client session.

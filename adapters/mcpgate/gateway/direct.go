@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"mime"
+	"net"
 	"net/http"
+	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -89,9 +91,14 @@ func (g *Gateway) directCalls(next http.Handler) http.Handler {
 		// The SDK keeps an idle session only for WithSessionTimeout after
 		// its last POST, and sees none of the direct ones: directCall sends
 		// a call through the SDK when the session's last POST there is
-		// older than a quarter of that.
-		l.touch()
-		defer l.touch()
+		// older than a quarter of that. A POST of another user is refused
+		// by the SDK before it counts: it must not count here either, or
+		// anyone with the session's id could keep its calls off the SDK
+		// until the SDK closes the session as idle.
+		if sameUser(r, l) {
+			l.touch()
+			defer l.touch()
+		}
 		next.ServeHTTP(w, r)
 	})
 }
@@ -124,17 +131,31 @@ func (g *Gateway) directCall(r *http.Request, l *link) (directRequest, bool) {
 	if _, ok := d.meta["progressToken"]; ok {
 		return directRequest{}, false // progress is the SDK's to relate to the call
 	}
+	for k := range d.meta {
+		if strings.HasPrefix(k, protocolMetaPrefix) {
+			// The protocol's own keys (SEP-2575's per-request version,
+			// client info and capabilities): the SDK refuses a request
+			// that names its own version on a session, and reads the rest.
+			return directRequest{}, false
+		}
+	}
 	return d, true
 }
 
 // directFront reports whether the SDK would take r as a request of l's
-// session as it stands: the content types of a POST, the session's
-// protocol version, the user the session was started by, and a session
-// the SDK has seen a POST of recently enough not to time it out.
+// session as it stands: its Host, the content types of a POST, the
+// session's negotiated protocol version, the user the session was started
+// by, and a session the SDK has seen a POST of recently enough not to time
+// it out.
 func (g *Gateway) directFront(r *http.Request, l *link) bool {
-	ip := l.front.InitializeParams()
+	if rebound(r) {
+		return false // the SDK refuses it: DNS rebinding protection
+	}
 	switch {
-	case ip == nil || ip.ProtocolVersion == "" || r.Header.Get(headerProtocolVersion) != ip.ProtocolVersion:
+	case l.front.InitializeParams() == nil || l.version == "" || r.Header.Get(headerProtocolVersion) != l.version:
+		// The version the session agreed on, not the one the client asked
+		// for in its initialize (the SDK refuses a version it does not
+		// speak).
 		return false
 	case len(r.Header.Values(headerLastEventID)) > 0:
 		return false
@@ -144,15 +165,44 @@ func (g *Gateway) directFront(r *http.Request, l *link) bool {
 	if jsonOK, streamOK := accepts(r.Header.Values("Accept")); !jsonOK || !streamOK {
 		return false
 	}
-	if l.userID != "" {
-		if ti := auth.TokenInfoFromContext(r.Context()); ti == nil || ti.UserID != l.userID {
-			return false // the SDK refuses it: session user mismatch
-		}
+	if !sameUser(r, l) {
+		return false // the SDK refuses it: session user mismatch
 	}
 	if t := g.cfg.sessionTimeout; t > 0 && time.Since(time.Unix(0, l.lastPOST.Load())) > t/4 {
 		return false
 	}
 	return true
+}
+
+// sameUser reports whether r is of the user l's session was started by,
+// as the SDK checks it.
+func sameUser(r *http.Request, l *link) bool {
+	if l.userID == "" {
+		return true
+	}
+	ti := auth.TokenInfoFromContext(r.Context())
+	return ti != nil && ti.UserID == l.userID
+}
+
+// rebound reports whether r arrived on a loopback address under a Host
+// that is not one, which the SDK's streamable HTTP handler refuses (its
+// protection against DNS rebinding, on unless DisableLocalhostProtection).
+func rebound(r *http.Request) bool {
+	local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	return ok && local != nil && isLoopback(local.String()) && !isLoopback(r.Host)
+}
+
+// isLoopback reads an address as the SDK does (internal/util.IsLoopback).
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		host = strings.Trim(addr, "[]")
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
 }
 
 func isJSON(contentType string) bool {
@@ -321,12 +371,13 @@ func (g *Gateway) httpLink(sessionID string) *link {
 }
 
 // registerHTTP makes l's session reachable by its id for the direct path,
-// bound to the user that started it (as the SDK binds it).
-func (g *Gateway) registerHTTP(l *link, sessionID, userID string) {
+// bound to the user that started it (as the SDK binds it) and to the
+// protocol version the gateway answered its initialize with.
+func (g *Gateway) registerHTTP(l *link, sessionID, userID, version string) {
 	if sessionID == "" {
 		return
 	}
-	l.userID = userID
+	l.userID, l.version = userID, version
 	l.touch()
 	g.mu.Lock()
 	defer g.mu.Unlock()

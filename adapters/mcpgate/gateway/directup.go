@@ -144,6 +144,7 @@ func (l *link) readAnswer(ctx context.Context, cs *mcp.ClientSession, version, i
 		return toolAnswer(m)
 	case "text/event-stream":
 		events := newEventReader(resp.Body)
+		events.limit = l.g.cfg.maxMessageBytes
 		for {
 			data, err := events.next()
 			if err != nil {
@@ -461,14 +462,19 @@ type eventReader struct {
 	data []byte
 	typ  []byte
 	line []byte
+	// limit bounds an event's data (0: unbounded). boundedBody bounds the
+	// bytes between blank lines as it sees them, which is not quite where
+	// this reader ends an event (a line of a lone CR is a field here, and
+	// a blank line there): the bound is kept here as well.
+	limit int64
 }
 
 func newEventReader(r io.Reader) *eventReader {
 	return &eventReader{r: bufio.NewReaderSize(r, 4096)}
 }
 
-// next returns the data of the next message event. The body's bound
-// (boundedBody) bounds an event's size.
+// next returns the data of the next message event, or errMessageTooLarge
+// when an event's data is longer than limit.
 func (e *eventReader) next() ([]byte, error) {
 	e.data, e.typ = e.data[:0], e.typ[:0]
 	hasData := false
@@ -478,7 +484,10 @@ func (e *eventReader) next() ([]byte, error) {
 			return nil, err
 		}
 		if len(line) == 0 { // the end of an event
-			if hasData && (len(e.typ) == 0 || string(e.typ) == "message") {
+			// An event with empty data (the priming event of SEP-1699,
+			// which carries only an id) is not a message, as the SDK's
+			// client reads it.
+			if hasData && len(e.data) > 0 && (len(e.typ) == 0 || string(e.typ) == "message") {
 				return e.data, nil
 			}
 			e.data, e.typ, hasData = e.data[:0], e.typ[:0], false
@@ -493,6 +502,9 @@ func (e *eventReader) next() ([]byte, error) {
 			}
 			e.data = append(e.data, value...)
 			hasData = true
+			if e.limit > 0 && int64(len(e.data)) > e.limit {
+				return nil, errMessageTooLarge
+			}
 		case "event":
 			e.typ = append(e.typ[:0], value...)
 		}

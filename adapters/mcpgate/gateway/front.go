@@ -83,16 +83,24 @@ func (f *front) receive(next mcp.MethodHandler) mcp.MethodHandler {
 			if p, err := f.principalOf(ctx, ss, req.GetExtra()); err == nil {
 				key = sessionKey(p)
 			}
-			if e := f.g.admit(ss, key); e != nil {
+			counted, e := f.g.admit(ss, key)
+			if e != nil {
 				return nil, sessionRefusal(e)
 			}
 			res, err := next(ctx, method, req)
 			if err != nil {
-				f.g.release(ss)
+				// A failed initialize of a new session uncounts it; a
+				// second initialize of an open session (the SDK refuses
+				// it as a duplicate) leaves it counted.
+				if counted {
+					f.g.release(ss)
+				}
 				return res, err
 			}
+			version := ""
 			if ir, ok := res.(*mcp.InitializeResult); ok {
 				ir.Capabilities = f.g.frontCaps()
+				version = ir.ProtocolVersion
 			}
 			l := f.g.linkFor(f, ss)
 			if f == f.g.httpFront {
@@ -100,7 +108,7 @@ func (f *front) receive(next mcp.MethodHandler) mcp.MethodHandler {
 				if ex := req.GetExtra(); ex != nil && ex.TokenInfo != nil {
 					userID = ex.TokenInfo.UserID
 				}
-				f.g.registerHTTP(l, ss.ID(), userID)
+				f.g.registerHTTP(l, ss.ID(), userID, version)
 			}
 			return res, nil
 		case "tools/list":

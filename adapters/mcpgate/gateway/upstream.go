@@ -56,9 +56,11 @@ type link struct {
 	wake      chan struct{} // a list is due
 	limiter   *rate.Limiter // of the lists after notifications
 
-	// userID is the user the client session was started by, and lastPOST
-	// when the SDK last saw a POST of it (direct.go).
+	// userID is the user the client session was started by, version the
+	// protocol version it agreed on, and lastPOST when the SDK last saw a
+	// POST of it (direct.go).
 	userID   string
+	version  string
 	lastPOST atomic.Int64
 
 	calls    slots       // tools/call in flight (WithMaxCallsPerSession)
