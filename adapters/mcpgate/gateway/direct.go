@@ -234,7 +234,7 @@ func accepts(values []string) (jsonOK, streamOK bool) {
 // to an input request, a name that is not a string, a key spelled twice)
 // is the SDK's to read.
 func parseDirect(body []byte) (directRequest, bool) {
-	if !json.Valid(body) {
+	if !json.Valid(body) || tooDeep(body) {
 		return directRequest{}, false
 	}
 	var (

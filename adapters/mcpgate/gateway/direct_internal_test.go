@@ -47,6 +47,9 @@ func TestParseDirect(t *testing.T) {
 		{`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read",}}`, false, "", ""},
 		{`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read","_meta":[]}}`, false, "", ""},
 		{`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read"},"extra":1}`, false, "", ""},
+		// Nested deeper than the SDK's decoder takes.
+		{`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read","_meta":{"a":` + strings.Repeat("[", 1000) + strings.Repeat("]", 1000) + `}}}`, false, "", ""},
+		{`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read","_meta":{"a":` + strings.Repeat("[", 997) + strings.Repeat("]", 997) + `}}}`, true, "read", ""},
 	} {
 		d, ok := parseDirect([]byte(tc.body))
 		if ok != tc.ok || d.name != tc.name || string(d.args) != tc.args {

@@ -62,16 +62,27 @@ func (l *link) callDirect(ctx context.Context, cs *mcp.ClientSession, version st
 	if err != nil {
 		return nil, err
 	}
-	// The client gave up, or the call's time ran out, before the answer:
-	// tell the upstream, as the SDK's client does.
-	stop := context.AfterFunc(ctx, func() { go l.cancelUpstream(cs.ID(), version, id) })
+	// The HTTP request's own context: cancelled with ctx while the call
+	// runs, but not when it returns, so that the rest of an event stream
+	// can still be read (drain) and the connection kept. When the client
+	// gives up, or the call's time runs out, before the answer, the
+	// upstream is told, as the SDK's client tells it.
+	reqCtx, cancelReq := context.WithCancelCause(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(ctx, func() {
+		cancelReq(context.Cause(ctx))
+		go l.cancelUpstream(cs.ID(), version, id)
+	})
 	var res *mcp.CallToolResult
-	resp, err := l.post(ctx, cs.ID(), version, body)
+	draining := false
+	resp, err := l.post(reqCtx, cs.ID(), version, body)
 	if err == nil {
-		res, err = l.readAnswer(ctx, cs, version, id, resp)
+		res, draining, err = l.readAnswer(ctx, cs, version, id, resp, cancelReq)
 	}
 	if err == nil || ctx.Err() == nil {
 		stop()
+	}
+	if !draining {
+		cancelReq(nil)
 	}
 	if errors.Is(err, errSessionLost) {
 		cs.Close() // the link connects a new session
@@ -124,24 +135,27 @@ func discard(resp *http.Response) {
 	resp.Body.Close()
 }
 
-// readAnswer reads the answer to request id from resp.
-func (l *link) readAnswer(ctx context.Context, cs *mcp.ClientSession, version, id string, resp *http.Response) (*mcp.CallToolResult, error) {
+// readAnswer reads the answer to request id from resp. draining reports
+// that the rest of resp is read in the background, which calls end when it
+// is done.
+func (l *link) readAnswer(ctx context.Context, cs *mcp.ClientSession, version, id string, resp *http.Response, end context.CancelCauseFunc) (_ *mcp.CallToolResult, draining bool, _ error) {
 	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	switch mt {
 	case "application/json":
 		raw, err := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		m, err := readMessage(raw)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		if !isAnswerTo(m, id) {
-			return nil, errors.New("the upstream answered another request")
+			return nil, false, errors.New("the upstream answered another request")
 		}
-		return toolAnswer(m)
+		res, err := toolAnswer(m)
+		return res, false, err
 	case "text/event-stream":
 		events := newEventReader(resp.Body)
 		events.limit = l.g.cfg.maxMessageBytes
@@ -152,17 +166,18 @@ func (l *link) readAnswer(ctx context.Context, cs *mcp.ClientSession, version, i
 				if errors.Is(err, io.EOF) {
 					err = errors.New("the upstream's event stream ended without the answer")
 				}
-				return nil, err
+				return nil, false, err
 			}
 			m, err := readMessage(data)
 			if err != nil {
 				resp.Body.Close()
-				return nil, err
+				return nil, false, err
 			}
 			switch {
 			case isAnswerTo(m, id):
-				go drain(resp.Body)
-				return toolAnswer(m)
+				go drain(resp.Body, end)
+				res, err := toolAnswer(m)
+				return res, true, err
 			case m.Method != "" && m.ID == nil:
 				l.upstreamNotification(ctx, m.Method, m.Params)
 			case m.Method != "":
@@ -175,15 +190,19 @@ func (l *link) readAnswer(ctx context.Context, cs *mcp.ClientSession, version, i
 		}
 	}
 	discard(resp)
-	return nil, fmt.Errorf("the upstream answered with content type %q", mt)
+	return nil, false, fmt.Errorf("the upstream answered with content type %q", mt)
 }
 
 // drain reads the rest of an event stream (the SDK's servers close it after
-// the answer), so that its connection is kept; the request's context ends
-// it at the latest (upstreamDrain).
-func drain(body io.ReadCloser) {
+// the answer), so that its connection is kept, and then ends the request's
+// context; an upstream that keeps the stream open loses the connection
+// after upstreamDrain.
+func drain(body io.ReadCloser, end context.CancelCauseFunc) {
+	t := time.AfterFunc(upstreamDrain, func() { end(nil) })
 	io.Copy(io.Discard, body)
+	t.Stop()
 	body.Close()
+	end(nil)
 }
 
 // readMessage reads a JSON-RPC message. Its params and result stay

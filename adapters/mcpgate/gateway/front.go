@@ -336,14 +336,14 @@ func (g *Gateway) forward(ctx context.Context, call *middleware.Call) (middlewar
 	// cancelled the moment it returns, so the HTTP connection can be reused.
 	ctx, cancel := context.WithTimeout(ctx, g.cfg.callTimeout)
 	defer cancel()
-	upCtx, done := upstreamContext(ctx)
 	var res *mcp.CallToolResult
 	if version := l.directVersion(cs); version != "" {
-		res, err = l.callDirect(upCtx, cs, version, params)
+		res, err = l.callDirect(ctx, cs, version, params)
 	} else {
+		upCtx, done := upstreamContext(ctx)
 		res, err = cs.CallTool(upCtx, params)
+		done()
 	}
-	done()
 	if err != nil {
 		return middleware.Result{}, g.callFailed(ctx, call, ob.link, err)
 	}

@@ -173,3 +173,37 @@ func jsonString(raw []byte) (string, bool) {
 	var s string
 	return s, json.Unmarshal(raw, &s) == nil
 }
+
+// maxJSONDepth is the nesting the SDK's decoder accepts (its
+// internal/json): a deeper message is the SDK's to refuse.
+const maxJSONDepth = 1000
+
+// tooDeep reports whether the objects and arrays of data nest deeper than
+// maxJSONDepth.
+func tooDeep(data []byte) bool {
+	depth, inString, escaped := 0, false, false
+	for _, b := range data {
+		if inString {
+			switch {
+			case escaped:
+				escaped = false
+			case b == '\\':
+				escaped = true
+			case b == '"':
+				inString = false
+			}
+			continue
+		}
+		switch b {
+		case '"':
+			inString = true
+		case '{', '[':
+			if depth++; depth > maxJSONDepth {
+				return true
+			}
+		case '}', ']':
+			depth--
+		}
+	}
+	return false
+}
