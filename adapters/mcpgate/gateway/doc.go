@@ -56,7 +56,12 @@
 // headers nor its _meta, but its progress token) and the gateway's trace
 // context. The upstream's result reaches the client as it is, after the
 // postconditions and the output_schema checked its data (structuredContent,
-// else the text of its content, as JSON when it is JSON). An upstream result
+// else the text of its content, as JSON when it is JSON). When the action
+// has an output_schema or postconditions and the result has
+// structuredContent, its text blocks must be that same JSON value (RFC
+// 8785), or be absent: text that says something else than the checked
+// data is refused as AXGATE_POSTCONDITION_FAILED, reason content_mismatch,
+// since a model reads the text. An upstream result
 // with isError, or a JSON-RPC error of the upstream, is refused as
 // AXGATE_TOOL_FAILED with the upstream's text in the message.
 //

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/gowebpki/jcs"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/otel/attribute"
@@ -17,6 +19,7 @@ import (
 	"github.com/axgate/axgate/adapters/mcpgate"
 	"github.com/axgate/axgate/adapters/wire"
 	axerr "github.com/axgate/axgate/errors"
+	"github.com/axgate/axgate/manifest"
 	"github.com/axgate/axgate/middleware"
 )
 
@@ -351,8 +354,44 @@ func (g *Gateway) forward(ctx context.Context, call *middleware.Call) (middlewar
 		return middleware.Result{}, axerr.New(axerr.CodeToolFailed, "the upstream tool reported an error: "+bound(contentText(res.Content))).
 			WithIntent(call.Intent())
 	}
+	if !textMatches(call.Action, res) {
+		return middleware.Result{}, axerr.New(axerr.CodePostconditionFailed,
+			"the upstream's text content says something else than its structuredContent, which the manifest's checks saw").
+			WithIntent(call.Intent()).
+			WithReason(ReasonContentMismatch)
+	}
 	stripProtocolMeta(res)
 	return middleware.Result{Value: &mcpgate.Forwarded{Result: res, Value: resultValue(res)}}, nil
+}
+
+// textMatches reports whether the text a client reads in r is the data the
+// action's output_schema and postconditions check. Those check the
+// structuredContent when there is one (resultValue); a model reads the
+// text blocks, which MCP asks to be that same JSON. So when something
+// checks the result, a result with structuredContent must have text that
+// is none, or the same JSON value (RFC 8785): otherwise an upstream could
+// pass the checks with its structuredContent and say anything in its text.
+// Other blocks (images, resources) are not compared.
+func textMatches(a *manifest.Action, r *mcp.CallToolResult) bool {
+	if a == nil || r.StructuredContent == nil || (len(a.OutputSchema) == 0 && len(a.Postconditions) == 0) {
+		return true
+	}
+	var texts []string
+	for _, c := range r.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			texts = append(texts, tc.Text)
+		}
+	}
+	if len(texts) == 0 {
+		return true
+	}
+	structured, err := json.Marshal(r.StructuredContent)
+	if err != nil {
+		return false
+	}
+	want, err1 := jcs.Transform(structured)
+	got, err2 := jcs.Transform([]byte(strings.Join(texts, "")))
+	return err1 == nil && err2 == nil && bytes.Equal(got, want)
 }
 
 // upstreamDrain bounds how long the upstream's HTTP response may still be
