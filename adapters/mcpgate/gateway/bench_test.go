@@ -121,6 +121,22 @@ var (
 	benchTargets = map[string]*benchTarget{}
 )
 
+// benchWork is how long the upstream's read tool works per call
+// (AXGATE_BENCH_WORK, a comma-separated list of milliseconds; default 0
+// and 1).
+func benchWork() []time.Duration {
+	var out []time.Duration
+	for _, f := range strings.Split(os.Getenv("AXGATE_BENCH_WORK"), ",") {
+		if n, err := strconv.Atoi(strings.TrimSpace(f)); err == nil && n >= 0 {
+			out = append(out, time.Duration(n)*time.Millisecond)
+		}
+	}
+	if len(out) == 0 {
+		return []time.Duration{0, time.Millisecond}
+	}
+	return out
+}
+
 // benchClients are the numbers of concurrent agents to measure
 // (AXGATE_BENCH_CLIENTS, a comma-separated list; default 1 and 8).
 func benchClients() []int {
@@ -223,9 +239,10 @@ func readOnce(ctx context.Context, cs *mcp.ClientSession) error {
 // -count, the rounds interleave). It reports calls/s and the p50 and p99
 // latency of one call as the agent sees it. upstream=0ms is a read tool that
 // does no work (the worst case for the gateway's share of the time);
-// upstream=1ms sleeps 1 ms per call, as a small file or database read would.
+// upstream=1ms sleeps 1 ms per call, as a small file or database read would
+// (AXGATE_BENCH_WORK chooses others).
 func BenchmarkGatewayRead(b *testing.B) {
-	for _, work := range []time.Duration{0, time.Millisecond} {
+	for _, work := range benchWork() {
 		for _, clients := range benchClients() {
 			name := fmt.Sprintf("upstream=%dms/clients=%d", work.Milliseconds(), clients)
 			b.Run(name+"/path=direct", func(b *testing.B) {
