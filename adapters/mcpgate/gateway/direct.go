@@ -168,7 +168,13 @@ func (g *Gateway) directFront(r *http.Request, l *link) bool {
 	if !sameUser(r, l) {
 		return false // the SDK refuses it: session user mismatch
 	}
-	if t := g.cfg.sessionTimeout; t > 0 && time.Since(time.Unix(0, l.lastPOST.Load())) > t/4 {
+	// The SDK closes a session WithSessionTimeout after the end of its
+	// last POST it saw, and a direct call does not hold that timer as its
+	// own calls do. So a call goes to the SDK once its last POST there is a
+	// quarter of the timeout old, and the direct path is only taken when a
+	// call cannot outlast another quarter (WithCallTimeout): the SDK then
+	// sees a POST of a busy session at least every half timeout.
+	if t := g.cfg.sessionTimeout; t > 0 && (t < 4*g.cfg.callTimeout || time.Since(time.Unix(0, l.lastPOST.Load())) > t/4) {
 		return false
 	}
 	return true

@@ -300,8 +300,8 @@ func TestAttack3DuplicateInitialize(t *testing.T) {
 // her session id could end it.
 func TestAttack3ForeignTouch(t *testing.T) {
 	_, upURL := httpUpstream(t)
-	const timeout = 600 * time.Millisecond
-	g := newGateway(t, gateway.Upstream{URL: upURL}, "", gateway.WithSessionTimeout(timeout))
+	const timeout = 2 * time.Second
+	g := newGateway(t, gateway.Upstream{URL: upURL}, "", gateway.WithSessionTimeout(timeout), gateway.WithCallTimeout(timeout/4))
 	url := serve(t, g)
 	cs := connect(t, url, "alice-token", nil)
 	version := cs.InitializeResult().ProtocolVersion
@@ -328,9 +328,17 @@ func TestAttack3ForeignTouch(t *testing.T) {
 	defer wg.Wait()
 	defer close(stop)
 	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read_note","arguments":{"name":"hello"}}}`
-	for end := time.Now().Add(4 * timeout); time.Now().Before(end); time.Sleep(timeout / 10) {
-		if code, _, got := postCall(t, url, "alice-token", cs.ID(), version, body); code != http.StatusOK {
+	direct := 0
+	for end := time.Now().Add(2 * timeout); time.Now().Before(end); time.Sleep(timeout / 10) {
+		code, ct, got := postCall(t, url, "alice-token", cs.ID(), version, body)
+		if code != http.StatusOK {
 			t.Fatalf("alice's busy session was closed: HTTP %d %v", code, got)
 		}
+		if ct == "application/json" {
+			direct++
+		}
+	}
+	if direct == 0 {
+		t.Fatal("no call of alice's took the direct path: the test shows nothing")
 	}
 }

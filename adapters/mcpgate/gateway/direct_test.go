@@ -249,15 +249,17 @@ func TestDirectSessionUser(t *testing.T) {
 
 // TestDirectSessionTimeout: a session whose calls all could take the
 // direct path is not closed as idle by the SDK, which sees none of them
-// (WithSessionTimeout); and a session that is idle still is.
+// (WithSessionTimeout); a session that is idle still is; and with a call
+// timeout that a call could outlast the SDK's timer by, no call takes the
+// direct path.
 func TestDirectSessionTimeout(t *testing.T) {
 	_, upURL := httpUpstream(t)
-	const timeout = 600 * time.Millisecond
-	g := newGateway(t, gateway.Upstream{URL: upURL}, "", gateway.WithSessionTimeout(timeout))
+	const timeout = 2 * time.Second
+	g := newGateway(t, gateway.Upstream{URL: upURL}, "", gateway.WithSessionTimeout(timeout), gateway.WithCallTimeout(timeout/4))
 	url := serve(t, g)
 	w := &wire{}
 	cs := connectVia(t, url, "alice-token", w, nil)
-	for end := time.Now().Add(4 * timeout); time.Now().Before(end); time.Sleep(timeout / 10) {
+	for end := time.Now().Add(2 * timeout); time.Now().Before(end); time.Sleep(timeout / 10) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "read_note", Arguments: map[string]any{"name": "hello"}})
 		cancel()
@@ -275,11 +277,27 @@ func TestDirectSessionTimeout(t *testing.T) {
 		t.Fatal("no call took the direct path: the test shows nothing")
 	}
 	// Idle now: the SDK closes it.
-	time.Sleep(2 * timeout)
+	time.Sleep(timeout + timeout/2)
 	version := cs.InitializeResult().ProtocolVersion
 	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read_note","arguments":{"name":"hello"}}}`
 	if code, _, _ := postCall(t, url, "alice-token", cs.ID(), version, body); code != http.StatusNotFound {
 		t.Errorf("an idle session answered HTTP %d, want 404 (closed)", code)
+	}
+
+	// A call may last 60 s (the default WithCallTimeout), longer than a
+	// quarter of this session timeout: every call goes to the SDK.
+	g2 := newGateway(t, gateway.Upstream{URL: upURL}, "", gateway.WithSessionTimeout(timeout))
+	w2 := &wire{}
+	cs2 := connectVia(t, serve(t, g2), "alice-token", w2, nil)
+	for range 3 {
+		if res := call(t, cs2, "read_note", map[string]any{"name": "hello"}); res.IsError {
+			t.Fatalf("read: %s", text(res))
+		}
+	}
+	for _, ct := range w2.answers("read_note") {
+		if ct == "application/json" {
+			t.Errorf("a call took the direct path with a call timeout longer than a quarter of the session timeout")
+		}
 	}
 }
 

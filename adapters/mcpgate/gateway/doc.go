@@ -79,7 +79,9 @@
 // and requests on that stream as the SDK's client does. Everything else —
 // a call that may ask the person, a request the SDK would refuse or read
 // differently, the first POST after a quarter of WithSessionTimeout (so
-// that the SDK, which times idle sessions out, sees the session live) —
+// that the SDK, which times idle sessions out, sees the session live), and
+// every call when WithCallTimeout is more than a quarter of
+// WithSessionTimeout (a direct call could then outlast the SDK's timer) —
 // goes through the SDK. Upstream sessions are opened at protocol version
 // 2025-11-25, with sessions, as the front's.
 //
