@@ -371,27 +371,49 @@ func (g *Gateway) forward(ctx context.Context, call *middleware.Call) (middlewar
 // checks the result, a result with structuredContent must have text that
 // is none, or the same JSON value (RFC 8785): otherwise an upstream could
 // pass the checks with its structuredContent and say anything in its text.
-// Other blocks (images, resources) are not compared.
+// The text of each embedded resource must be that JSON too; other blocks
+// (images, audio, blobs, resource links) are not compared.
 func textMatches(a *manifest.Action, r *mcp.CallToolResult) bool {
 	if a == nil || r.StructuredContent == nil || (len(a.OutputSchema) == 0 && len(a.Postconditions) == 0) {
 		return true
 	}
-	var texts []string
+	var texts, resources []string
 	for _, c := range r.Content {
-		if tc, ok := c.(*mcp.TextContent); ok {
-			texts = append(texts, tc.Text)
+		switch c := c.(type) {
+		case *mcp.TextContent:
+			texts = append(texts, c.Text)
+		case *mcp.EmbeddedResource:
+			if c.Resource != nil && c.Resource.Text != "" {
+				resources = append(resources, c.Resource.Text)
+			}
 		}
 	}
-	if len(texts) == 0 {
+	if len(texts) == 0 && len(resources) == 0 {
 		return true
 	}
 	structured, err := json.Marshal(r.StructuredContent)
 	if err != nil {
 		return false
 	}
-	want, err1 := jcs.Transform(structured)
-	got, err2 := jcs.Transform([]byte(strings.Join(texts, "")))
-	return err1 == nil && err2 == nil && bytes.Equal(got, want)
+	want, err := jcs.Transform(structured)
+	if err != nil {
+		return false
+	}
+	same := func(text string) bool {
+		got, err := jcs.Transform([]byte(text))
+		return err == nil && bytes.Equal(got, want)
+	}
+	if len(texts) > 0 && !same(strings.Join(texts, "")) {
+		return false
+	}
+	// The text of an embedded resource is text a client hands its model
+	// too: each must be the same JSON.
+	for _, text := range resources {
+		if !same(text) {
+			return false
+		}
+	}
+	return true
 }
 
 // upstreamDrain bounds how long the upstream's HTTP response may still be
