@@ -174,8 +174,18 @@ func (g *Gateway) directFront(r *http.Request, l *link) bool {
 	// quarter of the timeout old, and the direct path is only taken when a
 	// call cannot outlast another quarter (WithCallTimeout): the SDK then
 	// sees a POST of a busy session at least every half timeout.
-	if t := g.cfg.sessionTimeout; t > 0 && (t < 4*g.cfg.callTimeout || time.Since(time.Unix(0, l.lastPOST.Load())) > t/4) {
-		return false
+	//
+	// A call also waits, before WithCallTimeout bounds it, for the
+	// session's first upstream connection and for a list of its tools
+	// after list_changed (callTool). So the direct path waits for the
+	// first connection only as long as the quarter lasts, and leaves a
+	// call of a link that is not ready to the SDK, whose POST holds its
+	// idle timer while the call waits.
+	if t := g.cfg.sessionTimeout; t > 0 {
+		since := time.Since(time.Unix(0, l.lastPOST.Load()))
+		if t < 4*g.cfg.callTimeout || since > t/4 || !l.ready(r.Context(), t/4-since) {
+			return false
+		}
 	}
 	return true
 }

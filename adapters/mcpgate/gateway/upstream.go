@@ -535,6 +535,32 @@ func (l *link) session(ctx context.Context) (*mcp.ClientSession, error) {
 	return l.cs, nil
 }
 
+// ready reports whether a call on the link waits for nothing before its
+// chain: the first connection is done, the session is up, and its tools
+// are not being listed again.
+// It waits for the first connection at most wait.
+func (l *link) ready(ctx context.Context, wait time.Duration) bool {
+	select {
+	case <-l.first:
+	default:
+		if wait <= 0 {
+			return false
+		}
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		select {
+		case <-l.first:
+		case <-t.C:
+			return false
+		case <-ctx.Done():
+			return false
+		}
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.cs != nil && !l.stale && l.relistErr == nil
+}
+
 // current is the session, nil while down.
 func (l *link) current() *mcp.ClientSession {
 	l.mu.Lock()
