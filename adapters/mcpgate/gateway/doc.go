@@ -59,7 +59,7 @@
 // else the text of its content, as JSON when it is JSON). When the action
 // has an output_schema or postconditions and the result has
 // structuredContent, its text blocks must be that same JSON value (RFC
-// 8785), or be absent: text that says something else than the checked
+// 8785), or be absent, and so must the text of each embedded resource: text that says something else than the checked
 // data is refused as AXGATE_POSTCONDITION_FAILED, reason content_mismatch,
 // since a model reads the text. An upstream result
 // with isError, or a JSON-RPC error of the upstream, is refused as
