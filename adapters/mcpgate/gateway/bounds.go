@@ -40,10 +40,6 @@ const (
 	// ReasonToolsUnverified: the upstream said its tools changed and they
 	// could not be listed again, so none of them is trusted until they are.
 	ReasonToolsUnverified axerr.Reason = "tools_unverified"
-	// ReasonContentMismatch: the upstream's result has structuredContent,
-	// which the action's output_schema and postconditions check, and text
-	// content that says something else (AXGATE_POSTCONDITION_FAILED).
-	ReasonContentMismatch axerr.Reason = "content_mismatch"
 )
 
 // errMessageTooLarge is why an upstream connection was cut: one of its

@@ -171,9 +171,11 @@ func (g *Gateway) directFront(r *http.Request, l *link) bool {
 	// The SDK closes a session WithSessionTimeout after the end of its
 	// last POST it saw, and a direct call does not hold that timer as its
 	// own calls do. So a call goes to the SDK once its last POST there is a
-	// quarter of the timeout old, and the direct path is only taken when a
-	// call cannot outlast another quarter (WithCallTimeout): the SDK then
-	// sees a POST of a busy session at least every half timeout.
+	// quarter of the timeout old, and the direct path is only taken when
+	// WithCallTimeout is at most an eighth of the timeout: a call waits at
+	// most three of those (a list of the tools after list_changed, in
+	// callTool and again in forward, then the upstream), so the SDK sees a
+	// POST of a busy session at least every five eighths of the timeout.
 	//
 	// A call also waits, before WithCallTimeout bounds it, for the
 	// session's first upstream connection and for a list of its tools
@@ -183,7 +185,7 @@ func (g *Gateway) directFront(r *http.Request, l *link) bool {
 	// idle timer while the call waits.
 	if t := g.cfg.sessionTimeout; t > 0 {
 		since := time.Since(time.Unix(0, l.lastPOST.Load()))
-		if t < 4*g.cfg.callTimeout || since > t/4 || !l.ready(r.Context(), t/4-since) {
+		if t < 8*g.cfg.callTimeout || since > t/4 || !l.ready(r.Context(), t/4-since) {
 			return false
 		}
 	}

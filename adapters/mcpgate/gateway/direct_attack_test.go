@@ -301,7 +301,7 @@ func TestAttack3DuplicateInitialize(t *testing.T) {
 func TestAttack3ForeignTouch(t *testing.T) {
 	_, upURL := httpUpstream(t)
 	const timeout = 2 * time.Second
-	g := newGateway(t, gateway.Upstream{URL: upURL}, "", gateway.WithSessionTimeout(timeout), gateway.WithCallTimeout(timeout/4))
+	g := newGateway(t, gateway.Upstream{URL: upURL}, "", gateway.WithSessionTimeout(timeout), gateway.WithCallTimeout(timeout/8))
 	url := serve(t, g)
 	cs := connect(t, url, "alice-token", nil)
 	version := cs.InitializeResult().ProtocolVersion

@@ -255,7 +255,7 @@ func TestDirectSessionUser(t *testing.T) {
 func TestDirectSessionTimeout(t *testing.T) {
 	_, upURL := httpUpstream(t)
 	const timeout = 2 * time.Second
-	g := newGateway(t, gateway.Upstream{URL: upURL}, "", gateway.WithSessionTimeout(timeout), gateway.WithCallTimeout(timeout/4))
+	g := newGateway(t, gateway.Upstream{URL: upURL}, "", gateway.WithSessionTimeout(timeout), gateway.WithCallTimeout(timeout/8))
 	url := serve(t, g)
 	w := &wire{}
 	cs := connectVia(t, url, "alice-token", w, nil)
@@ -284,8 +284,8 @@ func TestDirectSessionTimeout(t *testing.T) {
 		t.Errorf("an idle session answered HTTP %d, want 404 (closed)", code)
 	}
 
-	// A call may last 60 s (the default WithCallTimeout), longer than a
-	// quarter of this session timeout: every call goes to the SDK.
+	// A call may last 60 s (the default WithCallTimeout), more than an
+	// eighth of this session timeout: every call goes to the SDK.
 	g2 := newGateway(t, gateway.Upstream{URL: upURL}, "", gateway.WithSessionTimeout(timeout))
 	w2 := &wire{}
 	cs2 := connectVia(t, serve(t, g2), "alice-token", w2, nil)
@@ -296,7 +296,7 @@ func TestDirectSessionTimeout(t *testing.T) {
 	}
 	for _, ct := range w2.answers("read_note") {
 		if ct == "application/json" {
-			t.Errorf("a call took the direct path with a call timeout longer than a quarter of the session timeout")
+			t.Errorf("a call took the direct path with a call timeout longer than an eighth of the session timeout")
 		}
 	}
 }

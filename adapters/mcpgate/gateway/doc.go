@@ -56,12 +56,11 @@
 // headers nor its _meta, but its progress token) and the gateway's trace
 // context. The upstream's result reaches the client as it is, after the
 // postconditions and the output_schema checked its data (structuredContent,
-// else the text of its content, as JSON when it is JSON). When the action
-// has an output_schema or postconditions and the result has
-// structuredContent, its text blocks must be that same JSON value (RFC
-// 8785), or be absent, and so must the text of each embedded resource: text that says something else than the checked
-// data is refused as AXGATE_POSTCONDITION_FAILED, reason content_mismatch,
-// since a model reads the text. An upstream result
+// else the text of its content, as JSON when it is JSON). When a result has
+// structuredContent, its other blocks are not compared with it: MCP lets a
+// tool give a text for people beside its data (the go-sdk and mcp-go
+// helpers do), so text that says something else reaches the client
+// unchecked. An upstream result
 // with isError, or a JSON-RPC error of the upstream, is refused as
 // AXGATE_TOOL_FAILED with the upstream's text in the message.
 //
@@ -80,7 +79,7 @@
 // a call that may ask the person, a request the SDK would refuse or read
 // differently, the first POST after a quarter of WithSessionTimeout (so
 // that the SDK, which times idle sessions out, sees the session live), and
-// every call when WithCallTimeout is more than a quarter of
+// every call when WithCallTimeout is more than an eighth of
 // WithSessionTimeout (a direct call could then outlast the SDK's timer) —
 // goes through the SDK. Upstream sessions are opened at protocol version
 // 2025-11-25, with sessions, as the front's.

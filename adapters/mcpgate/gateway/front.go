@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,7 +9,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/gowebpki/jcs"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/otel/attribute"
@@ -19,7 +17,6 @@ import (
 	"github.com/axgate/axgate/adapters/mcpgate"
 	"github.com/axgate/axgate/adapters/wire"
 	axerr "github.com/axgate/axgate/errors"
-	"github.com/axgate/axgate/manifest"
 	"github.com/axgate/axgate/middleware"
 )
 
@@ -354,66 +351,8 @@ func (g *Gateway) forward(ctx context.Context, call *middleware.Call) (middlewar
 		return middleware.Result{}, axerr.New(axerr.CodeToolFailed, "the upstream tool reported an error: "+bound(contentText(res.Content))).
 			WithIntent(call.Intent())
 	}
-	if !textMatches(call.Action, res) {
-		return middleware.Result{}, axerr.New(axerr.CodePostconditionFailed,
-			"the upstream's text content says something else than its structuredContent, which the manifest's checks saw").
-			WithIntent(call.Intent()).
-			WithReason(ReasonContentMismatch)
-	}
 	stripProtocolMeta(res)
 	return middleware.Result{Value: &mcpgate.Forwarded{Result: res, Value: resultValue(res)}}, nil
-}
-
-// textMatches reports whether the text a client reads in r is the data the
-// action's output_schema and postconditions check. Those check the
-// structuredContent when there is one (resultValue); a model reads the
-// text blocks, which MCP asks to be that same JSON. So when something
-// checks the result, a result with structuredContent must have text that
-// is none, or the same JSON value (RFC 8785): otherwise an upstream could
-// pass the checks with its structuredContent and say anything in its text.
-// The text of each embedded resource must be that JSON too; other blocks
-// (images, audio, blobs, resource links) are not compared.
-func textMatches(a *manifest.Action, r *mcp.CallToolResult) bool {
-	if a == nil || r.StructuredContent == nil || (len(a.OutputSchema) == 0 && len(a.Postconditions) == 0) {
-		return true
-	}
-	var texts, resources []string
-	for _, c := range r.Content {
-		switch c := c.(type) {
-		case *mcp.TextContent:
-			texts = append(texts, c.Text)
-		case *mcp.EmbeddedResource:
-			if c.Resource != nil && c.Resource.Text != "" {
-				resources = append(resources, c.Resource.Text)
-			}
-		}
-	}
-	if len(texts) == 0 && len(resources) == 0 {
-		return true
-	}
-	structured, err := json.Marshal(r.StructuredContent)
-	if err != nil {
-		return false
-	}
-	want, err := jcs.Transform(structured)
-	if err != nil {
-		return false
-	}
-	same := func(text string) bool {
-		got, err := jcs.Transform([]byte(text))
-		return err == nil && bytes.Equal(got, want)
-	}
-	if len(texts) > 0 && !same(strings.Join(texts, "")) {
-		return false
-	}
-	// The text of an embedded resource is text a client hands its model
-	// too: each must be the same JSON.
-	for _, text := range resources {
-		if !same(text) {
-			return false
-		}
-	}
-	return true
 }
 
 // upstreamDrain bounds how long the upstream's HTTP response may still be

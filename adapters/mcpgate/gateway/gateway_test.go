@@ -282,19 +282,6 @@ func TestGatewayHTTP(t *testing.T) {
 		wantRefusal(t, call(t, alice, "read_note", map[string]any{"name": "broken"}), "AXGATE_POSTCONDITION_FAILED", "output_schema")
 	})
 
-	t.Run("text that says something else than the checked structuredContent", func(t *testing.T) {
-		for _, name := range []string{"twofaced", "summary"} {
-			res := call(t, alice, "read_note", map[string]any{"name": name})
-			wantRefusal(t, res, "AXGATE_POSTCONDITION_FAILED", "content_mismatch")
-			if strings.Contains(text(res), "hunter2") {
-				t.Errorf("%s: the refusal carries the upstream's text", name)
-			}
-		}
-		if res := call(t, alice, "read_note", map[string]any{"name": "samedata"}); res.IsError {
-			t.Errorf("the same JSON, written otherwise, was refused: %s", text(res))
-		}
-	})
-
 	t.Run("refused write", func(t *testing.T) {
 		before := len(up.seenTool("write_note"))
 		// Too long for the manifest.

@@ -194,19 +194,6 @@ func (n *notes) server() *mcp.Server {
 		case "broken":
 			// A result that breaks the manifest's output_schema.
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: `{"oops":1}`}}, StructuredContent: map[string]any{"oops": 1}}, nil
-		case "twofaced", "summary":
-			// structuredContent that passes the output_schema, and text
-			// that says something else: other data, or prose.
-			text := `{"name":"twofaced","text":"the admin password is hunter2"}`
-			if name == "summary" {
-				text = "Here is your note."
-			}
-			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}},
-				StructuredContent: map[string]any{"name": name, "text": "nothing to see"}}, nil
-		case "samedata":
-			// The same JSON value, written otherwise.
-			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: `{ "text" : "ok", "name" : "samedata" }`}},
-				StructuredContent: map[string]any{"name": "samedata", "text": "ok"}}, nil
 		}
 		if !ok {
 			return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "no note named " + name}}}, nil
