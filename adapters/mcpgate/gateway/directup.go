@@ -47,9 +47,9 @@ type wireMessage struct {
 // callDirect calls the tool on the upstream session cs with one POST, and
 // reads the answer: a JSON body, or an event stream on which the upstream
 // may also send notifications and requests of its own before it answers.
-// ctx is the upstream call's context (upstreamContext): after the answer,
-// the rest of the stream is drained in the background until ctx ends, so
-// that the connection is kept.
+// ctx is the call's, bounded by WithCallTimeout; the HTTP request has a
+// context of its own, so that after the answer the rest of the stream can
+// be drained in the background (drain) and the connection kept.
 func (l *link) callDirect(ctx context.Context, cs *mcp.ClientSession, version string, params *mcp.CallToolParams) (*mcp.CallToolResult, error) {
 	g := l.g
 	id := "axgate-" + strconv.FormatUint(g.directSeq.Add(1), 10)
