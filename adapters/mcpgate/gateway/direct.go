@@ -231,7 +231,9 @@ func isJSON(contentType string) bool {
 // accepts reads an Accept header as the SDK's streamable HTTP handler does.
 func accepts(values []string) (jsonOK, streamOK bool) {
 	for _, value := range values {
-		for _, raw := range strings.Split(value, ",") {
+		for value != "" {
+			var raw string
+			raw, value, _ = strings.Cut(value, ",")
 			base, _, _ := strings.Cut(strings.TrimSpace(raw), ";")
 			switch strings.ToLower(strings.TrimSpace(base)) {
 			case "application/json", "application/*":
@@ -350,7 +352,7 @@ func (g *Gateway) serveDirect(w http.ResponseWriter, r *http.Request, l *link, d
 			res = &c
 		}
 		var raw []byte
-		if raw, err = json.Marshal(res); err == nil {
+		if raw, err = encodeToolResult(res); err == nil {
 			out = directResponse(d.id, "result", raw)
 		}
 	}
@@ -364,6 +366,53 @@ func (g *Gateway) serveDirect(w http.ResponseWriter, r *http.Request, l *link, d
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Write(out)
+}
+
+// encodeToolResult encodes a CallToolResult as the SDK does (json.Marshal
+// of its MarshalJSON), the common one (text blocks with nothing but their
+// text, structuredContent, isError, _meta) without reflection over the
+// SDK's wire types (TestEncodeToolResult compares the two).
+func encodeToolResult(r *mcp.CallToolResult) ([]byte, error) {
+	if r.InputRequests != nil || r.RequestState != "" || r.NeedsInput() {
+		return json.Marshal(r)
+	}
+	out := make([]byte, 0, 256)
+	out = append(out, '{')
+	if len(r.Meta) > 0 {
+		meta, err := json.Marshal(r.Meta)
+		if err != nil {
+			return nil, err
+		}
+		out = append(append(out, `"_meta":`...), meta...)
+		out = append(out, ',')
+	}
+	out = append(out, `"content":[`...)
+	for i, c := range r.Content {
+		tc, ok := c.(*mcp.TextContent)
+		if !ok || tc == nil || tc.Meta != nil || tc.Annotations != nil {
+			return json.Marshal(r)
+		}
+		if i > 0 {
+			out = append(out, ',')
+		}
+		text, err := json.Marshal(tc.Text)
+		if err != nil {
+			return nil, err
+		}
+		out = append(append(append(out, `{"type":"text","text":`...), text...), '}')
+	}
+	out = append(out, ']')
+	if r.StructuredContent != nil {
+		sc, err := json.Marshal(r.StructuredContent)
+		if err != nil {
+			return nil, err
+		}
+		out = append(append(out, `,"structuredContent":`...), sc...)
+	}
+	if r.IsError {
+		out = append(out, `,"isError":true`...)
+	}
+	return append(out, '}'), nil
 }
 
 func directResponse(id json.RawMessage, field string, raw []byte) []byte {

@@ -169,3 +169,57 @@ func TestDecodeToolResult(t *testing.T) {
 		t.Error("a result whose content is not a list was decoded")
 	}
 }
+
+// TestEncodeToolResult: the direct path writes a result as the SDK does.
+func TestEncodeToolResult(t *testing.T) {
+	for _, r := range []*mcp.CallToolResult{
+		{Content: []mcp.Content{}},
+		{Content: []mcp.Content{&mcp.TextContent{Text: "a \"quoted\" <b>&é\u2028"}}},
+		{Content: []mcp.Content{&mcp.TextContent{Text: ""}, &mcp.TextContent{Text: "two"}}, IsError: true},
+		{Content: []mcp.Content{&mcp.TextContent{Text: "x"}}, StructuredContent: map[string]any{"n": 1.5, "s": []any{"a", nil}}, Meta: mcp.Meta{"k": "v"}},
+		{Content: []mcp.Content{&mcp.TextContent{Text: "x", Annotations: &mcp.Annotations{Priority: 1}}}},
+		{Content: []mcp.Content{&mcp.TextContent{Text: "x", Meta: mcp.Meta{"m": 1}}}},
+		{Content: []mcp.Content{&mcp.ImageContent{Data: []byte("hi"), MIMEType: "image/png"}}},
+		{Content: []mcp.Content{&mcp.TextContent{Text: "x"}}, StructuredContent: json.RawMessage(`{"a":1}`)},
+	} {
+		got, err := encodeToolResult(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := json.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("\ngot  %s\nwant %s", got, want)
+		}
+	}
+}
+
+// TestEncodeCall: the direct path writes a tools/call as json.Marshal
+// does.
+func TestEncodeCall(t *testing.T) {
+	for _, p := range []*mcp.CallToolParams{
+		{Name: "read", Arguments: json.RawMessage(`{"path":"a"}`)},
+		{Name: "r\"e<ad>", Arguments: json.RawMessage(`{ "path" : [1, 2] }`), Meta: mcp.Meta{"progressToken": "p", "traceparent": "00-x"}},
+		{Name: "read", Arguments: json.RawMessage(nil)},
+		{Name: "read", Arguments: map[string]any{"path": "a"}},
+	} {
+		got, err := encodeCall("axgate-7", p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := json.Marshal(struct {
+			JSONRPC string `json:"jsonrpc"`
+			ID      string `json:"id"`
+			Method  string `json:"method"`
+			Params  any    `json:"params"`
+		}{"2.0", "axgate-7", "tools/call", p})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("\ngot  %s\nwant %s", got, want)
+		}
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"mime"
 	"net/http"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -53,12 +54,7 @@ type wireMessage struct {
 func (l *link) callDirect(ctx context.Context, cs *mcp.ClientSession, version string, params *mcp.CallToolParams) (*mcp.CallToolResult, error) {
 	g := l.g
 	id := "axgate-" + strconv.FormatUint(g.directSeq.Add(1), 10)
-	body, err := json.Marshal(struct {
-		JSONRPC string `json:"jsonrpc"`
-		ID      string `json:"id"`
-		Method  string `json:"method"`
-		Params  any    `json:"params"`
-	}{"2.0", id, "tools/call", params})
+	body, err := encodeCall(id, params)
 	if err != nil {
 		return nil, err
 	}
@@ -88,6 +84,51 @@ func (l *link) callDirect(ctx context.Context, cs *mcp.ClientSession, version st
 		cs.Close() // the link connects a new session
 	}
 	return res, err
+}
+
+// encodeCall is the tools/call request id with params, as json.Marshal
+// writes it (TestEncodeCall), without reflection: params' arguments are
+// the checked arguments' canonical encoding already.
+func encodeCall(id string, params *mcp.CallToolParams) ([]byte, error) {
+	args, ok := params.Arguments.(json.RawMessage)
+	if !ok {
+		return json.Marshal(struct {
+			JSONRPC string `json:"jsonrpc"`
+			ID      string `json:"id"`
+			Method  string `json:"method"`
+			Params  any    `json:"params"`
+		}{"2.0", id, "tools/call", params})
+	}
+	name, err := json.Marshal(params.Name)
+	if err != nil {
+		return nil, err
+	}
+	quotedID, err := json.Marshal(id)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]byte, 0, 96+len(name)+len(args))
+	out = append(append(out, `{"jsonrpc":"2.0","id":`...), quotedID...)
+	out = append(out, `,"method":"tools/call","params":{`...)
+	if len(params.Meta) > 0 {
+		meta, err := json.Marshal(params.Meta)
+		if err != nil {
+			return nil, err
+		}
+		out = append(append(append(out, `"_meta":`...), meta...), ',')
+	}
+	out = append(append(out, `"name":`...), name...)
+	out = append(out, `,"arguments":`...)
+	if len(args) == 0 {
+		out = append(out, "null"...)
+	} else {
+		var compact bytes.Buffer
+		if err := json.Compact(&compact, args); err != nil {
+			return nil, err
+		}
+		out = append(out, compact.Bytes()...)
+	}
+	return append(out, "}}"...), nil
 }
 
 // post sends one JSON-RPC message on the upstream session and returns the
@@ -158,6 +199,7 @@ func (l *link) readAnswer(ctx context.Context, cs *mcp.ClientSession, version, i
 		return res, false, err
 	case "text/event-stream":
 		events := newEventReader(resp.Body)
+		defer events.release()
 		events.limit = l.g.cfg.maxMessageBytes
 		for {
 			data, err := events.next()
@@ -488,8 +530,25 @@ type eventReader struct {
 	limit int64
 }
 
+// eventReaders keeps the readers of finished streams, with their buffers.
+var eventReaders = sync.Pool{New: func() any { return &eventReader{r: bufio.NewReaderSize(nil, 4096)} }}
+
 func newEventReader(r io.Reader) *eventReader {
-	return &eventReader{r: bufio.NewReaderSize(r, 4096)}
+	e := eventReaders.Get().(*eventReader)
+	e.r.Reset(r)
+	return e
+}
+
+// release gives e back for another stream, unless an event made its
+// buffers large. The data next returned is not to be used after it.
+func (e *eventReader) release() {
+	e.r.Reset(nil)
+	e.limit = 0
+	if cap(e.data) > 64<<10 || cap(e.line) > 64<<10 {
+		return
+	}
+	e.data, e.typ, e.line = e.data[:0], e.typ[:0], e.line[:0]
+	eventReaders.Put(e)
 }
 
 // next returns the data of the next message event, or errMessageTooLarge
