@@ -308,30 +308,8 @@ func TestDirectSessionTimeout(t *testing.T) {
 // session the upstream forgot.
 func craftedUpstream(t *testing.T) (*notes, string) {
 	t.Helper()
-	n := newNotes()
-	srv := n.server()
-	sdk := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
-	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodPost {
-			sdk.ServeHTTP(w, r)
-			return
-		}
-		body, _ := io.ReadAll(r.Body)
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		var m struct {
-			ID     json.RawMessage `json:"id"`
-			Method string          `json:"method"`
-			Params struct {
-				Name      string            `json:"name"`
-				Arguments map[string]string `json:"arguments"`
-			} `json:"params"`
-		}
-		if json.Unmarshal(body, &m) != nil || m.Method != "tools/call" || m.Params.Name != "read_note" {
-			sdk.ServeHTTP(w, r)
-			return
-		}
-		id := string(m.ID)
-		switch m.Params.Arguments["name"] {
+	return rawUpstream(t, func(w http.ResponseWriter, id string, args map[string]any) bool {
+		switch args["name"] {
 		case "stream":
 			w.Header().Set("Content-Type", "text/event-stream")
 			events := ": a comment\r\n\r\n" +
@@ -346,11 +324,10 @@ func craftedUpstream(t *testing.T) (*notes, string) {
 		case "lost":
 			http.Error(w, "session not found", http.StatusNotFound)
 		default:
-			sdk.ServeHTTP(w, r)
+			return false
 		}
-	}))
-	t.Cleanup(hs.Close)
-	return n, hs.URL
+		return true
+	})
 }
 
 // TestDirectUpstreamAnswers: what an upstream sends on a call's event stream

@@ -37,12 +37,13 @@ func (l *link) directVersion(cs *mcp.ClientSession) string {
 }
 
 // wireMessage is any JSON-RPC message.
+// (readMessage reads it).
 type wireMessage struct {
-	ID     json.RawMessage `json:"id"`
-	Method string          `json:"method"`
-	Params json.RawMessage `json:"params"`
-	Result json.RawMessage `json:"result"`
-	Error  *jsonrpc.Error  `json:"error"`
+	ID     json.RawMessage
+	Method string
+	Params json.RawMessage
+	Result json.RawMessage
+	Error  *jsonrpc.Error
 }
 
 // callDirect calls the tool on the upstream session cs with one POST, and
