@@ -36,8 +36,7 @@ func (l *link) directVersion(cs *mcp.ClientSession) string {
 	return ir.ProtocolVersion
 }
 
-// wireMessage is any JSON-RPC message.
-// (readMessage reads it).
+// wireMessage is any JSON-RPC message, as readMessage reads it.
 type wireMessage struct {
 	ID     json.RawMessage
 	Method string
