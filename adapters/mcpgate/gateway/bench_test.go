@@ -10,6 +10,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"slices"
 	"strconv"
@@ -106,14 +108,42 @@ func benchHTTPClient() *http.Client {
 	return &http.Client{Transport: t}
 }
 
-// benchTarget is one upstream and the gateway in front of it.
+// benchProxy is the baseline of any gateway: net/http/httputil's reverse
+// proxy in front of upstream, forwarding every request and answer as it is
+// (event streams flushed as they come), checking nothing, with its copy
+// buffers pooled and its upstream connections kept.
+func benchProxy(upstream string) *httptest.Server {
+	u, err := url.Parse(upstream)
+	if err != nil {
+		panic(err)
+	}
+	p := httputil.NewSingleHostReverseProxy(u)
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = 256 // as the gateway keeps its upstream connections
+	p.Transport = t
+	p.BufferPool = copyBuffers{} // no 32 KiB copy buffer allocated per call
+	return countingServer(p)
+}
+
+// copyBuffers is the reverse proxy's pool of copy buffers.
+type copyBuffers struct{}
+
+var copyBufferPool = sync.Pool{New: func() any { return new([32 << 10]byte) }}
+
+func (copyBuffers) Get() []byte  { return copyBufferPool.Get().(*[32 << 10]byte)[:] }
+func (copyBuffers) Put(b []byte) { copyBufferPool.Put((*[32 << 10]byte)(b)) }
+
+// benchTarget is one upstream, the gateway in front of it, and a plain
+// reverse proxy in front of it (the cost of any HTTP hop, for comparison).
 type benchTarget struct {
 	upstream *httptest.Server
 	front    *httptest.Server
+	proxy    *httptest.Server
 	gw       *gateway.Gateway
 	enf      *axgate.Enforcer
 	direct   []*mcp.ClientSession // one per agent
 	gateway  []*mcp.ClientSession
+	proxied  []*mcp.ClientSession
 }
 
 var (
@@ -189,12 +219,13 @@ func newBenchTarget(tb testing.TB, work time.Duration, clients int) *benchTarget
 		tb.Fatal(err)
 	}
 	t.front = countingServer(t.gw.Handler())
+	t.proxy = benchProxy(t.upstream.URL)
 	hc := benchHTTPClient()
 	for range clients {
 		for _, s := range []struct {
 			url string
 			to  *[]*mcp.ClientSession
-		}{{t.upstream.URL, &t.direct}, {t.front.URL + "/mcp", &t.gateway}} {
+		}{{t.upstream.URL, &t.direct}, {t.front.URL + "/mcp", &t.gateway}, {t.proxy.URL, &t.proxied}} {
 			cs, err := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "v1"}, nil).
 				Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: s.url, HTTPClient: hc}, nil)
 			if err != nil {
@@ -210,9 +241,10 @@ func newBenchTarget(tb testing.TB, work time.Duration, clients int) *benchTarget
 }
 
 func (t *benchTarget) close() {
-	for _, cs := range slices.Concat(t.direct, t.gateway) {
+	for _, cs := range slices.Concat(t.direct, t.gateway, t.proxied) {
 		cs.Close()
 	}
+	t.proxy.Close()
 	t.front.Close()
 	t.gw.Close()
 	t.upstream.Close()
@@ -240,7 +272,9 @@ func readOnce(ctx context.Context, cs *mcp.ClientSession) error {
 // latency of one call as the agent sees it. upstream=0ms is a read tool that
 // does no work (the worst case for the gateway's share of the time);
 // upstream=1ms sleeps 1 ms per call, as a small file or database read would
-// (AXGATE_BENCH_WORK chooses others).
+// (AXGATE_BENCH_WORK chooses others). path=proxy is the same call through
+// httputil's reverse proxy, which checks nothing: what any HTTP hop costs
+// on this machine, the floor of the gateway's cost.
 func BenchmarkGatewayRead(b *testing.B) {
 	for _, work := range benchWork() {
 		for _, clients := range benchClients() {
@@ -248,6 +282,10 @@ func BenchmarkGatewayRead(b *testing.B) {
 			b.Run(name+"/path=direct", func(b *testing.B) {
 				t := target(b, work, clients)
 				benchRead(b, t.direct, t.upstream)
+			})
+			b.Run(name+"/path=proxy", func(b *testing.B) {
+				t := target(b, work, clients)
+				benchRead(b, t.proxied, t.upstream, t.proxy)
 			})
 			b.Run(name+"/path=gateway", func(b *testing.B) {
 				t := target(b, work, clients)
@@ -332,7 +370,7 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 func TestBenchTargetsAnswerAlike(t *testing.T) {
 	tg := newBenchTarget(t, 0, 2)
 	ctx := context.Background()
-	for _, cs := range slices.Concat(tg.direct, tg.gateway) {
+	for _, cs := range slices.Concat(tg.direct, tg.gateway, tg.proxied) {
 		if err := readOnce(ctx, cs); err != nil {
 			t.Fatal(err)
 		}
@@ -350,9 +388,10 @@ func TestBenchTargetsAnswerAlike(t *testing.T) {
 
 // BenchmarkGatewayHop measures what the gateway itself costs a call: the
 // same raw tools/call POST (no SDK client) to an upstream whose read tool
-// is answered at once by a plain handler (no SDK server), directly and
-// through the gateway, in turn. The difference is the gateway's hop: one
-// more HTTP request and response on loopback, and the gateway's reading,
+// is answered at once by a plain handler (no SDK server), directly, through
+// httputil's reverse proxy and through the gateway, in turn. The difference
+// between direct and proxy is what one more HTTP request and response on
+// loopback costs; between proxy and gateway, the gateway's reading,
 // checking and forwarding of the call. upstream=json answers with a JSON
 // body, upstream=sse with an event stream, as the SDK's servers do.
 func BenchmarkGatewayHop(b *testing.B) {
@@ -361,6 +400,7 @@ func BenchmarkGatewayHop(b *testing.B) {
 		name := map[bool]string{false: "upstream=json", true: "upstream=sse"}[sse]
 		for _, path := range []struct{ name, url, session, version string }{
 			{"direct", t.upstream.URL, t.directSession, t.version},
+			{"proxy", t.proxy.URL, t.proxySession, t.version},
 			{"gateway", t.front.URL + "/mcp", t.gatewaySession, t.version},
 		} {
 			b.Run(name+"/path="+path.name, func(b *testing.B) {
@@ -382,9 +422,9 @@ func BenchmarkGatewayHop(b *testing.B) {
 // hopTarget is BenchmarkGatewayHop's upstream and gateway, with a session
 // on each.
 type hopTarget struct {
-	upstream, front               *httptest.Server
-	directSession, gatewaySession string
-	version                       string
+	upstream, front, proxy                      *httptest.Server
+	directSession, gatewaySession, proxySession string
+	version                                     string
 }
 
 // hopAnswer is the read tool's answer, as a plain handler writes it.
@@ -436,11 +476,13 @@ func newHopTarget(b *testing.B, sse bool) *hopTarget {
 	b.Cleanup(func() { gw.Close() })
 	front := httptest.NewServer(gw.Handler())
 	b.Cleanup(front.Close)
-	t := &hopTarget{upstream: sdk, front: front}
+	proxy := benchProxy(sdk.URL)
+	b.Cleanup(proxy.Close)
+	t := &hopTarget{upstream: sdk, front: front, proxy: proxy}
 	for _, s := range []struct {
 		url string
 		id  *string
-	}{{sdk.URL, &t.directSession}, {front.URL + "/mcp", &t.gatewaySession}} {
+	}{{sdk.URL, &t.directSession}, {front.URL + "/mcp", &t.gatewaySession}, {proxy.URL, &t.proxySession}} {
 		cs, err := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "v1"}, nil).Connect(context.Background(),
 			&mcp.StreamableClientTransport{Endpoint: s.url, HTTPClient: benchHTTPClient()},
 			&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
