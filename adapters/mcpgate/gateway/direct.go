@@ -1,8 +1,10 @@
 package gateway
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"mime"
 	"net"
 	"net/http"
@@ -98,6 +100,7 @@ func (g *Gateway) directCalls(next http.Handler) http.Handler {
 		if sameUser(r, l) {
 			l.touch()
 			defer l.touch()
+			g.cancelDirect(r, l)
 		}
 		next.ServeHTTP(w, r)
 	})
@@ -148,25 +151,8 @@ func (g *Gateway) directCall(r *http.Request, l *link) (directRequest, bool) {
 // by, and a session the SDK has seen a POST of recently enough not to time
 // it out.
 func (g *Gateway) directFront(r *http.Request, l *link) bool {
-	if rebound(r) {
-		return false // the SDK refuses it: DNS rebinding protection
-	}
-	switch {
-	case l.front.InitializeParams() == nil || l.version == "" || r.Header.Get(headerProtocolVersion) != l.version:
-		// The version the session agreed on, not the one the client asked
-		// for in its initialize (the SDK refuses a version it does not
-		// speak).
+	if !sdkTakes(r, l) {
 		return false
-	case len(r.Header.Values(headerLastEventID)) > 0:
-		return false
-	case !isJSON(r.Header.Get("Content-Type")):
-		return false
-	}
-	if jsonOK, streamOK := accepts(r.Header.Values("Accept")); !jsonOK || !streamOK {
-		return false
-	}
-	if !sameUser(r, l) {
-		return false // the SDK refuses it: session user mismatch
 	}
 	// The SDK closes a session WithSessionTimeout after the end of its
 	// last POST it saw, and a direct call does not hold that timer as its
@@ -190,6 +176,31 @@ func (g *Gateway) directFront(r *http.Request, l *link) bool {
 		}
 	}
 	return true
+}
+
+// sdkTakes reports whether the SDK would take the POST r as a message of
+// l's session: its Host, its content types, the session's negotiated
+// protocol version and the user the session was started by.
+func sdkTakes(r *http.Request, l *link) bool {
+	if rebound(r) {
+		return false // the SDK refuses it: DNS rebinding protection
+	}
+	switch {
+	case l.front.InitializeParams() == nil || l.version == "" || r.Header.Get(headerProtocolVersion) != l.version:
+		// The version the session agreed on, not the one the client asked
+		// for in its initialize (the SDK refuses a version it does not
+		// speak).
+		return false
+	case len(r.Header.Values(headerLastEventID)) > 0:
+		return false
+	case !isJSON(r.Header.Get("Content-Type")):
+		return false
+	}
+	if jsonOK, streamOK := accepts(r.Header.Values("Accept")); !jsonOK || !streamOK {
+		return false
+	}
+	// The SDK refuses a POST of another user: session user mismatch.
+	return sameUser(r, l)
 }
 
 // sameUser reports whether r is of the user l's session was started by,
@@ -330,12 +341,26 @@ func isRequestID(raw json.RawMessage) bool {
 
 // serveDirect runs a call through callTool and writes its answer.
 func (g *Gateway) serveDirect(w http.ResponseWriter, r *http.Request, l *link, d directRequest) {
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	id := requestID(d.id)
+	if !l.startDirect(id, cancel) {
+		// As the SDK answers an id that is in flight on the session.
+		raw, _ := jsonrpc.EncodeMessage(&jsonrpc.Response{ID: id, Error: &jsonrpc.Error{
+			Code: jsonrpc.CodeInvalidRequest, Message: fmt.Sprintf("duplicate in-flight request ID %v", id.Raw()),
+		}})
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		w.Write(raw)
+		return
+	}
+	defer l.endDirect(id)
 	req := &mcp.CallToolRequest{
 		Session: l.front,
 		Params:  &mcp.CallToolParamsRaw{Name: d.name, Arguments: d.args, Meta: d.meta},
 		Extra:   &mcp.RequestExtra{TokenInfo: auth.TokenInfoFromContext(r.Context()), Header: r.Header},
 	}
-	res, err := g.httpFront.callTool(r.Context(), req)
+	res, err := g.httpFront.callTool(ctx, req)
 	if err == nil && res != nil && res.NeedsInput() {
 		// directTools keeps the tools that can ask off this path; an
 		// upstream's input request is not relayed.
@@ -413,6 +438,111 @@ func encodeToolResult(r *mcp.CallToolResult) ([]byte, error) {
 		out = append(out, `,"isError":true`...)
 	}
 	return append(out, '}'), nil
+}
+
+// requestID is the id of a direct call (a JSON string or integer, as
+// isRequestID checked) as the SDK keys its requests: jsonrpc.MakeID of its
+// JSON decoding, so that a notifications/cancelled names it as it would
+// name a call through the SDK.
+func requestID(raw json.RawMessage) jsonrpc.ID {
+	var v any
+	if s, ok := jsonString(raw); ok {
+		v = s
+	} else {
+		n, _ := strconv.ParseInt(string(raw), 10, 64)
+		v = float64(n)
+	}
+	id, _ := jsonrpc.MakeID(v)
+	return id
+}
+
+// startDirect records a direct call of l's session in flight, unless its
+// id is in flight already.
+func (l *link) startDirect(id jsonrpc.ID, cancel context.CancelFunc) bool {
+	l.inflightMu.Lock()
+	defer l.inflightMu.Unlock()
+	if _, dup := l.inflight[id]; dup {
+		return false
+	}
+	if l.inflight == nil {
+		l.inflight = map[jsonrpc.ID]context.CancelFunc{}
+	}
+	l.inflight[id] = cancel
+	l.inflightN.Add(1)
+	return true
+}
+
+// endDirect forgets a direct call that has ended.
+func (l *link) endDirect(id jsonrpc.ID) {
+	l.inflightMu.Lock()
+	defer l.inflightMu.Unlock()
+	delete(l.inflight, id)
+	l.inflightN.Add(-1)
+}
+
+// cancelDirect cancels the direct call that r, a POST of l's session that
+// goes to the SDK, cancels: a notifications/cancelled the SDK takes, whose
+// requestId is a direct call of the session in flight. Its context ends,
+// which ends the upstream's call as the SDK's client would (callDirect
+// sends the upstream a notifications/cancelled of its own). The SDK still
+// gets the notification and answers it; it cancels only its own calls.
+func (g *Gateway) cancelDirect(r *http.Request, l *link) {
+	if l.inflightN.Load() == 0 || r.Body == nil || !sdkTakes(r, l) {
+		return
+	}
+	mb, ok := r.Body.(*memBody)
+	if !ok || mb.Len() != len(mb.data) {
+		return
+	}
+	id, ok := parseCancelled(mb.data)
+	if !ok {
+		return
+	}
+	l.inflightMu.Lock()
+	cancel := l.inflight[id]
+	l.inflightMu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+}
+
+// parseCancelled reads a single JSON-RPC notifications/cancelled and
+// returns the id it cancels, read as the SDK reads it (jsonrpc.MakeID of
+// its JSON decoding).
+func parseCancelled(body []byte) (jsonrpc.ID, bool) {
+	if !json.Valid(body) || tooDeep(body) {
+		return jsonrpc.ID{}, false
+	}
+	var (
+		params []byte
+		seen   [3]bool
+	)
+	ok := members(body, func(k, v []byte) bool {
+		switch string(k) {
+		case "jsonrpc":
+			seen[0] = !seen[0] && string(v) == `"2.0"`
+			return seen[0]
+		case "method":
+			seen[1] = !seen[1] && string(v) == `"notifications/cancelled"`
+			return seen[1]
+		case "params":
+			if seen[2] {
+				return false
+			}
+			params, seen[2] = v, true
+			return true
+		}
+		return false // an id: a request, not a notification
+	})
+	if !ok || seen != [3]bool{true, true, true} {
+		return jsonrpc.ID{}, false
+	}
+	var p mcp.CancelledParams
+	if json.Unmarshal(params, &p) != nil {
+		return jsonrpc.ID{}, false
+	}
+	id, err := jsonrpc.MakeID(p.RequestID)
+	return id, err == nil && id.IsValid()
 }
 
 func directResponse(id json.RawMessage, field string, raw []byte) []byte {

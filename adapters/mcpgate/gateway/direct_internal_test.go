@@ -223,3 +223,46 @@ func TestEncodeCall(t *testing.T) {
 		}
 	}
 }
+
+// TestParseCancelled: a notifications/cancelled names a direct call as the
+// SDK would name it (jsonrpc.MakeID of its JSON decoding): an integer id by
+// its value however it is written, a string id by its decoded text, and
+// never a string and an integer alike.
+func TestParseCancelled(t *testing.T) {
+	cancel := func(requestID string) string {
+		return `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":` + requestID + `}}`
+	}
+	for _, tc := range []struct {
+		body   string
+		callID string // the id of the call it cancels, "" for none
+	}{
+		{cancel(`9`), `9`},
+		{cancel(`9.0`), `9`},
+		{cancel(`"9"`), `"9"`},
+		{cancel(`"\u0039"`), `"9"`},
+		{cancel(`"axgate-1"`), `"axgate-1"`},
+		{`{"params":{"reason":"x","requestId":7},"method":"notifications/cancelled","jsonrpc":"2.0"}`, `7`},
+		// Not a cancellation the SDK takes.
+		{cancel(`null`), ""},
+		{cancel(`true`), ""},
+		{cancel(`{}`), ""},
+		{`{"jsonrpc":"2.0","id":1,"method":"notifications/cancelled","params":{"requestId":9}}`, ""},
+		{`{"jsonrpc":"2.0","method":"notifications/cancelled","method":"notifications/cancelled","params":{"requestId":9}}`, ""},
+		{`{"jsonrpc":"2.0","method":"notifications/progress","params":{"requestId":9}}`, ""},
+		{`{"jsonrpc":"2.0","method":"notifications/cancelled"}`, ""},
+		{`[` + cancel(`9`) + `]`, ""},
+		{`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":9}`, ""},
+	} {
+		id, ok := parseCancelled([]byte(tc.body))
+		if ok != (tc.callID != "") {
+			t.Errorf("%s: read %v, want %v", tc.body, ok, tc.callID != "")
+			continue
+		}
+		if ok && id != requestID(json.RawMessage(tc.callID)) {
+			t.Errorf("%s: cancels %v, want the call with the id %s", tc.body, id.Raw(), tc.callID)
+		}
+	}
+	if requestID(json.RawMessage(`9`)) == requestID(json.RawMessage(`"9"`)) {
+		t.Error("the integer id 9 and the string id \"9\" are one id")
+	}
+}

@@ -414,3 +414,83 @@ func TestUpstreamWithoutSessions(t *testing.T) {
 		t.Errorf("the upstream got the read with the ids %v, want one of the SDK client's", got)
 	}
 }
+
+// TestDirectCancel: a client's notifications/cancelled of a call on the
+// direct path ends the call at the upstream (which the SDK, which never
+// saw the call, would not do), and an id already in flight on the session
+// is refused as the SDK refuses it.
+func TestDirectCancel(t *testing.T) {
+	up := newNotes()
+	srv := up.server()
+	ids := &upstreamIDs{next: mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)}
+	hs := httptest.NewServer(ids)
+	t.Cleanup(hs.Close)
+	t.Cleanup(up.unstall) // a failing test does not hang on the stalled call
+	g := newGateway(t, gateway.Upstream{URL: hs.URL}, "")
+	url := serve(t, g)
+	cs := connect(t, url, "alice-token", nil)
+	version := cs.InitializeResult().ProtocolVersion
+
+	post := func(body string) (*http.Response, error) {
+		req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Authorization", "Bearer alice-token")
+		req.Header.Set("Mcp-Session-Id", cs.ID())
+		req.Header.Set("Mcp-Protocol-Version", version)
+		return http.DefaultClient.Do(req)
+	}
+	stall := `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"read_note","arguments":{"name":"stall"}}}`
+	answered := make(chan string, 1)
+	go func() {
+		resp, err := post(stall)
+		if err != nil {
+			answered <- err.Error()
+			return
+		}
+		defer resp.Body.Close()
+		answered <- resp.Header.Get("Content-Type")
+	}()
+	select {
+	case <-up.stalled:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stalling call did not reach the upstream")
+	}
+	if got := ids.of("read_note"); len(got) != 1 || !strings.HasPrefix(got[0], `"axgate-`) {
+		t.Fatalf("the upstream got the call with the ids %v: not the direct path", got)
+	}
+
+	// The same id while it is in flight: refused as the SDK refuses it.
+	code, _, _ := postCall(t, url, "alice-token", cs.ID(), version, stall)
+	if code != http.StatusBadRequest {
+		t.Errorf("a second call with the id in flight: HTTP %d, want 400", code)
+	}
+
+	resp, err := post(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":9,"reason":"the person changed their mind"}}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		t.Errorf("the cancellation: HTTP %d, want 202 (from the SDK)", resp.StatusCode)
+	}
+	select {
+	case <-up.cancelled:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the upstream's call was not cancelled")
+	}
+	select {
+	case ct := <-answered:
+		if ct != "application/json" {
+			t.Errorf("the cancelled call was answered with %q", ct)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the cancelled call was not answered")
+	}
+
+	// The id is free again once its call has ended.
+	if code, ct, m := postCall(t, url, "alice-token", cs.ID(), version,
+		`{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"read_note","arguments":{"name":"hello"}}}`); code != 200 || ct != "application/json" || m["result"] == nil {
+		t.Errorf("the id after its call ended: HTTP %d %s %v", code, ct, m)
+	}
+}

@@ -82,7 +82,12 @@
 // every call when WithCallTimeout is more than an eighth of
 // WithSessionTimeout (a direct call could then outlast the SDK's timer) —
 // goes through the SDK. Upstream sessions are opened at protocol version
-// 2025-11-25, with sessions, as the front's.
+// 2025-11-25, with sessions, as the front's. A client's
+// notifications/cancelled of a direct call cancels it (and the upstream's
+// call), and a direct call whose id is in flight on the session's direct
+// path is refused as the SDK refuses one in flight on its own (HTTP 400);
+// a direct call and an SDK call of one session with the same id are not
+// compared, as each side sees only its own.
 //
 // # Pins
 //

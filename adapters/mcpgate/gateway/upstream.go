@@ -63,6 +63,15 @@ type link struct {
 	version  string
 	lastPOST atomic.Int64
 
+	// inflight are the direct calls of the session in flight, by their
+	// JSON-RPC id: to refuse an id already in flight, as the SDK does, and
+	// to cancel a call on the client's notifications/cancelled, which goes
+	// to the SDK (it cancels only its own calls). inflightN counts them, so
+	// that a POST of a session with none is not read for a cancellation.
+	inflightMu sync.Mutex
+	inflight   map[jsonrpc.ID]context.CancelFunc
+	inflightN  atomic.Int32
+
 	calls    slots       // tools/call in flight (WithMaxCallsPerSession)
 	pending  slots       // upstream requests to the client (WithMaxPendingUpstreamRequests)
 	tooLarge atomic.Bool // the session was cut for a message over the bound

@@ -72,9 +72,10 @@ type notes struct {
 	// hook, when set, sees every request the upstream answers, and its
 	// answer, and may change both (bounds_test.go).
 	hook func(ctx context.Context, method string, next func() (mcp.Result, error)) (mcp.Result, error)
-	// stalled receives a stalling read_note's arrival; release ends them
-	// (unstall closes it).
+	// stalled receives a stalling read_note's arrival, cancelled its end by
+	// the call's cancellation; release ends them (unstall closes it).
 	stalled   chan struct{}
+	cancelled chan struct{}
 	release   chan struct{}
 	unstalled sync.Once
 	// send is the server's sending method handler (floods).
@@ -108,7 +109,7 @@ type upstreamCall struct {
 }
 
 func newNotes() *notes {
-	return &notes{notes: map[string]string{"hello": "world"}, stalled: make(chan struct{}, 100), release: make(chan struct{})}
+	return &notes{notes: map[string]string{"hello": "world"}, stalled: make(chan struct{}, 100), cancelled: make(chan struct{}, 100), release: make(chan struct{})}
 }
 
 func (n *notes) record(req *mcp.CallToolRequest) {
@@ -186,6 +187,7 @@ func (n *notes) server() *mcp.Server {
 			n.stalled <- struct{}{}
 			select {
 			case <-ctx.Done():
+				n.cancelled <- struct{}{}
 			case <-n.release:
 			}
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "late"}}}, nil
