@@ -100,6 +100,7 @@ type mcpConfig struct {
 	upstreamEnv              envFlags
 	listen, resourceURL      string
 	stdio, toolsOnly         bool
+	keepUncheckedContent     bool
 	human                    string
 	localUser, localTenant   string
 	localRoles               string
@@ -132,6 +133,7 @@ func mcpFlags(e *env) (*flag.FlagSet, *mcpConfig, *opsFlags) {
 	fs.BoolVar(&c.stdio, "stdio", false, "serve one client on standard input and output, as the local user, instead of listening")
 	fs.StringVar(&c.resourceURL, "resource-url", "", "the gateway's public URL of /mcp, for the protected resource metadata (default http(s)://LISTEN/mcp)")
 	fs.BoolVar(&c.toolsOnly, "tools-only", false, "refuse everything that is not a tool: resources, prompts, completions, the upstream's elicitation and sampling")
+	fs.BoolVar(&c.keepUncheckedContent, "keep-unchecked-content", false, "pass an upstream result's content blocks on as they are, also where an output_schema or postconditions checked only its structuredContent")
 	fs.StringVar(&c.human, "human", "", "address of the endpoints people confirm and approve with (needs --jwks or --jwks-url); off by default")
 	fs.StringVar(&c.localUser, "local-user", "", "with --stdio: the local user the calls are made for (required)")
 	fs.StringVar(&c.localTenant, "local-tenant", "", "with --stdio: the local user's tenant")
@@ -331,6 +333,9 @@ func serveMCP(ctx context.Context, e *env, c mcpConfig, ops *opsFlags, conf conf
 	}
 	if c.toolsOnly {
 		gopts = append(gopts, mcpgw.ToolsOnly())
+	}
+	if c.keepUncheckedContent {
+		gopts = append(gopts, mcpgw.KeepUncheckedContent())
 	}
 	up := mcpgw.Upstream{URL: c.upstreamURL}
 	if c.upstreamCmd != "" {

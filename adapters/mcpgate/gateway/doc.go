@@ -54,15 +54,17 @@
 // allowed call reaches it, with the checked arguments in their canonical
 // form (RFC 8785), none of the client's credentials (neither its HTTP
 // headers nor its _meta, but its progress token) and the gateway's trace
-// context. The upstream's result reaches the client as it is, after the
-// postconditions and the output_schema checked its data (structuredContent,
-// else the text of its content, as JSON when it is JSON). When a result has
-// structuredContent, its other blocks are not compared with it: MCP lets a
-// tool give a text for people beside its data (the go-sdk and mcp-go
-// helpers do), so text that says something else reaches the client
-// unchecked. An upstream result
-// with isError, or a JSON-RPC error of the upstream, is refused as
-// AXGATE_TOOL_FAILED with the upstream's text in the message.
+// context. The postconditions and the output_schema check the upstream
+// result's data: its structuredContent, else the text of its content (as
+// JSON when it is JSON), else its content blocks. The client reads what they
+// checked: MCP lets a tool put a text or an image beside its
+// structuredContent, which would reach the model unchecked, so the result
+// of an action with either check that has structuredContent reaches the
+// client with one text block, the JSON of its structuredContent, in place of
+// its content (KeepUncheckedContent passes the upstream's blocks on). Other
+// results reach the client as they are. An upstream result with isError, or
+// a JSON-RPC error of the upstream, is refused as AXGATE_TOOL_FAILED with the
+// upstream's text in the message.
 //
 // # The direct path
 //

@@ -17,6 +17,7 @@ import (
 	"github.com/axgate/axgate/adapters/mcpgate"
 	"github.com/axgate/axgate/adapters/wire"
 	axerr "github.com/axgate/axgate/errors"
+	"github.com/axgate/axgate/manifest"
 	"github.com/axgate/axgate/middleware"
 )
 
@@ -352,7 +353,47 @@ func (g *Gateway) forward(ctx context.Context, call *middleware.Call) (middlewar
 			WithIntent(call.Intent())
 	}
 	stripProtocolMeta(res)
+	if !g.cfg.keepUncheckedContent && checksOutput(call.Action) {
+		if res, err = checkedContent(res); err != nil {
+			return middleware.Result{}, axerr.New(axerr.CodeToolFailed, "the upstream's structuredContent cannot be sent as JSON").
+				WithIntent(call.Intent()).WithCause(err)
+		}
+	}
 	return middleware.Result{Value: &mcpgate.Forwarded{Result: res, Value: resultValue(res)}}, nil
+}
+
+// checksOutput reports whether the action's result is checked: by
+// postconditions or an output_schema.
+func checksOutput(a *manifest.Action) bool {
+	return a != nil && (len(a.Postconditions) > 0 || len(a.OutputSchema) > 0)
+}
+
+// checkedContent makes what the client reads of a result the data that the
+// postconditions and the output_schema check (resultValue). With
+// structuredContent, that is the structuredContent alone, and MCP lets a
+// tool put anything beside it in its content blocks (a text for people, an
+// image): an upstream could pass the checks with its structuredContent and
+// tell the model something else in its text. So the content becomes one
+// text block with the JSON of the structuredContent, as MCP asks a tool
+// with structured output to send (the go-sdk's typed tools do), unless it
+// is that block already. Without structuredContent the content blocks are
+// what is checked, and are kept. KeepUncheckedContent turns this off.
+func checkedContent(res *mcp.CallToolResult) (*mcp.CallToolResult, error) {
+	if res.StructuredContent == nil {
+		return res, nil
+	}
+	raw, err := json.Marshal(res.StructuredContent)
+	if err != nil {
+		return nil, err
+	}
+	if len(res.Content) == 1 {
+		if tc, ok := res.Content[0].(*mcp.TextContent); ok && tc.Text == string(raw) && tc.Meta == nil && tc.Annotations == nil {
+			return res, nil
+		}
+	}
+	c := *res
+	c.Content = []mcp.Content{&mcp.TextContent{Text: string(raw)}}
+	return &c, nil
 }
 
 // upstreamDrain bounds how long the upstream's HTTP response may still be

@@ -54,19 +54,21 @@ type Upstream struct {
 type Option func(*config)
 
 type config struct {
-	logger         *slog.Logger
-	meter          metric.MeterProvider
-	toolsOnly      bool
-	principal      mcpgate.PrincipalFunc
-	local          *middleware.Principal
-	bearer         func(*http.Request) (middleware.Principal, error)
-	resource       *oauthex.ProtectedResourceMetadata
-	mcpOpts        []mcpgate.Option
-	backoffMin     time.Duration
-	backoffMax     time.Duration
-	connectTimeout time.Duration
-	sessionTimeout time.Duration
-	impl           *mcp.Implementation
+	logger    *slog.Logger
+	meter     metric.MeterProvider
+	toolsOnly bool
+	// keepUncheckedContent: KeepUncheckedContent.
+	keepUncheckedContent bool
+	principal            mcpgate.PrincipalFunc
+	local                *middleware.Principal
+	bearer               func(*http.Request) (middleware.Principal, error)
+	resource             *oauthex.ProtectedResourceMetadata
+	mcpOpts              []mcpgate.Option
+	backoffMin           time.Duration
+	backoffMax           time.Duration
+	connectTimeout       time.Duration
+	sessionTimeout       time.Duration
+	impl                 *mcp.Implementation
 
 	maxSessions             int
 	maxSessionsPerPrincipal int
@@ -178,6 +180,19 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 // sampling and roots requests (the gateway does not offer the upstream
 // those capabilities). By default they pass through unchanged.
 func ToolsOnly() Option { return func(c *config) { c.toolsOnly = true } }
+
+// KeepUncheckedContent passes an upstream result's content blocks on as
+// the upstream wrote them, also where they are not what was checked.
+//
+// By default, the result of an action with postconditions or an
+// output_schema reaches the client as the data those checked: when the
+// upstream sent structuredContent (which is what they check), the content
+// blocks are replaced by one text block with its JSON, unless they are
+// exactly that already, so that no text or image beside the checked data
+// reaches the model unchecked (a prose summary the upstream wrote is lost
+// with it). A result without structuredContent, and the result of an action
+// with neither check, is passed on unchanged either way.
+func KeepUncheckedContent() Option { return func(c *config) { c.keepUncheckedContent = true } }
 
 // WithPrincipal sets how the caller of a streamable HTTP session is found.
 //
