@@ -86,7 +86,8 @@ or an AXGATE_* variable; a flag given here wins over the file, the file over
 the variable ("axgate config check FILE --command mcp" checks a file).
 --tls-cert and --tls-key serve /mcp and --human over HTTPS. The admin server
 (--admin) serves /metrics, /healthz and /readyz (which fails while the
---upstream-url's host or Redis is unreachable); OTLP export follows the
+--upstream-url's host or Redis is unreachable, or the upstream
+cannot be started or connected); OTLP export follows the
 standard OTEL_* variables; the audit log is one JSON line per decision
 (--audit; never stdout with --stdio, whose standard output is the
 protocol's).`
@@ -348,7 +349,7 @@ func serveMCP(ctx context.Context, e *env, c mcpConfig, ops *opsFlags, conf conf
 	// Stops every upstream session and child process, after the servers
 	// below have stopped.
 	defer gw.Close()
-	if err := rt.serveAdmin(c.ready(shared)); err != nil {
+	if err := rt.serveAdmin(c.ready(shared, gw)); err != nil {
 		return failf(e, "mcp", "%v", err)
 	}
 
@@ -524,14 +525,21 @@ func (c mcpConfig) childEnv(getenv func(string) string) []string {
 	return append(out, c.upstreamEnv...)
 }
 
-// ready returns the readiness check of /readyz: the upstream's host takes
-// a TCP connection (an --upstream-url; a command upstream is a child the
-// gateway starts per session, and the gateway library reports no status
-// of it, so it is not checked) and Redis answers a PING (with --redis).
-func (c mcpConfig) ready(shared *enforcerState) func(context.Context) []error {
+// ready returns the readiness check of /readyz: the gateway's last
+// attempts to start or connect an upstream session did not fail (a command
+// upstream is a child started per session, an --upstream-url a session
+// there), the upstream's host takes a TCP connection (an --upstream-url),
+// and Redis answers a PING (with --redis).
+func (c mcpConfig) ready(shared *enforcerState, gw *mcpgw.Gateway) func(context.Context) []error {
 	var up *url.URL
 	if c.upstreamURL != "" {
 		up, _ = url.Parse(c.upstreamURL) // checked by runMCP
 	}
-	return func(ctx context.Context) []error { return checkReady(ctx, up, shared) }
+	return func(ctx context.Context) []error {
+		errs := checkReady(ctx, up, shared)
+		if err := gw.Ready(); err != nil {
+			errs = append(errs, err)
+		}
+		return errs
+	}
 }

@@ -206,6 +206,24 @@ func (g *Gateway) serveLocal(ctx context.Context, t mcp.Transport) error {
 	return g.localFront.server.Run(ctx, t)
 }
 
+// Ready reports whether the gateway can serve calls, for a readiness
+// probe: an error when it is closed, or when its last attempts to start
+// or connect an upstream session failed (in a row, gateway-wide: the
+// back-off of WithRestartBackoff), until one succeeds. A gateway that has
+// no sessions is ready: New connected to its upstream once.
+func (g *Gateway) Ready() error {
+	g.mu.Lock()
+	closed := g.closed
+	g.mu.Unlock()
+	if closed {
+		return errors.New("the gateway is closed")
+	}
+	if n, err := g.starts.failing(); n > 0 {
+		return fmt.Errorf("the upstream could not be started or connected (%d attempts in a row): %w", n, err)
+	}
+	return nil
+}
+
 // Close stops the gateway: it closes every client session and every
 // upstream session, and stops the upstream's child processes.
 func (g *Gateway) Close() error {
