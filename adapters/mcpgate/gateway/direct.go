@@ -343,15 +343,18 @@ func isRequestID(raw json.RawMessage) bool {
 func (g *Gateway) serveDirect(w http.ResponseWriter, r *http.Request, l *link, d directRequest) {
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	id := requestID(d.id)
+	id := requestKey(d.id)
 	if !l.startDirect(id, cancel) {
-		// As the SDK answers an id that is in flight on the session.
-		raw, _ := jsonrpc.EncodeMessage(&jsonrpc.Response{ID: id, Error: &jsonrpc.Error{
-			Code: jsonrpc.CodeInvalidRequest, Message: fmt.Sprintf("duplicate in-flight request ID %v", id.Raw()),
-		}})
+		// As the SDK answers an id that is in flight on the session, with
+		// the id as the request wrote it.
+		shown := string(d.id)
+		if s, ok := jsonString(d.id); ok {
+			shown = s
+		}
+		raw, _ := json.Marshal(&jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: fmt.Sprintf("duplicate in-flight request ID %s", shown)})
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusBadRequest)
-		w.Write(raw)
+		w.Write(directResponse(d.id, "error", raw))
 		return
 	}
 	defer l.endDirect(id)
@@ -440,32 +443,31 @@ func encodeToolResult(r *mcp.CallToolResult) ([]byte, error) {
 	return append(out, '}'), nil
 }
 
-// requestID is the id of a direct call (a JSON string or integer, as
-// isRequestID checked) as the SDK keys its requests: jsonrpc.MakeID of its
-// JSON decoding, so that a notifications/cancelled names it as it would
-// name a call through the SDK.
-func requestID(raw json.RawMessage) jsonrpc.ID {
-	var v any
+// requestKey is the key of a JSON-RPC id in the direct calls in flight:
+// a string by its text, an integer by its value, exactly. (The SDK keys its
+// own through float64, so that 2^53 and 2^53+1, or 9 and 9.5, are one id
+// to it: a cancellation here names one call or none.) raw is a JSON string
+// or an integer literal; anything else has no key.
+func requestKey(raw []byte) string {
 	if s, ok := jsonString(raw); ok {
-		v = s
-	} else {
-		n, _ := strconv.ParseInt(string(raw), 10, 64)
-		v = float64(n)
+		return "s" + s
 	}
-	id, _ := jsonrpc.MakeID(v)
-	return id
+	if n, err := strconv.ParseInt(string(raw), 10, 64); err == nil {
+		return "n" + strconv.FormatInt(n, 10)
+	}
+	return ""
 }
 
 // startDirect records a direct call of l's session in flight, unless its
 // id is in flight already.
-func (l *link) startDirect(id jsonrpc.ID, cancel context.CancelFunc) bool {
+func (l *link) startDirect(id string, cancel context.CancelFunc) bool {
 	l.inflightMu.Lock()
 	defer l.inflightMu.Unlock()
 	if _, dup := l.inflight[id]; dup {
 		return false
 	}
 	if l.inflight == nil {
-		l.inflight = map[jsonrpc.ID]context.CancelFunc{}
+		l.inflight = map[string]context.CancelFunc{}
 	}
 	l.inflight[id] = cancel
 	l.inflightN.Add(1)
@@ -473,7 +475,7 @@ func (l *link) startDirect(id jsonrpc.ID, cancel context.CancelFunc) bool {
 }
 
 // endDirect forgets a direct call that has ended.
-func (l *link) endDirect(id jsonrpc.ID) {
+func (l *link) endDirect(id string) {
 	l.inflightMu.Lock()
 	defer l.inflightMu.Unlock()
 	delete(l.inflight, id)
@@ -507,11 +509,13 @@ func (g *Gateway) cancelDirect(r *http.Request, l *link) {
 }
 
 // parseCancelled reads a single JSON-RPC notifications/cancelled and
-// returns the id it cancels, read as the SDK reads it (jsonrpc.MakeID of
-// its JSON decoding).
-func parseCancelled(body []byte) (jsonrpc.ID, bool) {
+// returns the key (requestKey) of the id it cancels. It reads no more than
+// the SDK does, and less: the params' requestId spelled exactly so (the
+// SDK's decoder matches keys by case, encoding/json does not), once, a
+// string or an integer literal, in params the SDK can decode.
+func parseCancelled(body []byte) (string, bool) {
 	if !json.Valid(body) || tooDeep(body) {
-		return jsonrpc.ID{}, false
+		return "", false
 	}
 	var (
 		params []byte
@@ -535,14 +539,28 @@ func parseCancelled(body []byte) (jsonrpc.ID, bool) {
 		return false // an id: a request, not a notification
 	})
 	if !ok || seen != [3]bool{true, true, true} {
-		return jsonrpc.ID{}, false
+		return "", false
+	}
+	var id []byte
+	ok = members(params, func(k, v []byte) bool {
+		if string(k) != "requestId" {
+			return true
+		}
+		if id != nil {
+			return false // twice
+		}
+		id = v
+		return true
+	})
+	if !ok || id == nil {
+		return "", false
 	}
 	var p mcp.CancelledParams
 	if json.Unmarshal(params, &p) != nil {
-		return jsonrpc.ID{}, false
+		return "", false
 	}
-	id, err := jsonrpc.MakeID(p.RequestID)
-	return id, err == nil && id.IsValid()
+	key := requestKey(id)
+	return key, key != ""
 }
 
 func directResponse(id json.RawMessage, field string, raw []byte) []byte {

@@ -224,10 +224,10 @@ func TestEncodeCall(t *testing.T) {
 	}
 }
 
-// TestParseCancelled: a notifications/cancelled names a direct call as the
-// SDK would name it (jsonrpc.MakeID of its JSON decoding): an integer id by
-// its value however it is written, a string id by its decoded text, and
-// never a string and an integer alike.
+// TestParseCancelled: a notifications/cancelled names the direct call
+// whose id it names exactly: an integer by its value as an integer literal,
+// a string by its decoded text, never a string and an integer alike, and
+// only with the key spelled as the SDK reads it.
 func TestParseCancelled(t *testing.T) {
 	cancel := func(requestID string) string {
 		return `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":` + requestID + `}}`
@@ -237,15 +237,23 @@ func TestParseCancelled(t *testing.T) {
 		callID string // the id of the call it cancels, "" for none
 	}{
 		{cancel(`9`), `9`},
-		{cancel(`9.0`), `9`},
+		{cancel(`-0`), `0`},
+		{cancel(`9007199254740993`), `9007199254740993`},
 		{cancel(`"9"`), `"9"`},
 		{cancel(`"\u0039"`), `"9"`},
 		{cancel(`"axgate-1"`), `"axgate-1"`},
 		{`{"params":{"reason":"x","requestId":7},"method":"notifications/cancelled","jsonrpc":"2.0"}`, `7`},
-		// Not a cancellation the SDK takes.
+		// Not one call, or not a cancellation the SDK takes as this one.
+		{cancel(`9.0`), ""},
+		{cancel(`9.5`), ""},
+		{cancel(`1e300`), ""},
+		{cancel(`99999999999999999999`), ""},
 		{cancel(`null`), ""},
 		{cancel(`true`), ""},
 		{cancel(`{}`), ""},
+		{`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"RequestID":9}}`, ""},
+		{`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":10,"requestId":9}}`, ""},
+		{`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":9,"reason":5}}`, ""},
 		{`{"jsonrpc":"2.0","id":1,"method":"notifications/cancelled","params":{"requestId":9}}`, ""},
 		{`{"jsonrpc":"2.0","method":"notifications/cancelled","method":"notifications/cancelled","params":{"requestId":9}}`, ""},
 		{`{"jsonrpc":"2.0","method":"notifications/progress","params":{"requestId":9}}`, ""},
@@ -258,11 +266,14 @@ func TestParseCancelled(t *testing.T) {
 			t.Errorf("%s: read %v, want %v", tc.body, ok, tc.callID != "")
 			continue
 		}
-		if ok && id != requestID(json.RawMessage(tc.callID)) {
-			t.Errorf("%s: cancels %v, want the call with the id %s", tc.body, id.Raw(), tc.callID)
+		if ok && id != requestKey([]byte(tc.callID)) {
+			t.Errorf("%s: cancels %q, want the call with the id %s", tc.body, id, tc.callID)
 		}
 	}
-	if requestID(json.RawMessage(`9`)) == requestID(json.RawMessage(`"9"`)) {
+	if requestKey([]byte(`9`)) == requestKey([]byte(`"9"`)) {
 		t.Error("the integer id 9 and the string id \"9\" are one id")
+	}
+	if requestKey([]byte(`9007199254740992`)) == requestKey([]byte(`9007199254740993`)) {
+		t.Error("2^53 and 2^53+1 are one id")
 	}
 }

@@ -61,8 +61,9 @@
 // structuredContent, which would reach the model unchecked, so the result
 // of an action with either check that has structuredContent reaches the
 // client with one text block, the JSON of its structuredContent, in place of
-// its content (KeepUncheckedContent passes the upstream's blocks on). Other
-// results reach the client as they are. An upstream result with isError, or
+// its content, and the result's _meta of such an action is dropped
+// (KeepUncheckedContent passes both on). Other results reach the client as
+// they are. An upstream result with isError, or
 // a JSON-RPC error of the upstream, is refused as AXGATE_TOOL_FAILED with the
 // upstream's text in the message.
 //

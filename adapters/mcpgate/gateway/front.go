@@ -377,10 +377,13 @@ func checksOutput(a *manifest.Action) bool {
 // text block with the JSON of the structuredContent, as MCP asks a tool
 // with structured output to send (the go-sdk's typed tools do), unless it
 // is that block already. Without structuredContent the content blocks are
-// what is checked, and are kept. KeepUncheckedContent turns this off.
+// what is checked, and are kept. The result's _meta is checked by neither
+// and is dropped. KeepUncheckedContent turns this off.
 func checkedContent(res *mcp.CallToolResult) (*mcp.CallToolResult, error) {
+	c := *res
+	c.Meta = nil
 	if res.StructuredContent == nil {
-		return res, nil
+		return &c, nil
 	}
 	raw, err := json.Marshal(res.StructuredContent)
 	if err != nil {
@@ -388,10 +391,9 @@ func checkedContent(res *mcp.CallToolResult) (*mcp.CallToolResult, error) {
 	}
 	if len(res.Content) == 1 {
 		if tc, ok := res.Content[0].(*mcp.TextContent); ok && tc.Text == string(raw) && tc.Meta == nil && tc.Annotations == nil {
-			return res, nil
+			return &c, nil
 		}
 	}
-	c := *res
 	c.Content = []mcp.Content{&mcp.TextContent{Text: string(raw)}}
 	return &c, nil
 }

@@ -181,7 +181,7 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 // those capabilities). By default they pass through unchanged.
 func ToolsOnly() Option { return func(c *config) { c.toolsOnly = true } }
 
-// KeepUncheckedContent passes an upstream result's content blocks on as
+// KeepUncheckedContent passes an upstream result's content blocks and _meta on as
 // the upstream wrote them, also where they are not what was checked.
 //
 // By default, the result of an action with postconditions or an
@@ -190,8 +190,8 @@ func ToolsOnly() Option { return func(c *config) { c.toolsOnly = true } }
 // blocks are replaced by one text block with its JSON, unless they are
 // exactly that already, so that no text or image beside the checked data
 // reaches the model unchecked (a prose summary the upstream wrote is lost
-// with it). A result without structuredContent, and the result of an action
-// with neither check, is passed on unchanged either way.
+// with it); the result's _meta, which neither check reads, is dropped. A
+// result of an action with neither check is passed on unchanged either way.
 func KeepUncheckedContent() Option { return func(c *config) { c.keepUncheckedContent = true } }
 
 // WithPrincipal sets how the caller of a streamable HTTP session is found.

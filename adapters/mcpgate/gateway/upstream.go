@@ -69,7 +69,7 @@ type link struct {
 	// to the SDK (it cancels only its own calls). inflightN counts them, so
 	// that a POST of a session with none is not read for a cancellation.
 	inflightMu sync.Mutex
-	inflight   map[jsonrpc.ID]context.CancelFunc
+	inflight   map[string]context.CancelFunc // by requestKey
 	inflightN  atomic.Int32
 
 	calls    slots       // tools/call in flight (WithMaxCallsPerSession)
