@@ -51,8 +51,9 @@ func JSONRPCError(e *axerr.Error) *jsonrpc.Error {
 
 // Forwarded is the value of a tool that passed the call on to another MCP server.
 //
-// The gateway of package gateway does that. Result is what that server
-// answered, and reaches the client as it is; Value is the data of the
+// The gateway of package gateway does that. Result is what reaches the
+// client: what that server answered, or the checked part of it (see
+// gateway.KeepUncheckedContent); Value is the data of the
 // result, which the postconditions, the output_schema and an idempotency
 // record see (MarshalJSON renders Value, not Result), since they describe
 // what the tool returns, not the MCP envelope around it.
