@@ -217,8 +217,19 @@ func (l *link) readAnswer(ctx context.Context, cs *mcp.ClientSession, version, i
 			}
 			switch {
 			case isAnswerTo(m, id):
-				go drain(resp.Body, end)
 				res, err := toolAnswer(m)
+				if l.g.draining.Add(1) > maxDraining {
+					// An upstream that keeps its streams open after the
+					// answer: its connections are closed, not kept, so that
+					// calls cannot pile them up for upstreamDrain each.
+					l.g.draining.Add(-1)
+					resp.Body.Close()
+					return res, false, err
+				}
+				go func() {
+					defer l.g.draining.Add(-1)
+					drain(resp.Body, end)
+				}()
 				return res, true, err
 			case m.Method != "" && m.ID == nil:
 				l.upstreamNotification(ctx, m.Method, m.Params)
@@ -234,6 +245,10 @@ func (l *link) readAnswer(ctx context.Context, cs *mcp.ClientSession, version, i
 	discard(resp)
 	return nil, false, fmt.Errorf("the upstream answered with content type %q", mt)
 }
+
+// maxDraining bounds the upstream event streams the gateway reads on after
+// their answer, to keep their connections: each lasts at most upstreamDrain.
+const maxDraining = 256
 
 // drain reads the rest of an event stream (the SDK's servers close it after
 // the answer), so that its connection is kept, and then ends the request's

@@ -74,6 +74,9 @@ type Gateway struct {
 	direct    map[string]bool
 	byID      map[string]*link
 	directSeq atomic.Uint64
+	// draining counts the upstream event streams read on after their
+	// answer (drain), at most maxDraining.
+	draining atomic.Int64
 }
 
 // New returns a gateway that enforces enf's manifest in front of upstream.
