@@ -30,9 +30,8 @@ type attack5Direct struct {
 
 func newAttack5Direct(t *testing.T) *attack5Direct {
 	t.Helper()
-	up := newNotes()
-	srv := up.server()
-	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	up, sdk := notesHandler()
+	hs := httptest.NewServer(sdk)
 	t.Cleanup(hs.Close)
 	t.Cleanup(up.unstall) // a failing test does not hang on the stalled call
 	g := newGateway(t, gateway.Upstream{URL: hs.URL}, "")

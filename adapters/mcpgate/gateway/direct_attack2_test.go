@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"github.com/axgate/axgate/adapters/mcpgate/gateway"
 )
 
@@ -24,9 +22,7 @@ import (
 // was refused as upstream_unavailable. Through the SDK its POST holds the
 // SDK's idle timer.
 func TestAttack4SlowFirstConnect(t *testing.T) {
-	n := newNotes()
-	srv := n.server()
-	sdk := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
+	_, sdk := notesHandler()
 	var slow atomic.Bool
 	const timeout = 2 * time.Second
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

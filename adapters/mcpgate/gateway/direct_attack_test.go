@@ -23,9 +23,7 @@ import (
 // other request reaches the notes server.
 func rawUpstream(t *testing.T, answer func(w http.ResponseWriter, id string, args map[string]any) bool) (*notes, string) {
 	t.Helper()
-	n := newNotes()
-	srv := n.server()
-	sdk := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
+	n, sdk := notesHandler()
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
 			sdk.ServeHTTP(w, r)

@@ -119,9 +119,8 @@ func connectVia(t *testing.T, url, token string, w *wire, opts *mcp.ClientOption
 // client numbers its requests); a write that needs confirmation goes
 // through the SDK, which can ask the person. Both are enforced alike.
 func TestDirectPath(t *testing.T) {
-	up := newNotes()
-	srv := up.server()
-	ids := &upstreamIDs{next: mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)}
+	up, sdk := notesHandler()
+	ids := &upstreamIDs{next: sdk}
 	hs := httptest.NewServer(ids)
 	t.Cleanup(hs.Close)
 	g := newGateway(t, gateway.Upstream{URL: hs.URL}, "")
@@ -420,9 +419,8 @@ func TestUpstreamWithoutSessions(t *testing.T) {
 // saw the call, would not do), and an id already in flight on the session
 // is refused as the SDK refuses it.
 func TestDirectCancel(t *testing.T) {
-	up := newNotes()
-	srv := up.server()
-	ids := &upstreamIDs{next: mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)}
+	up, sdk := notesHandler()
+	ids := &upstreamIDs{next: sdk}
 	hs := httptest.NewServer(ids)
 	t.Cleanup(hs.Close)
 	t.Cleanup(up.unstall) // a failing test does not hang on the stalled call

@@ -49,12 +49,19 @@ func authenticate(r *http.Request) (middleware.Principal, error) {
 	return p, nil
 }
 
+// notesHandler is a new notes upstream and its streamable HTTP handler, for
+// a test that serves it behind a handler of its own.
+func notesHandler() (*notes, http.Handler) {
+	n := newNotes()
+	srv := n.server()
+	return n, mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
+}
+
 // httpUpstream serves a notes upstream over streamable HTTP.
 func httpUpstream(t *testing.T) (*notes, string) {
 	t.Helper()
-	n := newNotes()
-	srv := n.server()
-	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	n, sdk := notesHandler()
+	hs := httptest.NewServer(sdk)
 	t.Cleanup(hs.Close)
 	return n, hs.URL
 }

@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"github.com/axgate/axgate/adapters/mcpgate/gateway"
 )
 
@@ -18,9 +16,7 @@ import (
 // upstream's answer in the reason) until a connection succeeds again, and a
 // closed gateway is not ready.
 func TestReady(t *testing.T) {
-	n := newNotes()
-	srv := n.server()
-	sdk := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
+	_, sdk := notesHandler()
 	var down atomic.Bool
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if down.Load() {
