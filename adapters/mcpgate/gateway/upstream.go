@@ -203,6 +203,11 @@ func (l *link) notifyRootsChanged(ctx context.Context) {
 	if cs == nil || send == nil {
 		return
 	}
+	// Bounded as a call is: an upstream that does not take it does not
+	// hold the client's notification (and what the session handles after
+	// it) for longer.
+	ctx, cancel := context.WithTimeout(ctx, l.g.cfg.callTimeout)
+	defer cancel()
 	send(ctx, "notifications/roots/list_changed", &mcp.ClientRequest[*mcp.RootsListChangedParams]{Session: cs, Params: &mcp.RootsListChangedParams{}})
 }
 
