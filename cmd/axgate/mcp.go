@@ -86,8 +86,8 @@ or an AXGATE_* variable; a flag given here wins over the file, the file over
 the variable ("axgate config check FILE --command mcp" checks a file).
 --tls-cert and --tls-key serve /mcp and --human over HTTPS. The admin server
 (--admin) serves /metrics, /healthz and /readyz (which fails while the
---upstream-url's host or Redis is unreachable, or the upstream
-cannot be started or connected); OTLP export follows the
+--upstream-url's host or Redis is unreachable, or the upstream does
+not start a session); OTLP export follows the
 standard OTEL_* variables; the audit log is one JSON line per decision
 (--audit; never stdout with --stdio, whose standard output is the
 protocol's).`
@@ -525,11 +525,10 @@ func (c mcpConfig) childEnv(getenv func(string) string) []string {
 	return append(out, c.upstreamEnv...)
 }
 
-// ready returns the readiness check of /readyz: the gateway's last
-// attempts to start or connect an upstream session did not fail (a command
-// upstream is a child started per session, an --upstream-url a session
-// there), the upstream's host takes a TCP connection (an --upstream-url),
-// and Redis answers a PING (with --redis).
+// ready returns the readiness check of /readyz: the upstream starts a
+// session (gateway.Ready: an initialize at an --upstream-url, a child of an
+// --upstream-command), its host takes a TCP connection (an
+// --upstream-url), and Redis answers a PING (with --redis).
 func (c mcpConfig) ready(shared *enforcerState, gw *mcpgw.Gateway) func(context.Context) []error {
 	var up *url.URL
 	if c.upstreamURL != "" {
@@ -537,7 +536,7 @@ func (c mcpConfig) ready(shared *enforcerState, gw *mcpgw.Gateway) func(context.
 	}
 	return func(ctx context.Context) []error {
 		errs := checkReady(ctx, up, shared)
-		if err := gw.Ready(); err != nil {
+		if err := gw.Ready(ctx); err != nil {
 			errs = append(errs, err)
 		}
 		return errs

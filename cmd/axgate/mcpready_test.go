@@ -17,9 +17,8 @@ import (
 )
 
 // TestMCPReadyz: axgate mcp's /readyz fails, naming the upstream's answer,
-// while its upstream sessions cannot be connected (the upstream's host
-// still takes TCP connections: it answers 503), and is ready again once
-// one connects.
+// while the upstream does not start sessions (its host still takes TCP
+// connections: it answers 503), and is ready again once it does.
 func TestMCPReadyz(t *testing.T) {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "docs", Version: "v1"}, nil)
 	mcp.AddTool(srv, &mcp.Tool{Name: "read", Description: "Read one document."},
@@ -52,13 +51,7 @@ func TestMCPReadyz(t *testing.T) {
 		t.Fatalf("/readyz with the upstream up: %d %v", status, body)
 	}
 
-	down.Store(true)
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "v1"}, nil).Connect(context.Background(),
-		&mcp.StreamableClientTransport{Endpoint: gw.url}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cs.Close()
+	down.Store(true) // no client session needs to find out
 	readyz := func(want int) (int, string) {
 		for end := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 			status, body := getStatus(t, admin+"/readyz")

@@ -128,7 +128,6 @@ type breaker struct {
 
 	mu       sync.Mutex
 	failures int
-	last     error // why the last start failed
 	until    time.Time
 	probing  bool
 }
@@ -148,29 +147,20 @@ func (b *breaker) allow() bool {
 	return true
 }
 
-// done records the outcome of a start: nil when it succeeded.
-func (b *breaker) done(err error) {
+func (b *breaker) done(ok bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.probing = false
-	if err == nil {
-		b.failures, b.last = 0, nil
+	if ok {
+		b.failures = 0
 		return
 	}
 	b.failures++
-	b.last = err
 	d := b.max
 	if b.failures < 32 {
 		d = min(time.Duration(float64(b.min)*math.Pow(2, float64(b.failures-1))), b.max)
 	}
 	b.until = time.Now().Add(d)
-}
-
-// failing returns how many starts failed in a row, and why the last did.
-func (b *breaker) failing() (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.failures, b.last
 }
 
 // boundedBody cuts an upstream HTTP response whose message is larger than

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -450,6 +451,11 @@ func encodeToolResult(r *mcp.CallToolResult) ([]byte, error) {
 // or an integer literal; anything else has no key.
 func requestKey(raw []byte) string {
 	if s, ok := jsonString(raw); ok {
+		if strings.ContainsRune(s, utf8.RuneError) {
+			// A lone surrogate escape and a byte that is not UTF-8 decode
+			// to U+FFFD, as U+FFFD does: such an id is keyed as written.
+			return "r" + string(raw)
+		}
 		return "s" + s
 	}
 	if n, err := strconv.ParseInt(string(raw), 10, 64); err == nil {

@@ -129,7 +129,7 @@
 //   - the upstream's tools/list, WithMaxUpstreamTools, and its requests to
 //     a client awaiting an answer, WithMaxPendingUpstreamRequests;
 //   - re-lists after list_changed, WithRelistInterval;
-//   - the upstream event streams read on after their answer, so that their
+//   - the upstream responses read on after their answer, so that their
 //     connections are kept: 256 at once, each for at most 10 s (an upstream
 //     that keeps its streams open loses those connections instead);
 //   - upstream starts, WithRestartBackoff (per session and gateway-wide).

@@ -341,7 +341,7 @@ func (g *Gateway) forward(ctx context.Context, call *middleware.Call) (middlewar
 	if version := l.directVersion(cs); version != "" {
 		res, err = l.callDirect(ctx, cs, version, params)
 	} else {
-		upCtx, done := upstreamContext(ctx)
+		upCtx, done := g.upstreamContext(ctx)
 		res, err = cs.CallTool(upCtx, params)
 		done()
 	}
@@ -377,12 +377,24 @@ func checksOutput(a *manifest.Action) bool {
 // text block with the JSON of the structuredContent, as MCP asks a tool
 // with structured output to send (the go-sdk's typed tools do), unless it
 // is that block already. Without structuredContent the content blocks are
-// what is checked, and are kept. The result's _meta is checked by neither
+// what is checked, and are kept (text blocks without their _meta and
+// annotations, which are not). The result's _meta is checked by neither
 // and is dropped. KeepUncheckedContent turns this off.
 func checkedContent(res *mcp.CallToolResult) (*mcp.CallToolResult, error) {
 	c := *res
 	c.Meta = nil
 	if res.StructuredContent == nil {
+		// The text of text blocks is what is checked: not their _meta and
+		// annotations. (Other blocks are checked whole.)
+		texts := make([]mcp.Content, 0, len(res.Content))
+		for _, b := range res.Content {
+			tc, ok := b.(*mcp.TextContent)
+			if !ok {
+				return &c, nil
+			}
+			texts = append(texts, &mcp.TextContent{Text: tc.Text})
+		}
+		c.Content = texts
 		return &c, nil
 	}
 	raw, err := json.Marshal(res.StructuredContent)
@@ -411,14 +423,28 @@ const upstreamDrain = 10 * time.Second
 // to the upstream would be closed instead of kept (15 to 45 of 100 calls
 // of one agent opened a new connection). After done, the context ends only
 // once upstreamDrain has passed, so that an upstream that keeps the
-// response open after its answer holds nothing longer than that.
-func upstreamContext(ctx context.Context) (context.Context, func()) {
+// response open after its answer holds nothing longer than that; and at
+// once when maxDraining calls wait so already, the direct path's drains
+// counted (the go-sdk does not tell when it has read the response to its
+// end: a call counts for upstreamDrain, and beyond the bound an upstream
+// called through the go-sdk more than ~25 times a second may lose a
+// connection it could have kept).
+func (g *Gateway) upstreamContext(ctx context.Context) (context.Context, func()) {
 	up, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	stop := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
 	return up, func() {
-		if stop() {
-			time.AfterFunc(upstreamDrain, func() { cancel(nil) })
+		if !stop() {
+			return
 		}
+		if g.draining.Add(1) > maxDraining {
+			g.draining.Add(-1)
+			cancel(nil)
+			return
+		}
+		time.AfterFunc(upstreamDrain, func() {
+			cancel(nil)
+			g.draining.Add(-1)
+		})
 	}
 }
 

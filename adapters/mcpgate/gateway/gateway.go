@@ -10,8 +10,10 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -74,6 +76,11 @@ type Gateway struct {
 	direct    map[string]bool
 	byID      map[string]*link
 	directSeq atomic.Uint64
+
+	// readyErr is Ready's last outcome, at readyAt.
+	readyMu  sync.Mutex
+	readyErr error
+	readyAt  time.Time
 	// draining counts the upstream event streams read on after their
 	// answer (drain), at most maxDraining.
 	draining atomic.Int64
@@ -210,20 +217,51 @@ func (g *Gateway) serveLocal(ctx context.Context, t mcp.Transport) error {
 }
 
 // Ready reports whether the gateway can serve calls, for a readiness
-// probe: an error when it is closed, or when its last attempts to start
-// or connect an upstream session failed (in a row, gateway-wide: the
-// back-off of WithRestartBackoff), until one succeeds. A gateway that has
-// no sessions is ready: New connected to its upstream once.
-func (g *Gateway) Ready() error {
+// probe: an error when it is closed, or when a new session with the
+// upstream cannot be started now (an initialize over HTTP, a child process
+// for a command, within ctx and WithConnectTimeout), with the reason. The
+// check opens and closes a session of its own, so that what the callers do
+// (their sessions, their calls) does not decide it; its outcome is kept
+// for readyFor, so that probes close together start one session.
+func (g *Gateway) Ready(ctx context.Context) error {
 	g.mu.Lock()
 	closed := g.closed
 	g.mu.Unlock()
 	if closed {
 		return errors.New("the gateway is closed")
 	}
-	if n, err := g.starts.failing(); n > 0 {
-		return fmt.Errorf("the upstream could not be started or connected (%d attempts in a row): %w", n, err)
+	g.readyMu.Lock()
+	defer g.readyMu.Unlock()
+	if !g.readyAt.IsZero() && time.Since(g.readyAt) < readyFor {
+		return g.readyErr
 	}
+	g.readyErr, g.readyAt = g.probe(ctx), time.Now()
+	return g.readyErr
+}
+
+// readyFor is how long Ready keeps the outcome of its check.
+const readyFor = 2 * time.Second
+
+// probe starts a session with the upstream, as a client session's link
+// does, and closes it.
+func (g *Gateway) probe(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, g.cfg.connectTimeout)
+	defer cancel()
+	l := &link{g: g}
+	client := mcp.NewClient(g.cfg.impl, nil)
+	var opts *mcp.ClientSessionOptions
+	if g.up.URL != "" {
+		opts = &mcp.ClientSessionOptions{ProtocolVersion: upstreamProtocolVersion}
+	}
+	cs, err := client.Connect(ctx, l.transport(), opts)
+	var rpcErr *jsonrpc.Error
+	if err != nil && opts != nil && errors.As(err, &rpcErr) {
+		cs, err = client.Connect(ctx, l.transport(), nil) // as connect falls back
+	}
+	if err != nil {
+		return fmt.Errorf("the upstream does not start a session: %w", err)
+	}
+	cs.Close()
 	return nil
 }
 

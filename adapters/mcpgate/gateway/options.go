@@ -190,8 +190,10 @@ func ToolsOnly() Option { return func(c *config) { c.toolsOnly = true } }
 // blocks are replaced by one text block with its JSON, unless they are
 // exactly that already, so that no text or image beside the checked data
 // reaches the model unchecked (a prose summary the upstream wrote is lost
-// with it); the result's _meta, which neither check reads, is dropped. A
-// result of an action with neither check is passed on unchanged either way.
+// with it); without structuredContent, text blocks keep their text but not
+// their _meta and annotations; the result's _meta, which neither check
+// reads, is dropped. A result of an action with neither check is passed on
+// unchanged either way.
 func KeepUncheckedContent() Option { return func(c *config) { c.keepUncheckedContent = true } }
 
 // WithPrincipal sets how the caller of a streamable HTTP session is found.

@@ -45,7 +45,8 @@ func TestRootsChangedBounded(t *testing.T) {
 	}
 	t.Cleanup(func() { cs.Close() })
 	t.Cleanup(func() { close(release) }) // first: a failing test does not hang on the upstream
-	if res := call(t, cs, "read_note", map[string]any{"name": "hello"}); res.IsError { // the upstream session is up
+	// The upstream session is up.
+	if res := call(t, cs, "read_note", map[string]any{"name": "hello"}); res.IsError {
 		t.Fatalf("read: %s", text(res))
 	}
 	client.AddRoots(&mcp.Root{URI: "file:///srv/notes"})

@@ -288,7 +288,7 @@ func (l *link) run() {
 		var err error
 		if l.g.starts.allow() {
 			cs, err = l.connect()
-			l.g.starts.done(err)
+			l.g.starts.done(err == nil)
 		} else {
 			err = errCircuitOpen
 		}
@@ -310,7 +310,7 @@ func (l *link) run() {
 				// It died soon after it started: a failure for the gateway's
 				// back-off too, so that N sessions do not restart N children
 				// in a storm.
-				l.g.starts.done(fmt.Errorf("the upstream session ended %s after it started (%v)", time.Since(started).Round(time.Millisecond), err))
+				l.g.starts.done(false)
 			}
 		} else if err != nil {
 			l.down(nil, err)
