@@ -216,13 +216,15 @@ func (g *Gateway) serveLocal(ctx context.Context, t mcp.Transport) error {
 	return g.localFront.server.Run(ctx, t)
 }
 
-// Ready reports whether the gateway can serve calls, for a readiness
-// probe: an error when it is closed, or when a new session with the
-// upstream cannot be started now (an initialize over HTTP, a child process
-// for a command, within ctx and WithConnectTimeout), with the reason. The
-// check opens and closes a session of its own, so that what the callers do
-// (their sessions, their calls) does not decide it; its outcome is kept
-// for readyFor, so that probes close together start one session.
+// Ready reports whether the gateway can serve calls, for a readiness probe.
+//
+// It returns an error when the gateway is closed, or when a new session
+// with the upstream cannot be started now (an initialize over HTTP, a
+// child process for a command, within ctx and WithConnectTimeout), with
+// the reason. The check opens and closes a session of its own, so that what
+// the callers do (their sessions, their calls) does not decide it; its
+// outcome is kept for readyFor, so that probes close together start one
+// session.
 func (g *Gateway) Ready(ctx context.Context) error {
 	g.mu.Lock()
 	closed := g.closed

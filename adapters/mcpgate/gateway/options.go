@@ -181,8 +181,10 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 // those capabilities). By default they pass through unchanged.
 func ToolsOnly() Option { return func(c *config) { c.toolsOnly = true } }
 
-// KeepUncheckedContent passes an upstream result's content blocks and _meta on as
-// the upstream wrote them, also where they are not what was checked.
+// KeepUncheckedContent passes an upstream result on as the upstream wrote it.
+//
+// That is its content blocks and _meta also where they are not what was
+// checked.
 //
 // By default, the result of an action with postconditions or an
 // output_schema reaches the client as the data those checked: when the
