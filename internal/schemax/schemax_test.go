@@ -51,7 +51,11 @@ func TestFlattenNKeepsFlattensFirstLeaves(t *testing.T) {
 }
 
 // The leaves past the cap are counted, not built: flattening 20,000 unknown
-// members into 20 allocates about as much as flattening 200.
+// members into 20 allocates about as much as flattening 200. Exactly as
+// much without the race detector (68 and 68); with it, whose sync.Pool
+// drops what it holds at random, 78 to 89 for either, once 75 and 86, which
+// failed the bound of +10 this test had. Building every member would be
+// 20,000 allocations and more.
 func TestFlattenNDoesNotBuildWhatItDrops(t *testing.T) {
 	doc := map[string]any{"type": "object", "additionalProperties": false, "properties": map[string]any{"a": map[string]any{"type": "string"}}}
 	s, err := schemax.Compile("mem://u.json", doc)
@@ -70,7 +74,7 @@ func TestFlattenNDoesNotBuildWhatItDrops(t *testing.T) {
 			}
 		})
 	}
-	if small, large := allocs(200), allocs(20000); large > small+10 {
+	if small, large := allocs(200), allocs(20000); large > 2*small {
 		t.Fatalf("FlattenN allocates %v times for 20,000 unknown members, %v for 200", large, small)
 	}
 }
