@@ -81,8 +81,8 @@ type Gateway struct {
 	readyMu  sync.Mutex
 	readyErr error
 	readyAt  time.Time
-	// draining counts the upstream event streams read on after their
-	// answer (drain), at most maxDraining.
+	// draining counts the upstream responses read on after their answer
+	// (drain, upstreamContext), at most maxDraining.
 	draining atomic.Int64
 }
 
