@@ -66,7 +66,16 @@ func (l *link) callDirect(ctx context.Context, cs *mcp.ClientSession, version st
 	reqCtx, cancelReq := context.WithCancelCause(context.WithoutCancel(ctx))
 	stop := context.AfterFunc(ctx, func() {
 		cancelReq(context.Cause(ctx))
-		go l.cancelUpstream(cs.ID(), version, id)
+		// Counted with the drains: an upstream that holds these POSTs
+		// open does not get one held per cancelled call.
+		if g.draining.Add(1) > maxDraining {
+			g.draining.Add(-1)
+			return
+		}
+		go func() {
+			defer g.draining.Add(-1)
+			l.cancelUpstream(cs.ID(), version, id)
+		}()
 	})
 	var res *mcp.CallToolResult
 	draining := false
@@ -246,8 +255,12 @@ func (l *link) readAnswer(ctx context.Context, cs *mcp.ClientSession, version, i
 	return nil, false, fmt.Errorf("the upstream answered with content type %q", mt)
 }
 
-// maxDraining bounds the upstream event streams the gateway reads on after
-// their answer, to keep their connections: each lasts at most upstreamDrain.
+// maxDraining bounds the upstream work the gateway does after a call
+// returned: the event streams it reads on after their answer, to keep
+// their connections (each at most upstreamDrain), and the cancellations it
+// sends (each at most 5 s). Beyond it, a connection is closed instead of
+// kept, and a cancellation is not sent (the call's request is cancelled
+// all the same).
 const maxDraining = 256
 
 // drain reads the rest of an event stream (the SDK's servers close it after

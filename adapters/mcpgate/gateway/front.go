@@ -378,11 +378,13 @@ func checksOutput(a *manifest.Action) bool {
 // with structured output to send (the go-sdk's typed tools do), unless it
 // is that block already. Without structuredContent the content blocks are
 // what is checked, and are kept (text blocks without their _meta and
-// annotations, which are not). The result's _meta is checked by neither
-// and is dropped. KeepUncheckedContent turns this off.
+// annotations, which are not). The result's other fields (_meta, the
+// request state and input requests of a multi-round-trip call) are checked
+// by neither and are dropped. KeepUncheckedContent turns this off.
 func checkedContent(res *mcp.CallToolResult) (*mcp.CallToolResult, error) {
-	c := *res
-	c.Meta = nil
+	// A new result: no field the checks do not read (_meta, requestState,
+	// inputRequests, what a later version adds) is carried over.
+	c := mcp.CallToolResult{Content: res.Content, StructuredContent: res.StructuredContent}
 	if res.StructuredContent == nil {
 		// The text of text blocks is what is checked: not their _meta and
 		// annotations. (Other blocks are checked whole.)

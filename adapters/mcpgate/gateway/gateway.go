@@ -10,10 +10,8 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -77,12 +75,10 @@ type Gateway struct {
 	byID      map[string]*link
 	directSeq atomic.Uint64
 
-	// readyErr is Ready's last outcome, at readyAt.
-	readyMu  sync.Mutex
-	readyErr error
-	readyAt  time.Time
-	// draining counts the upstream responses read on after their answer
-	// (drain, upstreamContext), at most maxDraining.
+	// ready is Ready's check (ready.go).
+	ready readiness
+	// draining counts the upstream work after a call returned (drain,
+	// upstreamContext, cancelUpstream), at most maxDraining.
 	draining atomic.Int64
 }
 
@@ -216,57 +212,6 @@ func (g *Gateway) serveLocal(ctx context.Context, t mcp.Transport) error {
 	return g.localFront.server.Run(ctx, t)
 }
 
-// Ready reports whether the gateway can serve calls, for a readiness probe.
-//
-// It returns an error when the gateway is closed, or when a new session
-// with the upstream cannot be started now (an initialize over HTTP, a
-// child process for a command, within ctx and WithConnectTimeout), with
-// the reason. The check opens and closes a session of its own, so that what
-// the callers do (their sessions, their calls) does not decide it; its
-// outcome is kept for readyFor, so that probes close together start one
-// session.
-func (g *Gateway) Ready(ctx context.Context) error {
-	g.mu.Lock()
-	closed := g.closed
-	g.mu.Unlock()
-	if closed {
-		return errors.New("the gateway is closed")
-	}
-	g.readyMu.Lock()
-	defer g.readyMu.Unlock()
-	if !g.readyAt.IsZero() && time.Since(g.readyAt) < readyFor {
-		return g.readyErr
-	}
-	g.readyErr, g.readyAt = g.probe(ctx), time.Now()
-	return g.readyErr
-}
-
-// readyFor is how long Ready keeps the outcome of its check.
-const readyFor = 2 * time.Second
-
-// probe starts a session with the upstream, as a client session's link
-// does, and closes it.
-func (g *Gateway) probe(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, g.cfg.connectTimeout)
-	defer cancel()
-	l := &link{g: g}
-	client := mcp.NewClient(g.cfg.impl, nil)
-	var opts *mcp.ClientSessionOptions
-	if g.up.URL != "" {
-		opts = &mcp.ClientSessionOptions{ProtocolVersion: upstreamProtocolVersion}
-	}
-	cs, err := client.Connect(ctx, l.transport(), opts)
-	var rpcErr *jsonrpc.Error
-	if err != nil && opts != nil && errors.As(err, &rpcErr) {
-		cs, err = client.Connect(ctx, l.transport(), nil) // as connect falls back
-	}
-	if err != nil {
-		return fmt.Errorf("the upstream does not start a session: %w", err)
-	}
-	cs.Close()
-	return nil
-}
-
 // Close stops the gateway: it closes every client session and every
 // upstream session, and stops the upstream's child processes.
 func (g *Gateway) Close() error {
@@ -291,6 +236,7 @@ func (g *Gateway) Close() error {
 	for _, l := range links {
 		wg.Go(l.close)
 	}
+	wg.Go(g.ready.stop)
 	wg.Wait()
 	if g.ownClient != nil {
 		g.ownClient.CloseIdleConnections()

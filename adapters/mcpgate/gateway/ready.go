@@ -1,0 +1,142 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// readyFor is how long Ready keeps the outcome of its check.
+const readyFor = 2 * time.Second
+
+// readiness is Ready's check: at most one runs at a time, in the
+// background, and its outcome is kept for readyFor.
+type readiness struct {
+	mu     sync.Mutex
+	err    error         // the last outcome
+	at     time.Time     // when it was known
+	done   chan struct{} // closed when the last check has its outcome
+	busy   bool          // a check runs (or still closes its session)
+	closed bool
+	cancel context.CancelFunc // of the running check
+	wg     sync.WaitGroup
+}
+
+// Ready reports whether the gateway can serve calls, for a readiness probe.
+//
+// It returns an error when the gateway is closed, or when a new session
+// with the upstream cannot be started now: an initialize and a tools/list
+// over HTTP, or a child process for a command, within WithConnectTimeout,
+// with the reason. The check runs a session of its own, so that what the
+// callers do (their sessions, their calls) does not decide it, in the
+// background, so that ctx bounds only the wait for it (a caller that gives
+// up changes no outcome). Its outcome is kept for two seconds: probes close
+// together start one session. Close stops a check in flight.
+func (g *Gateway) Ready(ctx context.Context) error {
+	r := &g.ready
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return errors.New("the gateway is closed")
+	}
+	if !r.busy && (r.done == nil || time.Since(r.at) >= readyFor) {
+		// A new check. While one still closes its session, the last
+		// outcome stands: no two upstream sessions (or children) of
+		// Ready's at once.
+		checkCtx, cancel := context.WithTimeout(context.Background(), g.cfg.connectTimeout)
+		r.done, r.busy, r.cancel = make(chan struct{}), true, cancel
+		r.wg.Add(1)
+		go g.check(checkCtx, cancel, r.done)
+	}
+	done := r.done
+	r.mu.Unlock()
+	select {
+	case <-done:
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return r.err
+	case <-ctx.Done():
+		return fmt.Errorf("the readiness check did not finish in time: %w", ctx.Err())
+	}
+}
+
+// check runs one readiness check. Its outcome is published once the
+// probe has it, or once WithConnectTimeout has passed: the SDK closes a
+// session whose initialize failed before it returns, and the stop of a
+// child that does not exit takes it seconds. The session is closed after,
+// and the check is not done (no other starts) until it is.
+func (g *Gateway) check(ctx context.Context, cancel context.CancelFunc, done chan struct{}) {
+	r := &g.ready
+	defer r.wg.Done()
+	defer cancel()
+	type outcome struct {
+		cs  *mcp.ClientSession
+		err error
+	}
+	got := make(chan outcome, 1)
+	go func() {
+		cs, err := g.probe(ctx)
+		got <- outcome{cs, err}
+	}()
+	var o outcome
+	waited := false
+	select {
+	case o = <-got:
+		waited = true
+	case <-ctx.Done():
+		o.err = fmt.Errorf("the upstream did not start a session within %s: %w", g.cfg.connectTimeout, ctx.Err())
+	}
+	r.mu.Lock()
+	r.err, r.at = o.err, time.Now()
+	close(done)
+	r.mu.Unlock()
+	if !waited {
+		o = <-got
+	}
+	if o.cs != nil {
+		o.cs.Close()
+	}
+	r.mu.Lock()
+	r.busy = false
+	r.mu.Unlock()
+}
+
+// probe starts a session with the upstream and lists its tools, as a
+// client session's link does. It returns the session to close, also with
+// an error.
+func (g *Gateway) probe(ctx context.Context) (*mcp.ClientSession, error) {
+	l := &link{g: g}
+	client := mcp.NewClient(g.cfg.impl, nil)
+	var opts *mcp.ClientSessionOptions
+	if g.up.URL != "" {
+		opts = &mcp.ClientSessionOptions{ProtocolVersion: upstreamProtocolVersion}
+	}
+	cs, err := client.Connect(ctx, l.transport(), opts)
+	var rpcErr *jsonrpc.Error
+	if err != nil && opts != nil && errors.As(err, &rpcErr) {
+		cs, err = client.Connect(ctx, l.transport(), nil) // as connect falls back
+	}
+	if err != nil {
+		return nil, fmt.Errorf("the upstream does not start a session: %w", err)
+	}
+	if _, err := cs.ListTools(ctx, nil); err != nil {
+		return cs, fmt.Errorf("the upstream does not list its tools: %w", err)
+	}
+	return cs, nil
+}
+
+// stop ends a check in flight and waits for it (Close).
+func (r *readiness) stop() {
+	r.mu.Lock()
+	r.closed = true
+	if r.cancel != nil {
+		r.cancel()
+	}
+	r.mu.Unlock()
+	r.wg.Wait()
+}
