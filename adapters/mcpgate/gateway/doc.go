@@ -61,9 +61,10 @@
 // structuredContent, which would reach the model unchecked, so the result
 // of an action with either check that has structuredContent reaches the
 // client with one text block, the JSON of its structuredContent, in place of
-// its content, and the result's _meta of such an action is dropped
-// (KeepUncheckedContent passes both on). Other results reach the client as
-// they are. An upstream result with isError, or
+// its content; without structuredContent its text blocks keep only their
+// text; and the result's other fields (_meta, requestState, inputRequests)
+// are dropped (KeepUncheckedContent passes all of it on). Results of
+// actions with neither check reach the client as they are. An upstream result with isError, or
 // a JSON-RPC error of the upstream, is refused as AXGATE_TOOL_FAILED with the
 // upstream's text in the message.
 //

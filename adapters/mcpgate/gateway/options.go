@@ -193,8 +193,8 @@ func ToolsOnly() Option { return func(c *config) { c.toolsOnly = true } }
 // exactly that already, so that no text or image beside the checked data
 // reaches the model unchecked (a prose summary the upstream wrote is lost
 // with it); without structuredContent, text blocks keep their text but not
-// their _meta and annotations; the result's _meta, which neither check
-// reads, is dropped. A result of an action with neither check is passed on
+// their _meta and annotations; the result's other fields (_meta,
+// requestState, inputRequests), which neither check reads, are dropped. A result of an action with neither check is passed on
 // unchanged either way.
 func KeepUncheckedContent() Option { return func(c *config) { c.keepUncheckedContent = true } }
 
