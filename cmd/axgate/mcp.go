@@ -526,8 +526,8 @@ func (c mcpConfig) childEnv(getenv func(string) string) []string {
 }
 
 // ready returns the readiness check of /readyz: the upstream starts a
-// session (gateway.Ready: an initialize at an --upstream-url, a child of an
-// --upstream-command), its host takes a TCP connection (an
+// session and lists its tools (gateway.Ready: at an --upstream-url, or with
+// a child of an --upstream-command), its host takes a TCP connection (an
 // --upstream-url), and Redis answers a PING (with --redis).
 func (c mcpConfig) ready(shared *enforcerState, gw *mcpgw.Gateway) func(context.Context) []error {
 	var up *url.URL

@@ -61,8 +61,9 @@
 // structuredContent, which would reach the model unchecked, so the result
 // of an action with either check that has structuredContent reaches the
 // client with one text block, the JSON of its structuredContent, in place of
-// its content; without structuredContent its text blocks keep only their
-// text; and the result's other fields (_meta, requestState, inputRequests)
+// its content; without structuredContent, content that is all text blocks
+// keeps only their text (other content is checked, and passed on, whole);
+// and the result's other fields (_meta, requestState, inputRequests)
 // are dropped (KeepUncheckedContent passes all of it on). Results of
 // actions with neither check reach the client as they are. An upstream result with isError, or
 // a JSON-RPC error of the upstream, is refused as AXGATE_TOOL_FAILED with the

@@ -376,9 +376,9 @@ func checksOutput(a *manifest.Action) bool {
 // tell the model something else in its text. So the content becomes one
 // text block with the JSON of the structuredContent, as MCP asks a tool
 // with structured output to send (the go-sdk's typed tools do), unless it
-// is that block already. Without structuredContent the content blocks are
-// what is checked, and are kept (text blocks without their _meta and
-// annotations, which are not). The result's other fields (_meta, the
+// is that block already. Without structuredContent the content is what is
+// checked: the text of blocks that are all text (they keep only their text,
+// not their _meta and annotations), or else the blocks whole (kept). The result's other fields (_meta, the
 // request state and input requests of a multi-round-trip call) are checked
 // by neither and are dropped. KeepUncheckedContent turns this off.
 func checkedContent(res *mcp.CallToolResult) (*mcp.CallToolResult, error) {

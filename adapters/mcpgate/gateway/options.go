@@ -192,8 +192,8 @@ func ToolsOnly() Option { return func(c *config) { c.toolsOnly = true } }
 // blocks are replaced by one text block with its JSON, unless they are
 // exactly that already, so that no text or image beside the checked data
 // reaches the model unchecked (a prose summary the upstream wrote is lost
-// with it); without structuredContent, text blocks keep their text but not
-// their _meta and annotations; the result's other fields (_meta,
+// with it); without structuredContent, content that is all text blocks
+// keeps their text but not their _meta and annotations; the result's other fields (_meta,
 // requestState, inputRequests), which neither check reads, are dropped. A result of an action with neither check is passed on
 // unchanged either way.
 func KeepUncheckedContent() Option { return func(c *config) { c.keepUncheckedContent = true } }

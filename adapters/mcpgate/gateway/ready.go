@@ -30,13 +30,15 @@ type readiness struct {
 // Ready reports whether the gateway can serve calls, for a readiness probe.
 //
 // It returns an error when the gateway is closed, or when a new session
-// with the upstream cannot be started now: an initialize and a tools/list
-// over HTTP, or a child process for a command, within WithConnectTimeout,
-// with the reason. The check runs a session of its own, so that what the
-// callers do (their sessions, their calls) does not decide it, in the
-// background, so that ctx bounds only the wait for it (a caller that gives
-// up changes no outcome). Its outcome is kept for two seconds: probes close
-// together start one session. Close stops a check in flight.
+// with the upstream cannot be started now, with the reason: a session
+// started (over HTTP, or with a child process for a command) and the
+// upstream's tools listed, within WithConnectTimeout. The check runs a
+// session of its own, so that what the callers do (their sessions, their
+// calls) does not decide it, in the background, so that ctx bounds only the
+// wait for it (a caller that gives up changes no outcome). Its outcome is
+// kept for two seconds: probes close together start one session. While
+// the last check still closes its session past that, Ready reports that
+// instead of starting another. Close stops a check in flight.
 func (g *Gateway) Ready(ctx context.Context) error {
 	r := &g.ready
 	r.mu.Lock()
@@ -44,10 +46,21 @@ func (g *Gateway) Ready(ctx context.Context) error {
 		r.mu.Unlock()
 		return errors.New("the gateway is closed")
 	}
-	if !r.busy && (r.done == nil || time.Since(r.at) >= readyFor) {
-		// A new check. While one still closes its session, the last
-		// outcome stands: no two upstream sessions (or children) of
-		// Ready's at once.
+	expired := r.done != nil && time.Since(r.at) >= readyFor
+	switch {
+	case r.busy && expired:
+		// The last check still closes its session (a child that does
+		// not exit, an upstream that does not answer the DELETE): no
+		// second one starts meanwhile, so that Ready never runs two
+		// upstream sessions (or children) at once, and its outcome is too
+		// old to stand.
+		select {
+		case <-r.done:
+			r.mu.Unlock()
+			return errors.New("the last readiness check has not closed its upstream session yet")
+		default: // its outcome is not known yet: wait for it
+		}
+	case !r.busy && (r.done == nil || expired):
 		checkCtx, cancel := context.WithTimeout(context.Background(), g.cfg.connectTimeout)
 		r.done, r.busy, r.cancel = make(chan struct{}), true, cancel
 		r.wg.Add(1)
