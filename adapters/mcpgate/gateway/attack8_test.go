@@ -44,7 +44,7 @@ if [ -e "$AX8_STUBBORN" ]; then trap "" TERM; "$AX8_BIN"; exec sleep 30 </dev/nu
 exit 1`
 	up := gateway.Upstream{Command: "sh", Args: []string{"-c", script}, Stderr: io.Discard,
 		Env: []string{upstreamEnv + "=stdio", "AX8_OK=" + ok, "AX8_STUBBORN=" + stubborn, "AX8_BIN=" + os.Args[0]}}
-	const timeout = 500 * time.Millisecond
+	const timeout = 2 * time.Second // New starts the serving child under -race on a busy machine
 	g := newGateway(t, up, "", gateway.WithConnectTimeout(timeout))
 
 	os.Remove(ok)
@@ -83,14 +83,17 @@ func TestAttack8StaleReadyHTTP(t *testing.T) {
 		}
 		body, _ := io.ReadAll(r.Body)
 		r.Body = io.NopCloser(bytes.NewReader(body))
-		sdk.ServeHTTP(w, r)
 		if armed.Load() && bytes.Contains(body, []byte(`"tools/list"`)) {
+			// This one is answered; every request after it waits. (Set
+			// before the answer: after it, the probe could have its
+			// outcome before the test sees the hang.)
 			hang.Store(true)
 		}
+		sdk.ServeHTTP(w, r)
 	}))
 	t.Cleanup(hs.Close)
 	t.Cleanup(func() { close(stop) })
-	const timeout = 300 * time.Millisecond
+	const timeout = time.Second
 	g := newGateway(t, gateway.Upstream{URL: hs.URL}, "", gateway.WithConnectTimeout(timeout))
 
 	time.Sleep(200 * time.Millisecond)
