@@ -1,7 +1,6 @@
 package gateway_test
 
 import (
-	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -9,8 +8,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/axgate/axgate/adapters/mcpgate/gateway"
 )
@@ -182,22 +179,12 @@ func TestAttack5ResultMeta(t *testing.T) {
 			`"structuredContent":{"name":"meta","text":"world"},"_meta":{"note":"`+lie+`"}}}`)
 		return true
 	})
-	g := newGateway(t, gateway.Upstream{URL: upURL}, "")
-	w := &wire{}
-	cs := connectVia(t, serve(t, g), "alice-token", w, nil)
-	for _, meta := range []mcp.Meta{nil, {"progressToken": "p"}} { // the direct path, then the SDK's
-		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "read_note", Arguments: map[string]any{"name": "meta"}, Meta: meta})
-		if err != nil {
-			t.Fatal(err)
+	for _, c := range readBothPaths(t, upURL, "meta") {
+		if c.res.IsError {
+			t.Fatalf("%s: refused: %s", c.path, text(c.res))
 		}
-		if res.IsError {
-			t.Fatalf("meta=%v: refused: %s", meta, text(res))
+		if raw, _ := json.Marshal(c.res.Meta); strings.Contains(string(raw), lie) {
+			t.Errorf("%s: the client read the upstream's unchecked _meta %s", c.path, raw)
 		}
-		if raw, _ := json.Marshal(res.Meta); strings.Contains(string(raw), lie) {
-			t.Errorf("meta=%v: the client read the upstream's unchecked _meta %s", meta, raw)
-		}
-	}
-	if got := w.answers("read_note"); len(got) != 2 || got[0] != "application/json" || !strings.HasPrefix(got[1], "text/event-stream") {
-		t.Errorf("the calls were answered as %v: the test does not cover both paths", got)
 	}
 }

@@ -132,17 +132,8 @@ func TestAttack6ReadyClientHangsUp(t *testing.T) {
 // arrives to start one: the gateway is unready forever after the upstream
 // recovered.
 func TestAttack6ReadyStuckAfterRecovery(t *testing.T) {
-	_, sdk := notesHandler()
-	var down atomic.Bool
-	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if down.Load() {
-			http.Error(w, "maintenance", http.StatusServiceUnavailable)
-			return
-		}
-		sdk.ServeHTTP(w, r)
-	}))
-	t.Cleanup(hs.Close)
-	g := newGateway(t, gateway.Upstream{URL: hs.URL}, "", gateway.WithRestartBackoff(20*time.Millisecond, 100*time.Millisecond))
+	upURL, down := downableUpstream(t)
+	g := newGateway(t, gateway.Upstream{URL: upURL}, "", gateway.WithRestartBackoff(20*time.Millisecond, 100*time.Millisecond))
 	url := serve(t, g)
 
 	down.Store(true)
@@ -175,17 +166,8 @@ func health(t *testing.T, mcpURL string) string {
 // /healthz) still reported ready (with the breaker-based Ready), since no session is started or connected
 // again (only a 404 makes the direct path drop its session).
 func TestAttack6ReadyWhileCallsRefused(t *testing.T) {
-	_, sdk := notesHandler()
-	var down atomic.Bool
-	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if down.Load() {
-			http.Error(w, "maintenance", http.StatusServiceUnavailable)
-			return
-		}
-		sdk.ServeHTTP(w, r)
-	}))
-	t.Cleanup(hs.Close)
-	g := newGateway(t, gateway.Upstream{URL: hs.URL}, "", gateway.WithRestartBackoff(20*time.Millisecond, 100*time.Millisecond))
+	upURL, down := downableUpstream(t)
+	g := newGateway(t, gateway.Upstream{URL: upURL}, "", gateway.WithRestartBackoff(20*time.Millisecond, 100*time.Millisecond))
 	url := serve(t, g)
 	cs := connect(t, url, "alice-token", nil)
 	if res := callWithin(t, cs, "read_note", map[string]any{"name": "hello"}); res.IsError {
@@ -221,23 +203,13 @@ func TestAttack6BlockMeta(t *testing.T) {
 			`"_meta":{"note":"`+lie+`"},"annotations":{"audience":["assistant"],"priority":1}}]}}`)
 		return true
 	})
-	g := newGateway(t, gateway.Upstream{URL: upURL}, "")
-	w := &wire{}
-	cs := connectVia(t, serve(t, g), "alice-token", w, nil)
-	for _, meta := range []mcp.Meta{nil, {"progressToken": "p"}} { // the direct path, then the SDK's
-		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "read_note", Arguments: map[string]any{"name": "blockmeta"}, Meta: meta})
-		if err != nil {
-			t.Fatal(err)
+	for _, c := range readBothPaths(t, upURL, "blockmeta") {
+		if c.res.IsError {
+			t.Fatalf("%s: refused: %s", c.path, text(c.res))
 		}
-		if res.IsError {
-			t.Fatalf("meta=%v: refused: %s", meta, text(res))
+		if raw, _ := json.Marshal(c.res.Content); strings.Contains(string(raw), lie) {
+			t.Errorf("%s: the client read the upstream's unchecked content block _meta: %s", c.path, raw)
 		}
-		if raw, _ := json.Marshal(res.Content); strings.Contains(string(raw), lie) {
-			t.Errorf("meta=%v: the client read the upstream's unchecked content block _meta: %s", meta, raw)
-		}
-	}
-	if got := w.answers("read_note"); len(got) != 2 || got[0] != "application/json" || !strings.HasPrefix(got[1], "text/event-stream") {
-		t.Errorf("the calls were answered as %v: the test does not cover both paths", got)
 	}
 }
 

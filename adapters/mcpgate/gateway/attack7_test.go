@@ -43,28 +43,15 @@ func TestAttack7CheckedRequestState(t *testing.T) {
 			`"structuredContent":{"name":"state","text":"world"},"requestState":"`+attack7Lie+`"}}`)
 		return true
 	})
-	g := newGateway(t, gateway.Upstream{URL: upURL}, "")
-	w := &wire{}
-	cs := connectVia(t, serve(t, g), "alice-token", w, nil)
-	for _, meta := range []mcp.Meta{nil, {"progressToken": "p"}} { // the direct path, then the SDK's
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "read_note", Arguments: map[string]any{"name": "state"}, Meta: meta})
-		cancel()
-		if err != nil {
-			t.Errorf("meta=%v: %v", meta, err)
-			continue
-		}
-		raw, _ := json.Marshal(res)
-		if res.IsError {
-			t.Logf("meta=%v: refused: %s", meta, raw)
+	for _, c := range readBothPaths(t, upURL, "state") {
+		raw, _ := json.Marshal(c.res)
+		if c.res.IsError {
+			t.Logf("%s: refused: %s", c.path, raw)
 			continue
 		}
 		if strings.Contains(string(raw), attack7Lie) {
-			t.Errorf("meta=%v: the client read upstream text no check read: %s", meta, raw)
+			t.Errorf("%s: the client read upstream text no check read: %s", c.path, raw)
 		}
-	}
-	if got := w.answers("read_note"); len(got) != 2 || got[0] != "application/json" || !strings.HasPrefix(got[1], "text/event-stream") {
-		t.Errorf("the calls were answered as %v: the test does not cover both paths", got)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -33,26 +34,51 @@ func TestCheckedContent(t *testing.T) {
 		if keep {
 			opts = append(opts, gateway.KeepUncheckedContent())
 		}
-		g := newGateway(t, gateway.Upstream{URL: upURL}, "", opts...)
-		w := &wire{}
-		cs := connectVia(t, serve(t, g), "alice-token", w, nil)
-		for _, meta := range []mcp.Meta{nil, {"progressToken": "p"}} { // the direct path, then the SDK's
-			res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "read_note", Arguments: map[string]any{"name": "prose"}, Meta: meta})
-			if err != nil {
-				t.Fatal(err)
-			}
+		for _, c := range readBothPaths(t, upURL, "prose", opts...) {
+			res := c.res
 			if res.IsError {
-				t.Fatalf("keep=%v meta=%v: refused: %s", keep, meta, text(res))
+				t.Fatalf("keep=%v, %s: refused: %s", keep, c.path, text(res))
 			}
 			switch {
 			case !keep && (len(res.Content) != 1 || text(res) != `{"name":"prose","text":"world"}`):
-				t.Errorf("meta=%v: the client read %d blocks, %q; want only the checked data", meta, len(res.Content), text(res))
+				t.Errorf("%s: the client read %d blocks, %q; want only the checked data", c.path, len(res.Content), text(res))
 			case keep && (len(res.Content) != 2 || !strings.Contains(text(res), lie)):
-				t.Errorf("KeepUncheckedContent, meta=%v: the client read %d blocks, %q; want the upstream's", meta, len(res.Content), text(res))
+				t.Errorf("KeepUncheckedContent, %s: the client read %d blocks, %q; want the upstream's", c.path, len(res.Content), text(res))
 			}
 		}
-		if got := w.answers("read_note"); len(got) != 2 || got[0] != "application/json" || !strings.HasPrefix(got[1], "text/event-stream") {
-			t.Errorf("the calls were answered as %v: the test does not cover both paths", got)
-		}
 	}
+}
+
+// pathResult is a call's result and the path it took.
+type pathResult struct {
+	path string // "the direct path" or "the SDK"
+	res  *mcp.CallToolResult
+}
+
+// readBothPaths starts a gateway (with opts) in front of upURL, calls
+// read_note with name once on the direct path and once through the SDK (a
+// progress token sends it there), checks that the calls took those paths,
+// and returns their results.
+func readBothPaths(t *testing.T, upURL, name string, opts ...gateway.Option) []pathResult {
+	t.Helper()
+	g := newGateway(t, gateway.Upstream{URL: upURL}, "", opts...)
+	w := &wire{}
+	cs := connectVia(t, serve(t, g), "alice-token", w, nil)
+	var out []pathResult
+	for _, c := range []struct {
+		path string
+		meta mcp.Meta
+	}{{"the direct path", nil}, {"the SDK", mcp.Meta{"progressToken": "p"}}} {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "read_note", Arguments: map[string]any{"name": name}, Meta: c.meta})
+		cancel()
+		if err != nil {
+			t.Fatalf("%s: %v", c.path, err)
+		}
+		out = append(out, pathResult{c.path, res})
+	}
+	if got := w.answers("read_note"); len(got) != 2 || got[0] != "application/json" || !strings.HasPrefix(got[1], "text/event-stream") {
+		t.Errorf("the calls were answered as %v: the test does not cover both paths", got)
+	}
+	return out
 }

@@ -18,17 +18,8 @@ import (
 // ready again once the upstream is back, with no client session to start
 // one; and not ready once closed.
 func TestReady(t *testing.T) {
-	_, sdk := notesHandler()
-	var down atomic.Bool
-	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if down.Load() {
-			http.Error(w, "maintenance", http.StatusServiceUnavailable)
-			return
-		}
-		sdk.ServeHTTP(w, r)
-	}))
-	t.Cleanup(hs.Close)
-	g := newGateway(t, gateway.Upstream{URL: hs.URL}, "")
+	upURL, down := downableUpstream(t)
+	g := newGateway(t, gateway.Upstream{URL: upURL}, "")
 	ctx := context.Background()
 	if err := g.Ready(ctx); err != nil {
 		t.Fatalf("a new gateway: %v", err)
@@ -56,4 +47,21 @@ func TestReady(t *testing.T) {
 	if err := g.Ready(ctx); err == nil {
 		t.Error("a closed gateway is ready")
 	}
+}
+
+// downableUpstream serves a notes upstream that answers every request with
+// 503 while down is set (its host still takes TCP connections).
+func downableUpstream(t *testing.T) (url string, down *atomic.Bool) {
+	t.Helper()
+	_, sdk := notesHandler()
+	down = new(atomic.Bool)
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if down.Load() {
+			http.Error(w, "maintenance", http.StatusServiceUnavailable)
+			return
+		}
+		sdk.ServeHTTP(w, r)
+	}))
+	t.Cleanup(hs.Close)
+	return hs.URL, down
 }
