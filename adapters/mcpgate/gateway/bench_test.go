@@ -130,6 +130,51 @@ func benchProxy(upstream string) *httptest.Server {
 	return countingServer(p)
 }
 
+// tcpRelay is the floor of any hop: it accepts connections and copies their
+// bytes to and from a connection of its own to the upstream, as they are,
+// without reading a single HTTP request (on Linux, io.Copy between two TCP
+// connections is splice(2): the bytes do not even pass through this
+// process). Whatever a gateway does, it also does this much.
+type tcpRelay struct {
+	ln    net.Listener
+	URL   string
+	conns atomic.Int64
+}
+
+func benchRelay(upstream string) *tcpRelay {
+	u, err := url.Parse(upstream)
+	if err != nil {
+		panic(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	r := &tcpRelay{ln: ln, URL: "http://" + ln.Addr().String()}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			r.conns.Add(1)
+			go func() {
+				defer c.Close()
+				up, err := net.Dial("tcp", u.Host)
+				if err != nil {
+					return
+				}
+				defer up.Close()
+				go func() { io.Copy(up, c); up.(*net.TCPConn).CloseWrite() }()
+				io.Copy(c, up)
+			}()
+		}
+	}()
+	return r
+}
+
+func (r *tcpRelay) Close() { r.ln.Close() }
+
 // copyBuffers is the reverse proxy's pool of copy buffers.
 type copyBuffers struct{}
 
@@ -144,11 +189,13 @@ type benchTarget struct {
 	upstream *httptest.Server
 	front    *httptest.Server
 	proxy    *httptest.Server
+	relay    *tcpRelay
 	gw       *gateway.Gateway
 	enf      *axgate.Enforcer
 	direct   []*mcp.ClientSession // one per agent
 	gateway  []*mcp.ClientSession
 	proxied  []*mcp.ClientSession
+	relayed  []*mcp.ClientSession
 }
 
 var (
@@ -225,12 +272,13 @@ func newBenchTarget(tb testing.TB, work time.Duration, clients int) *benchTarget
 	}
 	t.front = countingServer(t.gw.Handler())
 	t.proxy = benchProxy(t.upstream.URL)
+	t.relay = benchRelay(t.upstream.URL)
 	hc := benchHTTPClient()
 	for range clients {
 		for _, s := range []struct {
 			url string
 			to  *[]*mcp.ClientSession
-		}{{t.upstream.URL, &t.direct}, {t.front.URL + "/mcp", &t.gateway}, {t.proxy.URL, &t.proxied}} {
+		}{{t.upstream.URL, &t.direct}, {t.front.URL + "/mcp", &t.gateway}, {t.proxy.URL, &t.proxied}, {t.relay.URL, &t.relayed}} {
 			cs, err := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "v1"}, nil).
 				Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: s.url, HTTPClient: hc}, nil)
 			if err != nil {
@@ -246,9 +294,10 @@ func newBenchTarget(tb testing.TB, work time.Duration, clients int) *benchTarget
 }
 
 func (t *benchTarget) close() {
-	for _, cs := range slices.Concat(t.direct, t.gateway, t.proxied) {
+	for _, cs := range slices.Concat(t.direct, t.gateway, t.proxied, t.relayed) {
 		cs.Close()
 	}
+	t.relay.Close()
 	t.proxy.Close()
 	t.front.Close()
 	t.gw.Close()
@@ -287,6 +336,10 @@ func BenchmarkGatewayRead(b *testing.B) {
 			b.Run(name+"/path=direct", func(b *testing.B) {
 				t := target(b, work, clients)
 				benchRead(b, t.direct, t.upstream)
+			})
+			b.Run(name+"/path=relay", func(b *testing.B) {
+				t := target(b, work, clients)
+				benchRead(b, t.relayed, t.upstream)
 			})
 			b.Run(name+"/path=proxy", func(b *testing.B) {
 				t := target(b, work, clients)
@@ -375,7 +428,7 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 func TestBenchTargetsAnswerAlike(t *testing.T) {
 	tg := newBenchTarget(t, 0, 2)
 	ctx := context.Background()
-	for _, cs := range slices.Concat(tg.direct, tg.gateway, tg.proxied) {
+	for _, cs := range slices.Concat(tg.direct, tg.gateway, tg.proxied, tg.relayed) {
 		if err := readOnce(ctx, cs); err != nil {
 			t.Fatal(err)
 		}
@@ -405,6 +458,7 @@ func BenchmarkGatewayHop(b *testing.B) {
 		name := map[bool]string{false: "upstream=json", true: "upstream=sse"}[sse]
 		for _, path := range []struct{ name, url, session, version string }{
 			{"direct", t.upstream.URL, t.directSession, t.version},
+			{"relay", t.relay.URL, t.relaySession, t.version},
 			{"proxy", t.proxy.URL, t.proxySession, t.version},
 			{"gateway", t.front.URL + "/mcp", t.gatewaySession, t.version},
 		} {
@@ -427,9 +481,10 @@ func BenchmarkGatewayHop(b *testing.B) {
 // hopTarget is BenchmarkGatewayHop's upstream and gateway, with a session
 // on each.
 type hopTarget struct {
-	upstream, front, proxy                      *httptest.Server
-	directSession, gatewaySession, proxySession string
-	version                                     string
+	upstream, front, proxy                                    *httptest.Server
+	relay                                                     *tcpRelay
+	directSession, gatewaySession, proxySession, relaySession string
+	version                                                   string
 }
 
 // hopAnswer is the read tool's answer, as a plain handler writes it.
@@ -483,11 +538,13 @@ func newHopTarget(b *testing.B, sse bool) *hopTarget {
 	b.Cleanup(front.Close)
 	proxy := benchProxy(sdk.URL)
 	b.Cleanup(proxy.Close)
-	t := &hopTarget{upstream: sdk, front: front, proxy: proxy}
+	relay := benchRelay(sdk.URL)
+	b.Cleanup(relay.Close)
+	t := &hopTarget{upstream: sdk, front: front, proxy: proxy, relay: relay}
 	for _, s := range []struct {
 		url string
 		id  *string
-	}{{sdk.URL, &t.directSession}, {front.URL + "/mcp", &t.gatewaySession}, {proxy.URL, &t.proxySession}} {
+	}{{sdk.URL, &t.directSession}, {front.URL + "/mcp", &t.gatewaySession}, {proxy.URL, &t.proxySession}, {relay.URL, &t.relaySession}} {
 		cs, err := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "v1"}, nil).Connect(context.Background(),
 			&mcp.StreamableClientTransport{Endpoint: s.url, HTTPClient: benchHTTPClient()},
 			&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
