@@ -326,9 +326,12 @@ func readOnce(ctx context.Context, cs *mcp.ClientSession) error {
 // latency of one call as the agent sees it. upstream=0ms is a read tool that
 // does no work (the worst case for the gateway's share of the time);
 // upstream=1ms sleeps 1 ms per call, as a small file or database read would
-// (AXGATE_BENCH_WORK chooses others). path=proxy is the same call through
-// httputil's reverse proxy, which checks nothing: what any HTTP hop costs
-// on this machine, the floor of the gateway's cost.
+// (AXGATE_BENCH_WORK chooses others). path=relay is the same call through
+// a TCP relay that copies its bytes without reading them (tcpRelay): what
+// the hop itself costs. path=proxy goes through httputil's reverse proxy,
+// which reads each HTTP request and answer but checks nothing: what any
+// hop that can see the call costs on this machine, the floor of the
+// gateway's cost.
 func BenchmarkGatewayRead(b *testing.B) {
 	for _, work := range benchWork() {
 		for _, clients := range benchClients() {
@@ -447,11 +450,12 @@ func TestBenchTargetsAnswerAlike(t *testing.T) {
 // BenchmarkGatewayHop measures what the gateway itself costs a call: the
 // same raw tools/call POST (no SDK client) to an upstream whose read tool
 // is answered at once by a plain handler (no SDK server), directly, through
-// httputil's reverse proxy and through the gateway, in turn. The difference
-// between direct and proxy is what one more HTTP request and response on
-// loopback costs; between proxy and gateway, the gateway's reading,
-// checking and forwarding of the call. upstream=json answers with a JSON
-// body, upstream=sse with an event stream, as the SDK's servers do.
+// a TCP relay, through httputil's reverse proxy and through the gateway, in
+// turn. The difference between direct and relay is what the hop's bytes
+// cost; between relay and proxy, reading and writing one more HTTP request
+// and response; between proxy and gateway, the gateway's reading, checking
+// and forwarding of the call. upstream=json answers with a JSON body,
+// upstream=sse with an event stream, as the SDK's servers do.
 func BenchmarkGatewayHop(b *testing.B) {
 	for _, sse := range []bool{false, true} {
 		t := newHopTarget(b, sse)
