@@ -191,22 +191,29 @@ func TestAttack7ReadyBlocksOnDelete(t *testing.T) {
 	g := newGateway(t, gateway.Upstream{URL: url}, "", gateway.WithConnectTimeout(time.Second))
 	mode.Store("hangdelete")
 	time.Sleep(2100 * time.Millisecond)
+	readyBounded(t, g, 100*time.Millisecond, 3*time.Second) // WithConnectTimeout is 1 s
+}
+
+// readyBounded calls Ready as two callers at once: a patient one, and after
+// head one whose ctx ends after 200 ms. Neither may wait longer than limit.
+func readyBounded(t *testing.T, g *gateway.Gateway, head, limit time.Duration) {
+	t.Helper()
 	done := make(chan time.Duration, 1)
 	go func() {
 		start := time.Now()
 		g.Ready(context.Background())
 		done <- time.Since(start)
 	}()
-	time.Sleep(100 * time.Millisecond)
+	time.Sleep(head)
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	start := time.Now()
 	err := g.Ready(ctx)
-	if d := time.Since(start); d > 3*time.Second {
-		t.Errorf("a caller with a 200 ms ctx waited %s for Ready (= %v); WithConnectTimeout is 1 s", d.Round(time.Millisecond), err)
+	if d := time.Since(start); d > limit {
+		t.Errorf("a caller with a 200 ms ctx waited %s for Ready (= %v), want at most %s", d.Round(time.Millisecond), err, limit)
 	}
-	if d := <-done; d > 3*time.Second {
-		t.Errorf("Ready took %s with WithConnectTimeout 1 s", d.Round(time.Millisecond))
+	if d := <-done; d > limit {
+		t.Errorf("Ready took %s, want at most %s", d.Round(time.Millisecond), limit)
 	}
 }
 
@@ -254,23 +261,7 @@ func TestAttack7ReadyChildBlocks(t *testing.T) {
 			g := newGateway(t, up, "", gateway.WithConnectTimeout(2*time.Second))
 			os.Remove(ok)
 			time.Sleep(2100 * time.Millisecond)
-			done := make(chan time.Duration, 1)
-			go func() {
-				start := time.Now()
-				g.Ready(context.Background())
-				done <- time.Since(start)
-			}()
-			time.Sleep(200 * time.Millisecond)
-			ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-			defer cancel()
-			start := time.Now()
-			err := g.Ready(ctx)
-			if d := time.Since(start); d > 4*time.Second {
-				t.Errorf("a caller with a 200 ms ctx waited %s for Ready (= %v)", d.Round(time.Millisecond), err)
-			}
-			if d := <-done; d > 4*time.Second {
-				t.Errorf("Ready took %s with WithConnectTimeout 2 s", d.Round(time.Millisecond))
-			}
+			readyBounded(t, g, 200*time.Millisecond, 4*time.Second) // WithConnectTimeout is 2 s
 			// The probe's child is stopped after Ready answered, as the SDK
 			// stops one (stdin closed, SIGTERM, SIGKILL: ~10 s for this
 			// one), and Close waits for that.

@@ -256,20 +256,8 @@ func target(b *testing.B, work time.Duration, clients int) *benchTarget {
 // process.
 func newBenchTarget(tb testing.TB, work time.Duration, clients int) *benchTarget {
 	tb.Helper()
-	m, err := manifest.ParseJSON([]byte(benchManifest))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	enf, err := axgate.New(m)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	t := &benchTarget{upstream: benchUpstream(work), enf: enf}
-	t.gw, err = gateway.New(enf, gateway.Upstream{URL: t.upstream.URL},
-		gateway.WithPrincipal(mcpgate.StaticPrincipal(middleware.Principal{ID: "agent", Roles: []string{"user"}})))
-	if err != nil {
-		tb.Fatal(err)
-	}
+	t := &benchTarget{upstream: benchUpstream(work)}
+	t.enf, t.gw = benchGateway(tb, t.upstream.URL)
 	t.front = countingServer(t.gw.Handler())
 	t.proxy = benchProxy(t.upstream.URL)
 	t.relay = benchRelay(t.upstream.URL)
@@ -291,6 +279,28 @@ func newBenchTarget(tb testing.TB, work time.Duration, clients int) *benchTarget
 		tb.Cleanup(t.close)
 	}
 	return t
+}
+
+// benchGateway is the benchmark's gateway in front of upstream: an
+// in-memory enforcer of benchManifest, a fixed principal. The caller closes
+// both.
+func benchGateway(tb testing.TB, upstream string) (*axgate.Enforcer, *gateway.Gateway) {
+	tb.Helper()
+	m, err := manifest.ParseJSON([]byte(benchManifest))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	enf, err := axgate.New(m)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	gw, err := gateway.New(enf, gateway.Upstream{URL: upstream},
+		gateway.WithPrincipal(mcpgate.StaticPrincipal(middleware.Principal{ID: "agent", Roles: []string{"user"}})))
+	if err != nil {
+		enf.Close()
+		tb.Fatal(err)
+	}
+	return enf, gw
 }
 
 func (t *benchTarget) close() {
@@ -523,21 +533,8 @@ func newHopTarget(b *testing.B, sse bool) *hopTarget {
 		inner.ServeHTTP(w, r)
 	})
 	b.Cleanup(sdk.Close)
-	m, err := manifest.ParseJSON([]byte(benchManifest))
-	if err != nil {
-		b.Fatal(err)
-	}
-	enf, err := axgate.New(m)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { enf.Close() })
-	gw, err := gateway.New(enf, gateway.Upstream{URL: sdk.URL},
-		gateway.WithPrincipal(mcpgate.StaticPrincipal(middleware.Principal{ID: "agent", Roles: []string{"user"}})))
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { gw.Close() })
+	enf, gw := benchGateway(b, sdk.URL)
+	b.Cleanup(func() { gw.Close(); enf.Close() })
 	front := httptest.NewServer(gw.Handler())
 	b.Cleanup(front.Close)
 	proxy := benchProxy(sdk.URL)

@@ -9,12 +9,6 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-
-	"github.com/axgate/axgate"
-	"github.com/axgate/axgate/adapters/mcpgate"
-	"github.com/axgate/axgate/adapters/mcpgate/gateway"
-	"github.com/axgate/axgate/manifest"
-	"github.com/axgate/axgate/middleware"
 )
 
 // TestUpstreamConnectionsReused checks that calls from many sessions at
@@ -100,21 +94,8 @@ func TestUpstreamCallCancelled(t *testing.T) {
 	})
 	up := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
 	t.Cleanup(up.Close)
-	m, err := manifest.ParseJSON([]byte(benchManifest))
-	if err != nil {
-		t.Fatal(err)
-	}
-	enf, err := axgate.New(m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { enf.Close() })
-	g, err := gateway.New(enf, gateway.Upstream{URL: up.URL},
-		gateway.WithPrincipal(mcpgate.StaticPrincipal(middleware.Principal{ID: "agent", Roles: []string{"user"}})))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { g.Close() })
+	enf, g := benchGateway(t, up.URL)
+	t.Cleanup(func() { g.Close(); enf.Close() })
 	front := httptest.NewServer(g.Handler())
 	t.Cleanup(front.Close)
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "v1"}, nil).
