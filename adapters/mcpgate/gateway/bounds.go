@@ -85,6 +85,15 @@ func (g *Gateway) admit(ss *mcp.ServerSession, key string) (counted bool, refuse
 	return true, nil
 }
 
+// admitted reports whether a client session is counted (admit): it was
+// initialized and has not ended.
+func (g *Gateway) admitted(ss *mcp.ServerSession) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	_, ok := g.sessionKeys[ss]
+	return ok
+}
+
 // release uncounts a client session.
 func (g *Gateway) release(ss *mcp.ServerSession) {
 	g.mu.Lock()
@@ -249,7 +258,10 @@ func (b *boundedLines) Close() error { return b.r.Close() }
 
 // childStdin is the child's standard input; closing it stops the child:
 // stdin closed, then SIGTERM, then SIGKILL, as the SDK's CommandTransport
-// does.
+// does, but each signal to the child's whole process group (ownGroup); and
+// once the child has exited, what is left of its group is killed: the
+// upstream is the child and all it started, and a gateway that starts a
+// child for each session must not leave their processes behind.
 type childStdin struct {
 	io.WriteCloser
 	cmd  *exec.Cmd
@@ -259,24 +271,32 @@ type childStdin struct {
 
 const terminateAfter = 5 * time.Second
 
+// childWaitDelay is how long the gateway still copies a child's standard
+// error after the child exited (exec.Cmd.WaitDelay).
+const childWaitDelay = 2 * time.Second
+
 func (c *childStdin) Close() error {
 	c.once.Do(func() {
 		c.WriteCloser.Close()
 		exited := make(chan error, 1)
 		go func() { exited <- c.cmd.Wait() }()
+		// The group's id stays the child's while any process of the group
+		// runs, so the last SIGKILL, after Wait, reaches only the group's
+		// leftovers.
+		defer signalGroup(c.cmd, syscall.SIGKILL)
 		select {
 		case c.err = <-exited:
 			return
 		case <-time.After(terminateAfter):
 		}
-		if c.cmd.Process.Signal(syscall.SIGTERM) == nil {
+		if signalGroup(c.cmd, syscall.SIGTERM) {
 			select {
 			case c.err = <-exited:
 				return
 			case <-time.After(terminateAfter):
 			}
 		}
-		c.cmd.Process.Kill()
+		signalGroup(c.cmd, syscall.SIGKILL)
 		c.err = <-exited
 	})
 	return c.err
@@ -303,7 +323,7 @@ func (t *commandTransport) Connect(ctx context.Context) (mcp.Connection, error) 
 		return nil, err
 	}
 	t2 := &mcp.IOTransport{
-		Reader:        &boundedLines{r: io.NopCloser(stdout), limit: t.limit, cut: t.cut, kill: func() { t.cmd.Process.Kill() }},
+		Reader:        &boundedLines{r: io.NopCloser(stdout), limit: t.limit, cut: t.cut, kill: func() { signalGroup(t.cmd, syscall.SIGKILL) }},
 		Writer:        &childStdin{WriteCloser: stdin, cmd: t.cmd},
 		MaxLineLength: int(t.limit) + 1,
 	}

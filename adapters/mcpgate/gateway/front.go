@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -74,6 +75,19 @@ func (f *front) receive(next mcp.MethodHandler) mcp.MethodHandler {
 		ss, _ := req.GetSession().(*mcp.ServerSession)
 		if ss == nil {
 			return next(ctx, method, req)
+		}
+		if method != "initialize" && !f.g.admitted(ss) {
+			// The SDK takes a few messages on a session that was never
+			// initialized (ping, notifications, logging/setLevel,
+			// resources/subscribe and unsubscribe), and a POST without a
+			// session id makes such a session. The gateway admits a
+			// session, counting it against WithMaxSessions, at its
+			// initialize: one it has not admitted gets nothing from the
+			// upstream, neither a child nor an upstream session.
+			if method == "ping" || strings.HasPrefix(method, "notifications/") {
+				return next(ctx, method, req)
+			}
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: fmt.Sprintf("method %q is invalid before the session is initialized", method)}
 		}
 		switch method {
 		case "initialize":

@@ -256,6 +256,12 @@ func (l *link) transport() mcp.Transport {
 	cmd.Env = childEnv(g.up)
 	cmd.Dir = g.up.Dir
 	cmd.Stderr = g.up.Stderr
+	// A child may leave a helper running (a daemon, a browser) that keeps
+	// its standard error open: Wait, which copies that stream to Stderr,
+	// would wait for the helper to exit, and with it the child's stop, New
+	// and Close. Once the child has exited, its stream gets this long.
+	cmd.WaitDelay = childWaitDelay
+	ownGroup(cmd)
 	return &commandTransport{cmd: cmd, limit: limit, cut: &l.tooLarge}
 }
 

@@ -1,0 +1,226 @@
+//go:build unix
+
+package gateway_test
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/oauthex"
+
+	"github.com/axgate/axgate"
+	"github.com/axgate/axgate/adapters/mcpgate/gateway"
+	"github.com/axgate/axgate/manifest"
+)
+
+// newGatewayErr is newGateway for a goroutine: it returns New's error
+// instead of failing the test. The caller closes the gateway (its in-memory
+// enforcer is left to the garbage collector: t.Cleanup may not be called
+// from a goroutine that outlives the test).
+func newGatewayErr(t *testing.T, up gateway.Upstream, opts ...gateway.Option) (*gateway.Gateway, error) {
+	m, err := manifest.ParseJSON(manifestFor(t, ""))
+	if err != nil {
+		return nil, err
+	}
+	enf, err := axgate.New(m)
+	if err != nil {
+		return nil, err
+	}
+	base := []gateway.Option{
+		gateway.WithBearer(authenticate, &oauthex.ProtectedResourceMetadata{
+			Resource: "https://gw.example.com/mcp", AuthorizationServers: []string{"https://id.example.com"},
+		}),
+		gateway.WithRestartBackoff(300*time.Millisecond, time.Second),
+		gateway.WithConnectTimeout(20 * time.Second),
+	}
+	g, err := gateway.New(enf, up, append(base, opts...)...)
+	if err != nil {
+		enf.Close()
+		return nil, err
+	}
+	return g, nil
+}
+
+// helperUpstream is a command upstream whose child starts a helper process
+// in the background (a language server, a browser, a daemon: what many
+// stdio MCP servers do) that inherits the child's standard error, and then
+// serves MCP itself. The helper runs in a session of its own (setsid), as
+// a daemon does, out of reach of the signals to the child's process group.
+// The helper's pids are appended to a file; the test kills them at its end.
+func helperUpstream(t *testing.T) gateway.Upstream {
+	t.Helper()
+	pids := filepath.Join(t.TempDir(), "pids")
+	t.Cleanup(func() {
+		raw, _ := os.ReadFile(pids)
+		for _, f := range strings.Fields(string(raw)) {
+			if pid, err := strconv.Atoi(f); err == nil {
+				syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+	})
+	if _, err := exec.LookPath("setsid"); err != nil {
+		t.Skip("no setsid command to start a helper in a session of its own")
+	}
+	script := `setsid sleep 60 </dev/null >/dev/null & echo $! >>"$AX9_PIDS"; exec "$AX9_BIN"`
+	return gateway.Upstream{Command: "sh", Args: []string{"-c", script}, Stderr: io.Discard,
+		Env: []string{upstreamEnv + "=stdio", "AX9_PIDS=" + pids, "AX9_BIN=" + os.Args[0]}}
+}
+
+// TestAttack9HelperHangsNew: the child of a command upstream started a
+// background helper that keeps the child's standard error open. New closes
+// its pin-checking child once it has checked it, and that close waits for
+// exec.Cmd.Wait, which waits (no WaitDelay) until the copy of the child's
+// stderr ends: until the helper exits. So New, and with it axgate mcp's
+// start, hangs for as long as the helper lives (forever for a daemon).
+func TestAttack9HelperHangsNew(t *testing.T) {
+	up := helperUpstream(t)
+	type built struct {
+		g   *gateway.Gateway
+		err error
+	}
+	done := make(chan built, 1)
+	go func() {
+		g, err := newGatewayErr(t, up)
+		done <- built{g, err}
+	}()
+	select {
+	case b := <-done:
+		if b.err != nil {
+			t.Fatal(b.err)
+		}
+		b.g.Close()
+	case <-time.After(15 * time.Second):
+		// New returns once the helper is killed (helperUpstream's cleanup,
+		// which runs after this one): close what it built then.
+		t.Cleanup(func() {
+			go func() {
+				if b := <-done; b.g != nil {
+					b.g.Close()
+				}
+			}()
+		})
+		t.Fatal("New did not return within 15 s: closing its pin-checking child waits for the child's helper to close stderr")
+	}
+}
+
+// TestAttack9WrapperChildOutlivesStop: the command of an upstream is often
+// a wrapper (sh -c, npx, uvx) whose own child does part of the work. The
+// gateway stops "the child" with stdin closed, then SIGTERM and SIGKILL to
+// that one process only (childStdin.Close): the wrapper's children are not
+// in a process group the gateway signals, so they outlive it. Here New's
+// pin-checking child is a shell that, after the server ended, still waits
+// on a process of its own; New stops the shell, and the process runs on,
+// orphaned, after New has returned: the children of a command upstream are
+// not bounded by its sessions, nor stopped by Close.
+func TestAttack9WrapperChildOutlivesStop(t *testing.T) {
+	pids := filepath.Join(t.TempDir(), "pids")
+	t.Cleanup(func() {
+		raw, _ := os.ReadFile(pids)
+		for _, f := range strings.Fields(string(raw)) {
+			if pid, err := strconv.Atoi(f); err == nil {
+				syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+	})
+	script := `"$AX9_BIN"; sleep 60 >/dev/null 2>&1 & echo $! >>"$AX9_PIDS"; wait`
+	up := gateway.Upstream{Command: "sh", Args: []string{"-c", script}, Stderr: io.Discard,
+		Env: []string{upstreamEnv + "=stdio", "AX9_PIDS=" + pids, "AX9_BIN=" + os.Args[0]}}
+	g, err := newGatewayErr(t, up)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	raw, err := os.ReadFile(pids)
+	if err != nil {
+		t.Fatalf("the pin-checking child did not start its process: %v", err)
+	}
+	for _, f := range strings.Fields(string(raw)) {
+		pid, _ := strconv.Atoi(f)
+		if running(pid) {
+			t.Errorf("process %d of New's pin-checking child still runs after New stopped that child", pid)
+		}
+	}
+}
+
+// TestAttack9BeforeInitializeStartsChildren: the SDK takes a few messages
+// on a session that is not initialized: notifications (only calls are
+// refused before initialize) and the calls logging/setLevel,
+// resources/subscribe and resources/unsubscribe (server.go handle skips
+// its initialization check for them); a POST without Mcp-Session-Id makes
+// a new session for them. The front answers
+// notifications/roots/list_changed and those calls by calling linkFor,
+// which starts the session's upstream link: for a command upstream a new
+// child process (for an HTTP upstream a new upstream session). Such a
+// session was never admitted (admit runs at initialize), so WithMaxSessions,
+// the documented bound of the children, does not count it: any caller
+// with a token starts as many children at once as it sends such POSTs,
+// beside the sessions the bound allows.
+func TestAttack9BeforeInitializeStartsChildren(t *testing.T) {
+	startsFile := filepath.Join(t.TempDir(), "starts")
+	up := stdioUpstream()
+	up.Env = append(up.Env, startsFileEnv+"="+startsFile)
+	g := newGateway(t, up, "", gateway.WithMaxSessions(1, 1))
+	url := serve(t, g)
+	starts := func() int {
+		raw, _ := os.ReadFile(startsFile)
+		return strings.Count(string(raw), "\n")
+	}
+	before := starts() // New's pin-checking child
+	bodies := []string{
+		// A batch (no Mcp-Protocol-Version: 2025-03-26, which has them):
+		// the ping keeps the POST, and so the session, open until the
+		// notification before it has been handled.
+		`[{"jsonrpc":"2.0","method":"notifications/roots/list_changed"},{"jsonrpc":"2.0","id":1,"method":"ping"}]`,
+		`{"jsonrpc":"2.0","id":1,"method":"logging/setLevel","params":{"level":"info"}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"resources/subscribe","params":{"uri":"notes://readme"}}`,
+	}
+	var wg sync.WaitGroup
+	for _, body := range bodies {
+		for range 2 {
+			wg.Go(func() {
+				req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+				req.Header.Set("Authorization", "Bearer alice-token")
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("Accept", "application/json, text/event-stream")
+				if resp, err := http.DefaultClient.Do(req); err == nil {
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+				}
+			})
+		}
+	}
+	wg.Wait()
+	// The one session the bound allows starts the one child it may.
+	cs := connect(t, url, "alice-token", nil)
+	pidOf(t, cs)
+	// A child writes its line first thing; one started for a POST above
+	// may still be on its way: wait a little for it.
+	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		if n := starts() - before; n > 1 {
+			t.Fatalf("six POSTs without a session (no initialize), and one session under WithMaxSessions(1, 1), started %d upstream children", n)
+		}
+	}
+}
+
+// running reports whether process pid runs: it exists and is not a zombie
+// (a process killed after its parent ended waits, a zombie, for init to
+// reap it; on some machines init does not reap at once).
+func running(pid int) bool {
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return alive(pid) // no /proc: ask the kernel
+	}
+	// The state follows the command's name, which is in parentheses.
+	i := bytes.LastIndexByte(stat, ')')
+	return i < 0 || i+2 >= len(stat) || stat[i+2] != 'Z'
+}
