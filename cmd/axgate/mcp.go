@@ -41,7 +41,10 @@ AXGATE_TOOL_CHANGED.
 The upstream is a streamable HTTP URL (--upstream-url) or a command the
 gateway runs as a child process over stdio (--upstream-command), one child
 per client session, restarted with a back-off when it dies, stopped on
-shutdown. --upstream-command is split into words as a POSIX shell would
+shutdown. The child runs in a process group of its own, and stopping it
+stops the group (standard input closed; SIGTERM after 5 s; SIGKILL after
+5 s more), so that a wrapper's server (npx, uvx) ends with it.
+--upstream-command is split into words as a POSIX shell would
 ("quotes" and 'quotes', backslash escapes), but nothing is expanded and no
 shell runs it: $VARIABLES and $(commands) are refused, globs and ~ are
 not expanded, pipes and ; are refused. The child gets a minimal

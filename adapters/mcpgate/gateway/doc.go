@@ -25,9 +25,22 @@
 // sessions do not restart N children in a storm. A child is not shared
 // between sessions: the upstream's per-session state and its requests to
 // the person must stay with their client, so the number of children is
-// bounded by the number of sessions (WithMaxSessions). The child's
-// environment is the gateway's PATH and HOME plus Upstream.Env, not the
-// gateway's whole environment (Upstream.InheritEnv).
+// bounded by the number of sessions (WithMaxSessions); a session counts from
+// its initialize, and one that was never initialized gets no upstream
+// session at all. The child's environment is the gateway's PATH and HOME
+// plus Upstream.Env, not the gateway's whole environment
+// (Upstream.InheritEnv).
+//
+// On Unix the child runs in a process group of its own, and stopping it
+// stops the group: its standard input is closed, then the group gets
+// SIGTERM after 5 s and SIGKILL after 5 s more, and what is left of the
+// group once the child exited is killed. A wrapper's server (sh -c, npx,
+// uvx) and a helper the child started end with it; a process that starts
+// a session of its own (a daemon) leaves the group and is not reached. A
+// terminal's Ctrl-C reaches the gateway, not its children: the gateway
+// stops them itself. The child's standard error is copied to
+// Upstream.Stderr for at most 2 s after the child exited, so a helper that
+// keeps it open does not hold the stop.
 //
 // New connects once itself, before any client, to check the pins and learn
 // the upstream's capabilities, and fails when the upstream cannot be
