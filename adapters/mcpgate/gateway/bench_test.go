@@ -436,8 +436,9 @@ func percentile(sorted []time.Duration, q float64) time.Duration {
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 // TestBenchTargetsAnswerAlike checks what the benchmark measures: the read
-// tool answers the same document through the gateway as directly, on every
-// session, so that the benchmark does not time refusals.
+// tool answers the same document on every path (direct, relay, proxy,
+// gateway) and every session, so that the benchmark does not time
+// refusals.
 func TestBenchTargetsAnswerAlike(t *testing.T) {
 	tg := newBenchTarget(t, 0, 2)
 	ctx := context.Background()
