@@ -502,31 +502,33 @@ func (l *link) upstreamRequest(ctx context.Context, method string, params json.R
 		if err := decodeParams(params, &p); err != nil {
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}
 		}
-		return pending(l, func() (any, error) { return l.front.Elicit(ctx, &p) })
+		return pending(ctx, l, func(ctx context.Context) (any, error) { return l.front.Elicit(ctx, &p) })
 	case method == "sampling/createMessage" && caps.Sampling != nil:
 		var p mcp.CreateMessageParams
 		if err := decodeParams(params, &p); err != nil {
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}
 		}
-		return pending(l, func() (any, error) { return l.front.CreateMessage(ctx, &p) })
+		return pending(ctx, l, func(ctx context.Context) (any, error) { return l.front.CreateMessage(ctx, &p) })
 	case method == "roots/list" && caps.RootsV2 != nil:
 		var p mcp.ListRootsParams
 		if err := decodeParams(params, &p); err != nil {
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}
 		}
-		return pending(l, func() (any, error) { return l.front.ListRoots(ctx, &p) })
+		return pending(ctx, l, func(ctx context.Context) (any, error) { return l.front.ListRoots(ctx, &p) })
 	}
 	return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "method not found: " + method}
 }
 
 // pending runs do within the bound of the upstream's requests to the
 // client that may wait at once.
-func pending(l *link, do func() (any, error)) (any, error) {
+func pending(ctx context.Context, l *link, do func(context.Context) (any, error)) (any, error) {
 	if !l.pending.take() {
 		return nil, errTooManyPending
 	}
 	defer l.pending.put()
-	return do()
+	ctx, stop := l.whileOpen(ctx)
+	defer stop()
+	return do(ctx)
 }
 
 // cancelUpstream tells the upstream that request id is cancelled.

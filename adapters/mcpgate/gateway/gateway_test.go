@@ -716,3 +716,28 @@ func TestStdioUpstreamPerSession(t *testing.T) {
 		t.Error("closing one session stopped another's child")
 	}
 }
+
+// TestStdioUpstreamAsksThePerson: a command upstream's question to the
+// person during a call (elicitation) reaches the client and its answer the
+// upstream. The gateway's upstream sessions ask for protocol 2025-11-25,
+// with sessions, for a command upstream as for an HTTP one: on the go-sdk's
+// default, the stateless 2026-07-28, a go-sdk server cannot send a request
+// while it serves a call, and the question failed.
+func TestStdioUpstreamAsksThePerson(t *testing.T) {
+	g := newGateway(t, stdioUpstream(), "", gateway.WithLocalPrincipal(middleware.Principal{ID: "alice", Roles: []string{"user"}}))
+	ct, st := mcp.NewInMemoryTransports()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go gateway.ServeLocal(g, ctx, st)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "desktop", Version: "v1"}, &mcp.ClientOptions{
+		ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"name": "hello"}}, nil
+		}}).Connect(ctx, ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	if res := call(t, cs, "ask_note", map[string]any{}); res.IsError || text(res) != "accept hello" {
+		t.Errorf("the upstream's question did not reach the person: %s", text(res))
+	}
+}

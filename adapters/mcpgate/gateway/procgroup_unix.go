@@ -8,25 +8,38 @@ import (
 	"syscall"
 )
 
-// ownGroup starts cmd in a process group of its own, whose id is the
-// child's pid, so that stopping the child reaches what it started: the
-// server behind a wrapper (sh -c, npx, uvx), a helper it left running.
-// A process that starts a session of its own (a daemon) leaves the group;
-// nothing but the machine's own supervision reaches it.
+// ownGroup starts cmd in a session of its own, whose id (and its first
+// process group's) is the child's pid, so that stopping the child reaches
+// what it started: the server behind a wrapper (sh -c, npx, uvx), a helper
+// it left running, also one that moved to another process group of the
+// session (as exec.Cmd with Setpgid, Python's process_group or a shell's
+// job control do). A process that starts a session of its own (a daemon)
+// leaves it; nothing but the machine's own supervision reaches it.
 func ownGroup(cmd *exec.Cmd) {
 	if cmd.SysProcAttr == nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
 	}
-	cmd.SysProcAttr.Setpgid = true
+	cmd.SysProcAttr.Setsid = true
 }
 
-// signalGroup sends sig to every process of the child's group, and to the
-// child itself, which may have moved to another group. It reports whether
-// either was there to signal.
+// signalGroup sends sig to every process of the child's session (where the
+// system lists them: Linux), to its first process group, and to the child
+// itself. It reports whether any of them was there to signal.
 func signalGroup(cmd *exec.Cmd, sig syscall.Signal) bool {
-	groupErr := syscall.Kill(-cmd.Process.Pid, sig)
+	sid := cmd.Process.Pid
+	found := false
+	for _, pid := range sessionMembers(sid) {
+		if syscall.Kill(pid, sig) == nil {
+			found = true
+		}
+	}
+	if err := syscall.Kill(-sid, sig); err == nil || !errors.Is(err, syscall.ESRCH) {
+		found = true
+	}
 	// Process.Signal knows when the child was reaped, so it never signals
 	// another process that was given the pid since.
-	childErr := cmd.Process.Signal(sig)
-	return childErr == nil || (groupErr == nil || !errors.Is(groupErr, syscall.ESRCH))
+	if cmd.Process.Signal(sig) == nil {
+		found = true
+	}
+	return found
 }

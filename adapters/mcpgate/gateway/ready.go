@@ -125,13 +125,10 @@ func (g *Gateway) check(ctx context.Context, cancel context.CancelFunc, done cha
 func (g *Gateway) probe(ctx context.Context) (*mcp.ClientSession, error) {
 	l := &link{g: g}
 	client := mcp.NewClient(g.cfg.impl, nil)
-	var opts *mcp.ClientSessionOptions
-	if g.up.URL != "" {
-		opts = &mcp.ClientSessionOptions{ProtocolVersion: upstreamProtocolVersion}
-	}
+	opts := &mcp.ClientSessionOptions{ProtocolVersion: upstreamProtocolVersion}
 	cs, err := client.Connect(ctx, l.transport(), opts)
 	var rpcErr *jsonrpc.Error
-	if err != nil && opts != nil && errors.As(err, &rpcErr) {
+	if err != nil && errors.As(err, &rpcErr) {
 		cs, err = client.Connect(ctx, l.transport(), nil) // as connect falls back
 	}
 	if err != nil {

@@ -141,6 +141,8 @@ func (l *link) clientOptions() *mcp.ClientOptions {
 				return nil, errTooManyPending
 			}
 			defer l.pending.put()
+			ctx, stop := l.whileOpen(ctx)
+			defer stop()
 			return l.front.Elicit(ctx, req.Params)
 		}
 	}
@@ -150,6 +152,8 @@ func (l *link) clientOptions() *mcp.ClientOptions {
 				return nil, errTooManyPending
 			}
 			defer l.pending.put()
+			ctx, stop := l.whileOpen(ctx)
+			defer stop()
 			return l.front.CreateMessage(ctx, req.Params)
 		}
 	}
@@ -170,6 +174,8 @@ func (l *link) receiveRoots(next mcp.MethodHandler) mcp.MethodHandler {
 				}
 				defer l.pending.put()
 				p, _ := req.GetParams().(*mcp.ListRootsParams)
+				ctx, stop := l.whileOpen(ctx)
+				defer stop()
 				return l.front.ListRoots(ctx, p)
 			}
 		}
@@ -342,15 +348,14 @@ func (l *link) connect() (*mcp.ClientSession, error) {
 	ctx, cancel := context.WithTimeout(l.ctx, l.g.cfg.connectTimeout)
 	defer cancel()
 	l.tooLarge.Store(false)
-	var opts *mcp.ClientSessionOptions
-	if l.g.up.URL != "" {
-		// A session, as the front's: the stateless protocol would make each
-		// call carry the client's description, and have no session to map.
-		opts = &mcp.ClientSessionOptions{ProtocolVersion: upstreamProtocolVersion}
-	}
+	// A session, as the front's, for an HTTP upstream and a command alike:
+	// the stateless protocol would make each call carry the client's
+	// description, have no session to map, and keep the upstream from
+	// asking the person anything while it serves a call.
+	opts := &mcp.ClientSessionOptions{ProtocolVersion: upstreamProtocolVersion}
 	cs, err := l.client.Connect(ctx, l.transport(), opts)
 	var rpcErr *jsonrpc.Error
-	if err != nil && opts != nil && errors.As(err, &rpcErr) {
+	if err != nil && errors.As(err, &rpcErr) {
 		// An upstream that refuses the version with sessions (one that
 		// speaks only the stateless protocol): the SDK's own choice.
 		cs, err = l.client.Connect(ctx, l.transport(), nil)
@@ -607,6 +612,17 @@ func (l *link) lastError(fallback error) error {
 
 // close ends the session (for a command upstream, stops the child) and
 // waits for run to return.
+// whileOpen is ctx, ended also when the link closes. A question the
+// gateway asks the client for the upstream (elicitation, sampling, roots)
+// that the client never answers must not hold the link's close, and with
+// it the session's end and Close: the person's form is abandoned, and the
+// upstream is told so.
+func (l *link) whileOpen(ctx context.Context) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(l.ctx, cancel)
+	return ctx, func() { stop(); cancel() }
+}
+
 func (l *link) close() {
 	l.mu.Lock()
 	l.closed = true
