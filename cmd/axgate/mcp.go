@@ -41,9 +41,9 @@ AXGATE_TOOL_CHANGED.
 The upstream is a streamable HTTP URL (--upstream-url) or a command the
 gateway runs as a child process over stdio (--upstream-command), one child
 per client session, restarted with a back-off when it dies, stopped on
-shutdown. The child runs in a process group of its own, and stopping it
-stops the group (standard input closed; SIGTERM after 5 s; SIGKILL after
-5 s more), so that a wrapper's server (npx, uvx) ends with it.
+shutdown. The child runs in a session of its own, and stopping it stops
+every process of that session (standard input closed; SIGTERM after 5 s;
+SIGKILL after 5 s more), so that a wrapper's server (npx, uvx) ends with it.
 --upstream-command is split into words as a POSIX shell would
 ("quotes" and 'quotes', backslash escapes), but nothing is expanded and no
 shell runs it: $VARIABLES and $(commands) are refused, globs and ~ are

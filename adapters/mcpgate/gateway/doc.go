@@ -31,14 +31,18 @@
 // plus Upstream.Env, not the gateway's whole environment
 // (Upstream.InheritEnv).
 //
-// On Unix the child runs in a process group of its own, and stopping it
-// stops the group: its standard input is closed, then the group gets
-// SIGTERM after 5 s and SIGKILL after 5 s more, and what is left of the
-// group once the child exited is killed. A wrapper's server (sh -c, npx,
-// uvx) and a helper the child started end with it; a process that starts
-// a session of its own (a daemon) leaves the group and is not reached. A
-// terminal's Ctrl-C reaches the gateway, not its children: the gateway
-// stops them itself. The child's standard error is copied to
+// On Unix the child runs in a session of its own, and stopping it stops
+// the session: its standard input is closed, then its processes get
+// SIGTERM after 5 s and SIGKILL after 5 s more, and what is left of them
+// once the child exited is killed (on Linux every process of the session,
+// whatever its process group; elsewhere the child's process group). A
+// wrapper's server (sh -c, npx, uvx) and a helper the child started end
+// with it; a process that starts a session of its own (a daemon) is not
+// reached. A terminal's Ctrl-C reaches the gateway, not its children: the
+// gateway stops them itself. A question the upstream asks the client
+// (elicitation, sampling, roots) ends when the session's upstream link
+// closes, so a person who never answers does not hold the session's end
+// or Close. The child's standard error is copied to
 // Upstream.Stderr for at most 2 s after the child exited, so a helper that
 // keeps it open does not hold the stop.
 //
