@@ -258,10 +258,10 @@ func (b *boundedLines) Close() error { return b.r.Close() }
 
 // childStdin is the child's standard input; closing it stops the child:
 // stdin closed, then SIGTERM, then SIGKILL, as the SDK's CommandTransport
-// does, but each signal to the child's whole process group (ownGroup); and
-// once the child has exited, what is left of its group is killed: the
-// upstream is the child and all it started, and a gateway that starts a
-// child for each session must not leave their processes behind.
+// does, but each signal to every process of the child's session (ownGroup,
+// signalGroup); and once the child has exited, what is left of it is
+// killed: the upstream is the child and all it started, and a gateway that
+// starts a child for each session must not leave their processes behind.
 type childStdin struct {
 	io.WriteCloser
 	cmd  *exec.Cmd
@@ -280,9 +280,9 @@ func (c *childStdin) Close() error {
 		c.WriteCloser.Close()
 		exited := make(chan error, 1)
 		go func() { exited <- c.cmd.Wait() }()
-		// The group's id stays the child's while any process of the group
-		// runs, so the last SIGKILL, after Wait, reaches only the group's
-		// leftovers.
+		// The session's id stays the child's while any of its processes
+		// runs, so the last SIGKILL, after Wait, reaches only what the
+		// child left.
 		defer signalGroup(c.cmd, syscall.SIGKILL)
 		select {
 		case c.err = <-exited:
