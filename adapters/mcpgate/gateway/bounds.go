@@ -311,6 +311,9 @@ type commandTransport struct {
 }
 
 func (t *commandTransport) Connect(ctx context.Context) (mcp.Connection, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err // the link closed meanwhile: start no child for it
+	}
 	stdout, err := t.cmd.StdoutPipe()
 	if err != nil {
 		return nil, err

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os/exec"
 	"syscall"
+	"time"
 )
 
 // ownGroup starts cmd in a session of its own, whose id (and its first
@@ -28,9 +29,13 @@ func ownGroup(cmd *exec.Cmd) {
 func signalGroup(cmd *exec.Cmd, sig syscall.Signal) bool {
 	sid := cmd.Process.Pid
 	found := false
-	for _, pid := range sessionMembers(sid) {
-		if syscall.Kill(pid, sig) == nil {
-			found = true
+	if sig == syscall.SIGKILL {
+		found = killSession(sid)
+	} else {
+		for _, pid := range sessionMembers(sid) {
+			if syscall.Kill(pid, sig) == nil {
+				found = true
+			}
 		}
 	}
 	if err := syscall.Kill(-sid, sig); err == nil || !errors.Is(err, syscall.ESRCH) {
@@ -40,6 +45,42 @@ func signalGroup(cmd *exec.Cmd, sig syscall.Signal) bool {
 	// another process that was given the pid since.
 	if cmd.Process.Signal(sig) == nil {
 		found = true
+	}
+	return found
+}
+
+// killSessionPasses bounds killSession's passes over the session's list;
+// killSessionEmptyPasses is how many empty ones in a row end it.
+const (
+	killSessionPasses      = 50
+	killSessionEmptyPasses = 3
+)
+
+// killSession kills every process of session sid, pass after pass until
+// one finds none running: a process may fork between the list and the
+// kill, and its successor is only on the next list. Each pass stops the
+// listed processes before it kills them, so that none forks again.
+func killSession(sid int) bool {
+	found, empty := false, 0
+	for range killSessionPasses {
+		pids := sessionMembers(sid)
+		if len(pids) == 0 {
+			// A process that forks as the list is read can be missed by
+			// one pass: only a few empty passes in a row end the kill.
+			if empty++; empty == killSessionEmptyPasses {
+				break
+			}
+			time.Sleep(time.Millisecond)
+			continue
+		}
+		found, empty = true, 0
+		for _, pid := range pids {
+			syscall.Kill(pid, syscall.SIGSTOP)
+		}
+		for _, pid := range pids {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+		time.Sleep(time.Millisecond) // let the killed end, not to list them again
 	}
 	return found
 }

@@ -6,10 +6,9 @@ import (
 	"strconv"
 )
 
-// sessionMembers lists the processes of session sid, from /proc. The
-// session's id stays the child's while any of them runs, so the list holds
-// only what the child started (a process reads as a member until it is
-// reaped).
+// sessionMembers lists the running processes of session sid, from /proc
+// (not its zombies). The session's id stays the child's while any of its
+// processes exists, so the list holds only what the child started.
 func sessionMembers(sid int) []int {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
@@ -32,7 +31,7 @@ func sessionMembers(sid int) []int {
 			continue
 		}
 		f := bytes.Fields(stat[i+1:])
-		if len(f) > 3 {
+		if len(f) > 3 && string(f[0]) != "Z" { // a zombie has ended: only its parent's wait is left
 			if s, err := strconv.Atoi(string(f[3])); err == nil && s == sid {
 				pids = append(pids, pid)
 			}

@@ -128,7 +128,7 @@ func (g *Gateway) probe(ctx context.Context) (*mcp.ClientSession, error) {
 	opts := &mcp.ClientSessionOptions{ProtocolVersion: upstreamProtocolVersion}
 	cs, err := client.Connect(ctx, l.transport(), opts)
 	var rpcErr *jsonrpc.Error
-	if err != nil && errors.As(err, &rpcErr) {
+	if err != nil && errors.As(err, &rpcErr) && ctx.Err() == nil {
 		cs, err = client.Connect(ctx, l.transport(), nil) // as connect falls back
 	}
 	if err != nil {

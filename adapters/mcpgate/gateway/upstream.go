@@ -355,7 +355,7 @@ func (l *link) connect() (*mcp.ClientSession, error) {
 	opts := &mcp.ClientSessionOptions{ProtocolVersion: upstreamProtocolVersion}
 	cs, err := l.client.Connect(ctx, l.transport(), opts)
 	var rpcErr *jsonrpc.Error
-	if err != nil && errors.As(err, &rpcErr) {
+	if err != nil && errors.As(err, &rpcErr) && ctx.Err() == nil {
 		// An upstream that refuses the version with sessions (one that
 		// speaks only the stateless protocol): the SDK's own choice.
 		cs, err = l.client.Connect(ctx, l.transport(), nil)
