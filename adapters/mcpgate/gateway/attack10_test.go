@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -50,28 +49,17 @@ func appendPID() {
 	}
 }
 
-// attack10PIDFile is a file for the pids of attack10Mode processes; the
-// test kills them at its end.
-func attack10PIDFile(t *testing.T) string {
+// pidFile is a file for the pids of the processes a test's upstream
+// starts (childPIDs reads it); the test kills them at its end.
+func pidFile(t *testing.T) string {
 	t.Helper()
 	pids := filepath.Join(t.TempDir(), "pids")
 	t.Cleanup(func() {
-		for _, pid := range pidsIn(pids) {
+		for _, pid := range childPIDs(pids) {
 			syscall.Kill(pid, syscall.SIGKILL)
 		}
 	})
 	return pids
-}
-
-func pidsIn(file string) []int {
-	raw, _ := os.ReadFile(file)
-	var out []int
-	for _, f := range strings.Fields(string(raw)) {
-		if pid, err := strconv.Atoi(f); err == nil {
-			out = append(out, pid)
-		}
-	}
-	return out
 }
 
 // TestAttack10OwnGroupOutlivesStop: the gateway stops a command upstream's
@@ -87,26 +75,13 @@ func pidsIn(file string) []int {
 // Here New's pin-checking child starts such a helper, and the helper still
 // runs after New stopped the child.
 func TestAttack10OwnGroupOutlivesStop(t *testing.T) {
-	pids := attack10PIDFile(t)
+	pids := pidFile(t)
 	script := attack10Mode + `=own-group "$AX10_BIN" </dev/null >/dev/null 2>&1 &
 while [ ! -s "$AX10_PIDS" ]; do sleep 0.01; done
 exec "$AX10_BIN"`
 	up := gateway.Upstream{Command: "sh", Args: []string{"-c", script}, Stderr: io.Discard,
 		Env: []string{upstreamEnv + "=stdio", attack10PIDs + "=" + pids, "AX10_PIDS=" + pids, "AX10_BIN=" + os.Args[0]}}
-	g, err := newGatewayErr(t, up)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Close()
-	started := pidsIn(pids)
-	if len(started) == 0 {
-		t.Fatal("the pin-checking child started no helper")
-	}
-	for _, pid := range started {
-		if stillRuns(pid) {
-			t.Errorf("helper %d (a process group of its own, the child's session) still runs after New stopped its pin-checking child", pid)
-		}
-	}
+	wantNewStopsAll(t, up, pids)
 }
 
 // TestAttack10PendingElicitationHangsClose: a request of the upstream to

@@ -1,4 +1,4 @@
-//go:build unix
+//go:build linux
 
 package gateway_test
 
@@ -125,7 +125,7 @@ func init() {
 
 // versionUpstream is a command upstream that speaks only versions.
 func versionUpstream(t *testing.T, versions, answer string) (gateway.Upstream, string) {
-	pids := attack10PIDFile(t)
+	pids := pidFile(t)
 	env := []string{attack11Versions + "=" + versions, attack11PIDs + "=" + pids}
 	if answer != "" {
 		env = append(env, attack11Answer+"="+answer)
@@ -162,21 +162,13 @@ func TestAttack11ProtocolOnlyVersion(t *testing.T) {
 			if err := g.Ready(context.Background()); err != nil {
 				t.Errorf("Ready with an upstream that speaks only %s: %v", c.versions, err)
 			}
-			ct, st := mcp.NewInMemoryTransports()
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			go gateway.ServeLocal(g, ctx, st)
-			cs, err := mcp.NewClient(&mcp.Implementation{Name: "desktop", Version: "v1"}, nil).Connect(ctx, ct, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer cs.Close()
-			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "read_note", Arguments: map[string]any{"name": "hello"}})
+			cs := localSession(t, g, nil)
+			res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "read_note", Arguments: map[string]any{"name": "hello"}})
 			if err != nil || res.IsError {
 				t.Errorf("a call through an upstream that speaks only %s failed: %v %v", c.versions, err, res)
 			}
 			var live []int
-			for _, pid := range pidsIn(pids) {
+			for _, pid := range childPIDs(pids) {
 				if stillRunsShort(pid) {
 					live = append(live, pid)
 				}
@@ -229,7 +221,7 @@ func groupMembers(pgid int) []int {
 // stop of New's pin-checking child, and would as well the session's end
 // and Close.
 func TestAttack11HoppingHelperOutlivesStop(t *testing.T) {
-	pids := attack10PIDFile(t)
+	pids := pidFile(t)
 	script := attack11Hop + `=1 "$AX11_BIN" </dev/null >/dev/null 2>&1 &
 ` + attack11Hop + `=1 "$AX11_BIN" </dev/null >/dev/null 2>&1 &
 while [ ! -s "$AX11_PIDS" ]; do sleep 0.01; done
@@ -240,7 +232,7 @@ exec "$AX11_BIN"`
 	// Each helper's pid is its group's id.
 	t.Cleanup(func() {
 		for range 5 {
-			for _, pgid := range pidsIn(pids) {
+			for _, pgid := range childPIDs(pids) {
 				syscall.Kill(-pgid, syscall.SIGKILL)
 			}
 			time.Sleep(20 * time.Millisecond)
@@ -251,12 +243,12 @@ exec "$AX11_BIN"`
 		t.Fatal(err)
 	}
 	defer g.Close()
-	if len(pidsIn(pids)) == 0 {
+	if len(childPIDs(pids)) == 0 {
 		t.Fatal("the pin-checking child started no helper")
 	}
 	time.Sleep(500 * time.Millisecond)
 	var left []int
-	for _, pgid := range pidsIn(pids) {
+	for _, pgid := range childPIDs(pids) {
 		left = append(left, groupMembers(pgid)...)
 	}
 	if len(left) > 0 {
@@ -281,27 +273,19 @@ func TestAttack11FallbackStartsChildAfterClose(t *testing.T) {
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
-	ct, st := mcp.NewInMemoryTransports()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go gateway.ServeLocal(g, ctx, st)
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "desktop", Version: "v1"}, nil).Connect(ctx, ct, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cs.Close()
-	before := len(pidsIn(pids))
-	for end := time.Now().Add(10 * time.Second); len(pidsIn(pids)) == before; time.Sleep(10 * time.Millisecond) {
+	localSession(t, g, nil)
+	before := len(childPIDs(pids))
+	for end := time.Now().Add(10 * time.Second); len(childPIDs(pids)) == before; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(end) {
 			t.Fatal("the session's child did not start")
 		}
 	}
 	time.Sleep(200 * time.Millisecond) // its initialize is refused; its close waits for it
-	atClose := len(pidsIn(pids))
+	atClose := len(childPIDs(pids))
 	t0 := time.Now()
 	g.Close()
 	took := time.Since(t0)
-	if after := len(pidsIn(pids)); after > atClose {
+	if after := len(childPIDs(pids)); after > atClose {
 		t.Errorf("%d children were started after Close began (the fallback of a cancelled connect); Close took %v", after-atClose, took.Round(time.Millisecond))
 	}
 }

@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -59,15 +58,7 @@ func newGatewayErr(t *testing.T, up gateway.Upstream, opts ...gateway.Option) (*
 // The helper's pids are appended to a file; the test kills them at its end.
 func helperUpstream(t *testing.T) gateway.Upstream {
 	t.Helper()
-	pids := filepath.Join(t.TempDir(), "pids")
-	t.Cleanup(func() {
-		raw, _ := os.ReadFile(pids)
-		for _, f := range strings.Fields(string(raw)) {
-			if pid, err := strconv.Atoi(f); err == nil {
-				syscall.Kill(pid, syscall.SIGKILL)
-			}
-		}
-	})
+	pids := pidFile(t)
 	if _, err := exec.LookPath("setsid"); err != nil {
 		t.Skip("no setsid command to start a helper in a session of its own")
 	}
@@ -123,31 +114,30 @@ func TestAttack9HelperHangsNew(t *testing.T) {
 // orphaned, after New has returned: the children of a command upstream are
 // not bounded by its sessions, nor stopped by Close.
 func TestAttack9WrapperChildOutlivesStop(t *testing.T) {
-	pids := filepath.Join(t.TempDir(), "pids")
-	t.Cleanup(func() {
-		raw, _ := os.ReadFile(pids)
-		for _, f := range strings.Fields(string(raw)) {
-			if pid, err := strconv.Atoi(f); err == nil {
-				syscall.Kill(pid, syscall.SIGKILL)
-			}
-		}
-	})
+	pids := pidFile(t)
 	script := `"$AX9_BIN"; sleep 60 >/dev/null 2>&1 & echo $! >>"$AX9_PIDS"; wait`
 	up := gateway.Upstream{Command: "sh", Args: []string{"-c", script}, Stderr: io.Discard,
 		Env: []string{upstreamEnv + "=stdio", "AX9_PIDS=" + pids, "AX9_BIN=" + os.Args[0]}}
+	wantNewStopsAll(t, up, pids)
+}
+
+// wantNewStopsAll starts a gateway in front of up, whose pin-checking child
+// writes the pids of the processes it starts to pids, and checks that none
+// of them runs once New has stopped that child.
+func wantNewStopsAll(t *testing.T, up gateway.Upstream, pids string) {
+	t.Helper()
 	g, err := newGatewayErr(t, up)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer g.Close()
-	raw, err := os.ReadFile(pids)
-	if err != nil {
-		t.Fatalf("the pin-checking child did not start its process: %v", err)
+	started := childPIDs(pids)
+	if len(started) == 0 {
+		t.Fatal("the pin-checking child started no process")
 	}
-	for _, f := range strings.Fields(string(raw)) {
-		pid, _ := strconv.Atoi(f)
+	for _, pid := range started {
 		if stillRuns(pid) {
-			t.Errorf("process %d of New's pin-checking child still runs after New stopped that child", pid)
+			t.Errorf("process %d, started by New's pin-checking child, still runs after New stopped that child", pid)
 		}
 	}
 }

@@ -725,19 +725,27 @@ func TestStdioUpstreamPerSession(t *testing.T) {
 // while it serves a call, and the question failed.
 func TestStdioUpstreamAsksThePerson(t *testing.T) {
 	g := newGateway(t, stdioUpstream(), "", gateway.WithLocalPrincipal(middleware.Principal{ID: "alice", Roles: []string{"user"}}))
-	ct, st := mcp.NewInMemoryTransports()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go gateway.ServeLocal(g, ctx, st)
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "desktop", Version: "v1"}, &mcp.ClientOptions{
+	cs := localSession(t, g, &mcp.ClientOptions{
 		ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
 			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"name": "hello"}}, nil
-		}}).Connect(ctx, ct, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cs.Close()
+		}})
 	if res := call(t, cs, "ask_note", map[string]any{}); res.IsError || text(res) != "accept hello" {
 		t.Errorf("the upstream's question did not reach the person: %s", text(res))
 	}
+}
+
+// localSession serves g to a local client (the gateway's stdio front, over
+// in-memory pipes) until the test ends, and returns the client's session.
+func localSession(t *testing.T, g *gateway.Gateway, opts *mcp.ClientOptions) *mcp.ClientSession {
+	t.Helper()
+	ct, st := mcp.NewInMemoryTransports()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go gateway.ServeLocal(g, ctx, st)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "desktop", Version: "v1"}, opts).Connect(ctx, ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
 }
