@@ -36,7 +36,26 @@ func (f *front) entry(ctx context.Context, ss *mcp.ServerSession, method string,
 			return nil, false, nil // the SDK refuses it
 		}
 		res, err = f.resource(ctx, ss, req, method, p.URI, func(ctx context.Context, cs *mcp.ClientSession) (mcp.Result, error) {
-			return result(cs.ReadResource(ctx, clean(p)))
+			res, err := cs.ReadResource(ctx, clean(p))
+			if err != nil {
+				return nil, err
+			}
+			// A read may answer with several contents (a folder's
+			// files): the client gets only those of URIs the manifest
+			// declares and the caller may read, whatever the upstream
+			// put beside the one asked for.
+			pr, perr := f.principalOf(ctx, ss, req.GetExtra())
+			kept := res.Contents[:0]
+			for _, c := range res.Contents {
+				if c == nil || perr != nil {
+					continue
+				}
+				if r, vars := m.Resource(c.URI); r != nil && f.g.mayUse(pr, r.Action, vars) {
+					kept = append(kept, c)
+				}
+			}
+			res.Contents = kept
+			return result(res, nil)
 		})
 		return res, true, err
 	case "resources/subscribe":

@@ -350,3 +350,42 @@ func TestResourcesRawPostNeverForwarded(t *testing.T) {
 		}
 	}
 }
+
+// TestResourceContentsFiltered: a read answered with the contents of other
+// URIs besides the one asked for (as a folder's read may be) reaches the
+// client with only those the manifest declares and the caller may read;
+// and a subscriber hears of updates to what it subscribed.
+func TestResourceContentsFiltered(t *testing.T) {
+	up, upURL := payrollUpstream(t)
+	up.server.AddResource(&mcp.Resource{URI: "payroll://employees/bob", Name: "bob"},
+		func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{
+				{URI: "payroll://employees/bob", Text: "bob: 95000"},
+				{URI: "secret://keys", Text: "the keys"},
+				{URI: "payroll://all", Text: salaries},
+			}}, nil
+		})
+	doc := strings.Replace(string(payrollManifest), `"uri": "payroll://all", "required_roles": ["hr"]`, `"uri": "payroll://all", "required_roles": ["admin"]`, 1)
+	g := newGatewayFor(t, []byte(doc), gateway.Upstream{URL: upURL})
+	updated := make(chan string, 1)
+	hana := connect(t, serve(t, g), "hana-token", &mcp.ClientOptions{
+		ResourceUpdatedHandler: func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) { updated <- req.Params.URI },
+	})
+	ctx := context.Background()
+	res, err := hana.ReadResource(ctx, &mcp.ReadResourceParams{URI: "payroll://employees/bob"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Contents) != 1 || res.Contents[0].URI != "payroll://employees/bob" {
+		t.Errorf("hana read %+v", res.Contents)
+	}
+	if err := hana.Subscribe(ctx, &mcp.SubscribeParams{URI: "payroll://employees/bob"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := up.server.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: "payroll://employees/bob"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := <-updated; got != "payroll://employees/bob" {
+		t.Errorf("hana heard of %s", got)
+	}
+}
