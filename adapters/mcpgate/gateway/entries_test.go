@@ -389,3 +389,33 @@ func TestResourceContentsFiltered(t *testing.T) {
 		t.Errorf("hana heard of %s", got)
 	}
 }
+
+// TestResourcesRateLimitedAndOnePage: a declared resource's rate_limit is
+// enforced as a read action's (AXAG_RATE_LIMITED, not forwarded), and a
+// client's cursor pages into nothing: the lists are one page.
+func TestResourcesRateLimitedAndOnePage(t *testing.T) {
+	up, upURL := payrollUpstream(t)
+	doc := strings.Replace(string(payrollManifest), `"uri_template": "payroll://employees/{id}", "required_roles": ["hr"]`,
+		`"uri_template": "payroll://employees/{id}", "required_roles": ["hr"], "rate_limit": "1/hour"`, 1)
+	g := newGatewayFor(t, []byte(doc), gateway.Upstream{URL: upURL})
+	hana := connect(t, serve(t, g), "hana-token", nil)
+	ctx := context.Background()
+	if _, err := hana.ReadResource(ctx, &mcp.ReadResourceParams{URI: "payroll://employees/alice"}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := hana.ReadResource(ctx, &mcp.ReadResourceParams{URI: "payroll://employees/bob"})
+	if r := axagData(t, err); r.Code != "AXAG_RATE_LIMITED" {
+		t.Errorf("a second read within the hour: %+v; want AXAG_RATE_LIMITED", r)
+	}
+	if got := up.saw("resources/read"); len(got) != 1 {
+		t.Errorf("the upstream saw %v; want the first read only", got)
+	}
+	rs, err := hana.ListResources(ctx, &mcp.ListResourcesParams{Cursor: "secret://"})
+	if err != nil || len(rs.Resources) != 0 || rs.NextCursor != "" {
+		t.Errorf("a page after the first: %+v, %v", rs, err)
+	}
+	ps, err := hana.ListPrompts(ctx, &mcp.ListPromptsParams{Cursor: "1"})
+	if err != nil || len(ps.Prompts) != 0 {
+		t.Errorf("a page of prompts after the first: %+v, %v", ps, err)
+	}
+}
