@@ -52,8 +52,8 @@ func (r *Resource) Match(uri string) (map[string]string, bool) {
 		}
 		vars := make(map[string]string, len(r.vars))
 		for i, name := range r.vars {
-			v, err := url.PathUnescape(m[i+1])
-			if err != nil || !safeSegment(v) {
+			v, ok := safeSegment(m[i+1])
+			if !ok {
 				return nil, false
 			}
 			vars[name] = v
@@ -65,8 +65,7 @@ func (r *Resource) Match(uri string) (map[string]string, bool) {
 			return nil, false
 		}
 		for _, seg := range strings.FieldsFunc(rest, func(c rune) bool { return c == '/' || c == '?' || c == '#' }) {
-			v, err := url.PathUnescape(seg)
-			if err != nil || v == "." || v == ".." || strings.ContainsAny(v, "/\\\x00") {
+			if _, ok := safeSegment(seg); !ok {
 				return nil, false
 			}
 		}
@@ -75,10 +74,25 @@ func (r *Resource) Match(uri string) (map[string]string, bool) {
 	return nil, false
 }
 
-// safeSegment reports whether a decoded template value stays one path
-// segment: an upstream that decodes it must not read it as a way out.
-func safeSegment(v string) bool {
-	return v != "." && v != ".." && !strings.ContainsAny(v, "/\\\x00")
+// safeSegment percent-decodes one path segment and reports whether it
+// stays one: neither "." nor ".." nor holding "/", "\\" or NUL, however
+// many times an upstream decodes it (%252e%252e is ".." decoded twice).
+func safeSegment(seg string) (string, bool) {
+	var first string
+	for i := 0; i < 4; i++ {
+		v, err := url.PathUnescape(seg)
+		if err != nil || v == "." || v == ".." || strings.ContainsAny(v, "/\\\x00") {
+			return "", false
+		}
+		if i == 0 {
+			first = v
+		}
+		if v == seg {
+			return first, true
+		}
+		seg = v
+	}
+	return "", false
 }
 
 // Resource returns the declared resource entry that allows uri, and its

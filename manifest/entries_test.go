@@ -121,6 +121,10 @@ func TestResourceMatching(t *testing.T) {
 		{"file:///docs/a\\..\\x", "", nil},
 		{"file:///docs/%zz", "", nil},
 		{"file:///doc", "", nil},
+		{"file:///docs/%252e%252e/etc/passwd", "", nil},
+		{"payroll://employees/%252e%252e", "", nil},
+		{"payroll://employees/a%252Fb", "", nil},
+		{"payroll://employees/%25", "", nil},
 		{"file:///etc/passwd", "", nil},
 	}
 	for _, c := range cases {
