@@ -419,3 +419,33 @@ func TestResourcesRateLimitedAndOnePage(t *testing.T) {
 		t.Errorf("a page of prompts after the first: %+v, %v", ps, err)
 	}
 }
+
+// TestNoDeclarationsServesToolsOnly: a manifest that declares no resources
+// or prompts gets a gateway that serves tools only, as --tools-only did:
+// nothing else announced, listed or forwarded.
+func TestNoDeclarationsServesToolsOnly(t *testing.T) {
+	up, upURL := payrollUpstream(t)
+	doc := `{"version": "1.0.0", "actions": [{"intent": "payroll.get", "entity": "payroll", "action_type": "read", "operation_id": "payroll",
+	  "description": "Everyone's salary.", "required_roles": ["hr"], "scope": "global"}]}`
+	g := newGatewayFor(t, []byte(doc), gateway.Upstream{URL: upURL})
+	hana := connect(t, serve(t, g), "hana-token", nil)
+	if caps := hana.InitializeResult().Capabilities; caps.Resources != nil || caps.Prompts != nil || caps.Completions != nil {
+		t.Errorf("announces %+v", caps)
+	}
+	if got := listed(t, hana); len(got) != 0 {
+		t.Errorf("listed %v", got)
+	}
+	for what, do := range entryRequests {
+		if _, err := do(context.Background(), hana); err == nil || axagData(t, err).Code != "AXAG_INTENT_NOT_FOUND" {
+			t.Errorf("%s: %v; want AXAG_INTENT_NOT_FOUND", what, err)
+		}
+	}
+	if res := call(t, hana, "payroll", map[string]any{}); res.IsError {
+		t.Errorf("the tool: %s", text(res))
+	}
+	for _, m := range []string{"resources/list", "resources/templates/list", "prompts/list", "resources/read", "prompts/get", "completion/complete", "resources/subscribe"} {
+		if got := up.saw(m); len(got) != 0 {
+			t.Errorf("the upstream saw %v", got)
+		}
+	}
+}
