@@ -39,9 +39,9 @@ type Prompt struct {
 	Action *Action
 }
 
-// Match reports whether uri is one of the resources r declares and, for a
+// match reports whether uri is one of the resources r declares and, for a
 // template, the values of its variables (percent-decoded).
-func (r *Resource) Match(uri string) (map[string]string, bool) {
+func (r *Resource) match(uri string) (map[string]string, bool) {
 	switch {
 	case r.URI != "":
 		return nil, uri == r.URI
@@ -107,14 +107,14 @@ func (m *Manifest) Resource(uri string) (*Resource, map[string]string) {
 	}
 	for _, r := range m.Resources {
 		if r.tmpl != nil {
-			if vars, ok := r.Match(uri); ok {
+			if vars, ok := r.match(uri); ok {
 				return r, vars
 			}
 		}
 	}
 	for _, r := range m.Resources {
 		if r.URIPrefix != "" && (best == nil || len(r.URIPrefix) > len(best.URIPrefix)) {
-			if _, ok := r.Match(uri); ok {
+			if _, ok := r.match(uri); ok {
 				best = r
 			}
 		}
