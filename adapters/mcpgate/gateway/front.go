@@ -139,8 +139,10 @@ func (f *front) receive(next mcp.MethodHandler) mcp.MethodHandler {
 				return f.callTool(ctx, r)
 			}
 		case "notifications/roots/list_changed":
-			if !f.g.cfg.toolsOnly {
-				f.g.linkFor(f, ss).notifyRootsChanged(ctx)
+			// The client's roots are not the upstream's unless the
+			// operator forwards them (asks.go): dropped otherwise.
+			if l := f.g.linkFor(f, ss); l.forwards(methodListRoots) {
+				l.notifyRootsChanged(ctx)
 			}
 		case "logging/setLevel", "resources/subscribe", "resources/unsubscribe":
 			// The front answers these itself (it keeps the level and

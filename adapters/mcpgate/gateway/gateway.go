@@ -115,6 +115,15 @@ func New(enf *axgate.Enforcer, upstream Upstream, opts ...Option) (*Gateway, err
 			return nil, err
 		}
 	}
+	if err := checkRoots(cfg.roots); err != nil {
+		return nil, err
+	}
+	if cfg.forwardClientRoots && len(cfg.roots) > 0 {
+		return nil, errors.New("gateway: WithRoots and ForwardClientRoots contradict each other: the upstream's roots are the operator's or the client's")
+	}
+	if cfg.forwardClientRoots && !cfg.toolsOnly {
+		cfg.logger.Warn("the clients' roots are forwarded to the upstream (ForwardClientRoots): a client can widen what the upstream reads and writes to any folder it names")
+	}
 	g := &Gateway{
 		enf:        enf,
 		m:          enf.Manifest(),

@@ -90,15 +90,17 @@ func (g *Gateway) newLink(f *front, ss *mcp.ServerSession) *link {
 		l.sendUp = next
 		return next
 	})
-	if ss != nil && !g.cfg.toolsOnly {
-		l.client.AddReceivingMiddleware(l.receiveRoots)
-	}
+	// The SDK's client answers roots/list with these, unless they are
+	// the client's (receiveAsks).
+	l.client.AddRoots(g.operatorRoots().Roots...)
+	l.client.AddReceivingMiddleware(l.receiveAsks)
 	return l
 }
 
-// clientOptions offer the upstream what the client session offers the
-// gateway (elicitation, sampling, roots), each forwarded to that client, and
-// forward the upstream's notifications to it.
+// clientOptions offer the upstream the operator's roots (WithRoots), and
+// what the client session offers the gateway that the operator allows
+// (elicitation, sampling, the client's roots), each forwarded to that
+// client; and forward the upstream's notifications to it.
 func (l *link) clientOptions() *mcp.ClientOptions {
 	opts := &mcp.ClientOptions{
 		Logger:                 l.g.cfg.logger,
@@ -107,6 +109,10 @@ func (l *link) clientOptions() *mcp.ClientOptions {
 		ProgressNotificationHandler: func(ctx context.Context, req *mcp.ProgressNotificationClientRequest) {
 			toFront(ctx, l, "notifications/progress", req.Params)
 		},
+	}
+	if len(l.g.cfg.roots) > 0 {
+		// Fixed for as long as the gateway runs: no list_changed.
+		opts.Capabilities.RootsV2 = &mcp.RootCapabilities{}
 	}
 	if l.front == nil || l.g.cfg.toolsOnly {
 		return opts
@@ -123,64 +129,32 @@ func (l *link) clientOptions() *mcp.ClientOptions {
 	opts.LoggingMessageHandler = func(ctx context.Context, req *mcp.LoggingMessageRequest) {
 		toFront(ctx, l, "notifications/message", req.Params)
 	}
-	opts.ElicitationCompleteHandler = func(ctx context.Context, req *mcp.ElicitationCompleteNotificationRequest) {
-		l.front.NotifyElicitationComplete(ctx, req.Params)
-	}
-	var caps *mcp.ClientCapabilities
-	if ip := l.front.InitializeParams(); ip != nil {
-		caps = ip.Capabilities
-	}
+	caps := l.clientCaps()
 	if caps == nil {
 		return opts
 	}
-	if caps.Elicitation != nil {
+	if l.forwards(methodElicit) {
 		e := *caps.Elicitation
 		opts.Capabilities.Elicitation = &e
 		opts.ElicitationHandler = func(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
-			if !l.pending.take() {
-				return nil, errTooManyPending
-			}
-			defer l.pending.put()
-			ctx, stop := l.whileOpen(ctx)
-			defer stop()
-			return l.front.Elicit(ctx, req.Params)
+			return askClient(ctx, l, func(ctx context.Context) (*mcp.ElicitResult, error) { return l.front.Elicit(ctx, req.Params) })
+		}
+		opts.ElicitationCompleteHandler = func(ctx context.Context, req *mcp.ElicitationCompleteNotificationRequest) {
+			l.front.NotifyElicitationComplete(ctx, req.Params)
 		}
 	}
-	if caps.Sampling != nil {
+	if l.forwards(methodCreateMessage) {
 		opts.CreateMessageHandler = func(ctx context.Context, req *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
-			if !l.pending.take() {
-				return nil, errTooManyPending
-			}
-			defer l.pending.put()
-			ctx, stop := l.whileOpen(ctx)
-			defer stop()
-			return l.front.CreateMessage(ctx, req.Params)
+			return askClient(ctx, l, func(ctx context.Context) (*mcp.CreateMessageResult, error) {
+				return l.front.CreateMessage(ctx, req.Params)
+			})
 		}
 	}
-	if caps.RootsV2 != nil {
+	if l.forwards(methodListRoots) {
 		r := *caps.RootsV2
 		opts.Capabilities.RootsV2 = &r
 	}
 	return opts
-}
-
-// receiveRoots answers the upstream's roots/list with the client's roots.
-func (l *link) receiveRoots(next mcp.MethodHandler) mcp.MethodHandler {
-	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-		if method == "roots/list" {
-			if ip := l.front.InitializeParams(); ip != nil && ip.Capabilities != nil && ip.Capabilities.RootsV2 != nil {
-				if !l.pending.take() {
-					return nil, errTooManyPending
-				}
-				defer l.pending.put()
-				p, _ := req.GetParams().(*mcp.ListRootsParams)
-				ctx, stop := l.whileOpen(ctx)
-				defer stop()
-				return l.front.ListRoots(ctx, p)
-			}
-		}
-		return next(ctx, method, req)
-	}
 }
 
 // toFront sends an upstream notification to the link's client session.
