@@ -52,6 +52,7 @@ func (g *Gateway) newFront(local bool) *front {
 		// the front only acknowledges them.
 		SubscribeHandler:   noop,
 		UnsubscribeHandler: func(context.Context, *mcp.UnsubscribeRequest) error { return nil },
+		SetCacheable:       privateCacheable,
 	})
 	opts := append(slices.Clone(g.cfg.mcpOpts), mcpgate.WithPrincipal(f.principal))
 	f.handler = mcpgate.ToolHandler(g.enf, middleware.InvokerFunc(g.forward), opts...)
@@ -63,6 +64,7 @@ func (g *Gateway) newFront(local bool) *front {
 		return next
 	})
 	srv.AddReceivingMiddleware(f.receive)
+	srv.AddReceivingMiddleware(privateLists) // outermost: it sees every answer
 	f.server = srv
 	return f
 }
