@@ -35,8 +35,10 @@ type link struct {
 	first   chan struct{} // the first attempt to connect has ended
 	firstMu sync.Once
 
-	// refresh serializes the tool lists of one session.
+	// refresh serializes the tool lists of one session; lists counts
+	// those that succeeded, under refresh.
 	refresh sync.Mutex
+	lists   int
 
 	mu     sync.Mutex
 	closed bool
@@ -380,6 +382,12 @@ func (l *link) listTools(ctx context.Context, cs *mcp.ClientSession) error {
 	gen := l.gen
 	l.mu.Unlock()
 	err := l.list(ctx, cs)
+	if err == nil {
+		// At start (the gateway's own session), and at every list after
+		// the first of a session: a re-list.
+		l.g.reportMissing("tool", l.g.order, func(name string) bool { _, ok := l.offered()[name]; return ok }, l.front == nil || l.lists > 0)
+		l.lists++
+	}
 	l.mu.Lock()
 	if err == nil {
 		l.relistErr = nil
