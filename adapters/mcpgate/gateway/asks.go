@@ -65,7 +65,13 @@ func (l *link) forwards(method string) bool {
 func (l *link) upstreamIdentity() []any {
 	attrs := []any{}
 	if l.g.up.URL != "" {
-		attrs = append(attrs, "upstream_url", l.g.up.URL)
+		// Without what may be a credential: user info and query.
+		shown := l.g.up.URL
+		if u, err := url.Parse(shown); err == nil {
+			u.User, u.RawQuery, u.Fragment = nil, "", ""
+			shown = u.String()
+		}
+		attrs = append(attrs, "upstream_url", shown)
 	} else {
 		attrs = append(attrs, "upstream_command", l.g.up.Command)
 	}
