@@ -141,6 +141,8 @@ type rootFlags []string
 
 func (f *rootFlags) String() string { return strings.Join(*f, " ") }
 
+func (*rootFlags) repeatable() {}
+
 func (f *rootFlags) Set(v string) error {
 	if v == "" {
 		return errors.New("want a directory")
@@ -171,6 +173,9 @@ func (f rootFlags) mcpRoots() ([]*mcp.Root, error) {
 type envFlags []string
 
 func (f *envFlags) String() string { return strings.Join(*f, " ") }
+
+// repeatable lets a configuration file give a list (config.go).
+func (*envFlags) repeatable() {}
 
 func (f *envFlags) Set(v string) error {
 	k, _, ok := strings.Cut(v, "=")

@@ -591,6 +591,15 @@ func TestMCPRoots(t *testing.T) {
 	}
 }
 
+// TestMCPConfigLists: a configuration file gives the repeatable flags of
+// mcp (--root, --upstream-env) as lists, as the README says.
+func TestMCPConfigLists(t *testing.T) {
+	path := writeConfig(t, "manifest: "+gatewayManifest+"\nupstream-command: node s.js\nupstream-env:\n  - A=b\n  - C=d\nroot:\n  - /srv/a\n  - /srv/b\n")
+	if out, stderr, code := cli(t, nil, "config", "check", path, "--command", "mcp"); code != exitOK {
+		t.Errorf("config check: exit %d\n%s%s", code, out, stderr)
+	}
+}
+
 func TestSplitCommand(t *testing.T) {
 	for _, tc := range []struct {
 		line string
