@@ -121,45 +121,65 @@ func folders(t *testing.T) (shared, outside, sharedFile, outsideFile string) {
 // the roots capability, answers roots/list with file:/// and says its roots
 // changed; server-filesystem keeps the one folder it was started with: it
 // lists only that folder as allowed, refuses to read a file outside it, and
-// never asks the caller for its roots.
+// never asks the caller for its roots. Over streamable HTTP and over stdio.
 func TestClientRootsNeverWidenTheUpstream(t *testing.T) {
-	shared, outside, sharedFile, outsideFile := folders(t)
-	g := fsGateway(t, shared, io.Discard)
-	var asked atomic.Int32
-	client := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "v1"}, nil)
-	client.AddRoots(&mcp.Root{URI: "file:///"})
-	client.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
-		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-			if method == "roots/list" {
-				asked.Add(1)
+	for _, front := range []string{"http", "stdio"} {
+		t.Run(front, func(t *testing.T) {
+			shared, outside, sharedFile, outsideFile := folders(t)
+			g := fsGateway(t, shared, io.Discard, gateway.WithLocalPrincipal(fsPrincipals["carol-token"]))
+			var asked atomic.Int32
+			client := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "v1"}, nil)
+			client.AddRoots(&mcp.Root{URI: "file:///"})
+			client.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+				return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+					if method == "roots/list" {
+						asked.Add(1)
+					}
+					return next(ctx, method, req)
+				}
+			})
+			carol := connectFront(t, g, front, client, "carol-token")
+			if res := call(t, carol, "read_text_file", map[string]any{"path": sharedFile}); res.IsError || !strings.Contains(text(res), "shared content") {
+				t.Fatalf("read in the shared folder: %s", text(res))
 			}
-			return next(ctx, method, req)
-		}
-	})
-	carol, err := client.Connect(context.Background(), &mcp.StreamableClientTransport{
-		Endpoint: serve(t, g), HTTPClient: &http.Client{Transport: bearer{"carol-token", http.DefaultTransport}},
-	}, nil)
+			// notifications/roots/list_changed, with the root of the outside folder.
+			client.AddRoots(&mcp.Root{URI: "file://" + outside})
+			for range 3 { // round trips through the upstream after the notification
+				res := call(t, carol, "list_allowed_directories", map[string]any{})
+				if got := text(res); res.IsError || !strings.Contains(got, shared) || strings.Contains(got, outside) || strings.Contains(got, "\n/\n") || strings.HasSuffix(got, "\n/") {
+					t.Fatalf("list_allowed_directories: %q, want only %s", got, shared)
+				}
+				if res := call(t, carol, "read_text_file", map[string]any{"path": outsideFile}); !res.IsError || strings.Contains(text(res), "the content outside") {
+					t.Fatalf("the caller read a file outside the shared folder: %s", text(res))
+				}
+			}
+			if n := asked.Load(); n != 0 {
+				t.Errorf("the upstream asked the caller for its roots %d times", n)
+			}
+		})
+	}
+}
+
+// connectFront connects client to g's streamable HTTP front with token, or
+// to its stdio front (the local principal).
+func connectFront(t *testing.T, g *gateway.Gateway, front string, client *mcp.Client, token string) *mcp.ClientSession {
+	t.Helper()
+	var tr mcp.Transport = &mcp.StreamableClientTransport{
+		Endpoint: serve(t, g), HTTPClient: &http.Client{Transport: bearer{token, http.DefaultTransport}},
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	if front == "stdio" {
+		ct, st := mcp.NewInMemoryTransports()
+		go gateway.ServeLocal(g, ctx, st)
+		tr = ct
+	}
+	cs, err := client.Connect(ctx, tr, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { carol.Close() })
-	if res := call(t, carol, "read_text_file", map[string]any{"path": sharedFile}); res.IsError || !strings.Contains(text(res), "shared content") {
-		t.Fatalf("read in the shared folder: %s", text(res))
-	}
-	// notifications/roots/list_changed, with the root of the outside folder.
-	client.AddRoots(&mcp.Root{URI: "file://" + outside})
-	for range 3 { // round trips through the upstream after the notification
-		res := call(t, carol, "list_allowed_directories", map[string]any{})
-		if got := text(res); res.IsError || !strings.Contains(got, shared) || strings.Contains(got, outside) || strings.Contains(got, "\n/\n") || strings.HasSuffix(got, "\n/") {
-			t.Fatalf("list_allowed_directories: %q, want only %s", got, shared)
-		}
-		if res := call(t, carol, "read_text_file", map[string]any{"path": outsideFile}); !res.IsError || strings.Contains(text(res), "the content outside") {
-			t.Fatalf("the caller read a file outside the shared folder: %s", text(res))
-		}
-	}
-	if n := asked.Load(); n != 0 {
-		t.Errorf("the upstream asked the caller for its roots %d times", n)
-	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
 }
 
 // stderrLines signals each line of a child's standard error that holds
