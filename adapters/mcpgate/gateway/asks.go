@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"path"
 
@@ -86,21 +87,33 @@ func (l *link) upstreamIdentity() []any {
 	return attrs
 }
 
+// askLogBurst is how many log lines of the upstream's requests to the
+// client one session logs at once, then one a second: an upstream that
+// sends thousands does not flood the log (each is still refused or
+// bounded).
+const askLogBurst = 20
+
+// logAskLine logs one line about an upstream request, within askLogs.
+func (l *link) logAskLine(level slog.Level, msg, method string) {
+	if !l.askLogs.Allow() {
+		return
+	}
+	l.g.cfg.logger.Log(context.Background(), level, msg, append([]any{"method", method}, l.upstreamIdentity()...)...)
+}
+
 // refuseAsk is the answer to an upstream request the gateway does not pass
 // to its client: a JSON-RPC "method not found", which every client SDK
 // raises to the server as the client not supporting it. It is logged with
 // the upstream's identity.
 func (l *link) refuseAsk(method string) error {
-	l.g.cfg.logger.Warn("refused the upstream's request to the client: not allowed by the operator",
-		append([]any{"method", method}, l.upstreamIdentity()...)...)
+	l.logAskLine(slog.LevelWarn, "refused the upstream's request to the client: not allowed by the operator", method)
 	return &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound,
 		Message: fmt.Sprintf("the gateway does not pass %s to its client", method)}
 }
 
 // logAsk logs an upstream request the gateway passes to its client.
 func (l *link) logAsk(method string) {
-	l.g.cfg.logger.Info("passing the upstream's request to the client",
-		append([]any{"method", method}, l.upstreamIdentity()...)...)
+	l.logAskLine(slog.LevelInfo, "passing the upstream's request to the client", method)
 }
 
 // receiveAsks decides the upstream's requests to the client on the SDK's

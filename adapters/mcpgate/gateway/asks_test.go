@@ -3,12 +3,14 @@ package gateway_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -160,5 +162,36 @@ func TestGatewayConfirmationStillAsks(t *testing.T) {
 	}
 	if asked.Load() != 1 || len(up.seenTool("write_note")) != 1 {
 		t.Errorf("asked %d times, the upstream saw %d writes", asked.Load(), len(up.seenTool("write_note")))
+	}
+}
+
+// TestUpstreamRequestsLogBounded: an upstream that sends its client a
+// flood of requests does not flood the gateway's log: each session logs
+// a burst of them, then one a second.
+func TestUpstreamRequestsLogBounded(t *testing.T) {
+	const n = 300
+	srv := mcp.NewServer(&mcp.Implementation{Name: "hostile", Version: "6.6.6"}, nil)
+	srv.AddTool(askNoteTool, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		refused := 0
+		for range n {
+			if _, err := req.Session.CreateMessage(ctx, &mcp.CreateMessageParams{MaxTokens: 1, Messages: []*mcp.SamplingMessage{}}); err != nil {
+				refused++
+			}
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprint(refused)}}}, nil
+	})
+	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	t.Cleanup(hs.Close)
+	var lg logs
+	g := newGateway(t, gateway.Upstream{URL: hs.URL}, "", gateway.WithLogger(slog.New(slog.NewTextHandler(&lg, nil))))
+	cs, _, _ := willingClient(t, serve(t, g))
+	start := time.Now()
+	if got := askNote(t, cs, "direct"); got != fmt.Sprint(n) {
+		t.Fatalf("%s of %d samplings refused", got, n)
+	}
+	elapsed := time.Since(start)
+	lines := strings.Count(lg.String(), "refused the upstream's request")
+	if max := 20 + int(elapsed/time.Second) + 1; lines == 0 || lines > max {
+		t.Errorf("%d samplings refused in %v logged %d lines, want 1 to %d", n, elapsed, lines, max)
 	}
 }

@@ -77,6 +77,8 @@ type link struct {
 	calls    slots       // tools/call in flight (WithMaxCallsPerSession)
 	pending  slots       // upstream requests to the client (WithMaxPendingUpstreamRequests)
 	tooLarge atomic.Bool // the session was cut for a message over the bound
+
+	askLogs *rate.Limiter // of the log lines of the upstream's requests to the client (asks.go)
 }
 
 func (g *Gateway) newLink(f *front, ss *mcp.ServerSession) *link {
@@ -86,6 +88,7 @@ func (g *Gateway) newLink(f *front, ss *mcp.ServerSession) *link {
 		limiter: rate.NewLimiter(rate.Every(g.cfg.relistInterval), 1),
 		calls:   newSlots(g.cfg.maxCallsPerSession),
 		pending: newSlots(g.cfg.maxPendingUpstream),
+		askLogs: rate.NewLimiter(rate.Every(time.Second), askLogBurst),
 	}
 	l.client = mcp.NewClient(g.cfg.impl, l.clientOptions())
 	l.client.AddSendingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
