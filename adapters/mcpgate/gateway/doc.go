@@ -193,7 +193,9 @@
 //
 // The gateway's own confirmation question (mcpgate's elicitation for a
 // confirmation_required call) is the gateway's, not the upstream's, and is
-// asked either way. The SDK's path and the direct path decide alike.
+// asked either way. The SDK's path and the direct path decide alike. The
+// log lines of these requests are bounded per session (a burst of 20, then
+// one a second).
 //
 // # MCP 2026-07-28 at the front
 //
