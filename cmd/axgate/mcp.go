@@ -10,6 +10,8 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -17,6 +19,7 @@ import (
 	"time"
 
 	"github.com/mattn/go-shellwords"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
 
 	"github.com/axgate/axgate"
@@ -81,8 +84,22 @@ of an action): the lists show a caller only what it may use, a read, get,
 completion or subscription passes the same gates as a read action, and
 anything the manifest does not declare is refused (AXAG_INTENT_NOT_FOUND)
 without reaching the upstream. A manifest that declares none serves tools
-only. --tools-only is deprecated: it also refuses what the manifest
-declares, and logging.
+only. --tools-only is deprecated and does nothing (it was the way to get
+what is now the default).
+
+The upstream's requests to the client are the operator's to allow. Its
+roots/list is answered with the folders of --root (repeatable, each given
+as a file:// URI of its absolute path; none by default, and then the upstream
+is not offered roots at all: @modelcontextprotocol/server-filesystem keeps
+the folders it was started with); a client's roots and its
+notifications/roots/list_changed never reach the upstream, unless
+--forward-client-roots (logged as a warning at start: a client can then
+widen what such a server reads and writes, to / if it likes). The upstream's
+sampling/createMessage and elicitation/create are refused ("method not
+found", logged with the upstream's name) and not offered to it, unless
+--allow-upstream-sampling or --allow-upstream-elicitation: then they reach a
+client that offers them, each logged, at most a few pending per session.
+The gateway's own confirmation question is asked either way.
 
 SIGINT or SIGTERM stop the gateway: no new connections, calls in flight
 finish (up to --shutdown-timeout), then every upstream session closes and
@@ -114,12 +131,56 @@ type mcpConfig struct {
 	localUser, localTenant   string
 	localRoles               string
 	shutdownTimeout          time.Duration
+
+	// The upstream's requests to the client (--root,
+	// --forward-client-roots, --allow-upstream-sampling,
+	// --allow-upstream-elicitation).
+	roots              rootFlags
+	forwardClientRoots bool
+	allowSampling      bool
+	allowElicitation   bool
+}
+
+// rootFlags collects repeated --root DIR, each made absolute.
+type rootFlags []string
+
+func (f *rootFlags) String() string { return strings.Join(*f, " ") }
+
+func (*rootFlags) repeatable() {}
+
+func (f *rootFlags) Set(v string) error {
+	if v == "" {
+		return errors.New("want a directory")
+	}
+	abs, err := filepath.Abs(v)
+	if err != nil {
+		return err
+	}
+	*f = append(*f, abs)
+	return nil
+}
+
+// mcpRoots are the --root directories as MCP roots: file:// URIs. Each
+// must be a directory.
+func (f rootFlags) mcpRoots() ([]*mcp.Root, error) {
+	var roots []*mcp.Root
+	for _, dir := range f {
+		if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+			return nil, fmt.Errorf("--root %s is not a directory", dir)
+		}
+		u := url.URL{Scheme: "file", Path: filepath.ToSlash(dir)}
+		roots = append(roots, &mcp.Root{URI: u.String(), Name: filepath.Base(dir)})
+	}
+	return roots, nil
 }
 
 // envFlags collects repeated K=V flags.
 type envFlags []string
 
 func (f *envFlags) String() string { return strings.Join(*f, " ") }
+
+// repeatable lets a configuration file give a list (config.go).
+func (*envFlags) repeatable() {}
 
 func (f *envFlags) Set(v string) error {
 	k, _, ok := strings.Cut(v, "=")
@@ -141,12 +202,16 @@ func mcpFlags(e *env) (*flag.FlagSet, *mcpConfig, *opsFlags) {
 	fs.StringVar(&c.listen, "listen", "127.0.0.1:8080", "address to listen on (port 0 picks a free one; the log says which)")
 	fs.BoolVar(&c.stdio, "stdio", false, "serve one client on standard input and output, as the local user, instead of listening")
 	fs.StringVar(&c.resourceURL, "resource-url", "", "the gateway's public URL of /mcp, for the protected resource metadata (default http(s)://LISTEN/mcp)")
-	fs.BoolVar(&c.toolsOnly, "tools-only", false, "deprecated: resources, prompts and completions are refused unless the manifest declares them; this also refuses the declared ones, logging, and the upstream's elicitation and sampling")
+	fs.BoolVar(&c.toolsOnly, "tools-only", false, "deprecated, does nothing: what the manifest does not declare is refused by default")
 	fs.BoolVar(&c.keepUncheckedContent, "keep-unchecked-content", false, "pass an upstream result's content blocks on as they are, also where an output_schema or postconditions checked only its structuredContent")
 	fs.StringVar(&c.human, "human", "", "address of the endpoints people confirm and approve with (needs --jwks or --jwks-url); off by default")
 	fs.StringVar(&c.localUser, "local-user", "", "with --stdio: the local user the calls are made for (required)")
 	fs.StringVar(&c.localTenant, "local-tenant", "", "with --stdio: the local user's tenant")
 	fs.StringVar(&c.localRoles, "local-roles", "", "with --stdio: the local user's roles, comma-separated")
+	fs.Var(&c.roots, "root", "a folder (`DIR`) the upstream is given as its root (MCP roots, a file:// URI of the absolute path), in place of any root of the client (repeatable; default none, and the upstream is not offered roots)")
+	fs.BoolVar(&c.forwardClientRoots, "forward-client-roots", false, "give the upstream the client's roots (and its roots/list_changed), as before: a client can then widen what the upstream reads and writes, e.g. to /")
+	fs.BoolVar(&c.allowSampling, "allow-upstream-sampling", false, "pass the upstream's sampling/createMessage to a client that offers sampling (refused by default)")
+	fs.BoolVar(&c.allowElicitation, "allow-upstream-elicitation", false, "pass the upstream's elicitation/create to a client that offers elicitation (refused by default; the gateway's own confirmation question is asked either way)")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long calls in flight may finish on shutdown")
 	c.register(fs, "", "required aud of every token (default: --resource-url)")
 	ops := addOpsFlags(fs)
@@ -189,6 +254,8 @@ func runMCP(ctx context.Context, e *env, args []string) int {
 		return usageError(e, fs, "--stdio listens nowhere: --tls-cert and --tls-key apply to --human only")
 	case c.stdio && c.anonymous:
 		return usageError(e, fs, "--anonymous is for HTTP; --stdio serves the local user")
+	case len(c.roots) > 0 && c.forwardClientRoots:
+		return usageError(e, fs, "--root and --forward-client-roots contradict each other: the upstream's roots are the operator's or the client's")
 	case c.human != "" && c.jwks == "" && c.jwksURL == "":
 		return usageError(e, fs, "--human needs --jwks or --jwks-url: the people who confirm and approve must be authenticated")
 	}
@@ -210,6 +277,28 @@ func runMCP(ctx context.Context, e *env, args []string) int {
 		}
 	}
 	return serveMCP(ctx, e, c, ops, conf)
+}
+
+// askOptions adds the gateway's options of the upstream's requests to the
+// client: the operator's roots, the client's, sampling and elicitation.
+func (c mcpConfig) askOptions(gopts []mcpgw.Option) ([]mcpgw.Option, error) {
+	roots, err := c.roots.mcpRoots()
+	if err != nil {
+		return nil, err
+	}
+	if len(roots) > 0 {
+		gopts = append(gopts, mcpgw.WithRoots(roots...))
+	}
+	if c.forwardClientRoots {
+		gopts = append(gopts, mcpgw.ForwardClientRoots())
+	}
+	if c.allowSampling {
+		gopts = append(gopts, mcpgw.AllowUpstreamSampling())
+	}
+	if c.allowElicitation {
+		gopts = append(gopts, mcpgw.AllowUpstreamElicitation())
+	}
+	return gopts, nil
 }
 
 // shellExpansion matches what a shell would expand in a word: a variable,
@@ -341,11 +430,15 @@ func serveMCP(ctx context.Context, e *env, c mcpConfig, ops *opsFlags, conf conf
 		}))
 	}
 	if c.toolsOnly {
-		log.Warn("--tools-only is deprecated: resources, prompts and completions are refused unless the manifest declares them (\"resources\", \"prompts\"); it now also refuses the declared ones")
-		gopts = append(gopts, mcpgw.ToolsOnly())
+		// What it asked for is the default now: a no-op kept so that
+		// existing command lines keep starting.
+		log.Warn("--tools-only is deprecated and does nothing: what the manifest does not declare (resources, prompts, completions) and the upstream's requests to the client are refused by default; remove the flag")
 	}
 	if c.keepUncheckedContent {
 		gopts = append(gopts, mcpgw.KeepUncheckedContent())
+	}
+	if gopts, err = c.askOptions(gopts); err != nil {
+		return failf(e, "mcp", "%v", err)
 	}
 	up := mcpgw.Upstream{URL: c.upstreamURL}
 	if c.upstreamCmd != "" {

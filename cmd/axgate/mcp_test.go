@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -551,11 +552,51 @@ func TestMCPUsage(t *testing.T) {
 		{[]string{"--manifest", m, "--upstream-command", "node s.js", "--anonymous", "--local-user", "a"}, "are for --stdio"},
 		{[]string{"--manifest", m, "--upstream-command", "node s.js", "--anonymous", "--human", ":0"}, "--human needs --jwks"},
 		{[]string{"--manifest", m, "--upstream-command", "node s.js", "--anonymous", "--resource-url", "gw/mcp"}, "--resource-url must be"},
+		{[]string{"--manifest", m, "--upstream-command", "node s.js", "--anonymous", "--root", "/srv", "--forward-client-roots"}, "contradict"},
 	} {
 		_, stderr, code := cli(t, nil, append([]string{"mcp"}, tc.args...)...)
 		if code != exitUsage || !strings.Contains(stderr, tc.want) {
 			t.Errorf("mcp %q: exit %d, %q; want %d and %q", tc.args, code, stderr, exitUsage, tc.want)
 		}
+	}
+}
+
+// TestMCPRoots: --root DIR is made absolute and given to the upstream as
+// a file:// URI; a --root that is not a directory fails the start.
+func TestMCPRoots(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	if err := os.Mkdir("shared folder", 0o700); err != nil {
+		t.Fatal(err)
+	}
+	var f rootFlags
+	if err := f.Set("shared folder"); err != nil {
+		t.Fatal(err)
+	}
+	roots, err := f.mcpRoots()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := (&url.URL{Scheme: "file", Path: filepath.ToSlash(filepath.Join(dir, "shared folder"))}).String()
+	if len(roots) != 1 || roots[0].URI != want || !strings.HasPrefix(want, "file:///") || !strings.Contains(want, "shared%20folder") {
+		t.Errorf("--root \"shared folder\" is %+v, want %s", roots, want)
+	}
+	f = nil
+	f.Set("missing")
+	if _, err := f.mcpRoots(); err == nil || !strings.Contains(err.Error(), "not a directory") {
+		t.Errorf("a --root that is not there: %v", err)
+	}
+	if err := f.Set(""); err == nil {
+		t.Error("--root \"\" was accepted")
+	}
+}
+
+// TestMCPConfigLists: a configuration file gives the repeatable flags of
+// mcp (--root, --upstream-env) as lists, as the README says.
+func TestMCPConfigLists(t *testing.T) {
+	path := writeConfig(t, "manifest: "+gatewayManifest+"\nupstream-command: node s.js\nupstream-env:\n  - A=b\n  - C=d\nroot:\n  - /srv/a\n  - /srv/b\n")
+	if out, stderr, code := cli(t, nil, "config", "check", path, "--command", "mcp"); code != exitOK {
+		t.Errorf("config check: exit %d\n%s%s", code, out, stderr)
 	}
 }
 

@@ -106,7 +106,11 @@ func TestREADMEGateAnMCPServer(t *testing.T) {
 	stderr.Reset()
 	gw := sh(ctx, cmds[2])
 	gw.Stderr = &stderr
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "desktop", Version: "v1"}, nil).Connect(ctx, &mcp.CommandTransport{Command: gw}, nil)
+	// A client that claims the whole disk as its root: the gateway, as
+	// the README runs it, does not pass that on to the server.
+	client := mcp.NewClient(&mcp.Implementation{Name: "desktop", Version: "v1"}, nil)
+	client.AddRoots(&mcp.Root{URI: "file:///"})
+	cs, err := client.Connect(ctx, &mcp.CommandTransport{Command: gw}, nil)
 	if err != nil {
 		t.Fatalf("%s: %v\n%s", cmds[2], err, stderr.String())
 	}
@@ -124,6 +128,16 @@ func TestREADMEGateAnMCPServer(t *testing.T) {
 	hello := filepath.Join(dir, "files", "hello.txt")
 	if res := callTool(t, cs, "read_text_file", map[string]any{"path": hello}); res.IsError || !strings.Contains(resultText(res), "hello") {
 		t.Fatalf("read_text_file: %s", resultText(res))
+	}
+	client.AddRoots(&mcp.Root{URI: "file://" + dir}) // notifications/roots/list_changed
+	for range 3 {
+		got := resultText(callTool(t, cs, "list_allowed_directories", map[string]any{}))
+		if !strings.Contains(got, filepath.Join(dir, "files")) || strings.Contains(got, "\n/\n") || strings.HasSuffix(got, "\n/") || strings.Contains(got, dir+"\n") || strings.HasSuffix(got, dir) {
+			t.Fatalf("the client's roots widened the server's folders: %q", got)
+		}
+	}
+	if res := callTool(t, cs, "read_text_file", map[string]any{"path": filepath.Join(dir, "axag.json")}); !res.IsError {
+		t.Errorf("a file outside files was read: %.200s", resultText(res))
 	}
 	// This client cannot ask the person: the write is refused.
 	refused(t, callTool(t, cs, "write_file", map[string]any{"path": hello, "content": "bye"}), "AXAG_CONFIRMATION_MISSING", "")

@@ -11,8 +11,9 @@
 // The upstream is a streamable HTTP URL, or a command the gateway runs as a
 // child process over stdio (Upstream). Each client session of the gateway
 // has one upstream session of its own, so that the upstream's per-session
-// state, its questions to the person (elicitation, sampling, roots) and its
-// notifications stay with the client they belong to. For a command upstream
+// state, its questions to the person (elicitation, sampling, roots, where
+// the operator allows them) and its notifications stay with the client
+// they belong to. For a command upstream
 // that means one child process per client session: a stdio server serves one
 // client. The child is started when the session initializes, stopped when
 // the session ends (or is idle for WithSessionTimeout) and on Close, and
@@ -129,6 +130,11 @@
 // succeeds. Notifications are coalesced: at most one list per
 // WithRelistInterval.
 //
+// A manifest tool the upstream does not offer is logged (a warning naming
+// it) when the gateway starts and at every re-list, and when a session's
+// first list finds a different set missing: the operator learns it from
+// the log, not from an agent's AXAG_INTENT_NOT_FOUND.
+//
 // # Bounds
 //
 // No caller exhausts what the others share; each bound is an option with a
@@ -189,10 +195,51 @@
 //
 // The forwarded requests carry none of the client's credentials and none
 // of the protocol's own _meta keys. logging/setLevel passes through, as do
-// the upstream's elicitation, sampling and roots requests to the client
-// (offered upstream only when the client offers them) and its other
-// notifications. ToolsOnly refuses all of it, the declared resources and
-// prompts too.
+// the upstream's other notifications. ToolsOnly refuses all of it, the
+// declared resources and prompts too.
+//
+// # The upstream's requests to the client
+//
+// What the upstream asks the client is not under the manifest, so it does
+// not reach the client unless the operator allows it:
+//   - Roots are the operator's. The upstream's roots/list is answered with
+//     WithRoots (file:// URIs; none by default, and then the upstream is not
+//     offered the roots capability at all, so that a server such as
+//     @modelcontextprotocol/server-filesystem keeps the folders it was
+//     started with rather than take an empty list or the client's). A
+//     client's roots, and its notifications/roots/list_changed, never reach
+//     the upstream: a caller could otherwise widen what such a server reads
+//     and writes to "/". ForwardClientRoots restores the old behaviour (New
+//     logs a warning).
+//   - sampling/createMessage and elicitation/create are not offered to the
+//     upstream, and one it sends anyway is refused with JSON-RPC "method
+//     not found" and logged with the upstream's identity (its URL or
+//     command, and the name and version it gave): the agent's model does
+//     not write what the upstream wants, and the person is not asked for a
+//     password in the gateway's name. AllowUpstreamSampling and
+//     AllowUpstreamElicitation pass them to a client that offers them, each
+//     logged the same way and counted against WithMaxPendingUpstreamRequests.
+//
+// The gateway's own confirmation question (mcpgate's elicitation for a
+// confirmation_required call) is the gateway's, not the upstream's, and is
+// asked either way. The SDK's path and the direct path decide alike. The
+// log lines of these requests are bounded per session (a burst of 20, then
+// one a second).
+//
+// # MCP 2026-07-28 at the front
+//
+// A POST whose Mcp-Method or Mcp-Name header (SEP-2243: the method, and the
+// tool or prompt name or resource URI, mirrored for proxies and WAFs) does
+// not match its JSON-RPC body is refused with HTTP 400 and JSON-RPC -32020
+// (HeaderMismatch), its data the AXAG error (reason header_mismatch), before
+// either path reads it; on protocol 2026-07-28 and later the headers are
+// also required. A header value "=?base64?…?=" is decoded first. A body the
+// headers cannot be compared with (a batch, a key spelled twice or with an
+// escape) is refused when the headers are present. The policy never reads
+// these headers, only the body. The results the front lists per caller
+// (tools/list and the other lists, resources/read) carry the caching hints
+// cacheScope "private" and ttlMs 0: a shared cache must not serve one
+// caller's list to another.
 //
 // # Callers
 //

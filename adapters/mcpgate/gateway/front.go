@@ -52,6 +52,7 @@ func (g *Gateway) newFront(local bool) *front {
 		// the front only acknowledges them.
 		SubscribeHandler:   noop,
 		UnsubscribeHandler: func(context.Context, *mcp.UnsubscribeRequest) error { return nil },
+		SetCacheable:       privateCacheable,
 	})
 	opts := append(slices.Clone(g.cfg.mcpOpts), mcpgate.WithPrincipal(f.principal))
 	f.handler = mcpgate.ToolHandler(g.enf, middleware.InvokerFunc(g.forward), opts...)
@@ -63,6 +64,7 @@ func (g *Gateway) newFront(local bool) *front {
 		return next
 	})
 	srv.AddReceivingMiddleware(f.receive)
+	srv.AddReceivingMiddleware(privateLists) // outermost: it sees every answer
 	f.server = srv
 	return f
 }
@@ -139,8 +141,10 @@ func (f *front) receive(next mcp.MethodHandler) mcp.MethodHandler {
 				return f.callTool(ctx, r)
 			}
 		case "notifications/roots/list_changed":
-			if !f.g.cfg.toolsOnly {
-				f.g.linkFor(f, ss).notifyRootsChanged(ctx)
+			// The client's roots are not the upstream's unless the
+			// operator forwards them (asks.go): dropped otherwise.
+			if l := f.g.linkFor(f, ss); l.forwards(methodListRoots) {
+				l.notifyRootsChanged(ctx)
 			}
 		case "logging/setLevel":
 			// The front answers it itself (it keeps the level) once the

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -58,6 +59,7 @@ type Gateway struct {
 	control *link // the gateway's own upstream session (HTTP upstreams)
 	upCaps  *mcp.ServerCapabilities
 	changed map[string]string // disabled tools: name -> digest seen
+	missing map[string]string // reportMissing: what it last logged, by kind
 
 	// sessionKeys are the admitted client sessions and whom they count
 	// against; perKey counts them by caller (WithMaxSessions).
@@ -118,6 +120,15 @@ func New(enf *axgate.Enforcer, upstream Upstream, opts ...Option) (*Gateway, err
 		if _, err := metadataURL(cfg.resource.Resource); err != nil {
 			return nil, err
 		}
+	}
+	if err := checkRoots(cfg.roots); err != nil {
+		return nil, err
+	}
+	if cfg.forwardClientRoots && len(cfg.roots) > 0 {
+		return nil, errors.New("gateway: WithRoots and ForwardClientRoots contradict each other: the upstream's roots are the operator's or the client's")
+	}
+	if cfg.forwardClientRoots && !cfg.toolsOnly {
+		cfg.logger.Warn("the clients' roots are forwarded to the upstream (ForwardClientRoots): a client can widen what the upstream reads and writes to any folder it names")
 	}
 	g := &Gateway{
 		enf:        enf,
@@ -263,6 +274,7 @@ func (g *Gateway) buildHandler() http.Handler {
 	var h http.Handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.httpFront.server },
 		&mcp.StreamableHTTPOptions{SessionTimeout: g.cfg.sessionTimeout, Logger: g.cfg.logger})
 	h = g.directCalls(h)
+	h = checkStandardHeaders(h) // before both paths read the body
 	h = limitBody(h, g.cfg.maxMessageBytes)
 	if g.cfg.bearer != nil {
 		metaURL, _ := metadataURL(g.cfg.resource.Resource) // checked by New
@@ -401,6 +413,40 @@ func (g *Gateway) checkPins(tools map[string]*mcp.Tool) {
 			got = "(" + err.Error() + ")"
 		}
 		g.disable(name, a, got)
+	}
+}
+
+// reportMissing logs a warning naming each name of declared (the
+// manifest's, in its order) of the kind ("tool") that the upstream does
+// not offer: calls of it are refused with AXAG_INTENT_NOT_FOUND, and an
+// operator learns it here rather than from an agent. It logs when always
+// is set (at start, and at a re-list) and otherwise only when what is
+// missing changed since it last logged, so that every new session of a
+// command upstream does not log the same again.
+func (g *Gateway) reportMissing(kind string, declared []string, offered func(name string) bool, always bool) {
+	var missing []string
+	for _, name := range declared {
+		if !offered(name) {
+			missing = append(missing, name)
+		}
+	}
+	key := strings.Join(missing, "\x00")
+	g.mu.Lock()
+	if g.missing == nil {
+		g.missing = map[string]string{}
+	}
+	last, seen := g.missing[kind]
+	g.missing[kind] = key
+	g.mu.Unlock()
+	if len(missing) == 0 || (!always && seen && last == key) {
+		return
+	}
+	for _, name := range missing {
+		attrs := []any{kind, name}
+		if a := g.m.Tool(name); kind == "tool" && a != nil {
+			attrs = append(attrs, "intent", a.Intent)
+		}
+		g.cfg.logger.Warn("the manifest declares a "+kind+" the upstream does not offer: its calls are refused with AXAG_INTENT_NOT_FOUND", attrs...)
 	}
 }
 

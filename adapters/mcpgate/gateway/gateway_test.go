@@ -238,7 +238,7 @@ func text(res *mcp.CallToolResult) string {
 // with the Go SDK's client, as two callers.
 func TestGatewayHTTP(t *testing.T) {
 	up, upURL := httpUpstream(t)
-	g := newGateway(t, gateway.Upstream{URL: upURL + "/"}, pinOf(t, upURL, "write_note"))
+	g := newGateway(t, gateway.Upstream{URL: upURL + "/"}, pinOf(t, upURL, "write_note"), gateway.AllowUpstreamElicitation())
 	url := serve(t, g)
 	alice := connect(t, url, "alice-token", nil)
 	ctx := context.Background()
@@ -731,7 +731,7 @@ func TestStdioUpstreamPerSession(t *testing.T) {
 // default, the stateless 2026-07-28, a go-sdk server cannot send a request
 // while it serves a call, and the question failed.
 func TestStdioUpstreamAsksThePerson(t *testing.T) {
-	g := newGateway(t, stdioUpstream(), "", gateway.WithLocalPrincipal(middleware.Principal{ID: "alice", Roles: []string{"user"}}))
+	g := newGateway(t, stdioUpstream(), "", gateway.WithLocalPrincipal(middleware.Principal{ID: "alice", Roles: []string{"user"}}), gateway.AllowUpstreamElicitation())
 	cs := localSession(t, g, &mcp.ClientOptions{
 		ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
 			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"name": "hello"}}, nil

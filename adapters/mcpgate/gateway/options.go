@@ -80,6 +80,14 @@ type config struct {
 	maxTools                int
 	maxPendingUpstream      int
 	relistInterval          time.Duration
+
+	// roots are the operator's (WithRoots); forwardClientRoots,
+	// allowSampling and allowElicitation pass the upstream's requests to
+	// the client (asks.go).
+	roots              []*mcp.Root
+	forwardClientRoots bool
+	allowSampling      bool
+	allowElicitation   bool
 }
 
 // Defaults of the options.
@@ -177,12 +185,61 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 //
 // It refuses resources, prompts, completions and logging requests of the
 // client (JSON-RPC "method not found"), even those the manifest declares,
-// and the upstream's elicitation, sampling and roots requests (the gateway
-// does not offer the upstream those capabilities). Without it, resources,
-// prompts and completions are served only as the manifest declares them
-// (see the package documentation), so a manifest that declares none
-// already serves tools only.
+// and the upstream's elicitation, sampling and requests for the client's
+// roots even where AllowUpstreamSampling, AllowUpstreamElicitation or
+// ForwardClientRoots allow them. The operator's roots (WithRoots) are given
+// either way. Without it, resources, prompts and completions are served
+// only as the manifest declares them (see the package documentation), so a
+// manifest that declares none already serves tools only.
 func ToolsOnly() Option { return func(c *config) { c.toolsOnly = true } }
+
+// WithRoots are the roots the upstream is given: the gateway offers the
+// upstream the roots capability and answers its roots/list with these, for
+// every session. Each is a file:// URI of an absolute path ("file:///srv/notes"); New fails
+// otherwise, and with ForwardClientRoots. By default there are none, and
+// the upstream is not offered the capability: a server such as
+// @modelcontextprotocol/server-filesystem then keeps the folders it was
+// started with.
+//
+// A client's roots never reach the upstream (unless ForwardClientRoots):
+// they are the agent's claim of what the upstream may touch, which the
+// manifest does not check.
+func WithRoots(roots ...*mcp.Root) Option {
+	return func(c *config) { c.roots = append(c.roots, roots...) }
+}
+
+// ForwardClientRoots gives the upstream the client's roots, as before they
+// were the operator's.
+//
+// The upstream is offered the roots capability when the client offers it;
+// its roots/list is forwarded to the client, within
+// WithMaxPendingUpstreamRequests, and the client's
+// notifications/roots/list_changed to the upstream. A client can then
+// widen what a server such as server-filesystem reads and writes to any
+// folder it names, "/" included: New logs a warning. It contradicts
+// WithRoots.
+func ForwardClientRoots() Option { return func(c *config) { c.forwardClientRoots = true } }
+
+// AllowUpstreamSampling passes the upstream's sampling/createMessage to the client.
+//
+// That is when the client offers sampling, within
+// WithMaxPendingUpstreamRequests; each is logged with the upstream's
+// identity. By default the upstream is not offered sampling, and a
+// sampling/createMessage it sends anyway is refused with a JSON-RPC
+// "method not found" error (and logged): the agent's model never writes
+// what the upstream asks it to.
+func AllowUpstreamSampling() Option { return func(c *config) { c.allowSampling = true } }
+
+// AllowUpstreamElicitation passes the upstream's elicitation/create to the client.
+//
+// That is when the client offers elicitation, within
+// WithMaxPendingUpstreamRequests; each is logged with the upstream's
+// identity. By default the upstream is not offered elicitation, and an
+// elicitation/create it sends anyway is refused with a JSON-RPC "method
+// not found" error (and logged): the person is never asked what the
+// upstream wants in the gateway's name. The gateway's own confirmation
+// question (a confirmation_required call) is asked either way.
+func AllowUpstreamElicitation() Option { return func(c *config) { c.allowElicitation = true } }
 
 // KeepUncheckedContent passes an upstream result on as the upstream wrote it.
 //
