@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -320,4 +321,34 @@ func TestHumanHandlerRefusesAPersonWithoutID(t *testing.T) {
 		t.Errorf("anonymous person: %d %s", r.status, r.raw)
 	}
 	do(t, human, "GET", "/approvals", "").wantRefusal(t, axerr.CodeUnauthenticated)
+}
+
+// TestHumanBearerREADME runs the README's HumanBearer snippet: the people's
+// token confirms under /axag, the agents' is refused.
+func TestHumanBearerREADME(t *testing.T) {
+	f := newBearerFixture(t) // signs as the identity provider, kid k1
+	idpKeys, err := token.NewKeySet(token.Key{ID: "k1", Algorithm: token.AlgEdDSA, Public: f.pub})
+	if err != nil {
+		t.Fatal(err)
+	}
+	enf := enforcer(t)
+	ui := http.NewServeMux()
+
+	people, err := httpgate.HumanBearer(httpgate.BearerConfig{
+		Keyfunc: token.Keyfunc(idpKeys), Issuer: "https://id.example", Audience: "shop-people",
+	}, "shop-api") // the agents' audience: their tokens are refused here
+	if err != nil {
+		log.Fatal(err)
+	}
+	ui.Handle("/axag/", http.StripPrefix("/axag", httpgate.NewHumanHandler(enf, people)))
+
+	for aud, want := range map[string]int{"shop-people": http.StatusOK, "shop-api": http.StatusUnauthorized} {
+		c := f.claims()
+		c["aud"] = aud
+		r := do(t, ui, "POST", "/axag/confirmations", `{"tool":"order_cancel","arguments":{"order_id":"o-9"}}`,
+			"Content-Type", "application/json", "Authorization", "Bearer "+f.sign(t, c, nil))
+		if r.status != want {
+			t.Errorf("a token of %s: %d %s, want %d", aud, r.status, r.raw, want)
+		}
+	}
 }
