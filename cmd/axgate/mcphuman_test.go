@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/rand"
 	"io"
 	"net/http"
 	"os"
@@ -159,6 +160,42 @@ func TestMCPHumanTakesPeoplesTokensOnly(t *testing.T) {
 	gw.stop(t)
 }
 
+// sayArgs is say's arguments for text, as JSON and as a map.
+func sayArgs(text string) (string, map[string]any) {
+	return `{"text":"` + text + `","times":1}`, map[string]any{"text": text, "times": 1}
+}
+
+// confirmedAndApproved asks gw's --human for alice's confirmation of say(text),
+// then for bob's approval of the request that call opens.
+func confirmedAndApproved(t *testing.T, gw *gatewayProcess, alice *mcp.ClientSession, pki humanPKI, text string) middleware.Credentials {
+	t.Helper()
+	args, say := sayArgs(text)
+	code, body := confirmAt(t, gw.human, pki.alicePerson, args)
+	confirmation, _ := body["token"].(string)
+	if code != http.StatusOK || confirmation == "" {
+		t.Fatalf("confirmation: %d %v", code, body)
+	}
+	details := refused(t, callTool(t, alice, "say", say, middleware.Credentials{Confirmation: confirmation}), "AXAG_APPROVAL_MISSING", "")
+	id, _ := details["approval_request_id"].(string)
+	code, body = post(t, gw.human, "/approvals/"+id, pki.bobPerson, `{"approve":true}`)
+	approval, _ := body["token"].(string)
+	if code != http.StatusOK || approval == "" {
+		t.Fatalf("approval: %d %v", code, body)
+	}
+	return middleware.Credentials{Confirmation: confirmation, Approvals: []string{approval}}
+}
+
+// restart stops gw and starts it again with args, in a later second than
+// the tokens minted so far: iat has whole seconds, and a process started in
+// the second a token was minted in accepts it (the documented limit), which
+// a restart after a spend is not.
+func restart(t *testing.T, gw *gatewayProcess, args []string) *gatewayProcess {
+	t.Helper()
+	gw.stop(t)
+	time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(time.Second)))
+	return startGatewayProcess(t, args...)
+}
+
 // TestMCPSpentTokensStaySpentAcrossARestart: with the real binary, its
 // spent tokens in memory (no --redis) and a --signing-key that outlives it,
 // a confirmation and an approval spent before a restart do not run the call
@@ -169,55 +206,69 @@ func TestMCPHumanTakesPeoplesTokensOnly(t *testing.T) {
 func TestMCPSpentTokensStaySpentAcrossARestart(t *testing.T) {
 	upURL, _ := newEchoUpstream(t)
 	pki := newHumanPKI(t)
-	const args = `{"text":"pay","times":1}`
-	say := map[string]any{"text": "pay", "times": 1}
-	// tokens asks the gateway for a confirmation, then for bob's approval.
-	tokens := func(gw *gatewayProcess, alice *mcp.ClientSession) (confirmation, approval string) {
-		t.Helper()
-		code, body := confirmAt(t, gw.human, pki.alicePerson, args)
-		if confirmation, _ = body["token"].(string); code != http.StatusOK || confirmation == "" {
-			t.Fatalf("confirmation: %d %v", code, body)
-		}
-		details := refused(t, callTool(t, alice, "say", say, middleware.Credentials{Confirmation: confirmation}), "AXAG_APPROVAL_MISSING", "")
-		id, _ := details["approval_request_id"].(string)
-		code, body = post(t, gw.human, "/approvals/"+id, pki.bobPerson, `{"approve":true}`)
-		if approval, _ = body["token"].(string); code != http.StatusOK || approval == "" {
-			t.Fatalf("approval: %d %v", code, body)
-		}
-		return confirmation, approval
-	}
+	_, say := sayArgs("pay")
 
 	first := startGatewayProcess(t, pki.gatewayArgs(upURL)...)
 	alice := connect(t, first.url, &http.Client{Transport: bearerTransport{pki.aliceAgent}})
-	confirmation, approval := tokens(first, alice)
-	spent := middleware.Credentials{Confirmation: confirmation, Approvals: []string{approval}}
+	spent := confirmedAndApproved(t, first, alice, pki, "pay")
 	if res := callTool(t, alice, "say", say, spent); res.IsError {
 		t.Fatalf("before the restart: %s", resultText(res))
 	}
 	refused(t, callTool(t, alice, "say", say, spent), "AXAG_CONFIRMATION_MISSING", "already_used")
 	alice.Close()
-	first.stop(t)
-	// iat has whole seconds: a process started in the second the tokens
-	// were minted in accepts them (the documented limit). Restart in a
-	// later second, as a restart after a spend is.
-	time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(time.Second)))
 
-	second := startGatewayProcess(t, pki.gatewayArgs(upURL)...)
+	second := restart(t, first, pki.gatewayArgs(upURL))
 	alice = connect(t, second.url, &http.Client{Transport: bearerTransport{pki.aliceAgent}})
-	fresh, freshApproval := tokens(second, alice)
+	fresh := confirmedAndApproved(t, second, alice, pki, "pay")
 	res := callTool(t, alice, "say", say, spent)
 	refused(t, res, "AXAG_CONFIRMATION_MISSING", "issued_before_start")
 	if !strings.Contains(resultText(res), "a restart voids outstanding tokens") {
 		t.Errorf("the refusal does not say why: %s", resultText(res))
 	}
 	// A new confirmation, the approval spent before the restart.
-	details := refused(t, callTool(t, alice, "say", say, middleware.Credentials{Confirmation: fresh, Approvals: []string{approval}}), "AXAG_APPROVAL_MISSING", "")
+	details := refused(t, callTool(t, alice, "say", say, middleware.Credentials{Confirmation: fresh.Confirmation, Approvals: spent.Approvals}), "AXAG_APPROVAL_MISSING", "")
 	if rejected, _ := details["rejected_tokens"].([]any); len(rejected) != 1 || rejected[0].(map[string]any)["reason"] != "issued_before_start" {
 		t.Errorf("the approval spent before the restart: rejected_tokens %v, want one issued_before_start", details["rejected_tokens"])
 	}
 	// Tokens minted after the restart run the call.
-	if res := callTool(t, alice, "say", say, middleware.Credentials{Confirmation: fresh, Approvals: []string{freshApproval}}); res.IsError {
+	if res := callTool(t, alice, "say", say, fresh); res.IsError {
 		t.Fatalf("tokens minted after the restart: %s", resultText(res))
+	}
+	second.stop(t)
+}
+
+// TestMCPSpentTokensStaySpentAcrossARestartWithRedis: with --redis the
+// spent tokens outlive the process: after a restart the spent confirmation
+// is refused as already used, and tokens minted before the restart but not
+// spent yet still run the call.
+func TestMCPSpentTokensStaySpentAcrossARestartWithRedis(t *testing.T) {
+	redisURL := os.Getenv("AXGATE_REDIS_URL")
+	if redisURL == "" {
+		t.Skip("no Redis: set AXGATE_REDIS_URL (bash .ci/redis.sh prints one)")
+	}
+	upURL, _ := newEchoUpstream(t)
+	pki := newHumanPKI(t)
+	args := append(pki.gatewayArgs(upURL), "--redis", redisURL)
+	// Texts of this run only: approval requests stay in Redis, keyed by
+	// the call.
+	spentText, keptText := "s"+strings.ToLower(rand.Text()[:12]), "k"+strings.ToLower(rand.Text()[:12])
+	_, spentSay := sayArgs(spentText)
+	_, keptSay := sayArgs(keptText)
+
+	first := startGatewayProcess(t, args...)
+	alice := connect(t, first.url, &http.Client{Transport: bearerTransport{pki.aliceAgent}})
+	spent := confirmedAndApproved(t, first, alice, pki, spentText)
+	kept := confirmedAndApproved(t, first, alice, pki, keptText)
+	if res := callTool(t, alice, "say", spentSay, spent); res.IsError {
+		t.Fatalf("before the restart: %s", resultText(res))
+	}
+	alice.Close()
+
+	second := restart(t, first, args)
+	alice = connect(t, second.url, &http.Client{Transport: bearerTransport{pki.aliceAgent}})
+	refused(t, callTool(t, alice, "say", spentSay, spent), "AXAG_CONFIRMATION_MISSING", "already_used")
+	if res := callTool(t, alice, "say", keptSay, kept); res.IsError {
+		t.Fatalf("tokens minted before the restart, not spent: %s", resultText(res))
 	}
 	second.stop(t)
 }
