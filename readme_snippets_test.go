@@ -102,9 +102,11 @@ func TestREADMELibraryAndHTTP(t *testing.T) {
 	}
 	iss, aud := "https://id.example", "shop-api"
 	app := http.NewServeMux()
-	sessionPrincipal := httpgate.PrincipalFunc(func(*http.Request) (middleware.Principal, error) {
+	// The UI backend's session: a person, never an agent's bearer token
+	// (NewHumanHandler takes a HumanPrincipalFunc, not a PrincipalFunc).
+	sessionPrincipal := func(*http.Request) (middleware.Principal, error) {
 		return middleware.Principal{ID: "user-1", Tenant: "acme"}, nil
-	})
+	}
 
 	auth, _ := httpgate.JWTBearer(httpgate.BearerConfig{Keyfunc: token.Keyfunc(idpKeys), Issuer: iss, Audience: aud})
 

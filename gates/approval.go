@@ -374,6 +374,9 @@ func (g *Approval) verify(raw string, call *middleware.Call, digest string) (*to
 	if terr := c.CheckBinding(c.Requester, call, digest); terr != nil {
 		return nil, terr
 	}
+	if terr := issuedBeforeStart(g.cfg.Replay, c); terr != nil {
+		return nil, terr
+	}
 	return c, nil
 }
 

@@ -41,7 +41,7 @@ func (s *skewed) advance(d time.Duration) { s.mu.Lock(); s.base = s.base.Add(d);
 
 // replica is the gate of a replica whose clock is skew ahead.
 func (s *skewed) replica(t *testing.T, skew time.Duration) *gates.Approval {
-	g, err := gates.NewApproval(gates.ApprovalConfig{Verifier: s.v, Replay: s.replay, Store: s.store,
+	g, err := gates.NewApproval(gates.ApprovalConfig{Verifier: s.v, Replay: s.persistent, Store: s.store,
 		Issuer: token.Issuer{Signer: s.signer}, RequestTTL: time.Minute, Now: s.clock(skew)})
 	if err != nil {
 		t.Fatal(err)

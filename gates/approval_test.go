@@ -35,7 +35,7 @@ func newTkApproval(t testing.TB) *tkApproval {
 	}
 	a.issuer = token.Issuer{Signer: a.signer}
 	a.gate, err = gates.NewApproval(gates.ApprovalConfig{
-		Verifier: v, Replay: a.replay, Store: a.store, Issuer: a.issuer,
+		Verifier: v, Replay: a.persistent, Store: a.store, Issuer: a.issuer,
 		Notifier: gates.NotifierFunc(func(context.Context, gates.ApprovalRequest) error { a.notified.Add(1); return nil }),
 	})
 	if err != nil {

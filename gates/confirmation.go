@@ -106,6 +106,9 @@ func (c *Confirmation) intercept(ctx context.Context, call *middleware.Call, nex
 	if terr := claims.CheckBinding(claims.Subject, call, digest); terr != nil {
 		return middleware.Result{}, c.refused(call, digest, terr)
 	}
+	if terr := issuedBeforeStart(c.cfg.Replay, claims); terr != nil {
+		return middleware.Result{}, c.refused(call, digest, terr)
+	}
 	call.Facts.ConfirmationJTI = claims.ID
 	key := token.ReplayKey(claims.Issuer, claims.ID)
 	if call.CheckOnly() {

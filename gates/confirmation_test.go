@@ -56,15 +56,19 @@ const tkManifest = `{
 
 // tkFixture is a confirmation gate with an Ed25519 and an RSA key.
 type tkFixture struct {
-	m        *manifest.Manifest
-	edKey    ed25519.PrivateKey
-	signer   *token.Signer // kid "ed"
-	rsaKey   *rsa.PrivateKey
-	keys     *token.StaticKeySet
-	replay   *token.MemoryReplayStore
-	verifier *token.Verifier
-	gate     *gates.Confirmation
-	alice    middleware.Principal
+	m      *manifest.Manifest
+	edKey  ed25519.PrivateKey
+	signer *token.Signer // kid "ed"
+	rsaKey *rsa.PrivateKey
+	keys   *token.StaticKeySet
+	replay *token.MemoryReplayStore
+	// persistent is replay as the gates see it: posing as a store that
+	// outlives the process (tkPersistentReplay), so that the tests of
+	// other rules may mint tokens in the past.
+	persistent token.ReplayStore
+	verifier   *token.Verifier
+	gate       *gates.Confirmation
+	alice      middleware.Principal
 }
 
 var (
@@ -106,16 +110,22 @@ func newTkFixture(t testing.TB) *tkFixture {
 		t.Fatal(err)
 	}
 	f.replay = token.NewMemoryReplayStore(token.MemoryReplayOptions{})
+	f.persistent = tkPersistentReplay{f.replay}
 	f.verifier, err = token.NewVerifier(token.VerifierConfig{Type: token.TypConfirmation, Keys: f.keys, MaxLifetime: token.DefaultConfirmationLifetime})
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.gate, err = gates.NewConfirmation(gates.ConfirmationConfig{Verifier: f.verifier, Replay: f.replay})
+	f.gate, err = gates.NewConfirmation(gates.ConfirmationConfig{Verifier: f.verifier, Replay: f.persistent})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return f
 }
+
+// tkPersistentReplay is a memory store posing as one that remembers spent
+// tokens across restarts (Redis): it hides RemembersSince, so the gates
+// accept tokens issued before it was made.
+type tkPersistentReplay struct{ token.ReplayStore }
 
 // call returns a call of the tool of intent with args by alice.
 func (f *tkFixture) call(intent, args string) *middleware.Call {

@@ -12,4 +12,10 @@
 // runs; package
 // gates/redisstore shares them across replicas. A store that fails makes its
 // gate refuse the call: gates fail closed.
+//
+// A replay store that forgets across restarts (token.MemoryReplayStore)
+// says since when it remembers; the confirmation and approval gates refuse a
+// token issued before then (token.ReasonIssuedBeforeStart), which it could
+// not tell from one spent before the restart: a restart voids the
+// outstanding tokens, unless they are kept in Redis.
 package gates

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"time"
 
 	axerr "github.com/axgate/axgate/errors"
 	"github.com/axgate/axgate/middleware"
@@ -187,3 +188,24 @@ func refusalFor(hits []pendingUse) *axerr.Error {
 
 // tokenError is a token refusal with its reason and cause.
 func tokenError(r token.Reason, err error) *token.Error { return &token.Error{Reason: r, Err: err} }
+
+// issuedBeforeStart refuses (token.ReasonIssuedBeforeStart) a token issued
+// before store started remembering spent tokens: a store that forgets across
+// restarts (token.MemoryReplayStore) says since when it remembers with a
+// RemembersSince method, and a token older than that may have been spent
+// by the process before, unknown to it. A store without the method (Redis)
+// remembers every id until its token expires: nil.
+//
+// iat has whole seconds (a JWT NumericDate), so it is compared with the
+// second the store was made in: a token issued in that second is accepted,
+// or every token minted right after a start would be refused.
+func issuedBeforeStart(store token.ReplayStore, c *token.Claims) *token.Error {
+	f, ok := store.(interface{ RemembersSince() time.Time })
+	if !ok || c.IssuedAt == nil {
+		return nil
+	}
+	if c.IssuedAt.Before(f.RemembersSince().Truncate(time.Second)) {
+		return tokenError(token.ReasonIssuedBeforeStart, nil)
+	}
+	return nil
+}

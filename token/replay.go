@@ -33,6 +33,14 @@ const (
 
 // MemoryReplayStore is a ReplayStore for one process.
 //
+// It knows only the tokens spent since it was made: those spent by an
+// earlier process (before a restart) are forgotten. So that a restart does
+// not make them spendable again, it reports when it was made
+// (RemembersSince) and the gates refuse every token issued before then
+// (ReasonIssuedBeforeStart): a restart voids the outstanding tokens. A
+// store that keeps its ids across restarts (Redis with persistence) keeps
+// them valid.
+//
 // It holds used token ids with their expiry; expired ids are dropped a
 // bounded number at a time as new ones arrive, and the memory they held is
 // given back. Its capacity is kept per tenant (TokenUse.Tenant, the tokens'
@@ -43,6 +51,7 @@ type MemoryReplayStore struct {
 	mu      sync.Mutex
 	max     int
 	now     func() time.Time
+	since   time.Time
 	expires map[string]replayEntry
 	// peak is the most ids the map held since it was last rebuilt: a Go
 	// map never gives back its buckets, so once it holds a quarter of that
@@ -76,8 +85,13 @@ func NewMemoryReplayStore(o MemoryReplayOptions) *MemoryReplayStore {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &MemoryReplayStore{max: o.MaxEntries, now: o.Now, expires: make(map[string]replayEntry), tenants: make(map[string]int)}
+	return &MemoryReplayStore{max: o.MaxEntries, now: o.Now, since: o.Now(), expires: make(map[string]replayEntry), tenants: make(map[string]int)}
 }
+
+// RemembersSince returns when the store was made: it knows nothing of the
+// tokens spent before then. The gates refuse a token issued before it
+// (ReasonIssuedBeforeStart).
+func (s *MemoryReplayStore) RemembersSince() time.Time { return s.since }
 
 // Consume implements ReplayStore: all ids are recorded, or none. An id given
 // twice in one batch counts as a replay.
@@ -269,6 +283,16 @@ type Use struct {
 
 // ReplayStore records the ids (jti) of used single-use tokens until they
 // expire.
+//
+// A store that forgets the ids recorded before some time (one that lives in
+// memory: a restart empties it) must also have a method
+//
+//	RemembersSince() time.Time
+//
+// returning that time, as MemoryReplayStore does: the gates then refuse
+// every token issued before it (ReasonIssuedBeforeStart), which the store could
+// not tell from a token already spent. A store without it is trusted to
+// remember every id until its token expires.
 type ReplayStore interface {
 	// Consume records every id atomically: if any of them was already
 	// recorded it returns ErrReplayed and records none, so of many concurrent

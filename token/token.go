@@ -84,29 +84,35 @@ const (
 	// ReasonVoid: an approval token issued before a denial of its call,
 	// or before its call last ran on the approval request.
 	ReasonVoid Reason = "void"
+	// ReasonIssuedBeforeStart: a token issued before the replay store
+	// started remembering spent tokens (an in-memory store, made when the
+	// process started), which it cannot tell from one spent before a
+	// restart.
+	ReasonIssuedBeforeStart Reason = "issued_before_start"
 )
 
 var reasonText = map[Reason]string{
-	ReasonTooLarge:       "is too large",
-	ReasonMalformed:      "is not a well-formed JWT",
-	ReasonType:           "has the wrong type (typ header)",
-	ReasonAlgorithm:      "uses an algorithm that is not allowed for its key",
-	ReasonCriticalHeader: "names a critical header extension that is not supported",
-	ReasonUnknownKey:     "is signed with an unknown key",
-	ReasonBadSignature:   "has a signature that does not verify",
-	ReasonMissingClaim:   "lacks a required claim",
-	ReasonExpired:        "has expired",
-	ReasonNotYetValid:    "is not valid yet",
-	ReasonIssuedInFuture: "was issued in the future",
-	ReasonLifetime:       "lives longer than allowed",
-	ReasonIssuer:         "comes from another issuer",
-	ReasonAudience:       "is meant for another audience",
-	ReasonUsed:           "was already used",
-	ReasonOtherArguments: "was issued for other arguments",
-	ReasonOtherIntent:    "was issued for another action",
-	ReasonOtherCaller:    "was issued for another caller",
-	ReasonOtherTenant:    "was issued for another tenant",
-	ReasonVoid:           "was issued before a denial or an earlier run of the call",
+	ReasonTooLarge:          "is too large",
+	ReasonMalformed:         "is not a well-formed JWT",
+	ReasonType:              "has the wrong type (typ header)",
+	ReasonAlgorithm:         "uses an algorithm that is not allowed for its key",
+	ReasonCriticalHeader:    "names a critical header extension that is not supported",
+	ReasonUnknownKey:        "is signed with an unknown key",
+	ReasonBadSignature:      "has a signature that does not verify",
+	ReasonMissingClaim:      "lacks a required claim",
+	ReasonExpired:           "has expired",
+	ReasonNotYetValid:       "is not valid yet",
+	ReasonIssuedInFuture:    "was issued in the future",
+	ReasonLifetime:          "lives longer than allowed",
+	ReasonIssuer:            "comes from another issuer",
+	ReasonAudience:          "is meant for another audience",
+	ReasonUsed:              "was already used",
+	ReasonOtherArguments:    "was issued for other arguments",
+	ReasonOtherIntent:       "was issued for another action",
+	ReasonOtherCaller:       "was issued for another caller",
+	ReasonOtherTenant:       "was issued for another tenant",
+	ReasonVoid:              "was issued before a denial or an earlier run of the call",
+	ReasonIssuedBeforeStart: "was issued before the gateway last started: without a persistent replay store (Redis), a restart voids outstanding tokens",
 }
 
 // Describe returns the reason as the end of a sentence ("has expired").

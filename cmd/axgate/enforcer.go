@@ -103,6 +103,10 @@ func openEnforcerState(ctx context.Context, c enforcerConfig, cmd string, mustSi
 	} else {
 		// Made once, not by each axgate.New: a reload that made new ones
 		// would let a confirmation token be used again after every SIGHUP.
+		// A restart makes new ones: the gates then refuse every token
+		// issued before it (issued_before_start), which the operator
+		// should hear of before a person does.
+		log.Info("axgate " + cmd + ": spent confirmation and approval tokens are kept in memory, so a restart voids the outstanding ones; --redis (with persistence) keeps them across restarts")
 		s.state = gatewayState{
 			replay:      token.NewMemoryReplayStore(token.MemoryReplayOptions{}),
 			approvals:   gates.NewMemoryApprovalStore(gates.MemoryApprovalOptions{}),

@@ -71,9 +71,12 @@ A call that needs the person's confirmation asks them inline (MCP
 elicitation) when the client can ask, and is refused with
 AXAG_CONFIRMATION_MISSING otherwise. --human ADDR serves the endpoints people
 confirm and approve with (POST /confirmations, GET /approvals, POST
-/approvals/{id}), authenticated with the same bearer tokens: keep it
-reachable by people only, never by agents. The tokens the gateway mints
-(confirmations given by elicitation, those of --human) are signed with
+/approvals/{id}). They take people's tokens only: bearer JWTs of
+--human-audience (required with --human, and distinct from --audience),
+verified with the same keys and --issuer; an agent's token (of --audience),
+or one naming both audiences, is refused with 401 AXGATE_UNAUTHENTICATED.
+Keep --human reachable by people only all the same. The tokens the gateway
+mints (confirmations given by elicitation, those of --human) are signed with
 --signing-key, or else with a key made at start that only this process
 accepts. With --stdio, tokens name the audience "axgate" unless --audience
 says otherwise.
@@ -101,6 +104,12 @@ found", logged with the upstream's name) and not offered to it, unless
 client that offers them, each logged, at most a few pending per session.
 The gateway's own confirmation question is asked either way.
 
+Spent confirmation and approval tokens are remembered until they expire:
+with --redis, across restarts (give Redis persistence); without it, in this
+process only, so every token issued before the process started is refused
+(reason issued_before_start), rather than let one spent before a restart
+run again: a restart voids the outstanding tokens.
+
 SIGINT or SIGTERM stop the gateway: no new connections, calls in flight
 finish (up to --shutdown-timeout), then every upstream session closes and
 every child process stops. The manifest is read once: restart the gateway to
@@ -127,7 +136,7 @@ type mcpConfig struct {
 	listen, resourceURL      string
 	stdio, toolsOnly         bool
 	keepUncheckedContent     bool
-	human                    string
+	human, humanAudience     string
 	localUser, localTenant   string
 	localRoles               string
 	shutdownTimeout          time.Duration
@@ -204,7 +213,8 @@ func mcpFlags(e *env) (*flag.FlagSet, *mcpConfig, *opsFlags) {
 	fs.StringVar(&c.resourceURL, "resource-url", "", "the gateway's public URL of /mcp, for the protected resource metadata (default http(s)://LISTEN/mcp)")
 	fs.BoolVar(&c.toolsOnly, "tools-only", false, "deprecated, does nothing: what the manifest does not declare is refused by default")
 	fs.BoolVar(&c.keepUncheckedContent, "keep-unchecked-content", false, "pass an upstream result's content blocks on as they are, also where an output_schema or postconditions checked only its structuredContent")
-	fs.StringVar(&c.human, "human", "", "address of the endpoints people confirm and approve with (needs --jwks or --jwks-url); off by default")
+	fs.StringVar(&c.human, "human", "", "address of the endpoints people confirm and approve with (needs --human-audience, and --jwks or --jwks-url); off by default")
+	fs.StringVar(&c.humanAudience, "human-audience", "", "with --human: the required aud of the tokens people bring there, distinct from --audience (the agents' tokens are refused there)")
 	fs.StringVar(&c.localUser, "local-user", "", "with --stdio: the local user the calls are made for (required)")
 	fs.StringVar(&c.localTenant, "local-tenant", "", "with --stdio: the local user's tenant")
 	fs.StringVar(&c.localRoles, "local-roles", "", "with --stdio: the local user's roles, comma-separated")
@@ -258,6 +268,13 @@ func runMCP(ctx context.Context, e *env, args []string) int {
 		return usageError(e, fs, "--root and --forward-client-roots contradict each other: the upstream's roots are the operator's or the client's")
 	case c.human != "" && c.jwks == "" && c.jwksURL == "":
 		return usageError(e, fs, "--human needs --jwks or --jwks-url: the people who confirm and approve must be authenticated")
+	case c.human != "" && c.humanAudience == "":
+		return usageError(e, fs, "--human needs --human-audience: the endpoints that mint confirmations and approvals take people's tokens only, of an audience of their own, distinct from --audience (the agents')")
+	case c.human == "" && c.humanAudience != "":
+		return usageError(e, fs, "--human-audience is the audience of the tokens --human takes: give --human too")
+	case c.humanAudience != "" && c.humanAudience == c.agentsAudience():
+		return usageError(e, fs, "--human-audience and --audience (by default --resource-url, or %q with --stdio) are both %q: an agent's token would then mint confirmations and approvals at --human; give people's tokens an audience of their own",
+			token.DefaultAudience, c.humanAudience)
 	}
 	if c.upstreamURL != "" {
 		if !isHTTPURL(c.upstreamURL) {
@@ -376,6 +393,14 @@ func serveMCP(ctx context.Context, e *env, c mcpConfig, ops *opsFlags, conf conf
 		}
 	}
 
+	if c.humanAudience != "" && c.humanAudience == c.audience {
+		// --audience by default: the resource URL, or the default
+		// audience with --stdio.
+		fmt.Fprintf(e.stderr, "axgate mcp: --human-audience is %q, which is also --audience (by default the resource URL, or %q with --stdio): an agent's token would then mint confirmations and approvals at --human; give people's tokens an audience of their own\n", c.audience, token.DefaultAudience)
+		fmt.Fprintf(e.stderr, "Run \"axgate help mcp\" for usage.\n")
+		return exitUsage
+	}
+
 	shared, err := openEnforcerState(ctx, c.enforcerConfig, "mcp", true, log)
 	if err != nil {
 		return failf(e, "mcp", "%v", err)
@@ -406,10 +431,21 @@ func serveMCP(ctx context.Context, e *env, c mcpConfig, ops *opsFlags, conf conf
 	}
 	defer enf.Close()
 
-	var bearer httpgate.PrincipalFunc
+	var (
+		bearer httpgate.PrincipalFunc
+		people httpgate.HumanPrincipalFunc
+	)
 	if keys != nil {
 		if bearer, err = httpgate.JWTBearer(httpgate.BearerConfig{Keyfunc: token.Keyfunc(keys), Issuer: c.issuer, Audience: c.audience}); err != nil {
 			return failf(e, "mcp", "%v", err)
+		}
+	}
+	if humanLn != nil {
+		// Tokens of the people's own audience only: an agent's token
+		// (--audience) would confirm and approve its own calls.
+		people, err = httpgate.HumanBearer(httpgate.BearerConfig{Keyfunc: token.Keyfunc(keys), Issuer: c.issuer, Audience: c.humanAudience}, c.audience)
+		if err != nil {
+			return failf(e, "mcp", "--human: %v", err)
 		}
 	}
 	gopts := []mcpgw.Option{mcpgw.WithLogger(log)}
@@ -478,9 +514,9 @@ func serveMCP(ctx context.Context, e *env, c mcpConfig, ops *opsFlags, conf conf
 	var humanSrv *http.Server
 	served := make(chan error, 2)
 	if humanLn != nil {
-		humanSrv = newServer(httpgate.NewHumanHandler(enf, bearer, httpgate.WithLogger(log)), serveConfig{}, log)
+		humanSrv = newServer(httpgate.NewHumanHandler(enf, people, httpgate.WithLogger(log)), serveConfig{}, log)
 		go func() { served <- fmt.Errorf("--human: %w", rt.serve(humanSrv, humanLn)) }()
-		log.Info("axgate mcp: people confirm and approve at", "addr", rt.scheme()+"://"+humanLn.Addr().String())
+		log.Info("axgate mcp: people confirm and approve at", "addr", rt.scheme()+"://"+humanLn.Addr().String(), "audience", c.humanAudience)
 	}
 	upstreamName := redactURL(c.upstreamURL)
 	if upstreamName == "" {
@@ -600,6 +636,20 @@ func shutdown(log *slog.Logger, timeout time.Duration, servers ...*http.Server) 
 		}
 		cancel()
 	}
+}
+
+// agentsAudience is the audience of the agents' tokens as the flags say it:
+// --audience, or by default --resource-url (which, when not given either,
+// names the port listened on: known once listening), or with --stdio
+// token.DefaultAudience.
+func (c mcpConfig) agentsAudience() string {
+	switch {
+	case c.audience != "":
+		return c.audience
+	case c.stdio:
+		return token.DefaultAudience
+	}
+	return c.resourceURL
 }
 
 // localPrincipal is the caller of a --stdio gateway.

@@ -265,16 +265,19 @@ func TestMCPServerFilesystemHTTP(t *testing.T) {
 	root, notes, command := filesystemRoot(t)
 	pki := newServePKI(t)
 	gw := startMCP(t, childEnviron(), "--manifest", gatewayManifest, "--upstream-command", command,
-		"--jwks", pki.jwks, "--human", "127.0.0.1:0")
-	// The audience is the resource URL by default.
-	bearer := func(sub string, roles ...string) string {
-		args := []string{"principal", "--key", pki.key, "--sub", sub, "--aud", gw.url}
+		"--jwks", pki.jwks, "--human", "127.0.0.1:0", "--human-audience", "axgate-people")
+	// The audience is the resource URL by default; --human takes tokens of
+	// the people's audience.
+	mintFor := func(aud, sub string, roles ...string) string {
+		args := []string{"principal", "--key", pki.key, "--sub", sub, "--aud", aud}
 		if len(roles) > 0 {
 			args = append(args, "--roles", strings.Join(roles, ","))
 		}
 		return mint(t, args...)
 	}
-	carolToken, aliceToken, bobToken := bearer("carol"), bearer("alice", "editor"), bearer("bob", "editor", "admin")
+	bearer := func(sub string, roles ...string) string { return mintFor(gw.url, sub, roles...) }
+	person := func(sub string, roles ...string) string { return mintFor("axgate-people", sub, roles...) }
+	carolToken, aliceToken := bearer("carol"), bearer("alice", "editor")
 
 	t.Run("authorization", func(t *testing.T) {
 		req, _ := http.NewRequest(http.MethodPost, gw.url, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
@@ -342,10 +345,10 @@ func TestMCPServerFilesystemHTTP(t *testing.T) {
 	if id == "" {
 		t.Fatalf("no approval request in %v", details)
 	}
-	if code, body := post(t, gw.human, "/approvals/"+id, aliceToken, `{"approve":true}`); code == http.StatusOK {
+	if code, body := post(t, gw.human, "/approvals/"+id, person("alice", "editor"), `{"approve":true}`); code == http.StatusOK {
 		t.Fatalf("alice (no admin) approved: %v", body)
 	}
-	code, body := post(t, gw.human, "/approvals/"+id, bobToken, `{"approve":true,"reason":"fine"}`)
+	code, body := post(t, gw.human, "/approvals/"+id, person("bob", "editor", "admin"), `{"approve":true,"reason":"fine"}`)
 	approval, _ := body["token"].(string)
 	if code != http.StatusOK || approval == "" {
 		t.Fatalf("bob's approval: %d %v", code, body)
@@ -551,6 +554,11 @@ func TestMCPUsage(t *testing.T) {
 		{[]string{"--manifest", m, "--upstream-command", "node s.js", "--stdio", "--local-user", "a", "--listen", ":1"}, "--stdio listens nowhere"},
 		{[]string{"--manifest", m, "--upstream-command", "node s.js", "--anonymous", "--local-user", "a"}, "are for --stdio"},
 		{[]string{"--manifest", m, "--upstream-command", "node s.js", "--anonymous", "--human", ":0"}, "--human needs --jwks"},
+		{[]string{"--manifest", m, "--upstream-command", "node s.js", "--jwks", "j.json", "--human", ":0"}, "--human needs --human-audience"},
+		{[]string{"--manifest", m, "--upstream-command", "node s.js", "--jwks", "j.json", "--human-audience", "people"}, "give --human too"},
+		{[]string{"--manifest", m, "--upstream-command", "node s.js", "--jwks", "j.json", "--human", ":0", "--human-audience", "a", "--audience", "a"}, "are both \"a\""},
+		{[]string{"--manifest", m, "--upstream-command", "node s.js", "--jwks", "j.json", "--human", ":0", "--human-audience", "https://gw.example/mcp", "--resource-url", "https://gw.example/mcp"}, "are both"},
+		{[]string{"--manifest", m, "--upstream-command", "node s.js", "--stdio", "--local-user", "a", "--jwks", "j.json", "--human", ":0", "--human-audience", "axgate"}, "are both"},
 		{[]string{"--manifest", m, "--upstream-command", "node s.js", "--anonymous", "--resource-url", "gw/mcp"}, "--resource-url must be"},
 		{[]string{"--manifest", m, "--upstream-command", "node s.js", "--anonymous", "--root", "/srv", "--forward-client-roots"}, "contradict"},
 	} {
