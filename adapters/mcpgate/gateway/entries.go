@@ -448,3 +448,62 @@ func (l *link) passesNotification(method string, uri string) bool {
 	}
 	return true
 }
+
+// reportMissingEntries logs, as reportMissing does for tools, the
+// manifest's prompts, resources (an exact uri) and resource templates that
+// the upstream does not list. A uri_prefix is not checked: the upstream
+// need not list the resources under it. A list that fails is not reported
+// on, rather than have every entry of it called missing.
+func (l *link) reportMissingEntries(ctx context.Context, cs *mcp.ClientSession) {
+	m := l.g.m
+	if len(m.Prompts) == 0 && len(m.Resources) == 0 {
+		return
+	}
+	var caps *mcp.ServerCapabilities
+	if ir := cs.InitializeResult(); ir != nil {
+		caps = ir.Capabilities
+	}
+	offered := map[string]bool{}
+	read := func(method string) bool {
+		err := l.g.readPages(ctx, cs, method, func(item any) {
+			switch it := item.(type) {
+			case *mcp.Prompt:
+				offered["prompt "+it.Name] = true
+			case *mcp.Resource:
+				offered["resource "+it.URI] = true
+			case *mcp.ResourceTemplate:
+				offered["template "+it.URITemplate] = true
+			}
+		})
+		if err != nil {
+			l.g.cfg.logger.Debug("listing the upstream's entries to compare them with the manifest failed", "method", method, "error", err)
+		}
+		return err == nil
+	}
+	if len(m.Prompts) > 0 && (caps == nil || caps.Prompts == nil || read("prompts/list")) {
+		var names []string
+		for _, p := range m.Prompts {
+			names = append(names, p.Name)
+		}
+		l.g.reportMissing("prompt", names, func(n string) bool { return offered["prompt "+n] }, true)
+	}
+	if len(m.Resources) == 0 {
+		return
+	}
+	var uris, templates []string
+	for _, r := range m.Resources {
+		switch {
+		case r.URI != "":
+			uris = append(uris, r.URI)
+		case r.URITemplate != "":
+			templates = append(templates, r.URITemplate)
+		}
+	}
+	noResources := caps == nil || caps.Resources == nil
+	if len(uris) > 0 && (noResources || read("resources/list")) {
+		l.g.reportMissing("resource", uris, func(u string) bool { return offered["resource "+u] }, true)
+	}
+	if len(templates) > 0 && (noResources || read("resources/templates/list")) {
+		l.g.reportMissing("template", templates, func(u string) bool { return offered["template "+u] }, true)
+	}
+}

@@ -446,7 +446,11 @@ func (g *Gateway) reportMissing(kind string, declared []string, offered func(nam
 		if a := g.m.Tool(name); kind == "tool" && a != nil {
 			attrs = append(attrs, "intent", a.Intent)
 		}
-		g.cfg.logger.Warn("the manifest declares a "+kind+" the upstream does not offer: its calls are refused with AXAG_INTENT_NOT_FOUND", attrs...)
+		msg := "the manifest declares a " + kind + " the upstream does not offer"
+		if kind == "tool" {
+			msg += ": its calls are refused with AXAG_INTENT_NOT_FOUND"
+		}
+		g.cfg.logger.Warn(msg, attrs...)
 	}
 }
 

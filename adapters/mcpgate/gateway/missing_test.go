@@ -55,3 +55,29 @@ func TestMissingToolLogged(t *testing.T) {
 		t.Errorf("the re-list did not log archive_note (%d warnings before, %d after):\n%s", before, n, lg.String())
 	}
 }
+
+// TestMissingEntriesLogged: the manifest's prompts, resources and resource
+// templates that the upstream does not list are logged at start, naming
+// each; those it lists are not.
+func TestMissingEntriesLogged(t *testing.T) {
+	_, upURL := payrollUpstream(t)
+	doc := []byte(strings.Replace(string(payrollManifest), `"prompts": [`, `"prompts": [
+  {"intent": "payroll.forecast", "entity": "payroll", "description": "Next year.", "name": "payroll_forecast"},`, 1))
+	doc = []byte(strings.Replace(string(doc), `"resources": [`, `"resources": [
+  {"intent": "payroll.history", "entity": "payroll", "description": "Last year.", "uri": "payroll://history"},
+  {"intent": "payroll.team", "entity": "payroll", "description": "A team.", "uri_template": "payroll://teams/{team}"},
+  {"intent": "payroll.any", "entity": "payroll", "description": "Under a prefix.", "uri_prefix": "payroll://archive/"},`, 1))
+	var lg logs
+	newGatewayFor(t, doc, gateway.Upstream{URL: upURL}, gateway.WithLogger(slog.New(slog.NewTextHandler(&lg, nil))))
+	out := lg.String()
+	for _, want := range []string{"prompt=payroll_forecast", "resource=payroll://history", "template=payroll://teams/{team}"} {
+		if !strings.Contains(out, want) || !strings.Contains(out, "does not offer") {
+			t.Errorf("at start, nothing names %s as missing:\n%s", want, out)
+		}
+	}
+	for _, offered := range []string{"prompt=payroll_summary", "resource=payroll://all", "template=payroll://employees/{id}", "payroll://archive/"} {
+		if strings.Contains(out, offered) {
+			t.Errorf("%s is offered (or a prefix) but logged as missing:\n%s", offered, out)
+		}
+	}
+}

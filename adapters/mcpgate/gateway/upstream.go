@@ -402,6 +402,9 @@ func (l *link) listTools(ctx context.Context, cs *mcp.ClientSession) error {
 		// At start (the gateway's own session), and at every list after
 		// the first of a session: a re-list.
 		l.g.reportMissing("tool", l.g.order, func(name string) bool { _, ok := l.offered()[name]; return ok }, l.front == nil || l.lists > 0)
+		if l.front == nil {
+			l.reportMissingEntries(ctx, cs)
+		}
 		l.lists++
 	}
 	l.mu.Lock()
