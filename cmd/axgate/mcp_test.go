@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -37,6 +38,10 @@ func TestMain(m *testing.M) {
 		main()
 	case "env-upstream":
 		os.Exit(serveEnvUpstream())
+	case "failing-upstream":
+		// As server-filesystem does when the folder it serves is missing.
+		fmt.Fprintln(os.Stderr, "Error: None of the specified directories are accessible")
+		os.Exit(3)
 	}
 	os.Exit(m.Run())
 }
@@ -642,6 +647,64 @@ func TestManifestInitHTTP(t *testing.T) {
 	}
 }
 
+// TestManifestInitUpstreamThatDoesNotStart: an upstream that exits before
+// it answers fails the command with exit status 1, its own standard error
+// shown and its exit status named, and --out is left as it was (no empty
+// or partial draft, no temporary file).
+func TestManifestInitUpstreamThatDoesNotStart(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "axag.json")
+	if err := os.WriteFile(out, []byte("earlier draft\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stdout, stderr, code := cli(t, childEnviron(), "manifest", "init", "--out", out,
+		"--upstream-command", strconv.Quote(os.Args[0]), "--upstream-env", testAs+"=failing-upstream")
+	if code != exitFail {
+		t.Errorf("exit %d, want %d", code, exitFail)
+	}
+	for _, want := range []string{"None of the specified directories are accessible", "exited (exit status 3) before it answered initialize", "nothing was written"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("standard error does not say %q:\n%s", want, stderr)
+		}
+	}
+	if stdout != "" {
+		t.Errorf("standard output: %q", stdout)
+	}
+	if b, err := os.ReadFile(out); err != nil || string(b) != "earlier draft\n" {
+		t.Errorf("--out file now %q, %v; want it untouched", b, err)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
+		t.Errorf("the folder holds %d files, want only axag.json: %v", len(ents), ents)
+	}
+}
+
+// TestManifestInitOut writes the draft to --out (and -o), not to standard
+// output.
+func TestManifestInitOut(t *testing.T) {
+	for _, flag := range []string{"--out", "-o"} {
+		dir := t.TempDir()
+		out := filepath.Join(dir, "axag.json")
+		stdout, stderr, code := cli(t, childEnviron(), "manifest", "init", flag, out,
+			"--upstream-command", strconv.Quote(os.Args[0]), "--upstream-env", testAs+"=env-upstream")
+		if code != exitOK {
+			t.Fatalf("%s: exit %d: %s", flag, code, stderr)
+		}
+		if stdout != "" {
+			t.Errorf("%s: standard output %q, want nothing", flag, stdout)
+		}
+		b, err := os.ReadFile(out)
+		if err != nil || !strings.Contains(string(b), `"operation_id": "env"`) {
+			t.Errorf("%s: %s holds %q, %v", flag, out, b, err)
+		}
+		if fi, err := os.Stat(out); err != nil || fi.Mode().Perm() != 0o644 {
+			t.Errorf("%s: mode %v, %v; want 0644", flag, fi.Mode(), err)
+		}
+		if ents, _ := os.ReadDir(dir); len(ents) != 1 {
+			t.Errorf("%s: the folder holds %v, want only axag.json", flag, ents)
+		}
+	}
+}
+
 func TestManifestInitUsage(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
@@ -653,6 +716,7 @@ func TestManifestInitUsage(t *testing.T) {
 		{[]string{"manifest", "init", "--upstream-url", "http://x/mcp", "--upstream-command", "a"}, "not both"},
 		{[]string{"manifest", "init", "--upstream-url", "x/mcp"}, "http or https URL"},
 		{[]string{"manifest", "init", "--upstream-command", "a | b"}, "shell operator"},
+		{[]string{"manifest", "init", "--upstream-command", "a", "--out", "no/such/folder/axag.json"}, "does not exist"},
 	} {
 		_, stderr, code := cli(t, nil, tc.args...)
 		if code != exitUsage || !strings.Contains(stderr, tc.want) {
