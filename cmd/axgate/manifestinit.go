@@ -26,10 +26,13 @@ format, …), action_type, risk_level, confirmation_required and idempotent
 from its annotations (readOnlyHint, destructiveHint, idempotentHint,
 openWorldHint), and upstream_sha256 pins the tool's definition, so that the
 gateway refuses the tool (AXGATE_TOOL_CHANGED) should the server change it.
+A tool that needs confirmation gets a confirmation_message naming its key
+parameters, "Write file with path {{path}} and content {{content}}?", which
+the gateway fills with each call's values for the person who confirms.
 
 Every field that is guessed rather than stated by the server (a risk level,
-whether a person confirms, a renamed intent, a schema keyword the manifest
-cannot express) is listed on standard error, one a line: review them. The
+whether a person confirms, the confirmation message, a renamed intent, a
+schema keyword the manifest cannot express) is listed on standard error, one a line: review them. The
 draft passes "axgate lint --level basic".
 
 The upstream is a streamable HTTP URL (--upstream-url) or a command run as a
