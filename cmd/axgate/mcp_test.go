@@ -426,6 +426,59 @@ func TestMCPServerFilesystemStdio(t *testing.T) {
 	refused(t, callTool(t, plain, "read_media_file", map[string]any{"path": notes}), "AXAG_INTENT_NOT_FOUND", "")
 }
 
+// TestMCPStdioConfirmationWithoutElicitation: a stdio client that cannot
+// ask the person is refused a write with the command that mints the token
+// it needs (axgate mcp --signing-key), and the call made again with the
+// token that command prints in _meta["axag/confirmation"] runs. Without
+// --signing-key the refusal says that no token made outside is accepted,
+// and how to start the gateway so that one is.
+func TestMCPStdioConfirmationWithoutElicitation(t *testing.T) {
+	_, notes, command := filesystemRoot(t)
+	pki := newServePKI(t)
+	run := func(t *testing.T, extra ...string) *mcp.ClientSession {
+		t.Helper()
+		args := append([]string{"mcp", "--stdio", "--manifest", gatewayManifest, "--upstream-command", command,
+			"--local-user", "alice", "--local-roles", "editor"}, extra...)
+		cmd := exec.Command(os.Args[0], args...)
+		cmd.Env = append(os.Environ(), testAs+"=axgate")
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "desktop", Version: "v1"}, nil).Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)
+		if err != nil {
+			t.Fatalf("%v\n%s", err, stderr.String())
+		}
+		t.Cleanup(func() { cs.Close() })
+		return cs
+	}
+	write := map[string]any{"path": notes, "content": "confirmed elsewhere"}
+
+	cs := run(t, "--signing-key", pki.key)
+	d := refused(t, callTool(t, cs, "write_file", write), "AXAG_CONFIRMATION_MISSING", "")
+	how, _ := d["how_to_confirm"].(string)
+	_, line, ok := strings.Cut(how, "`")
+	line, _, ok2 := strings.Cut(line, "`")
+	if !ok || !ok2 || !strings.HasPrefix(line, "axgate token confirmation --key SIGNING_KEY --sub alice ") || !strings.Contains(d["suggestion"].(string), how) {
+		t.Fatalf("how_to_confirm names no command: %q (suggestion %q)", how, d["suggestion"])
+	}
+	words, err := splitCommand(strings.Replace(line, "SIGNING_KEY", strconv.Quote(pki.key), 1))
+	if err != nil {
+		t.Fatalf("the command %q: %v", line, err)
+	}
+	tok := mint(t, words[2:]...)
+	if res := callTool(t, cs, "write_file", write, middleware.Credentials{Confirmation: tok}); res.IsError {
+		t.Fatalf("the write with the token the command minted: %s", resultText(res))
+	}
+	if got := fileContent(notes); got != "confirmed elsewhere" {
+		t.Fatalf("the file holds %q", got)
+	}
+
+	bare := run(t)
+	d = refused(t, callTool(t, bare, "write_file", write), "AXAG_CONFIRMATION_MISSING", "")
+	if how, _ := d["how_to_confirm"].(string); !strings.Contains(how, "without --signing-key") || !strings.Contains(how, "axgate token confirmation --key KEY") {
+		t.Errorf("without --signing-key: how_to_confirm %q", how)
+	}
+}
+
 // TestMCPChildEnvironment checks what a command upstream inherits: PATH,
 // HOME and the --upstream-env pairs, never the gateway's other variables
 // (its secrets); and that shutdown stops the child.
