@@ -84,7 +84,12 @@
 // are dropped (KeepUncheckedContent passes all of it on). Results of
 // actions with neither check reach the client as they are. An upstream result with isError, or
 // a JSON-RPC error of the upstream, is refused as AXGATE_TOOL_FAILED with the
-// upstream's text in the message.
+// upstream's text in the message. It is retryable only when the upstream
+// says so (a "retryable" boolean in its structuredContent, or an AXAG
+// envelope's details.retryable) or the cause passes (a JSON-RPC request
+// timeout; a text naming ETIMEDOUT, ECONNRESET, "temporarily unavailable",
+// …); a file that does not exist is not retryable, and the refusal says to
+// fix what the upstream names rather than call again.
 //
 // # The direct path
 //
