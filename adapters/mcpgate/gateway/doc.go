@@ -14,7 +14,11 @@
 // state, its questions to the person (elicitation, sampling, roots) and its
 // notifications stay with the client they belong to. For a command upstream
 // that means one child process per client session: a stdio server serves one
-// client. The child is started when the session initializes, stopped when
+// client. New itself starts one more, to check the pins and learn the
+// upstream's capabilities before it returns, except with
+// WithLocalPrincipal (a stdio gateway: one client, one child), where the
+// session's own child does both before the client's initialize is
+// answered. The child is started when the session initializes, stopped when
 // the session ends (or is idle for WithSessionTimeout) and on Close, and
 // restarted with a back-off that doubles on each failure in a row
 // (WithRestartBackoff) when it dies; calls in the meantime are refused with

@@ -112,12 +112,24 @@ func (f *front) receive(next mcp.MethodHandler) mcp.MethodHandler {
 				}
 				return res, err
 			}
+			l := f.g.linkFor(f, ss)
+			if f.g.probeless {
+				// The session's child is the only one (New started none):
+				// the client's initialize is answered once it runs, its
+				// pins checked, with its capabilities.
+				if err := f.g.awaitUpstream(ctx, l); err != nil {
+					if counted {
+						f.g.release(ss)
+					}
+					f.g.dropLink(ss, l)
+					return nil, upstreamNotStarted(err)
+				}
+			}
 			version := ""
 			if ir, ok := res.(*mcp.InitializeResult); ok {
 				ir.Capabilities = f.g.frontCaps()
 				version = ir.ProtocolVersion
 			}
-			l := f.g.linkFor(f, ss)
 			if f == f.g.httpFront {
 				userID := ""
 				if ex := req.GetExtra(); ex != nil && ex.TokenInfo != nil {
@@ -200,6 +212,13 @@ func (f *front) toUpstream(ctx context.Context, ss *mcp.ServerSession, do func(c
 		return nil, upstreamRPCError(err)
 	}
 	return res, nil
+}
+
+// upstreamNotStarted answers the initialize of a session whose upstream
+// did not start (probeless): the client shows why.
+func upstreamNotStarted(err error) error {
+	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError,
+		Message: fmt.Sprintf("the upstream MCP server did not start: %v (its standard error is in the gateway's log)", err)}
 }
 
 func notFound(method string) error {
