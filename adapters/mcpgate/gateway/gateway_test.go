@@ -818,7 +818,7 @@ func TestStdioSessionOneChild(t *testing.T) {
 		defer cancel()
 		go gateway.ServeLocal(g, ctx, st)
 		_, err := mcp.NewClient(&mcp.Implementation{Name: "desktop", Version: "v1"}, nil).Connect(ctx, ct, nil)
-		if err == nil || !strings.Contains(err.Error(), "the upstream MCP server did not start") {
+		if err == nil || !strings.Contains(err.Error(), "the upstream MCP server did not start: the upstream command exited (exit status 3) before it answered initialize") {
 			t.Errorf("initialize: %v", err)
 		}
 	})

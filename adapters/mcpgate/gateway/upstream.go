@@ -353,15 +353,17 @@ func (l *link) connect() (*mcp.ClientSession, error) {
 	// description, have no session to map, and keep the upstream from
 	// asking the person anything while it serves a call.
 	opts := &mcp.ClientSessionOptions{ProtocolVersion: upstreamProtocolVersion}
-	cs, err := l.client.Connect(ctx, l.transport(), opts)
+	t := l.transport()
+	cs, err := l.client.Connect(ctx, t, opts)
 	var rpcErr *jsonrpc.Error
 	if err != nil && errors.As(err, &rpcErr) && ctx.Err() == nil {
 		// An upstream that refuses the version with sessions (one that
 		// speaks only the stateless protocol): the SDK's own choice.
-		cs, err = l.client.Connect(ctx, l.transport(), nil)
+		t = l.transport()
+		cs, err = l.client.Connect(ctx, t, nil)
 	}
 	if err != nil {
-		return nil, err
+		return nil, exitedFirst(t, err)
 	}
 	if err := l.listTools(ctx, cs); err != nil {
 		cs.Close()
