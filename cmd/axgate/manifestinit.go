@@ -20,12 +20,13 @@ import (
 const manifestInitAbout = `
 Drafts an AXAG manifest for an existing MCP server from the tools it lists,
 and writes it to --out FILE (or standard output), for a person to review
-before "axgate mcp" enforces it. Each tool becomes an action: its parameters come from the
-tool's input schema (types, required, enum, minimum/maximum, maxLength,
-format, …), action_type, risk_level, confirmation_required and idempotent
-from its annotations (readOnlyHint, destructiveHint, idempotentHint,
-openWorldHint), and upstream_sha256 pins the tool's definition, so that the
-gateway refuses the tool (AXGATE_TOOL_CHANGED) should the server change it.
+before "axgate mcp" enforces it. Each tool becomes an action: its
+parameters come from the tool's input schema (types, required, enum,
+minimum/maximum, maxLength, format, …), action_type, risk_level,
+confirmation_required and idempotent from its annotations (readOnlyHint,
+destructiveHint, idempotentHint, openWorldHint), and upstream_sha256 pins
+the tool's definition, so that the gateway refuses the tool
+(AXGATE_TOOL_CHANGED) should the server change it.
 A tool that needs confirmation gets a confirmation_message naming its key
 parameters, "Write file with path {{path}} and content {{content}}?", which
 the gateway fills with each call's values for the person who confirms.
