@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -69,7 +71,11 @@ log goes to standard error.
 
 A call that needs the person's confirmation asks them inline (MCP
 elicitation) when the client can ask, and is refused with
-AXAG_CONFIRMATION_MISSING otherwise. --human ADDR serves the endpoints people
+AXAG_CONFIRMATION_MISSING otherwise; that refusal says how the person makes
+the token the call then carries in _meta["axag/confirmation"]: with
+--signing-key KEY, "axgate token confirmation --key KEY --sub USER --intent
+INTENT --args JSON" (the refusal spells it out for the call); with --human,
+POST /confirmations. --human ADDR serves the endpoints people
 confirm and approve with (POST /confirmations, GET /approvals, POST
 /approvals/{id}). They take people's tokens only: bearer JWTs of
 --human-audience (required with --human, and distinct from --audience),
@@ -181,6 +187,85 @@ func (f rootFlags) mcpRoots() ([]*mcp.Root, error) {
 		roots = append(roots, &mcp.Root{URI: u.String(), Name: filepath.Base(dir)})
 	}
 	return roots, nil
+}
+
+// maxInlineArgs bounds the arguments written into the command of a
+// confirmation help: longer ones (a file's content) are named, not copied.
+const maxInlineArgs = 200
+
+// confirmationHelp says, for a call refused for a missing confirmation
+// where the person cannot be asked inline, how a token this gateway accepts
+// is made: with the --human endpoint (humanURL, when it serves), with
+// "axgate token confirmation" when --signing-key names a key the person
+// can sign with, by the issuer of --jwks/--jwks-url; or that none can be,
+// with the ephemeral key of a gateway started without any of them. It
+// names flags and files, never a key.
+func (c *mcpConfig) confirmationHelp(humanURL string) func(*middleware.Call) string {
+	return func(call *middleware.Call) string {
+		var ways []string
+		if humanURL != "" {
+			ways = append(ways, fmt.Sprintf(`a person POSTs {"tool": %q, "arguments": …these arguments…} to %s/confirmations with their bearer token and passes on the token it answers`, call.Tool, humanURL))
+		}
+		if c.signingKey != "" {
+			cmd := []string{"axgate token confirmation --key SIGNING_KEY", "--sub " + shellQuote(call.Principal.ID)}
+			if call.Principal.Tenant != "" {
+				cmd = append(cmd, "--tenant "+shellQuote(call.Principal.Tenant))
+			}
+			if c.issuer != token.DefaultIssuer {
+				cmd = append(cmd, "--iss "+shellQuote(c.issuer))
+			}
+			if c.audience != token.DefaultAudience {
+				cmd = append(cmd, "--aud "+shellQuote(c.audience))
+			}
+			cmd = append(cmd, "--intent "+shellQuote(call.Intent()))
+			if args := compactJSON(call.Arguments); args != "" && len(args) <= maxInlineArgs && printableASCII(args) {
+				cmd = append(cmd, "--args "+shellQuote(args))
+			} else {
+				cmd = append(cmd, "--args-file ARGS.json (these exact arguments as JSON)")
+			}
+			ways = append(ways, "the person runs `"+strings.Join(cmd, " ")+"`, where SIGNING_KEY is the gateway's --signing-key file (keep it out of the agent's reach)")
+		}
+		if c.jwks != "" || c.jwksURL != "" {
+			ways = append(ways, "the issuer of the gateway's --jwks keys signs a confirmation token for these exact arguments")
+		}
+		if len(ways) == 0 {
+			return "This gateway was started without --signing-key, --human or --jwks, so no token made outside it is accepted: restart it with --signing-key KEY (\"axgate keys gen\" makes one), and the person mints one with \"axgate token confirmation --key KEY …\"."
+		}
+		return "To confirm: " + strings.Join(ways, "; or ") + "."
+	}
+}
+
+// shellQuote quotes s for a POSIX shell, when it needs quoting.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.,:/@=+-") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// compactJSON is raw without insignificant white space; "" when raw is
+// not JSON, "{}" when it is empty (no arguments).
+func compactJSON(raw []byte) string {
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return "{}"
+	}
+	var b bytes.Buffer
+	if json.Compact(&b, raw) != nil {
+		return ""
+	}
+	return b.String()
+}
+
+// printableASCII reports whether s is only printable ASCII: what a command
+// a person pastes may carry without hiding anything (no control or
+// bidirectional characters).
+func printableASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
 }
 
 // envFlags collects repeated K=V flags.
@@ -476,6 +561,11 @@ func serveMCP(ctx context.Context, e *env, c mcpConfig, ops *opsFlags, conf conf
 	if gopts, err = c.askOptions(gopts); err != nil {
 		return failf(e, "mcp", "%v", err)
 	}
+	humanURL := ""
+	if humanLn != nil {
+		humanURL = rt.scheme() + "://" + humanLn.Addr().String()
+	}
+	gopts = append(gopts, mcpgw.WithMCPOptions(mcpgate.WithConfirmationHelp(c.confirmationHelp(humanURL))))
 	up := mcpgw.Upstream{URL: c.upstreamURL}
 	if c.upstreamCmd != "" {
 		up = mcpgw.Upstream{Command: c.upstreamCmd, Args: c.upstreamArgs, Env: c.childEnv(e.getenv), Stderr: stderr}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -38,6 +39,10 @@ func TestMain(m *testing.M) {
 		main()
 	case "env-upstream":
 		os.Exit(serveEnvUpstream())
+	case "failing-upstream":
+		// As server-filesystem does when the folder it serves is missing.
+		fmt.Fprintln(os.Stderr, "Error: None of the specified directories are accessible")
+		os.Exit(3)
 	}
 	os.Exit(m.Run())
 }
@@ -425,6 +430,59 @@ func TestMCPServerFilesystemStdio(t *testing.T) {
 	refused(t, callTool(t, plain, "read_media_file", map[string]any{"path": notes}), "AXAG_INTENT_NOT_FOUND", "")
 }
 
+// TestMCPStdioConfirmationWithoutElicitation: a stdio client that cannot
+// ask the person is refused a write with the command that mints the token
+// it needs (axgate mcp --signing-key), and the call made again with the
+// token that command prints in _meta["axag/confirmation"] runs. Without
+// --signing-key the refusal says that no token made outside is accepted,
+// and how to start the gateway so that one is.
+func TestMCPStdioConfirmationWithoutElicitation(t *testing.T) {
+	_, notes, command := filesystemRoot(t)
+	pki := newServePKI(t)
+	run := func(t *testing.T, extra ...string) *mcp.ClientSession {
+		t.Helper()
+		args := append([]string{"mcp", "--stdio", "--manifest", gatewayManifest, "--upstream-command", command,
+			"--local-user", "alice", "--local-roles", "editor"}, extra...)
+		cmd := exec.Command(os.Args[0], args...)
+		cmd.Env = append(os.Environ(), testAs+"=axgate")
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "desktop", Version: "v1"}, nil).Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)
+		if err != nil {
+			t.Fatalf("%v\n%s", err, stderr.String())
+		}
+		t.Cleanup(func() { cs.Close() })
+		return cs
+	}
+	write := map[string]any{"path": notes, "content": "confirmed elsewhere"}
+
+	cs := run(t, "--signing-key", pki.key)
+	d := refused(t, callTool(t, cs, "write_file", write), "AXAG_CONFIRMATION_MISSING", "")
+	how, _ := d["how_to_confirm"].(string)
+	_, line, ok := strings.Cut(how, "`")
+	line, _, ok2 := strings.Cut(line, "`")
+	if !ok || !ok2 || !strings.HasPrefix(line, "axgate token confirmation --key SIGNING_KEY --sub alice ") || !strings.Contains(d["suggestion"].(string), how) {
+		t.Fatalf("how_to_confirm names no command: %q (suggestion %q)", how, d["suggestion"])
+	}
+	words, err := splitCommand(strings.Replace(line, "SIGNING_KEY", strconv.Quote(pki.key), 1))
+	if err != nil {
+		t.Fatalf("the command %q: %v", line, err)
+	}
+	tok := mint(t, words[2:]...)
+	if res := callTool(t, cs, "write_file", write, middleware.Credentials{Confirmation: tok}); res.IsError {
+		t.Fatalf("the write with the token the command minted: %s", resultText(res))
+	}
+	if got := fileContent(notes); got != "confirmed elsewhere" {
+		t.Fatalf("the file holds %q", got)
+	}
+
+	bare := run(t)
+	d = refused(t, callTool(t, bare, "write_file", write), "AXAG_CONFIRMATION_MISSING", "")
+	if how, _ := d["how_to_confirm"].(string); !strings.Contains(how, "without --signing-key") || !strings.Contains(how, "axgate token confirmation --key KEY") {
+		t.Errorf("without --signing-key: how_to_confirm %q", how)
+	}
+}
+
 // TestMCPChildEnvironment checks what a command upstream inherits: PATH,
 // HOME and the --upstream-env pairs, never the gateway's other variables
 // (its secrets); and that shutdown stops the child.
@@ -691,6 +749,64 @@ func TestManifestInitHTTP(t *testing.T) {
 	}
 }
 
+// TestManifestInitUpstreamThatDoesNotStart: an upstream that exits before
+// it answers fails the command with exit status 1, its own standard error
+// shown and its exit status named, and --out is left as it was (no empty
+// or partial draft, no temporary file).
+func TestManifestInitUpstreamThatDoesNotStart(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "axag.json")
+	if err := os.WriteFile(out, []byte("earlier draft\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stdout, stderr, code := cli(t, childEnviron(), "manifest", "init", "--out", out,
+		"--upstream-command", strconv.Quote(os.Args[0]), "--upstream-env", testAs+"=failing-upstream")
+	if code != exitFail {
+		t.Errorf("exit %d, want %d", code, exitFail)
+	}
+	for _, want := range []string{"None of the specified directories are accessible", "exited (exit status 3) before it answered initialize", "nothing was written"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("standard error does not say %q:\n%s", want, stderr)
+		}
+	}
+	if stdout != "" {
+		t.Errorf("standard output: %q", stdout)
+	}
+	if b, err := os.ReadFile(out); err != nil || string(b) != "earlier draft\n" {
+		t.Errorf("--out file now %q, %v; want it untouched", b, err)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
+		t.Errorf("the folder holds %d files, want only axag.json: %v", len(ents), ents)
+	}
+}
+
+// TestManifestInitOut writes the draft to --out (and -o), not to standard
+// output.
+func TestManifestInitOut(t *testing.T) {
+	for _, flag := range []string{"--out", "-o"} {
+		dir := t.TempDir()
+		out := filepath.Join(dir, "axag.json")
+		stdout, stderr, code := cli(t, childEnviron(), "manifest", "init", flag, out,
+			"--upstream-command", strconv.Quote(os.Args[0]), "--upstream-env", testAs+"=env-upstream")
+		if code != exitOK {
+			t.Fatalf("%s: exit %d: %s", flag, code, stderr)
+		}
+		if stdout != "" {
+			t.Errorf("%s: standard output %q, want nothing", flag, stdout)
+		}
+		b, err := os.ReadFile(out)
+		if err != nil || !strings.Contains(string(b), `"operation_id": "env"`) {
+			t.Errorf("%s: %s holds %q, %v", flag, out, b, err)
+		}
+		if fi, err := os.Stat(out); err != nil || fi.Mode().Perm() != 0o644 {
+			t.Errorf("%s: mode %v, %v; want 0644", flag, fi.Mode(), err)
+		}
+		if ents, _ := os.ReadDir(dir); len(ents) != 1 {
+			t.Errorf("%s: the folder holds %v, want only axag.json", flag, ents)
+		}
+	}
+}
+
 func TestManifestInitUsage(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
@@ -702,6 +818,7 @@ func TestManifestInitUsage(t *testing.T) {
 		{[]string{"manifest", "init", "--upstream-url", "http://x/mcp", "--upstream-command", "a"}, "not both"},
 		{[]string{"manifest", "init", "--upstream-url", "x/mcp"}, "http or https URL"},
 		{[]string{"manifest", "init", "--upstream-command", "a | b"}, "shell operator"},
+		{[]string{"manifest", "init", "--upstream-command", "a", "--out", "no/such/folder/axag.json"}, "does not exist"},
 	} {
 		_, stderr, code := cli(t, nil, tc.args...)
 		if code != exitUsage || !strings.Contains(stderr, tc.want) {

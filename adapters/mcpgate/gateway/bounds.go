@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"mime"
@@ -267,6 +268,9 @@ type childStdin struct {
 	cmd  *exec.Cmd
 	once sync.Once
 	err  error
+	// exited records the child's exit once Close has waited for it, for
+	// the error of a child that exited before it answered (exitedFirst).
+	exited *atomic.Pointer[os.ProcessState]
 }
 
 const terminateAfter = 5 * time.Second
@@ -284,6 +288,13 @@ func (c *childStdin) Close() error {
 		// runs, so the last SIGKILL, after Wait, reaches only what the
 		// child left.
 		defer signalGroup(c.cmd, syscall.SIGKILL)
+		defer func() {
+			// Wait has returned (its result was received): ProcessState
+			// is set.
+			if c.exited != nil && c.cmd.ProcessState != nil {
+				c.exited.Store(c.cmd.ProcessState)
+			}
+		}()
 		select {
 		case c.err = <-exited:
 			return
@@ -305,9 +316,22 @@ func (c *childStdin) Close() error {
 // commandTransport starts the child of a command upstream and speaks to it
 // over its standard input and output, with lines bounded to limit bytes.
 type commandTransport struct {
-	cmd   *exec.Cmd
-	limit int64
-	cut   *atomic.Bool
+	cmd    *exec.Cmd
+	limit  int64
+	cut    *atomic.Bool
+	exited atomic.Pointer[os.ProcessState] // set once the child was waited for
+}
+
+// exitedFirst words the error of a session that did not start on t: for a
+// command upstream whose child has exited, its exit status (its standard
+// error went to the Upstream's Stderr); else err.
+func exitedFirst(t mcp.Transport, err error) error {
+	if ct, ok := t.(*commandTransport); ok {
+		if ps := ct.exited.Load(); ps != nil {
+			return fmt.Errorf("the upstream command exited (%v) before it answered initialize: %w", ps, err)
+		}
+	}
+	return err
 }
 
 func (t *commandTransport) Connect(ctx context.Context) (mcp.Connection, error) {
@@ -327,7 +351,7 @@ func (t *commandTransport) Connect(ctx context.Context) (mcp.Connection, error) 
 	}
 	t2 := &mcp.IOTransport{
 		Reader:        &boundedLines{r: io.NopCloser(stdout), limit: t.limit, cut: t.cut, kill: func() { signalGroup(t.cmd, syscall.SIGKILL) }},
-		Writer:        &childStdin{WriteCloser: stdin, cmd: t.cmd},
+		Writer:        &childStdin{WriteCloser: stdin, cmd: t.cmd, exited: &t.exited},
 		MaxLineLength: int(t.limit) + 1,
 	}
 	return t2.Connect(ctx)

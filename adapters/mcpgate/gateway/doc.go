@@ -15,7 +15,11 @@
 // the operator allows them) and its notifications stay with the client
 // they belong to. For a command upstream
 // that means one child process per client session: a stdio server serves one
-// client. The child is started when the session initializes, stopped when
+// client. New itself starts one more, to check the pins and learn the
+// upstream's capabilities before it returns, except with
+// WithLocalPrincipal (a stdio gateway: one client, one child), where the
+// session's own child does both before the client's initialize is
+// answered. The child is started when the session initializes, stopped when
 // the session ends (or is idle for WithSessionTimeout) and on Close, and
 // restarted with a back-off that doubles on each failure in a row
 // (WithRestartBackoff) when it dies; calls in the meantime are refused with
@@ -85,7 +89,12 @@
 // are dropped (KeepUncheckedContent passes all of it on). Results of
 // actions with neither check reach the client as they are. An upstream result with isError, or
 // a JSON-RPC error of the upstream, is refused as AXGATE_TOOL_FAILED with the
-// upstream's text in the message.
+// upstream's text in the message. It is retryable only when the upstream
+// says so (a "retryable" boolean in its structuredContent, or an AXAG
+// envelope's details.retryable) or the cause passes (a JSON-RPC request
+// timeout; a text naming ETIMEDOUT, ECONNRESET, "temporarily unavailable",
+// …); a file that does not exist is not retryable, and the refusal says to
+// fix what the upstream names rather than call again.
 //
 // # The direct path
 //

@@ -449,12 +449,13 @@ func (l *link) passesNotification(method string, uri string) bool {
 	return true
 }
 
-// reportMissingEntries logs, as reportMissing does for tools, the
+// reportMissingEntries logs, as reportMissing does for tools (always, or
+// when what is missing changed), the
 // manifest's prompts, resources (an exact uri) and resource templates that
 // the upstream does not list. A uri_prefix is not checked: the upstream
 // need not list the resources under it. A list that fails is not reported
 // on, rather than have every entry of it called missing.
-func (l *link) reportMissingEntries(ctx context.Context, cs *mcp.ClientSession) {
+func (l *link) reportMissingEntries(ctx context.Context, cs *mcp.ClientSession, always bool) {
 	m := l.g.m
 	if len(m.Prompts) == 0 && len(m.Resources) == 0 {
 		return
@@ -485,7 +486,7 @@ func (l *link) reportMissingEntries(ctx context.Context, cs *mcp.ClientSession) 
 		for _, p := range m.Prompts {
 			names = append(names, p.Name)
 		}
-		l.g.reportMissing("prompt", names, func(n string) bool { return offered["prompt "+n] }, true)
+		l.g.reportMissing("prompt", names, func(n string) bool { return offered["prompt "+n] }, always)
 	}
 	if len(m.Resources) == 0 {
 		return
@@ -501,9 +502,9 @@ func (l *link) reportMissingEntries(ctx context.Context, cs *mcp.ClientSession) 
 	}
 	noResources := caps == nil || caps.Resources == nil
 	if len(uris) > 0 && (noResources || read("resources/list")) {
-		l.g.reportMissing("resource", uris, func(u string) bool { return offered["resource "+u] }, true)
+		l.g.reportMissing("resource", uris, func(u string) bool { return offered["resource "+u] }, always)
 	}
 	if len(templates) > 0 && (noResources || read("resources/templates/list")) {
-		l.g.reportMissing("template", templates, func(u string) bool { return offered["template "+u] }, true)
+		l.g.reportMissing("template", templates, func(u string) bool { return offered["template "+u] }, always)
 	}
 }

@@ -7,6 +7,10 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -58,8 +62,14 @@ type Gateway struct {
 	links   map[*mcp.ServerSession]*link
 	control *link // the gateway's own upstream session (HTTP upstreams)
 	upCaps  *mcp.ServerCapabilities
-	changed map[string]string // disabled tools: name -> digest seen
-	missing map[string]string // reportMissing: what it last logged, by kind
+	// probeless is a command upstream served to a local client
+	// (WithLocalPrincipal): New starts no child of its own; each client
+	// session's child, started at its initialize, checks the pins and
+	// tells the upstream's capabilities before the initialize is answered
+	// (awaitUpstream). One stdio session, one child.
+	probeless bool
+	changed   map[string]string // disabled tools: name -> digest seen
+	missing   map[string]string // reportMissing: what it last logged, by kind
 
 	// sessionKeys are the admitted client sessions and whom they count
 	// against; perKey counts them by caller (WithMaxSessions).
@@ -97,6 +107,14 @@ type Gateway struct {
 // within the connect timeout (WithConnectTimeout), or when the options
 // contradict each other. Serve it with Handler (streamable HTTP) or
 // ServeStdio.
+//
+// A command upstream with WithLocalPrincipal (a stdio gateway, whose one
+// client would otherwise have run a second child: New's and its own) is
+// the exception: New only checks that the program exists and may be run,
+// and each client session's child, started at the client's initialize
+// with what that client offers, lists the tools and checks the pins before
+// the initialize is answered (so before any call); an upstream that does
+// not start then fails that initialize with why. One session, one child.
 func New(enf *axgate.Enforcer, upstream Upstream, opts ...Option) (*Gateway, error) {
 	if enf == nil {
 		return nil, errors.New("gateway: nil enforcer")
@@ -175,6 +193,20 @@ func New(enf *axgate.Enforcer, upstream Upstream, opts ...Option) (*Gateway, err
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
 
+	g.probeless = upstream.Command != "" && cfg.local != nil
+	if g.probeless {
+		// No child to check the pins and learn the capabilities: the one
+		// client's own does, before its initialize is answered. What can
+		// be known without starting one is checked now.
+		if err := checkCommand(upstream); err != nil {
+			return nil, fmt.Errorf("gateway: the upstream cannot be started: %w", err)
+		}
+		g.httpFront = g.newFront(false)
+		g.localFront = g.newFront(true)
+		g.handler = g.buildHandler()
+		return g, nil
+	}
+
 	// The gateway's own session: the tools and capabilities of the
 	// upstream at start, checked against the pins now rather than on the
 	// first call.
@@ -204,6 +236,48 @@ func New(enf *axgate.Enforcer, upstream Upstream, opts ...Option) (*Gateway, err
 	}
 	g.handler = g.buildHandler()
 	return g, nil
+}
+
+// checkCommand checks what can be checked of a command upstream without
+// running it: that its program exists and may be run.
+func checkCommand(up Upstream) error {
+	name := up.Command
+	if !strings.ContainsRune(name, filepath.Separator) && !strings.ContainsRune(name, '/') {
+		_, err := exec.LookPath(name)
+		return err
+	}
+	if !filepath.IsAbs(name) && up.Dir != "" {
+		name = filepath.Join(up.Dir, name) // exec.Cmd runs a relative path from Dir
+	}
+	fi, err := os.Stat(name)
+	switch {
+	case err != nil:
+		return err
+	case fi.IsDir():
+		return fmt.Errorf("%s is a directory", name)
+	case runtime.GOOS != "windows" && fi.Mode()&0o111 == 0:
+		return fmt.Errorf("%s is not executable", name)
+	}
+	return nil
+}
+
+// awaitUpstream waits for the first connection of a client session's link
+// (probeless): its child started, its tools listed and their pins
+// checked, within WithConnectTimeout. It records the upstream's
+// capabilities for frontCaps and returns why the upstream did not start.
+func (g *Gateway) awaitUpstream(ctx context.Context, l *link) error {
+	ctx, cancel := context.WithTimeout(ctx, g.cfg.connectTimeout)
+	defer cancel()
+	cs, err := l.session(ctx)
+	if err != nil {
+		return l.lastError(err)
+	}
+	if ir := cs.InitializeResult(); ir != nil {
+		g.mu.Lock()
+		g.upCaps = ir.Capabilities
+		g.mu.Unlock()
+	}
+	return nil
 }
 
 // Handler serves the gateway over HTTP.
@@ -380,6 +454,17 @@ func (g *Gateway) linkFor(f *front, ss *mcp.ServerSession) *link {
 		l.close()
 	}()
 	return l
+}
+
+// dropLink ends the link of a client session whose initialize failed: its
+// upstream is not connected again for a session that was never admitted.
+func (g *Gateway) dropLink(ss *mcp.ServerSession, l *link) {
+	g.mu.Lock()
+	if g.links[ss] == l {
+		delete(g.links, ss)
+	}
+	g.mu.Unlock()
+	go l.close()
 }
 
 // frontLinks returns the upstream sessions of the client sessions.

@@ -345,15 +345,17 @@ func (l *link) connect() (*mcp.ClientSession, error) {
 	// description, have no session to map, and keep the upstream from
 	// asking the person anything while it serves a call.
 	opts := &mcp.ClientSessionOptions{ProtocolVersion: upstreamProtocolVersion}
-	cs, err := l.client.Connect(ctx, l.transport(), opts)
+	t := l.transport()
+	cs, err := l.client.Connect(ctx, t, opts)
 	var rpcErr *jsonrpc.Error
 	if err != nil && errors.As(err, &rpcErr) && ctx.Err() == nil {
 		// An upstream that refuses the version with sessions (one that
 		// speaks only the stateless protocol): the SDK's own choice.
-		cs, err = l.client.Connect(ctx, l.transport(), nil)
+		t = l.transport()
+		cs, err = l.client.Connect(ctx, t, nil)
 	}
 	if err != nil {
-		return nil, err
+		return nil, exitedFirst(t, err)
 	}
 	if err := l.listTools(ctx, cs); err != nil {
 		cs.Close()
@@ -402,8 +404,10 @@ func (l *link) listTools(ctx context.Context, cs *mcp.ClientSession) error {
 		// At start (the gateway's own session), and at every list after
 		// the first of a session: a re-list.
 		l.g.reportMissing("tool", l.g.order, func(name string) bool { _, ok := l.offered()[name]; return ok }, l.front == nil || l.lists > 0)
-		if l.front == nil {
-			l.reportMissingEntries(ctx, cs)
+		if l.front == nil || (l.g.probeless && l.lists == 0) {
+			// At start: the gateway's own session, or a local client's
+			// first (New starts no child of its own then).
+			l.reportMissingEntries(ctx, cs, l.front == nil)
 		}
 		l.lists++
 	}
