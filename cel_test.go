@@ -10,7 +10,7 @@ import (
 
 	"github.com/axgate/axgate"
 	axerr "github.com/axgate/axgate/errors"
-	"github.com/axgate/axgate/gates"
+	"github.com/axgate/axgate/internal/gate"
 	"github.com/axgate/axgate/manifest"
 	"github.com/axgate/axgate/middleware"
 )
@@ -134,7 +134,7 @@ func TestConstraintCostLimit(t *testing.T) {
 	}
 	_, err := e.Wrap(tool).Invoke(context.Background(), middleware.NewCall("report_read", args, manyRoles(50_000)))
 	re := notEvaluable(t, err, "not_banned")
-	if !errors.Is(re.Err, gates.ErrCELCostLimit) || !strings.Contains(re.Message, "cost limit") {
+	if !errors.Is(re.Err, gate.ErrCELCostLimit) || !strings.Contains(re.Message, "cost limit") {
 		t.Fatalf("cause = %v, message = %q", re.Err, re.Message)
 	}
 	if tool.calls.Load() != 1 {
@@ -180,8 +180,8 @@ func TestNewRefusesCostlyConstraint(t *testing.T) {
 	if err == nil {
 		t.Fatal("New accepted a constraint of unbounded cost")
 	}
-	var ce *gates.CELCostError
-	if !strings.Contains(err.Error(), "/entities/0/actions/1/constraints/unique") || !errors.As(err, &ce) || ce.Limit != gates.DefaultCELCostLimit {
+	var ce *gate.CELCostError
+	if !strings.Contains(err.Error(), "/entities/0/actions/1/constraints/unique") || !errors.As(err, &ce) || ce.Limit != gate.DefaultCELCostLimit {
 		t.Fatalf("error = %v", err)
 	}
 	if strings.Contains(err.Error(), "constraints/small") {

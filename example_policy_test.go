@@ -52,10 +52,10 @@ func Example_constraint() {
 
 // One call's postcondition makes another's precondition true. cart.validate
 // declares the postcondition cart_validated and order.place the precondition
-// cart_validated; the host binds the name to one check of its own state with
-// WithCondition. The check confirms, right after cart.validate ran, that the
+// cart_validated; the host binds the name, with WithPrecondition and
+// WithPostcondition, to one check of its own state. The check confirms, right after cart.validate ran, that the
 // tool recorded the cart, and lets order.place through afterwards.
-func ExampleWithCondition() {
+func ExampleWithPostcondition() {
 	m, err := manifest.ParseJSON([]byte(`{"version": "1.0.0", "actions": [
 	  {"intent": "cart.validate", "entity": "cart", "action_type": "write", "description": "Validate a cart",
 	   "risk_level": "low", "idempotent": true, "scope": "user",
@@ -85,7 +85,9 @@ func ExampleWithCondition() {
 		return nil
 	}
 
-	enf, err := axgate.New(m, axgate.WithCondition("cart_validated", cartValidated))
+	enf, err := axgate.New(m, axgate.WithPrecondition("cart_validated", cartValidated), axgate.WithPostcondition("cart_validated", func(ctx context.Context, call *middleware.Call, _ middleware.Result) error {
+		return cartValidated(ctx, call)
+	}))
 	if err != nil {
 		panic(err)
 	}

@@ -17,7 +17,6 @@ import (
 
 	"github.com/axgate/axgate"
 	axerr "github.com/axgate/axgate/errors"
-	"github.com/axgate/axgate/gates"
 	"github.com/axgate/axgate/middleware"
 )
 
@@ -35,7 +34,7 @@ func FuzzArguments(f *testing.F) {
 	e := fullEnforcer(f, axgate.WithPreExecution(func(std []middleware.Stage) []middleware.Stage {
 		var kept []middleware.Stage
 		for _, s := range std {
-			if s.Name == gates.StageIntent || s.Name == gates.StageParams {
+			if s.Name == middleware.StageIntent || s.Name == middleware.StageParams {
 				kept = append(kept, s)
 			}
 		}

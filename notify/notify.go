@@ -24,6 +24,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/axgate/axgate/gates"
+	"github.com/axgate/axgate/internal/gate"
 	"github.com/axgate/axgate/manifest"
 )
 
@@ -56,7 +57,7 @@ type Payload struct {
 	// SideEffects are the action's declared side effects.
 	SideEffects []string `json:"side_effects"`
 	// Message is the action's confirmation message with the call's
-	// arguments filled in (gates.RenderConfirmationMessage: values escaped
+	// arguments filled in (as the confirmation message is: values escaped
 	// and cut, never parsed again). It is plain text: escape it for HTML.
 	Message string `json:"message"`
 	// ApprovalsNeeded and ApprovalRoles say who may approve, and how many.
@@ -260,7 +261,7 @@ func (n *Notifier) For(m *manifest.Manifest) (gates.Notifier, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("notify: %w", err)
 	}
-	return gates.NotifierFunc(func(_ context.Context, req gates.ApprovalRequest) error {
+	return gate.NotifierFunc(func(_ context.Context, req gates.ApprovalRequest) error {
 		return n.notify(m, req)
 	}), nil
 }
@@ -377,7 +378,7 @@ func (n *Notifier) payload(m *manifest.Manifest, req gates.ApprovalRequest) Payl
 		p.SideEffects = nonNil(a.SideEffects)
 		var args map[string]any
 		_ = json.Unmarshal(req.Arguments, &args)
-		p.Message = gates.RenderConfirmationMessage(a, args)
+		p.Message = gate.RenderConfirmationMessage(a, args)
 	}
 	if n.o.Links != nil {
 		p.ApproveURL, p.DenyURL = n.o.Links(req)

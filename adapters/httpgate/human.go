@@ -12,6 +12,7 @@ import (
 	"github.com/axgate/axgate"
 	axerr "github.com/axgate/axgate/errors"
 	"github.com/axgate/axgate/gates"
+	igate "github.com/axgate/axgate/internal/gate"
 )
 
 // NewHumanHandler returns the endpoints a person confirms and approves with.
@@ -127,8 +128,8 @@ func (h *humanHandler) pending(w http.ResponseWriter, r *http.Request) {
 	limit := 0
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > gates.MaxApprovalPage {
-			h.cfg.writeError(ctx, w, badRequest(fmt.Sprintf("limit must be a whole number from 1 to %d", gates.MaxApprovalPage)).
+		if err != nil || n < 1 || n > igate.MaxApprovalPage {
+			h.cfg.writeError(ctx, w, badRequest(fmt.Sprintf("limit must be a whole number from 1 to %d", igate.MaxApprovalPage)).
 				WithReason(axerr.ReasonInvalidLimit))
 			return
 		}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	igate "github.com/axgate/axgate/internal/gate"
 	"io"
 	"log/slog"
 	"mime"
@@ -21,7 +22,6 @@ import (
 	"github.com/axgate/axgate"
 	"github.com/axgate/axgate/adapters/wire"
 	axerr "github.com/axgate/axgate/errors"
-	"github.com/axgate/axgate/gates"
 	"github.com/axgate/axgate/manifest"
 	"github.com/axgate/axgate/middleware"
 )
@@ -315,7 +315,7 @@ func (g *gate) resolve(r *http.Request) (a *manifest.Action, wildcards bool, red
 		}
 		h := lookup(g.m, name)
 		if h == nil {
-			return nil, false, nil, gates.IntentNotFound(g.m, name)
+			return nil, false, nil, igate.IntentNotFound(g.m, name)
 		}
 		return h, rt.wildcards, nil, nil
 	case rt.action != nil:
@@ -323,7 +323,7 @@ func (g *gate) resolve(r *http.Request) (a *manifest.Action, wildcards bool, red
 			h := lookup(g.m, name)
 			switch {
 			case h == nil:
-				return nil, false, nil, gates.IntentNotFound(g.m, name)
+				return nil, false, nil, igate.IntentNotFound(g.m, name)
 			case h != rt.action:
 				return nil, false, nil, axerr.Newf(axerr.CodeIntentNotFound, "the %s header names %q, but this route is %q", HeaderIntent, name, rt.action.Intent).
 					WithIntent(rt.action.Intent).With("tool", name).

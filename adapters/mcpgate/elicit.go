@@ -14,7 +14,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/axgate/axgate/gates"
+	"github.com/axgate/axgate/internal/gate"
 	"github.com/axgate/axgate/middleware"
 	"github.com/axgate/axgate/token"
 )
@@ -194,7 +194,7 @@ func (k *elicitKeys) verify(ctx context.Context, state string, want questionStat
 	case errors.Is(err, token.ErrReplayed):
 		return ErrElicitationStateInvalid
 	case err != nil:
-		return gates.StoreUnavailable(want.Intent, "the elicitation replay store", err)
+		return gate.StoreUnavailable(want.Intent, "the elicitation replay store", err)
 	}
 	return nil
 }

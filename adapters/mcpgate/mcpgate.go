@@ -41,7 +41,7 @@ type config struct {
 
 func newConfig(opts []Option) config {
 	c := config{
-		principal:  TokenInfoPrincipal,
+		principal:  BearerPrincipal,
 		propagator: propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}),
 		elicit:     &elicitKeys{},
 	}
@@ -54,7 +54,7 @@ func newConfig(opts []Option) config {
 
 // WithPrincipal replaces how the caller is found.
 //
-// The default, TokenInfoPrincipal, reads the bearer token the streamable
+// The default, BearerPrincipal, reads the bearer token the streamable
 // HTTP transport verified (auth.RequireBearerToken); a stdio server, which
 // has no transport authentication, serves the local user who started it: use
 // StaticPrincipal.

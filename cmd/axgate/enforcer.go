@@ -9,6 +9,7 @@ import (
 
 	"github.com/axgate/axgate"
 	"github.com/axgate/axgate/gates"
+	"github.com/axgate/axgate/gates/memstore"
 	"github.com/axgate/axgate/gates/redisstore"
 	"github.com/axgate/axgate/token"
 )
@@ -81,7 +82,7 @@ type gatewayState struct {
 // options hands the state to a generation.
 func (s gatewayState) options() []axgate.Option {
 	return []axgate.Option{axgate.WithReplayStore(s.replay), axgate.WithApprovalStore(s.approvals),
-		axgate.WithLimiter(s.limiter), axgate.WithIdempotencyStore(s.idempotency)}
+		axgate.WithLimiter(s.limiter), axgate.WithIdempotency(gates.IdempotencyOptions{Store: s.idempotency})}
 }
 
 // openEnforcerState connects to Redis (--redis), starts fetching a remote
@@ -105,9 +106,9 @@ func openEnforcerState(ctx context.Context, c enforcerConfig, cmd string, mustSi
 		// would let a confirmation token be used again after every SIGHUP.
 		s.state = gatewayState{
 			replay:      token.NewMemoryReplayStore(token.MemoryReplayOptions{}),
-			approvals:   gates.NewMemoryApprovalStore(gates.MemoryApprovalOptions{}),
-			limiter:     gates.NewMemoryLimiter(0),
-			idempotency: gates.NewMemoryIdempotencyStore(0),
+			approvals:   memstore.NewApprovalStore(memstore.ApprovalOptions{}),
+			limiter:     memstore.NewLimiter(0),
+			idempotency: memstore.NewIdempotencyStore(0),
 		}
 	}
 	if c.signingKey == "" && (mustSign || c.jwks == "" && c.jwksURL == "") {

@@ -1,9 +1,10 @@
-package gates_test
+package memstore_test
 
 import (
 	"testing"
 
 	"github.com/axgate/axgate/gates"
+	"github.com/axgate/axgate/gates/memstore"
 	"github.com/axgate/axgate/gates/storetest"
 	"github.com/axgate/axgate/token"
 )
@@ -18,17 +19,17 @@ func TestMemoryReplayStoreConformance(t *testing.T) {
 }
 
 func TestMemoryLimiterConformance(t *testing.T) {
-	storetest.TestLimiter(t, func(*testing.T) gates.Limiter { return gates.NewMemoryLimiter(0) })
+	storetest.TestLimiter(t, func(*testing.T) gates.Limiter { return memstore.NewLimiter(0) })
 }
 
 func TestMemoryIdempotencyStoreConformance(t *testing.T) {
 	storetest.TestIdempotencyStore(t, func(*testing.T) gates.IdempotencyStore {
-		return gates.NewMemoryIdempotencyStore(0)
+		return memstore.NewIdempotencyStore(0)
 	})
 }
 
 func TestMemoryApprovalStoreConformance(t *testing.T) {
 	storetest.TestApprovalStore(t, func(*testing.T) gates.ApprovalStore {
-		return gates.NewMemoryApprovalStore(gates.MemoryApprovalOptions{})
+		return memstore.NewApprovalStore(memstore.ApprovalOptions{})
 	})
 }

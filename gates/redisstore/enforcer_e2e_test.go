@@ -75,7 +75,7 @@ func newReplicas(t *testing.T, url, prefix string, n int, opts redisstore.Option
 			axgate.WithSigningKey(signer),
 			axgate.WithReplayStore(s.Replay),
 			axgate.WithLimiter(s.Limiter),
-			axgate.WithIdempotencyStore(s.Idempotency),
+			axgate.WithIdempotency(gates.IdempotencyOptions{Store: s.Idempotency}),
 			axgate.WithApprovalStore(s.Approvals),
 		}, extra...)...)
 		if err != nil {

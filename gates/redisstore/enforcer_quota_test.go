@@ -14,6 +14,7 @@ import (
 	"github.com/axgate/axgate/gates"
 	"github.com/axgate/axgate/gates/redisstore"
 	"github.com/axgate/axgate/gates/redisstore/redistest"
+	"github.com/axgate/axgate/internal/gate"
 	"github.com/axgate/axgate/middleware"
 )
 
@@ -40,7 +41,7 @@ func TestIdempotencyFloodLeavesOthersAlone(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var opts []axgate.Option
 			if s := tc.store(t); s != nil {
-				opts = append(opts, axgate.WithIdempotencyStore(s))
+				opts = append(opts, axgate.WithIdempotency(gates.IdempotencyOptions{Store: s}))
 			}
 			inv := stateEnforcer(t, opts...).Wrap(&counterTool{})
 			mallory := middleware.Principal{ID: "mallory", Tenant: "cheap"}
@@ -73,8 +74,8 @@ func TestIdempotencyFloodLeavesOthersAlone(t *testing.T) {
 			if firstOther != nil {
 				t.Fatalf("the flood got an answer other than 200 or 429: %v", firstOther)
 			}
-			if ran.Load() != gates.DefaultIdempotencyQuota || quota.Load() != flood-gates.DefaultIdempotencyQuota {
-				t.Fatalf("of %d keys, %d ran and %d were refused by the quota; want exactly %d to run", flood, ran.Load(), quota.Load(), gates.DefaultIdempotencyQuota)
+			if ran.Load() != gate.DefaultIdempotencyQuota || quota.Load() != flood-gate.DefaultIdempotencyQuota {
+				t.Fatalf("of %d keys, %d ran and %d were refused by the quota; want exactly %d to run", flood, ran.Load(), quota.Load(), gate.DefaultIdempotencyQuota)
 			}
 
 			// The flooder's next new key: 429 with the reason and a wait.

@@ -1,4 +1,4 @@
-package gates
+package gate
 
 import (
 	"context"
@@ -18,23 +18,6 @@ var (
 	DefaultUserArgs   = []string{"user_id", "account_id", "owner_id"}
 	DefaultTenantArgs = []string{"tenant_id", "tenant", "org_id", "organization_id", "workspace_id"}
 )
-
-// AccessOptions configure the access gate. Nil fields take the defaults;
-// an empty, non-nil slice (UserArgs: []string{}) names no argument, so none
-// is checked.
-type AccessOptions struct {
-	// UserArgs are the top-level argument names that name a user; under
-	// scope: user each one present must name the caller. Default
-	// DefaultUserArgs.
-	UserArgs []string
-	// UserOverrideRoles may act on other users' data under scope: user (an
-	// administrator, a support agent). Default none.
-	UserOverrideRoles []string
-	// TenantArgs are the top-level argument names that name a tenant; under a
-	// strict tenant boundary each one present must name the caller's tenant.
-	// Default DefaultTenantArgs.
-	TenantArgs []string
-}
 
 // Access enforces an action's required_roles, the caller's granted scopes,
 // scope: user and scope: tenant. Everything it needs per action is computed

@@ -1,4 +1,4 @@
-package gates_test
+package gate_test
 
 import (
 	"encoding/json"
@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	axerr "github.com/axgate/axgate/errors"
-	"github.com/axgate/axgate/gates"
+	"github.com/axgate/axgate/internal/gate"
 	"github.com/axgate/axgate/manifest"
 	"github.com/axgate/axgate/middleware"
 )
@@ -85,7 +85,7 @@ func refusal(t *testing.T, err error, code axerr.Code, status int) map[string]an
 
 func TestAccess(t *testing.T) {
 	m := mustParse(t, accessManifest)
-	g := gates.NewAccess(m, gates.AccessOptions{UserOverrideRoles: []string{"support"}})
+	g := gate.NewAccess(m, gate.AccessOptions{UserOverrideRoles: []string{"support"}})
 	alice := middleware.Principal{ID: "alice", Tenant: "acme"}
 	with := func(f func(p *middleware.Principal)) middleware.Principal {
 		p := alice
@@ -184,7 +184,7 @@ func TestAccess(t *testing.T) {
 // other tenant's name, whichever way the request names it.
 func TestAccessNamesNoForeignTenant(t *testing.T) {
 	m := mustParse(t, accessManifest)
-	g := gates.NewAccess(m, gates.AccessOptions{})
+	g := gate.NewAccess(m, gate.AccessOptions{})
 	alice := middleware.Principal{ID: "alice", Tenant: "acme"}
 	for _, tc := range []struct{ args, claimed string }{
 		{`{"tenant_id":"globex-secret"}`, ""},
@@ -210,7 +210,7 @@ func TestAccessConfiguredArgNames(t *testing.T) {
 	   "optional_parameters":[{"name":"space","type":"string","description":"Space"},{"name":"tenant_id","type":"string","description":"Tenant"}]},
 	  {"intent":"doc.mine","entity":"doc","action_type":"read","description":"My doc","risk_level":"none","idempotent":true,"scope":"user",
 	   "optional_parameters":[{"name":"author","type":"string","description":"Author"},{"name":"user_id","type":"string","description":"User"}]}]}`)
-	g := gates.NewAccess(m, gates.AccessOptions{TenantArgs: []string{"space"}, UserArgs: []string{"author"}})
+	g := gate.NewAccess(m, gate.AccessOptions{TenantArgs: []string{"space"}, UserArgs: []string{"author"}})
 	p := middleware.Principal{ID: "alice", Tenant: "acme"}
 	if err := g.Check(call(t, m, "doc.read", `{"space":"other"}`, p)); err == nil {
 		t.Error("configured tenant argument not checked")
@@ -228,7 +228,7 @@ func TestAccessConfiguredArgNames(t *testing.T) {
 
 func TestScopeGrants(t *testing.T) {
 	m := mustParse(t, `{"version":"1.0.0","actions":[{"intent":"billing.create","entity":"invoice","action_type":"write","description":"Create","risk_level":"low","idempotent":false,"scope":"global"}]}`)
-	got := gates.ScopeGrants(m.Actions[0])
+	got := gate.ScopeGrants(m.Actions[0])
 	want := []string{"billing.create", "billing.*", "invoice.*", "*", "write"}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("ScopeGrants = %q, want %q", got, want)

@@ -1,4 +1,4 @@
-package gates
+package gate
 
 import (
 	"context"
@@ -20,14 +20,6 @@ import (
 // MaxApprovalTokens bounds the approval tokens one call may present (or
 // approval_count, when larger): each costs a signature check.
 const MaxApprovalTokens = 16
-
-// Notifier hears of every new approval request, to tell the people who may
-// decide it (mail, chat, a queue). It is called synchronously when the gate
-// records the request; an error is reported in the refusal's details
-// ("approvers_notified": false) and does not change the outcome.
-type Notifier interface {
-	ApprovalRequested(ctx context.Context, req ApprovalRequest) error
-}
 
 // NotifierFunc adapts a function to Notifier.
 type NotifierFunc func(ctx context.Context, req ApprovalRequest) error
@@ -268,7 +260,7 @@ func (g *Approval) executed(ctx context.Context, call *middleware.Call, digest, 
 		var void []int
 		counted := 0
 		for _, t := range accepted {
-			if r.TokenVoid(t.jti, t.issued, g.leeway()) {
+			if TokenVoid(r, t.jti, t.issued, g.leeway()) {
 				void = append(void, t.index)
 				continue
 			}
@@ -285,7 +277,7 @@ func (g *Approval) executed(ctx context.Context, call *middleware.Call, digest, 
 		}
 		r.State = ApprovalExecuted
 		r.VoidBefore = now
-		r.VoidMinted(now)
+		VoidMinted(r, now)
 		if until := now.Add(g.veto); until.After(r.KeepUntil) {
 			r.KeepUntil = until
 		}
@@ -428,14 +420,14 @@ func (g *Approval) missing(ctx context.Context, call *middleware.Call, digest, r
 			ExpiresAt:  now.Add(g.cfg.RequestTTL),
 		}, max(g.cfg.Quota, 0))
 	}
-	var qe *ApprovalQuotaError
+	var qe *QuotaError
 	if errors.As(err, &qe) {
 		return g.overQuota(call, qe.RetryAfter)
 	}
 	if err != nil {
 		return StoreUnavailable(a.Intent, "the approval store", err)
 	}
-	if req.Vetoed(now) {
+	if Vetoed(&req, now) {
 		return g.denied(call, reqID)
 	}
 	if created {
@@ -647,7 +639,7 @@ func (g *Approval) Decide(ctx context.Context, approver middleware.Principal, re
 			// The veto: tokens approved before now no longer count, and
 			// the record (which refuses a new request) outlives them.
 			r.VoidBefore = now
-			r.VoidMinted(now)
+			VoidMinted(r, now)
 			if until := now.Add(g.veto); until.After(r.KeepUntil) {
 				r.KeepUntil = until
 			}

@@ -1,4 +1,4 @@
-package gates_test
+package gate_test
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 	"time"
 
 	axerr "github.com/axgate/axgate/errors"
-	"github.com/axgate/axgate/gates"
+	"github.com/axgate/axgate/internal/gate"
 	"github.com/axgate/axgate/middleware"
 	"github.com/axgate/axgate/token"
 )
@@ -19,28 +19,28 @@ import (
 type ruleFixture struct {
 	*tkFixture
 	clock  *tkClock
-	store  *gates.MemoryApprovalStore
+	store  *gate.MemoryApprovalStore
 	issuer token.Issuer
-	gate   *gates.Approval
+	gate   *gate.Approval
 	chain  middleware.Invoker
 	ran    atomic.Int32
-	notes  []gates.ApprovalRequest
+	notes  []gate.ApprovalRequest
 }
 
-func newRuleFixture(t *testing.T, edit func(*gates.ApprovalConfig)) *ruleFixture {
+func newRuleFixture(t *testing.T, edit func(*gate.ApprovalConfig)) *ruleFixture {
 	t.Helper()
 	f := &ruleFixture{tkFixture: newTkFixture(t), clock: &tkClock{now: time.Now().UTC().Truncate(time.Second)}}
 	f.replay = token.NewMemoryReplayStore(token.MemoryReplayOptions{Now: f.clock.Now})
-	f.store = gates.NewMemoryApprovalStore(gates.MemoryApprovalOptions{Now: f.clock.Now})
+	f.store = gate.NewMemoryApprovalStore(gate.MemoryApprovalOptions{Now: f.clock.Now})
 	v, err := token.NewVerifier(token.VerifierConfig{Type: token.TypApproval, Keys: f.keys, MaxLifetime: token.DefaultApprovalLifetime, Now: f.clock.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
 	f.issuer = token.Issuer{Signer: f.signer, Now: f.clock.Now}
-	cfg := gates.ApprovalConfig{
+	cfg := gate.ApprovalConfig{
 		Verifier: v, Replay: f.replay, Store: f.store, Issuer: f.issuer, Now: f.clock.Now,
 		RequestTTL: time.Hour,
-		Notifier: gates.NotifierFunc(func(_ context.Context, r gates.ApprovalRequest) error {
+		Notifier: gate.NotifierFunc(func(_ context.Context, r gate.ApprovalRequest) error {
 			f.notes = append(f.notes, r)
 			return nil
 		}),
@@ -48,7 +48,7 @@ func newRuleFixture(t *testing.T, edit func(*gates.ApprovalConfig)) *ruleFixture
 	if edit != nil {
 		edit(&cfg)
 	}
-	if f.gate, err = gates.NewApproval(cfg); err != nil {
+	if f.gate, err = gate.NewApproval(cfg); err != nil {
 		t.Fatal(err)
 	}
 	f.chain = middleware.Build(middleware.InvokerFunc(func(context.Context, *middleware.Call) (middleware.Result, error) {
@@ -111,7 +111,7 @@ func TestApprovalDenialVetoesTheCall(t *testing.T) {
 	if d["reason"] != string(axerr.ReasonApprovalDenied) || len(f.notes) != notes {
 		t.Fatalf("the same call after the denied request lapsed: %v, %d notifications; want approval_denied and none", d, len(f.notes)-notes)
 	}
-	if r, _ := f.store.Get(ctx, id); r.State != gates.ApprovalDenied {
+	if r, _ := f.store.Get(ctx, id); r.State != gate.ApprovalDenied {
 		t.Fatalf("a new request replaced the denied one: %s", r.State)
 	}
 	// A later approver's token with bob's: bob's was issued before the
@@ -152,7 +152,7 @@ func TestApprovalExecutedVoidsRemainingTokens(t *testing.T) {
 	if err := f.do(t, "vault.open", args, tok); err != nil || f.ran.Load() != 1 {
 		t.Fatalf("the approved call: %v, ran %d", err, f.ran.Load())
 	}
-	if r := mustGet(t, f.store, id); r.State != gates.ApprovalExecuted {
+	if r := mustGet(t, f.store, id); r.State != gate.ApprovalExecuted {
 		t.Fatalf("state after the run = %s, want executed", r.State)
 	}
 	f.clock.now = f.clock.now.Add(time.Second)
@@ -168,7 +168,7 @@ func TestApprovalExecutedVoidsRemainingTokens(t *testing.T) {
 	}
 }
 
-func mustGet(t *testing.T, s gates.ApprovalStore, id string) gates.ApprovalRequest {
+func mustGet(t *testing.T, s gate.ApprovalStore, id string) gate.ApprovalRequest {
 	t.Helper()
 	r, err := s.Get(t.Context(), id)
 	if err != nil {
@@ -181,7 +181,7 @@ func mustGet(t *testing.T, s gates.ApprovalStore, id string) gates.ApprovalReque
 // requests; one more is 429 approval_quota with retry_after, and records and
 // notifies nothing; the same call again finds its request.
 func TestApprovalQuotaRefusesOverN(t *testing.T) {
-	f := newRuleFixture(t, func(c *gates.ApprovalConfig) { c.Quota = 3 })
+	f := newRuleFixture(t, func(c *gate.ApprovalConfig) { c.Quota = 3 })
 	var first string
 	for i := range 3 {
 		d := tkRefusal(t, f.do(t, "vault.open", fmt.Sprintf(`{"vault":"v%d"}`, i)), axerr.CodeApprovalMissing, 428)
@@ -198,7 +198,7 @@ func TestApprovalQuotaRefusesOverN(t *testing.T) {
 	if len(f.notes) != 3 {
 		t.Fatalf("%d notifications, want 3", len(f.notes))
 	}
-	list, _, _ := f.store.List(t.Context(), gates.ApprovalFilter{Tenant: "acme"}, "", 0)
+	list, _, _ := f.store.List(t.Context(), gate.ApprovalFilter{Tenant: "acme"}, "", 0)
 	if len(list) != 3 {
 		t.Fatalf("%d requests stored, want 3", len(list))
 	}
@@ -211,7 +211,7 @@ func TestApprovalQuotaRefusesOverN(t *testing.T) {
 // TestApprovalNotificationsCapped: at most NotificationsPerMinute per
 // tenant; the held back ones are counted on the next notification.
 func TestApprovalNotificationsCapped(t *testing.T) {
-	f := newRuleFixture(t, func(c *gates.ApprovalConfig) { c.NotificationsPerMinute = 2 })
+	f := newRuleFixture(t, func(c *gate.ApprovalConfig) { c.NotificationsPerMinute = 2 })
 	for i := range 5 {
 		d := tkRefusal(t, f.do(t, "vault.open", fmt.Sprintf(`{"vault":"v%d"}`, i)), axerr.CodeApprovalMissing, 428)
 		if want := i < 2; d["approvers_notified"] != want {
@@ -236,23 +236,23 @@ func TestApprovalNotificationsCapped(t *testing.T) {
 // TestMemoryApprovalStoreCapacityPerTenant: one tenant filling its share
 // never refuses another tenant (today one pool served every tenant).
 func TestMemoryApprovalStoreCapacityPerTenant(t *testing.T) {
-	s := gates.NewMemoryApprovalStore(gates.MemoryApprovalOptions{MaxRequests: 10})
+	s := gate.NewMemoryApprovalStore(gate.MemoryApprovalOptions{MaxRequests: 10})
 	ctx := t.Context()
 	exp := time.Now().Add(time.Hour)
 	for i := range 10 {
-		if _, _, err := s.Create(ctx, gates.ApprovalRequest{ID: fmt.Sprint("flood-", i), Tenant: "flood", Requester: fmt.Sprint("u", i), ExpiresAt: exp}, 0); err != nil {
+		if _, _, err := s.Create(ctx, gate.ApprovalRequest{ID: fmt.Sprint("flood-", i), Tenant: "flood", Requester: fmt.Sprint("u", i), ExpiresAt: exp}, 0); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, _, err := s.Create(ctx, gates.ApprovalRequest{ID: "flood-over", Tenant: "flood", ExpiresAt: exp}, 0); err != gates.ErrApprovalStoreFull {
+	if _, _, err := s.Create(ctx, gate.ApprovalRequest{ID: "flood-over", Tenant: "flood", ExpiresAt: exp}, 0); err != gate.ErrApprovalStoreFull {
 		t.Fatalf("the full tenant: %v, want ErrApprovalStoreFull", err)
 	}
-	if _, created, err := s.Create(ctx, gates.ApprovalRequest{ID: "acme-1", Tenant: "acme", ExpiresAt: exp}, 0); err != nil || !created {
+	if _, created, err := s.Create(ctx, gate.ApprovalRequest{ID: "acme-1", Tenant: "acme", ExpiresAt: exp}, 0); err != nil || !created {
 		t.Fatalf("another tenant: %v, %v", created, err)
 	}
 }
 
 // grantOf is the token grant for an approval request's call.
-func grantOf(r gates.ApprovalRequest) token.Grant {
+func grantOf(r gate.ApprovalRequest) token.Grant {
 	return token.Grant{Requester: r.Requester, Intent: r.Intent, Tenant: r.Tenant, ArgsSHA256: r.ArgsSHA256}
 }

@@ -1,4 +1,4 @@
-package gates_test
+package gate_test
 
 import (
 	"context"
@@ -7,7 +7,7 @@ import (
 	"time"
 
 	axerr "github.com/axgate/axgate/errors"
-	"github.com/axgate/axgate/gates"
+	"github.com/axgate/axgate/internal/gate"
 	"github.com/axgate/axgate/middleware"
 	"github.com/axgate/axgate/token"
 )
@@ -18,13 +18,13 @@ type skewed struct {
 	*tkApproval
 	mu    sync.Mutex
 	base  time.Time
-	store *gates.MemoryApprovalStore
+	store *gate.MemoryApprovalStore
 	v     *token.Verifier
 }
 
 func newSkewed(t *testing.T) *skewed {
 	s := &skewed{tkApproval: newTkApproval(t), base: time.Now()}
-	s.store = gates.NewMemoryApprovalStore(gates.MemoryApprovalOptions{Now: s.clock(0)})
+	s.store = gate.NewMemoryApprovalStore(gate.MemoryApprovalOptions{Now: s.clock(0)})
 	var err error
 	s.v, err = token.NewVerifier(token.VerifierConfig{Type: token.TypApproval, Keys: s.keys, MaxLifetime: token.DefaultApprovalLifetime, Now: s.clock(0)})
 	if err != nil {
@@ -40,8 +40,8 @@ func (s *skewed) clock(skew time.Duration) func() time.Time {
 func (s *skewed) advance(d time.Duration) { s.mu.Lock(); s.base = s.base.Add(d); s.mu.Unlock() }
 
 // replica is the gate of a replica whose clock is skew ahead.
-func (s *skewed) replica(t *testing.T, skew time.Duration) *gates.Approval {
-	g, err := gates.NewApproval(gates.ApprovalConfig{Verifier: s.v, Replay: s.replay, Store: s.store,
+func (s *skewed) replica(t *testing.T, skew time.Duration) *gate.Approval {
+	g, err := gate.NewApproval(gate.ApprovalConfig{Verifier: s.v, Replay: s.replay, Store: s.store,
 		Issuer: token.Issuer{Signer: s.signer}, RequestTTL: time.Minute, Now: s.clock(skew)})
 	if err != nil {
 		t.Fatal(err)
@@ -50,7 +50,7 @@ func (s *skewed) replica(t *testing.T, skew time.Duration) *gates.Approval {
 }
 
 // runOn runs alice's vault.open call on g with the tokens.
-func (s *skewed) runOn(g *gates.Approval, tokens ...string) (*middleware.Call, error) {
+func (s *skewed) runOn(g *gate.Approval, tokens ...string) (*middleware.Call, error) {
 	c := s.call("vault.open", `{"vault":"main"}`)
 	c.Credentials.Approvals = tokens
 	_, err := g.Stage().Interceptor(context.Background(), c, middleware.InvokerFunc(func(ctx context.Context, c *middleware.Call) (middleware.Result, error) {

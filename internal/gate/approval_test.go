@@ -1,4 +1,4 @@
-package gates_test
+package gate_test
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 	"time"
 
 	axerr "github.com/axgate/axgate/errors"
-	"github.com/axgate/axgate/gates"
+	"github.com/axgate/axgate/internal/gate"
 	"github.com/axgate/axgate/middleware"
 	"github.com/axgate/axgate/token"
 )
@@ -20,23 +20,23 @@ import (
 // its keys and replay store.
 type tkApproval struct {
 	*tkFixture
-	store    *gates.MemoryApprovalStore
+	store    *gate.MemoryApprovalStore
 	notified atomic.Int32
-	gate     *gates.Approval
+	gate     *gate.Approval
 	issuer   token.Issuer
 }
 
 func newTkApproval(t testing.TB) *tkApproval {
 	t.Helper()
-	a := &tkApproval{tkFixture: newTkFixture(t), store: gates.NewMemoryApprovalStore(gates.MemoryApprovalOptions{})}
+	a := &tkApproval{tkFixture: newTkFixture(t), store: gate.NewMemoryApprovalStore(gate.MemoryApprovalOptions{})}
 	v, err := token.NewVerifier(token.VerifierConfig{Type: token.TypApproval, Keys: a.keys, MaxLifetime: token.DefaultApprovalLifetime})
 	if err != nil {
 		t.Fatal(err)
 	}
 	a.issuer = token.Issuer{Signer: a.signer}
-	a.gate, err = gates.NewApproval(gates.ApprovalConfig{
+	a.gate, err = gate.NewApproval(gate.ApprovalConfig{
 		Verifier: v, Replay: a.replay, Store: a.store, Issuer: a.issuer,
-		Notifier: gates.NotifierFunc(func(context.Context, gates.ApprovalRequest) error { a.notified.Add(1); return nil }),
+		Notifier: gate.NotifierFunc(func(context.Context, gate.ApprovalRequest) error { a.notified.Add(1); return nil }),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -74,7 +74,7 @@ func TestApprovalNofM(t *testing.T) {
 		return c, a.run(ctx, c)
 	}
 	digest, _ := a.call("payout.send", tkPayout).ArgsSHA256()
-	wantID := gates.ApprovalRequestID("payout.send", digest, "alice", "acme")
+	wantID := gate.ApprovalRequestID("payout.send", digest, "alice", "acme")
 
 	// None: refused, and a request is recorded once, however often retried.
 	for range 3 {
@@ -94,7 +94,7 @@ func TestApprovalNofM(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if req.Requester != "alice" || req.Tenant != "acme" || req.Count != 2 || string(req.Arguments) != tkPayout || req.State != gates.ApprovalPending {
+	if req.Requester != "alice" || req.Tenant != "acme" || req.Count != 2 || string(req.Arguments) != tkPayout || req.State != gate.ApprovalPending {
 		t.Errorf("stored request = %+v", req)
 	}
 
@@ -146,7 +146,7 @@ func TestApprovalInvalid(t *testing.T) {
 		"wrong role":    {[]string{a.approval(t, "dave", []string{"clerk"}, "payout.send", tkPayout)}, "role_not_allowed"},
 		"no roles":      {[]string{a.approval(t, "dave", nil, "payout.send", tkPayout)}, "role_not_allowed"},
 		"too many tokens": {func() []string {
-			out := make([]string, gates.MaxApprovalTokens+1)
+			out := make([]string, gate.MaxApprovalTokens+1)
 			for i := range out {
 				out[i] = "x"
 			}
@@ -198,7 +198,7 @@ func TestApprovalCheckRecordsNothing(t *testing.T) {
 	if d["request_state"] != "not_requested" {
 		t.Errorf("request_state = %v, want not_requested", d["request_state"])
 	}
-	if list, _, _ := a.store.List(t.Context(), gates.ApprovalFilter{AnyTenant: true}, "", 0); len(list) != 0 || a.notified.Load() != 0 {
+	if list, _, _ := a.store.List(t.Context(), gate.ApprovalFilter{AnyTenant: true}, "", 0); len(list) != 0 || a.notified.Load() != 0 {
 		t.Fatalf("Check recorded %d requests and notified %d times", len(list), a.notified.Load())
 	}
 }
@@ -235,8 +235,8 @@ func TestApprovalDecide(t *testing.T) {
 			t.Errorf("%s: reason = %v, want %s", tc.who.ID, d["reason"], tc.reason)
 		}
 		if tc.reason == "request_not_found" {
-			if !errors.Is(err, gates.ErrNotFound) {
-				t.Errorf("%s: the refusal does not match gates.ErrNotFound", tc.who.ID)
+			if !errors.Is(err, gate.ErrNotFound) {
+				t.Errorf("%s: the refusal does not match gate.ErrNotFound", tc.who.ID)
 			}
 			if body := tkJSON(t, err.(*axerr.Error).Envelope()); strings.Contains(body, "payout") || strings.Contains(body, "finance") {
 				t.Errorf("%s of another tenant learns of the request: %s", tc.who.ID, body)
@@ -292,7 +292,7 @@ func TestApprovalDecide(t *testing.T) {
 	// bob approves (1 of 2); a second decision of his is refused (409)
 	// and mints nothing.
 	req, bobTok, exp, err := a.gate.Decide(ctx, bob, id, true, "ok")
-	if err != nil || bobTok == "" || req.State != gates.ApprovalPending || exp.IsZero() {
+	if err != nil || bobTok == "" || req.State != gate.ApprovalPending || exp.IsZero() {
 		t.Fatalf("bob's approval: state %s, token %v, err %v", req.State, bobTok != "", err)
 	}
 	for _, approve := range []bool{true, false} {
@@ -301,12 +301,12 @@ func TestApprovalDecide(t *testing.T) {
 			t.Fatalf("bob again (approve %v): token %q, %v", approve, tok, d)
 		}
 	}
-	if r, _ := a.gate.Request(ctx, bob, id); len(r.Decisions) != 1 || r.State != gates.ApprovalPending {
+	if r, _ := a.gate.Request(ctx, bob, id); len(r.Decisions) != 1 || r.State != gate.ApprovalPending {
 		t.Fatalf("after bob's second decisions: %d decisions, state %s", len(r.Decisions), r.State)
 	}
 	// carol approves: 2 of 2, approved.
 	req, carolTok, _, err := a.gate.Decide(ctx, carol, id, true, "")
-	if err != nil || req.State != gates.ApprovalApproved {
+	if err != nil || req.State != gate.ApprovalApproved {
 		t.Fatalf("carol's approval: state %s, %v", req.State, err)
 	}
 	if list, _, _ := a.gate.Pending(ctx, bob, "", 0); len(list) != 0 {
@@ -339,7 +339,7 @@ func TestApprovalDenyAndCancel(t *testing.T) {
 	}
 	id := request(`{"vault":"v1"}`)
 	req, tok, _, err := a.gate.Decide(ctx, bob, id, false, "not today")
-	if err != nil || tok != "" || req.State != gates.ApprovalDenied || req.Decisions[0].Reason != "not today" {
+	if err != nil || tok != "" || req.State != gate.ApprovalDenied || req.Decisions[0].Reason != "not today" {
 		t.Fatalf("deny: %+v, token %q, %v", req, tok, err)
 	}
 	_, _, _, err = a.gate.Decide(ctx, bob, id, true, "changed my mind")

@@ -1,4 +1,4 @@
-package gates_test
+package gate_test
 
 import (
 	"context"
@@ -10,13 +10,13 @@ import (
 	"time"
 
 	axerr "github.com/axgate/axgate/errors"
-	"github.com/axgate/axgate/gates"
+	"github.com/axgate/axgate/internal/gate"
 	"github.com/axgate/axgate/middleware"
 )
 
 // pendingReq is a pending request of tenant by requester, created at now.
-func pendingReq(id, tenant, requester string, args []byte, now time.Time) gates.ApprovalRequest {
-	return gates.ApprovalRequest{ID: id, Tenant: tenant, Requester: requester, Roles: []string{"finance"},
+func pendingReq(id, tenant, requester string, args []byte, now time.Time) gate.ApprovalRequest {
+	return gate.ApprovalRequest{ID: id, Tenant: tenant, Requester: requester, Roles: []string{"finance"},
 		Arguments: args, CreatedAt: now, ExpiresAt: now.Add(time.Hour)}
 }
 
@@ -28,8 +28,8 @@ func pendingReq(id, tenant, requester string, args []byte, now time.Time) gates.
 func TestMemoryApprovalCancelledLeavesShare(t *testing.T) {
 	const share = 300
 	a := newTkApproval(t)
-	store := gates.NewMemoryApprovalStore(gates.MemoryApprovalOptions{MaxRequests: share})
-	g, err := gates.NewApproval(gates.ApprovalConfig{Replay: a.replay, Store: store, Issuer: a.issuer})
+	store := gate.NewMemoryApprovalStore(gate.MemoryApprovalOptions{MaxRequests: share})
+	g, err := gate.NewApproval(gate.ApprovalConfig{Replay: a.replay, Store: store, Issuer: a.issuer})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,14 +58,14 @@ func TestMemoryApprovalCancelledLeavesShare(t *testing.T) {
 // bytes of arguments too, so requests with large arguments fill it long
 // before the process runs out of memory; another tenant is unaffected.
 func TestMemoryApprovalArgumentBytesBounded(t *testing.T) {
-	s := gates.NewMemoryApprovalStore(gates.MemoryApprovalOptions{MaxBytes: 1 << 20})
+	s := gate.NewMemoryApprovalStore(gate.MemoryApprovalOptions{MaxBytes: 1 << 20})
 	ctx := context.Background()
 	now := time.Now()
 	args := []byte(`{"v":"` + strings.Repeat("x", 128<<10) + `"}`)
 	n := 0
 	for ; n < 100; n++ {
 		_, _, err := s.Create(ctx, pendingReq(fmt.Sprint("big-", n), "evil", fmt.Sprint("p", n), args, now), 20)
-		if errors.Is(err, gates.ErrApprovalStoreFull) {
+		if errors.Is(err, gate.ErrApprovalStoreFull) {
 			break
 		}
 		if err != nil {
@@ -84,15 +84,15 @@ func TestMemoryApprovalArgumentBytesBounded(t *testing.T) {
 // keeps what its veto or void needs, not the call's arguments (which would
 // otherwise stay in memory for the veto's whole lifetime).
 func TestMemoryApprovalSettledKeepsNoArguments(t *testing.T) {
-	s := gates.NewMemoryApprovalStore(gates.MemoryApprovalOptions{})
+	s := gate.NewMemoryApprovalStore(gate.MemoryApprovalOptions{})
 	ctx := context.Background()
 	now := time.Now()
-	for _, final := range []gates.ApprovalState{gates.ApprovalDenied, gates.ApprovalExecuted} {
+	for _, final := range []gate.ApprovalState{gate.ApprovalDenied, gate.ApprovalExecuted} {
 		id := "r-" + string(final)
 		if _, _, err := s.Create(ctx, pendingReq(id, "acme", "alice", []byte(`{"amount":1}`), now), 0); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.Update(ctx, id, func(r *gates.ApprovalRequest) error {
+		if _, err := s.Update(ctx, id, func(r *gate.ApprovalRequest) error {
 			r.State, r.VoidBefore, r.KeepUntil = final, now, now.Add(2*time.Hour)
 			return nil
 		}); err != nil {
@@ -114,7 +114,7 @@ func TestMemoryApprovalSettledKeepsNoArguments(t *testing.T) {
 // requests, arguments included, per request lifetime, forever).
 func TestMemoryApprovalLapsedDropped(t *testing.T) {
 	clock := &tkClock{now: time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)}
-	s := gates.NewMemoryApprovalStore(gates.MemoryApprovalOptions{Now: clock.Now})
+	s := gate.NewMemoryApprovalStore(gate.MemoryApprovalOptions{Now: clock.Now})
 	ctx := context.Background()
 	for i := range 5 {
 		if _, _, err := s.Create(ctx, pendingReq(fmt.Sprint("old-", i), "acme", "alice", []byte(`{}`), clock.now), 20); err != nil {
@@ -128,7 +128,7 @@ func TestMemoryApprovalLapsedDropped(t *testing.T) {
 		}
 	}
 	for i := range 5 {
-		if r, err := s.Get(ctx, fmt.Sprint("old-", i)); !errors.Is(err, gates.ErrNotFound) {
+		if r, err := s.Get(ctx, fmt.Sprint("old-", i)); !errors.Is(err, gate.ErrNotFound) {
 			t.Errorf("old-%d, past its retention, is still held: %s, %v", i, r.State, err)
 		}
 	}
@@ -138,7 +138,7 @@ func TestMemoryApprovalLapsedDropped(t *testing.T) {
 // returns, not a walk of the tenant's whole share (which the store's lock
 // would make every caller wait for).
 func TestMemoryApprovalInboxPageCost(t *testing.T) {
-	s := gates.NewMemoryApprovalStore(gates.MemoryApprovalOptions{})
+	s := gate.NewMemoryApprovalStore(gate.MemoryApprovalOptions{})
 	ctx := context.Background()
 	now := time.Now()
 	const n = 5000
@@ -147,10 +147,10 @@ func TestMemoryApprovalInboxPageCost(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	f := gates.ApprovalFilter{Tenant: "evil", Roles: []string{"finance"}, State: gates.ApprovalPending}
+	f := gate.ApprovalFilter{Tenant: "evil", Roles: []string{"finance"}, State: gate.ApprovalPending}
 	cursor := ""
 	for page := range 3 {
-		before := gates.ApprovalListed(s)
+		before := gate.ApprovalListed(s)
 		got, next, err := s.List(ctx, f, cursor, 1)
 		if err != nil || len(got) != 1 || next == "" {
 			t.Fatalf("page %d: %d, %q, %v", page, len(got), next, err)
@@ -158,7 +158,7 @@ func TestMemoryApprovalInboxPageCost(t *testing.T) {
 		if want := fmt.Sprintf("apr_%05d", page); got[0].ID != want {
 			t.Errorf("page %d is %s, want %s", page, got[0].ID, want)
 		}
-		if cost := gates.ApprovalListed(s) - before; cost > 2 {
+		if cost := gate.ApprovalListed(s) - before; cost > 2 {
 			t.Errorf("a page of 1 over %d requests examined %d records", n, cost)
 		}
 		cursor = next
@@ -170,17 +170,17 @@ func TestMemoryApprovalInboxPageCost(t *testing.T) {
 // calls go on. On a store with one lock for all tenants the calls inside fn
 // wait for themselves.
 func TestMemoryApprovalTenantsIndependent(t *testing.T) {
-	s := gates.NewMemoryApprovalStore(gates.MemoryApprovalOptions{})
+	s := gate.NewMemoryApprovalStore(gate.MemoryApprovalOptions{})
 	ctx := context.Background()
 	now := time.Now()
 	if _, _, err := s.Create(ctx, pendingReq("evil-1", "evil", "e", nil, now), 0); err != nil {
 		t.Fatal(err)
 	}
-	_, err := s.Update(ctx, "evil-1", func(*gates.ApprovalRequest) error {
+	_, err := s.Update(ctx, "evil-1", func(*gate.ApprovalRequest) error {
 		if _, created, err := s.Create(ctx, pendingReq("good-1", "good", "g", nil, now), 0); err != nil || !created {
 			t.Errorf("good's Create under evil's lock: %v, %v", created, err)
 		}
-		if page, _, err := s.List(ctx, gates.ApprovalFilter{Tenant: "good"}, "", 10); err != nil || len(page) != 1 {
+		if page, _, err := s.List(ctx, gate.ApprovalFilter{Tenant: "good"}, "", 10); err != nil || len(page) != 1 {
 			t.Errorf("good's List under evil's lock: %d, %v", len(page), err)
 		}
 		return nil
@@ -194,7 +194,7 @@ func TestMemoryApprovalTenantsIndependent(t *testing.T) {
 // memory, so the number of tenants the store tracks is bounded by its live
 // records, not by every tenant ever seen.
 func TestMemoryApprovalTenantsDropped(t *testing.T) {
-	s := gates.NewMemoryApprovalStore(gates.MemoryApprovalOptions{MaxRequests: 1})
+	s := gate.NewMemoryApprovalStore(gate.MemoryApprovalOptions{MaxRequests: 1})
 	ctx := context.Background()
 	now := time.Now()
 	for i := range 1000 {
@@ -202,11 +202,11 @@ func TestMemoryApprovalTenantsDropped(t *testing.T) {
 		if _, _, err := s.Create(ctx, pendingReq("apr_"+tn, tn, "x", nil, now), 20); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.Update(ctx, "apr_"+tn, func(r *gates.ApprovalRequest) error { r.State = gates.ApprovalCancelled; return nil }); err != nil {
+		if _, err := s.Update(ctx, "apr_"+tn, func(r *gate.ApprovalRequest) error { r.State = gate.ApprovalCancelled; return nil }); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if n := gates.ApprovalShards(s); n != 0 {
+	if n := gate.ApprovalShards(s); n != 0 {
 		t.Errorf("the store tracks %d tenants with no record", n)
 	}
 }
@@ -216,7 +216,7 @@ func TestMemoryApprovalTenantsDropped(t *testing.T) {
 // others use them: every request created is found until cancelled, and no
 // tenant is left behind (run with -race).
 func TestMemoryApprovalConcurrentTenants(t *testing.T) {
-	s := gates.NewMemoryApprovalStore(gates.MemoryApprovalOptions{})
+	s := gate.NewMemoryApprovalStore(gate.MemoryApprovalOptions{})
 	ctx := context.Background()
 	now := time.Now()
 	var wg sync.WaitGroup
@@ -231,15 +231,15 @@ func TestMemoryApprovalConcurrentTenants(t *testing.T) {
 					t.Errorf("Create(%s): %v, %v", id, created, err)
 					return
 				}
-				if r, err := s.Get(ctx, id); err != nil || r.State != gates.ApprovalPending {
+				if r, err := s.Get(ctx, id); err != nil || r.State != gate.ApprovalPending {
 					t.Errorf("Get(%s): %s, %v", id, r.State, err)
 					return
 				}
-				if _, _, err := s.List(ctx, gates.ApprovalFilter{Tenant: tn}, "", 5); err != nil {
+				if _, _, err := s.List(ctx, gate.ApprovalFilter{Tenant: tn}, "", 5); err != nil {
 					t.Error(err)
 					return
 				}
-				if _, err := s.Update(ctx, id, func(r *gates.ApprovalRequest) error { r.State = gates.ApprovalCancelled; return nil }); err != nil {
+				if _, err := s.Update(ctx, id, func(r *gate.ApprovalRequest) error { r.State = gate.ApprovalCancelled; return nil }); err != nil {
 					t.Errorf("cancel %s: %v", id, err)
 					return
 				}
@@ -247,7 +247,7 @@ func TestMemoryApprovalConcurrentTenants(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	if n := gates.ApprovalShards(s); n != 0 {
+	if n := gate.ApprovalShards(s); n != 0 {
 		t.Errorf("%d tenants left with nothing held", n)
 	}
 }

@@ -1,4 +1,4 @@
-package gates
+package gate
 
 import (
 	"container/heap"
@@ -19,10 +19,6 @@ import (
 	"github.com/axgate/axgate/middleware"
 )
 
-// ErrInvalidTransition is wrapped by the error of a state change the approval
-// state machine does not allow.
-var ErrInvalidTransition = errors.New("invalid state transition")
-
 // ErrApprovalStoreFull is returned when a MemoryApprovalStore holds as many
 // live requests as it may.
 var ErrApprovalStoreFull = errors.New("approval store is full")
@@ -42,7 +38,7 @@ var approvalTransitions = map[ApprovalState][]ApprovalState{
 
 // Terminal reports whether s is decided for good: no decision changes it,
 // and at most the run of its call (executed, from approved) follows.
-func (s ApprovalState) Terminal() bool {
+func Terminal(s ApprovalState) bool {
 	next, known := approvalTransitions[s]
 	return known && (len(next) == 0 || slices.Equal(next, []ApprovalState{ApprovalExecuted}))
 }
@@ -142,7 +138,7 @@ type approvalHeap []*approvalEntry
 
 func (h approvalHeap) Len() int { return len(h) }
 func (h approvalHeap) Less(i, j int) bool {
-	return h[i].r.Retained().Before(h[j].r.Retained())
+	return Retained(&h[i].r).Before(Retained(&h[j].r))
 }
 func (h approvalHeap) Swap(i, j int) {
 	h[i], h[j] = h[j], h[i]
@@ -300,7 +296,7 @@ func (s *MemoryApprovalStore) Create(ctx context.Context, req ApprovalRequest, q
 			}
 		}
 		if len(set) >= quota {
-			return ApprovalRequest{}, false, &ApprovalQuotaError{RetryAfter: oldest.Sub(now)}
+			return ApprovalRequest{}, false, &QuotaError{RetryAfter: oldest.Sub(now)}
 		}
 	}
 	held, heldBytes := len(sh.reqs), sh.bytes
@@ -372,7 +368,7 @@ func (s *MemoryApprovalStore) Update(ctx context.Context, id string, fn func(*Ap
 		if err := ValidateTransition(r.State, work.State); err != nil {
 			return ApprovalRequest{}, err
 		}
-	} else if r.State.Terminal() {
+	} else if Terminal(r.State) {
 		return ApprovalRequest{}, fmt.Errorf("%w: the request is already %s", ErrInvalidTransition, r.State)
 	}
 	work.Coalesced = 0
@@ -498,7 +494,7 @@ func (s *MemoryApprovalStore) page(sh *approvalShard, f ApprovalFilter, after bo
 		s.listed.Add(1)
 		r := &sh.order[i].r
 		sh.expire(r, now)
-		if f.Matches(r) {
+		if Matches(f, r) {
 			out = append(out, cloneRequest(r))
 		}
 	}
@@ -566,7 +562,7 @@ func (s *MemoryApprovalStore) purge(sh *approvalShard, now time.Time, n int) int
 	dropped := 0
 	for dropped < n && len(sh.due) > 0 {
 		e := sh.due[0]
-		if end := e.r.Retained(); end.IsZero() || now.Before(end) {
+		if end := Retained(&e.r); end.IsZero() || now.Before(end) {
 			break
 		}
 		s.remove(sh, e)
@@ -588,7 +584,7 @@ func (sh *approvalShard) expire(r *ApprovalRequest, now time.Time) {
 // settle drops the arguments of a request decided for good: only its veto
 // or void is still needed.
 func (sh *approvalShard) settle(e *approvalEntry) {
-	if e.r.State.Terminal() && e.r.State != ApprovalApproved && e.r.Arguments != nil {
+	if Terminal(e.r.State) && e.r.State != ApprovalApproved && e.r.Arguments != nil {
 		sh.bytes -= len(e.r.Arguments)
 		e.r.Arguments = nil
 	}

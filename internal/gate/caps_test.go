@@ -1,4 +1,4 @@
-package gates_test
+package gate_test
 
 import (
 	"context"
@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	axerr "github.com/axgate/axgate/errors"
-	"github.com/axgate/axgate/gates"
+	"github.com/axgate/axgate/internal/gate"
 	"github.com/axgate/axgate/middleware"
 )
 
@@ -43,7 +43,7 @@ func wantCapped(t *testing.T, err error, code axerr.Code, listed, omitted int) {
 
 func TestParamsListAtMostMaxViolations(t *testing.T) {
 	m := mustParse(t, capsManifest)
-	p, err := gates.NewParams(m, false)
+	p, err := gate.NewParams(m, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +65,7 @@ func TestParamsListAtMostMaxViolations(t *testing.T) {
 
 func TestPostconditionsListAtMostMaxViolations(t *testing.T) {
 	m := mustParse(t, capsManifest)
-	g, err := gates.NewPostconditions(m, nil, false)
+	g, err := gate.NewPostconditions(m, nil, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,18 +1,18 @@
-package gates_test
+package gate_test
 
 import (
 	"context"
 	"testing"
 
 	axerr "github.com/axgate/axgate/errors"
-	"github.com/axgate/axgate/gates"
+	"github.com/axgate/axgate/internal/gate"
 	"github.com/axgate/axgate/middleware"
 )
 
 // TestCustomChainWithoutCommitNeverRunsTheTool: a chain built with
 // middleware.Build around the confirmation gate but without the commit
 // stage refuses the call with AXGATE_INTERNAL before the tool runs, and
-// the token stays unspent; with gates.Commit() the same token runs the
+// the token stays unspent; with gate.Commit() the same token runs the
 // tool once and is spent.
 func TestCustomChainWithoutCommitNeverRunsTheTool(t *testing.T) {
 	f := newTkFixture(t)
@@ -37,7 +37,7 @@ func TestCustomChainWithoutCommitNeverRunsTheTool(t *testing.T) {
 
 	// The same chain's gates, the commit stage composed in: the token was
 	// not spent by the refused call, and is spent now.
-	chain := middleware.Build(tool, nil, f.gate.Stage(), gates.Commit())
+	chain := middleware.Build(tool, nil, f.gate.Stage(), gate.Commit())
 	if _, err := chain.Invoke(t.Context(), call()); err != nil || ran != 1 {
 		t.Fatalf("with the commit stage: %v, tool ran %d times; want it to run once", err, ran)
 	}
@@ -67,7 +67,7 @@ func TestCommitInAnOuterChain(t *testing.T) {
 		t.Fatalf("check-only call: %v; want it to pass the gate", err)
 	}
 	c.SetCheckOnly(false)
-	outer := middleware.Build(tool, nil, middleware.Stage{Name: "tokens", Interceptor: nested(f.gate.Stage())}, gates.Commit())
+	outer := middleware.Build(tool, nil, middleware.Stage{Name: "tokens", Interceptor: nested(f.gate.Stage())}, gate.Commit())
 	if _, err := outer.Invoke(t.Context(), c); err != nil || ran != 1 {
 		t.Fatalf("commit in the outer chain: %v, tool ran %d times; want it to run", err, ran)
 	}
@@ -100,7 +100,7 @@ func TestRefusedCallRetried(t *testing.T) {
 	chain := middleware.Build(middleware.InvokerFunc(func(context.Context, *middleware.Call) (middleware.Result, error) {
 		ran++
 		return middleware.Result{}, nil
-	}), nil, f.gate.Stage(), later, gates.Commit())
+	}), nil, f.gate.Stage(), later, gate.Commit())
 	if _, err := chain.Invoke(t.Context(), c); err == nil || ran != 0 {
 		t.Fatalf("first run: %v, ran %d; want the later gate's refusal", err, ran)
 	}
@@ -131,7 +131,7 @@ func TestInnerRefusalKeepsOuterCommits(t *testing.T) {
 	chain := middleware.Build(middleware.InvokerFunc(func(context.Context, *middleware.Call) (middleware.Result, error) {
 		ran++
 		return middleware.Result{}, nil
-	}), nil, f.gate.Stage(), fallback, gates.Commit())
+	}), nil, f.gate.Stage(), fallback, gate.Commit())
 	for i := range 2 {
 		c := f.call("order.refund", args)
 		c.Credentials.Confirmation = tok

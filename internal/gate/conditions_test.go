@@ -1,4 +1,4 @@
-package gates_test
+package gate_test
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	axerr "github.com/axgate/axgate/errors"
-	"github.com/axgate/axgate/gates"
+	"github.com/axgate/axgate/internal/gate"
 	"github.com/axgate/axgate/middleware"
 )
 
@@ -36,8 +36,8 @@ const conditionManifest = `{
 
 func TestPreconditionsUnboundRefused(t *testing.T) {
 	m := mustParse(t, conditionManifest)
-	_, err := gates.NewPreconditions(m, map[string]gates.Precondition{"coupon_valid": {Expr: "true"}}, false)
-	var ue *gates.UnboundError
+	_, err := gate.NewPreconditions(m, map[string]gate.Precondition{"coupon_valid": {Expr: "true"}}, false)
+	var ue *gate.UnboundError
 	if !errors.As(err, &ue) {
 		t.Fatalf("err = %v, want *UnboundError", err)
 	}
@@ -52,7 +52,7 @@ func TestPreconditionsUnboundRefused(t *testing.T) {
 
 func TestPreconditionsUnboundAllowedWarns(t *testing.T) {
 	m := mustParse(t, conditionManifest)
-	g, err := gates.NewPreconditions(m, nil, true)
+	g, err := gate.NewPreconditions(m, nil, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +74,7 @@ func TestPreconditionsUnboundAllowedWarns(t *testing.T) {
 func TestPreconditions(t *testing.T) {
 	m := mustParse(t, conditionManifest)
 	validated := map[string]bool{"c-ok": true}
-	bound := map[string]gates.Precondition{
+	bound := map[string]gate.Precondition{
 		"cart_validated": {Check: func(ctx context.Context, call *middleware.Call) error {
 			args, err := call.Args()
 			if err != nil {
@@ -83,7 +83,7 @@ func TestPreconditions(t *testing.T) {
 			id, _ := args["cart_id"].(string)
 			switch {
 			case id == "c-store-down":
-				return gates.StoreUnavailable(call.Intent(), "the cart store", errors.New("dial tcp 10.0.0.7:5432: refused"))
+				return gate.StoreUnavailable(call.Intent(), "the cart store", errors.New("dial tcp 10.0.0.7:5432: refused"))
 			case !validated[id]:
 				return errors.New("cart c-1 row 77 not validated") // internal detail: must not reach the caller
 			}
@@ -91,10 +91,10 @@ func TestPreconditions(t *testing.T) {
 		}},
 		"coupon_valid": {Expr: `!has(args.coupon) || coupon.startsWith("SAVE")`},
 		"order_open": {Check: func(context.Context, *middleware.Call) error {
-			return gates.PreconditionFailed("", "order_open", "the order has shipped")
+			return gate.PreconditionFailed("", "order_open", "the order has shipped")
 		}},
 	}
-	g, err := gates.NewPreconditions(m, bound, false)
+	g, err := gate.NewPreconditions(m, bound, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +146,7 @@ func TestPreconditions(t *testing.T) {
 
 func TestPreconditionsBadBinding(t *testing.T) {
 	m := mustParse(t, conditionManifest)
-	_, err := gates.NewPreconditions(m, map[string]gates.Precondition{
+	_, err := gate.NewPreconditions(m, map[string]gate.Precondition{
 		"cart_validated": {Expr: "cart_idd != ''"},
 		"coupon_valid":   {Expr: "true", Check: func(context.Context, *middleware.Call) error { return nil }},
 		"order_open":     {Expr: "true"},
@@ -163,7 +163,7 @@ type cartResult struct {
 
 func TestPostconditions(t *testing.T) {
 	m := mustParse(t, conditionManifest)
-	g, err := gates.NewPostconditions(m, map[string]gates.Postcondition{
+	g, err := gate.NewPostconditions(m, map[string]gate.Postcondition{
 		"cart_validated": {Expr: "result.valid == true && result.total >= 0"},
 		"order_created": {Check: func(_ context.Context, _ *middleware.Call, res middleware.Result) error {
 			if v, _ := res.Value.(map[string]any); v["order_id"] == nil {
@@ -223,7 +223,7 @@ func TestPostconditions(t *testing.T) {
 				if res.Value != nil {
 					t.Errorf("the caller got the result with the refusal: %#v", res.Value)
 				}
-				if d["gate"] != gates.StagePostconditions {
+				if d["gate"] != gate.StagePostconditions {
 					t.Errorf("gate = %v", d["gate"])
 				}
 			}
@@ -249,12 +249,12 @@ func TestPostconditions(t *testing.T) {
 
 func TestPostconditionsUnbound(t *testing.T) {
 	m := mustParse(t, conditionManifest)
-	_, err := gates.NewPostconditions(m, nil, false)
-	var ue *gates.UnboundError
+	_, err := gate.NewPostconditions(m, nil, false)
+	var ue *gate.UnboundError
 	if !errors.As(err, &ue) || ue.Kind != "postcondition" || len(ue.Names) != 2 {
 		t.Fatalf("err = %v", err)
 	}
-	g, err := gates.NewPostconditions(m, nil, true)
+	g, err := gate.NewPostconditions(m, nil, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -281,14 +281,14 @@ var errNotRecorded = axerr.New(axerr.CodePostconditionFailed, "the ledger did no
 func TestConditionsLeaveSharedErrorsAlone(t *testing.T) {
 	m := mustParse(t, conditionManifest)
 	closed := func(context.Context, *middleware.Call) error { return errShopClosed }
-	pre, err := gates.NewPreconditions(m, map[string]gates.Precondition{
+	pre, err := gate.NewPreconditions(m, map[string]gate.Precondition{
 		"cart_validated": {Check: closed}, "coupon_valid": {Expr: "true"}, "order_open": {Check: closed},
 	}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	notRecorded := func(context.Context, *middleware.Call, middleware.Result) error { return errNotRecorded }
-	post, err := gates.NewPostconditions(m, map[string]gates.Postcondition{
+	post, err := gate.NewPostconditions(m, map[string]gate.Postcondition{
 		"cart_validated": {Check: notRecorded}, "order_created": {Check: notRecorded},
 	}, false)
 	if err != nil {
@@ -341,7 +341,7 @@ func TestConditionsLeaveSharedErrorsAlone(t *testing.T) {
 func TestPostconditionsSkipFailedTool(t *testing.T) {
 	m := mustParse(t, conditionManifest)
 	var checked atomic.Int32
-	g, err := gates.NewPostconditions(m, map[string]gates.Postcondition{
+	g, err := gate.NewPostconditions(m, map[string]gate.Postcondition{
 		"cart_validated": {Check: func(context.Context, *middleware.Call, middleware.Result) error {
 			checked.Add(1)
 			return errors.New("not validated")
@@ -376,7 +376,7 @@ func TestPostconditionsSkipFailedTool(t *testing.T) {
 // || absorbs (CEL: error || true is true), such as reading what is absent.
 func TestConditionExpressionsFailClosed(t *testing.T) {
 	m := mustParse(t, conditionManifest)
-	pre, err := gates.NewPreconditions(m, map[string]gates.Precondition{
+	pre, err := gate.NewPreconditions(m, map[string]gate.Precondition{
 		"cart_validated": {Expr: "true"},
 		"coupon_valid":   {Expr: "args.coupon.startsWith('SAVE') || args.cart_id == 'c-vip'"},
 		"order_open":     {Expr: "true"},
@@ -393,7 +393,7 @@ func TestConditionExpressionsFailClosed(t *testing.T) {
 		t.Fatalf("coupon given: %v", err)
 	}
 
-	post, err := gates.NewPostconditions(m, map[string]gates.Postcondition{
+	post, err := gate.NewPostconditions(m, map[string]gate.Postcondition{
 		"cart_validated": {Expr: "result.total >= 0.0 || result.valid == true"},
 		"order_created":  {Expr: "true"},
 	}, false)

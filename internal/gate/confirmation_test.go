@@ -1,4 +1,4 @@
-package gates_test
+package gate_test
 
 import (
 	"context"
@@ -20,7 +20,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	axerr "github.com/axgate/axgate/errors"
-	"github.com/axgate/axgate/gates"
+	"github.com/axgate/axgate/internal/gate"
 	"github.com/axgate/axgate/manifest"
 	"github.com/axgate/axgate/middleware"
 	"github.com/axgate/axgate/token"
@@ -63,7 +63,7 @@ type tkFixture struct {
 	keys     *token.StaticKeySet
 	replay   *token.MemoryReplayStore
 	verifier *token.Verifier
-	gate     *gates.Confirmation
+	gate     *gate.Confirmation
 	alice    middleware.Principal
 }
 
@@ -110,7 +110,7 @@ func newTkFixture(t testing.TB) *tkFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.gate, err = gates.NewConfirmation(gates.ConfirmationConfig{Verifier: f.verifier, Replay: f.replay})
+	f.gate, err = gate.NewConfirmation(gate.ConfirmationConfig{Verifier: f.verifier, Replay: f.replay})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -308,8 +308,8 @@ func TestConfirmationTokenAttacks(t *testing.T) {
 			c.Credentials.Confirmation = tc.token
 			// Through the commit, which finds a replay.
 			d := tkRefusal(t, f.passAndCommit(t.Context(), c), axerr.CodeConfirmationMissing, http.StatusPreconditionRequired)
-			if d["gate"] != gates.StageConfirmation {
-				t.Errorf("gate = %v, want %s", d["gate"], gates.StageConfirmation)
+			if d["gate"] != gate.StageConfirmation {
+				t.Errorf("gate = %v, want %s", d["gate"], gate.StageConfirmation)
 			}
 			if d["reason"] != tc.reason {
 				t.Fatalf("reason = %v, want %s", d["reason"], tc.reason)
@@ -398,7 +398,7 @@ func TestConfirmationRequired(t *testing.T) {
 		{"account.purge", "critical", true}, // critical always
 		{"order.view", "low", true},         // threshold lowered
 	} {
-		g, err := gates.NewConfirmation(gates.ConfirmationConfig{Verifier: f.verifier, Replay: f.replay, Threshold: tc.threshold})
+		g, err := gate.NewConfirmation(gate.ConfirmationConfig{Verifier: f.verifier, Replay: f.replay, Threshold: tc.threshold})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -406,7 +406,7 @@ func TestConfirmationRequired(t *testing.T) {
 			t.Errorf("Required(%s) with threshold %q = %v, want %v", tc.intent, tc.threshold, got, tc.want)
 		}
 	}
-	if _, err := gates.NewConfirmation(gates.ConfirmationConfig{Replay: f.replay, Threshold: "severe"}); err == nil {
+	if _, err := gate.NewConfirmation(gate.ConfirmationConfig{Replay: f.replay, Threshold: "severe"}); err == nil {
 		t.Error("an unknown threshold was accepted")
 	}
 	// Not required: passes without a token.
@@ -461,12 +461,12 @@ func TestRenderConfirmationMessage(t *testing.T) {
 		{map[string]any{"text": "zero\u200Bwidth"}, `Add zero\u{200B}width with tags (not set) and n=(not set)?`},
 		{map[string]any{"text": strings.Repeat("x", 300)}, "Add " + strings.Repeat("x", 200) + "… with tags (not set) and n=(not set)?"},
 	} {
-		if got := gates.RenderConfirmationMessage(a, tc.args); got != tc.want {
+		if got := gate.RenderConfirmationMessage(a, tc.args); got != tc.want {
 			t.Errorf("Render(%v)\n got %q\nwant %q", tc.args, got, tc.want)
 		}
 	}
 	plain := tkMustParse(t, tkManifest).Action("order.cancel")
-	if got := gates.RenderConfirmationMessage(plain, nil); got != "Allow order.cancel (Cancel an order), risk high?" {
+	if got := gate.RenderConfirmationMessage(plain, nil); got != "Allow order.cancel (Cancel an order), risk high?" {
 		t.Errorf("default message = %q", got)
 	}
 }
@@ -513,7 +513,7 @@ func TestConfirmationElicitation(t *testing.T) {
 }
 
 // tkCommit is the commit stage of the standard chain.
-var tkCommit = gates.Commit()
+var tkCommit = gate.Commit()
 
 func TestConfirmationConcurrentReplay(t *testing.T) {
 	f := newTkFixture(t)
@@ -618,7 +618,7 @@ func (tkFailingReplay) Used(context.Context, string) (bool, error) {
 
 func TestConfirmationStoreDownFailsClosed(t *testing.T) {
 	f := newTkFixture(t)
-	g, err := gates.NewConfirmation(gates.ConfirmationConfig{Verifier: f.verifier, Replay: tkFailingReplay{}})
+	g, err := gate.NewConfirmation(gate.ConfirmationConfig{Verifier: f.verifier, Replay: tkFailingReplay{}})
 	if err != nil {
 		t.Fatal(err)
 	}

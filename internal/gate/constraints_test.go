@@ -1,4 +1,4 @@
-package gates_test
+package gate_test
 
 import (
 	"net/http"
@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	axerr "github.com/axgate/axgate/errors"
-	"github.com/axgate/axgate/gates"
+	"github.com/axgate/axgate/internal/gate"
 	"github.com/axgate/axgate/middleware"
 )
 
@@ -57,7 +57,7 @@ const constraintManifest = `{
 
 func TestConstraints(t *testing.T) {
 	m := mustParse(t, constraintManifest)
-	g, err := gates.NewConstraints(m)
+	g, err := gate.NewConstraints(m)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +149,7 @@ func TestConstraintsCompileErrors(t *testing.T) {
 	  {"intent":"room.book","entity":"room","action_type":"write","description":"Book","risk_level":"low","idempotent":false,"scope":"global",
 	   "required_parameters":[{"name":"check_in","type":"string","description":"In"}],
 	   "constraints":{"syntax":"check_in >","typo":"check_inn > 1","not_bool":"check_in + 'x'","ok":"check_in != ''"}}]}`)
-	_, err := gates.NewConstraints(m)
+	_, err := gate.NewConstraints(m)
 	if err == nil {
 		t.Fatal("bad constraints compiled")
 	}
@@ -168,7 +168,7 @@ func TestConstraintsCompileErrors(t *testing.T) {
 // shared by every call.
 func TestConstraintsConcurrent(t *testing.T) {
 	m := mustParse(t, constraintManifest)
-	g, err := gates.NewConstraints(m)
+	g, err := gate.NewConstraints(m)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package gates
+package gate
 
 // ApprovalListed is how many records s's List calls examined, for tests of
 // the cost of an inbox page.

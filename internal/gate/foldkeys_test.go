@@ -1,11 +1,11 @@
-package gates_test
+package gate_test
 
 import (
 	"net/http"
 	"testing"
 
 	axerr "github.com/axgate/axgate/errors"
-	"github.com/axgate/axgate/gates"
+	"github.com/axgate/axgate/internal/gate"
 	"github.com/axgate/axgate/middleware"
 )
 
@@ -39,7 +39,7 @@ const foldManifest = `{"version": "1.0.0", "entities": [
 // gate refuses it, also for an action that declares no parameters at all.
 func TestAccessRefusesCaseFoldedIdentityArgs(t *testing.T) {
 	m := mustParse(t, foldManifest)
-	g := gates.NewAccess(m, gates.AccessOptions{})
+	g := gate.NewAccess(m, gate.AccessOptions{})
 	alice := middleware.Principal{ID: "alice", Tenant: "acme"}
 	for _, tc := range []struct{ name, intent, args, path string }{
 		{"tenant upper case", "invoice.export", `{"TENANT_ID":"globex"}`, "/TENANT_ID"},
@@ -85,7 +85,7 @@ func TestParamsRefusesCaseFoldedKeys(t *testing.T) {
 	m := mustParse(t, foldManifest)
 	a := m.Action("product.search")
 	for _, allowUnknown := range []bool{true, false} {
-		p, err := gates.NewParams(m, allowUnknown)
+		p, err := gate.NewParams(m, allowUnknown)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -109,7 +109,7 @@ func TestParamsRefusesCaseFoldedKeys(t *testing.T) {
 					return
 				}
 				if e.Code != axerr.CodeInvalidArguments || e.Details["reason"] != string(axerr.ReasonAmbiguousKeys) || len(e.Violations) != 1 ||
-					e.Violations[0].Path != tc.path || e.Violations[0].Keyword != gates.KeywordAmbiguousKey || e.Suggestion == "" {
+					e.Violations[0].Path != tc.path || e.Violations[0].Keyword != gate.KeywordAmbiguousKey || e.Suggestion == "" {
 					t.Fatalf("got %#v; want ambiguous_keys at %s", e, tc.path)
 				}
 				v, _ := middleware.NewCall("t", []byte(tc.args), middleware.Principal{}).Value()
@@ -128,7 +128,7 @@ func TestParamsRefusesCaseFoldedKeys(t *testing.T) {
 			}
 		}
 	}
-	p, _ := gates.NewParams(m, true)
+	p, _ := gate.NewParams(m, true)
 	if err := p.Check(call(t, m, "product.search", `{"query":"x","Extra":1,"other":{"LIMIT":1}}`, middleware.Principal{})); err != nil {
 		t.Fatalf("undeclared keys that fold onto no declared name: %v", err)
 	}
@@ -139,7 +139,7 @@ func TestParamsRefusesCaseFoldedKeys(t *testing.T) {
 // allocations, also for keys with capitals.
 func TestAccessFoldCheckAllowPathAllocatesNothing(t *testing.T) {
 	m := mustParse(t, foldManifest)
-	g := gates.NewAccess(m, gates.AccessOptions{})
+	g := gate.NewAccess(m, gate.AccessOptions{})
 	c := call(t, m, "invoice.export", `{"tenant_id":"acme","Format":"csv","Émis":"2026"}`, middleware.Principal{ID: "alice", Tenant: "acme"})
 	if n := testing.AllocsPerRun(100, func() {
 		if err := g.Check(c); err != nil {

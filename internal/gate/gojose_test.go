@@ -1,4 +1,4 @@
-package gates_test
+package gate_test
 
 import (
 	"crypto/ecdsa"
@@ -11,7 +11,7 @@ import (
 	jose "github.com/go-jose/go-jose/v4"
 	josejwt "github.com/go-jose/go-jose/v4/jwt"
 
-	"github.com/axgate/axgate/gates"
+	"github.com/axgate/axgate/internal/gate"
 	"github.com/axgate/axgate/middleware"
 	"github.com/axgate/axgate/token"
 )
@@ -35,7 +35,7 @@ func TestGoJoseTokensAccepted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gate, err := gates.NewConfirmation(gates.ConfirmationConfig{Verifier: v, Replay: f.replay})
+	gate, err := gate.NewConfirmation(gate.ConfirmationConfig{Verifier: v, Replay: f.replay})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package gates
+package gate
 
 import (
 	"bytes"
@@ -17,33 +17,6 @@ import (
 	"github.com/axgate/axgate/middleware"
 )
 
-// DuplicatePolicy says what the idempotency gate does with a repeat of a
-// non-idempotent call that carries no idempotency key.
-type DuplicatePolicy int
-
-const (
-	// DuplicateWarn lets the repeat run and records a warning in
-	// call.Facts.Warnings (for the audit log and the trace). The default.
-	DuplicateWarn DuplicatePolicy = iota
-	// DuplicateRefuse refuses the repeat with AXGATE_DUPLICATE_CALL (409).
-	DuplicateRefuse
-	// DuplicateIgnore does not look for repeats (no store round trip).
-	DuplicateIgnore
-)
-
-// String returns "warn", "refuse" or "ignore".
-func (p DuplicatePolicy) String() string {
-	switch p {
-	case DuplicateWarn:
-		return "warn"
-	case DuplicateRefuse:
-		return "refuse"
-	case DuplicateIgnore:
-		return "ignore"
-	}
-	return fmt.Sprintf("DuplicatePolicy(%d)", int(p))
-}
-
 // Defaults of IdempotencyOptions.
 const (
 	DefaultIdempotencyWindow = 24 * time.Hour
@@ -51,41 +24,6 @@ const (
 	DefaultDuplicateWindow   = time.Minute
 	DefaultIdempotencyQuota  = 1000
 )
-
-// IdempotencyOptions configure the idempotency gate. Zero fields take the
-// defaults below; negative ones are refused by NewIdempotency.
-type IdempotencyOptions struct {
-	// Store keeps the records. Required.
-	Store IdempotencyStore
-	// Window is how long the outcome of a call made with an idempotency key
-	// (its result, or its refusal once the tool ran) is kept and replayed
-	// (default 24h).
-	Window time.Duration
-	// Lease is how long a call with a key counts as in flight: a retry with
-	// the same key inside it gets 409 AXGATE_DUPLICATE_IN_FLIGHT. It ends
-	// when the outcome is stored, so it only matters when the process dies
-	// mid-call, the outcome cannot be stored, or the tool outlives it (its
-	// outcome is then not stored, and a retry may run the tool again): make
-	// it longer than your slowest tool (default 5m).
-	Lease time.Duration
-	// Duplicates says what to do with a repeat, without a key, of the same
-	// call (principal, tenant, intent, arguments) inside DuplicateWindow
-	// (default DuplicateWarn, the zero value).
-	Duplicates DuplicatePolicy
-	// DuplicateWindow is how long a call without a key is remembered
-	// (default 1m).
-	DuplicateWindow time.Duration
-	// Quota is how many live records made with an idempotency key one
-	// caller (principal and tenant) may hold at once, in flight or done,
-	// across intents (default 1,000). A call with a new key over it is
-	// refused with 429 AXAG_RATE_LIMITED, reason idempotency_quota, and a
-	// retry_after of when the caller's oldest record expires; the quota is
-	// checked and charged atomically with the claim, and other callers are
-	// unaffected. Calls without a key are charged to a quota of their own,
-	// as large: a caller's duplicate markers (each lasts DuplicateWindow)
-	// over it refuse its next call without a key the same way.
-	Quota int
-}
 
 // Idempotency is the gate for actions the manifest declares `idempotent: false`.
 //
@@ -134,7 +72,7 @@ type Idempotency struct {
 // withDefaults returns o with each zero setting replaced by its default:
 // the one place the defaults of IdempotencyOptions are applied (the root
 // package passes zero settings through to here).
-func (o IdempotencyOptions) withDefaults() IdempotencyOptions {
+func idempotencyDefaults(o IdempotencyOptions) IdempotencyOptions {
 	if o.Quota == 0 {
 		o.Quota = DefaultIdempotencyQuota
 	}
@@ -157,7 +95,7 @@ func NewIdempotency(o IdempotencyOptions) (*Idempotency, error) {
 	if o.Store == nil {
 		return nil, errors.New("idempotency: no store")
 	}
-	o = o.withDefaults()
+	o = idempotencyDefaults(o)
 	if o.Quota < 0 {
 		return nil, errors.New("idempotency: quota must be positive")
 	}

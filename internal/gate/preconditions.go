@@ -1,11 +1,10 @@
-package gates
+package gate
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"slices"
-	"sort"
 	"strings"
 
 	axerr "github.com/axgate/axgate/errors"
@@ -33,30 +32,6 @@ type Checker func(ctx context.Context, call *middleware.Call) error
 type Precondition struct {
 	Check Checker
 	Expr  string
-}
-
-// UnboundError is returned when an enforcer would be built with
-// preconditions or postconditions that nothing checks.
-type UnboundError struct {
-	// Kind is "precondition" or "postcondition".
-	Kind string
-	// Names lists the unbound names, sorted, each with the JSON Pointers of
-	// the actions that declare it.
-	Names map[string][]string
-}
-
-func (e *UnboundError) Error() string {
-	names := make([]string, 0, len(e.Names))
-	for n := range e.Names {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	var b strings.Builder
-	fmt.Fprintf(&b, "%d %ss are not bound to a check (bind each with a checker or an expression, or allow unbound conditions on purpose):", len(names), e.Kind)
-	for _, n := range names {
-		fmt.Fprintf(&b, " %q (%s);", n, strings.Join(e.Names[n], ", "))
-	}
-	return strings.TrimSuffix(b.String(), ";")
 }
 
 // Preconditions checks each action's preconditions, in manifest order.
@@ -200,20 +175,6 @@ func (g *Preconditions) notMet(a *manifest.Action, name string) *axerr.Error {
 		e.With("produced_by", slices.Clone(producedBy))
 	}
 	return e
-}
-
-// PreconditionFailed is the refusal for a precondition that does not hold:
-// AXAG_PRECONDITION_FAILED with details failed_precondition. message, when
-// not empty, replaces the default "precondition not met: name". A Checker
-// may return it to tell the caller more; the gate adds the suggestion.
-func PreconditionFailed(intent, name, message string) *axerr.Error {
-	if message == "" {
-		message = "precondition not met: " + name
-	}
-	return axerr.New(axerr.CodePreconditionFailed, message).
-		WithIntent(intent).
-		WithReason(axerr.ReasonPreconditionFailed).
-		With("failed_precondition", name)
 }
 
 func preSuggestion(name string, producedBy []string) string {

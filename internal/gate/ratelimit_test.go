@@ -1,4 +1,4 @@
-package gates
+package gate
 
 import (
 	"context"
@@ -225,10 +225,10 @@ func TestMemoryLimiterRejectsBadInput(t *testing.T) {
 		limit Limit
 		n     int
 	}{
-		{"zero count", Limit{0, time.Minute}, 1},
-		{"zero period", Limit{1, 0}, 1},
-		{"negative n", Limit{1, time.Minute}, -1},
-		{"n over burst", Limit{2, time.Minute}, 3},
+		{"zero count", Limit{Count: 0, Per: time.Minute}, 1},
+		{"zero period", Limit{Count: 1, Per: 0}, 1},
+		{"negative n", Limit{Count: 1, Per: time.Minute}, -1},
+		{"n over burst", Limit{Count: 2, Per: time.Minute}, 3},
 	} {
 		if _, err := allowOne(ctx, l, "k", tc.limit, tc.n); err == nil {
 			t.Errorf("%s: no error", tc.name)
@@ -236,7 +236,7 @@ func TestMemoryLimiterRejectsBadInput(t *testing.T) {
 	}
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
-	if _, err := allowOne(cancelled, l, "k", Limit{1, time.Minute}, 1); !errors.Is(err, context.Canceled) {
+	if _, err := allowOne(cancelled, l, "k", Limit{Count: 1, Per: time.Minute}, 1); !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled context: err %v", err)
 	}
 }

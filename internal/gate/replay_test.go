@@ -1,4 +1,4 @@
-package gates_test
+package gate_test
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package gates_test
+package gate_test
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	axerr "github.com/axgate/axgate/errors"
-	"github.com/axgate/axgate/gates"
+	"github.com/axgate/axgate/internal/gate"
 	"github.com/axgate/axgate/middleware"
 	"github.com/axgate/axgate/token"
 )
@@ -115,7 +115,7 @@ func TestNestedCallSpendsItsOwnToken(t *testing.T) {
 	}
 	for _, err := range nested[1:] {
 		d := tkRefusal(t, err, axerr.CodeConfirmationMissing, http.StatusPreconditionRequired)
-		if d["reason"] != "already_used" || d["gate"] != gates.StageConfirmation {
+		if d["reason"] != "already_used" || d["gate"] != gate.StageConfirmation {
 			t.Fatalf("replayed nested call: %v", d)
 		}
 	}
@@ -182,12 +182,12 @@ func TestTokensSpentInOneRoundTrip(t *testing.T) {
 	a := newTkApproval(t)
 	ctx := t.Context()
 	store := newTkCountingReplay()
-	conf, err := gates.NewConfirmation(gates.ConfirmationConfig{Verifier: a.verifier, Replay: store})
+	conf, err := gate.NewConfirmation(gate.ConfirmationConfig{Verifier: a.verifier, Replay: store})
 	if err != nil {
 		t.Fatal(err)
 	}
 	av, _ := token.NewVerifier(token.VerifierConfig{Type: token.TypApproval, Keys: a.keys, MaxLifetime: token.DefaultApprovalLifetime})
-	appr, err := gates.NewApproval(gates.ApprovalConfig{Verifier: av, Replay: store, Store: a.store})
+	appr, err := gate.NewApproval(gate.ApprovalConfig{Verifier: av, Replay: store, Store: a.store})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,7 +215,7 @@ func TestTokensSpentInOneRoundTrip(t *testing.T) {
 	store.reset()
 	err = run(confTok, a.approval(t, "carol", []string{"admin"}, "vault.open", args))
 	d := tkRefusal(t, err, axerr.CodeConfirmationMissing, http.StatusPreconditionRequired)
-	if d["reason"] != "already_used" || d["gate"] != gates.StageConfirmation {
+	if d["reason"] != "already_used" || d["gate"] != gate.StageConfirmation {
 		t.Fatalf("replayed confirmation: %v", d)
 	}
 	// Finding which of two tokens was replayed costs one lookup each, on
@@ -231,7 +231,7 @@ func TestTokensSpentInOneRoundTrip(t *testing.T) {
 	onlyApproval := middleware.Build(middleware.InvokerFunc(tkOK), nil, appr.Stage(), tkCommit)
 	_, err = onlyApproval.Invoke(ctx, c)
 	d = tkRefusal(t, err, axerr.CodeApprovalMissing, http.StatusPreconditionRequired)
-	if d["gate"] != gates.StageApproval || tkJSON(t, d["rejected_tokens"]) != `[{"index":0,"reason":"already_used"}]` || d["count_received"] != 0 {
+	if d["gate"] != gate.StageApproval || tkJSON(t, d["rejected_tokens"]) != `[{"index":0,"reason":"already_used"}]` || d["count_received"] != 0 {
 		t.Fatalf("replayed approval: %v", d)
 	}
 	if store.used.Load() != 0 || store.consume.Load() != 1 {
@@ -293,12 +293,12 @@ func TestTokensSpentPerStore(t *testing.T) {
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
-			conf, err := gates.NewConfirmation(gates.ConfirmationConfig{Verifier: a.verifier, Replay: stores[0]})
+			conf, err := gate.NewConfirmation(gate.ConfirmationConfig{Verifier: a.verifier, Replay: stores[0]})
 			if err != nil {
 				t.Fatal(err)
 			}
 			av, _ := token.NewVerifier(token.VerifierConfig{Type: token.TypApproval, Keys: a.keys, MaxLifetime: token.DefaultApprovalLifetime})
-			appr, err := gates.NewApproval(gates.ApprovalConfig{Verifier: av, Replay: stores[1], Store: a.store})
+			appr, err := gate.NewApproval(gate.ApprovalConfig{Verifier: av, Replay: stores[1], Store: a.store})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -324,7 +324,7 @@ func TestTokensSpentPerStore(t *testing.T) {
 			c = a.call("vault.open", args)
 			c.Credentials.Confirmation, c.Credentials.Approvals = a.signEd(t, nil, a.claims(t, "vault.open", args)), []string{apprTok}
 			_, err = chain.Invoke(t.Context(), c)
-			if d := tkRefusal(t, err, axerr.CodeApprovalMissing, 428); d["gate"] != gates.StageApproval {
+			if d := tkRefusal(t, err, axerr.CodeApprovalMissing, 428); d["gate"] != gate.StageApproval {
 				t.Fatalf("replayed approval: %v", d)
 			}
 		})
@@ -336,7 +336,7 @@ func TestTokensSpentPerStore(t *testing.T) {
 func TestReplayKey(t *testing.T) {
 	f := newTkFixture(t)
 	store := newTkCountingReplay()
-	g, err := gates.NewConfirmation(gates.ConfirmationConfig{Verifier: f.verifier, Replay: store})
+	g, err := gate.NewConfirmation(gate.ConfirmationConfig{Verifier: f.verifier, Replay: store})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -415,14 +415,14 @@ func TestSpentConfirmationAsksNoApprover(t *testing.T) {
 	c.Credentials.Confirmation = spent
 	_, err := chain.Invoke(ctx, c)
 	d := tkRefusal(t, err, axerr.CodeConfirmationMissing, http.StatusPreconditionRequired)
-	if d["reason"] != "already_used" || d["gate"] != gates.StageConfirmation {
+	if d["reason"] != "already_used" || d["gate"] != gate.StageConfirmation {
 		t.Fatalf("spent confirmation, no approvals: %v", d)
 	}
 	reqID := c.Facts.ApprovalRequestID
 	if reqID == "" {
 		t.Fatal("the approval gate did not see the call")
 	}
-	if _, err := a.store.Get(ctx, reqID); !errors.Is(err, gates.ErrNotFound) {
+	if _, err := a.store.Get(ctx, reqID); !errors.Is(err, gate.ErrNotFound) {
 		t.Fatalf("approval request for a doomed call: err = %v, want ErrNotFound", err)
 	}
 	if n := a.notified.Load(); n != 0 {
@@ -435,10 +435,10 @@ func TestSpentConfirmationAsksNoApprover(t *testing.T) {
 	c.Credentials.Confirmation = a.signEd(t, nil, a.claims(t, "vault.open", args))
 	_, err = chain.Invoke(ctx, c)
 	d = tkRefusal(t, err, axerr.CodeApprovalMissing, http.StatusPreconditionRequired)
-	if d["approval_request_id"] != reqID || d["request_state"] != string(gates.ApprovalPending) || d["approvers_notified"] != true {
+	if d["approval_request_id"] != reqID || d["request_state"] != string(gate.ApprovalPending) || d["approvers_notified"] != true {
 		t.Fatalf("fresh confirmation, no approvals: %v", d)
 	}
-	if req, err := a.store.Get(ctx, reqID); err != nil || req.State != gates.ApprovalPending {
+	if req, err := a.store.Get(ctx, reqID); err != nil || req.State != gate.ApprovalPending {
 		t.Fatalf("approval request = %+v, %v; want pending", req, err)
 	}
 	if n := a.notified.Load(); n != 1 {
@@ -446,7 +446,7 @@ func TestSpentConfirmationAsksNoApprover(t *testing.T) {
 	}
 
 	// A replay store that cannot tell: fail closed, ask no one.
-	conf, err := gates.NewConfirmation(gates.ConfirmationConfig{Verifier: a.verifier, Replay: tkFailingUsed{token.NewMemoryReplayStore(token.MemoryReplayOptions{})}})
+	conf, err := gate.NewConfirmation(gate.ConfirmationConfig{Verifier: a.verifier, Replay: tkFailingUsed{token.NewMemoryReplayStore(token.MemoryReplayOptions{})}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -456,7 +456,7 @@ func TestSpentConfirmationAsksNoApprover(t *testing.T) {
 	c.Credentials.Confirmation = a.signEd(t, nil, a.claims(t, "vault.open", other))
 	_, err = failing.Invoke(ctx, c)
 	tkRefusal(t, err, axerr.CodeStoreUnavailable, http.StatusServiceUnavailable)
-	if _, err := a.store.Get(ctx, c.Facts.ApprovalRequestID); !errors.Is(err, gates.ErrNotFound) {
+	if _, err := a.store.Get(ctx, c.Facts.ApprovalRequestID); !errors.Is(err, gate.ErrNotFound) {
 		t.Fatalf("approval request despite the replay store failing: err = %v", err)
 	}
 	if n := a.notified.Load(); n != 1 {

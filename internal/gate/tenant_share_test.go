@@ -1,4 +1,4 @@
-package gates_test
+package gate_test
 
 import (
 	"errors"
@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/axgate/axgate/gates"
+	"github.com/axgate/axgate/internal/gate"
 	"github.com/axgate/axgate/token"
 )
 
@@ -16,22 +16,22 @@ import (
 // tenant's non-idempotent calls 503.
 
 func TestMemoryIdempotencyStoreSharePerTenant(t *testing.T) {
-	s := gates.NewMemoryIdempotencyStore(10)
+	s := gate.NewMemoryIdempotencyStore(10)
 	ctx := t.Context()
 	// Many principals of one tenant, each within its quota, fill the
 	// tenant's share.
 	for i := range 10 {
-		o := gates.IdempotencyOwner{Tenant: "flood", Principal: fmt.Sprint("p", i), Quota: 5}
+		o := gate.IdempotencyOwner{Tenant: "flood", Principal: fmt.Sprint("p", i), Quota: 5}
 		if _, c, err := s.Begin(ctx, o, fmt.Sprint("flood/", i), "d", time.Hour); err != nil || c == "" {
 			t.Fatalf("Begin %d: claim %q, %v", i, c, err)
 		}
 	}
-	if _, _, err := s.Begin(ctx, gates.IdempotencyOwner{Tenant: "flood", Principal: "p-new", Quota: 5}, "flood/x", "d", time.Hour); !errors.Is(err, gates.ErrStoreFull) {
-		t.Fatalf("Begin over the tenant's share = %v, want gates.ErrStoreFull", err)
+	if _, _, err := s.Begin(ctx, gate.IdempotencyOwner{Tenant: "flood", Principal: "p-new", Quota: 5}, "flood/x", "d", time.Hour); !errors.Is(err, gate.ErrStoreFull) {
+		t.Fatalf("Begin over the tenant's share = %v, want gate.ErrStoreFull", err)
 	}
 	for _, tenant := range []string{"other", ""} {
 		for i := range 10 {
-			o := gates.IdempotencyOwner{Tenant: tenant, Principal: "p"}
+			o := gate.IdempotencyOwner{Tenant: tenant, Principal: "p"}
 			if _, c, err := s.Begin(ctx, o, fmt.Sprint(tenant, "/dup/", i), "d", time.Hour); err != nil || c == "" {
 				t.Fatalf("tenant %q, Begin %d while another tenant is full: claim %q, %v", tenant, i, c, err)
 			}
@@ -40,11 +40,11 @@ func TestMemoryIdempotencyStoreSharePerTenant(t *testing.T) {
 }
 
 func TestMemoryLimiterSharePerTenant(t *testing.T) {
-	l := gates.NewMemoryLimiter(4)
+	l := gate.NewMemoryLimiter(4)
 	ctx := t.Context()
-	limit := gates.Limit{Count: 1, Per: time.Hour}
+	limit := gate.Limit{Count: 1, Per: time.Hour}
 	take := func(tenant, key string) error {
-		d, err := l.AllowN(ctx, []gates.LimitKey{{Key: tenant + "/" + key, Limit: limit, Tenant: tenant}}, 1)
+		d, err := l.AllowN(ctx, []gate.LimitKey{{Key: tenant + "/" + key, Limit: limit, Tenant: tenant}}, 1)
 		if err == nil && !d.Allowed {
 			err = errors.New("refused")
 		}
@@ -55,8 +55,8 @@ func TestMemoryLimiterSharePerTenant(t *testing.T) {
 			t.Fatalf("key %d: %v", i, err)
 		}
 	}
-	if err := take("flood", "x"); !errors.Is(err, gates.ErrStoreFull) {
-		t.Fatalf("a new key over the tenant's share = %v, want gates.ErrStoreFull", err)
+	if err := take("flood", "x"); !errors.Is(err, gate.ErrStoreFull) {
+		t.Fatalf("a new key over the tenant's share = %v, want gate.ErrStoreFull", err)
 	}
 	for i := range 4 {
 		if err := take("other", fmt.Sprint(i)); err != nil {

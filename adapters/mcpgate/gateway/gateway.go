@@ -21,6 +21,7 @@ import (
 	"github.com/axgate/axgate/adapters/mcpgate"
 	axerr "github.com/axgate/axgate/errors"
 	"github.com/axgate/axgate/gates"
+	"github.com/axgate/axgate/internal/gate"
 	"github.com/axgate/axgate/manifest"
 	"github.com/axgate/axgate/middleware"
 )
@@ -33,7 +34,7 @@ type Gateway struct {
 	m      *manifest.Manifest
 	up     Upstream
 	cfg    config
-	access *gates.Access
+	access *gate.Access
 	// defs are the front's tool definitions, by name: the manifest's
 	// description and annotations, the input schema the parameter gate
 	// enforces.
@@ -136,7 +137,7 @@ func New(enf *axgate.Enforcer, upstream Upstream, opts ...Option) (*Gateway, err
 		g.up.HTTPClient = g.ownClient
 	}
 	userArgs, tenantArgs := enf.IdentityArgs()
-	g.access = gates.NewAccess(g.m, gates.AccessOptions{UserArgs: userArgs, TenantArgs: tenantArgs})
+	g.access = gate.NewAccess(g.m, gates.AccessOptions{UserArgs: userArgs, TenantArgs: tenantArgs})
 	for _, t := range enf.Tools() {
 		def, ok := mcpgate.Tool(enf, t.Name)
 		if !ok {

@@ -124,7 +124,7 @@ func newConfig(opts []Option) config {
 	c := config{
 		logger:         slog.New(slog.DiscardHandler),
 		meter:          otel.GetMeterProvider(),
-		principal:      mcpgate.TokenInfoPrincipal,
+		principal:      mcpgate.BearerPrincipal,
 		backoffMin:     DefaultBackoffMin,
 		backoffMax:     DefaultBackoffMax,
 		connectTimeout: DefaultConnectTimeout,
@@ -200,7 +200,7 @@ func KeepUncheckedContent() Option { return func(c *config) { c.keepUncheckedCon
 
 // WithPrincipal sets how the caller of a streamable HTTP session is found.
 //
-// The default is mcpgate.TokenInfoPrincipal: the bearer token WithBearer
+// The default is mcpgate.BearerPrincipal: the bearer token WithBearer
 // verified. It serves tools/list, which lists each caller the tools it may
 // call, as well as tools/call. Set it here, not with mcpgate.WithPrincipal
 // in WithMCPOptions, which would change the calls but not the list.
