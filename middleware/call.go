@@ -20,24 +20,24 @@ import (
 // Default limits on the arguments of a call.
 const (
 	DefaultMaxArgBytes   = 1 << 20
-	DefaultMaxArgDepth   = 64
-	DefaultMaxArgMembers = 1000
-	DefaultMaxArgItems   = 10000
+	defaultMaxArgDepth   = 64
+	defaultMaxArgMembers = 1000
+	defaultMaxArgItems   = 10000
 )
 
 // Limits bound the arguments a call may carry.
 type Limits struct {
 	// MaxBytes is the largest argument document; 0 means DefaultMaxArgBytes.
 	MaxBytes int
-	// MaxDepth is the deepest nesting; 0 means DefaultMaxArgDepth.
+	// MaxDepth is the deepest nesting; 0 means 64.
 	MaxDepth int
 	// MaxMembers is the most members one object of the arguments may have,
-	// at any depth; 0 means DefaultMaxArgMembers. It is checked while the
+	// at any depth; 0 means 1,000. It is checked while the
 	// bytes are scanned, before anything is decoded or validated, so a wide
 	// object costs one pass over its bytes.
 	MaxMembers int
 	// MaxItems is the most items one array of the arguments may have, at
-	// any depth; 0 means DefaultMaxArgItems. Like MaxMembers it is checked
+	// any depth; 0 means 10,000. Like MaxMembers it is checked
 	// while the bytes are scanned, before anything is decoded: a megabyte of
 	// one-byte items would otherwise decode to hundreds of megabytes.
 	MaxItems int
@@ -49,13 +49,13 @@ func (l Limits) Resolved() Limits {
 		l.MaxBytes = DefaultMaxArgBytes
 	}
 	if l.MaxDepth == 0 {
-		l.MaxDepth = DefaultMaxArgDepth
+		l.MaxDepth = defaultMaxArgDepth
 	}
 	if l.MaxMembers == 0 {
-		l.MaxMembers = DefaultMaxArgMembers
+		l.MaxMembers = defaultMaxArgMembers
 	}
 	if l.MaxItems == 0 {
-		l.MaxItems = DefaultMaxArgItems
+		l.MaxItems = defaultMaxArgItems
 	}
 	return l
 }

@@ -182,13 +182,13 @@ func New(o Options) (*Notifier, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("notify: %w", err)
 	}
-	o.Queue = orDefault(o.Queue, DefaultQueue)
-	o.PerTenant = orDefault(o.PerTenant, DefaultPerTenant)
-	o.Workers = orDefault(o.Workers, DefaultWorkers)
-	o.Attempts = orDefault(o.Attempts, DefaultAttempts)
-	o.Backoff = orDefault(o.Backoff, DefaultBackoff)
-	o.MaxBackoff = orDefault(o.MaxBackoff, DefaultMaxBackoff)
-	o.Timeout = orDefault(o.Timeout, DefaultTimeout)
+	o.Queue = orDefault(o.Queue, defaultQueue)
+	o.PerTenant = orDefault(o.PerTenant, defaultPerTenant)
+	o.Workers = orDefault(o.Workers, defaultWorkers)
+	o.Attempts = orDefault(o.Attempts, defaultAttempts)
+	o.Backoff = orDefault(o.Backoff, defaultBackoff)
+	o.MaxBackoff = orDefault(o.MaxBackoff, defaultMaxBackoff)
+	o.Timeout = orDefault(o.Timeout, defaultTimeout)
 	if o.Client == nil {
 		o.Client = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	}

@@ -93,13 +93,13 @@ type Options struct {
 
 // Defaults of Options.
 const (
-	DefaultQueue      = 256
-	DefaultPerTenant  = 32
-	DefaultWorkers    = 2
-	DefaultAttempts   = 5
-	DefaultBackoff    = time.Second
-	DefaultMaxBackoff = time.Minute
-	DefaultTimeout    = 10 * time.Second
+	defaultQueue      = 256
+	defaultPerTenant  = 32
+	defaultWorkers    = 2
+	defaultAttempts   = 5
+	defaultBackoff    = time.Second
+	defaultMaxBackoff = time.Minute
+	defaultTimeout    = 10 * time.Second
 )
 
 // String returns the format's name as ParseFormat reads it: "json" or "slack".

@@ -11,8 +11,8 @@ import (
 	"github.com/axgate/axgate/middleware"
 )
 
-// DefaultReplayEntries bounds a MemoryReplayStore per tenant by default.
-const DefaultReplayEntries = 1 << 20
+// defaultReplayEntries bounds a MemoryReplayStore per tenant by default.
+const defaultReplayEntries = 1 << 20
 
 // ErrReplayStoreFull is returned when a MemoryReplayStore holds as many
 // unexpired ids of a tenant as it may. Forgetting an unexpired id would let
@@ -61,7 +61,7 @@ type replayEntry struct {
 
 // MemoryReplayOptions tune a MemoryReplayStore.
 type MemoryReplayOptions struct {
-	// MaxEntries bounds the ids held per tenant (DefaultReplayEntries when
+	// MaxEntries bounds the ids held per tenant (1<<20 when
 	// zero).
 	MaxEntries int
 	// Now is the clock (time.Now when nil).
@@ -71,7 +71,7 @@ type MemoryReplayOptions struct {
 // NewMemoryReplayStore returns an empty store.
 func NewMemoryReplayStore(o MemoryReplayOptions) *MemoryReplayStore {
 	if o.MaxEntries <= 0 {
-		o.MaxEntries = DefaultReplayEntries
+		o.MaxEntries = defaultReplayEntries
 	}
 	if o.Now == nil {
 		o.Now = time.Now

@@ -68,12 +68,12 @@ type BearerConfig struct {
 
 // Defaults of BearerConfig.
 const (
-	DefaultBearerLeeway  = 30 * time.Second
-	DefaultMaxTokenBytes = 8 << 10
-	DefaultBearerCache   = 4096
-	DefaultTenantClaim   = "tenant"
-	DefaultRolesClaim    = "roles"
-	DefaultScopeClaim    = "scope"
+	defaultBearerLeeway  = 30 * time.Second
+	defaultMaxTokenBytes = 8 << 10
+	defaultBearerCache   = 4096
+	defaultTenantClaim   = "tenant"
+	defaultRolesClaim    = "roles"
+	defaultScopeClaim    = "scope"
 )
 
 var forbiddenTypes = []string{"axag-confirmation+jwt", "axag-approval+jwt"}
@@ -107,25 +107,25 @@ func JWTBearer(cfg BearerConfig) (PrincipalFunc, error) {
 		return nil, errors.New(`httpgate: JWTBearer never accepts alg "none"`)
 	}
 	if cfg.TenantClaim == "" {
-		cfg.TenantClaim = DefaultTenantClaim
+		cfg.TenantClaim = defaultTenantClaim
 	}
 	if cfg.RolesClaim == "" {
-		cfg.RolesClaim = DefaultRolesClaim
+		cfg.RolesClaim = defaultRolesClaim
 	}
 	if cfg.ScopeClaim == "" {
-		cfg.ScopeClaim = DefaultScopeClaim
+		cfg.ScopeClaim = defaultScopeClaim
 	}
 	if cfg.Types == nil {
 		cfg.Types = []string{"", "JWT", "at+jwt", "application/at+jwt"}
 	}
 	if cfg.Leeway == 0 {
-		cfg.Leeway = DefaultBearerLeeway
+		cfg.Leeway = defaultBearerLeeway
 	}
 	if cfg.MaxTokenBytes == 0 {
-		cfg.MaxTokenBytes = DefaultMaxTokenBytes
+		cfg.MaxTokenBytes = defaultMaxTokenBytes
 	}
 	if cfg.CacheSize == 0 {
-		cfg.CacheSize = DefaultBearerCache
+		cfg.CacheSize = defaultBearerCache
 	}
 	b := &bearer{cfg: cfg, parser: jwt.NewParser(
 		jwt.WithValidMethods(cfg.Algorithms),

@@ -151,8 +151,8 @@ func (g Guess) String() string {
 	return b.String()
 }
 
-// DefaultEntity is the entity of a draft whose options name none.
-const DefaultEntity = "upstream"
+// defaultEntity is the entity of a draft whose options name none.
+const defaultEntity = "upstream"
 
 // DefaultVersion is the version of a draft whose options name none.
 const DefaultVersion = "0.1.0"
@@ -438,7 +438,7 @@ func IntentName(name string) string {
 //
 // It works as IntentName, without the words "mcp" and "server" at
 // either end ("secure-filesystem-server" gives secure_filesystem,
-// "mcp-server-github" github); DefaultEntity when nothing is left.
+// "mcp-server-github" github); defaultEntity when nothing is left.
 func EntityName(serverName string) string {
 	words := strings.Split(IntentName(serverName), "_")
 	drop := func(w string) bool { return w == "mcp" || w == "server" || w == "tool" }
@@ -450,7 +450,7 @@ func EntityName(serverName string) string {
 	}
 	s := strings.Join(words, "_")
 	if s == "" || s[0] < 'a' || s[0] > 'z' {
-		return DefaultEntity
+		return defaultEntity
 	}
 	return s
 }
