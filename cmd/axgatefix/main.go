@@ -205,16 +205,21 @@ func (r *rewriter) note(pos token.Pos, format string, args ...any) {
 func (r *rewriter) rewrite() {
 	// Calls first: they replace whole expressions (and argument lists).
 	ast.Inspect(r.file, func(n ast.Node) bool {
-		call, ok := n.(*ast.CallExpr)
-		if !ok {
-			return true
+		switch x := n.(type) {
+		case *ast.CallExpr:
+			var args []ast.Expr
+			for _, a := range x.Args {
+				args = append(args, r.expandArg(a)...)
+			}
+			x.Args = args
+			r.rewriteCall(x)
+		case *ast.CompositeLit: // []axgate.Option{…}
+			var elts []ast.Expr
+			for _, e := range x.Elts {
+				elts = append(elts, r.expandArg(e)...)
+			}
+			x.Elts = elts
 		}
-		var args []ast.Expr
-		for _, a := range call.Args {
-			args = append(args, r.expandArg(a)...)
-		}
-		call.Args = args
-		r.rewriteCall(call)
 		return true
 	})
 	// A pointer to a memory store type becomes the store's interface:
@@ -343,7 +348,8 @@ func replaceExprs(root ast.Node, f func(ast.Expr) ast.Expr) {
 	walk(reflect.ValueOf(root))
 }
 
-// expandArg rewrites one argument of a call, possibly into several:
+// expandArg rewrites one argument of a call (or element of a composite
+// literal), possibly into several:
 // axgate.WithCondition(name, check) → WithPrecondition and WithPostcondition.
 func (r *rewriter) expandArg(a ast.Expr) []ast.Expr {
 	call, ok := a.(*ast.CallExpr)
