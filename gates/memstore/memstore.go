@@ -1,5 +1,6 @@
-// Package memstore holds the in-memory stores of the gates, for one process:
-// the defaults axgate.New uses when no store is given.
+// Package memstore holds the in-memory stores of the gates, for one process.
+//
+// They are the defaults axgate.New uses when no store is given.
 //
 // Each bounds what one tenant may make it hold, and refuses (the gate then
 // refuses the call: never let through uncounted, never run unrecorded) rather
