@@ -36,7 +36,7 @@ const celManifest = `{
 
 func celEnforcer(t *testing.T, doc string, opts ...axgate.Option) *axgate.Enforcer {
 	t.Helper()
-	m, err := manifest.ParseJSON([]byte(doc))
+	m, err := manifest.Parse([]byte(doc))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +172,7 @@ func TestNewRefusesCostlyConstraint(t *testing.T) {
      "parameters": {"skus": {"type": "array", "required": true, "description": "SKUs"` + bounds + `}},
      "constraints": {"small": "size(args.skus) <= 100", "unique": "args.skus.all(s, args.skus.filter(t, t == s).size() == 1)"}}]}]}`
 	}
-	m, err := manifest.ParseJSON([]byte(doc("")))
+	m, err := manifest.Parse([]byte(doc("")))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,7 @@ import (
 // A relational constraint: the manifest says check_out > check_in, and the
 // enforcer refuses a booking whose dates are reversed before the tool runs.
 func Example_constraint() {
-	m, err := manifest.ParseJSON([]byte(`{"version": "1.0.0", "actions": [{
+	m, err := manifest.Parse([]byte(`{"version": "1.0.0", "actions": [{
 	  "intent": "booking.create", "entity": "booking", "action_type": "write",
 	  "description": "Book a room", "risk_level": "low", "idempotent": true, "scope": "global",
 	  "required_parameters": [
@@ -56,7 +56,7 @@ func Example_constraint() {
 // WithPostcondition, to one check of its own state. The check confirms, right after cart.validate ran, that the
 // tool recorded the cart, and lets order.place through afterwards.
 func ExampleWithPostcondition() {
-	m, err := manifest.ParseJSON([]byte(`{"version": "1.0.0", "actions": [
+	m, err := manifest.Parse([]byte(`{"version": "1.0.0", "actions": [
 	  {"intent": "cart.validate", "entity": "cart", "action_type": "write", "description": "Validate a cart",
 	   "risk_level": "low", "idempotent": true, "scope": "user",
 	   "required_parameters": [{"name": "cart_id", "type": "string", "description": "Cart"}],
@@ -122,7 +122,7 @@ func ExampleWithPostcondition() {
 // grants only "read" cannot place an order. Tenant-scoped actions keep a
 // caller inside its tenant, and the refusal never names the other tenant.
 func ExampleWithAccess() {
-	m, err := manifest.ParseJSON([]byte(`{"version": "1.0.0", "actions": [
+	m, err := manifest.Parse([]byte(`{"version": "1.0.0", "actions": [
 	  {"intent": "invoice.list", "entity": "invoice", "action_type": "read", "description": "List invoices",
 	   "risk_level": "low", "idempotent": true, "scope": "tenant",
 	   "optional_parameters": [{"name": "workspace", "type": "string", "description": "Workspace"}]},

@@ -417,7 +417,7 @@ func TestNewRefusesUnboundConditions(t *testing.T) {
 }
 
 func TestNewRefusesBadExpressions(t *testing.T) {
-	m, err := manifest.ParseJSON([]byte(`{"version":"1.0.0","actions":[{"intent":"room.book","entity":"room","action_type":"write",
+	m, err := manifest.Parse([]byte(`{"version":"1.0.0","actions":[{"intent":"room.book","entity":"room","action_type":"write",
 	  "description":"Book","risk_level":"low","idempotent":true,"scope":"global",
 	  "required_parameters":[{"name":"check_in","type":"string","description":"In"}],
 	  "preconditions":["open"],

@@ -4,10 +4,11 @@ package main
 const modulePath = "github.com/axgate/axgate"
 
 const (
-	gates      = modulePath + "/gates"
-	memstore   = modulePath + "/gates/memstore"
-	middleware = modulePath + "/middleware"
-	mcpgate    = modulePath + "/adapters/mcpgate"
+	gates       = modulePath + "/gates"
+	memstore    = modulePath + "/gates/memstore"
+	middleware  = modulePath + "/middleware"
+	mcpgate     = modulePath + "/adapters/mcpgate"
+	manifestPkg = modulePath + "/manifest"
 )
 
 // renames maps an old name (import path + "." + name) to its new one.
@@ -31,6 +32,8 @@ var renames = map[string]string{
 	gates + ".StagePostconditions":       middleware + ".StagePostconditions",
 	gates + ".StageTool":                 middleware + ".StageTool",
 	mcpgate + ".TokenInfoPrincipal":      mcpgate + ".BearerPrincipal",
+	manifestPkg + ".ParseJSON":           manifestPkg + ".Parse",
+	manifestPkg + ".ParseYAML":           manifestPkg + ".Parse",
 }
 
 // pointerTypes maps a pointer to an old concrete store type to the

@@ -348,7 +348,7 @@ func tracerProvider(ctx context.Context, base string) (*sdktrace.TracerProvider,
 
 func loadManifest(path string) (*manifest.Manifest, error) {
 	if path == "" {
-		return manifest.ParseJSON(shopManifest)
+		return manifest.Parse(shopManifest)
 	}
 	return manifest.LoadFile(path)
 }

@@ -41,7 +41,7 @@ const accessManifest = `{
 
 func mustParse(t testing.TB, doc string) *manifest.Manifest {
 	t.Helper()
-	m, err := manifest.ParseJSON([]byte(doc))
+	m, err := manifest.Parse([]byte(doc))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -96,7 +96,7 @@ func pinOf(t *testing.T, url, tool string) string {
 // front of up.
 func newGateway(t *testing.T, up gateway.Upstream, pin string, opts ...gateway.Option) *gateway.Gateway {
 	t.Helper()
-	m, err := manifest.ParseJSON(manifestFor(t, pin))
+	m, err := manifest.Parse(manifestFor(t, pin))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -586,7 +586,7 @@ func TestToolsOnly(t *testing.T) {
 // TestNewFailsWithoutUpstream: the gateway does not start in front of
 // nothing.
 func TestNewFailsWithoutUpstream(t *testing.T) {
-	m, err := manifest.ParseJSON(manifestFor(t, ""))
+	m, err := manifest.Parse(manifestFor(t, ""))
 	if err != nil {
 		t.Fatal(err)
 	}
