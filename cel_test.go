@@ -11,6 +11,7 @@ import (
 	"github.com/axgate/axgate"
 	axerr "github.com/axgate/axgate/errors"
 	"github.com/axgate/axgate/internal/gate"
+	"github.com/axgate/axgate/internal/reasons"
 	"github.com/axgate/axgate/manifest"
 	"github.com/axgate/axgate/middleware"
 )
@@ -56,7 +57,7 @@ func notEvaluable(t *testing.T, err error, constraint string) *axerr.Error {
 		t.Fatalf("want a refusal, got %v", err)
 	}
 	if e.Code != axerr.CodePreconditionFailed || e.Code.HTTPStatus() != 412 ||
-		e.Details["reason"] != string(axerr.ReasonConstraintNotEvaluable) || e.Details["failed_constraint"] != constraint {
+		e.Details["reason"] != string(reasons.ConstraintNotEvaluable) || e.Details["failed_constraint"] != constraint {
 		t.Fatalf("refusal = %s %v, want AXAG_PRECONDITION_FAILED constraint_not_evaluable of %s", e.Code, e.Details, constraint)
 	}
 	return e
@@ -214,7 +215,7 @@ func TestConstraintBypassInexactNumber(t *testing.T) {
 		tool := &spy{}
 		_, err := e.Wrap(tool).Invoke(context.Background(), middleware.NewCall("stock_order", json.RawMessage(args), principal))
 		ae, ok := axerr.As(err)
-		if !ok || ae.Code != axerr.CodeInvalidType || ae.Details["reason"] != string(axerr.ReasonNumberNotInteroperable) {
+		if !ok || ae.Code != axerr.CodeInvalidType || ae.Details["reason"] != string(reasons.NumberNotInteroperable) {
 			t.Fatalf("%s: %v, want AXAG_INVALID_TYPE number_not_interoperable", args, err)
 		}
 		if tool.calls.Load() != 0 {

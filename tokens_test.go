@@ -22,6 +22,7 @@ import (
 	axerr "github.com/axgate/axgate/errors"
 	"github.com/axgate/axgate/gates"
 	"github.com/axgate/axgate/internal/gate"
+	"github.com/axgate/axgate/internal/reasons"
 	"github.com/axgate/axgate/manifest"
 	"github.com/axgate/axgate/middleware"
 	"github.com/axgate/axgate/token"
@@ -290,7 +291,7 @@ func TestApprovalsOptionsAndCancel(t *testing.T) {
 	if ttl := r.ExpiresAt.Sub(r.CreatedAt); ttl != time.Hour {
 		t.Errorf("request TTL = %v; want the configured hour", ttl)
 	}
-	if d := tokRefusal(t, ask(2), axerr.CodeRateLimited, 429); d["reason"] != string(axerr.ReasonApprovalQuota) {
+	if d := tokRefusal(t, ask(2), axerr.CodeRateLimited, 429); d["reason"] != string(reasons.ApprovalQuota) {
 		t.Fatalf("second request over a quota of 1: %v", d)
 	}
 	if err := e.Approvals().Cancel(ctx, tokBob, id); err == nil {

@@ -14,6 +14,7 @@ import (
 
 	axerr "github.com/axgate/axgate/errors"
 	"github.com/axgate/axgate/internal/jsonx"
+	"github.com/axgate/axgate/internal/reasons"
 	"github.com/axgate/axgate/manifest"
 )
 
@@ -321,31 +322,31 @@ type ijsonRefusal struct {
 // names the place (a violation with the path) and the reason.
 var ijsonRefusals = map[jsonx.Kind]ijsonRefusal{
 	jsonx.NumberNotInteroperable: {
-		code: axerr.CodeInvalidType, reason: axerr.ReasonNumberNotInteroperable, keyword: "i-json",
+		code: axerr.CodeInvalidType, reason: reasons.NumberNotInteroperable, keyword: "i-json",
 		message:    "arguments hold a number that other programs may read as a different value: ",
 		suggestion: "Send large ids and exact decimals as JSON strings: numbers must be integers of magnitude at most 2^53-1 (9007199254740991) or decimals written as the shortest text of an IEEE 754 double (RFC 7493 I-JSON).",
 		violation:  "number is not exactly representable as an IEEE 754 double",
 	},
 	jsonx.AmbiguousKeys: {
-		code: axerr.CodeInvalidArguments, reason: axerr.ReasonAmbiguousKeys, keyword: "i-json",
+		code: axerr.CodeInvalidArguments, reason: reasons.AmbiguousKeys, keyword: "i-json",
 		message:    "arguments have two keys that are equal under case folding, which decoders read differently: ",
 		suggestion: "Give each key of an object once, in one spelling; keys may not differ only in letter case.",
 		violation:  "key is equal to another key of its object under case folding",
 	},
 	jsonx.TooManyMembers: {
-		code: axerr.CodeInvalidArguments, reason: axerr.ReasonTooManyMembers, keyword: "maxProperties",
+		code: axerr.CodeInvalidArguments, reason: reasons.TooManyMembers, keyword: "maxProperties",
 		message:    "arguments have an object with too many members: ",
 		suggestion: "Send fewer members in one object; put many items in an array or split the call.",
 		violation:  "object has too many members",
 	},
 	jsonx.TooManyItems: {
-		code: axerr.CodeInvalidArguments, reason: axerr.ReasonTooManyItems, keyword: "maxItems",
+		code: axerr.CodeInvalidArguments, reason: reasons.TooManyItems, keyword: "maxItems",
 		message:    "arguments have an array with too many items: ",
 		suggestion: "Send fewer items in one array; split the call into several.",
 		violation:  "array has too many items",
 	},
 	jsonx.LoneSurrogate: {
-		code: axerr.CodeInvalidArguments, reason: axerr.ReasonInvalidString, keyword: "i-json",
+		code: axerr.CodeInvalidArguments, reason: reasons.InvalidString, keyword: "i-json",
 		message:    "arguments hold a string that is not valid Unicode, which decoders read differently: ",
 		suggestion: "Escape characters outside the Basic Multilingual Plane as a high and low surrogate pair (\\ud83d\\ude00), or send them as UTF-8; never half a pair.",
 		violation:  "string escapes a lone UTF-16 surrogate",

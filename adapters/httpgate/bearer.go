@@ -14,6 +14,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	axerr "github.com/axgate/axgate/errors"
+	"github.com/axgate/axgate/internal/reasons"
 	"github.com/axgate/axgate/middleware"
 	"github.com/axgate/axgate/token"
 )
@@ -168,7 +169,7 @@ var (
 func (b *bearer) principal(r *http.Request) (middleware.Principal, error) {
 	raw, ok := bearerToken(r.Header.Get("Authorization"))
 	if !ok {
-		return middleware.Principal{}, unauthenticated(axerr.ReasonMissingToken, "the request has no bearer token")
+		return middleware.Principal{}, unauthenticated(reasons.MissingToken, "the request has no bearer token")
 	}
 	if len(raw) > b.cfg.MaxTokenBytes {
 		return middleware.Principal{}, unauthenticated(axerr.Reason(token.ReasonTooLarge), "the bearer token is too large")
@@ -367,14 +368,14 @@ func unauthenticated(reason axerr.Reason, msg string) *axerr.Error {
 }
 
 func badClaim(name string) *axerr.Error {
-	return unauthenticated(axerr.ReasonBadClaim, fmt.Sprintf("the bearer token's %q claim has the wrong type", name))
+	return unauthenticated(reasons.BadClaim, fmt.Sprintf("the bearer token's %q claim has the wrong type", name))
 }
 
 // bearerChallenge is the WWW-Authenticate value of a 401 (RFC 6750): a plain
 // challenge when no token came, invalid_token when one did.
 func bearerChallenge(e *axerr.Error) string {
 	switch e.Details["reason"] {
-	case nil, string(axerr.ReasonMissingToken), string(axerr.ReasonNoAuthenticator):
+	case nil, string(reasons.MissingToken), string(reasons.NoAuthenticator):
 		return `Bearer realm="axgate"`
 	}
 	return `Bearer realm="axgate", error="invalid_token"`

@@ -13,6 +13,7 @@ import (
 	axerr "github.com/axgate/axgate/errors"
 	"github.com/axgate/axgate/gates"
 	igate "github.com/axgate/axgate/internal/gate"
+	"github.com/axgate/axgate/internal/reasons"
 )
 
 // NewHumanHandler returns the endpoints a person confirms and approves with.
@@ -130,7 +131,7 @@ func (h *humanHandler) pending(w http.ResponseWriter, r *http.Request) {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > igate.MaxApprovalPage {
 			h.cfg.writeError(ctx, w, badRequest(fmt.Sprintf("limit must be a whole number from 1 to %d", igate.MaxApprovalPage)).
-				WithReason(axerr.ReasonInvalidLimit))
+				WithReason(reasons.InvalidLimit))
 			return
 		}
 		limit = n

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	igate "github.com/axgate/axgate/internal/gate"
 	"io"
 	"log/slog"
 	"mime"
@@ -22,6 +21,8 @@ import (
 	"github.com/axgate/axgate"
 	"github.com/axgate/axgate/adapters/wire"
 	axerr "github.com/axgate/axgate/errors"
+	igate "github.com/axgate/axgate/internal/gate"
+	"github.com/axgate/axgate/internal/reasons"
 	"github.com/axgate/axgate/manifest"
 	"github.com/axgate/axgate/middleware"
 )
@@ -336,7 +337,7 @@ func (g *gate) resolve(r *http.Request) (a *manifest.Action, wildcards bool, red
 		// send PUT /orders to the handler bound for POST /orders, which
 		// would then run without any check.
 		return nil, false, nil, axerr.Newf(axerr.CodeMethodNotAllowed, "%s %s: this path is bound to a tool for %s only", r.Method, r.URL.Path, strings.Join(allowed, ", ")).
-			WithReason(axerr.ReasonMethodNotAllowed).With(detailAllowedMethods, allowed).
+			WithReason(reasons.MethodNotAllowed).With(detailAllowedMethods, allowed).
 			WithSuggestion("Call the path with one of the methods in the Allow header.")
 	case name != "":
 		return nil, false, nil, axerr.Newf(axerr.CodeIntentNotFound, "%s %s is not bound to a tool, and the %s header cannot choose one for it", r.Method, r.URL.Path, HeaderIntent).

@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	axerr "github.com/axgate/axgate/errors"
+	"github.com/axgate/axgate/internal/reasons"
 	"github.com/axgate/axgate/middleware"
 )
 
@@ -61,5 +62,5 @@ func (c *config) authenticate(r *http.Request) (middleware.Principal, error) {
 // config without WithPrincipal.
 func unauthenticatedByDefault(*http.Request) (middleware.Principal, error) {
 	return middleware.Principal{}, axerr.New(axerr.CodeUnauthenticated, "this server has no authentication configured, so it refuses every call").
-		WithReason(axerr.ReasonNoAuthenticator)
+		WithReason(reasons.NoAuthenticator)
 }

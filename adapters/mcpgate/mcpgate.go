@@ -13,6 +13,7 @@ import (
 	"github.com/axgate/axgate"
 	"github.com/axgate/axgate/adapters/wire"
 	axerr "github.com/axgate/axgate/errors"
+	"github.com/axgate/axgate/internal/reasons"
 	"github.com/axgate/axgate/middleware"
 )
 
@@ -228,7 +229,7 @@ func stateInvalid(err error) *axerr.Error {
 	}
 	ae.Message = "the answer to the confirmation question does not belong to this call"
 	ae.Suggestion = "Call the tool again without requestState and inputResponses: the person is asked again about these exact arguments."
-	return ae.WithReason(axerr.ReasonElicitationStateInvalid)
+	return ae.WithReason(reasons.ElicitationStateInvalid)
 }
 
 func unauthenticated(err error) *axerr.Error {

@@ -15,6 +15,7 @@ import (
 	"github.com/axgate/axgate/gates/redisstore"
 	"github.com/axgate/axgate/gates/redisstore/redistest"
 	"github.com/axgate/axgate/internal/gate"
+	"github.com/axgate/axgate/internal/reasons"
 	"github.com/axgate/axgate/middleware"
 )
 
@@ -81,7 +82,7 @@ func TestIdempotencyFloodLeavesOthersAlone(t *testing.T) {
 			// The flooder's next new key: 429 with the reason and a wait.
 			_, err := inv.Invoke(context.Background(), stateCall{tool: "order_place", args: `{"sku":"A","qty":1}`, who: mallory, key: "one-more"}.call())
 			code, status, details := envelopeDetails(t, err)
-			if code != axerr.CodeRateLimited || status != 429 || details["reason"] != string(axerr.ReasonIdempotencyQuota) || details["retry_after"] == nil {
+			if code != axerr.CodeRateLimited || status != 429 || details["reason"] != string(reasons.IdempotencyQuota) || details["retry_after"] == nil {
 				t.Fatalf("over the quota: %s %d %v; want 429 AXAG_RATE_LIMITED, reason idempotency_quota, retry_after", code, status, details)
 			}
 			// A retry of a key it holds is still answered with its outcome.

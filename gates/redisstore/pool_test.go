@@ -10,11 +10,11 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	axerr "github.com/axgate/axgate/errors"
 	"github.com/axgate/axgate/gates"
 	"github.com/axgate/axgate/gates/redisstore"
 	"github.com/axgate/axgate/gates/redisstore/redistest"
 	"github.com/axgate/axgate/internal/gate"
+	"github.com/axgate/axgate/internal/reasons"
 	"github.com/axgate/axgate/token"
 )
 
@@ -74,7 +74,7 @@ func TestPoolWaitIsStoreBusy(t *testing.T) {
 		}
 		e := gate.StoreUnavailable("order.place", "the store", err)
 		raw, _ := e.MarshalJSON()
-		if e.HTTPStatus() != 503 || !e.Retryable() || e.Details["reason"] != string(axerr.ReasonStoreBusy) || strings.Contains(string(raw), "pool") {
+		if e.HTTPStatus() != 503 || !e.Retryable() || e.Details["reason"] != string(reasons.StoreBusy) || strings.Contains(string(raw), "pool") {
 			t.Fatalf("%s: refusal %s (%d, retryable %v); want 503, retryable, reason store_busy, no internals", op, raw, e.HTTPStatus(), e.Retryable())
 		}
 	}

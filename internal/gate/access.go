@@ -9,6 +9,7 @@ import (
 
 	axerr "github.com/axgate/axgate/errors"
 	"github.com/axgate/axgate/internal/jsonx"
+	"github.com/axgate/axgate/internal/reasons"
 	"github.com/axgate/axgate/manifest"
 	"github.com/axgate/axgate/middleware"
 )
@@ -133,7 +134,7 @@ func (g *Access) Check(call *middleware.Call) error {
 		return axerr.Newf(axerr.CodeRoleInsufficient, "%s requires one of the roles %s", a.Intent, strings.Join(r.roles, ", ")).
 			WithIntent(a.Intent).
 			WithSuggestion("Ask a user who holds one of the required roles to perform this action.").
-			WithReason(axerr.ReasonRoleMissing).
+			WithReason(reasons.RoleMissing).
 			With("required_roles", slices.Clone(r.roles))
 	}
 
@@ -143,7 +144,7 @@ func (g *Access) Check(call *middleware.Call) error {
 		return axerr.Newf(axerr.CodeScopeViolation, "the caller's granted scopes do not include %s", a.Intent).
 			WithIntent(a.Intent).
 			WithSuggestion("Obtain a credential granting one of the scopes listed in granting_scopes.").
-			WithReason(axerr.ReasonScopeNotGranted).
+			WithReason(reasons.ScopeNotGranted).
 			With("granting_scopes", slices.Clone(r.grants))
 	}
 
@@ -151,10 +152,10 @@ func (g *Access) Check(call *middleware.Call) error {
 	// action's scope: a mismatch is a cross-tenant attempt. Neither value is
 	// echoed; the claim may name another tenant.
 	if call.Credentials.ClaimedTenant != "" && call.Credentials.ClaimedTenant != p.Tenant {
-		return tenantRefusal(a, axerr.ReasonClaimedTenantMismatch, "", "the tenant the request claims is not the caller's tenant")
+		return tenantRefusal(a, reasons.ClaimedTenantMismatch, "", "the tenant the request claims is not the caller's tenant")
 	}
 	if r.tenantRequired && p.Tenant == "" {
-		return tenantRefusal(a, axerr.ReasonNoTenant, "", a.Intent+" is tenant-scoped and the caller has no tenant")
+		return tenantRefusal(a, reasons.NoTenant, "", a.Intent+" is tenant-scoped and the caller has no tenant")
 	}
 
 	if len(r.tenantArgs) > 0 || len(r.userArgs) > 0 {
@@ -170,13 +171,13 @@ func (g *Access) Check(call *middleware.Call) error {
 			return ambiguousKeyError(a.Intent, vs, 0).With("argument", vs[0].Path)
 		}
 		if name, ok := firstForeignArg(args, r.tenantArgs, p.Tenant); !ok {
-			return tenantRefusal(a, axerr.ReasonArgumentOtherTenant, "/"+name, "argument "+name+" names a tenant other than the caller's")
+			return tenantRefusal(a, reasons.ArgumentOtherTenant, "/"+name, "argument "+name+" names a tenant other than the caller's")
 		}
 		if len(r.userArgs) > 0 && !p.HasRole(g.opts.UserOverrideRoles...) {
 			if name, ok := firstForeignArg(args, r.userArgs, p.ID); !ok {
-				reason, msg := axerr.ReasonArgumentOtherUser, "argument "+name+" names a user other than the caller"
+				reason, msg := reasons.ArgumentOtherUser, "argument "+name+" names a user other than the caller"
 				if p.ID == "" {
-					reason, msg = axerr.ReasonNoCallerID, "argument "+name+" names a user and the caller has no identity to match it"
+					reason, msg = reasons.NoCallerID, "argument "+name+" names a user and the caller has no identity to match it"
 				}
 				return axerr.New(axerr.CodeScopeViolation, msg).
 					WithIntent(a.Intent).

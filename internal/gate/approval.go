@@ -12,6 +12,7 @@ import (
 	"time"
 
 	axerr "github.com/axgate/axgate/errors"
+	"github.com/axgate/axgate/internal/reasons"
 	"github.com/axgate/axgate/manifest"
 	"github.com/axgate/axgate/middleware"
 	"github.com/axgate/axgate/token"
@@ -150,7 +151,7 @@ func (g *Approval) intercept(ctx context.Context, call *middleware.Call, next mi
 
 	if n := len(call.Credentials.Approvals); n > max(need, MaxApprovalTokens) {
 		// Each token costs a signature check: bound the work a caller can ask for.
-		e := g.invalid(call, reqID, axerr.ReasonTooManyTokens, "",
+		e := g.invalid(call, reqID, reasons.TooManyTokens, "",
 			fmt.Sprintf("%d approval tokens were presented; at most %d are accepted", n, max(need, MaxApprovalTokens)))
 		delete(e.Details, "approver")
 		return middleware.Result{}, e
@@ -167,11 +168,11 @@ func (g *Approval) intercept(ctx context.Context, call *middleware.Call, next mi
 			continue
 		}
 		if c.Subject == p.ID {
-			return middleware.Result{}, g.invalid(call, reqID, axerr.ReasonSelfApproval, c.Subject,
+			return middleware.Result{}, g.invalid(call, reqID, reasons.SelfApproval, c.Subject,
 				"the caller cannot approve their own call; ask someone else in an approval role")
 		}
 		if !slices.ContainsFunc(c.Roles, func(r string) bool { return slices.Contains(a.ApprovalRoles, r) }) {
-			return middleware.Result{}, g.invalid(call, reqID, axerr.ReasonRoleNotAllowed, c.Subject,
+			return middleware.Result{}, g.invalid(call, reqID, reasons.RoleNotAllowed, c.Subject,
 				"the approver holds none of the roles that may approve this action")
 		}
 		if slices.Contains(approvers, c.Subject) {
@@ -309,7 +310,7 @@ func (g *Approval) voided(call *middleware.Call, digest, reqID string, need int,
 func (g *Approval) denied(call *middleware.Call, reqID string) *axerr.Error {
 	e := axerr.New(axerr.CodeApprovalInvalid, "approval of this call was denied; the same call cannot be asked again for now").
 		WithIntent(call.Intent()).
-		WithReason(axerr.ReasonApprovalDenied).
+		WithReason(reasons.ApprovalDenied).
 		With("approval_request_id", reqID).
 		With("request_state", string(ApprovalDenied))
 	e.Gate = StageApproval
@@ -484,7 +485,7 @@ func (g *Approval) overQuota(call *middleware.Call, retryAfter time.Duration) *a
 	}
 	e := axerr.Newf(axerr.CodeRateLimited, "the caller already has %d approval requests pending; no new one is opened until one is decided or expires", g.cfg.Quota).
 		WithIntent(call.Intent()).
-		WithReason(axerr.ReasonApprovalQuota).
+		WithReason(reasons.ApprovalQuota).
 		With("quota", g.cfg.Quota)
 	e.RetryAfter = retryAfter
 	e.Suggestion = fmt.Sprintf("Wait %d seconds, or until a pending approval request is decided, then call again.", e.RetryAfterSeconds())
@@ -626,7 +627,7 @@ func (g *Approval) Decide(ctx context.Context, approver middleware.Principal, re
 			return alreadyDecided(*r)
 		}
 		if r.State != ApprovalPending {
-			return decideError(axerr.ReasonInvalidTransition, r.ID, "the approval request is already "+string(r.State)).
+			return decideError(reasons.InvalidTransition, r.ID, "the approval request is already "+string(r.State)).
 				With("state", string(r.State)).WithCause(ErrInvalidTransition)
 		}
 		now := g.cfg.Now()
@@ -655,7 +656,7 @@ func (g *Approval) Decide(ctx context.Context, approver middleware.Principal, re
 			return ApprovalRequest{}, "", time.Time{}, err
 		}
 		if errors.Is(err, ErrInvalidTransition) {
-			return ApprovalRequest{}, "", time.Time{}, decideError(axerr.ReasonInvalidTransition, requestID, err.Error())
+			return ApprovalRequest{}, "", time.Time{}, decideError(reasons.InvalidTransition, requestID, err.Error())
 		}
 		return ApprovalRequest{}, "", time.Time{}, StoreUnavailable(req.Intent, "the approval store", err)
 	}
@@ -678,7 +679,7 @@ func (g *Approval) leeway() time.Duration {
 func alreadyDecided(r ApprovalRequest) *axerr.Error {
 	return axerr.New(axerr.CodeAlreadyDecided, "you have decided this approval request already; a decision is made once").
 		WithIntent(r.Intent).
-		WithReason(axerr.ReasonAlreadyDecided).
+		WithReason(reasons.AlreadyDecided).
 		With("approval_request_id", r.ID).
 		With("state", string(r.State))
 }
@@ -699,9 +700,9 @@ func (g *Approval) mayDecide(approver middleware.Principal, req ApprovalRequest)
 	case approver.Tenant != req.Tenant:
 		return requestNotFound(req.ID)
 	case approver.ID == req.Requester:
-		return decideError(axerr.ReasonSelfApproval, req.ID, "the requester cannot decide their own request").WithIntent(req.Intent)
+		return decideError(reasons.SelfApproval, req.ID, "the requester cannot decide their own request").WithIntent(req.Intent)
 	case !approver.HasRole(req.Roles...):
-		return decideError(axerr.ReasonRoleNotAllowed, req.ID, "the approver holds none of the roles that may decide this request").
+		return decideError(reasons.RoleNotAllowed, req.ID, "the approver holds none of the roles that may decide this request").
 			WithIntent(req.Intent).With("roles", detailList(req.Roles))
 	}
 	return nil
@@ -715,7 +716,7 @@ func decideError(reason axerr.Reason, reqID, msg string) *axerr.Error {
 // request of another tenant, which must not be told apart from it. It
 // matches ErrNotFound with errors.Is.
 func requestNotFound(id string) *axerr.Error {
-	return decideError(axerr.ReasonRequestNotFound, id, "there is no approval request "+id).WithCause(ErrNotFound)
+	return decideError(reasons.RequestNotFound, id, "there is no approval request "+id).WithCause(ErrNotFound)
 }
 
 // approverRoles are the approver's roles that may decide the request: what
@@ -762,7 +763,7 @@ func (g *Approval) Pending(ctx context.Context, approver middleware.Principal, c
 	all, next, err := g.cfg.Store.List(ctx, ApprovalFilter{Tenant: approver.Tenant, Roles: slices.Clone(approver.Roles), State: ApprovalPending}, cursor, PageLimit(limit))
 	if errors.Is(err, ErrBadCursor) {
 		return nil, "", axerr.New(axerr.CodeInvalidArguments, "the cursor is not one this inbox handed out").
-			WithReason(axerr.ReasonInvalidCursor).WithSuggestion("Start again without a cursor.")
+			WithReason(reasons.InvalidCursor).WithSuggestion("Start again without a cursor.")
 	}
 	if err != nil {
 		return nil, "", StoreUnavailable("", "the approval store", err)
@@ -800,7 +801,7 @@ func (g *Approval) Request(ctx context.Context, viewer middleware.Principal, id 
 	case viewer.ID == req.Requester, viewer.HasRole(req.Roles...):
 		return req, nil
 	}
-	return ApprovalRequest{}, decideError(axerr.ReasonNotAllowed, id, "only the requester and the approvers of an approval request may read it")
+	return ApprovalRequest{}, decideError(reasons.NotAllowed, id, "only the requester and the approvers of an approval request may read it")
 }
 
 // Cancel moves a pending request to cancelled. Only its requester may; a
@@ -811,7 +812,7 @@ func (g *Approval) Cancel(ctx context.Context, requester middleware.Principal, i
 		case r.Tenant != requester.Tenant:
 			return requestNotFound(id)
 		case r.Requester != requester.ID:
-			return decideError(axerr.ReasonNotRequester, id, "only the requester can cancel an approval request")
+			return decideError(reasons.NotRequester, id, "only the requester can cancel an approval request")
 		}
 		r.State = ApprovalCancelled
 		return nil
@@ -822,7 +823,7 @@ func (g *Approval) Cancel(ctx context.Context, requester middleware.Principal, i
 	case errors.Is(err, ErrNotFound):
 		return requestNotFound(id)
 	case errors.Is(err, ErrInvalidTransition):
-		return decideError(axerr.ReasonInvalidTransition, id, err.Error())
+		return decideError(reasons.InvalidTransition, id, err.Error())
 	}
 	if _, ok := axerr.As(err); ok {
 		return err

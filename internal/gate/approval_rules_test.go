@@ -9,6 +9,7 @@ import (
 
 	axerr "github.com/axgate/axgate/errors"
 	"github.com/axgate/axgate/internal/gate"
+	"github.com/axgate/axgate/internal/reasons"
 	"github.com/axgate/axgate/middleware"
 	"github.com/axgate/axgate/token"
 )
@@ -108,7 +109,7 @@ func TestApprovalDenialVetoesTheCall(t *testing.T) {
 	f.clock.now = f.clock.now.Add(2 * time.Hour)
 	notes := len(f.notes)
 	d := tkRefusal(t, f.do(t, "payout.send", args), axerr.CodeApprovalInvalid, 403)
-	if d["reason"] != string(axerr.ReasonApprovalDenied) || len(f.notes) != notes {
+	if d["reason"] != string(reasons.ApprovalDenied) || len(f.notes) != notes {
 		t.Fatalf("the same call after the denied request lapsed: %v, %d notifications; want approval_denied and none", d, len(f.notes)-notes)
 	}
 	if r, _ := f.store.Get(ctx, id); r.State != gate.ApprovalDenied {
@@ -121,7 +122,7 @@ func TestApprovalDenialVetoesTheCall(t *testing.T) {
 	if _, ok := axerr.As(err); !ok || f.ran.Load() != 0 {
 		t.Fatalf("bob's pre-denial token with dave's: %v, ran %d times", err, f.ran.Load())
 	}
-	if d := tkRefusal(t, err, axerr.CodeApprovalInvalid, 403); d["reason"] != string(axerr.ReasonApprovalDenied) {
+	if d := tkRefusal(t, err, axerr.CodeApprovalInvalid, 403); d["reason"] != string(reasons.ApprovalDenied) {
 		t.Fatalf("refusal: %v", d)
 	}
 	// Past the veto the call may be asked again, as a new request.
@@ -192,7 +193,7 @@ func TestApprovalQuotaRefusesOverN(t *testing.T) {
 	err := f.do(t, "vault.open", `{"vault":"over"}`)
 	d := tkRefusal(t, err, axerr.CodeRateLimited, 429)
 	e, _ := axerr.As(err)
-	if d["reason"] != string(axerr.ReasonApprovalQuota) || e.RetryAfter <= 0 || e.RetryAfter > time.Hour {
+	if d["reason"] != string(reasons.ApprovalQuota) || e.RetryAfter <= 0 || e.RetryAfter > time.Hour {
 		t.Fatalf("over the quota: %v, retry after %v", d, e.RetryAfter)
 	}
 	if len(f.notes) != 3 {

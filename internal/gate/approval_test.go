@@ -12,6 +12,7 @@ import (
 
 	axerr "github.com/axgate/axgate/errors"
 	"github.com/axgate/axgate/internal/gate"
+	"github.com/axgate/axgate/internal/reasons"
 	"github.com/axgate/axgate/middleware"
 	"github.com/axgate/axgate/token"
 )
@@ -297,7 +298,7 @@ func TestApprovalDecide(t *testing.T) {
 	}
 	for _, approve := range []bool{true, false} {
 		_, tok, _, err := a.gate.Decide(ctx, bob, id, approve, "again")
-		if d := tkRefusal(t, err, axerr.CodeAlreadyDecided, 409); d["reason"] != string(axerr.ReasonAlreadyDecided) || tok != "" {
+		if d := tkRefusal(t, err, axerr.CodeAlreadyDecided, 409); d["reason"] != string(reasons.AlreadyDecided) || tok != "" {
 			t.Fatalf("bob again (approve %v): token %q, %v", approve, tok, d)
 		}
 	}

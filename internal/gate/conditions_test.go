@@ -11,6 +11,7 @@ import (
 
 	axerr "github.com/axgate/axgate/errors"
 	"github.com/axgate/axgate/internal/gate"
+	"github.com/axgate/axgate/internal/reasons"
 	"github.com/axgate/axgate/middleware"
 )
 
@@ -386,7 +387,7 @@ func TestConditionExpressionsFailClosed(t *testing.T) {
 	}
 	err = pre.Check(context.Background(), call(t, m, "order.place", `{"cart_id":"c-vip"}`, middleware.Principal{ID: "alice"}))
 	d := refusal(t, err, axerr.CodePreconditionFailed, 412)
-	if d["reason"] != string(axerr.ReasonPreconditionNotEvaluable) || d["failed_precondition"] != "coupon_valid" {
+	if d["reason"] != string(reasons.PreconditionNotEvaluable) || d["failed_precondition"] != "coupon_valid" {
 		t.Fatalf("details = %v", d)
 	}
 	if err := pre.Check(context.Background(), call(t, m, "order.place", `{"cart_id":"c-vip","coupon":"FREE"}`, middleware.Principal{ID: "alice"})); err != nil {
@@ -405,7 +406,7 @@ func TestConditionExpressionsFailClosed(t *testing.T) {
 	})
 	_, err = middleware.Build(tool, nil, post.Stage()).Invoke(context.Background(), call(t, m, "cart.validate", `{"cart_id":"c1"}`, middleware.Principal{ID: "alice"}))
 	d = refusal(t, err, axerr.CodePostconditionFailed, axerr.CodePostconditionFailed.HTTPStatus())
-	if d["reason"] != string(axerr.ReasonPostconditionNotEvaluable) || d["failed_postcondition"] != "cart_validated" {
+	if d["reason"] != string(reasons.PostconditionNotEvaluable) || d["failed_postcondition"] != "cart_validated" {
 		t.Fatalf("details = %v", d)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	axerr "github.com/axgate/axgate/errors"
+	"github.com/axgate/axgate/internal/reasons"
 	"github.com/axgate/axgate/manifest"
 	"github.com/axgate/axgate/middleware"
 	"github.com/axgate/axgate/token"
@@ -89,9 +90,9 @@ func (c *Confirmation) intercept(ctx context.Context, call *middleware.Call, nex
 		accepted, err := call.Elicit(ctx, c.Message(call))
 		switch {
 		case err != nil:
-			return middleware.Result{}, c.missing(call, digest, axerr.ReasonElicitationFailed).WithCause(err)
+			return middleware.Result{}, c.missing(call, digest, reasons.ElicitationFailed).WithCause(err)
 		case !accepted:
-			return middleware.Result{}, c.missing(call, digest, axerr.ReasonDeclined)
+			return middleware.Result{}, c.missing(call, digest, reasons.Declined)
 		}
 		call.Facts.ConfirmationElicited = true
 		return next.Invoke(ctx, call)
@@ -163,9 +164,9 @@ func (c *Confirmation) missing(call *middleware.Call, digest string, reason axer
 	if reason != "" {
 		e.WithReason(reason)
 		switch reason {
-		case axerr.ReasonDeclined:
+		case reasons.Declined:
 			e.Message = "the person declined to confirm this call"
-		case axerr.ReasonElicitationFailed:
+		case reasons.ElicitationFailed:
 			e.Message = "the person could not be asked to confirm this call"
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	axerr "github.com/axgate/axgate/errors"
+	"github.com/axgate/axgate/internal/reasons"
 	"github.com/axgate/axgate/manifest"
 	"github.com/axgate/axgate/middleware"
 )
@@ -134,7 +135,7 @@ func (g *Constraints) CheckContext(ctx context.Context, call *middleware.Call) e
 	e := axerr.New(axerr.CodePreconditionFailed, msg).
 		WithIntent(a.Intent).
 		WithSuggestion(first.suggestion).
-		WithReason(axerr.ReasonConstraintFailed).
+		WithReason(reasons.ConstraintFailed).
 		With("failed_constraint", first.Name).
 		With("expression", first.Expr)
 	if len(failed) > 1 {
@@ -161,7 +162,7 @@ func notEvaluable(a *manifest.Action, c constraint, err error) *axerr.Error {
 		WithIntent(a.Intent).
 		WithCause(err).
 		WithSuggestion(suggestion).
-		WithReason(axerr.ReasonConstraintNotEvaluable).
+		WithReason(reasons.ConstraintNotEvaluable).
 		With("failed_constraint", c.Name).
 		With("expression", c.Expr)
 }

@@ -7,6 +7,7 @@ import (
 
 	axerr "github.com/axgate/axgate/errors"
 	"github.com/axgate/axgate/internal/jsonx"
+	"github.com/axgate/axgate/internal/reasons"
 )
 
 // KeywordAmbiguousKey marks an argument key that is a declared name only under case folding.
@@ -185,6 +186,6 @@ func foldViolation(path, name string) axerr.Violation {
 // ambiguousKeyError is the refusal of arguments with stray keys.
 func ambiguousKeyError(intent string, vs []axerr.Violation, omitted int) *axerr.Error {
 	return axerr.AggregateOmitted(intent, vs, omitted).
-		WithReason(axerr.ReasonAmbiguousKeys).
+		WithReason(reasons.AmbiguousKeys).
 		WithSuggestion("Spell each argument exactly as the tool's inputSchema declares it: a key may not differ from a declared name only in letter case.")
 }

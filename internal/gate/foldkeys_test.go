@@ -6,6 +6,7 @@ import (
 
 	axerr "github.com/axgate/axgate/errors"
 	"github.com/axgate/axgate/internal/gate"
+	"github.com/axgate/axgate/internal/reasons"
 	"github.com/axgate/axgate/middleware"
 )
 
@@ -60,7 +61,7 @@ func TestAccessRefusesCaseFoldedIdentityArgs(t *testing.T) {
 			}
 			d := refusal(t, err, axerr.CodeInvalidArguments, http.StatusBadRequest)
 			e, _ := axerr.As(err)
-			if d["reason"] != string(axerr.ReasonAmbiguousKeys) || d["argument"] != tc.path || len(e.Violations) != 1 || e.Violations[0].Path != tc.path || e.Suggestion == "" {
+			if d["reason"] != string(reasons.AmbiguousKeys) || d["argument"] != tc.path || len(e.Violations) != 1 || e.Violations[0].Path != tc.path || e.Suggestion == "" {
 				t.Fatalf("details %v, violations %+v; want reason ambiguous_keys at %s", d, e.Violations, tc.path)
 			}
 		})
@@ -108,7 +109,7 @@ func TestParamsRefusesCaseFoldedKeys(t *testing.T) {
 					}
 					return
 				}
-				if e.Code != axerr.CodeInvalidArguments || e.Details["reason"] != string(axerr.ReasonAmbiguousKeys) || len(e.Violations) != 1 ||
+				if e.Code != axerr.CodeInvalidArguments || e.Details["reason"] != string(reasons.AmbiguousKeys) || len(e.Violations) != 1 ||
 					e.Violations[0].Path != tc.path || e.Violations[0].Keyword != gate.KeywordAmbiguousKey || e.Suggestion == "" {
 					t.Fatalf("got %#v; want ambiguous_keys at %s", e, tc.path)
 				}

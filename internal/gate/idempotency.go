@@ -13,6 +13,7 @@ import (
 	"time"
 
 	axerr "github.com/axgate/axgate/errors"
+	"github.com/axgate/axgate/internal/reasons"
 	"github.com/axgate/axgate/manifest"
 	"github.com/axgate/axgate/middleware"
 )
@@ -401,7 +402,7 @@ func DuplicateMarkersExceeded(intent string, quota int, retryAfter time.Duration
 func IdempotencyQuotaExceeded(intent string, quota int, retryAfter time.Duration) *axerr.Error {
 	e := axerr.Newf(axerr.CodeRateLimited, "this caller holds %d live idempotency keys, as many as allowed", quota).
 		WithIntent(intent).
-		WithReason(axerr.ReasonIdempotencyQuota).
+		WithReason(reasons.IdempotencyQuota).
 		With("quota", quota)
 	e.RetryAfter = max(retryAfter, time.Second)
 	e.Gate = StageIdempotency

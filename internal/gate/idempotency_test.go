@@ -11,6 +11,7 @@ import (
 	"time"
 
 	axerr "github.com/axgate/axgate/errors"
+	"github.com/axgate/axgate/internal/reasons"
 	"github.com/axgate/axgate/manifest"
 	"github.com/axgate/axgate/middleware"
 )
@@ -365,7 +366,7 @@ func TestIdempotencyUnkeyedCallsChargedToCaller(t *testing.T) {
 			continue
 		}
 		e, ok := axerr.As(err)
-		if !ok || e.Code != axerr.CodeRateLimited || fmt.Sprint(e.Details["reason"]) != fmt.Sprint(axerr.ReasonIdempotencyQuota) {
+		if !ok || e.Code != axerr.CodeRateLimited || fmt.Sprint(e.Details["reason"]) != fmt.Sprint(reasons.IdempotencyQuota) {
 			t.Fatalf("alice's call %d without a key: %v, want ok or 429 idempotency_quota", i, err)
 		}
 		refused++

@@ -10,6 +10,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v5"
 
 	axerr "github.com/axgate/axgate/errors"
+	"github.com/axgate/axgate/internal/reasons"
 	"github.com/axgate/axgate/manifest"
 	"github.com/axgate/axgate/middleware"
 )
@@ -150,13 +151,13 @@ func (g *Postconditions) Check(ctx context.Context, call *middleware.Call, res m
 			err = json.Unmarshal(raw, &value)
 		}
 		if err != nil {
-			return postFailed(a, "the tool's result cannot be rendered as JSON", axerr.ReasonResultNotJSON).WithCause(err)
+			return postFailed(a, "the tool's result cannot be rendered as JSON", reasons.ResultNotJSON).WithCause(err)
 		}
 	}
 	if r.schema != nil {
 		if err := r.schema.Validate(value); err != nil {
 			vs, omitted := violations(err, r.schemaDoc, value, g.MaxViolations, axerr.CodePostconditionFailed)
-			e := postFailed(a, "the tool's result does not match its output_schema", axerr.ReasonOutputSchema).WithCause(err)
+			e := postFailed(a, "the tool's result does not match its output_schema", reasons.OutputSchema).WithCause(err)
 			e.Violations = vs
 			if omitted > 0 {
 				e.With(axerr.DetailViolationsOmitted, omitted)
@@ -170,7 +171,7 @@ func (g *Postconditions) Check(ctx context.Context, call *middleware.Call, res m
 		if pc.x == nil {
 			if err := pc.check(ctx, call, res); err != nil {
 				return conditionRefusal(postconditionKind, a, pc.name, err, "", func() *axerr.Error {
-					return postFailed(a, "postcondition not met: "+pc.name, axerr.ReasonPostconditionFailed)
+					return postFailed(a, "postcondition not met: "+pc.name, reasons.PostconditionFailed)
 				})
 			}
 			continue
@@ -187,9 +188,9 @@ func (g *Postconditions) Check(ctx context.Context, call *middleware.Call, res m
 		switch out, err := pc.x.eval(ctx, vars); out {
 		case celHolds:
 		case celFails:
-			return postFailed(a, "postcondition not met: "+pc.name, axerr.ReasonPostconditionFailed).With("failed_postcondition", pc.name).With("expression", pc.x.src)
+			return postFailed(a, "postcondition not met: "+pc.name, reasons.PostconditionFailed).With("failed_postcondition", pc.name).With("expression", pc.x.src)
 		default:
-			return postFailed(a, "postcondition "+pc.name+" could not be checked on the tool's result", axerr.ReasonPostconditionNotEvaluable).
+			return postFailed(a, "postcondition "+pc.name+" could not be checked on the tool's result", reasons.PostconditionNotEvaluable).
 				WithCause(err).With("failed_postcondition", pc.name).With("expression", pc.x.src)
 		}
 	}

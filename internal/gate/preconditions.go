@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	axerr "github.com/axgate/axgate/errors"
+	"github.com/axgate/axgate/internal/reasons"
 	"github.com/axgate/axgate/manifest"
 	"github.com/axgate/axgate/middleware"
 )
@@ -160,7 +161,7 @@ func (g *Preconditions) Check(ctx context.Context, call *middleware.Call) error 
 		case celFails:
 			return g.notMet(a, pc.name)
 		default:
-			return g.notMet(a, pc.name).WithReason(axerr.ReasonPreconditionNotEvaluable).WithCause(err)
+			return g.notMet(a, pc.name).WithReason(reasons.PreconditionNotEvaluable).WithCause(err)
 		}
 	}
 	return nil

@@ -9,6 +9,7 @@ import (
 
 	axerr "github.com/axgate/axgate/errors"
 	"github.com/axgate/axgate/gates"
+	"github.com/axgate/axgate/internal/reasons"
 	"github.com/axgate/axgate/middleware"
 )
 
@@ -178,7 +179,7 @@ func digits(n int) int {
 // reading the logs sees a pool too small for the load rather than an outage.
 func StoreUnavailable(intent, what string, err error) *axerr.Error {
 	if errors.Is(err, ErrStoreBusy) {
-		e := axerr.Newf(axerr.CodeStoreUnavailable, "%s is busy; the call was refused to stay safe", what).WithIntent(intent).WithCause(err).WithReason(axerr.ReasonStoreBusy)
+		e := axerr.Newf(axerr.CodeStoreUnavailable, "%s is busy; the call was refused to stay safe", what).WithIntent(intent).WithCause(err).WithReason(reasons.StoreBusy)
 		e.RetryAfter = time.Second
 		return e
 	}
@@ -197,7 +198,7 @@ func PreconditionFailed(intent, name, message string) *axerr.Error {
 	}
 	return axerr.New(axerr.CodePreconditionFailed, message).
 		WithIntent(intent).
-		WithReason(axerr.ReasonPreconditionFailed).
+		WithReason(reasons.PreconditionFailed).
 		With("failed_precondition", name)
 }
 

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/time/rate"
 
 	axerr "github.com/axgate/axgate/errors"
+	"github.com/axgate/axgate/internal/reasons"
 	"github.com/axgate/axgate/manifest"
 	"github.com/axgate/axgate/middleware"
 )
@@ -148,11 +149,11 @@ func RateLimited(a *manifest.Action, cooldown bool, retryAfter time.Duration) *a
 	var e *axerr.Error
 	if cooldown {
 		e = axerr.Newf(axerr.CodeRateLimited, "%s may be called at most once every %s", a.Intent, a.Cooldown).
-			WithReason(axerr.ReasonCooldown).
+			WithReason(reasons.Cooldown).
 			With("cooldown_seconds", seconds(a.Cooldown))
 	} else {
 		e = axerr.Newf(axerr.CodeRateLimited, "%s may be called at most %d times per %s", a.Intent, a.RateLimit.Count, periodName(a.RateLimit.Per)).
-			WithReason(axerr.ReasonRateLimit).
+			WithReason(reasons.RateLimit).
 			With("rate_limit", rateSpec(a.RateLimit))
 	}
 	e.RetryAfter = retryAfter

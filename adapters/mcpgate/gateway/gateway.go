@@ -22,6 +22,7 @@ import (
 	axerr "github.com/axgate/axgate/errors"
 	"github.com/axgate/axgate/gates"
 	"github.com/axgate/axgate/internal/gate"
+	"github.com/axgate/axgate/internal/reasons"
 	"github.com/axgate/axgate/manifest"
 	"github.com/axgate/axgate/middleware"
 )
@@ -429,13 +430,13 @@ func (g *Gateway) mayCall(p middleware.Principal, tool string) bool {
 func toolChanged(a *manifest.Action) *axerr.Error {
 	return axerr.Newf(axerr.CodeToolChanged, "the upstream's definition of %s changed since the manifest pinned it; the tool is disabled", a.ToolName()).
 		WithIntent(a.Intent).
-		WithReason(axerr.ReasonUpstreamChanged)
+		WithReason(reasons.UpstreamChanged)
 }
 
 func unavailable(intent string) *axerr.Error {
 	return axerr.New(axerr.CodeStoreUnavailable, "the upstream MCP server is unavailable; the gateway is connecting to it again").
 		WithIntent(intent).
-		WithReason(axerr.ReasonUpstreamUnavailable)
+		WithReason(reasons.UpstreamUnavailable)
 }
 
 func notOffered(a *manifest.Action) *axerr.Error {
