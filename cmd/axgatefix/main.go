@@ -244,6 +244,28 @@ func (r *rewriter) rewrite() {
 		r.changed = true
 		return r.ref(split(to))
 	})
+	// axerr.ReasonX → axerr.Reason("x"): the reasons are wire strings.
+	replaceExprs(r.file, func(x ast.Expr) ast.Expr {
+		sel, ok := x.(*ast.SelectorExpr)
+		if !ok {
+			return x
+		}
+		path, ok := r.pathOf(sel.X)
+		if !ok || path != modulePath+"/errors" {
+			return x
+		}
+		v, ok := reasonValues[sel.Sel.Name]
+		if !ok {
+			return x
+		}
+		r.changed = true
+		return &ast.CallExpr{
+			Fun:    &ast.SelectorExpr{X: sel.X, Sel: &ast.Ident{Name: "Reason", NamePos: sel.Sel.NamePos}},
+			Lparen: sel.End(),
+			Args:   []ast.Expr{&ast.BasicLit{ValuePos: sel.End(), Kind: token.STRING, Value: strconv.Quote(v)}},
+			Rparen: sel.End(),
+		}
+	})
 	// Then the names, wherever they appear.
 	ast.Inspect(r.file, func(n ast.Node) bool {
 		x, ok := n.(*ast.SelectorExpr)
