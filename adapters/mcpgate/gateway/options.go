@@ -86,7 +86,7 @@ type config struct {
 const (
 	defaultBackoffMin     = 250 * time.Millisecond
 	defaultBackoffMax     = 30 * time.Second
-	defaultConnectTimeout = 30 * time.Second
+	DefaultConnectTimeout = 30 * time.Second
 	defaultSessionTimeout = 30 * time.Minute
 
 	// defaultMaxSessions bounds the client sessions of the gateway, and
@@ -127,7 +127,7 @@ func newConfig(opts []Option) config {
 		principal:      mcpgate.BearerPrincipal,
 		backoffMin:     defaultBackoffMin,
 		backoffMax:     defaultBackoffMax,
-		connectTimeout: defaultConnectTimeout,
+		connectTimeout: DefaultConnectTimeout,
 		sessionTimeout: defaultSessionTimeout,
 		impl:           &mcp.Implementation{Name: "axgate-mcp-gateway", Version: "v0.1.0"},
 
