@@ -21,7 +21,7 @@ import (
 type tokBench struct {
 	action *manifest.Action
 	gate   middleware.Interceptor
-	replay *token.MemoryReplayStore
+	replay token.ReplayStore
 	issuer token.Issuer
 	pub    ed25519.PublicKey
 	who    middleware.Principal

@@ -16,7 +16,7 @@ import (
 func TestMemoryReplayStorePurgeGivesMemoryBack(t *testing.T) {
 	const n = 200_000
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
-	s := NewMemoryReplayStore(MemoryReplayOptions{Now: func() time.Time { return now }})
+	s := NewMemoryReplayStore(MemoryReplayOptions{Now: func() time.Time { return now }}).(*memoryReplayStore)
 	ctx := t.Context()
 	var before runtime.MemStats
 	runtime.GC()

@@ -39,9 +39,10 @@ var renames = map[string]string{
 // pointerTypes maps a pointer to an old concrete store type to the
 // interface its constructor now returns.
 var pointerTypes = map[string]string{
-	gates + ".MemoryLimiter":          gates + ".Limiter",
-	gates + ".MemoryIdempotencyStore": gates + ".IdempotencyStore",
-	gates + ".MemoryApprovalStore":    gates + ".ApprovalStore",
+	gates + ".MemoryLimiter":                gates + ".Limiter",
+	gates + ".MemoryIdempotencyStore":       gates + ".IdempotencyStore",
+	gates + ".MemoryApprovalStore":          gates + ".ApprovalStore",
+	modulePath + "/token.MemoryReplayStore": modulePath + "/token.ReplayStore",
 }
 
 // removed maps an old name with no mechanical replacement to what to do.

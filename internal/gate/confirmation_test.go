@@ -61,7 +61,7 @@ type tkFixture struct {
 	signer   *token.Signer // kid "ed"
 	rsaKey   *rsa.PrivateKey
 	keys     *token.StaticKeySet
-	replay   *token.MemoryReplayStore
+	replay   token.ReplayStore
 	verifier *token.Verifier
 	gate     *gate.Confirmation
 	alice    middleware.Principal

@@ -32,14 +32,14 @@ func tkReplayKey(t testing.TB, tok string) string {
 
 // tkCountingReplay counts the calls a gate makes to its replay store.
 type tkCountingReplay struct {
-	*token.MemoryReplayStore
+	token.ReplayStore
 	used, consume atomic.Int32
 	mu            sync.Mutex
 	batches       [][]string // the ids of each Consume
 }
 
 func newTkCountingReplay() *tkCountingReplay {
-	return &tkCountingReplay{MemoryReplayStore: token.NewMemoryReplayStore(token.MemoryReplayOptions{})}
+	return &tkCountingReplay{ReplayStore: token.NewMemoryReplayStore(token.MemoryReplayOptions{})}
 }
 
 func (s *tkCountingReplay) Consume(ctx context.Context, uses []token.Use) error {
@@ -51,12 +51,12 @@ func (s *tkCountingReplay) Consume(ctx context.Context, uses []token.Use) error 
 	s.mu.Lock()
 	s.batches = append(s.batches, ids)
 	s.mu.Unlock()
-	return s.MemoryReplayStore.Consume(ctx, uses)
+	return s.ReplayStore.Consume(ctx, uses)
 }
 
 func (s *tkCountingReplay) Used(ctx context.Context, id string) (bool, error) {
 	s.used.Add(1)
-	return s.MemoryReplayStore.Used(ctx, id)
+	return s.ReplayStore.Used(ctx, id)
 }
 
 func (s *tkCountingReplay) reset() {
@@ -70,7 +70,7 @@ func (s *tkCountingReplay) reset() {
 // tkUncomparableReplay is a replay store whose type cannot be compared with
 // ==: a struct holding a slice, used by value.
 type tkUncomparableReplay struct {
-	*token.MemoryReplayStore
+	token.ReplayStore
 	tags []string
 }
 
@@ -288,8 +288,8 @@ func TestTokensSpentPerStore(t *testing.T) {
 	for name, stores := range map[string][2]token.ReplayStore{
 		"two stores": {newTkCountingReplay(), newTkCountingReplay()},
 		"uncomparable store type": {
-			tkUncomparableReplay{MemoryReplayStore: a.replay, tags: []string{"x"}},
-			tkUncomparableReplay{MemoryReplayStore: a.replay, tags: []string{"x"}},
+			tkUncomparableReplay{ReplayStore: a.replay, tags: []string{"x"}},
+			tkUncomparableReplay{ReplayStore: a.replay, tags: []string{"x"}},
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -388,7 +388,7 @@ func TestRefusalDetailsAreCopies(t *testing.T) {
 }
 
 // tkFailingUsed is a replay store whose lookups fail.
-type tkFailingUsed struct{ *token.MemoryReplayStore }
+type tkFailingUsed struct{ token.ReplayStore }
 
 func (tkFailingUsed) Used(context.Context, string) (bool, error) {
 	return false, errors.New("dial tcp 10.0.0.9:6379: connection refused")
