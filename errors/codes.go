@@ -171,26 +171,3 @@ func Codes() []Code {
 		CodePostconditionFailed, CodeStoreUnavailable, CodeInternal,
 	}
 }
-
-// CodeForKeyword maps a failing JSON Schema keyword to its AXAG code:
-// required → MISSING_PARAM, type → INVALID_TYPE, bounds → OUT_OF_RANGE,
-// enum/const → INVALID_ENUM, format/pattern → INVALID_FORMAT,
-// additionalProperties → the unknown-parameter code.
-func CodeForKeyword(keyword string) Code {
-	switch keyword {
-	case "required":
-		return CodeMissingParam
-	case "type":
-		return CodeInvalidType
-	case "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "minLength", "maxLength",
-		"minItems", "maxItems", "minProperties", "maxProperties", "multipleOf":
-		return CodeOutOfRange
-	case "enum", "const":
-		return CodeInvalidEnum
-	case "format", "pattern", "uniqueItems":
-		return CodeInvalidFormat
-	case "additionalProperties", "propertyNames", "false":
-		return CodeUnknownParam
-	}
-	return CodeInvalidType
-}

@@ -34,12 +34,12 @@ const SignatureHeader = "X-Axgate-Signature"
 // EventApprovalRequested is the Type of the payload of a new approval request.
 const EventApprovalRequested = "approval.requested"
 
-// ErrDropped is what ApprovalRequested returns when the queue is full and
+// errDropped is what ApprovalRequested returns when the queue is full and
 // the notification was dropped.
-var ErrDropped = errors.New("notify: the delivery queue is full; the notification was dropped")
+var errDropped = errors.New("notify: the delivery queue is full; the notification was dropped")
 
-// ErrClosed is what ApprovalRequested returns after Close.
-var ErrClosed = errors.New("notify: the notifier is closed")
+// errClosed is what ApprovalRequested returns after Close.
+var errClosed = errors.New("notify: the notifier is closed")
 
 // Payload is the JSON body of a FormatJSON delivery.
 type Payload struct {
@@ -238,7 +238,7 @@ func orDefault[T int | time.Duration](v, d T) T {
 
 // ApprovalRequested queues the notification of req to every endpoint of its
 // routes and returns at once. It implements gates.Notifier: the error is
-// ErrDropped when the queue was full for some endpoint (the others are
+// an error when the queue was full for some endpoint (the others are
 // still sent), nil when every delivery was queued or no route matches.
 func (n *Notifier) ApprovalRequested(_ context.Context, req gates.ApprovalRequest) error {
 	return n.notify(n.o.Manifest, req)
@@ -291,14 +291,14 @@ func (n *Notifier) enqueue(d delivery) error {
 	defer n.mu.RUnlock()
 	if n.closed {
 		n.count(&n.dropped, "dropped")
-		return ErrClosed
+		return errClosed
 	}
 	if !n.take(d.tenant) {
 		n.count(&n.dropped, "dropped")
 		n.o.Logger.Warn("axgate notification dropped: the tenant's share of the queue is full",
 			slog.String("request_id", d.requestID), slog.String("tenant", d.tenant),
 			slog.String("endpoint", redactURL(d.ep.URL)), slog.Int("per_tenant", n.o.PerTenant))
-		return ErrDropped
+		return errDropped
 	}
 	select {
 	case n.lanes[keyOf(d.ep)].queue <- d:
@@ -308,7 +308,7 @@ func (n *Notifier) enqueue(d delivery) error {
 		n.count(&n.dropped, "dropped")
 		n.o.Logger.Warn("axgate notification dropped: the endpoint's queue is full",
 			slog.String("request_id", d.requestID), slog.String("endpoint", redactURL(d.ep.URL)), slog.Int("queue", n.o.Queue))
-		return ErrDropped
+		return errDropped
 	}
 }
 
@@ -557,7 +557,7 @@ func (n *Notifier) Stats() Stats {
 
 // Close stops the workers: deliveries still queued are dropped (and
 // counted), one being sent is cut short. Later notifications are refused
-// with ErrClosed.
+// with an error.
 func (n *Notifier) Close() error {
 	n.closeOnce.Do(func() {
 		n.mu.Lock()

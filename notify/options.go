@@ -102,7 +102,7 @@ const (
 	defaultTimeout    = 10 * time.Second
 )
 
-// String returns the format's name as ParseFormat reads it: "json" or "slack".
+// String returns the format's name as a configuration names it: "json" or "slack".
 func (f Format) String() string {
 	switch f {
 	case FormatJSON:
@@ -113,9 +113,9 @@ func (f Format) String() string {
 	return fmt.Sprintf("Format(%d)", int(f))
 }
 
-// ParseFormat reads a format's name from a configuration file: "json" (or
+// parseFormat reads a format's name from a configuration file: "json" (or
 // "", the default) or "slack".
-func ParseFormat(s string) (Format, error) {
+func parseFormat(s string) (Format, error) {
 	switch s {
 	case "", "json":
 		return FormatJSON, nil

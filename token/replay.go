@@ -4,11 +4,8 @@ import (
 	"container/heap"
 	"context"
 	"errors"
-	"strconv"
 	"sync"
 	"time"
-
-	"github.com/axgate/axgate/middleware"
 )
 
 // defaultReplayEntries bounds a memoryReplayStore per tenant by default.
@@ -237,21 +234,6 @@ func (h *expiryHeap) Pop() any {
 	old[len(old)-1] = expiryEntry{}
 	*h = old[:len(old)-1]
 	return e
-}
-
-// ReplayKey is the id under which the gates record a token as used in a ReplayStore.
-//
-// It is the base64url SHA-256 (middleware.DigestCanonical) of the issuer,
-// length-prefixed, and the jti. It is 43 characters long whatever the jti
-// (which may be kilobytes), and two issuers that happen to use the same jti
-// do not spend each other's tokens.
-func ReplayKey(issuer, jti string) string {
-	b := make([]byte, 0, 24+len(issuer)+len(jti))
-	b = strconv.AppendInt(b, int64(len(issuer)), 10)
-	b = append(b, ':')
-	b = append(b, issuer...)
-	b = append(b, jti...)
-	return middleware.DigestCanonical(b)
 }
 
 // ErrReplayed is returned by ReplayStore.Consume when a token id was

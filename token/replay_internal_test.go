@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/axgate/axgate/middleware"
 )
 
 // TestMemoryReplayStorePurgeGivesMemoryBack fills the store with 200,000
@@ -23,7 +25,7 @@ func TestMemoryReplayStorePurgeGivesMemoryBack(t *testing.T) {
 	runtime.ReadMemStats(&before)
 
 	for i := range n {
-		id := ReplayKey("issuer", "fill-"+strconv.Itoa(i))
+		id := middleware.DigestCanonical([]byte("fill-" + strconv.Itoa(i))) // a 43-character id, as the gates record
 		if err := s.Consume(ctx, []Use{{ID: id, Expires: now.Add(time.Minute), Tenant: "acme"}}); err != nil {
 			t.Fatalf("fill %d: %v", i, err)
 		}
@@ -36,7 +38,7 @@ func TestMemoryReplayStorePurgeGivesMemoryBack(t *testing.T) {
 		if calls > n {
 			t.Fatalf("after %d calls the store still holds %d ids", calls, s.Len())
 		}
-		id := ReplayKey("issuer", "new-"+strconv.Itoa(calls))
+		id := middleware.DigestCanonical([]byte("new-" + strconv.Itoa(calls))) // a 43-character id, as the gates record
 		if err := s.Consume(ctx, []Use{{ID: id, Expires: now.Add(time.Hour), Tenant: "acme"}}); err != nil {
 			t.Fatalf("call %d: %v", calls, err)
 		}

@@ -179,7 +179,7 @@ func (g *Approval) intercept(ctx context.Context, call *middleware.Call, next mi
 			// The same person approving twice still counts once.
 			continue
 		}
-		key := token.ReplayKey(c.Issuer, c.ID)
+		key := ReplayKey(c.Issuer, c.ID)
 		if call.CheckOnly() {
 			// No commit follows a check, so look the id up to report a
 			// spent token. A call that runs is checked once, by Consume at

@@ -108,7 +108,7 @@ func (c *Confirmation) intercept(ctx context.Context, call *middleware.Call, nex
 		return middleware.Result{}, c.refused(call, digest, terr)
 	}
 	call.Facts.ConfirmationJTI = claims.ID
-	key := token.ReplayKey(claims.Issuer, claims.ID)
+	key := ReplayKey(claims.Issuer, claims.ID)
 	if call.CheckOnly() {
 		// No commit follows a check, so look the id up to report a spent
 		// token. A call that runs is checked once, by Consume at the commit.

@@ -141,7 +141,7 @@ func violations(err error, doc, value any, max int, code axerr.Code) ([]axerr.Vi
 	for i, l := range leaves {
 		c := code
 		if c == "" {
-			c = axerr.CodeForKeyword(l.Keyword)
+			c = CodeForKeyword(l.Keyword)
 		}
 		vs[i] = axerr.Violation{Path: l.Path, Message: l.Message, Keyword: l.Keyword, Code: c}
 	}

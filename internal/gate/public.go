@@ -224,3 +224,41 @@ func Retained(r *ApprovalRequest) time.Time {
 	}
 	return r.ExpiresAt
 }
+
+// ReplayKey is the id under which the gates record a token as used in a ReplayStore.
+//
+// It is the base64url SHA-256 (middleware.DigestCanonical) of the issuer,
+// length-prefixed, and the jti. It is 43 characters long whatever the jti
+// (which may be kilobytes), and two issuers that happen to use the same jti
+// do not spend each other's tokens.
+func ReplayKey(issuer, jti string) string {
+	b := make([]byte, 0, 24+len(issuer)+len(jti))
+	b = strconv.AppendInt(b, int64(len(issuer)), 10)
+	b = append(b, ':')
+	b = append(b, issuer...)
+	b = append(b, jti...)
+	return middleware.DigestCanonical(b)
+}
+
+// CodeForKeyword maps a failing JSON Schema keyword to its AXAG code:
+// required → MISSING_PARAM, type → INVALID_TYPE, bounds → OUT_OF_RANGE,
+// enum/const → INVALID_ENUM, format/pattern → INVALID_FORMAT,
+// additionalProperties → the unknown-parameter code.
+func CodeForKeyword(keyword string) axerr.Code {
+	switch keyword {
+	case "required":
+		return axerr.CodeMissingParam
+	case "type":
+		return axerr.CodeInvalidType
+	case "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "minLength", "maxLength",
+		"minItems", "maxItems", "minProperties", "maxProperties", "multipleOf":
+		return axerr.CodeOutOfRange
+	case "enum", "const":
+		return axerr.CodeInvalidEnum
+	case "format", "pattern", "uniqueItems":
+		return axerr.CodeInvalidFormat
+	case "additionalProperties", "propertyNames", "false":
+		return axerr.CodeUnknownParam
+	}
+	return axerr.CodeInvalidType
+}

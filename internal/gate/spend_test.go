@@ -27,7 +27,7 @@ func tkReplayKey(t testing.TB, tok string) string {
 	if _, _, err := jwt.NewParser().ParseUnverified(tok, &c); err != nil {
 		t.Fatal(err)
 	}
-	return token.ReplayKey(c.Issuer, c.ID)
+	return gate.ReplayKey(c.Issuer, c.ID)
 }
 
 // tkCountingReplay counts the calls a gate makes to its replay store.
@@ -350,11 +350,11 @@ func TestReplayKey(t *testing.T) {
 	if _, err := chain.Invoke(t.Context(), c); err != nil {
 		t.Fatal(err)
 	}
-	key := token.ReplayKey(token.DefaultIssuer, claims["jti"].(string))
+	key := gate.ReplayKey(token.DefaultIssuer, claims["jti"].(string))
 	if len(store.batches) != 1 || !slices.Equal(store.batches[0], []string{key}) || len(key) != 43 {
 		t.Fatalf("recorded %q, want [%s] (43 characters)", store.batches, key)
 	}
-	if token.ReplayKey("a", "bc") == token.ReplayKey("ab", "c") || token.ReplayKey("iss-1", "x") == token.ReplayKey("iss-2", "x") {
+	if gate.ReplayKey("a", "bc") == gate.ReplayKey("ab", "c") || gate.ReplayKey("iss-1", "x") == gate.ReplayKey("iss-2", "x") {
 		t.Fatal("replay keys of different (issuer, jti) pairs collide")
 	}
 	if c.Facts.ConfirmationJTI != claims["jti"] {
