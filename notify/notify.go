@@ -237,7 +237,7 @@ func orDefault[T int | time.Duration](v, d T) T {
 }
 
 // ApprovalRequested queues the notification of req to every endpoint of its
-// routes and returns at once. It implements gates.Notifier: the error is
+// routes and returns at once. It implements gates.Notifier: it returns
 // an error when the queue was full for some endpoint (the others are
 // still sent), nil when every delivery was queued or no route matches.
 func (n *Notifier) ApprovalRequested(_ context.Context, req gates.ApprovalRequest) error {
