@@ -1,5 +1,4 @@
-// Package reasons holds the reasons axgate's own refusals carry in
-// details.reason.
+// Package reasons holds the details.reason values of axgate's own refusals.
 //
 // They are wire values an agent acts on (listed in the README); Go code of
 // axgate names them here, and a user's code compares details.reason with the
