@@ -258,7 +258,7 @@ func (e *Enforcer) StagesFor(tool string) ([]string, bool) {
 // Each call passes the stages that apply to its action (a stage's Applies: a
 // read action with no confirmation, approval, rate limit or conditions skips
 // those gates), so that neither the call nor its span pays for gates with
-// nothing to check. A tool error that is not an *errors.Error becomes
+// nothing to check. A tool error that is not an *axerr.Error becomes
 // AXGATE_TOOL_FAILED with a safe message; the original stays reachable with
 // errors.Unwrap for logs, never for the caller.
 //

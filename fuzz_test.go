@@ -22,7 +22,7 @@ import (
 
 // FuzzArguments feeds arbitrary argument documents to the parameter gate and
 // to the Tool Validation API. Neither may panic; every refusal is an
-// *errors.Error; and the two must agree: the gate allows exactly the JSON
+// *axerr.Error; and the two must agree: the gate allows exactly the JSON
 // objects that Validate calls valid. Every accepted document is I-JSON, as
 // an independent checker (exact arithmetic, strings.EqualFold) sees it — no
 // number a double does not hold exactly, no two keys of one object equal

@@ -72,7 +72,7 @@ func WithPreconditionExpr(name, expr string) Option {
 
 // WithPostcondition binds the manifest's postcondition name to a Go check of
 // the tool's result. An error answers the call with
-// AXGATE_POSTCONDITION_FAILED (502) instead of the result; an *errors.Error
+// AXGATE_POSTCONDITION_FAILED (502) instead of the result; an *axerr.Error
 // answers with a copy of itself. It runs only when the tool succeeded.
 func WithPostcondition(name string, check func(ctx context.Context, call *middleware.Call, res middleware.Result) error) Option {
 	return func(c *config) { c.policy.post[name] = gate.Postcondition{Check: check} }

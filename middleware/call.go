@@ -226,7 +226,7 @@ func (c *Call) Intent() string {
 // Value returns the decoded argument document, decoding it on first use.
 // Empty arguments (or JSON null) decode to an empty object. Arguments over the
 // size limit, not UTF-8, nested too deeply, with a repeated key or that are not
-// JSON give an *errors.Error.
+// JSON give an *axerr.Error.
 func (c *Call) Value() (any, error) {
 	if !c.decoded {
 		c.decode()
@@ -238,7 +238,7 @@ func (c *Call) Value() (any, error) {
 }
 
 // Args returns the decoded arguments as an object. Arguments that are not a
-// JSON object give an *errors.Error.
+// JSON object give an *axerr.Error.
 func (c *Call) Args() (map[string]any, error) {
 	v, err := c.Value()
 	if err != nil {
@@ -390,7 +390,7 @@ func (c *Call) ArgsSHA256() (string, error) {
 // They are the bytes ArgsSHA256 digests, and the bytes an adapter hands the
 // tool, so that what a token binds and what the tool reads are one encoding
 // of the value the gates checked. Arguments the gates would refuse (not an
-// object, a repeated key, …) give the same *errors.Error as Args. It is
+// object, a repeated key, …) give the same *axerr.Error as Args. It is
 // computed once per call and shared: the caller must not modify the
 // returned slice.
 func (c *Call) CanonicalArguments() ([]byte, error) {

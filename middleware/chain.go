@@ -67,7 +67,7 @@ func timesStages(obs Observer) bool {
 }
 
 // Build returns inv wrapped in the stages, the first outermost. A refusal
-// that is an *errors.Error with no Gate gets the refusing stage's name. obs,
+// that is an *axerr.Error with no Gate gets the refusing stage's name. obs,
 // when not nil, hears each stage's outcome and time.
 func Build(inv Invoker, obs Observer, stages ...Stage) Invoker {
 	return build(nil, inv, obs, stages)

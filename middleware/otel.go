@@ -600,7 +600,7 @@ func outcomeOf(err error) outcome {
 	}
 	ae, ok := axerr.As(err)
 	if !ok {
-		// Every stage must refuse with an *errors.Error: a plain error is a
+		// Every stage must refuse with an *axerr.Error: a plain error is a
 		// fault of the chain's configuration.
 		return outcome{decision: DecisionDeny, code: axerr.CodeInternal}
 	}

@@ -11,7 +11,7 @@ import (
 
 // PrincipalFunc authenticates a request: who makes the call, or an error.
 //
-// An *errors.Error is written as it is; any other error becomes
+// An *axerr.Error is written as it is; any other error becomes
 // 401 AXGATE_UNAUTHENTICATED (its text is never shown to the caller).
 // JWTBearer is a ready one for bearer JWTs, Anonymous one that lets every
 // request in.

@@ -1,7 +1,7 @@
 package main
 
 // reasonValues maps each Reason constant the errors package had before v1
-// (errors.ReasonX) to its value: the constants moved to an internal package,
+// (axerr.ReasonX) to its value: the constants moved to an internal package,
 // and user code names a reason by its string, axerr.Reason("role_missing").
 var reasonValues = map[string]string{
 	"ReasonNumberNotInteroperable":    "number_not_interoperable",

@@ -593,7 +593,7 @@ func (g *Approval) missingError(call *middleware.Call, digest, reqID string, nee
 // at the first denial; a denial vetoes the call (no new request for it, and
 // approval tokens issued before it never count) for the tokens' maximum
 // lifetime. On approval it returns a signed approval token for the
-// requester's call. Refusals are *errors.Error values.
+// requester's call. Refusals are *axerr.Error values.
 func (g *Approval) Decide(ctx context.Context, approver middleware.Principal, requestID string, approve bool, reason string) (ApprovalRequest, string, time.Time, error) {
 	if approver.ID == "" {
 		return ApprovalRequest{}, "", time.Time{}, axerr.New(axerr.CodeUnauthenticated, "an approver must be authenticated")

@@ -73,7 +73,7 @@ func bindConditions[F any](kind conditionKind, a *manifest.Action, names []strin
 // conditionRefusal turns the error a Go check of condition name returned
 // into the caller's refusal.
 //
-// An *errors.Error is the check's own answer. The caller gets a copy — a
+// An *axerr.Error is the check's own answer. The caller gets a copy — a
 // check may well return a package-level error that every call shares, which
 // must not be changed — with a's intent when it names none and, when its
 // code is the gate's own, the condition's name and suggestion when it lacks

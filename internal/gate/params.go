@@ -20,7 +20,7 @@ type Params struct {
 
 	// MaxViolations is how many violations a refusal lists; the others are
 	// counted (details.violations_omitted). 0 means
-	// errors.DefaultMaxViolations. Set it before the gate is used.
+	// axerr.DefaultMaxViolations. Set it before the gate is used.
 	MaxViolations int
 }
 
@@ -61,7 +61,7 @@ func (p *Params) Stage() middleware.Stage {
 	return checkStage(StageParams, nil, func(_ context.Context, call *middleware.Call) error { return p.Check(call) })
 }
 
-// Check validates the call's arguments: nil, or an *errors.Error listing every
+// Check validates the call's arguments: nil, or an *axerr.Error listing every
 // violation (its code is the first violation's).
 func (p *Params) Check(call *middleware.Call) error {
 	args, err := call.Args()
@@ -130,7 +130,7 @@ func (p *Params) Violations(a *manifest.Action, value any) (vs []axerr.Violation
 }
 
 // violations flattens a validation error into at most max violations
-// (0: errors.DefaultMaxViolations) and the count of the rest. code, when
+// (0: axerr.DefaultMaxViolations) and the count of the rest. code, when
 // set, replaces each keyword's own code.
 func violations(err error, doc, value any, max int, code axerr.Code) ([]axerr.Violation, int) {
 	if max < 1 {

@@ -18,7 +18,7 @@ import (
 // ResultChecker checks a postcondition once the tool has run.
 //
 // It returns nil when the postcondition holds; errors are treated as by
-// Checker (an *errors.Error reaches the caller as a copy, with the intent
+// Checker (an *axerr.Error reaches the caller as a copy, with the intent
 // and, for AXGATE_POSTCONDITION_FAILED, failed_postcondition filled in when
 // missing; anything else means "does not hold" and is never shown to the
 // caller).
@@ -49,7 +49,7 @@ type Postconditions struct {
 
 	// MaxViolations is how many output_schema violations a refusal lists;
 	// the others are counted (details.violations_omitted). 0 means
-	// errors.DefaultMaxViolations. Set it before the gate is used.
+	// axerr.DefaultMaxViolations. Set it before the gate is used.
 	MaxViolations int
 }
 

@@ -15,7 +15,7 @@ import (
 
 // Checker checks a precondition of a call.
 //
-// It returns nil when the precondition holds. An *errors.Error is the
+// It returns nil when the precondition holds. An *axerr.Error is the
 // checker's own answer (a checker whose own store failed returns
 // StoreUnavailable): the caller gets a copy, with the action's intent when it
 // names none and, for AXAG_PRECONDITION_FAILED, the precondition's name and
