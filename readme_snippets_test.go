@@ -281,7 +281,11 @@ func TestREADMEConditions(t *testing.T) {
 		}),
 		axgate.WithPreconditionExpr("business_hours", `principal.claims.tz == "Europe/Paris"`),
 		axgate.WithPostconditionExpr("order created", `has(result.order_id) && result.order_id != ""`),
-		axgate.WithCondition("cart_validated", carts.IsValidated), // both sides, see below
+		// both sides of cart_validated, see below
+		axgate.WithPrecondition("cart_validated", carts.IsValidated),
+		axgate.WithPostcondition("cart_validated", func(ctx context.Context, call *middleware.Call, _ middleware.Result) error {
+			return carts.IsValidated(ctx, call)
+		}),
 	)
 
 	if err != nil {

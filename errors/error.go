@@ -210,8 +210,8 @@ func (e *Error) MarshalJSON() ([]byte, error) { return json.Marshal(e.Envelope()
 
 // JSON-RPC error codes used by ToJSONRPC.
 const (
-	JSONRPCInvalidParams = -32602
-	JSONRPCServerError   = -32000
+	jSONRPCInvalidParams = -32602
+	jSONRPCServerError   = -32000
 )
 
 // RPCError is a JSON-RPC 2.0 error object.
@@ -249,9 +249,9 @@ func (e *Error) ToJSONRPC() *RPCError {
 	if len(e.Violations) > 0 {
 		data["errors"] = e.Violations
 	}
-	code := JSONRPCServerError
+	code := jSONRPCServerError
 	if e.Code.IsParameterError() {
-		code = JSONRPCInvalidParams
+		code = jSONRPCInvalidParams
 	}
 	return &RPCError{Code: code, Message: e.Message, Data: data}
 }

@@ -216,7 +216,7 @@ func (b *builder) entry(em map[string]any, ptr, entity string) *Action {
 		a.TenantBoundary = TenantStrict
 	}
 	if s, ok := em["rate_limit"].(string); ok {
-		rl, err := ParseRateLimit(s)
+		rl, err := parseRateLimit(s)
 		if err != nil {
 			b.add(ptr+"/rate_limit", "rate_limit", "%v", err)
 		}

@@ -11,7 +11,7 @@
 // approval. Neither is a gate: the confirmation and approval gates in package
 // gates verify tokens with a Verifier, check the binding with
 // Claims.CheckBinding and spend them in a ReplayStore when the call commits.
-// A MemoryReplayStore forgets what was spent before it was made (a restart),
+// The store of NewMemoryReplayStore forgets what was spent before it was made (a restart),
 // so the gates refuse a token issued before then (ReasonIssuedBeforeStart).
 //
 // Keys are golang-jwt keys bound to one algorithm each (Key), gathered in a

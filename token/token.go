@@ -26,11 +26,11 @@ const (
 	DefaultConfirmationLifetime = 5 * time.Minute
 	// DefaultApprovalLifetime is the longest an approval token may live.
 	DefaultApprovalLifetime = 24 * time.Hour
-	// DefaultLeeway is the clock skew allowed on exp, nbf and iat.
-	DefaultLeeway = 30 * time.Second
+	// defaultLeeway is the clock skew allowed on exp, nbf and iat.
+	defaultLeeway = 30 * time.Second
 	// DefaultMaxTokenBytes caps a token's size; larger tokens are refused
 	// before parsing.
-	DefaultMaxBytes = 8 << 10
+	defaultMaxBytes = 8 << 10
 	// DefaultIssuer and DefaultAudience are the iss and aud of tokens when
 	// the configuration names none.
 	DefaultIssuer   = "axgate"
@@ -180,7 +180,7 @@ type VerifierConfig struct {
 	Algorithms []string
 	// MaxLifetime bounds exp - iat. Required.
 	MaxLifetime time.Duration
-	// Leeway is the clock skew allowed (DefaultLeeway when zero; negative
+	// Leeway is the clock skew allowed (30s when zero; negative
 	// means none).
 	Leeway time.Duration
 	// MaxBytes caps the token size (DefaultMaxTokenBytes when zero).
@@ -224,12 +224,12 @@ func NewVerifier(cfg VerifierConfig) (*Verifier, error) {
 		cfg.Algorithms = DefaultAlgorithms
 	}
 	if cfg.Leeway == 0 {
-		cfg.Leeway = DefaultLeeway
+		cfg.Leeway = defaultLeeway
 	} else if cfg.Leeway < 0 {
 		cfg.Leeway = 0
 	}
 	if cfg.MaxBytes <= 0 {
-		cfg.MaxBytes = DefaultMaxBytes
+		cfg.MaxBytes = defaultMaxBytes
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now

@@ -15,6 +15,8 @@ import (
 	"github.com/axgate/axgate"
 	axerr "github.com/axgate/axgate/errors"
 	"github.com/axgate/axgate/gates"
+	igate "github.com/axgate/axgate/internal/gate"
+	"github.com/axgate/axgate/internal/reasons"
 	"github.com/axgate/axgate/middleware"
 	"github.com/axgate/axgate/token"
 )
@@ -103,7 +105,7 @@ func NewHumanHandler(enf *axgate.Enforcer, person HumanPrincipalFunc, opts ...Op
 		principal = func(r *http.Request) (middleware.Principal, error) {
 			p, err := person(r)
 			if err == nil && p.ID == "" {
-				return middleware.Principal{}, unauthenticated(axerr.ReasonNoCallerID, "the person is not identified: the endpoints people confirm and approve with need who they are")
+				return middleware.Principal{}, unauthenticated(reasons.NoCallerID, "the person is not identified: the endpoints people confirm and approve with need who they are")
 			}
 			return p, err
 		}
@@ -193,9 +195,9 @@ func (h *humanHandler) pending(w http.ResponseWriter, r *http.Request) {
 	limit := 0
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > gates.MaxApprovalPage {
-			h.cfg.writeError(ctx, w, badRequest(fmt.Sprintf("limit must be a whole number from 1 to %d", gates.MaxApprovalPage)).
-				WithReason(axerr.ReasonInvalidLimit))
+		if err != nil || n < 1 || n > igate.MaxApprovalPage {
+			h.cfg.writeError(ctx, w, badRequest(fmt.Sprintf("limit must be a whole number from 1 to %d", igate.MaxApprovalPage)).
+				WithReason(reasons.InvalidLimit))
 			return
 		}
 		limit = n

@@ -15,6 +15,7 @@ import (
 	"github.com/axgate/axgate"
 	"github.com/axgate/axgate/adapters/httpgate"
 	axerr "github.com/axgate/axgate/errors"
+	"github.com/axgate/axgate/internal/reasons"
 	"github.com/axgate/axgate/middleware"
 	"github.com/axgate/axgate/token"
 )
@@ -129,7 +130,7 @@ func TestHumanEndpointsRefuseNonJSONMediaTypes(t *testing.T) {
 				b = `{"approve":true}`
 			}
 			r := do(t, human, "POST", target, b, "X-Test-User", "boss", "X-Test-Roles", "finance", "Content-Type", ct)
-			if r.status != http.StatusUnsupportedMediaType || r.code() != string(axerr.CodeUnsupportedMediaType) || r.details()["reason"] != string(axerr.ReasonUnsupportedMediaType) {
+			if r.status != http.StatusUnsupportedMediaType || r.code() != string(axerr.CodeUnsupportedMediaType) || r.details()["reason"] != string(reasons.UnsupportedMediaType) {
 				t.Fatalf("POST %s as %q: %d %s, want 415", target, ct, r.status, r.raw)
 			}
 			if r.body["token"] != nil {
@@ -209,7 +210,7 @@ func TestHumanApprovalDecidedOnce(t *testing.T) {
 		}
 		e, _ := body["error"].(map[string]any)
 		d, _ := e["details"].(map[string]any)
-		if status != http.StatusConflict || e["code"] != string(axerr.CodeAlreadyDecided) || d["reason"] != string(axerr.ReasonAlreadyDecided) {
+		if status != http.StatusConflict || e["code"] != string(axerr.CodeAlreadyDecided) || d["reason"] != string(reasons.AlreadyDecided) {
 			t.Errorf("approval %d by the same approver: %d %v; want 409 already_decided", i+1, status, body)
 		}
 	}
@@ -317,7 +318,7 @@ func TestHumanHandlerRefusesAPersonWithoutID(t *testing.T) {
 	human := httpgate.NewHumanHandler(enforcer(t), httpgate.Anonymous)
 	r := do(t, human, "POST", "/confirmations", `{"tool":"order_cancel","arguments":{"order_id":"o-9"}}`, "Content-Type", "application/json")
 	r.wantRefusal(t, axerr.CodeUnauthenticated)
-	if r.details()["reason"] != string(axerr.ReasonNoCallerID) || r.body["token"] != nil {
+	if r.details()["reason"] != string(reasons.NoCallerID) || r.body["token"] != nil {
 		t.Errorf("anonymous person: %d %s", r.status, r.raw)
 	}
 	do(t, human, "GET", "/approvals", "").wantRefusal(t, axerr.CodeUnauthenticated)

@@ -17,6 +17,7 @@ import (
 	"github.com/axgate/axgate/adapters/mcpgate"
 	"github.com/axgate/axgate/adapters/wire"
 	axerr "github.com/axgate/axgate/errors"
+	"github.com/axgate/axgate/internal/reasons"
 	"github.com/axgate/axgate/middleware"
 	"github.com/axgate/axgate/token"
 )
@@ -235,7 +236,7 @@ var accept = &mcp.ElicitResult{Action: "accept"}
 func wantStateRefused(t *testing.T, res *mcp.CallToolResult, a *answerer, ran int) {
 	t.Helper()
 	env := refusal(t, res)
-	if env.Error.Code != string(axerr.CodeConfirmationMissing) || env.Error.Details["reason"] != string(axerr.ReasonElicitationStateInvalid) {
+	if env.Error.Code != string(axerr.CodeConfirmationMissing) || env.Error.Details["reason"] != string(reasons.ElicitationStateInvalid) {
 		t.Errorf("refusal = %s %v", env.Error.Code, env.Error.Details)
 	}
 	if env.Error.Details["args_sha256"] == nil || env.Error.Details["confirmation_message"] == nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/axgate/axgate"
 	"github.com/axgate/axgate/adapters/wire"
 	axerr "github.com/axgate/axgate/errors"
+	"github.com/axgate/axgate/internal/reasons"
 	"github.com/axgate/axgate/middleware"
 )
 
@@ -42,7 +43,7 @@ type config struct {
 
 func newConfig(opts []Option) config {
 	c := config{
-		principal:  TokenInfoPrincipal,
+		principal:  BearerPrincipal,
 		propagator: propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}),
 		elicit:     &elicitKeys{},
 	}
@@ -55,7 +56,7 @@ func newConfig(opts []Option) config {
 
 // WithPrincipal replaces how the caller is found.
 //
-// The default, TokenInfoPrincipal, reads the bearer token the streamable
+// The default, BearerPrincipal, reads the bearer token the streamable
 // HTTP transport verified (auth.RequireBearerToken); a stdio server, which
 // has no transport authentication, serves the local user who started it: use
 // StaticPrincipal.
@@ -269,7 +270,7 @@ func stateInvalid(err error) *axerr.Error {
 	}
 	ae.Message = "the answer to the confirmation question does not belong to this call"
 	ae.Suggestion = "Call the tool again without requestState and inputResponses: the person is asked again about these exact arguments."
-	return ae.WithReason(axerr.ReasonElicitationStateInvalid)
+	return ae.WithReason(reasons.ElicitationStateInvalid)
 }
 
 func unauthenticated(err error) *axerr.Error {

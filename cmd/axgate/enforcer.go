@@ -9,6 +9,7 @@ import (
 
 	"github.com/axgate/axgate"
 	"github.com/axgate/axgate/gates"
+	"github.com/axgate/axgate/gates/memstore"
 	"github.com/axgate/axgate/gates/redisstore"
 	"github.com/axgate/axgate/token"
 )
@@ -81,7 +82,7 @@ type gatewayState struct {
 // options hands the state to a generation.
 func (s gatewayState) options() []axgate.Option {
 	return []axgate.Option{axgate.WithReplayStore(s.replay), axgate.WithApprovalStore(s.approvals),
-		axgate.WithLimiter(s.limiter), axgate.WithIdempotencyStore(s.idempotency)}
+		axgate.WithLimiter(s.limiter), axgate.WithIdempotency(gates.IdempotencyOptions{Store: s.idempotency})}
 }
 
 // openEnforcerState connects to Redis (--redis), starts fetching a remote
@@ -109,9 +110,9 @@ func openEnforcerState(ctx context.Context, c enforcerConfig, cmd string, mustSi
 		log.Info("axgate " + cmd + ": spent confirmation and approval tokens are kept in memory, so a restart voids the outstanding ones; --redis (with persistence) keeps them across restarts")
 		s.state = gatewayState{
 			replay:      token.NewMemoryReplayStore(token.MemoryReplayOptions{}),
-			approvals:   gates.NewMemoryApprovalStore(gates.MemoryApprovalOptions{}),
-			limiter:     gates.NewMemoryLimiter(0),
-			idempotency: gates.NewMemoryIdempotencyStore(0),
+			approvals:   memstore.NewApprovalStore(memstore.ApprovalOptions{}),
+			limiter:     memstore.NewLimiter(0),
+			idempotency: memstore.NewIdempotencyStore(0),
 		}
 	}
 	if c.signingKey == "" && (mustSign || c.jwks == "" && c.jwksURL == "") {

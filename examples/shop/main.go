@@ -39,6 +39,7 @@ import (
 
 	"github.com/axgate/axgate"
 	"github.com/axgate/axgate/adapters/httpgate"
+	"github.com/axgate/axgate/gates"
 	"github.com/axgate/axgate/gates/redisstore"
 	"github.com/axgate/axgate/manifest"
 	"github.com/axgate/axgate/middleware"
@@ -242,7 +243,7 @@ func newShop(ctx context.Context, cfg config) (*shop, error) {
 		closeStores = func() error { return errors.Join(stores.Close(), closeTracing()) }
 		opts = append(opts,
 			axgate.WithReplayStore(stores.Replay), axgate.WithLimiter(stores.Limiter),
-			axgate.WithIdempotencyStore(stores.Idempotency), axgate.WithApprovalStore(stores.Approvals))
+			axgate.WithIdempotency(gates.IdempotencyOptions{Store: stores.Idempotency}), axgate.WithApprovalStore(stores.Approvals))
 	}
 	enf, err := axgate.New(m, opts...)
 	if err != nil {
@@ -352,7 +353,7 @@ func tracerProvider(ctx context.Context, base string) (*sdktrace.TracerProvider,
 
 func loadManifest(path string) (*manifest.Manifest, error) {
 	if path == "" {
-		return manifest.ParseJSON(shopManifest)
+		return manifest.Parse(shopManifest)
 	}
 	return manifest.LoadFile(path)
 }

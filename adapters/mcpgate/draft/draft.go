@@ -103,7 +103,7 @@ import (
 type Options struct {
 	// Entity names the one entity of the draft, the first half of every
 	// intent: a lowercase name of letters, digits and "_". Empty means
-	// EntityName(ServerName), listed as a guess.
+	// ServerName without the words "mcp" and "server", listed as a guess.
 	Entity string
 	// ServerName is the upstream server's name (its Implementation.Name in
 	// the initialize result), of which the entity is made when Entity is
@@ -170,8 +170,8 @@ func (g Guess) String() string {
 	return b.String()
 }
 
-// DefaultEntity is the entity of a draft whose options name none.
-const DefaultEntity = "upstream"
+// defaultEntity is the entity of a draft whose options name none.
+const defaultEntity = "upstream"
 
 // DefaultVersion is the version of a draft whose options name none.
 const DefaultVersion = "0.1.0"
@@ -246,10 +246,10 @@ var entityRE = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
 func Draft(tools []*mcp.Tool, opts Options) ([]byte, []Guess, error) {
 	ent := opts.Entity
 	if ent == "" {
-		ent = EntityName(opts.ServerName)
+		ent = entityName(opts.ServerName)
 	}
 	if !entityRE.MatchString(ent) {
-		return nil, nil, fmt.Errorf("draft: entity %q is not a lowercase name of letters, digits and _ (EntityName makes one)", ent)
+		return nil, nil, fmt.Errorf("draft: entity %q is not a lowercase name of letters, digits and _ (entityName makes one)", ent)
 	}
 	doc := document{Version: opts.Version, Conformance: string(manifest.LevelBasic), Source: opts.Source, Metadata: opts.Metadata}
 	if doc.Version == "" {
@@ -439,13 +439,13 @@ func confirmationMessage(tool string, params map[string]*param, order map[string
 	}
 	parts := make([]string, len(cands))
 	for i, c := range cands {
-		parts[i] = strings.ReplaceAll(IntentName(c.name), "_", " ") + " {{" + c.name + "}}"
+		parts[i] = strings.ReplaceAll(intentName(c.name), "_", " ") + " {{" + c.name + "}}"
 	}
 	list := parts[0]
 	if n := len(parts); n > 1 {
 		list = strings.Join(parts[:n-1], ", ") + " and " + parts[n-1]
 	}
-	verb := strings.ReplaceAll(IntentName(tool), "_", " ")
+	verb := strings.ReplaceAll(intentName(tool), "_", " ")
 	return strings.ToUpper(verb[:1]) + verb[1:] + " with " + list + "?"
 }
 
@@ -453,7 +453,7 @@ func confirmationMessage(tool string, params map[string]*param, order map[string
 // on: one of identifierWords, alone or as a word of a longer name (file_path,
 // userId, repo-name).
 func isIdentifier(name string) bool {
-	for _, w := range strings.Split(IntentName(name), "_") {
+	for _, w := range strings.Split(intentName(name), "_") {
 		if slices.Contains(identifierWords, w) {
 			return true
 		}
@@ -476,7 +476,7 @@ func describe(t *mcp.Tool) string {
 // intent returns the action's intent: the entity and the tool name as a
 // lowercase name, numbered when two tool names give the same one.
 func (d *drafter) intent(name, ptr string) string {
-	verb := IntentName(name)
+	verb := intentName(name)
 	intent := d.entity + "." + verb
 	for n := 2; d.intents[intent] != ""; n++ {
 		intent = d.entity + "." + verb + "_" + strconv.Itoa(n)
@@ -541,13 +541,13 @@ func hint(b *bool) string {
 	return strconv.FormatBool(*b)
 }
 
-// IntentName turns a tool name into the second half of an intent.
+// intentName turns a tool name into the second half of an intent.
 //
 // In order: camelCase split with "_", lowercased, every character other
 // than a letter or digit made "_", runs of "_" folded, and "tool_" put
 // before a name that does not start with a letter. read_file stays
 // read_file; readFile and read-file give read_file.
-func IntentName(name string) string {
+func intentName(name string) string {
 	var b strings.Builder
 	var prev rune
 	for _, r := range name {
@@ -576,13 +576,13 @@ func IntentName(name string) string {
 	return s
 }
 
-// EntityName makes an entity name of an MCP server's name (Implementation.Name).
+// entityName makes an entity name of an MCP server's name (Implementation.Name).
 //
-// It works as IntentName, without the words "mcp" and "server" at
+// It works as intentName, without the words "mcp" and "server" at
 // either end ("secure-filesystem-server" gives secure_filesystem,
-// "mcp-server-github" github); DefaultEntity when nothing is left.
-func EntityName(serverName string) string {
-	words := strings.Split(IntentName(serverName), "_")
+// "mcp-server-github" github); defaultEntity when nothing is left.
+func entityName(serverName string) string {
+	words := strings.Split(intentName(serverName), "_")
 	drop := func(w string) bool { return w == "mcp" || w == "server" || w == "tool" }
 	for len(words) > 0 && drop(words[0]) {
 		words = words[1:]
@@ -592,7 +592,7 @@ func EntityName(serverName string) string {
 	}
 	s := strings.Join(words, "_")
 	if s == "" || s[0] < 'a' || s[0] > 'z' {
-		return DefaultEntity
+		return defaultEntity
 	}
 	return s
 }

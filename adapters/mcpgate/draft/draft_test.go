@@ -13,7 +13,7 @@ import (
 	"github.com/axgate/axgate"
 	"github.com/axgate/axgate/adapters/mcpgate"
 	"github.com/axgate/axgate/adapters/mcpgate/draft"
-	"github.com/axgate/axgate/gates"
+	"github.com/axgate/axgate/internal/gate"
 	"github.com/axgate/axgate/manifest"
 	"github.com/axgate/axgate/middleware"
 )
@@ -610,7 +610,7 @@ func TestDraftConfirmationMessage(t *testing.T) {
 	}
 	// The gateway fills the placeholders with the call's values.
 	m, _, _ := mustDraft(t, []*mcp.Tool{{Name: "write_file", Description: "Writes", InputSchema: cases[0].schema}}, draft.Options{Entity: "fs"})
-	got := gates.RenderConfirmationMessage(m.Tool("write_file"), map[string]any{"path": "/srv/notes.txt", "content": "bye"})
+	got := gate.RenderConfirmationMessage(m.Tool("write_file"), map[string]any{"path": "/srv/notes.txt", "content": "bye"})
 	if want := "Write file with path /srv/notes.txt and content bye?"; got != want {
 		t.Errorf("rendered %q, want %q", got, want)
 	}

@@ -26,21 +26,21 @@ import (
 
 // Reasons of the gateway's own refusals, in the details of the AXAG error.
 const (
-	// ReasonTooManySessions: the gateway, or this caller, has as many
+	// reasonTooManySessions: the gateway, or this caller, has as many
 	// client sessions as WithMaxSessions allows.
-	ReasonTooManySessions axerr.Reason = "too_many_sessions"
-	// ReasonTooManyCalls: the session has as many calls in flight as
+	reasonTooManySessions axerr.Reason = "too_many_sessions"
+	// reasonTooManyCalls: the session has as many calls in flight as
 	// WithMaxCallsPerSession allows.
-	ReasonTooManyCalls axerr.Reason = "too_many_calls"
-	// ReasonResultTooLarge: the upstream answered with a message larger
+	reasonTooManyCalls axerr.Reason = "too_many_calls"
+	// reasonResultTooLarge: the upstream answered with a message larger
 	// than WithMaxMessageBytes.
-	ReasonResultTooLarge axerr.Reason = "result_too_large"
-	// ReasonUpstreamTimeout: the upstream did not answer the call within
+	reasonResultTooLarge axerr.Reason = "result_too_large"
+	// reasonUpstreamTimeout: the upstream did not answer the call within
 	// WithCallTimeout.
-	ReasonUpstreamTimeout axerr.Reason = "upstream_timeout"
-	// ReasonToolsUnverified: the upstream said its tools changed and they
+	reasonUpstreamTimeout axerr.Reason = "upstream_timeout"
+	// reasonToolsUnverified: the upstream said its tools changed and they
 	// could not be listed again, so none of them is trusted until they are.
-	ReasonToolsUnverified axerr.Reason = "tools_unverified"
+	reasonToolsUnverified axerr.Reason = "tools_unverified"
 )
 
 // errMessageTooLarge is why an upstream connection was cut: one of its
@@ -75,11 +75,11 @@ func (g *Gateway) admit(ss *mcp.ServerSession, key string) (counted bool, refuse
 	}
 	if g.cfg.maxSessions > 0 && len(g.sessionKeys) >= g.cfg.maxSessions {
 		return false, axerr.Newf(axerr.CodeStoreUnavailable, "the gateway serves %d client sessions, its bound; try again when one ends", g.cfg.maxSessions).
-			WithReason(ReasonTooManySessions)
+			WithReason(reasonTooManySessions)
 	}
 	if g.cfg.maxSessionsPerPrincipal > 0 && g.perKey[key] >= g.cfg.maxSessionsPerPrincipal {
 		return false, axerr.Newf(axerr.CodeRateLimited, "this caller has %d open sessions, its bound; close one (or let it time out) first", g.cfg.maxSessionsPerPrincipal).
-			WithReason(ReasonTooManySessions)
+			WithReason(reasonTooManySessions)
 	}
 	g.sessionKeys[ss] = key
 	g.perKey[key]++
@@ -430,25 +430,25 @@ func (s slots) put() {
 func tooManyCalls(intent, whose string, n int) *axerr.Error {
 	return axerr.Newf(axerr.CodeRateLimited, "%s has %d calls in flight, its bound; wait for one to end", whose, n).
 		WithIntent(intent).
-		WithReason(ReasonTooManyCalls)
+		WithReason(reasonTooManyCalls)
 }
 
 func resultTooLarge(intent string, limit int64) *axerr.Error {
 	return axerr.Newf(axerr.CodeToolFailed, "the upstream's answer is larger than the gateway relays (%d bytes)", limit).
 		WithIntent(intent).
-		WithReason(ReasonResultTooLarge)
+		WithReason(reasonResultTooLarge)
 }
 
 func callTimedOut(intent string, d time.Duration) *axerr.Error {
 	return axerr.Newf(axerr.CodeToolFailed, "the upstream did not answer within %s", d).
 		WithIntent(intent).
-		WithReason(ReasonUpstreamTimeout)
+		WithReason(reasonUpstreamTimeout)
 }
 
 func unverified(intent string) *axerr.Error {
 	return axerr.New(axerr.CodeStoreUnavailable, "the upstream said its tools changed and they could not be listed again; its tools are refused until they are").
 		WithIntent(intent).
-		WithReason(ReasonToolsUnverified)
+		WithReason(reasonToolsUnverified)
 }
 
 // sessionRefusal is the JSON-RPC error of a refused initialize.

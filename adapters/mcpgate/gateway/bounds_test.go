@@ -252,7 +252,7 @@ func TestMaxCallsPerSession(t *testing.T) {
 // newEnforcer is the enforcer of the notes manifest.
 func newEnforcer(t *testing.T) *axgate.Enforcer {
 	t.Helper()
-	m, err := manifest.ParseJSON(manifestFor(t, ""))
+	m, err := manifest.Parse(manifestFor(t, ""))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,6 +26,8 @@ import (
 	"github.com/axgate/axgate/adapters/mcpgate"
 	axerr "github.com/axgate/axgate/errors"
 	"github.com/axgate/axgate/gates"
+	"github.com/axgate/axgate/internal/gate"
+	"github.com/axgate/axgate/internal/reasons"
 	"github.com/axgate/axgate/manifest"
 	"github.com/axgate/axgate/middleware"
 )
@@ -38,7 +40,7 @@ type Gateway struct {
 	m      *manifest.Manifest
 	up     Upstream
 	cfg    config
-	access *gates.Access
+	access *gate.Access
 	// defs are the front's tool definitions, by name: the manifest's
 	// description and annotations, the input schema the parameter gate
 	// enforces.
@@ -169,7 +171,7 @@ func New(enf *axgate.Enforcer, upstream Upstream, opts ...Option) (*Gateway, err
 		g.up.HTTPClient = g.ownClient
 	}
 	userArgs, tenantArgs := enf.IdentityArgs()
-	g.access = gates.NewAccess(g.m, gates.AccessOptions{UserArgs: userArgs, TenantArgs: tenantArgs})
+	g.access = gate.NewAccess(g.m, gates.AccessOptions{UserArgs: userArgs, TenantArgs: tenantArgs})
 	for _, t := range enf.Tools() {
 		def, ok := mcpgate.Tool(enf, t.Name)
 		if !ok {
@@ -585,13 +587,13 @@ func (g *Gateway) mayCall(p middleware.Principal, tool string) bool {
 func toolChanged(a *manifest.Action) *axerr.Error {
 	return axerr.Newf(axerr.CodeToolChanged, "the upstream's definition of %s changed since the manifest pinned it; the tool is disabled", a.ToolName()).
 		WithIntent(a.Intent).
-		WithReason(axerr.ReasonUpstreamChanged)
+		WithReason(reasons.UpstreamChanged)
 }
 
 func unavailable(intent string) *axerr.Error {
 	return axerr.New(axerr.CodeStoreUnavailable, "the upstream MCP server is unavailable; the gateway is connecting to it again").
 		WithIntent(intent).
-		WithReason(axerr.ReasonUpstreamUnavailable)
+		WithReason(reasons.UpstreamUnavailable)
 }
 
 func notOffered(a *manifest.Action) *axerr.Error {

@@ -104,7 +104,7 @@ func newGateway(t *testing.T, up gateway.Upstream, pin string, opts ...gateway.O
 // callers those of authenticate.
 func newGatewayFor(t *testing.T, doc []byte, up gateway.Upstream, opts ...gateway.Option) *gateway.Gateway {
 	t.Helper()
-	m, err := manifest.ParseJSON(doc)
+	m, err := manifest.Parse(doc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -594,7 +594,7 @@ func TestToolsOnly(t *testing.T) {
 // TestNewFailsWithoutUpstream: the gateway does not start in front of
 // nothing.
 func TestNewFailsWithoutUpstream(t *testing.T) {
-	m, err := manifest.ParseJSON(manifestFor(t, ""))
+	m, err := manifest.Parse(manifestFor(t, ""))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -823,7 +823,7 @@ func TestStdioSessionOneChild(t *testing.T) {
 		}
 	})
 	t.Run("a program that does not exist", func(t *testing.T) {
-		m, err := manifest.ParseJSON(manifestFor(t, ""))
+		m, err := manifest.Parse(manifestFor(t, ""))
 		if err != nil {
 			t.Fatal(err)
 		}
