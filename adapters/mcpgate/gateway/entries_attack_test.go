@@ -31,3 +31,34 @@ func TestResourcePrefixEmptySegmentNeverForwarded(t *testing.T) {
 		t.Errorf("the upstream received %v", got)
 	}
 }
+
+// TestPromptEmbeddedResourcesFiltered: a prompt the caller may get whose
+// messages embed resources (as a prompt that takes a URI argument does)
+// reaches the client without the contents of URIs the manifest does not
+// declare or the caller may not read: the same rule as a read's answer.
+func TestPromptEmbeddedResourcesFiltered(t *testing.T) {
+	up, upURL := payrollUpstream(t)
+	up.server.AddPrompt(&mcp.Prompt{Name: "brief"}, func(context.Context, *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+		return &mcp.GetPromptResult{Messages: []*mcp.PromptMessage{
+			{Role: "user", Content: &mcp.TextContent{Text: "Brief me."}},
+			{Role: "user", Content: &mcp.EmbeddedResource{Resource: &mcp.ResourceContents{URI: "payroll://all", Text: salaries}}},
+			{Role: "user", Content: &mcp.EmbeddedResource{Resource: &mcp.ResourceContents{URI: "secret://keys", Text: "the keys"}}},
+		}}, nil
+	})
+	doc := strings.Replace(string(payrollManifest), `"prompts": [`,
+		`"prompts": [{"intent": "brief.get", "entity": "payroll", "description": "A brief.", "name": "brief"},`, 1)
+	g := newGatewayFor(t, []byte(doc), gateway.Upstream{URL: upURL})
+	eve := connect(t, serve(t, g), "eve-token", nil)
+	res, err := eve.GetPrompt(context.Background(), &mcp.GetPromptParams{Name: "brief"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range res.Messages {
+		if e, ok := m.Content.(*mcp.EmbeddedResource); ok {
+			t.Errorf("eve got the embedded %s: %q", e.Resource.URI, e.Resource.Text)
+		}
+	}
+	if len(res.Messages) != 1 {
+		t.Errorf("eve got %d messages; want the text alone", len(res.Messages))
+	}
+}
