@@ -2,6 +2,9 @@ package gateway_test
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 
@@ -60,5 +63,45 @@ func TestPromptEmbeddedResourcesFiltered(t *testing.T) {
 	}
 	if len(res.Messages) != 1 {
 		t.Errorf("eve got %d messages; want the text alone", len(res.Messages))
+	}
+}
+
+// TestCompletionOfATenantArgumentListsOnlyTheCallersTenant: completing
+// the tenant variable of a tenant-scoped template (or a prompt's tenant
+// argument) answers only with values the caller may name: eve of t1, who
+// may complete t1's employees, does not learn that tenant t2 exists.
+func TestCompletionOfATenantArgumentListsOnlyTheCallersTenant(t *testing.T) {
+	s := mcp.NewServer(&mcp.Implementation{Name: "tenants", Version: "v1"}, &mcp.ServerOptions{
+		CompletionHandler: func(_ context.Context, req *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
+			return &mcp.CompleteResult{Completion: mcp.CompletionResultDetails{Values: []string{"t1", "t1-archive", "t2"}, Total: 3}}, nil
+		},
+	})
+	read := func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+		return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, Text: salaries}}}, nil
+	}
+	s.AddResourceTemplate(&mcp.ResourceTemplate{URITemplate: "payroll://{tenant_id}/employees/{id}", Name: "employee"}, read)
+	s.AddPrompt(&mcp.Prompt{Name: "team", Arguments: []*mcp.PromptArgument{{Name: "tenant_id"}}},
+		func(context.Context, *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+			return &mcp.GetPromptResult{Messages: []*mcp.PromptMessage{{Role: "user", Content: &mcp.TextContent{Text: "team"}}}}, nil
+		})
+	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
+	t.Cleanup(hs.Close)
+	doc := []byte(`{"version": "1.0.0", "actions": [],
+ "resources": [{"intent": "employee.read", "entity": "employee", "description": "An employee of the caller's tenant.",
+   "uri_template": "payroll://{tenant_id}/employees/{id}", "scope": "tenant"}],
+ "prompts": [{"intent": "team.prompt", "entity": "employee", "description": "The caller's team.", "name": "team", "scope": "tenant"}]}`)
+	g := newGatewayFor(t, doc, gateway.Upstream{URL: hs.URL})
+	eve := connect(t, serve(t, g), "eve-token", nil)
+	for what, ref := range map[string]*mcp.CompleteReference{
+		"template": {Type: "ref/resource", URI: "payroll://{tenant_id}/employees/{id}"},
+		"prompt":   {Type: "ref/prompt", Name: "team"},
+	} {
+		res, err := eve.Complete(context.Background(), &mcp.CompleteParams{Ref: ref, Argument: mcp.CompleteParamsArgument{Name: "tenant_id", Value: "t1"}})
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if got := res.Completion.Values; !slices.Equal(got, []string{"t1"}) {
+			t.Errorf("%s: eve of t1 completed the tenant with %v; want [t1]", what, got)
+		}
 	}
 }
