@@ -183,7 +183,27 @@ func (f *front) entry(ctx context.Context, ss *mcp.ServerSession, method string,
 			return nil, true, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown completion reference type %q", p.Ref.Type)}
 		}
 		res, err = f.gated(ctx, ss, req, method, a, args, func(ctx context.Context, cs *mcp.ClientSession) (mcp.Result, error) {
-			return result(cs.Complete(ctx, cp))
+			res, err := cs.Complete(ctx, cp)
+			if err != nil {
+				return nil, err
+			}
+			// A value the caller could not use is not its to learn (the
+			// upstream completes a tenant argument with every tenant): the
+			// client gets those that pass the access gate as the argument.
+			pr, perr := f.principalOf(ctx, ss, req.GetExtra())
+			vals := res.Completion.Values[:0]
+			for _, v := range res.Completion.Values {
+				args[p.Argument.Name] = v
+				if perr == nil && f.g.access.Check(entryCall(method, a, args, pr)) == nil {
+					vals = append(vals, v)
+				}
+			}
+			if len(vals) != len(res.Completion.Values) {
+				// The upstream's count and "more" include the dropped.
+				res.Completion.Total, res.Completion.HasMore = 0, false
+			}
+			res.Completion.Values = vals
+			return result(res, nil)
 		})
 		return res, true, err
 	}
