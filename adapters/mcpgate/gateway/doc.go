@@ -195,7 +195,13 @@
 //   - anything the manifest does not declare is refused with
 //     AXAG_INTENT_NOT_FOUND and not forwarded; a URI matches an exact URI
 //     first, then the first template, then the longest prefix, and never
-//     through a "." or ".." segment, even encoded;
+//     through a "." or ".." segment, even encoded, nor an empty one after
+//     a prefix;
+//   - the contents of a read's answer, and the resources a prompt's
+//     messages embed, reach the client only for URIs the manifest declares
+//     and the caller may read (a message embedding another is dropped);
+//     a completion's values, only those the caller passes the access gate
+//     with as the argument (not another tenant's id);
 //   - notifications/resources/updated reaches the client only for a
 //     declared URI that the session's subscriber may read, the list_changed
 //     notifications only for a kind the manifest declares; the front
