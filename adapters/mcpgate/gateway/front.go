@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/axgate/axgate/adapters/mcpgate"
+	"github.com/axgate/axgate/adapters/mcpgate/internal/childproc"
 	"github.com/axgate/axgate/adapters/wire"
 	axerr "github.com/axgate/axgate/errors"
 	"github.com/axgate/axgate/manifest"
@@ -500,7 +501,7 @@ func (g *Gateway) callFailed(ctx context.Context, call *middleware.Call, l *link
 		// cause is passing.
 		retry := re.Code == rpcRequestTimeout || transient(re.Message)
 		return notRetryableUnless(axerr.New(axerr.CodeToolFailed, "the upstream server refused the call: "+bound(re.Message)).WithIntent(call.Intent()), retry)
-	case errors.Is(err, errMessageTooLarge) || l.cutTooLarge():
+	case errors.Is(err, errMessageTooLarge) || errors.Is(err, childproc.ErrTooLarge) || l.cutTooLarge():
 		return resultTooLarge(call.Intent(), g.cfg.maxMessageBytes)
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
 		return callTimedOut(call.Intent(), g.cfg.callTimeout)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"os/exec"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"golang.org/x/time/rate"
 
+	"github.com/axgate/axgate/adapters/mcpgate/internal/childproc"
 	"github.com/axgate/axgate/middleware"
 )
 
@@ -250,17 +250,25 @@ func (l *link) transport() mcp.Transport {
 		bounded.Transport = boundedTransport{next: next, limit: limit, cut: &l.tooLarge}
 		return &mcp.StreamableClientTransport{Endpoint: g.up.URL, HTTPClient: &bounded, MaxEventSize: int(limit) + 1}
 	}
-	cmd := exec.Command(g.up.Command, g.up.Args...)
-	cmd.Env = childEnv(g.up)
-	cmd.Dir = g.up.Dir
-	cmd.Stderr = g.up.Stderr
-	// A child may leave a helper running (a daemon, a browser) that keeps
-	// its standard error open: Wait, which copies that stream to Stderr,
-	// would wait for the helper to exit, and with it the child's stop, New
-	// and Close. Once the child has exited, its stream gets this long.
-	cmd.WaitDelay = childWaitDelay
-	ownGroup(cmd)
-	return &commandTransport{cmd: cmd, limit: limit, cut: &l.tooLarge}
+	return childproc.NewTransport(childproc.Command{
+		Path:   g.up.Command,
+		Args:   g.up.Args,
+		Env:    childproc.Env(g.up.InheritEnv, g.up.Env),
+		Dir:    g.up.Dir,
+		Stderr: g.up.Stderr,
+	}, limit, &l.tooLarge)
+}
+
+// exitedFirst words the error of a session that did not start on t: for a
+// command upstream whose child has exited, its exit status (its standard
+// error went to the Upstream's Stderr); else err.
+func exitedFirst(t mcp.Transport, err error) error {
+	if ct, ok := t.(*childproc.Transport); ok {
+		if ps := ct.Exited(); ps != nil {
+			return fmt.Errorf("the upstream command exited (%v) before it answered initialize: %w", ps, err)
+		}
+	}
+	return err
 }
 
 func (l *link) start() {
