@@ -422,7 +422,7 @@ func (l *link) upstreamNotification(ctx context.Context, method string, params j
 		notify[mcp.ProgressNotificationParams](ctx, l, method, params)
 		return
 	}
-	if l.front == nil || l.g.cfg.toolsOnly {
+	if l.client == nil || l.g.cfg.toolsOnly {
 		return
 	}
 	switch method {
@@ -444,7 +444,7 @@ func (l *link) upstreamNotification(ctx context.Context, method string, params j
 	case "notifications/elicitation/complete":
 		var p mcp.ElicitationCompleteParams
 		if l.forwards(methodElicit) && decodeParams(params, &p) == nil {
-			l.front.NotifyElicitationComplete(ctx, &p)
+			l.client.NotifyElicitationComplete(ctx, &p)
 		}
 	}
 }
@@ -508,7 +508,7 @@ func (l *link) upstreamRequest(ctx context.Context, method string, params json.R
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}
 		}
 		l.logAsk(method)
-		return pending(ctx, l, func(ctx context.Context) (any, error) { return l.front.Elicit(ctx, &p) })
+		return pending(ctx, l, func(ctx context.Context) (any, error) { return l.client.Elicit(ctx, &p) })
 	case methodCreateMessage:
 		if !l.forwards(method) {
 			return nil, l.refuseAsk(method)
@@ -518,7 +518,7 @@ func (l *link) upstreamRequest(ctx context.Context, method string, params json.R
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}
 		}
 		l.logAsk(method)
-		return pending(ctx, l, func(ctx context.Context) (any, error) { return l.front.CreateMessage(ctx, &p) })
+		return pending(ctx, l, func(ctx context.Context) (any, error) { return l.client.CreateMessage(ctx, &p) })
 	case methodListRoots:
 		if !l.forwards(method) {
 			return l.g.operatorRoots(), nil
@@ -528,7 +528,7 @@ func (l *link) upstreamRequest(ctx context.Context, method string, params json.R
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}
 		}
 		l.logAsk(method)
-		return pending(ctx, l, func(ctx context.Context) (any, error) { return l.front.ListRoots(ctx, &p) })
+		return pending(ctx, l, func(ctx context.Context) (any, error) { return l.client.ListRoots(ctx, &p) })
 	}
 	return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "method not found: " + method}
 }

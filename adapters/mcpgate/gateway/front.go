@@ -365,8 +365,8 @@ func (g *Gateway) forward(ctx context.Context, call *middleware.Call) (middlewar
 	}
 	if span := trace.SpanFromContext(ctx); span.IsRecording() {
 		attrs := []attribute.KeyValue{attribute.String("mcp.method.name", "tools/call")}
-		if ob.link.front != nil && ob.link.front.ID() != "" {
-			attrs = append(attrs, attribute.String("mcp.session.id", ob.link.front.ID()))
+		if ob.link.client != nil && ob.link.client.ID() != "" {
+			attrs = append(attrs, attribute.String("mcp.session.id", ob.link.client.ID()))
 		}
 		span.SetAttributes(attrs...)
 	}
