@@ -36,10 +36,10 @@ type link struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	conn  linkConn  // the upstream session and its reconnection
-	tools linkTools // the upstream's tools and their freshness
-	directCalls     // the direct path's bookkeeping (direct.go)
-	callBounds      // what bounds the session's calls and messages
+	conn        linkConn  // the upstream session and its reconnection
+	tools       linkTools // the upstream's tools and their freshness
+	directCalls           // the direct path's bookkeeping (direct.go)
+	callBounds            // what bounds the session's calls and messages
 
 	// subscriber is the caller of the session's last resources/subscribe
 	// the upstream took: resource updates reach the client only for what
