@@ -18,7 +18,7 @@ import (
 )
 
 // errNotConnected is why a link that never connected is down.
-var errNotConnected = errors.New("not connected yet")
+var errNotConnected = errors.New("gateway: not connected yet")
 
 // link is one upstream session, kept connected: the upstream session of
 // one client session (client set), or the gateway's own (client nil). A
@@ -413,7 +413,7 @@ func (l *link) up(cs *mcp.ClientSession) bool {
 
 func (l *link) down(cs *mcp.ClientSession, err error) {
 	if err == nil {
-		err = errors.New("the upstream closed the session")
+		err = errors.New("gateway: upstream closed the session")
 	}
 	l.conn.mu.Lock()
 	if l.conn.session == cs {
