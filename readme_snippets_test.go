@@ -48,6 +48,31 @@ func readmeDir(t *testing.T) {
 	t.Chdir(dir)
 }
 
+// TestREADMEShowsTheSnippetsManifest: the manifest the README shows above
+// its first snippet is the one the snippets run on (testdata/readme), byte
+// for byte, so that a reader who copies it gets what the README says.
+func TestREADMEShowsTheSnippetsManifest(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, block, ok := strings.Cut(string(readme), "<!-- readme-manifest:start -->\n```json\n")
+	if !ok {
+		t.Fatal("README.md has no <!-- readme-manifest:start --> json block")
+	}
+	block, _, _ = strings.Cut(block, "```")
+	want, err := os.ReadFile(filepath.Join("testdata", "readme", "axag.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if block != string(want) {
+		t.Errorf("the README's manifest differs from testdata/readme/axag.json:\n%s", block)
+	}
+	if _, err := manifest.Load(strings.NewReader(block)); err != nil {
+		t.Errorf("the README's manifest does not load: %v", err)
+	}
+}
+
 // TestREADMELibraryAndHTTP runs "Use it as a library" and "HTTP" one after
 // the other: the tool server takes the bare tool of the first snippet, and
 // a confirmed call through it runs the tool once.
