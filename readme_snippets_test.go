@@ -1,6 +1,6 @@
 package axgate_test
 
-// The Go snippets of README.md, each run here as written (TestREADMESnippetsAreTested
+// The Go snippets of docs/ (and once of README.md), each run here as written (TestREADMESnippetsAreTested
 // checks that they are): around each, the test defines what the README
 // takes as given and checks what the README says happens.
 
