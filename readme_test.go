@@ -174,8 +174,8 @@ func testFiles(t *testing.T) []testFile {
 	return out
 }
 
-// TestDocsLinksResolve: every relative link of README.md and docs/*.md
-// names a file of the repository, and every #anchor a heading of the file
+// TestDocsLinksResolve: every relative link of README.md, docs/*.md and
+// the adapters', examples' and benchmarks' READMEs names a file of the repository, and every #anchor a heading of the file
 // it points into (GitHub's anchors: lower case, punctuation dropped, spaces
 // as hyphens), so that moving a section cannot leave a link behind.
 func TestDocsLinksResolve(t *testing.T) {
@@ -185,6 +185,13 @@ func TestDocsLinksResolve(t *testing.T) {
 	}
 	if len(docs) == 0 {
 		t.Fatal("docs/ holds no .md file")
+	}
+	for _, glob := range []string{"adapters/README.md", "adapters/*/README.md", "examples/*/README.md", "bench/README.md"} {
+		more, err := filepath.Glob(glob)
+		if err != nil {
+			t.Fatal(err)
+		}
+		docs = append(docs, more...)
 	}
 	link := regexp.MustCompile(`\]\(([^)\s]+)\)`)
 	anchors := map[string]map[string]bool{}
