@@ -38,17 +38,20 @@ func handlers(enf *axgate.Enforcer) (agents, people http.Handler, err error) {
 		args, _ := call.Args() // already decoded, validated and allowed
 		return middleware.Result{Value: map[string]any{"order_id": "o-1", "cart": args["cart_id"]}}, nil
 	})
-	// Who calls. A stand-in for this demo: X-User names the caller. In a real
-	// service, httpgate.JWTBearer checks your identity provider's tokens.
-	caller := httpgate.PrincipalFunc(func(r *http.Request) (middleware.Principal, error) {
-		if r.Header.Get("X-User") == "" {
-			return middleware.Principal{}, errors.New("no X-User header")
+	// Who calls: stand-ins for this demo, a header naming the caller. In a real
+	// service, agents bring bearer JWTs (httpgate.JWTBearer) and people the
+	// session of your UI: never the same credentials.
+	fromHeader := func(name string) func(*http.Request) (middleware.Principal, error) {
+		return func(r *http.Request) (middleware.Principal, error) {
+			if r.Header.Get(name) == "" {
+				return middleware.Principal{}, errors.New("no " + name + " header")
+			}
+			return middleware.Principal{ID: r.Header.Get(name), Tenant: "acme"}, nil
 		}
-		return middleware.Principal{ID: r.Header.Get("X-User"), Tenant: "acme"}, nil
-	})
+	}
 	// Agents: GET /tools, GET /tools/{name}, POST /tools/{name}/validate, POST /tools/{name}/call.
 	agents, err = httpgate.NewToolServer(enf, map[string]middleware.Invoker{"order_place": orderTool},
-		httpgate.WithPrincipal(caller))
+		httpgate.WithPrincipal(fromHeader("X-User")))
 	// People: POST /confirmations, GET /approvals, POST /approvals/{id}.
-	return agents, httpgate.NewHumanHandler(enf, caller), err
+	return agents, httpgate.NewHumanHandler(enf, fromHeader("X-Person")), err
 }
