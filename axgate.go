@@ -35,8 +35,11 @@ type Enforcer struct {
 	// tokens is what the token gates need after New: IssueConfirmation's
 	// signer, the approval gate behind Approvals.
 	tokens *tokenRuntime
-	// index is the position of each action in m.Actions.
-	index map[*manifest.Action]int
+	// checked are the actions the gates check (manifest.Manifest.Checked:
+	// the tools', then the resources' and prompts'); index is the
+	// position of each in checked.
+	checked []*manifest.Action
+	index   map[*manifest.Action]int
 
 	// closers are run by Close (background key refresh and the like).
 	closers []func() error
@@ -50,8 +53,9 @@ func New(m *manifest.Manifest, opts ...Option) (*Enforcer, error) {
 	if m == nil {
 		return nil, errors.New("axgate: nil manifest")
 	}
-	e := &Enforcer{m: m, cfg: defaultConfig(), index: make(map[*manifest.Action]int, len(m.Actions))}
-	for i, a := range m.Actions {
+	e := &Enforcer{m: m, cfg: defaultConfig(), checked: m.Checked()}
+	e.index = make(map[*manifest.Action]int, len(e.checked))
+	for i, a := range e.checked {
 		e.index[a] = i
 	}
 	for _, o := range opts {
@@ -135,7 +139,7 @@ func (e *Enforcer) perAction(inv middleware.Invoker, stages []middleware.Stage) 
 func (e *Enforcer) chainsOf(inv middleware.Invoker, obs middleware.Observer, stages []middleware.Stage) *actionChains {
 	return &actionChains{
 		e:      e,
-		chains: make([]actionChain, len(e.m.Actions)),
+		chains: make([]actionChain, len(e.checked)),
 		build: func(a *manifest.Action) middleware.Invoker {
 			return middleware.BuildFor(a, inv, obs, stages...)
 		},

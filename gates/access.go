@@ -74,8 +74,9 @@ func NewAccess(m *manifest.Manifest, opts AccessOptions) *Access {
 	if opts.TenantArgs == nil {
 		opts.TenantArgs = DefaultTenantArgs
 	}
-	g := &Access{opts: opts, rules: make(map[*manifest.Action]*accessRule, len(m.Actions))}
-	for _, a := range m.Actions {
+	checked := m.Checked()
+	g := &Access{opts: opts, rules: make(map[*manifest.Action]*accessRule, len(checked))}
+	for _, a := range checked {
 		g.rules[a] = g.rule(a)
 	}
 	return g

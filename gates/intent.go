@@ -14,7 +14,15 @@ import (
 // already set call.Action) and refuses a tool the manifest does not declare
 // with AXAG_INTENT_NOT_FOUND. It also gives the call the enforcer's argument
 // limits for every limit the call does not set itself.
+//
+// A transport may also set call.Action to the action of one of the
+// manifest's Resources or Prompts (manifest.Manifest.Checked): such a call
+// passes the same gates, under its intent.
 func Intent(m *manifest.Manifest, limits middleware.Limits) middleware.Stage {
+	entries := map[*manifest.Action]bool{}
+	for _, a := range m.Checked()[len(m.Actions):] {
+		entries[a] = true
+	}
 	return middleware.Stage{Name: StageIntent, Interceptor: func(ctx context.Context, call *middleware.Call, next middleware.Invoker) (middleware.Result, error) {
 		call.Limits = call.Limits.Or(limits)
 		if call.Action == nil {
@@ -23,7 +31,7 @@ func Intent(m *manifest.Manifest, limits middleware.Limits) middleware.Stage {
 				return middleware.Result{}, IntentNotFound(m, call.Tool)
 			}
 			call.Action = a
-		} else if m.Tool(call.Action.ToolName()) != call.Action {
+		} else if m.Tool(call.Action.ToolName()) != call.Action && !entries[call.Action] {
 			// A transport resolved the action from another manifest (or
 			// another load of this one): the gates hold no compiled data
 			// for it, so it must not pass.

@@ -39,8 +39,9 @@ type paramSchema struct {
 // allowUnknown, undeclared arguments are accepted (the schemas are compiled
 // again without additionalProperties: false).
 func NewParams(m *manifest.Manifest, allowUnknown bool) (*Params, error) {
-	p := &Params{schemas: make(map[*manifest.Action]paramSchema, len(m.Actions))}
-	for _, a := range m.Actions {
+	checked := m.Checked() // the resources' and prompts' actions declare no parameters
+	p := &Params{schemas: make(map[*manifest.Action]paramSchema, len(checked))}
+	for _, a := range checked {
 		ps := paramSchema{doc: a.InputSchema(), schema: a.ParamSchema()}
 		if allowUnknown && a.ParametersDeclared {
 			doc, s, err := manifest.CompileParams(a, true)

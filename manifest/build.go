@@ -52,6 +52,7 @@ func build(doc map[string]any) (*Manifest, []Problem) {
 					m.Actions = append(m.Actions, act)
 				}
 			}
+			b.entries(m, ent, entPtr, name)
 		}
 	} else if acts, ok := doc["actions"].([]any); ok {
 		for i, a := range acts {
@@ -59,8 +60,10 @@ func build(doc map[string]any) (*Manifest, []Problem) {
 				m.Actions = append(m.Actions, b.action(am, "/actions/"+strconv.Itoa(i), FormV1))
 			}
 		}
+		b.entries(m, doc, "", "")
 	}
 	b.unique(m)
+	b.uniqueEntries(m)
 	return m, b.problems
 }
 

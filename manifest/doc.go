@@ -16,4 +16,12 @@
 // At load each action's parameters are compiled once into a JSON Schema
 // (draft-07, formats asserted, unknown parameters refused) that the parameter
 // gate validates arguments against.
+//
+// An MCP gateway in front of another server also reads two axgate
+// extensions: resources (Resource: an exact URI, an RFC 6570 level 1 URI
+// template or a URI prefix) and prompts (Prompt: a name), top-level lists
+// in the v1 form and lists of each entity in the reference form. Each
+// carries the access fields of an action and stands for a read action the
+// gates check (Manifest.Checked), which is never a tool; the gateway serves
+// no resource or prompt the manifest does not declare.
 package manifest

@@ -86,8 +86,13 @@ type Manifest struct {
 	Metadata map[string]any
 	// Form is the shape the manifest was written in.
 	Form Form
-	// Actions in document order.
+	// Actions in document order: the tools.
 	Actions []*Action
+	// Resources and Prompts are the MCP resources and prompts a gateway
+	// may serve (an axgate extension), in document order. A gateway
+	// refuses every other one.
+	Resources []*Resource
+	Prompts   []*Prompt
 
 	byIntent map[string]*Action
 	byTool   map[string]*Action

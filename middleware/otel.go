@@ -297,10 +297,12 @@ func NewTelemetry(m *manifest.Manifest, cfg TelemetryConfig) (*Telemetry, error)
 		t.gateDurations = cfg.GateDurations
 	}
 	if m != nil {
-		for _, a := range m.Actions {
+		for _, a := range m.Checked() {
 			at := newActionTelemetry(a)
 			t.byAction[a] = at
-			t.byTool[a.ToolName()] = at
+			if a.ToolName() != "" { // a resource's or prompt's action is no tool
+				t.byTool[a.ToolName()] = at
+			}
 		}
 	}
 	t.unknown = newActionTelemetry(nil)
@@ -398,13 +400,19 @@ func newActionTelemetry(a *manifest.Action) *actionTelemetry {
 	start := []attribute.KeyValue{keyOperationName.String(operationExecuteTool)}
 	if a != nil {
 		at.spanName = operationExecuteTool + " " + a.ToolName()
+		if a.ToolName() == "" {
+			// A gateway's resource or prompt: no tool, named by its intent.
+			at.spanName = operationExecuteTool + " " + a.Intent
+		}
 		at.static = []attribute.KeyValue{
 			keyIntent.String(a.Intent),
 			keyActionType.String(string(a.Type)),
 			keyRiskLevel.String(string(riskOf(a))),
 		}
 		at.intentAttr = []attribute.KeyValue{keyIntent.String(a.Intent)}
-		start = append(start, keyToolName.String(a.ToolName()))
+		if a.ToolName() != "" {
+			start = append(start, keyToolName.String(a.ToolName()))
+		}
 		start = append(start, at.static...)
 	}
 	at.startOpts = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(start...)}

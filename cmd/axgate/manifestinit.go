@@ -25,6 +25,11 @@ from its annotations (readOnlyHint, destructiveHint, idempotentHint,
 openWorldHint), and upstream_sha256 pins the tool's definition, so that the
 gateway refuses the tool (AXGATE_TOOL_CHANGED) should the server change it.
 
+The server's resources (by exact URI), its resource templates (RFC 6570
+level 1 only) and its prompts become the manifest's "resources" and
+"prompts", open to every caller: "axgate mcp" refuses every one the
+manifest does not declare, so review who may read each (required_roles).
+
 Every field that is guessed rather than stated by the server (a risk level,
 whether a person confirms, a renamed intent, a schema keyword the manifest
 cannot express) is listed on standard error, one a line: review them. The
@@ -117,6 +122,11 @@ func runManifestInit(ctx context.Context, e *env, args []string) int {
 		return failf(e, "manifest init", "%v", err)
 	}
 	opts := draft.Options{Entity: *entity, Version: *version, GeneratedAt: now, Source: source}
+	opts.Resources, opts.ResourceTemplates, opts.Prompts, err = draft.ListResourcesAndPrompts(ctx, cs)
+	if err != nil {
+		cs.Close()
+		return failf(e, "manifest init", "%v", err)
+	}
 	if ir := cs.InitializeResult(); ir != nil && ir.ServerInfo != nil {
 		opts.ServerName = ir.ServerInfo.Name
 		opts.Metadata = map[string]any{"upstream": map[string]any{"name": ir.ServerInfo.Name, "version": ir.ServerInfo.Version}}
@@ -132,7 +142,11 @@ func runManifestInit(ctx context.Context, e *env, args []string) int {
 	if _, err := e.stdout.Write(out); err != nil {
 		return failf(e, "manifest init", "%v", err)
 	}
-	fmt.Fprintf(stderr, "axgate manifest init: %d tools drafted; review these %d guesses before enforcing the manifest:\n", len(tools), len(guesses))
+	others := ""
+	if n := len(opts.Resources) + len(opts.ResourceTemplates) + len(opts.Prompts); n > 0 {
+		others = fmt.Sprintf(" (and %d resources, templates and prompts)", n)
+	}
+	fmt.Fprintf(stderr, "axgate manifest init: %d tools drafted%s; review these %d guesses before enforcing the manifest:\n", len(tools), others, len(guesses))
 	for _, g := range guesses {
 		fmt.Fprintf(stderr, "  %s\n", g)
 	}

@@ -75,9 +75,14 @@ reachable by people only, never by agents. The tokens the gateway mints
 accepts. With --stdio, tokens name the audience "axgate" unless --audience
 says otherwise.
 
-Everything that is not a tool (resources, prompts, completions, the
-upstream's elicitation and sampling requests) passes through unchanged;
---tools-only refuses it.
+Resources, prompts and completions reach the upstream only as the manifest
+declares them (its "resources" and "prompts", each with the access fields
+of an action): the lists show a caller only what it may use, a read, get,
+completion or subscription passes the same gates as a read action, and
+anything the manifest does not declare is refused (AXAG_INTENT_NOT_FOUND)
+without reaching the upstream. A manifest that declares none serves tools
+only. --tools-only is deprecated: it also refuses what the manifest
+declares, and logging.
 
 SIGINT or SIGTERM stop the gateway: no new connections, calls in flight
 finish (up to --shutdown-timeout), then every upstream session closes and
@@ -136,7 +141,7 @@ func mcpFlags(e *env) (*flag.FlagSet, *mcpConfig, *opsFlags) {
 	fs.StringVar(&c.listen, "listen", "127.0.0.1:8080", "address to listen on (port 0 picks a free one; the log says which)")
 	fs.BoolVar(&c.stdio, "stdio", false, "serve one client on standard input and output, as the local user, instead of listening")
 	fs.StringVar(&c.resourceURL, "resource-url", "", "the gateway's public URL of /mcp, for the protected resource metadata (default http(s)://LISTEN/mcp)")
-	fs.BoolVar(&c.toolsOnly, "tools-only", false, "refuse everything that is not a tool: resources, prompts, completions, the upstream's elicitation and sampling")
+	fs.BoolVar(&c.toolsOnly, "tools-only", false, "deprecated: resources, prompts and completions are refused unless the manifest declares them; this also refuses the declared ones, logging, and the upstream's elicitation and sampling")
 	fs.BoolVar(&c.keepUncheckedContent, "keep-unchecked-content", false, "pass an upstream result's content blocks on as they are, also where an output_schema or postconditions checked only its structuredContent")
 	fs.StringVar(&c.human, "human", "", "address of the endpoints people confirm and approve with (needs --jwks or --jwks-url); off by default")
 	fs.StringVar(&c.localUser, "local-user", "", "with --stdio: the local user the calls are made for (required)")
@@ -336,6 +341,7 @@ func serveMCP(ctx context.Context, e *env, c mcpConfig, ops *opsFlags, conf conf
 		}))
 	}
 	if c.toolsOnly {
+		log.Warn("--tools-only is deprecated: resources, prompts and completions are refused unless the manifest declares them (\"resources\", \"prompts\"); it now also refuses the declared ones")
 		gopts = append(gopts, mcpgw.ToolsOnly())
 	}
 	if c.keepUncheckedContent {

@@ -110,13 +110,22 @@ type Options struct {
 	// Metadata is written as the manifest's metadata object (for example the
 	// upstream server's name and version). Nil leaves it out.
 	Metadata map[string]any
+	// Resources, ResourceTemplates and Prompts are the upstream's lists
+	// (ListResourcesAndPrompts), each drafted as a manifest resource or
+	// prompt that every caller may use, listed for review; nil drafts none,
+	// and a gateway then refuses them all.
+	Resources         []*mcp.Resource
+	ResourceTemplates []*mcp.ResourceTemplate
+	Prompts           []*mcp.Prompt
 }
 
 // Guess is a field of the draft that does not follow from what the upstream
 // states, or a part of the upstream's definition the draft leaves out: what
 // a reviewer must look at before enforcing the manifest.
 type Guess struct {
-	// Tool is the upstream tool's name; empty for the document's own fields.
+	// Tool is the upstream tool's name; for a resource, a resource template
+	// or a prompt, that word and its URI, template or name; empty for the
+	// document's own fields.
 	Tool string `json:"tool,omitempty"`
 	// Intent is the action's intent in the draft; empty when the tool was
 	// not drafted.
@@ -169,8 +178,10 @@ type (
 		Entities    []entity         `json:"entities"`
 	}
 	entity struct {
-		Name    string    `json:"name"`
-		Actions []*action `json:"actions"`
+		Name      string           `json:"name"`
+		Actions   []*action        `json:"actions"`
+		Resources []*resourceEntry `json:"resources,omitempty"`
+		Prompts   []*promptEntry   `json:"prompts,omitempty"`
 	}
 	action struct {
 		Intent               string `json:"intent"`
@@ -255,6 +266,7 @@ func Draft(tools []*mcp.Tool, opts Options) ([]byte, []Guess, error) {
 		}
 	}
 	doc.Entities = []entity{{Name: ent, Actions: acts}}
+	doc.Entities[0].Resources, doc.Entities[0].Prompts = d.entries(opts)
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)

@@ -429,11 +429,18 @@ func (l *link) upstreamNotification(ctx context.Context, method string, params j
 	case "notifications/message":
 		notify[mcp.LoggingMessageParams](ctx, l, method, params)
 	case "notifications/resources/updated":
-		notify[mcp.ResourceUpdatedNotificationParams](ctx, l, method, params)
+		var p mcp.ResourceUpdatedNotificationParams
+		if decodeParams(params, &p) == nil && l.passesNotification(method, p.URI) {
+			toFront(ctx, l, method, &mcp.ResourceUpdatedNotificationParams{URI: p.URI})
+		}
 	case "notifications/resources/list_changed":
-		notify[mcp.ResourceListChangedParams](ctx, l, method, params)
+		if l.passesNotification(method, "") {
+			notify[mcp.ResourceListChangedParams](ctx, l, method, params)
+		}
 	case "notifications/prompts/list_changed":
-		notify[mcp.PromptListChangedParams](ctx, l, method, params)
+		if l.passesNotification(method, "") {
+			notify[mcp.PromptListChangedParams](ctx, l, method, params)
+		}
 	case "notifications/elicitation/complete":
 		var p mcp.ElicitationCompleteParams
 		if decodeParams(params, &p) == nil {

@@ -158,11 +158,41 @@
 //
 // # Everything else
 //
-// Resources, prompts, completions and logging pass through to the session's
-// upstream unchanged (the protocol's own _meta keys and axgate's credentials
-// excepted), as do the upstream's elicitation, sampling and roots requests
-// to the client (offered upstream only when the client offers them) and its
-// notifications. ToolsOnly refuses all of it.
+// Resources, prompts and completions reach the upstream only as the
+// manifest declares them (manifest.Resource: an exact URI, an RFC 6570
+// level 1 URI template or a URI prefix; manifest.Prompt: a name), what the
+// manifest does not declare never:
+//   - resources/list, resources/templates/list and prompts/list show the
+//     upstream's entries that the manifest declares (a template by its
+//     exact uriTemplate) and that this caller passes the access gate for,
+//     with the manifest's descriptions, in one page: the gateway reads the
+//     upstream's pages itself (within WithMaxUpstreamTools), so a client's
+//     cursor never reaches the upstream;
+//   - resources/read, resources/subscribe, prompts/get and
+//     completion/complete (of a declared prompt, or of a declared template
+//     or resource) run the enforcer's chain of the declared entry's read
+//     action, with a template's variables, a prompt's arguments or a
+//     completion's arguments as the call's arguments: access (roles,
+//     granted scopes, tenant), rate limit, audit and telemetry, refused as
+//     JSON-RPC errors with the AXAG envelope in their data
+//     (mcpgate.JSONRPCError); resources/unsubscribe needs the resource
+//     declared and the caller's access;
+//   - anything the manifest does not declare is refused with
+//     AXAG_INTENT_NOT_FOUND and not forwarded; a URI matches an exact URI
+//     first, then the first template, then the longest prefix, and never
+//     through a "." or ".." segment, even encoded;
+//   - notifications/resources/updated reaches the client only for a
+//     declared URI that the session's subscriber may read, the list_changed
+//     notifications only for a kind the manifest declares; the front
+//     announces resources, prompts and completions only where the manifest
+//     declares some.
+//
+// The forwarded requests carry none of the client's credentials and none
+// of the protocol's own _meta keys. logging/setLevel passes through, as do
+// the upstream's elicitation, sampling and roots requests to the client
+// (offered upstream only when the client offers them) and its other
+// notifications. ToolsOnly refuses all of it, the declared resources and
+// prompts too.
 //
 // # Callers
 //

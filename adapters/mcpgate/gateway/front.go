@@ -142,25 +142,26 @@ func (f *front) receive(next mcp.MethodHandler) mcp.MethodHandler {
 			if !f.g.cfg.toolsOnly {
 				f.g.linkFor(f, ss).notifyRootsChanged(ctx)
 			}
-		case "logging/setLevel", "resources/subscribe", "resources/unsubscribe":
-			// The front answers these itself (it keeps the level and
-			// acknowledges the subscriptions) once the upstream took them.
+		case "logging/setLevel":
+			// The front answers it itself (it keeps the level) once the
+			// upstream took it.
 			if f.g.cfg.toolsOnly {
 				return nil, notFound(method)
 			}
-			if _, err := f.toUpstream(ctx, ss, func(ctx context.Context, cs *mcp.ClientSession) (mcp.Result, error) {
-				return nil, forwardAck(ctx, cs, req)
-			}); err != nil {
-				return nil, err
+			if p, ok := req.GetParams().(*mcp.SetLoggingLevelParams); ok && p != nil {
+				if _, err := f.toUpstream(ctx, ss, func(ctx context.Context, cs *mcp.ClientSession) (mcp.Result, error) {
+					return nil, cs.SetLoggingLevel(ctx, clean(p))
+				}); err != nil {
+					return nil, err
+				}
 			}
 		default:
-			if pass, ok := passthrough[method]; ok {
-				if f.g.cfg.toolsOnly {
-					return nil, notFound(method)
-				}
-				return f.toUpstream(ctx, ss, func(ctx context.Context, cs *mcp.ClientSession) (mcp.Result, error) {
-					return pass(ctx, cs, req)
-				})
+			// Resources, prompts and completions: only what the manifest
+			// declares and the chain allows reaches the upstream
+			// (entries.go). Every other method is the front's own, and
+			// never forwarded.
+			if res, handled, err := f.entry(ctx, ss, method, req, next); handled {
+				return res, err
 			}
 		}
 		return next(ctx, method, req)
@@ -577,35 +578,6 @@ func clean[T any, P interface {
 	return c
 }
 
-// passthrough forwards the requests that are not about tools to the
-// session's upstream and returns its answer unchanged.
-var passthrough = map[string]func(context.Context, *mcp.ClientSession, mcp.Request) (mcp.Result, error){
-	"resources/list": func(ctx context.Context, cs *mcp.ClientSession, req mcp.Request) (mcp.Result, error) {
-		p, _ := req.GetParams().(*mcp.ListResourcesParams)
-		return result(cs.ListResources(ctx, clean(p)))
-	},
-	"resources/templates/list": func(ctx context.Context, cs *mcp.ClientSession, req mcp.Request) (mcp.Result, error) {
-		p, _ := req.GetParams().(*mcp.ListResourceTemplatesParams)
-		return result(cs.ListResourceTemplates(ctx, clean(p)))
-	},
-	"resources/read": func(ctx context.Context, cs *mcp.ClientSession, req mcp.Request) (mcp.Result, error) {
-		p, _ := req.GetParams().(*mcp.ReadResourceParams)
-		return result(cs.ReadResource(ctx, clean(p)))
-	},
-	"prompts/list": func(ctx context.Context, cs *mcp.ClientSession, req mcp.Request) (mcp.Result, error) {
-		p, _ := req.GetParams().(*mcp.ListPromptsParams)
-		return result(cs.ListPrompts(ctx, clean(p)))
-	},
-	"prompts/get": func(ctx context.Context, cs *mcp.ClientSession, req mcp.Request) (mcp.Result, error) {
-		p, _ := req.GetParams().(*mcp.GetPromptParams)
-		return result(cs.GetPrompt(ctx, clean(p)))
-	},
-	"completion/complete": func(ctx context.Context, cs *mcp.ClientSession, req mcp.Request) (mcp.Result, error) {
-		p, _ := req.GetParams().(*mcp.CompleteParams)
-		return result(cs.Complete(ctx, clean(p)))
-	},
-}
-
 // result returns an upstream's answer as a Result, without the upstream
 // hop's protocol _meta (and never a typed nil).
 func result[R mcp.Result](r R, err error) (mcp.Result, error) {
@@ -614,18 +586,4 @@ func result[R mcp.Result](r R, err error) (mcp.Result, error) {
 	}
 	stripProtocolMeta(r)
 	return r, nil
-}
-
-// forwardAck forwards the requests whose answer is empty and that the front
-// also handles itself.
-func forwardAck(ctx context.Context, cs *mcp.ClientSession, req mcp.Request) error {
-	switch p := req.GetParams().(type) {
-	case *mcp.SetLoggingLevelParams:
-		return cs.SetLoggingLevel(ctx, clean(p))
-	case *mcp.SubscribeParams:
-		return cs.Subscribe(ctx, clean(p))
-	case *mcp.UnsubscribeParams:
-		return cs.Unsubscribe(ctx, clean(p))
-	}
-	return nil
 }

@@ -75,6 +75,10 @@ type Gateway struct {
 	byID      map[string]*link
 	directSeq atomic.Uint64
 
+	// entries is the enforcer's chain around the upstream for the
+	// manifest's resources and prompts (entries.go).
+	entries middleware.Invoker
+
 	// ready is Ready's check (ready.go).
 	ready readiness
 	// draining counts the upstream work after a call returned (drain,
@@ -146,6 +150,7 @@ func New(enf *axgate.Enforcer, upstream Upstream, opts ...Option) (*Gateway, err
 		g.order = append(g.order, t.Name)
 	}
 	g.direct = directTools(g.order, enf.StagesFor)
+	g.entries = enf.Wrap(middleware.InvokerFunc(g.forwardEntry))
 	meter := cfg.meter.Meter("github.com/axgate/axgate/adapters/mcpgate/gateway")
 	var err error
 	if g.changedCount, err = meter.Int64Counter("axgate.gateway.tool_changed",
@@ -309,9 +314,26 @@ func (g *Gateway) frontCaps() *mcp.ServerCapabilities {
 	g.mu.Lock()
 	up := g.upCaps
 	g.mu.Unlock()
-	if up != nil {
-		caps.Resources, caps.Prompts, caps.Completions, caps.Logging = up.Resources, up.Prompts, up.Completions, up.Logging
+	if up == nil {
+		return caps
 	}
+	// Resources, prompts and completions only where the manifest declares
+	// some: the rest is refused.
+	m := g.m
+	templates := false
+	for _, r := range m.Resources {
+		templates = templates || r.URITemplate != ""
+	}
+	if len(m.Resources) > 0 {
+		caps.Resources = up.Resources
+	}
+	if len(m.Prompts) > 0 {
+		caps.Prompts = up.Prompts
+	}
+	if templates || len(m.Prompts) > 0 {
+		caps.Completions = up.Completions
+	}
+	caps.Logging = up.Logging
 	return caps
 }
 

@@ -96,7 +96,14 @@ func pinOf(t *testing.T, url, tool string) string {
 // front of up.
 func newGateway(t *testing.T, up gateway.Upstream, pin string, opts ...gateway.Option) *gateway.Gateway {
 	t.Helper()
-	m, err := manifest.ParseJSON(manifestFor(t, pin))
+	return newGatewayFor(t, manifestFor(t, pin), up, opts...)
+}
+
+// newGatewayFor builds the gateway of the manifest doc in front of up, its
+// callers those of authenticate.
+func newGatewayFor(t *testing.T, doc []byte, up gateway.Upstream, opts ...gateway.Option) *gateway.Gateway {
+	t.Helper()
+	m, err := manifest.ParseJSON(doc)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -176,9 +176,12 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 // ToolsOnly refuses everything that is not a tool.
 //
 // It refuses resources, prompts, completions and logging requests of the
-// client (JSON-RPC "method not found"), and the upstream's elicitation,
-// sampling and roots requests (the gateway does not offer the upstream
-// those capabilities). By default they pass through unchanged.
+// client (JSON-RPC "method not found"), even those the manifest declares,
+// and the upstream's elicitation, sampling and roots requests (the gateway
+// does not offer the upstream those capabilities). Without it, resources,
+// prompts and completions are served only as the manifest declares them
+// (see the package documentation), so a manifest that declares none
+// already serves tools only.
 func ToolsOnly() Option { return func(c *config) { c.toolsOnly = true } }
 
 // KeepUncheckedContent passes an upstream result on as the upstream wrote it.

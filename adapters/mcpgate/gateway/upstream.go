@@ -13,6 +13,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"golang.org/x/time/rate"
+
+	"github.com/axgate/axgate/middleware"
 )
 
 // errNotConnected is why a link that never connected is down.
@@ -72,6 +74,11 @@ type link struct {
 	inflight   map[string]context.CancelFunc // by requestKey
 	inflightN  atomic.Int32
 
+	// subscriber is the caller of the session's last resources/subscribe
+	// the upstream took: resource updates reach the client only for what
+	// it may read (passesNotification).
+	subscriber atomic.Pointer[middleware.Principal]
+
 	calls    slots       // tools/call in flight (WithMaxCallsPerSession)
 	pending  slots       // upstream requests to the client (WithMaxPendingUpstreamRequests)
 	tooLarge atomic.Bool // the session was cut for a message over the bound
@@ -112,13 +119,19 @@ func (l *link) clientOptions() *mcp.ClientOptions {
 		return opts
 	}
 	opts.PromptListChangedHandler = func(ctx context.Context, req *mcp.PromptListChangedRequest) {
-		toFront(ctx, l, "notifications/prompts/list_changed", req.Params)
+		if l.passesNotification("notifications/prompts/list_changed", "") {
+			toFront(ctx, l, "notifications/prompts/list_changed", req.Params)
+		}
 	}
 	opts.ResourceListChangedHandler = func(ctx context.Context, req *mcp.ResourceListChangedRequest) {
-		toFront(ctx, l, "notifications/resources/list_changed", req.Params)
+		if l.passesNotification("notifications/resources/list_changed", "") {
+			toFront(ctx, l, "notifications/resources/list_changed", req.Params)
+		}
 	}
 	opts.ResourceUpdatedHandler = func(ctx context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
-		toFront(ctx, l, "notifications/resources/updated", req.Params)
+		if req.Params != nil && l.passesNotification("notifications/resources/updated", req.Params.URI) {
+			toFront(ctx, l, "notifications/resources/updated", &mcp.ResourceUpdatedNotificationParams{URI: req.Params.URI})
+		}
 	}
 	opts.LoggingMessageHandler = func(ctx context.Context, req *mcp.LoggingMessageRequest) {
 		toFront(ctx, l, "notifications/message", req.Params)

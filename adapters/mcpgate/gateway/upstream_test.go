@@ -328,6 +328,12 @@ func manifestFor(t testing.TB, pin string) []byte {
      "description": "Declared here, offered by no upstream.",
      "required_parameters": [{"name": "name", "type": "string", "description": "The note's name"}],
      "risk_level": "low", "idempotent": true, "scope": "global"}
+  ],
+  "resources": [
+    {"intent": "note.resource", "entity": "note", "description": "The notes server's own resources.", "uri_prefix": "notes://"}
+  ],
+  "prompts": [
+    {"intent": "note.summarize", "entity": "note", "description": "Summarize a note.", "name": "summarize"}
   ]
 }`
 	return []byte(strings.Replace(doc, "PIN", pinField, 1))
