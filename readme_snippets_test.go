@@ -73,9 +73,9 @@ func TestREADMEShowsTheSnippetsManifest(t *testing.T) {
 	}
 }
 
-// TestREADMELibraryAndHTTP runs "Use it as a library" and "HTTP" one after
-// the other: the tool server takes the bare tool of the first snippet, and
-// a confirmed call through it runs the tool once.
+// TestREADMELibraryAndHTTP runs the library quick start's calls, then the
+// fragments of docs/http.md: the tool server takes the bare tool of the
+// first, and a confirmed call through it runs the tool once.
 func TestREADMELibraryAndHTTP(t *testing.T) {
 	readmeDir(t)
 	ctx := context.Background()
@@ -180,7 +180,7 @@ func TestREADMELibraryAndHTTP(t *testing.T) {
 	}
 }
 
-// TestREADMEIssuingTokens runs "Issuing tokens and deciding approvals".
+// TestREADMEIssuingTokens runs docs/tokens.md's "Issuing tokens and deciding approvals".
 func TestREADMEIssuingTokens(t *testing.T) {
 	readmeDir(t)
 	ctx := context.Background()
@@ -283,7 +283,7 @@ var (
 	carts   readmeCarts
 )
 
-// TestREADMEConditions runs "Preconditions and postconditions".
+// TestREADMEConditions runs docs/policy.md's "Preconditions and postconditions".
 func TestREADMEConditions(t *testing.T) {
 	m, err := manifest.Parse([]byte(`{"version":"1.0.0","actions":[
 	  {"intent":"cart.validate","entity":"cart","action_type":"read","description":"Validate the cart","risk_level":"none",
@@ -319,7 +319,7 @@ func TestREADMEConditions(t *testing.T) {
 	}
 }
 
-// TestREADMEObservability runs the "Observability" snippet.
+// TestREADMEObservability runs the snippet of docs/observability.md.
 func TestREADMEObservability(t *testing.T) {
 	readmeDir(t)
 	m, err := manifest.LoadFile("axag.json")
