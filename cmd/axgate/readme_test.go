@@ -126,8 +126,8 @@ func checkFilesGateway(t *testing.T, cs *mcp.ClientSession, dir string) {
 // TestREADMEGateAnMCPServer runs the three commands of the README's "Gate
 // an existing MCP server" exactly as written, with sh, in an empty folder:
 // the MCP client of a desktop app runs the last command and reads a file,
-// is refused an unconfirmed write, and does not see what the manifest
-// leaves out.
+// is refused an unconfirmed write, and cannot widen the server's folders
+// with roots of its own.
 func TestREADMEGateAnMCPServer(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -136,12 +136,27 @@ func TestREADMEGateAnMCPServer(t *testing.T) {
 	var stderr bytes.Buffer
 	gw := exec.CommandContext(ctx, "sh", "-c", gateway)
 	gw.Dir, gw.Env, gw.Stderr = dir, environ, &stderr
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "desktop", Version: "v1"}, nil).Connect(ctx, &mcp.CommandTransport{Command: gw}, nil)
+	// A client that claims the whole disk as its root: the gateway, as
+	// the README runs it, does not pass that on to the server.
+	client := mcp.NewClient(&mcp.Implementation{Name: "desktop", Version: "v1"}, nil)
+	client.AddRoots(&mcp.Root{URI: "file:///"})
+	cs, err := client.Connect(ctx, &mcp.CommandTransport{Command: gw}, nil)
 	if err != nil {
 		t.Fatalf("%s: %v\n%s", gateway, err, stderr.String())
 	}
 	defer cs.Close()
 	checkFilesGateway(t, cs, dir)
+
+	client.AddRoots(&mcp.Root{URI: "file://" + dir}) // notifications/roots/list_changed
+	for range 3 {
+		got := resultText(callTool(t, cs, "list_allowed_directories", map[string]any{}))
+		if !strings.Contains(got, filepath.Join(dir, "files")) || strings.Contains(got, "\n/\n") || strings.HasSuffix(got, "\n/") || strings.Contains(got, dir+"\n") || strings.HasSuffix(got, dir) {
+			t.Fatalf("the client's roots widened the server's folders: %q", got)
+		}
+	}
+	if res := callTool(t, cs, "read_text_file", map[string]any{"path": filepath.Join(dir, "axag.json")}); !res.IsError {
+		t.Errorf("a file outside files was read: %.200s", resultText(res))
+	}
 }
 
 // desktopServer is one entry of a desktop client's MCP configuration.
