@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/rand"
 	"io"
 	"net/http"
@@ -271,4 +272,34 @@ func TestMCPSpentTokensStaySpentAcrossARestartWithRedis(t *testing.T) {
 		t.Fatalf("tokens minted before the restart, not spent: %s", resultText(res))
 	}
 	second.stop(t)
+}
+
+// TestMCPHumanConfirmationsAreNotAnsweredByTheAgentsClient: with --human
+// the operator has said where people confirm (with people's tokens, never
+// the agents'), so the gateway does not ask the agent's own MCP client
+// instead: an agent holding only its token, whose client offers
+// elicitation and accepts every question itself, is not asked, and its call
+// is refused for want of a confirmation (AXAG_CONFIRMATION_MISSING), as at
+// --human with its token.
+func TestMCPHumanConfirmationsAreNotAnsweredByTheAgentsClient(t *testing.T) {
+	upURL, _ := newEchoUpstream(t)
+	pki := newHumanPKI(t)
+	gw := startGatewayProcess(t, pki.gatewayArgs(upURL)...)
+	asked := make(chan struct{}, 1)
+	selfAccept := func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+		select {
+		case asked <- struct{}{}:
+		default:
+		}
+		return &mcp.ElicitResult{Action: "accept"}, nil
+	}
+	alice := agent(t, gw.url, pki.aliceAgent, &mcp.ClientOptions{ElicitationHandler: selfAccept})
+	_, say := sayArgs("self")
+	refused(t, callTool(t, alice, "say", say), "AXAG_CONFIRMATION_MISSING", "")
+	select {
+	case <-asked:
+		t.Error("the gateway asked the agent's client to confirm the agent's call")
+	default:
+	}
+	gw.stop(t)
 }
