@@ -281,6 +281,8 @@ func TestMCPSpentTokensStaySpentAcrossARestartWithRedis(t *testing.T) {
 // elicitation and accepts every question itself, is not asked, and its call
 // is refused for want of a confirmation (AXAG_CONFIRMATION_MISSING), as at
 // --human with its token.
+// --inline-confirmation, the operator's word that the clients' answers are
+// people's, asks the client again.
 func TestMCPHumanConfirmationsAreNotAnsweredByTheAgentsClient(t *testing.T) {
 	upURL, _ := newEchoUpstream(t)
 	pki := newHumanPKI(t)
@@ -300,6 +302,16 @@ func TestMCPHumanConfirmationsAreNotAnsweredByTheAgentsClient(t *testing.T) {
 	case <-asked:
 		t.Error("the gateway asked the agent's client to confirm the agent's call")
 	default:
+	}
+	gw.stop(t)
+
+	gw = startGatewayProcess(t, append(pki.gatewayArgs(upURL), "--inline-confirmation")...)
+	alice = agent(t, gw.url, pki.aliceAgent, &mcp.ClientOptions{ElicitationHandler: selfAccept})
+	refused(t, callTool(t, alice, "say", say), "AXAG_APPROVAL_MISSING", "")
+	select {
+	case <-asked:
+	default:
+		t.Error("with --inline-confirmation the client was not asked")
 	}
 	gw.stop(t)
 }
