@@ -315,3 +315,36 @@ func TestMCPHumanConfirmationsAreNotAnsweredByTheAgentsClient(t *testing.T) {
 	}
 	gw.stop(t)
 }
+
+// TestMCPSpentTokensStaySpentAcrossARestartInTheSameSecond: a confirmation
+// and an approval minted and spent just before a restart stay spent when
+// the new process starts in the very second they were minted in (iat has
+// whole seconds): the restart is made as fast as it can be, right after a
+// second began.
+func TestMCPSpentTokensStaySpentAcrossARestartInTheSameSecond(t *testing.T) {
+	upURL, _ := newEchoUpstream(t)
+	pki := newHumanPKI(t)
+	_, say := sayArgs("twice")
+	args := pki.gatewayArgs(upURL)
+
+	first := startGatewayProcess(t, args...)
+	// Right after a second begins, so that the restart falls in it.
+	time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(time.Second)))
+	began := time.Now()
+	alice := connect(t, first.url, &http.Client{Transport: bearerTransport{pki.aliceAgent}})
+	spent := confirmedAndApproved(t, first, alice, pki, "twice")
+	if res := callTool(t, alice, "say", say, spent); res.IsError {
+		t.Fatalf("before the restart: %s", resultText(res))
+	}
+	t.Logf("spent %v after the second began", time.Since(began))
+	alice.Close()
+	// Killed, as a crash would.
+	first.cmd.Process.Kill()
+	<-first.exited
+	t.Logf("stopped %v after the second began", time.Since(began))
+	second := startGatewayProcess(t, args...)
+	t.Logf("restarted %v after the second began", time.Since(began))
+	alice = connect(t, second.url, &http.Client{Transport: bearerTransport{pki.aliceAgent}})
+	refused(t, callTool(t, alice, "say", say, spent), "AXAG_CONFIRMATION_MISSING", "issued_before_start")
+	second.stop(t)
+}
