@@ -186,14 +186,10 @@ func confirmedAndApproved(t *testing.T, gw *gatewayProcess, alice *mcp.ClientSes
 	return middleware.Credentials{Confirmation: confirmation, Approvals: []string{approval}}
 }
 
-// restart stops gw and starts it again with args, in a later second than
-// the tokens minted so far: iat has whole seconds, and a process started in
-// the second a token was minted in accepts it (the documented limit), which
-// a restart after a spend is not.
+// restart stops gw and starts it again with args.
 func restart(t *testing.T, gw *gatewayProcess, args []string) *gatewayProcess {
 	t.Helper()
 	gw.stop(t)
-	time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(time.Second)))
 	return startGatewayProcess(t, args...)
 }
 
