@@ -62,7 +62,8 @@ func inputRequestingUpstream(t *testing.T, typed bool) string {
 // the client carried as a tool result's inputRequests (a multi-round-trip
 // call) are refused as the same requests sent on their own are: a client
 // that offers elicitation, sampling and roots is asked none of them, on
-// the direct path and the SDK's, unless the operator allows them.
+// the direct path and the SDK's, and the call fails (AXGATE_TOOL_FAILED):
+// the gateway never relays the answers to the upstream.
 func TestUpstreamInputRequestsNeverReachTheClient(t *testing.T) {
 	for _, c := range []struct {
 		path  string
@@ -87,7 +88,9 @@ func TestUpstreamInputRequestsNeverReachTheClient(t *testing.T) {
 				params.SetProgressToken("p1")
 			}
 			res, err := cs.CallTool(context.Background(), params)
-			t.Logf("ask_note: %v %v", res, err)
+			if err != nil || !res.IsError || !strings.Contains(text(res), "AXGATE_TOOL_FAILED") {
+				t.Errorf("ask_note: %v %v, want a refusal AXGATE_TOOL_FAILED", res, err)
+			}
 			if n, m := sampled.Load(), elicited.Load(); n != 0 || m != 0 {
 				t.Errorf("the client was asked %d samplings and %d elicitations", n, m)
 			}
