@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	axerr "github.com/axgate/axgate/errors"
-	"github.com/axgate/axgate/gates"
 	"github.com/axgate/axgate/manifest"
 	"github.com/axgate/axgate/middleware"
 )
@@ -166,10 +165,10 @@ func TestActionChangedInTheChainIsRefused(t *testing.T) {
 	})
 	p := middleware.Principal{ID: "alice", Tenant: "acme", Roles: []string{"admin"}}
 	const args = `{"order_id":"o-1","amount":5}`
-	if _, err = e.Wrap(tool).Invoke(context.Background(), middleware.NewCall("note_read", json.RawMessage(args), p)); ran || !internalFrom(err, gates.StageIntent) {
+	if _, err = e.Wrap(tool).Invoke(context.Background(), middleware.NewCall("note_read", json.RawMessage(args), p)); ran || !internalFrom(err, middleware.StageIntent) {
 		t.Fatalf("Wrap: err = %v (tool ran: %v); want AXGATE_INTERNAL from the intent gate", err, ran)
 	}
-	if err := e.Check(context.Background(), middleware.NewCall("note_read", json.RawMessage(args), p)); !internalFrom(err, gates.StageIntent) {
+	if err := e.Check(context.Background(), middleware.NewCall("note_read", json.RawMessage(args), p)); !internalFrom(err, middleware.StageIntent) {
 		t.Fatalf("Check: err = %v; want AXGATE_INTERNAL from the intent gate", err)
 	}
 }
@@ -210,7 +209,7 @@ func TestClearedActionIsRefused(t *testing.T) {
 	call := func() *middleware.Call {
 		return middleware.NewCall("note_read", json.RawMessage(`{"note_id":"n-1"}`), p)
 	}
-	if _, err := e.Wrap(tool).Invoke(context.Background(), call()); ran || !internalFrom(err, gates.StageCommit) {
+	if _, err := e.Wrap(tool).Invoke(context.Background(), call()); ran || !internalFrom(err, middleware.StageCommit) {
 		t.Fatalf("Wrap: err = %v (tool ran: %v); want AXGATE_INTERNAL from the commit stage", err, ran)
 	}
 	if err := e.Check(context.Background(), call()); !internalFrom(err, "clear") {
@@ -230,7 +229,7 @@ func TestWrappedStandardStageSeesEveryCall(t *testing.T) {
 	blocked := axerr.New(axerr.CodeRoleInsufficient, "blocked")
 	e, err := New(m, WithUnboundConditions(), WithPreExecution(func(std []middleware.Stage) []middleware.Stage {
 		for i, s := range std {
-			if s.Name != gates.StageRateLimit {
+			if s.Name != middleware.StageRateLimit {
 				continue
 			}
 			inner := s.Interceptor
@@ -248,16 +247,16 @@ func TestWrappedStandardStageSeesEveryCall(t *testing.T) {
 	}
 	defer e.Close()
 	stages, _ := e.StagesFor("note_read")
-	if !slices.Contains(stages, gates.StageRateLimit) {
+	if !slices.Contains(stages, middleware.StageRateLimit) {
 		t.Errorf("note_read's chain %v leaves out the wrapped rate-limit stage", stages)
 	}
 	mallory := middleware.Principal{ID: "mallory", Tenant: "acme"}
 	_, err = e.Wrap(okInvoker).Invoke(context.Background(), middleware.NewCall("note_read", json.RawMessage(`{"note_id":"n-1"}`), mallory))
-	if ae, ok := axerr.As(err); !ok || ae.Code != axerr.CodeRoleInsufficient || ae.Gate != gates.StageRateLimit {
-		t.Fatalf("err = %v; want the block list's refusal from %s", err, gates.StageRateLimit)
+	if ae, ok := axerr.As(err); !ok || ae.Code != axerr.CodeRoleInsufficient || ae.Gate != middleware.StageRateLimit {
+		t.Fatalf("err = %v; want the block list's refusal from %s", err, middleware.StageRateLimit)
 	}
 	// The standard stages left untouched keep their Applies.
-	if slices.Contains(stages, gates.StageConfirmation) {
+	if slices.Contains(stages, middleware.StageConfirmation) {
 		t.Errorf("note_read's chain %v has the confirmation gate", stages)
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	axerr "github.com/axgate/axgate/errors"
 	"github.com/axgate/axgate/gates"
+	"github.com/axgate/axgate/internal/gate"
 	"github.com/axgate/axgate/manifest"
 	"github.com/axgate/axgate/middleware"
 )
@@ -19,7 +20,7 @@ import (
 type Enforcer struct {
 	m      *manifest.Manifest
 	cfg    config
-	params *gates.Params
+	params *gate.Params
 
 	// stages is the whole standard chain, outermost first; pre is its
 	// pre-execution prefix, which Check runs.
@@ -62,7 +63,7 @@ func New(m *manifest.Manifest, opts ...Option) (*Enforcer, error) {
 		o(&e.cfg)
 	}
 	var err error
-	if e.params, err = gates.NewParams(m, e.cfg.allowUnknownParams); err != nil {
+	if e.params, err = gate.NewParams(m, e.cfg.allowUnknownParams); err != nil {
 		return nil, fmt.Errorf("axgate: %w", err)
 	}
 	e.params.MaxViolations = e.cfg.maxViolations
@@ -73,7 +74,7 @@ func New(m *manifest.Manifest, opts ...Option) (*Enforcer, error) {
 	return e, nil
 }
 
-// assemble builds the standard chain in gates.StandardOrder, around the
+// assemble builds the standard chain in its standard order, around the
 // tool.
 func (e *Enforcer) assemble() error {
 	var errs []error
@@ -84,14 +85,14 @@ func (e *Enforcer) assemble() error {
 		return ss
 	}
 	outer := add(e.observeStages())
-	pre := []middleware.Stage{gates.Intent(e.m, e.cfg.limits)}
+	pre := []middleware.Stage{gate.Intent(e.m, e.cfg.limits)}
 	pre = append(pre, add(e.accessStages())...)
 	pre = append(pre, e.params.Stage())
 	pre = append(pre, add(e.conditionStages())...)
 	pre = append(pre, add(e.rateStages())...)
 	pre = append(pre, add(e.tokenStages())...)
 	pre = append(pre, add(e.idempotencyStages())...)
-	post := []middleware.Stage{gates.Commit()}
+	post := []middleware.Stage{gate.Commit()}
 	post = append(post, add(e.postStages())...)
 	if len(errs) > 0 {
 		var unbound *gates.UnboundError
@@ -261,7 +262,7 @@ func (e *Enforcer) StagesFor(tool string) ([]string, bool) {
 // Each call passes the stages that apply to its action (a stage's Applies: a
 // read action with no confirmation, approval, rate limit or conditions skips
 // those gates), so that neither the call nor its span pays for gates with
-// nothing to check. A tool error that is not an *errors.Error becomes
+// nothing to check. A tool error that is not an *axerr.Error becomes
 // AXGATE_TOOL_FAILED with a safe message; the original stays reachable with
 // errors.Unwrap for logs, never for the caller.
 //
@@ -334,12 +335,12 @@ func (t toolBoundary) Invoke(ctx context.Context, call *middleware.Call) (middle
 	if ae, ok := axerr.As(err); ok {
 		if ae.Gate == "" {
 			ae = ae.Clone() // the tool's error may be shared
-			ae.Gate = gates.StageTool
+			ae.Gate = middleware.StageTool
 		}
 		return res, ae
 	}
 	te := axerr.New(axerr.CodeToolFailed, "the tool failed to complete the call").WithIntent(call.Intent()).WithCause(err)
-	te.Gate = gates.StageTool
+	te.Gate = middleware.StageTool
 	if errors.Is(err, context.DeadlineExceeded) {
 		te.Message = "the tool did not finish in time"
 	}

@@ -10,7 +10,8 @@ import (
 
 	"github.com/axgate/axgate"
 	axerr "github.com/axgate/axgate/errors"
-	"github.com/axgate/axgate/gates"
+	"github.com/axgate/axgate/internal/gate"
+	"github.com/axgate/axgate/internal/reasons"
 	"github.com/axgate/axgate/manifest"
 	"github.com/axgate/axgate/middleware"
 )
@@ -36,7 +37,7 @@ const celManifest = `{
 
 func celEnforcer(t *testing.T, doc string, opts ...axgate.Option) *axgate.Enforcer {
 	t.Helper()
-	m, err := manifest.ParseJSON([]byte(doc))
+	m, err := manifest.Parse([]byte(doc))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +57,7 @@ func notEvaluable(t *testing.T, err error, constraint string) *axerr.Error {
 		t.Fatalf("want a refusal, got %v", err)
 	}
 	if e.Code != axerr.CodePreconditionFailed || e.Code.HTTPStatus() != 412 ||
-		e.Details["reason"] != string(axerr.ReasonConstraintNotEvaluable) || e.Details["failed_constraint"] != constraint {
+		e.Details["reason"] != string(reasons.ConstraintNotEvaluable) || e.Details["failed_constraint"] != constraint {
 		t.Fatalf("refusal = %s %v, want AXAG_PRECONDITION_FAILED constraint_not_evaluable of %s", e.Code, e.Details, constraint)
 	}
 	return e
@@ -134,7 +135,7 @@ func TestConstraintCostLimit(t *testing.T) {
 	}
 	_, err := e.Wrap(tool).Invoke(context.Background(), middleware.NewCall("report_read", args, manyRoles(50_000)))
 	re := notEvaluable(t, err, "not_banned")
-	if !errors.Is(re.Err, gates.ErrCELCostLimit) || !strings.Contains(re.Message, "cost limit") {
+	if !errors.Is(re.Err, gate.ErrCELCostLimit) || !strings.Contains(re.Message, "cost limit") {
 		t.Fatalf("cause = %v, message = %q", re.Err, re.Message)
 	}
 	if tool.calls.Load() != 1 {
@@ -172,7 +173,7 @@ func TestNewRefusesCostlyConstraint(t *testing.T) {
      "parameters": {"skus": {"type": "array", "required": true, "description": "SKUs"` + bounds + `}},
      "constraints": {"small": "size(args.skus) <= 100", "unique": "args.skus.all(s, args.skus.filter(t, t == s).size() == 1)"}}]}]}`
 	}
-	m, err := manifest.ParseJSON([]byte(doc("")))
+	m, err := manifest.Parse([]byte(doc("")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,8 +181,8 @@ func TestNewRefusesCostlyConstraint(t *testing.T) {
 	if err == nil {
 		t.Fatal("New accepted a constraint of unbounded cost")
 	}
-	var ce *gates.CELCostError
-	if !strings.Contains(err.Error(), "/entities/0/actions/1/constraints/unique") || !errors.As(err, &ce) || ce.Limit != gates.DefaultCELCostLimit {
+	var ce *gate.CELCostError
+	if !strings.Contains(err.Error(), "/entities/0/actions/1/constraints/unique") || !errors.As(err, &ce) || ce.Limit != gate.DefaultCELCostLimit {
 		t.Fatalf("error = %v", err)
 	}
 	if strings.Contains(err.Error(), "constraints/small") {
@@ -214,7 +215,7 @@ func TestConstraintBypassInexactNumber(t *testing.T) {
 		tool := &spy{}
 		_, err := e.Wrap(tool).Invoke(context.Background(), middleware.NewCall("stock_order", json.RawMessage(args), principal))
 		ae, ok := axerr.As(err)
-		if !ok || ae.Code != axerr.CodeInvalidType || ae.Details["reason"] != string(axerr.ReasonNumberNotInteroperable) {
+		if !ok || ae.Code != axerr.CodeInvalidType || ae.Details["reason"] != string(reasons.NumberNotInteroperable) {
 			t.Fatalf("%s: %v, want AXAG_INVALID_TYPE number_not_interoperable", args, err)
 		}
 		if tool.calls.Load() != 0 {

@@ -9,6 +9,12 @@
 // pre-execution gates without invoking anything; Validate answers the Tool
 // Validation API (POST /tools/{name}/validate).
 //
-// Every refusal is an *errors.Error with an AXAG code, a message for a person
-// and details an agent can act on.
+// The call, the principal, the invoker and the stages of the chain are
+// package middleware's (middleware.Call, middleware.Principal,
+// middleware.Invoker, middleware.Stage): start there to read how a call flows.
+// The stores and options of the gates are package gates'; the in-memory
+// stores, gates/memstore; shared ones, gates/redisstore.
+//
+// Every refusal is an *axerr.Error (package errors, imported as axerr) with an
+// AXAG code, a message for a person and details an agent can act on.
 package axgate

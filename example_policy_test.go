@@ -17,7 +17,7 @@ import (
 // A relational constraint: the manifest says check_out > check_in, and the
 // enforcer refuses a booking whose dates are reversed before the tool runs.
 func Example_constraint() {
-	m, err := manifest.ParseJSON([]byte(`{"version": "1.0.0", "actions": [{
+	m, err := manifest.Parse([]byte(`{"version": "1.0.0", "actions": [{
 	  "intent": "booking.create", "entity": "booking", "action_type": "write",
 	  "description": "Book a room", "risk_level": "low", "idempotent": true, "scope": "global",
 	  "required_parameters": [
@@ -52,11 +52,11 @@ func Example_constraint() {
 
 // One call's postcondition makes another's precondition true. cart.validate
 // declares the postcondition cart_validated and order.place the precondition
-// cart_validated; the host binds the name to one check of its own state with
-// WithCondition. The check confirms, right after cart.validate ran, that the
+// cart_validated; the host binds the name, with WithPrecondition and
+// WithPostcondition, to one check of its own state. The check confirms, right after cart.validate ran, that the
 // tool recorded the cart, and lets order.place through afterwards.
-func ExampleWithCondition() {
-	m, err := manifest.ParseJSON([]byte(`{"version": "1.0.0", "actions": [
+func ExampleWithPostcondition() {
+	m, err := manifest.Parse([]byte(`{"version": "1.0.0", "actions": [
 	  {"intent": "cart.validate", "entity": "cart", "action_type": "write", "description": "Validate a cart",
 	   "risk_level": "low", "idempotent": true, "scope": "user",
 	   "required_parameters": [{"name": "cart_id", "type": "string", "description": "Cart"}],
@@ -85,7 +85,9 @@ func ExampleWithCondition() {
 		return nil
 	}
 
-	enf, err := axgate.New(m, axgate.WithCondition("cart_validated", cartValidated))
+	enf, err := axgate.New(m, axgate.WithPrecondition("cart_validated", cartValidated), axgate.WithPostcondition("cart_validated", func(ctx context.Context, call *middleware.Call, _ middleware.Result) error {
+		return cartValidated(ctx, call)
+	}))
 	if err != nil {
 		panic(err)
 	}
@@ -120,7 +122,7 @@ func ExampleWithCondition() {
 // grants only "read" cannot place an order. Tenant-scoped actions keep a
 // caller inside its tenant, and the refusal never names the other tenant.
 func ExampleWithAccess() {
-	m, err := manifest.ParseJSON([]byte(`{"version": "1.0.0", "actions": [
+	m, err := manifest.Parse([]byte(`{"version": "1.0.0", "actions": [
 	  {"intent": "invoice.list", "entity": "invoice", "action_type": "read", "description": "List invoices",
 	   "risk_level": "low", "idempotent": true, "scope": "tenant",
 	   "optional_parameters": [{"name": "workspace", "type": "string", "description": "Workspace"}]},

@@ -17,13 +17,12 @@ import (
 
 	"github.com/axgate/axgate"
 	axerr "github.com/axgate/axgate/errors"
-	"github.com/axgate/axgate/gates"
 	"github.com/axgate/axgate/middleware"
 )
 
 // FuzzArguments feeds arbitrary argument documents to the parameter gate and
 // to the Tool Validation API. Neither may panic; every refusal is an
-// *errors.Error; and the two must agree: the gate allows exactly the JSON
+// *axerr.Error; and the two must agree: the gate allows exactly the JSON
 // objects that Validate calls valid. Every accepted document is I-JSON, as
 // an independent checker (exact arithmetic, strings.EqualFold) sees it — no
 // number a double does not hold exactly, no two keys of one object equal
@@ -35,7 +34,7 @@ func FuzzArguments(f *testing.F) {
 	e := fullEnforcer(f, axgate.WithPreExecution(func(std []middleware.Stage) []middleware.Stage {
 		var kept []middleware.Stage
 		for _, s := range std {
-			if s.Name == gates.StageIntent || s.Name == gates.StageParams {
+			if s.Name == middleware.StageIntent || s.Name == middleware.StageParams {
 				kept = append(kept, s)
 			}
 		}

@@ -25,7 +25,7 @@ import (
 
 	"github.com/axgate/axgate"
 	axerr "github.com/axgate/axgate/errors"
-	"github.com/axgate/axgate/gates"
+	"github.com/axgate/axgate/internal/gate"
 	"github.com/axgate/axgate/manifest"
 	"github.com/axgate/axgate/middleware"
 )
@@ -333,23 +333,23 @@ type refusal struct {
 }
 
 var refusals = []refusal{
-	{gate: gates.StageIntent, code: axerr.CodeIntentNotFound, call: func() *middleware.Call {
+	{gate: middleware.StageIntent, code: axerr.CodeIntentNotFound, call: func() *middleware.Call {
 		return middleware.NewCall("product_delete", json.RawMessage(`{}`), middleware.Principal{ID: "u1"})
 	}},
-	{gate: gates.StageParams, code: axerr.CodeMissingParam, call: func() *middleware.Call { return searchCall(`{}`) }},
-	{gate: gates.StageTool, code: axerr.CodeToolFailed, decision: "allow", call: func() *middleware.Call { return searchCall(`{"query":"q"}`) },
+	{gate: middleware.StageParams, code: axerr.CodeMissingParam, call: func() *middleware.Call { return searchCall(`{}`) }},
+	{gate: middleware.StageTool, code: axerr.CodeToolFailed, decision: "allow", call: func() *middleware.Call { return searchCall(`{"query":"q"}`) },
 		tool: middleware.InvokerFunc(func(context.Context, *middleware.Call) (middleware.Result, error) {
 			return middleware.Result{}, errors.New("database is down")
 		})},
-	{gate: gates.StageAccess, code: axerr.CodeRoleInsufficient},
-	{gate: gates.StageAccess, code: axerr.CodeScopeViolation},
-	{gate: gates.StageAccess, code: axerr.CodeTenantBoundary},
-	{gate: gates.StageConstraints, code: axerr.CodeOutOfRange},
-	{gate: gates.StagePreconditions, code: axerr.CodePreconditionFailed},
-	{gate: gates.StageRateLimit, code: axerr.CodeRateLimited},
-	{gate: gates.StageConfirmation, code: axerr.CodeConfirmationMissing},
-	{gate: gates.StageApproval, code: axerr.CodeApprovalMissing},
-	{gate: gates.StageIdempotency, code: axerr.CodeDuplicateCall},
+	{gate: middleware.StageAccess, code: axerr.CodeRoleInsufficient},
+	{gate: middleware.StageAccess, code: axerr.CodeScopeViolation},
+	{gate: middleware.StageAccess, code: axerr.CodeTenantBoundary},
+	{gate: middleware.StageConstraints, code: axerr.CodeOutOfRange},
+	{gate: middleware.StagePreconditions, code: axerr.CodePreconditionFailed},
+	{gate: middleware.StageRateLimit, code: axerr.CodeRateLimited},
+	{gate: middleware.StageConfirmation, code: axerr.CodeConfirmationMissing},
+	{gate: middleware.StageApproval, code: axerr.CodeApprovalMissing},
+	{gate: middleware.StageIdempotency, code: axerr.CodeDuplicateCall},
 	{gate: "my_policy", code: axerr.CodeScopeViolation},
 }
 
@@ -532,11 +532,11 @@ func ExampleWithLogger() {
 }
 
 // TestStagesFollowStandardOrder: the chain an enforcer builds is the one
-// gates.StandardOrder documents, so the catalogue cannot drift from the
+// gate.StandardOrder documents, so the catalogue cannot drift from the
 // chain.
 func TestStagesFollowStandardOrder(t *testing.T) {
 	o := newObserved(t)
-	if got, want := o.e.Stages(), gates.StandardOrder(); !slices.Equal(got, want) {
-		t.Errorf("Stages() = %v; want gates.StandardOrder() %v", got, want)
+	if got, want := o.e.Stages(), gate.StandardOrder(); !slices.Equal(got, want) {
+		t.Errorf("Stages() = %v; want gate.StandardOrder() %v", got, want)
 	}
 }

@@ -42,7 +42,7 @@ func WithLimits(l middleware.Limits) Option {
 //
 // They are the first n in path order, the others only counted, in
 // details.violations_omitted (errors_omitted in the Validation API). The
-// default is errors.DefaultMaxViolations (20); n below 1 is taken as 1. The
+// default is axerr.DefaultMaxViolations (20); n below 1 is taken as 1. The
 // cap bounds the work as well as the answer: violations past it are counted,
 // never built, so 90,000 unknown keys cost a count, not 90,000 entries.
 func WithMaxViolations(n int) Option {

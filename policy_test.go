@@ -108,7 +108,9 @@ func TestPolicyGates(t *testing.T) {
 		t.Fatal(err)
 	}
 	shopEnf, err := axgate.New(shop,
-		axgate.WithCondition("cart_validated", carts.cartValidated),
+		axgate.WithPrecondition("cart_validated", carts.cartValidated), axgate.WithPostcondition("cart_validated", func(ctx context.Context, call *middleware.Call, _ middleware.Result) error {
+			return carts.cartValidated(ctx, call)
+		}),
 		axgate.WithPostconditionExpr("order_created", `has(result.order_id) && result.order_id != ""`))
 	if err != nil {
 		t.Fatal(err)
@@ -225,7 +227,9 @@ func TestPolicyRefusalsNeverInvoke(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	shop, err := axgate.New(polManifest(t, "shop.json"), axgate.WithCondition("cart_validated", carts.cartValidated), axgate.WithUnboundConditions())
+	shop, err := axgate.New(polManifest(t, "shop.json"), axgate.WithPrecondition("cart_validated", carts.cartValidated), axgate.WithPostcondition("cart_validated", func(ctx context.Context, call *middleware.Call, _ middleware.Result) error {
+		return carts.cartValidated(ctx, call)
+	}), axgate.WithUnboundConditions())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -263,7 +267,7 @@ func TestPolicyRefusalsNeverInvoke(t *testing.T) {
 	if n := tool.calls.Load(); n != 0 {
 		t.Fatalf("the tool ran %d times behind refusals", n)
 	}
-	for _, g := range []string{gates.StageAccess, gates.StageConstraints, gates.StagePreconditions} {
+	for _, g := range []string{middleware.StageAccess, middleware.StageConstraints, middleware.StagePreconditions} {
 		if !refused[g] {
 			t.Errorf("no case was refused by %s", g)
 		}
@@ -316,7 +320,9 @@ func TestRelationalConstraintEndToEnd(t *testing.T) {
 func TestConditionChain(t *testing.T) {
 	carts := &hostCarts{validated: map[string]bool{}}
 	enf, err := axgate.New(polManifest(t, "shop.json"),
-		axgate.WithCondition("cart_validated", carts.cartValidated),
+		axgate.WithPrecondition("cart_validated", carts.cartValidated), axgate.WithPostcondition("cart_validated", func(ctx context.Context, call *middleware.Call, _ middleware.Result) error {
+			return carts.cartValidated(ctx, call)
+		}),
 		axgate.WithPostconditionExpr("order_created", `result.order_id != ""`))
 	if err != nil {
 		t.Fatal(err)
@@ -411,7 +417,7 @@ func TestNewRefusesUnboundConditions(t *testing.T) {
 }
 
 func TestNewRefusesBadExpressions(t *testing.T) {
-	m, err := manifest.ParseJSON([]byte(`{"version":"1.0.0","actions":[{"intent":"room.book","entity":"room","action_type":"write",
+	m, err := manifest.Parse([]byte(`{"version":"1.0.0","actions":[{"intent":"room.book","entity":"room","action_type":"write",
 	  "description":"Book","risk_level":"low","idempotent":true,"scope":"global",
 	  "required_parameters":[{"name":"check_in","type":"string","description":"In"}],
 	  "preconditions":["open"],
@@ -435,7 +441,9 @@ func TestNewRefusesBadExpressions(t *testing.T) {
 // tool boundary mapped it: never checked as a result, never leaking.
 func TestToolErrorsThroughPostconditions(t *testing.T) {
 	carts := &hostCarts{validated: map[string]bool{}}
-	enf, err := axgate.New(polManifest(t, "shop.json"), axgate.WithCondition("cart_validated", carts.cartValidated), axgate.WithUnboundConditions())
+	enf, err := axgate.New(polManifest(t, "shop.json"), axgate.WithPrecondition("cart_validated", carts.cartValidated), axgate.WithPostcondition("cart_validated", func(ctx context.Context, call *middleware.Call, _ middleware.Result) error {
+		return carts.cartValidated(ctx, call)
+	}), axgate.WithUnboundConditions())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -451,7 +459,7 @@ func TestToolErrorsThroughPostconditions(t *testing.T) {
 		tool := &polTool{err: tc.err}
 		_, err := enf.Wrap(tool).Invoke(context.Background(), middleware.NewCall("cart_validate", json.RawMessage(`{"cart_id":"c-1"}`), middleware.Principal{ID: "u-1"}))
 		ae, ok := axerr.As(err)
-		if !ok || ae.Code != tc.code || ae.Message != tc.message || ae.Gate != gates.StageTool {
+		if !ok || ae.Code != tc.code || ae.Message != tc.message || ae.Gate != middleware.StageTool {
 			t.Errorf("%v → %v (gate %v)", tc.err, err, ae)
 			continue
 		}
@@ -478,7 +486,7 @@ func TestPolicyStageOrder(t *testing.T) {
 		}
 		return i
 	}
-	order := []string{"intent", gates.StageAccess, "params", gates.StageConstraints, gates.StagePreconditions, gates.StageCommit, gates.StagePostconditions}
+	order := []string{"intent", middleware.StageAccess, "params", middleware.StageConstraints, middleware.StagePreconditions, middleware.StageCommit, middleware.StagePostconditions}
 	for i := 1; i < len(order); i++ {
 		if pos(order[i-1]) >= pos(order[i]) {
 			t.Errorf("%s does not come before %s: %q", order[i-1], order[i], stages)

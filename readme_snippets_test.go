@@ -127,9 +127,11 @@ func TestREADMELibraryAndHTTP(t *testing.T) {
 	}
 	iss, aud := "https://id.example", "shop-api"
 	app := http.NewServeMux()
-	sessionPrincipal := httpgate.PrincipalFunc(func(*http.Request) (middleware.Principal, error) {
+	// The UI backend's session: a person, never an agent's bearer token
+	// (NewHumanHandler takes a HumanPrincipalFunc, not a PrincipalFunc).
+	sessionPrincipal := func(*http.Request) (middleware.Principal, error) {
 		return middleware.Principal{ID: "user-1", Tenant: "acme"}, nil
-	})
+	}
 
 	auth, _ := httpgate.JWTBearer(httpgate.BearerConfig{Keyfunc: token.Keyfunc(idpKeys), Issuer: iss, Audience: aud})
 
@@ -304,7 +306,11 @@ func TestREADMEConditions(t *testing.T) {
 		}),
 		axgate.WithPreconditionExpr("business_hours", `principal.claims.tz == "Europe/Paris"`),
 		axgate.WithPostconditionExpr("order created", `has(result.order_id) && result.order_id != ""`),
-		axgate.WithCondition("cart_validated", carts.IsValidated), // both sides, see below
+		// both sides of cart_validated, see below
+		axgate.WithPrecondition("cart_validated", carts.IsValidated),
+		axgate.WithPostcondition("cart_validated", func(ctx context.Context, call *middleware.Call, _ middleware.Result) error {
+			return carts.IsValidated(ctx, call)
+		}),
 	)
 
 	if err != nil {

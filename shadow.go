@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	axerr "github.com/axgate/axgate/errors"
-	"github.com/axgate/axgate/gates"
 	"github.com/axgate/axgate/manifest"
 	"github.com/axgate/axgate/middleware"
 )
@@ -119,9 +118,9 @@ func (e *Enforcer) shadowStages(stages []middleware.Stage, set map[*manifest.Act
 	for i, s := range stages {
 		out[i] = s
 		switch s.Name {
-		case gates.StageIntent, gates.StageCommit, middleware.StageObserve:
+		case middleware.StageIntent, middleware.StageCommit, middleware.StageObserve:
 			continue
-		case gates.StageConfirmation, gates.StageApproval:
+		case middleware.StageConfirmation, middleware.StageApproval:
 			s.Interceptor = lookOnly(s.Interceptor, set)
 		}
 		out[i].Interceptor = shadowed(s.Name, s.Interceptor, set, logger)

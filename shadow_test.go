@@ -17,6 +17,7 @@ import (
 	"github.com/axgate/axgate"
 	axerr "github.com/axgate/axgate/errors"
 	"github.com/axgate/axgate/gates"
+	"github.com/axgate/axgate/internal/gate"
 	"github.com/axgate/axgate/manifest"
 	"github.com/axgate/axgate/middleware"
 	"github.com/axgate/axgate/token"
@@ -61,14 +62,14 @@ func newShadowRig(t *testing.T, o axgate.ShadowOptions) *shadowRig {
 	t.Helper()
 	r := &shadowRig{tool: &spy{}, spans: tracetest.NewSpanRecorder(), reader: sdkmetric.NewManualReader()}
 	r.replay = &countingReplay{ReplayStore: token.NewMemoryReplayStore(token.MemoryReplayOptions{})}
-	r.requests = &countingApprovals{ApprovalStore: gates.NewMemoryApprovalStore(gates.MemoryApprovalOptions{})}
+	r.requests = &countingApprovals{ApprovalStore: gate.NewMemoryApprovalStore(gate.MemoryApprovalOptions{})}
 	o.Logger = slog.New(slog.NewJSONHandler(&r.log, nil))
 	r.e = tokEnforcer(t,
 		axgate.WithShadow(o),
 		axgate.WithLogger(o.Logger),
 		axgate.WithReplayStore(r.replay),
 		axgate.WithApprovalStore(r.requests),
-		axgate.WithApprovals(axgate.ApprovalOptions{Notifier: gates.NotifierFunc(func(context.Context, gates.ApprovalRequest) error {
+		axgate.WithApprovals(axgate.ApprovalOptions{Notifier: gate.NotifierFunc(func(context.Context, gates.ApprovalRequest) error {
 			r.notified.Add(1)
 			return nil
 		})}),

@@ -2,6 +2,7 @@ package axgate
 
 import (
 	"github.com/axgate/axgate/gates"
+	"github.com/axgate/axgate/internal/gate"
 	"github.com/axgate/axgate/middleware"
 )
 
@@ -9,65 +10,69 @@ import (
 // what the user set, nothing defaulted.
 type stateConfig struct {
 	// limiter counts calls for rate limits and cooldowns; nil means a
-	// gates.MemoryLimiter made by New.
+	// memory limiter made by New.
 	limiter gates.Limiter
 	// idempotency configures the idempotency gate; zero settings take the
 	// gate's defaults (gates.IdempotencyOptions), a nil Store means a
-	// gates.MemoryIdempotencyStore made by New.
+	// memory store made by New.
 	idempotency gates.IdempotencyOptions
 }
 
 // WithLimiter counts rate limits and cooldowns in l, for example a Redis
-// limiter shared by several replicas. The default is a gates.MemoryLimiter:
-// one process, idle keys forgotten, at most gates.DefaultMaxKeys busy keys
-// per tenant.
+// limiter shared by several replicas. The default is memstore.NewLimiter(0):
+// one process, idle keys forgotten, at most 100,000 busy keys per tenant.
 func WithLimiter(l gates.Limiter) Option {
 	return func(c *config) { c.state.limiter = l }
 }
 
-// WithIdempotency configures the idempotency gate.
+// WithIdempotency configures the idempotency gate and where its records live.
 //
 // The gate looks after the actions the manifest declares idempotent: false.
-// Each field and its default are documented on gates.IdempotencyOptions: a
-// zero field keeps the default, and New fails on a negative duration or
-// quota or an unknown duplicate policy. It replaces the settings of an
-// earlier WithIdempotency, except that a nil Store keeps the store already
-// set (WithIdempotencyStore) or the default.
+// Each field and its default are documented on gates.IdempotencyOptions; the
+// default Store is memstore.NewIdempotencyStore(0), for one process (pass a
+// Redis store, say, for several replicas). New fails on a negative duration
+// or quota or an unknown duplicate policy. The non-zero fields of a later
+// WithIdempotency replace those of an earlier one.
 func WithIdempotency(o gates.IdempotencyOptions) Option {
 	return func(c *config) {
-		if o.Store == nil {
-			o.Store = c.state.idempotency.Store
+		old := &c.state.idempotency
+		if o.Store != nil {
+			old.Store = o.Store
 		}
-		c.state.idempotency = o
+		if o.Window != 0 {
+			old.Window = o.Window
+		}
+		if o.Lease != 0 {
+			old.Lease = o.Lease
+		}
+		if o.Duplicates != 0 {
+			old.Duplicates = o.Duplicates
+		}
+		if o.DuplicateWindow != 0 {
+			old.DuplicateWindow = o.DuplicateWindow
+		}
+		if o.Quota != 0 {
+			old.Quota = o.Quota
+		}
 	}
-}
-
-// WithIdempotencyStore keeps idempotency records and recent calls in s.
-//
-// Pass, for example, a Redis store shared by several replicas. The default
-// is a gates.MemoryIdempotencyStore for one process, holding at most
-// gates.DefaultMaxKeys live records per tenant. It is
-// gates.IdempotencyOptions.Store, for short.
-func WithIdempotencyStore(s gates.IdempotencyStore) Option {
-	return func(c *config) { c.state.idempotency.Store = s }
 }
 
 // rateStages returns the rate-limit and cooldown gate.
 func (e *Enforcer) rateStages() ([]middleware.Stage, error) {
 	l := e.cfg.state.limiter
 	if l == nil {
-		l = gates.NewMemoryLimiter(0)
+		l = gate.NewMemoryLimiter(0)
 	}
-	return []middleware.Stage{gates.RateLimit(l)}, nil
+	return []middleware.Stage{gate.RateLimit(l)}, nil
 }
 
 // idempotencyStages returns the idempotency gate.
 func (e *Enforcer) idempotencyStages() ([]middleware.Stage, error) {
 	o := e.cfg.state.idempotency
 	if o.Store == nil {
-		o.Store = gates.NewMemoryIdempotencyStore(0)
+		o.Store = gate.NewMemoryIdempotencyStore(0)
 	}
-	g, err := gates.NewIdempotency(o)
+	g, err := gate.NewIdempotency(o)
 	if err != nil {
 		return nil, err
 	}

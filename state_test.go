@@ -15,6 +15,8 @@ import (
 	"github.com/axgate/axgate"
 	axerr "github.com/axgate/axgate/errors"
 	"github.com/axgate/axgate/gates"
+	"github.com/axgate/axgate/gates/memstore"
+	"github.com/axgate/axgate/internal/gate"
 	"github.com/axgate/axgate/manifest"
 	"github.com/axgate/axgate/middleware"
 )
@@ -663,9 +665,9 @@ func TestStoreFailureFailsClosed(t *testing.T) {
 		gate string
 	}{
 		{"limiter", axgate.WithLimiter(failingLimiter{}), stateCall{tool: "report_export", who: alice}, "rate_limit"},
-		{"idempotency store, keyed", axgate.WithIdempotencyStore(failingStore{failOn: "begin"}),
+		{"idempotency store, keyed", axgate.WithIdempotency(gates.IdempotencyOptions{Store: failingStore{failOn: "begin"}}),
 			stateCall{tool: "order_place", args: `{"sku":"A","qty":1}`, who: alice, key: "k"}, "idempotency"},
-		{"idempotency store, duplicate check", axgate.WithIdempotencyStore(failingStore{failOn: "begin"}),
+		{"idempotency store, duplicate check", axgate.WithIdempotency(gates.IdempotencyOptions{Store: failingStore{failOn: "begin"}}),
 			stateCall{tool: "order_place", args: `{"sku":"A","qty":1}`, who: alice}, "idempotency"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -687,7 +689,7 @@ func TestStoreFailureFailsClosed(t *testing.T) {
 	// The result cannot be stored after the tool ran: the caller gets the
 	// result (it happened), with a warning for the audit log.
 	call := stateCall{tool: "order_place", args: `{"sku":"A","qty":1}`, who: alice, key: "k"}.call()
-	res, err := stateEnforcer(t, axgate.WithIdempotencyStore(failingStore{})).Wrap(&counterTool{}).Invoke(context.Background(), call)
+	res, err := stateEnforcer(t, axgate.WithIdempotency(gates.IdempotencyOptions{Store: failingStore{}})).Wrap(&counterTool{}).Invoke(context.Background(), call)
 	if err != nil || res.Value == nil || len(call.Facts.Warnings) != 1 {
 		t.Fatalf("store failing after the tool ran: %v, %v, warnings %q; want the result and a warning", res, err, call.Facts.Warnings)
 	}
@@ -713,13 +715,13 @@ func TestStateOptionsRefuseBadValues(t *testing.T) {
 
 // TestIdempotencyStoreOptionIsUsed: the enforcer keeps its records in the
 // store it is given, one per keyed call (a keyed call is not also checked for
-// duplicates), whether WithIdempotency (with no Store) comes before or after
-// WithIdempotencyStore.
+// duplicates), whether the WithIdempotency that sets other settings comes
+// before or after the one that sets the Store.
 func TestIdempotencyStoreOptionIsUsed(t *testing.T) {
 	settings := axgate.WithIdempotency(gates.IdempotencyOptions{Window: time.Hour, Lease: time.Minute})
 	for _, order := range []string{"store first", "settings first"} {
-		store := gates.NewMemoryIdempotencyStore(0)
-		opts := []axgate.Option{axgate.WithIdempotencyStore(store), settings}
+		store := gate.NewMemoryIdempotencyStore(0)
+		opts := []axgate.Option{axgate.WithIdempotency(gates.IdempotencyOptions{Store: store}), settings}
 		if order == "settings first" {
 			opts[0], opts[1] = opts[1], opts[0]
 		}
@@ -730,6 +732,23 @@ func TestIdempotencyStoreOptionIsUsed(t *testing.T) {
 		if n := store.Len(); n != 1 {
 			t.Fatalf("%s: the store holds %d records; want 1", order, n)
 		}
+	}
+}
+
+// TestIdempotencyLaterOptionKeepsEarlierSettings: a later WithIdempotency
+// sets only its non-zero fields, so one that gives just the Store (what
+// WithIdempotencyStore was) keeps the duplicate policy set before it.
+func TestIdempotencyLaterOptionKeepsEarlierSettings(t *testing.T) {
+	e := stateEnforcer(t,
+		axgate.WithIdempotency(gates.IdempotencyOptions{Duplicates: gates.DuplicateRefuse}),
+		axgate.WithIdempotency(gates.IdempotencyOptions{Store: memstore.NewIdempotencyStore(0)}))
+	inv := e.Wrap(&counterTool{})
+	c := stateCall{tool: "order_place", args: `{"sku":"A","qty":1}`, who: alice}
+	if _, err := inv.Invoke(context.Background(), c.call()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := inv.Invoke(context.Background(), c.call()); !axerr.Is(err, axerr.CodeDuplicateCall) {
+		t.Fatalf("repeat without a key = %v; want %s: the later option dropped the duplicate policy", err, axerr.CodeDuplicateCall)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 
 	axerr "github.com/axgate/axgate/errors"
 	"github.com/axgate/axgate/gates"
+	"github.com/axgate/axgate/internal/gate"
 	"github.com/axgate/axgate/manifest"
 	"github.com/axgate/axgate/middleware"
 	"github.com/axgate/axgate/token"
@@ -47,8 +48,8 @@ type TokenOptions struct {
 	// (token.VerifierConfig.MaxBytes).
 	MaxBytes int
 	// ConfirmationThreshold is the risk level from which a call needs
-	// confirmation even without confirmation_required
-	// (gates.ConfirmationConfig.Threshold).
+	// confirmation even without confirmation_required (default high;
+	// critical actions always need it).
 	ConfirmationThreshold manifest.RiskLevel
 
 	// Keys verify both kinds of token; ConfirmationKeys only confirmation
@@ -67,18 +68,18 @@ type TokenOptions struct {
 }
 
 // ApprovalOptions configure the approval workflow. A zero field keeps its
-// default, documented on the gates.ApprovalConfig field of the same name;
-// New fails on a negative RequestTTL.
+// default; New fails on a negative RequestTTL.
 type ApprovalOptions struct {
-	// RequestTTL is how long a request stays pending
-	// (gates.ApprovalConfig.RequestTTL).
+	// RequestTTL is how long a request stays pending (default 24h).
 	RequestTTL time.Duration
-	// Quota is how many pending requests one requester may hold
-	// (gates.ApprovalConfig.Quota; negative: no quota).
+	// Quota is how many pending requests one requester may hold (default
+	// 20; negative: no quota); a request over it is refused with 429
+	// AXAG_RATE_LIMITED, reason approval_quota.
 	Quota int
 	// NotificationsPerMinute caps the notifications of new requests per
-	// tenant and minute, in each process
-	// (gates.ApprovalConfig.NotificationsPerMinute; negative: no cap).
+	// tenant and minute, in each process (default 60; negative: no cap);
+	// the count of those held back rides on the tenant's next one
+	// (ApprovalRequest.Coalesced).
 	NotificationsPerMinute int
 	// Notifier, when set, hears of each new request once, within
 	// NotificationsPerMinute.
@@ -104,7 +105,7 @@ type tokenConfig struct {
 // tokenRuntime is what tokenStages built, for IssueConfirmation and
 // Approvals.
 type tokenRuntime struct {
-	approval    *gates.Approval
+	approval    *gate.Approval
 	issuer      token.Issuer
 	confirmLife time.Duration
 }
@@ -161,8 +162,8 @@ func WithJWKSFile(path string) Option {
 func WithReplayStore(s token.ReplayStore) Option { return func(c *config) { c.tokens.replay = s } }
 
 // WithApprovalStore sets where approval requests are kept (default: a
-// gates.MemoryApprovalStore for one process, at most
-// gates.DefaultApprovalRequests requests per tenant).
+// memstore.NewApprovalStore for one process, at most 100,000 requests per
+// tenant).
 func WithApprovalStore(s gates.ApprovalStore) Option {
 	return func(c *config) { c.tokens.approvalStore = s }
 }
@@ -264,15 +265,15 @@ func (e *Enforcer) tokenStages() ([]middleware.Stage, error) {
 	}
 	store := tc.approvalStore
 	if store == nil {
-		store = gates.NewMemoryApprovalStore(gates.MemoryApprovalOptions{})
+		store = gate.NewMemoryApprovalStore(gate.MemoryApprovalOptions{})
 	}
 	issuer := token.Issuer{Signer: signer, Issuer: o.Issuer, Audience: o.Audience}
-	conf, err := gates.NewConfirmation(gates.ConfirmationConfig{Verifier: cv, Replay: replay, Threshold: o.ConfirmationThreshold})
+	conf, err := gate.NewConfirmation(gate.ConfirmationConfig{Verifier: cv, Replay: replay, Threshold: o.ConfirmationThreshold})
 	if err != nil {
 		return nil, err
 	}
 	ao := tc.approvals
-	appr, err := gates.NewApproval(gates.ApprovalConfig{
+	appr, err := gate.NewApproval(gate.ApprovalConfig{
 		Verifier: av, Replay: replay, Store: store, Notifier: ao.Notifier,
 		RequestTTL: ao.RequestTTL, Issuer: issuer, TokenLifetime: approvalLife,
 		Quota: ao.Quota, NotificationsPerMinute: ao.NotificationsPerMinute,
@@ -292,7 +293,7 @@ func (e *Enforcer) IssueConfirmation(ctx context.Context, p middleware.Principal
 	rt := e.tokens
 	a := e.m.Tool(tool)
 	if a == nil {
-		return "", time.Time{}, gates.IntentNotFound(e.m, tool)
+		return "", time.Time{}, gate.IntentNotFound(e.m, tool)
 	}
 	if rt.issuer.Signer == nil {
 		return "", time.Time{}, axerr.New(axerr.CodeInternal, "no signing key is configured, so confirmation tokens cannot be issued").WithIntent(a.Intent)
@@ -312,26 +313,23 @@ func (e *Enforcer) IssueConfirmation(ctx context.Context, p middleware.Principal
 
 // Approvals is the approval workflow of an enforcer: the approvers' inbox,
 // one request, the decisions and the requester's withdrawal. Get it with
-// Enforcer.Approvals; it is safe for concurrent use. Each method is the
-// approval gate's own (gates.Approval), whose doc says who may do what.
-type Approvals struct{ g *gates.Approval }
+// Enforcer.Approvals; it is safe for concurrent use.
+type Approvals struct{ g *gate.Approval }
 
 // Approvals returns the enforcer's approval workflow.
 func (e *Enforcer) Approvals() *Approvals { return &Approvals{e.tokens.approval} }
 
 // Pending lists, a page at a time, the pending requests the approver may decide.
 //
-// They come oldest first (gates.Approval.Pending). cursor is "" for the
-// first page, else the next cursor of the page before; limit is at most
-// gates.MaxApprovalPage (gates.DefaultApprovalPage when 0). next is "" after
+// They come oldest first. cursor is "" for the first page, else the next
+// cursor of the page before; limit is at most 100 (50 when 0). next is "" after
 // the last page.
 func (a *Approvals) Pending(ctx context.Context, approver middleware.Principal, cursor string, limit int) (page []gates.ApprovalRequest, next string, err error) {
 	return a.g.Pending(ctx, approver, cursor, limit)
 }
 
 // Request returns one approval request, with the call's arguments, to
-// viewer: its requester, or an approver who may decide it
-// (gates.Approval.Request).
+// viewer: its requester, or an approver who may decide it.
 func (a *Approvals) Request(ctx context.Context, viewer middleware.Principal, id string) (gates.ApprovalRequest, error) {
 	return a.g.Request(ctx, viewer, id)
 }
@@ -339,13 +337,12 @@ func (a *Approvals) Request(ctx context.Context, viewer middleware.Principal, id
 // Decide records an approver's approval (approve true) or denial of a
 // pending request, and returns the request as it now stands and, on
 // approval, a signed approval token for the requester's call with its
-// expiry (gates.Approval.Decide).
+// expiry.
 func (a *Approvals) Decide(ctx context.Context, approver middleware.Principal, id string, approve bool, reason string) (req gates.ApprovalRequest, token string, expiresAt time.Time, err error) {
 	return a.g.Decide(ctx, approver, id, approve, reason)
 }
 
-// Cancel withdraws a pending request; only its requester may
-// (gates.Approval.Cancel).
+// Cancel withdraws a pending request; only its requester may.
 func (a *Approvals) Cancel(ctx context.Context, requester middleware.Principal, id string) error {
 	return a.g.Cancel(ctx, requester, id)
 }

@@ -21,6 +21,8 @@ import (
 	"github.com/axgate/axgate"
 	axerr "github.com/axgate/axgate/errors"
 	"github.com/axgate/axgate/gates"
+	"github.com/axgate/axgate/internal/gate"
+	"github.com/axgate/axgate/internal/reasons"
 	"github.com/axgate/axgate/manifest"
 	"github.com/axgate/axgate/middleware"
 	"github.com/axgate/axgate/token"
@@ -82,7 +84,7 @@ func tokRefusal(t testing.TB, err error, code axerr.Code, status int) map[string
 func TestTokenStagesInOrder(t *testing.T) {
 	e := tokEnforcer(t)
 	names := e.Stages()
-	ic, ia, im := slices.Index(names, "confirmation"), slices.Index(names, "approval"), slices.Index(names, gates.StageCommit)
+	ic, ia, im := slices.Index(names, "confirmation"), slices.Index(names, "approval"), slices.Index(names, middleware.StageCommit)
 	if ic < 0 || ia != ic+1 || im < ia {
 		t.Fatalf("stages %v: want confirmation, then approval, before commit", names)
 	}
@@ -182,7 +184,7 @@ func TestConcurrentConfirmationOneRuns(t *testing.T) {
 func TestApprovalEndToEnd(t *testing.T) {
 	var notified []string
 	var mu sync.Mutex
-	e := tokEnforcer(t, axgate.WithApprovals(axgate.ApprovalOptions{Notifier: gates.NotifierFunc(func(_ context.Context, r gates.ApprovalRequest) error {
+	e := tokEnforcer(t, axgate.WithApprovals(axgate.ApprovalOptions{Notifier: gate.NotifierFunc(func(_ context.Context, r gates.ApprovalRequest) error {
 		mu.Lock()
 		defer mu.Unlock()
 		notified = append(notified, r.ID)
@@ -289,7 +291,7 @@ func TestApprovalsOptionsAndCancel(t *testing.T) {
 	if ttl := r.ExpiresAt.Sub(r.CreatedAt); ttl != time.Hour {
 		t.Errorf("request TTL = %v; want the configured hour", ttl)
 	}
-	if d := tokRefusal(t, ask(2), axerr.CodeRateLimited, 429); d["reason"] != string(axerr.ReasonApprovalQuota) {
+	if d := tokRefusal(t, ask(2), axerr.CodeRateLimited, 429); d["reason"] != string(reasons.ApprovalQuota) {
 		t.Fatalf("second request over a quota of 1: %v", d)
 	}
 	if err := e.Approvals().Cancel(ctx, tokBob, id); err == nil {
@@ -306,7 +308,7 @@ func TestApprovalsOptionsAndCancel(t *testing.T) {
 
 // tokListingStore records how many requests the store's List hands back.
 type tokListingStore struct {
-	*gates.MemoryApprovalStore
+	*gate.MemoryApprovalStore
 	listed atomic.Int32
 }
 
@@ -320,7 +322,7 @@ func (s *tokListingStore) List(ctx context.Context, f gates.ApprovalFilter, curs
 // requests without one, and the store is asked for exactly those, not for
 // every tenant's.
 func TestPendingApprovalsWithoutTenant(t *testing.T) {
-	store := &tokListingStore{MemoryApprovalStore: gates.NewMemoryApprovalStore(gates.MemoryApprovalOptions{})}
+	store := &tokListingStore{MemoryApprovalStore: gate.NewMemoryApprovalStore(gate.MemoryApprovalOptions{})}
 	e := tokEnforcer(t, axgate.WithApprovalStore(store))
 	ctx := t.Context()
 	solo := middleware.Principal{ID: "solo", Roles: []string{"clerk"}}

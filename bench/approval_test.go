@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/axgate/axgate/gates"
+	"github.com/axgate/axgate/internal/gate"
 	"github.com/axgate/axgate/manifest"
 	"github.com/axgate/axgate/middleware"
 	"github.com/axgate/axgate/token"
@@ -51,7 +52,7 @@ func BenchmarkApprovalGate(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	intent := gates.Intent(m, middleware.Limits{})
+	intent := gate.Intent(m, middleware.Limits{})
 	boss := middleware.Principal{ID: "boss", Tenant: "acme", Roles: []string{"manager"}}
 	requester := func(run string, i int) middleware.Principal {
 		return middleware.Principal{ID: fmt.Sprintf("%s-%d", run, i), Tenant: "acme", Roles: []string{"agent"}}
@@ -59,12 +60,12 @@ func BenchmarkApprovalGate(b *testing.B) {
 	for _, name := range storeNames {
 		b.Run("store="+name, func(b *testing.B) {
 			s := newBenchStore(b, name)
-			store := gates.ApprovalStore(gates.NewMemoryApprovalStore(gates.MemoryApprovalOptions{}))
+			store := gates.ApprovalStore(gate.NewMemoryApprovalStore(gate.MemoryApprovalOptions{}))
 			if name == "redis" {
 				rs, n := redisBenchStores(b)
 				store, s.replay, s.rt = rs.Approvals, rs.Replay, n
 			}
-			g, err := gates.NewApproval(gates.ApprovalConfig{Verifier: verifier, Replay: s.replay, Store: store, Issuer: token.Issuer{Signer: signer}})
+			g, err := gate.NewApproval(gate.ApprovalConfig{Verifier: verifier, Replay: s.replay, Store: store, Issuer: token.Issuer{Signer: signer}})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -84,7 +85,7 @@ func BenchmarkApprovalGate(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				return gates.ApprovalRequestID("refund.issue", d, p.ID, p.Tenant)
+				return gate.ApprovalRequestID("refund.issue", d, p.ID, p.Tenant)
 			}
 			requestID(requester("warm", 0)) // load the scripts
 			reset := func() {

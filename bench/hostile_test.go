@@ -78,7 +78,7 @@ func hostileBodies() []struct {
 // bytes allocated per byte of input, and answer-B, the size of what the
 // caller gets back.
 func BenchmarkHostile(b *testing.B) {
-	m, err := manifest.ParseJSON([]byte(hostileManifest))
+	m, err := manifest.Parse([]byte(hostileManifest))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -5,7 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/axgate/axgate/gates"
+	"github.com/axgate/axgate/internal/gate"
 	"github.com/axgate/axgate/manifest"
 	"github.com/axgate/axgate/middleware"
 )
@@ -26,7 +26,7 @@ func loadFull(b *testing.B) *manifest.Manifest {
 // decoding (size, depth, UTF-8, duplicate keys) and the compiled schema.
 func BenchmarkParams(b *testing.B) {
 	m := loadFull(b)
-	p, err := gates.NewParams(m, false)
+	p, err := gate.NewParams(m, false)
 	if err != nil {
 		b.Fatal(err)
 	}

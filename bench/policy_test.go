@@ -8,6 +8,7 @@ import (
 
 	"github.com/axgate/axgate"
 	"github.com/axgate/axgate/gates"
+	"github.com/axgate/axgate/internal/gate"
 	"github.com/axgate/axgate/manifest"
 	"github.com/axgate/axgate/middleware"
 )
@@ -53,25 +54,25 @@ func BenchmarkPolicy(b *testing.B) {
 	}
 	defer enf.Close()
 	chain := enf.Wrap(okTool)
-	params, err := gates.NewParams(m, false)
+	params, err := gate.NewParams(m, false)
 	if err != nil {
 		b.Fatal(err)
 	}
-	access := gates.NewAccess(m, gates.AccessOptions{})
-	constraints, err := gates.NewConstraints(m)
+	access := gate.NewAccess(m, gates.AccessOptions{})
+	constraints, err := gate.NewConstraints(m)
 	if err != nil {
 		b.Fatal(err)
 	}
-	pre, err := gates.NewPreconditions(m, nil, false)
+	pre, err := gate.NewPreconditions(m, nil, false)
 	if err != nil {
 		b.Fatal(err)
 	}
-	post, err := gates.NewPostconditions(m, nil, false)
+	post, err := gate.NewPostconditions(m, nil, false)
 	if err != nil {
 		b.Fatal(err)
 	}
-	intent := gates.Intent(m, middleware.Limits{})
-	rate := middleware.Build(okTool, nil, gates.RateLimit(gates.NewMemoryLimiter(0)), commitStage)
+	intent := gate.Intent(m, middleware.Limits{})
+	rate := middleware.Build(okTool, nil, gate.RateLimit(gate.NewMemoryLimiter(0)), commitStage)
 	ctx := context.Background()
 
 	for _, tc := range []struct {

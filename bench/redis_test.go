@@ -14,6 +14,7 @@ import (
 	"github.com/axgate/axgate/gates"
 	"github.com/axgate/axgate/gates/redisstore"
 	"github.com/axgate/axgate/gates/redisstore/redistest"
+	"github.com/axgate/axgate/internal/gate"
 	"github.com/axgate/axgate/manifest"
 	"github.com/axgate/axgate/middleware"
 	"github.com/axgate/axgate/token"
@@ -55,7 +56,7 @@ func newBenchStore(b *testing.B, name string) benchStore {
 		s, n := redisBenchStores(b)
 		return benchStore{name: name, replay: s.Replay, limiter: s.Limiter, rt: n}
 	}
-	return benchStore{name: name, replay: token.NewMemoryReplayStore(token.MemoryReplayOptions{}), limiter: gates.NewMemoryLimiter(0)}
+	return benchStore{name: name, replay: token.NewMemoryReplayStore(token.MemoryReplayOptions{}), limiter: gate.NewMemoryLimiter(0)}
 }
 
 // storeNames are the stores compared, in the order they run.
@@ -118,7 +119,7 @@ func BenchmarkRedisConfirmationGate(b *testing.B) {
 		}
 		return out
 	}
-	intent := gates.Intent(m, middleware.Limits{})
+	intent := gate.Intent(m, middleware.Limits{})
 	call := func(token string) *middleware.Call {
 		c := middleware.NewCall("order_cancel", confirmBenchArgs, p)
 		c.Credentials.Confirmation = token
@@ -127,7 +128,7 @@ func BenchmarkRedisConfirmationGate(b *testing.B) {
 	for _, name := range storeNames {
 		b.Run("store="+name, func(b *testing.B) {
 			s := newBenchStore(b, name)
-			g, err := gates.NewConfirmation(gates.ConfirmationConfig{Verifier: verifier, Replay: s.replay})
+			g, err := gate.NewConfirmation(gate.ConfirmationConfig{Verifier: verifier, Replay: s.replay})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -197,11 +198,11 @@ func BenchmarkRedisConfirmationGate(b *testing.B) {
 // "refused" is a call over its limit (one look). rt/op counts round trips to Redis per call.
 func BenchmarkRedisRateLimitGate(b *testing.B) {
 	m := stateBenchSetup(b)
-	intent := gates.Intent(m, middleware.Limits{})
+	intent := gate.Intent(m, middleware.Limits{})
 	for _, name := range storeNames {
 		b.Run("store="+name, func(b *testing.B) {
 			s := newBenchStore(b, name)
-			inv := middleware.Build(okTool, nil, intent, gates.RateLimit(s.limiter), commitStage)
+			inv := middleware.Build(okTool, nil, intent, gate.RateLimit(s.limiter), commitStage)
 			ctx := context.Background()
 			run := func(b *testing.B, tool string, p middleware.Principal, wantErr bool) {
 				if s.rt != nil {
@@ -225,7 +226,7 @@ func BenchmarkRedisRateLimitGate(b *testing.B) {
 					// Room for every new caller's two counters, twice over (the
 					// shards fill unevenly): the default bound (100,000 busy keys)
 					// would refuse the rest.
-					inv = middleware.Build(okTool, nil, intent, gates.RateLimit(gates.NewMemoryLimiter(4*b.N+64)), commitStage)
+					inv = middleware.Build(okTool, nil, intent, gate.RateLimit(gate.NewMemoryLimiter(4*b.N+64)), commitStage)
 				}
 				if s.rt != nil {
 					s.rt.Reset()
@@ -279,7 +280,7 @@ func BenchmarkRedisRateLimitGate(b *testing.B) {
 // call.
 func BenchmarkRedisIdempotencyGate(b *testing.B) {
 	m := stateBenchSetup(b)
-	intent := gates.Intent(m, middleware.Limits{})
+	intent := gate.Intent(m, middleware.Limits{})
 	call := func(key string) *middleware.Call {
 		c := middleware.NewCall("order_place", stateBenchArgs, principals[0])
 		c.Credentials.IdempotencyKey = key
@@ -287,14 +288,14 @@ func BenchmarkRedisIdempotencyGate(b *testing.B) {
 	}
 	for _, name := range storeNames {
 		b.Run("store="+name, func(b *testing.B) {
-			var store gates.IdempotencyStore = gates.NewMemoryIdempotencyStore(0)
+			var store gates.IdempotencyStore = gate.NewMemoryIdempotencyStore(0)
 			var rt *redistest.Counter
 			if name == "redis" {
 				var s *redisstore.Stores
 				s, rt = redisBenchStores(b)
 				store = s.Idempotency
 			}
-			g, err := gates.NewIdempotency(gates.IdempotencyOptions{Store: store})
+			g, err := gate.NewIdempotency(gates.IdempotencyOptions{Store: store})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -315,9 +316,9 @@ func BenchmarkRedisIdempotencyGate(b *testing.B) {
 					// still charged to the caller's quota, under it.
 					fs := store
 					if rt == nil {
-						fs = gates.NewMemoryIdempotencyStore(b.N + 16)
+						fs = gate.NewMemoryIdempotencyStore(b.N + 16)
 					}
-					g, err := gates.NewIdempotency(gates.IdempotencyOptions{Store: fs, Quota: b.N + 16})
+					g, err := gate.NewIdempotency(gates.IdempotencyOptions{Store: fs, Quota: b.N + 16})
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -354,7 +355,7 @@ func BenchmarkRedisIdempotencyGate(b *testing.B) {
 			// A caller at its quota sends a new key: refused (429) in the
 			// one round trip of the claim.
 			b.Run("over_quota", func(b *testing.B) {
-				g, err := gates.NewIdempotency(gates.IdempotencyOptions{Store: store, Quota: 1})
+				g, err := gate.NewIdempotency(gates.IdempotencyOptions{Store: store, Quota: 1})
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/axgate/axgate/gates"
+	"github.com/axgate/axgate/internal/gate"
 	"github.com/axgate/axgate/manifest"
 	"github.com/axgate/axgate/middleware"
 )
@@ -22,12 +23,12 @@ import (
 //
 // A constructor that cannot run here (no server) calls b.Skip.
 var benchLimiters = map[string]func(b *testing.B) gates.Limiter{
-	"memory": func(*testing.B) gates.Limiter { return gates.NewMemoryLimiter(0) },
+	"memory": func(*testing.B) gates.Limiter { return gate.NewMemoryLimiter(0) },
 }
 
 // benchIdempotencyStores are the IdempotencyStore implementations, likewise.
 var benchIdempotencyStores = map[string]func(b *testing.B) gates.IdempotencyStore{
-	"memory": func(*testing.B) gates.IdempotencyStore { return gates.NewMemoryIdempotencyStore(0) },
+	"memory": func(*testing.B) gates.IdempotencyStore { return gate.NewMemoryIdempotencyStore(0) },
 }
 
 // stateBenchManifest has a read action without limits (the baseline), one
@@ -101,7 +102,7 @@ func sortedNames[V any](m map[string]V) []string { return slices.Sorted(maps.Key
 // key") or on a key each ("keys").
 func BenchmarkRateLimitGate(b *testing.B) {
 	m := stateBenchSetup(b)
-	intent := gates.Intent(m, middleware.Limits{})
+	intent := gate.Intent(m, middleware.Limits{})
 	run := func(b *testing.B, inv middleware.Invoker, tool string, p middleware.Principal, wantErr bool) {
 		b.ReportAllocs()
 		ctx := context.Background()
@@ -118,7 +119,7 @@ func BenchmarkRateLimitGate(b *testing.B) {
 	for _, name := range sortedNames(benchLimiters) {
 		b.Run("store="+name, func(b *testing.B) {
 			l := benchLimiters[name](b)
-			inv := middleware.Build(okTool, nil, intent, gates.RateLimit(l), commitStage)
+			inv := middleware.Build(okTool, nil, intent, gate.RateLimit(l), commitStage)
 			b.Run("allowed", func(b *testing.B) { run(b, inv, "report_export", principals[0], false) })
 			b.Run("cooldown_and_rate", func(b *testing.B) {
 				who := freshPrincipals(b.N)
@@ -127,7 +128,7 @@ func BenchmarkRateLimitGate(b *testing.B) {
 					// Room for every new caller's two counters, twice over (the
 					// shards fill unevenly): the default bound (100,000 busy keys)
 					// would refuse the rest.
-					inv = middleware.Build(okTool, nil, intent, gates.RateLimit(gates.NewMemoryLimiter(4*b.N+64)), commitStage)
+					inv = middleware.Build(okTool, nil, intent, gate.RateLimit(gate.NewMemoryLimiter(4*b.N+64)), commitStage)
 				}
 				b.ReportAllocs()
 				b.ResetTimer()
@@ -212,7 +213,7 @@ func BenchmarkLimiterAllowN(b *testing.B) {
 // warned); "baseline" is the chain without the gate.
 func BenchmarkIdempotencyGate(b *testing.B) {
 	m := stateBenchSetup(b)
-	intent := gates.Intent(m, middleware.Limits{})
+	intent := gate.Intent(m, middleware.Limits{})
 	call := func(key string) *middleware.Call {
 		c := middleware.NewCall("order_place", stateBenchArgs, principals[0])
 		c.Credentials.IdempotencyKey = key
@@ -229,7 +230,7 @@ func BenchmarkIdempotencyGate(b *testing.B) {
 	})
 	for _, name := range sortedNames(benchIdempotencyStores) {
 		b.Run("store="+name, func(b *testing.B) {
-			g, err := gates.NewIdempotency(gates.IdempotencyOptions{Store: benchIdempotencyStores[name](b)})
+			g, err := gate.NewIdempotency(gates.IdempotencyOptions{Store: benchIdempotencyStores[name](b)})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -10,7 +10,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 	"golang.org/x/sys/unix"
 
-	"github.com/axgate/axgate/gates"
+	"github.com/axgate/axgate/internal/gate"
 	"github.com/axgate/axgate/manifest"
 	"github.com/axgate/axgate/middleware"
 	"github.com/axgate/axgate/token"
@@ -21,7 +21,7 @@ import (
 type tokBench struct {
 	action *manifest.Action
 	gate   middleware.Interceptor
-	replay *token.MemoryReplayStore
+	replay token.ReplayStore
 	issuer token.Issuer
 	pub    ed25519.PublicKey
 	who    middleware.Principal
@@ -51,7 +51,7 @@ func newTokBench(b *testing.B) *tokBench {
 		pub:    signer.PublicKey().Public.(ed25519.PublicKey),
 		who:    middleware.Principal{ID: "user-1", Tenant: "acme"},
 	}
-	g, err := gates.NewConfirmation(gates.ConfirmationConfig{Verifier: v, Replay: tb.replay})
+	g, err := gate.NewConfirmation(gate.ConfirmationConfig{Verifier: v, Replay: tb.replay})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -15,22 +15,22 @@ type Type string
 
 // Categories of the AXAG error table, plus the ones axgate adds.
 const (
-	TypeParameter      Type = "parameter_error"
-	TypeConstraint     Type = "constraint_error"
-	TypePrecondition   Type = "precondition_error"
-	TypeSafety         Type = "safety_error"
-	TypeSecurity       Type = "security_error"
-	TypeAuthorization  Type = "authorization_error"
-	TypeRouting        Type = "routing_error"
-	TypeVersion        Type = "version_error"
-	TypeRateLimit      Type = "rate_limit_error"
-	TypeAuthentication Type = "authentication_error"
-	TypeRequest        Type = "request_error"
-	TypeConflict       Type = "conflict_error"
-	TypeExecution      Type = "execution_error"
-	TypePostcondition  Type = "postcondition_error"
-	TypeUnavailable    Type = "unavailable_error"
-	TypeInternal       Type = "internal_error"
+	typeParameter      Type = "parameter_error"
+	typeConstraint     Type = "constraint_error"
+	typePrecondition   Type = "precondition_error"
+	typeSafety         Type = "safety_error"
+	typeSecurity       Type = "security_error"
+	typeAuthorization  Type = "authorization_error"
+	typeRouting        Type = "routing_error"
+	typeVersion        Type = "version_error"
+	typeRateLimit      Type = "rate_limit_error"
+	typeAuthentication Type = "authentication_error"
+	typeRequest        Type = "request_error"
+	typeConflict       Type = "conflict_error"
+	typeExecution      Type = "execution_error"
+	typePostcondition  Type = "postcondition_error"
+	typeUnavailable    Type = "unavailable_error"
+	typeInternal       Type = "internal_error"
 )
 
 // The runtime codes of the AXAG error table.
@@ -105,44 +105,44 @@ type codeInfo struct {
 }
 
 var table = map[Code]codeInfo{
-	CodeMissingParam:        {TypeParameter, http.StatusBadRequest, true, "Add the missing parameter and call again."},
-	CodeInvalidType:         {TypeParameter, http.StatusBadRequest, true, "Send the parameter with the declared type and call again."},
-	CodeOutOfRange:          {TypeConstraint, http.StatusBadRequest, true, "Choose a value inside the declared bounds and call again."},
-	CodeInvalidEnum:         {TypeConstraint, http.StatusBadRequest, true, "Choose one of the allowed values and call again."},
-	CodeInvalidFormat:       {TypeParameter, http.StatusBadRequest, true, "Send the value in the declared format and call again."},
-	CodePreconditionFailed:  {TypePrecondition, http.StatusPreconditionFailed, true, "Bring about the failed precondition (see suggestion), then call again."},
-	CodeConfirmationMissing: {TypeSafety, http.StatusPreconditionRequired, true, "Ask the user to confirm this exact call, then call again with the confirmation token."},
-	CodeApprovalMissing:     {TypeSafety, http.StatusPreconditionRequired, true, "Request approval from a person in an approval role, then call again with the approval tokens."},
-	CodeApprovalInvalid:     {TypeSafety, http.StatusForbidden, false, "Obtain approval from a different person who holds an approval role."},
-	CodeScopeViolation:      {TypeSecurity, http.StatusForbidden, false, "Do not retry; the operation is outside the caller's scope."},
-	CodeTenantBoundary:      {TypeSecurity, http.StatusForbidden, false, "Do not retry; the operation crosses a tenant boundary."},
-	CodeRoleInsufficient:    {TypeAuthorization, http.StatusForbidden, false, "Do not retry; ask a user with a required role to perform the action."},
-	CodeIntentNotFound:      {TypeRouting, http.StatusNotFound, false, "Use one of the tools the server lists."},
-	CodeVersionMismatch:     {TypeVersion, http.StatusConflict, false, "Reload the manifest and use its current version."},
-	CodeRateLimited:         {TypeRateLimit, http.StatusTooManyRequests, true, "Wait retry_after seconds, then call again."},
+	CodeMissingParam:        {typeParameter, http.StatusBadRequest, true, "Add the missing parameter and call again."},
+	CodeInvalidType:         {typeParameter, http.StatusBadRequest, true, "Send the parameter with the declared type and call again."},
+	CodeOutOfRange:          {typeConstraint, http.StatusBadRequest, true, "Choose a value inside the declared bounds and call again."},
+	CodeInvalidEnum:         {typeConstraint, http.StatusBadRequest, true, "Choose one of the allowed values and call again."},
+	CodeInvalidFormat:       {typeParameter, http.StatusBadRequest, true, "Send the value in the declared format and call again."},
+	CodePreconditionFailed:  {typePrecondition, http.StatusPreconditionFailed, true, "Bring about the failed precondition (see suggestion), then call again."},
+	CodeConfirmationMissing: {typeSafety, http.StatusPreconditionRequired, true, "Ask the user to confirm this exact call, then call again with the confirmation token."},
+	CodeApprovalMissing:     {typeSafety, http.StatusPreconditionRequired, true, "Request approval from a person in an approval role, then call again with the approval tokens."},
+	CodeApprovalInvalid:     {typeSafety, http.StatusForbidden, false, "Obtain approval from a different person who holds an approval role."},
+	CodeScopeViolation:      {typeSecurity, http.StatusForbidden, false, "Do not retry; the operation is outside the caller's scope."},
+	CodeTenantBoundary:      {typeSecurity, http.StatusForbidden, false, "Do not retry; the operation crosses a tenant boundary."},
+	CodeRoleInsufficient:    {typeAuthorization, http.StatusForbidden, false, "Do not retry; ask a user with a required role to perform the action."},
+	CodeIntentNotFound:      {typeRouting, http.StatusNotFound, false, "Use one of the tools the server lists."},
+	CodeVersionMismatch:     {typeVersion, http.StatusConflict, false, "Reload the manifest and use its current version."},
+	CodeRateLimited:         {typeRateLimit, http.StatusTooManyRequests, true, "Wait retry_after seconds, then call again."},
 
-	CodeUnknownParam:         {TypeParameter, http.StatusBadRequest, true, "Remove the undeclared parameter (check its spelling) and call again."},
-	CodeInvalidArguments:     {TypeParameter, http.StatusBadRequest, true, "Send the arguments as one well-formed JSON object and call again."},
-	CodeUnauthenticated:      {TypeAuthentication, http.StatusUnauthorized, false, "Authenticate and call again."},
-	CodePayloadTooLarge:      {TypeRequest, http.StatusRequestEntityTooLarge, false, "Send smaller arguments."},
-	CodeUnsupportedMediaType: {TypeRequest, http.StatusUnsupportedMediaType, true, "Send the arguments as a JSON object with Content-Type: application/json."},
-	CodeMethodNotAllowed:     {TypeRouting, http.StatusMethodNotAllowed, true, "Call again with one of the methods the Allow header lists."},
-	CodeIdempotencyKeyReused: {TypeConflict, http.StatusUnprocessableEntity, false, "Use a new idempotency key for different arguments."},
-	CodeDuplicateInFlight:    {TypeConflict, http.StatusConflict, true, "Wait for the first call to finish, then call again with the same key."},
-	CodeDuplicateCall:        {TypeConflict, http.StatusConflict, false, "This exact call was just made; do not repeat it unless the user asks."},
-	CodeAlreadyDecided:       {TypeConflict, http.StatusConflict, false, "Do not decide again; the first decision stands."},
-	CodeToolChanged:          {TypeConflict, http.StatusConflict, false, "Do not retry; the tool changed upstream and stays disabled until an operator reviews it and updates the manifest's upstream_sha256 pin."},
-	CodeToolFailed:           {TypeExecution, http.StatusBadGateway, true, "The tool failed; try again later or report the failure."},
-	CodePostconditionFailed:  {TypePostcondition, http.StatusBadGateway, false, "The tool did not do what it promised; do not assume it succeeded."},
-	CodeStoreUnavailable:     {TypeUnavailable, http.StatusServiceUnavailable, true, "Try again shortly."},
-	CodeInternal:             {TypeInternal, http.StatusInternalServerError, false, "Report the failure to the operator."},
+	CodeUnknownParam:         {typeParameter, http.StatusBadRequest, true, "Remove the undeclared parameter (check its spelling) and call again."},
+	CodeInvalidArguments:     {typeParameter, http.StatusBadRequest, true, "Send the arguments as one well-formed JSON object and call again."},
+	CodeUnauthenticated:      {typeAuthentication, http.StatusUnauthorized, false, "Authenticate and call again."},
+	CodePayloadTooLarge:      {typeRequest, http.StatusRequestEntityTooLarge, false, "Send smaller arguments."},
+	CodeUnsupportedMediaType: {typeRequest, http.StatusUnsupportedMediaType, true, "Send the arguments as a JSON object with Content-Type: application/json."},
+	CodeMethodNotAllowed:     {typeRouting, http.StatusMethodNotAllowed, true, "Call again with one of the methods the Allow header lists."},
+	CodeIdempotencyKeyReused: {typeConflict, http.StatusUnprocessableEntity, false, "Use a new idempotency key for different arguments."},
+	CodeDuplicateInFlight:    {typeConflict, http.StatusConflict, true, "Wait for the first call to finish, then call again with the same key."},
+	CodeDuplicateCall:        {typeConflict, http.StatusConflict, false, "This exact call was just made; do not repeat it unless the user asks."},
+	CodeAlreadyDecided:       {typeConflict, http.StatusConflict, false, "Do not decide again; the first decision stands."},
+	CodeToolChanged:          {typeConflict, http.StatusConflict, false, "Do not retry; the tool changed upstream and stays disabled until an operator reviews it and updates the manifest's upstream_sha256 pin."},
+	CodeToolFailed:           {typeExecution, http.StatusBadGateway, true, "The tool failed; try again later or report the failure."},
+	CodePostconditionFailed:  {typePostcondition, http.StatusBadGateway, false, "The tool did not do what it promised; do not assume it succeeded."},
+	CodeStoreUnavailable:     {typeUnavailable, http.StatusServiceUnavailable, true, "Try again shortly."},
+	CodeInternal:             {typeInternal, http.StatusInternalServerError, false, "Report the failure to the operator."},
 }
 
 func (c Code) info() codeInfo {
 	if i, ok := table[c]; ok {
 		return i
 	}
-	return codeInfo{TypeInternal, http.StatusInternalServerError, false, ""}
+	return codeInfo{typeInternal, http.StatusInternalServerError, false, ""}
 }
 
 // Type returns the category of the code.
@@ -170,27 +170,4 @@ func Codes() []Code {
 		CodeIdempotencyKeyReused, CodeDuplicateInFlight, CodeDuplicateCall, CodeAlreadyDecided, CodeToolChanged, CodeToolFailed,
 		CodePostconditionFailed, CodeStoreUnavailable, CodeInternal,
 	}
-}
-
-// CodeForKeyword maps a failing JSON Schema keyword to its AXAG code:
-// required → MISSING_PARAM, type → INVALID_TYPE, bounds → OUT_OF_RANGE,
-// enum/const → INVALID_ENUM, format/pattern → INVALID_FORMAT,
-// additionalProperties → the unknown-parameter code.
-func CodeForKeyword(keyword string) Code {
-	switch keyword {
-	case "required":
-		return CodeMissingParam
-	case "type":
-		return CodeInvalidType
-	case "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "minLength", "maxLength",
-		"minItems", "maxItems", "minProperties", "maxProperties", "multipleOf":
-		return CodeOutOfRange
-	case "enum", "const":
-		return CodeInvalidEnum
-	case "format", "pattern", "uniqueItems":
-		return CodeInvalidFormat
-	case "additionalProperties", "propertyNames", "false":
-		return CodeUnknownParam
-	}
-	return CodeInvalidType
 }

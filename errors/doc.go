@@ -5,8 +5,9 @@
 // list of violations with JSON Pointer paths) and whether the agent may
 // retry.
 //
-// Callers usually import it under the name axerr so that it does not shadow
-// the standard library's errors package:
+// Its import name is axerr, everywhere (examples, README, godoc, this
+// repository's own code: .ci/importname checks it), so that it does not
+// shadow the standard library's errors package:
 //
 //	import axerr "github.com/axgate/axgate/errors"
 //

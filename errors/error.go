@@ -48,6 +48,9 @@ type Error struct {
 	Details map[string]any
 	// Err is the underlying cause. It is never rendered to the caller.
 	Err error
+
+	// retry, when set, overrides the code's retryability (WithRetryable).
+	retry *bool
 }
 
 // New returns an *Error with the code and message.
@@ -89,8 +92,33 @@ func (e *Error) Type() Type { return e.Code.Type() }
 // HTTPStatus returns the status of the error table for the code.
 func (e *Error) HTTPStatus() int { return e.Code.HTTPStatus() }
 
-// Retryable reports whether an agent may call again.
-func (e *Error) Retryable() bool { return e.Code.Retryable() }
+// Retryable reports whether an agent may call again: as the code says,
+// unless WithRetryable said otherwise for this refusal.
+func (e *Error) Retryable() bool {
+	if e.retry != nil {
+		return *e.retry
+	}
+	return e.Code.Retryable()
+}
+
+// WithRetryable sets whether calling again may succeed, for this refusal
+// only, and returns e. A tool's failure (AXGATE_TOOL_FAILED) is retryable
+// by its code; one that calling again will not cure (a file that does not
+// exist) is marked WithRetryable(false), and its agent action then says not
+// to repeat the call unchanged.
+func (e *Error) WithRetryable(retryable bool) *Error { e.retry = &retryable; return e }
+
+// notRetryableAction is the agent action of a refusal of a retryable code
+// marked not retryable.
+const notRetryableAction = "Do not call again with the same arguments: change what the message names, or report the failure."
+
+// agentAction is what the envelope and the text say an agent does next.
+func (e *Error) agentAction() string {
+	if e.retry != nil && !*e.retry && e.Code.Retryable() {
+		return notRetryableAction
+	}
+	return e.Code.AgentAction()
+}
 
 // Clone returns a copy of e that shares nothing mutable with it (details and
 // violations are copied), so that a gate can annotate a refusal it did not
@@ -158,7 +186,7 @@ func (e *Error) Envelope() Envelope {
 		d["gate"] = e.Gate
 	}
 	d["retryable"] = e.Retryable()
-	if a := e.Code.AgentAction(); a != "" {
+	if a := e.agentAction(); a != "" {
 		d["agent_action"] = a
 	}
 	return Envelope{Error: Body{Code: e.Code, Type: e.Type(), Message: e.Message, Details: d}}
@@ -182,8 +210,8 @@ func (e *Error) MarshalJSON() ([]byte, error) { return json.Marshal(e.Envelope()
 
 // JSON-RPC error codes used by ToJSONRPC.
 const (
-	JSONRPCInvalidParams = -32602
-	JSONRPCServerError   = -32000
+	jSONRPCInvalidParams = -32602
+	jSONRPCServerError   = -32000
 )
 
 // RPCError is a JSON-RPC 2.0 error object.
@@ -221,9 +249,9 @@ func (e *Error) ToJSONRPC() *RPCError {
 	if len(e.Violations) > 0 {
 		data["errors"] = e.Violations
 	}
-	code := JSONRPCServerError
+	code := jSONRPCServerError
 	if e.Code.IsParameterError() {
-		code = JSONRPCInvalidParams
+		code = jSONRPCInvalidParams
 	}
 	return &RPCError{Code: code, Message: e.Message, Data: data}
 }
@@ -330,7 +358,7 @@ func (e *Error) Text() string {
 	if s := e.RetryAfterSeconds(); s > 0 {
 		fmt.Fprintf(&b, "\nRetry after: %d s", s)
 	}
-	if a := e.Code.AgentAction(); a != "" {
+	if a := e.agentAction(); a != "" {
 		b.WriteString("\nNext step: " + a)
 	}
 	return b.String()

@@ -182,3 +182,31 @@ func TestAggregateOmitted(t *testing.T) {
 		t.Errorf("nothing omitted: %q %v", e.Message, e.Details)
 	}
 }
+
+// TestWithRetryable: a refusal can say, for itself, that calling again will
+// not help (or will): the envelope, the text and Retryable follow it, and a
+// retryable code marked not retryable no longer tells the agent to try again
+// later; the code's own answer is unchanged for other refusals.
+func TestWithRetryable(t *testing.T) {
+	e := axerr.New(axerr.CodeToolFailed, "ENOENT: no such file or directory").WithRetryable(false)
+	d := e.Envelope().Error.Details
+	if e.Retryable() || d["retryable"] != false {
+		t.Errorf("Retryable %v, envelope retryable %v; want false", e.Retryable(), d["retryable"])
+	}
+	if a, _ := d["agent_action"].(string); strings.Contains(a, "try again") || !strings.Contains(a, "Do not call again with the same arguments") {
+		t.Errorf("agent_action %q", a)
+	}
+	if txt := e.Text(); strings.Contains(txt, "try again later") || !strings.Contains(txt, "Do not call again") {
+		t.Errorf("text:\n%s", txt)
+	}
+	c := e.Clone()
+	if c.Retryable() {
+		t.Error("a clone lost WithRetryable(false)")
+	}
+	if !axerr.New(axerr.CodeToolFailed, "busy").Retryable() {
+		t.Error("AXGATE_TOOL_FAILED is retryable by its code")
+	}
+	if yes := axerr.New(axerr.CodeToolChanged, "x").WithRetryable(true); !yes.Retryable() || yes.Envelope().Error.Details["agent_action"] != axerr.CodeToolChanged.AgentAction() {
+		t.Errorf("WithRetryable(true): %v %v", yes.Retryable(), yes.Envelope().Error.Details["agent_action"])
+	}
+}

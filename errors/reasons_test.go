@@ -14,16 +14,18 @@ import (
 	axerr "github.com/axgate/axgate/errors"
 )
 
-// reasonConstants returns the Reason constants declared in this package's
-// sources, name → value, read with go/ast so that a constant added without a
-// docs/errors.md row is found without anyone listing it by hand.
-func reasonConstants(t *testing.T) map[string]string { return constants(t, "Reason") }
+// reasonConstants returns the Reason constants axgate declares
+// (internal/reasons), name → value, read with go/ast so that a constant added
+// without a docs/errors.md row is found without anyone listing it by hand.
+func reasonConstants(t *testing.T) map[string]string {
+	return constants(t, "../internal/reasons/*.go", "Reason")
+}
 
-// constants returns the constants of the named type declared in this
-// package's sources, name → value.
-func constants(t *testing.T, typ string) map[string]string {
+// constants returns the constants of the named type (of this package)
+// declared in the files of glob, name → value.
+func constants(t *testing.T, glob, typ string) map[string]string {
 	t.Helper()
-	files, err := filepath.Glob("*.go")
+	files, err := filepath.Glob(glob)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +46,16 @@ func constants(t *testing.T, typ string) map[string]string {
 			}
 			for _, s := range gd.Specs {
 				vs := s.(*ast.ValueSpec)
-				if id, ok := vs.Type.(*ast.Ident); !ok || id.Name != typ {
+				switch x := vs.Type.(type) {
+				case *ast.Ident: // in this package
+					if x.Name != typ {
+						continue
+					}
+				case *ast.SelectorExpr: // axerr.Reason elsewhere
+					if x.Sel.Name != typ {
+						continue
+					}
+				default:
 					continue
 				}
 				for i, n := range vs.Names {
@@ -138,7 +149,7 @@ func TestReasonsInErrorsDoc(t *testing.T) {
 // string so that details compare and encode alike whichever way they were
 // set.
 func TestWithReason(t *testing.T) {
-	e := axerr.New(axerr.CodeRateLimited, "m").WithReason(axerr.ReasonCooldown)
+	e := axerr.New(axerr.CodeRateLimited, "m").WithReason(axerr.Reason("cooldown"))
 	if v, ok := e.Details["reason"].(string); !ok || v != "cooldown" {
 		t.Errorf("details.reason = %#v; want the string \"cooldown\"", e.Details["reason"])
 	}
@@ -149,7 +160,7 @@ func TestWithReason(t *testing.T) {
 // a Code constant missing from it (AXGATE_ALREADY_DECIDED was) is a refusal
 // nobody recognizes.
 func TestCodesListsEveryCode(t *testing.T) {
-	for name, v := range constants(t, "Code") {
+	for name, v := range constants(t, "*.go", "Code") {
 		if !slices.Contains(axerr.Codes(), axerr.Code(v)) {
 			t.Errorf("%s (%s) is not in Codes()", name, v)
 		}

@@ -5,15 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
-	"strconv"
-	"strings"
 	"time"
-
-	axerr "github.com/axgate/axgate/errors"
 )
 
 // The stores below hold everything that must be shared across replicas.
-// The memory implementations in this package serve one process;
+// The memory implementations (gates/memstore) serve one process;
 // gates/redisstore serves several. Every method must be safe for concurrent
 // use. A store that cannot answer returns an error, and the gate refuses the
 // call with AXGATE_STORE_UNAVAILABLE: never fail open.
@@ -102,13 +98,9 @@ type IdempotencyOwner struct {
 	Quota int
 }
 
-// ErrIdempotencyQuota is matched (errors.Is) by the error of
-// IdempotencyStore.Begin when the owner holds as many live records as its
-// quota allows; the error is a *QuotaError that says when one ends.
-var ErrIdempotencyQuota = errors.New("idempotency quota reached")
-
 // QuotaError is the refusal of a store to hold one more record for an owner
-// at its quota. It matches ErrIdempotencyQuota.
+// at its quota: IdempotencyStore.Begin's over the owner's live records,
+// ApprovalStore.Create's over the requester's pending requests.
 type QuotaError struct {
 	// RetryAfter is how long until the owner's oldest live record expires
 	// (at least one millisecond).
@@ -116,11 +108,8 @@ type QuotaError struct {
 }
 
 func (e *QuotaError) Error() string {
-	return "idempotency quota reached; the oldest record expires in " + e.RetryAfter.String()
+	return "quota reached; the oldest record expires in " + e.RetryAfter.String()
 }
-
-// Unwrap returns ErrIdempotencyQuota.
-func (e *QuotaError) Unwrap() error { return ErrIdempotencyQuota }
 
 // ErrStoreBusy is matched (errors.Is) by the error of a store that is
 // healthy but had no connection free in time (a pool wait that timed out):
@@ -196,7 +185,7 @@ type ApprovalRequest struct {
 	// VoidBefore: the time of the last denial (the denial's veto) or run of
 	// the call. Approval tokens for this call that it does not know (not in
 	// Minted or Voided) never count when issued (iat) at or before this
-	// second plus the verifier's leeway (TokenVoid).
+	// second plus the verifier's leeway.
 	VoidBefore time.Time `json:"void_before,omitzero"`
 	// Minted are the approval tokens Decide signed for this call since its
 	// last run or denial (carried over when a lapsed or cancelled request
@@ -219,18 +208,12 @@ type ApprovalRequest struct {
 	Coalesced int `json:"coalesced_notifications,omitempty"`
 }
 
-// Vetoed reports whether r is a denial that still vetoes its call at now:
-// no new request for the same call is opened.
-func (r *ApprovalRequest) Vetoed(now time.Time) bool {
-	return r.State == ApprovalDenied && now.Before(r.KeepUntil)
-}
-
 // Replaceable reports whether a new request for the same call (same id) may
 // replace r at now: r lapsed, was cancelled or executed, and is no veto.
 // The new request inherits r's VoidBefore and KeepUntil (Inherit).
 func (r *ApprovalRequest) Replaceable(now time.Time) bool {
-	if r.Vetoed(now) {
-		return false
+	if r.State == ApprovalDenied && now.Before(r.KeepUntil) {
+		return false // a denial still vetoes its call
 	}
 	lapsed := !r.ExpiresAt.IsZero() && !now.Before(r.ExpiresAt)
 	return lapsed || r.State == ApprovalCancelled || r.State == ApprovalExecuted
@@ -258,16 +241,16 @@ type MintedToken struct {
 	Until time.Time `json:"until"`
 }
 
-// MaxVoidedTokens bounds the voided tokens a request keeps; the oldest are
+// maxVoidedTokens bounds the voided tokens a request keeps; the oldest are
 // dropped first, and VoidBefore (the latest run or denial) still voids
-// them by their iat.
-const MaxVoidedTokens = 256
+// them by their iat. internal/gate keeps the same bound.
+const maxVoidedTokens = 256
 
 // liveTokens drops the tokens expired at now, keeping at most
-// MaxVoidedTokens (the newest), in place.
+// maxVoidedTokens (the newest), in place.
 func liveTokens(ts []MintedToken, now time.Time) []MintedToken {
 	ts = slices.DeleteFunc(ts, func(t MintedToken) bool { return !now.Before(t.Until) })
-	if n := len(ts) - MaxVoidedTokens; n > 0 {
+	if n := len(ts) - maxVoidedTokens; n > 0 {
 		ts = ts[n:]
 	}
 	if len(ts) == 0 {
@@ -276,76 +259,9 @@ func liveTokens(ts []MintedToken, now time.Time) []MintedToken {
 	return ts
 }
 
-// VoidMinted moves the tokens minted for r to its voided ones, as its call
-// runs or is denied at now.
-func (r *ApprovalRequest) VoidMinted(now time.Time) {
-	r.Voided = liveTokens(slices.Concat(r.Voided, r.Minted), now)
-	r.Minted = nil
-}
-
-// TokenVoid reports whether the approval token jti, issued at iat, is void
-// for r: it was voided by a run or denial, or, unknown to r (not signed by
-// Decide for it), was issued at or before VoidBefore plus leeway (the
-// signing replica's clock may run ahead of the one that set VoidBefore).
-func (r *ApprovalRequest) TokenVoid(jti string, iat time.Time, leeway time.Duration) bool {
-	known := func(t MintedToken) bool { return t.ID == jti }
-	switch {
-	case jti != "" && slices.ContainsFunc(r.Voided, known):
-		return true
-	case jti != "" && slices.ContainsFunc(r.Minted, known):
-		return false
-	}
-	return !r.VoidBefore.IsZero() && iat.Unix() <= r.VoidBefore.Add(leeway).Unix()
-}
-
-// Retained is how long a store keeps r at least: until it expires, or until
-// KeepUntil when later.
-func (r *ApprovalRequest) Retained() time.Time {
-	if r.KeepUntil.After(r.ExpiresAt) {
-		return r.KeepUntil
-	}
-	return r.ExpiresAt
-}
-
-// ErrApprovalQuota is matched (errors.Is) by the *ApprovalQuotaError a store
-// returns from Create when the requester holds as many pending requests as
-// the quota allows.
-var ErrApprovalQuota = errors.New("approval request quota reached")
-
-// ApprovalQuotaError is Create's refusal over the quota.
-type ApprovalQuotaError struct {
-	// RetryAfter is the time until the requester's oldest pending request
-	// expires (and frees a place).
-	RetryAfter time.Duration
-}
-
-func (e *ApprovalQuotaError) Error() string { return ErrApprovalQuota.Error() }
-
-// Is matches ErrApprovalQuota.
-func (e *ApprovalQuotaError) Is(target error) bool { return target == ErrApprovalQuota }
-
 // ErrBadCursor is wrapped by the error of List for a cursor it did not
 // hand out.
 var ErrBadCursor = errors.New("invalid cursor")
-
-// MaxApprovalPage bounds the requests one List call returns;
-// DefaultApprovalPage is the page size when none is asked for.
-const (
-	MaxApprovalPage     = 100
-	DefaultApprovalPage = 50
-)
-
-// PageLimit clamps a requested page size to 1..MaxApprovalPage, 0 or less
-// meaning DefaultApprovalPage.
-func PageLimit(limit int) int {
-	switch {
-	case limit <= 0:
-		return DefaultApprovalPage
-	case limit > MaxApprovalPage:
-		return MaxApprovalPage
-	}
-	return limit
-}
 
 // ApprovalFilter selects requests for an approver's inbox.
 type ApprovalFilter struct {
@@ -361,20 +277,6 @@ type ApprovalFilter struct {
 	State ApprovalState
 }
 
-// Matches reports whether r passes the filter, for ApprovalStore
-// implementations.
-func (f ApprovalFilter) Matches(r *ApprovalRequest) bool {
-	switch {
-	case r.Tenant != f.Tenant && (f.Tenant != "" || !f.AnyTenant):
-		return false
-	case f.State != "" && r.State != f.State:
-		return false
-	case len(f.Roles) > 0 && !slices.ContainsFunc(r.Roles, func(role string) bool { return slices.Contains(f.Roles, role) }):
-		return false
-	}
-	return true
-}
-
 // ApprovalStore keeps approval requests and their state.
 type ApprovalStore interface {
 	// Create stores req unless a request with its ID exists that is not
@@ -382,7 +284,7 @@ type ApprovalStore interface {
 	// now. A replaced request passes its void on (Inherit). With quota > 0,
 	// a new request is created only while its requester (Requester and
 	// Tenant) holds fewer than quota pending requests, counted atomically
-	// with the create; otherwise Create returns an *ApprovalQuotaError and
+	// with the create; otherwise Create returns a *QuotaError and
 	// stores nothing. The existing request of the same call is returned
 	// whatever the quota.
 	Create(ctx context.Context, req ApprovalRequest, quota int) (ApprovalRequest, bool, error)
@@ -392,7 +294,8 @@ type ApprovalStore interface {
 	// and stores the result; an error from fn aborts the update and is
 	// returned as is.
 	Update(ctx context.Context, id string, fn func(*ApprovalRequest) error) (ApprovalRequest, error)
-	// List returns up to limit (PageLimit) requests that match the filter,
+	// List returns up to limit requests (at most 100; 50 when limit is 0 or
+	// less) that match the filter,
 	// oldest first, after cursor ("" for the first page), and the cursor of
 	// the next page ("" at the end). A page may be shorter than limit while
 	// next is not "": a store bounds the work of one call. Pending requests
@@ -401,51 +304,6 @@ type ApprovalStore interface {
 	List(ctx context.Context, f ApprovalFilter, cursor string, limit int) (page []ApprovalRequest, next string, err error)
 }
 
-// StateKey builds a store key from a kind and parts. Each part is written
-// with its length in front, so no part can be forged to look like two
-// ("a:b" + "c" never equals "a" + "b:c"); stores may add their own prefix.
-func StateKey(kind string, parts ...string) string {
-	n := len(kind)
-	for _, p := range parts {
-		n += len(p) + 2 + digits(len(p))
-	}
-	var b strings.Builder
-	b.Grow(n)
-	b.WriteString(kind)
-	var num [20]byte
-	for _, p := range parts {
-		b.WriteByte(':')
-		b.Write(strconv.AppendInt(num[:0], int64(len(p)), 10))
-		b.WriteByte(':')
-		b.WriteString(p)
-	}
-	return b.String()
-}
-
-func digits(n int) int {
-	d := 1
-	for n >= 10 {
-		n /= 10
-		d++
-	}
-	return d
-}
-
-// StoreUnavailable is the refusal of a gate whose store failed: 503, retryable.
-//
-// The cause is kept for logs and never shown to the caller.
-//
-// A store that is healthy but had no connection free in time (its error
-// matches ErrStoreBusy) is refused the same way, 503 and retryable, with the
-// reason store_busy: the caller should come back shortly, and an operator
-// reading the logs sees a pool too small for the load rather than an outage.
-func StoreUnavailable(intent, what string, err error) *axerr.Error {
-	if errors.Is(err, ErrStoreBusy) {
-		e := axerr.Newf(axerr.CodeStoreUnavailable, "%s is busy; the call was refused to stay safe", what).WithIntent(intent).WithCause(err).WithReason(axerr.ReasonStoreBusy)
-		e.RetryAfter = time.Second
-		return e
-	}
-	e := axerr.Newf(axerr.CodeStoreUnavailable, "%s is unavailable; the call was refused to stay safe", what).WithIntent(intent).WithCause(err)
-	e.RetryAfter = time.Second
-	return e
-}
+// ErrInvalidTransition is wrapped by the error of a state change the approval
+// state machine does not allow.
+var ErrInvalidTransition = errors.New("invalid state transition")

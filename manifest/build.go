@@ -79,8 +79,8 @@ var rateLimitRE = regexp.MustCompile(`^\s*([0-9]+)\s*/\s*(second|minute|hour|day
 
 var periods = map[string]time.Duration{"second": time.Second, "minute": time.Minute, "hour": time.Hour, "day": 24 * time.Hour}
 
-// ParseRateLimit reads "N/second|minute|hour|day" with N ≥ 1.
-func ParseRateLimit(s string) (*RateLimit, error) {
+// parseRateLimit reads "N/second|minute|hour|day" with N ≥ 1.
+func parseRateLimit(s string) (*RateLimit, error) {
 	m := rateLimitRE.FindStringSubmatch(s)
 	if m == nil {
 		return nil, fmt.Errorf("rate_limit %q is not N/second, N/minute, N/hour or N/day", s)
@@ -92,8 +92,8 @@ func ParseRateLimit(s string) (*RateLimit, error) {
 	return &RateLimit{Count: n, Per: periods[m[2]], Spec: s}, nil
 }
 
-// ParseCooldown reads a positive duration such as 30s, 5m or 1h.
-func ParseCooldown(s string) (time.Duration, error) {
+// parseCooldown reads a positive duration such as 30s, 5m or 1h.
+func parseCooldown(s string) (time.Duration, error) {
 	d, err := time.ParseDuration(strings.TrimSpace(s))
 	if err != nil || d <= 0 {
 		return 0, fmt.Errorf("cooldown %q is not a positive duration such as 30s, 5m or 1h", s)
@@ -103,8 +103,8 @@ func ParseCooldown(s string) (time.Duration, error) {
 
 var placeholderRE = regexp.MustCompile(`\{\{\s*([^{}]*?)\s*\}\}`)
 
-// Placeholders returns the parameter names a confirmation message refers to.
-func Placeholders(msg string) []string {
+// placeholders returns the parameter names a confirmation message refers to.
+func placeholders(msg string) []string {
 	var out []string
 	for _, m := range placeholderRE.FindAllStringSubmatch(msg, -1) {
 		out = append(out, m[1])
@@ -159,14 +159,14 @@ func (b *builder) action(am map[string]any, ptr string, form Form) *Action {
 		b.add(ptr+"/approval_count", "approval_count", "approval_count is set but approval_required is not true")
 	}
 	if s, ok := am["rate_limit"].(string); ok {
-		rl, err := ParseRateLimit(s)
+		rl, err := parseRateLimit(s)
 		if err != nil {
 			b.add(ptr+"/rate_limit", "rate_limit", "%v", err)
 		}
 		a.RateLimit = rl
 	}
 	if s, ok := am["cooldown"].(string); ok {
-		d, err := ParseCooldown(s)
+		d, err := parseCooldown(s)
 		if err != nil {
 			b.add(ptr+"/cooldown", "cooldown", "%v", err)
 		}
@@ -226,7 +226,7 @@ func (b *builder) action(am map[string]any, ptr string, form Form) *Action {
 		}
 	}
 
-	for _, name := range Placeholders(a.ConfirmationMessage) {
+	for _, name := range placeholders(a.ConfirmationMessage) {
 		if a.Param(name) == nil {
 			b.add(ptr+"/confirmation_message", "confirmation_message", "placeholder {{%s}} names no declared parameter", name)
 		}

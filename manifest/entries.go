@@ -18,7 +18,7 @@ type Resource struct {
 	// segment, neither "." nor "..", without "/" or "\" even encoded.
 	URITemplate string
 	// URIPrefix matches the URIs that start with it and have no dot segment
-	// ("." or "..", even encoded) or backslash after it.
+	// ("." or "..", even encoded), empty path segment or backslash after it.
 	URIPrefix string
 	// Action is the read action a request for these resources passes the
 	// gates as (access, rate limit, audit, telemetry). It is never a tool:
@@ -62,6 +62,14 @@ func (r *Resource) match(uri string) (map[string]string, bool) {
 	case r.URIPrefix != "":
 		rest, ok := strings.CutPrefix(uri, r.URIPrefix)
 		if !ok || strings.ContainsAny(rest, "\\\x00") {
+			return nil, false
+		}
+		// An empty segment makes the rest absolute ("//etc/passwd" after
+		// "file:///docs/"), which os.path.join or path.resolve take as it
+		// is; in the path, not in a query or fragment.
+		path, _, _ := strings.Cut(rest, "?")
+		path, _, _ = strings.Cut(path, "#")
+		if strings.Contains(r.URIPrefix[len(r.URIPrefix)-1:]+path, "//") {
 			return nil, false
 		}
 		for _, seg := range strings.FieldsFunc(rest, func(c rune) bool { return c == '/' || c == '?' || c == '#' }) {
@@ -216,7 +224,7 @@ func (b *builder) entry(em map[string]any, ptr, entity string) *Action {
 		a.TenantBoundary = TenantStrict
 	}
 	if s, ok := em["rate_limit"].(string); ok {
-		rl, err := ParseRateLimit(s)
+		rl, err := parseRateLimit(s)
 		if err != nil {
 			b.add(ptr+"/rate_limit", "rate_limit", "%v", err)
 		}

@@ -224,3 +224,26 @@ func TestResourcesAndPromptsStrict(t *testing.T) {
 		})
 	}
 }
+
+// TestResourcePrefixRefusesAnEmptySegment: after a prefix, an empty path
+// segment ("//") is refused like a dot segment. The rest of
+// file:///docs//etc/passwd is the absolute path /etc/passwd, and an
+// upstream that joins the rest to its folder as Python's os.path.join or
+// Node's path.resolve do reads /etc/passwd, outside the folder the prefix
+// grants. A query or fragment may hold "//".
+func TestResourcePrefixRefusesAnEmptySegment(t *testing.T) {
+	m, err := manifest.Parse([]byte(entryDocs["v1"]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, uri := range []string{"file:///docs//etc/passwd", "file:///docs/a//b", "file:///docs///etc/passwd"} {
+		if r, _ := m.Resource(uri); r != nil {
+			t.Errorf("Resource(%q) is %q; want none", uri, r.Action.Intent)
+		}
+	}
+	for _, uri := range []string{"file:///docs/a?next=http://x", "file:///docs/a#//b", "file:///docs/a/"} {
+		if r, _ := m.Resource(uri); r == nil {
+			t.Errorf("Resource(%q) is none; want docs.read", uri)
+		}
+	}
+}

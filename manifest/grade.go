@@ -173,10 +173,10 @@ func safetyScore(a *Action) float64 {
 	return float64(ok) / float64(len(checks))
 }
 
-// GradeFor returns the letter grade of the grade table: F when the
+// gradeFor returns the letter grade of the grade table: F when the
 // deterministic checks fail; otherwise A from 4.0, B from 3.0, C from 2.0,
 // D below.
-func GradeFor(status Status, score float64) string {
+func gradeFor(status Status, score float64) string {
 	switch {
 	case status != StatusPass:
 		return "F"
@@ -251,7 +251,7 @@ func (r *LintResult) Report(id string, now time.Time) GradeReport {
 			rep.FailingActions = append(rep.FailingActions, a.Intent)
 		}
 	}
-	rep.Grade = GradeFor(rep.Deterministic.Status, rep.Quality.Score)
+	rep.Grade = gradeFor(rep.Deterministic.Status, rep.Quality.Score)
 	return rep
 }
 

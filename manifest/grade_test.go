@@ -19,8 +19,8 @@ func TestGradeFor(t *testing.T) {
 		{StatusFail, 5.0, "F"}, {StatusFail, 0, "F"},
 	}
 	for _, c := range cases {
-		if got := GradeFor(c.status, c.score); got != c.want {
-			t.Errorf("GradeFor(%s, %.1f) = %s, want %s", c.status, c.score, got, c.want)
+		if got := gradeFor(c.status, c.score); got != c.want {
+			t.Errorf("gradeFor(%s, %.1f) = %s, want %s", c.status, c.score, got, c.want)
 		}
 	}
 }

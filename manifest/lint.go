@@ -126,7 +126,7 @@ type LintOptions struct {
 	Source string
 	// Expressions, when set, checks the constraints of a manifest that
 	// loads in the enforcer's CEL environment, which this package does not
-	// have: gates.LintConstraints compiles each one and reports, as
+	// have: axgate lint compiles each one and reports, as
 	// RuleConstraintCost errors, those that do not compile or whose
 	// estimated worst-case cost exceeds the cost limit (New refuses them).
 	// axgate lint sets it.

@@ -27,7 +27,7 @@ func (l *linter) constraints(a *Action) {
 		return
 	}
 	for _, c := range a.Constraints {
-		names := UnguardedOptionalReads(c.Expr, optional)
+		names := unguardedOptionalReads(c.Expr, optional)
 		if len(names) == 0 {
 			continue
 		}
@@ -46,7 +46,7 @@ func plural(n int) string {
 	return "s"
 }
 
-// UnguardedOptionalReads returns the optional names a CEL expression reads with no guard.
+// unguardedOptionalReads returns the optional names a CEL expression reads with no guard.
 //
 // It parses the CEL expression src and returns, in order of first read,
 // the names in optional that it reads (args.x, args["x"], or the bare
@@ -55,7 +55,7 @@ func plural(n int) string {
 // left side of an || that shows it present when false (!has(args.x) || …).
 // It returns nil for an expression that does not parse: compiling it
 // reports that.
-func UnguardedOptionalReads(src string, optional map[string]bool) []string {
+func unguardedOptionalReads(src string, optional map[string]bool) []string {
 	tree, errs := parser.Parse(common.NewTextSource(src))
 	if errs != nil && len(errs.GetErrors()) > 0 {
 		return nil

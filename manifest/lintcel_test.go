@@ -37,7 +37,7 @@ func TestUnguardedOptionalReads(t *testing.T) {
 		{"has(args.y) && args.items.all(i, i < args.y)", nil},
 		{"not ( parsed", nil},
 	} {
-		if got := UnguardedOptionalReads(tc.expr, optional); !slices.Equal(got, tc.want) {
+		if got := unguardedOptionalReads(tc.expr, optional); !slices.Equal(got, tc.want) {
 			t.Errorf("%s: %v, want %v", tc.expr, got, tc.want)
 		}
 	}

@@ -68,12 +68,6 @@ func (e *Error) Error() string {
 // first non-blank character not being '{'.
 func Parse(data []byte) (*Manifest, error) { return parse(data, "", formatAuto) }
 
-// ParseJSON reads a manifest from JSON bytes.
-func ParseJSON(data []byte) (*Manifest, error) { return parse(data, "", formatJSON) }
-
-// ParseYAML reads a manifest from YAML bytes.
-func ParseYAML(data []byte) (*Manifest, error) { return parse(data, "", formatYAML) }
-
 // Load reads a manifest (JSON or YAML) from r, at most
 // DefaultMaxManifestBytes.
 func Load(r io.Reader) (*Manifest, error) {

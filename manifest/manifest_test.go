@@ -163,7 +163,7 @@ func TestProblemsAreAggregatedWithPaths(t *testing.T) {
 	    {"intent": "order.cancel", "entity": "order", "action_type": "write", "description": "x", "approval_count": 0}
 	  ]
 	}`
-	_, err := manifest.ParseJSON([]byte(doc))
+	_, err := manifest.Parse([]byte(doc))
 	me := loadErr(t, err)
 	want := map[string]string{
 		"/actions/0/confirmation_requried":         `unknown field "confirmation_requried" (did you mean "confirmation_required"?)`,

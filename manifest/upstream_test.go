@@ -63,7 +63,7 @@ func TestUpstreamSHA256Refused(t *testing.T) {
 			  "action_type": "read", "description": "Reads a file", "upstream_sha256": ` + v + `}]}]}`,
 		} {
 			t.Run(name+"/"+form, func(t *testing.T) {
-				m, err := manifest.ParseJSON([]byte(doc))
+				m, err := manifest.Parse([]byte(doc))
 				if m != nil {
 					t.Fatal("a bad pin produced a model")
 				}

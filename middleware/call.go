@@ -14,30 +14,31 @@ import (
 
 	axerr "github.com/axgate/axgate/errors"
 	"github.com/axgate/axgate/internal/jsonx"
+	"github.com/axgate/axgate/internal/reasons"
 	"github.com/axgate/axgate/manifest"
 )
 
 // Default limits on the arguments of a call.
 const (
 	DefaultMaxArgBytes   = 1 << 20
-	DefaultMaxArgDepth   = 64
-	DefaultMaxArgMembers = 1000
-	DefaultMaxArgItems   = 10000
+	defaultMaxArgDepth   = 64
+	defaultMaxArgMembers = 1000
+	defaultMaxArgItems   = 10000
 )
 
 // Limits bound the arguments a call may carry.
 type Limits struct {
 	// MaxBytes is the largest argument document; 0 means DefaultMaxArgBytes.
 	MaxBytes int
-	// MaxDepth is the deepest nesting; 0 means DefaultMaxArgDepth.
+	// MaxDepth is the deepest nesting; 0 means 64.
 	MaxDepth int
 	// MaxMembers is the most members one object of the arguments may have,
-	// at any depth; 0 means DefaultMaxArgMembers. It is checked while the
+	// at any depth; 0 means 1,000. It is checked while the
 	// bytes are scanned, before anything is decoded or validated, so a wide
 	// object costs one pass over its bytes.
 	MaxMembers int
 	// MaxItems is the most items one array of the arguments may have, at
-	// any depth; 0 means DefaultMaxArgItems. Like MaxMembers it is checked
+	// any depth; 0 means 10,000. Like MaxMembers it is checked
 	// while the bytes are scanned, before anything is decoded: a megabyte of
 	// one-byte items would otherwise decode to hundreds of megabytes.
 	MaxItems int
@@ -49,13 +50,13 @@ func (l Limits) Resolved() Limits {
 		l.MaxBytes = DefaultMaxArgBytes
 	}
 	if l.MaxDepth == 0 {
-		l.MaxDepth = DefaultMaxArgDepth
+		l.MaxDepth = defaultMaxArgDepth
 	}
 	if l.MaxMembers == 0 {
-		l.MaxMembers = DefaultMaxArgMembers
+		l.MaxMembers = defaultMaxArgMembers
 	}
 	if l.MaxItems == 0 {
-		l.MaxItems = DefaultMaxArgItems
+		l.MaxItems = defaultMaxArgItems
 	}
 	return l
 }
@@ -225,7 +226,7 @@ func (c *Call) Intent() string {
 // Value returns the decoded argument document, decoding it on first use.
 // Empty arguments (or JSON null) decode to an empty object. Arguments over the
 // size limit, not UTF-8, nested too deeply, with a repeated key or that are not
-// JSON give an *errors.Error.
+// JSON give an *axerr.Error.
 func (c *Call) Value() (any, error) {
 	if !c.decoded {
 		c.decode()
@@ -237,7 +238,7 @@ func (c *Call) Value() (any, error) {
 }
 
 // Args returns the decoded arguments as an object. Arguments that are not a
-// JSON object give an *errors.Error.
+// JSON object give an *axerr.Error.
 func (c *Call) Args() (map[string]any, error) {
 	v, err := c.Value()
 	if err != nil {
@@ -321,31 +322,31 @@ type ijsonRefusal struct {
 // names the place (a violation with the path) and the reason.
 var ijsonRefusals = map[jsonx.Kind]ijsonRefusal{
 	jsonx.NumberNotInteroperable: {
-		code: axerr.CodeInvalidType, reason: axerr.ReasonNumberNotInteroperable, keyword: "i-json",
+		code: axerr.CodeInvalidType, reason: reasons.NumberNotInteroperable, keyword: "i-json",
 		message:    "arguments hold a number that other programs may read as a different value: ",
 		suggestion: "Send large ids and exact decimals as JSON strings: numbers must be integers of magnitude at most 2^53-1 (9007199254740991) or decimals written as the shortest text of an IEEE 754 double (RFC 7493 I-JSON).",
 		violation:  "number is not exactly representable as an IEEE 754 double",
 	},
 	jsonx.AmbiguousKeys: {
-		code: axerr.CodeInvalidArguments, reason: axerr.ReasonAmbiguousKeys, keyword: "i-json",
+		code: axerr.CodeInvalidArguments, reason: reasons.AmbiguousKeys, keyword: "i-json",
 		message:    "arguments have two keys that are equal under case folding, which decoders read differently: ",
 		suggestion: "Give each key of an object once, in one spelling; keys may not differ only in letter case.",
 		violation:  "key is equal to another key of its object under case folding",
 	},
 	jsonx.TooManyMembers: {
-		code: axerr.CodeInvalidArguments, reason: axerr.ReasonTooManyMembers, keyword: "maxProperties",
+		code: axerr.CodeInvalidArguments, reason: reasons.TooManyMembers, keyword: "maxProperties",
 		message:    "arguments have an object with too many members: ",
 		suggestion: "Send fewer members in one object; put many items in an array or split the call.",
 		violation:  "object has too many members",
 	},
 	jsonx.TooManyItems: {
-		code: axerr.CodeInvalidArguments, reason: axerr.ReasonTooManyItems, keyword: "maxItems",
+		code: axerr.CodeInvalidArguments, reason: reasons.TooManyItems, keyword: "maxItems",
 		message:    "arguments have an array with too many items: ",
 		suggestion: "Send fewer items in one array; split the call into several.",
 		violation:  "array has too many items",
 	},
 	jsonx.LoneSurrogate: {
-		code: axerr.CodeInvalidArguments, reason: axerr.ReasonInvalidString, keyword: "i-json",
+		code: axerr.CodeInvalidArguments, reason: reasons.InvalidString, keyword: "i-json",
 		message:    "arguments hold a string that is not valid Unicode, which decoders read differently: ",
 		suggestion: "Escape characters outside the Basic Multilingual Plane as a high and low surrogate pair (\\ud83d\\ude00), or send them as UTF-8; never half a pair.",
 		violation:  "string escapes a lone UTF-16 surrogate",
@@ -389,7 +390,7 @@ func (c *Call) ArgsSHA256() (string, error) {
 // They are the bytes ArgsSHA256 digests, and the bytes an adapter hands the
 // tool, so that what a token binds and what the tool reads are one encoding
 // of the value the gates checked. Arguments the gates would refuse (not an
-// object, a repeated key, …) give the same *errors.Error as Args. It is
+// object, a repeated key, …) give the same *axerr.Error as Args. It is
 // computed once per call and shared: the caller must not modify the
 // returned slice.
 func (c *Call) CanonicalArguments() ([]byte, error) {

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	axerr "github.com/axgate/axgate/errors"
+	"github.com/axgate/axgate/internal/reasons"
 	"github.com/axgate/axgate/middleware"
 )
 
@@ -16,7 +17,7 @@ func TestLimitsOr(t *testing.T) {
 	call := middleware.NewCall("t", []byte(`{"a":1,"b":2,"c":3}`), middleware.Principal{})
 	call.Limits = got
 	_, err := call.Value()
-	if e, ok := axerr.As(err); !ok || e.Details["reason"] != string(axerr.ReasonTooManyMembers) {
+	if e, ok := axerr.As(err); !ok || e.Details["reason"] != string(reasons.TooManyMembers) {
 		t.Fatalf("an object over the enforcer's member limit under a transport's depth limit: %v, want too_many_members", err)
 	}
 	if r := (middleware.Limits{}).Resolved(); r.MaxItems != middleware.DefaultMaxArgItems {

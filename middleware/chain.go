@@ -50,24 +50,24 @@ type Observer interface {
 	StageDone(ctx context.Context, call *Call, stage string, d time.Duration, err error)
 }
 
-// StageTimer is implemented by an Observer that may not want stage times.
+// stageTimer is implemented by an Observer that may not want stage times.
 //
 // When TimesStages returns false (it is asked once, when the chain is
 // built), the chain reads no clock for that Observer: StageDone is called
 // all the same, with d = 0. A clock read costs tens of nanoseconds on some
 // virtual machines, and an observed chain makes one per stage boundary.
-type StageTimer interface {
+type stageTimer interface {
 	TimesStages() bool
 }
 
 // timesStages reports whether obs wants the stages' times.
 func timesStages(obs Observer) bool {
-	t, ok := obs.(StageTimer)
+	t, ok := obs.(stageTimer)
 	return !ok || t.TimesStages()
 }
 
 // Build returns inv wrapped in the stages, the first outermost. A refusal
-// that is an *errors.Error with no Gate gets the refusing stage's name. obs,
+// that is an *axerr.Error with no Gate gets the refusing stage's name. obs,
 // when not nil, hears each stage's outcome and time.
 func Build(inv Invoker, obs Observer, stages ...Stage) Invoker {
 	return build(nil, inv, obs, stages)
@@ -202,7 +202,7 @@ type link struct {
 	stage Stage
 	next  Invoker
 	obs   Observer
-	// timed is set when obs wants the stages' times (StageTimer).
+	// timed is set when obs wants the stages' times (stageTimer).
 	timed bool
 	// action, when not nil, is the action the chain was built for.
 	action *manifest.Action

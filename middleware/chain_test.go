@@ -11,6 +11,7 @@ import (
 	"time"
 
 	axerr "github.com/axgate/axgate/errors"
+	"github.com/axgate/axgate/internal/reasons"
 	"github.com/axgate/axgate/manifest"
 	"github.com/axgate/axgate/middleware"
 )
@@ -257,17 +258,17 @@ func TestArgsIJSON(t *testing.T) {
 		reason axerr.Reason
 		path   string
 	}{
-		{name: "big id", raw: `{"user_id":1234567890123456800}`, code: axerr.CodeInvalidType, reason: axerr.ReasonNumberNotInteroperable, path: "/user_id"},
-		{name: "rounding decimal", raw: `{"a":{"b":[0.10000000000000001]}}`, code: axerr.CodeInvalidType, reason: axerr.ReasonNumberNotInteroperable, path: "/a/b/0"},
-		{name: "exponent", raw: `{"n":1e20}`, code: axerr.CodeInvalidType, reason: axerr.ReasonNumberNotInteroperable, path: "/n"},
-		{name: "case-folded keys", raw: `{"tenant_id":"acme","TENANT_ID":"globex"}`, code: axerr.CodeInvalidArguments, reason: axerr.ReasonAmbiguousKeys, path: "/TENANT_ID"},
-		{name: "kelvin sign", raw: `{"filter":{"k":1,"\u212a":2}}`, code: axerr.CodeInvalidArguments, reason: axerr.ReasonAmbiguousKeys, path: "/filter/\u212a"},
-		{name: "default member limit", raw: wideObject(middleware.DefaultMaxArgMembers + 1), code: axerr.CodeInvalidArguments, reason: axerr.ReasonTooManyMembers, path: ""},
-		{name: "member limit", raw: `{"a":{"x":1,"y":2,"z":3}}`, lim: middleware.Limits{MaxMembers: 2}, code: axerr.CodeInvalidArguments, reason: axerr.ReasonTooManyMembers, path: "/a"},
-		{name: "default item limit", raw: `{"ids":[` + strings.TrimSuffix(strings.Repeat("1,", middleware.DefaultMaxArgItems+1), ",") + `]}`, code: axerr.CodeInvalidArguments, reason: axerr.ReasonTooManyItems, path: "/ids"},
-		{name: "item limit", raw: `{"a":[[1,2],[1,2,3]]}`, lim: middleware.Limits{MaxItems: 2}, code: axerr.CodeInvalidArguments, reason: axerr.ReasonTooManyItems, path: "/a/1"},
-		{name: "lone high surrogate", raw: `{"text":"\ud800"}`, code: axerr.CodeInvalidArguments, reason: axerr.ReasonInvalidString, path: "/text"},
-		{name: "lone low surrogate", raw: `{"notes":["ok","\udc00"]}`, code: axerr.CodeInvalidArguments, reason: axerr.ReasonInvalidString, path: "/notes/1"},
+		{name: "big id", raw: `{"user_id":1234567890123456800}`, code: axerr.CodeInvalidType, reason: reasons.NumberNotInteroperable, path: "/user_id"},
+		{name: "rounding decimal", raw: `{"a":{"b":[0.10000000000000001]}}`, code: axerr.CodeInvalidType, reason: reasons.NumberNotInteroperable, path: "/a/b/0"},
+		{name: "exponent", raw: `{"n":1e20}`, code: axerr.CodeInvalidType, reason: reasons.NumberNotInteroperable, path: "/n"},
+		{name: "case-folded keys", raw: `{"tenant_id":"acme","TENANT_ID":"globex"}`, code: axerr.CodeInvalidArguments, reason: reasons.AmbiguousKeys, path: "/TENANT_ID"},
+		{name: "kelvin sign", raw: `{"filter":{"k":1,"\u212a":2}}`, code: axerr.CodeInvalidArguments, reason: reasons.AmbiguousKeys, path: "/filter/\u212a"},
+		{name: "default member limit", raw: wideObject(middleware.DefaultMaxArgMembers + 1), code: axerr.CodeInvalidArguments, reason: reasons.TooManyMembers, path: ""},
+		{name: "member limit", raw: `{"a":{"x":1,"y":2,"z":3}}`, lim: middleware.Limits{MaxMembers: 2}, code: axerr.CodeInvalidArguments, reason: reasons.TooManyMembers, path: "/a"},
+		{name: "default item limit", raw: `{"ids":[` + strings.TrimSuffix(strings.Repeat("1,", middleware.DefaultMaxArgItems+1), ",") + `]}`, code: axerr.CodeInvalidArguments, reason: reasons.TooManyItems, path: "/ids"},
+		{name: "item limit", raw: `{"a":[[1,2],[1,2,3]]}`, lim: middleware.Limits{MaxItems: 2}, code: axerr.CodeInvalidArguments, reason: reasons.TooManyItems, path: "/a/1"},
+		{name: "lone high surrogate", raw: `{"text":"\ud800"}`, code: axerr.CodeInvalidArguments, reason: reasons.InvalidString, path: "/text"},
+		{name: "lone low surrogate", raw: `{"notes":["ok","\udc00"]}`, code: axerr.CodeInvalidArguments, reason: reasons.InvalidString, path: "/notes/1"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -27,9 +27,9 @@ import (
 // chain.
 const StageObserve = "observe"
 
-// InstrumentationName is the OpenTelemetry instrumentation scope of axgate's
+// instrumentationName is the OpenTelemetry instrumentation scope of axgate's
 // tracer and meter.
-const InstrumentationName = "github.com/axgate/axgate"
+const instrumentationName = "github.com/axgate/axgate"
 
 // Decisions as recorded in axag.decision.
 const (
@@ -282,7 +282,7 @@ func NewTelemetry(m *manifest.Manifest, cfg TelemetryConfig) (*Telemetry, error)
 		t.tracerGlobal = isGlobalDelegate(tp)
 	}
 	if !isNoopTracer(tp) {
-		t.tracer = tp.Tracer(InstrumentationName)
+		t.tracer = tp.Tracer(instrumentationName)
 	}
 	mp := cfg.MeterProvider
 	if mp == nil {
@@ -290,7 +290,7 @@ func NewTelemetry(m *manifest.Manifest, cfg TelemetryConfig) (*Telemetry, error)
 		t.meterGlobal = isGlobalDelegate(mp)
 	}
 	if !isNoopMeter(mp) {
-		if err := t.instruments(mp.Meter(InstrumentationName), cfg.GateDurations); err != nil {
+		if err := t.instruments(mp.Meter(instrumentationName), cfg.GateDurations); err != nil {
 			return nil, err
 		}
 		t.metrics = true
@@ -608,7 +608,7 @@ func outcomeOf(err error) outcome {
 	}
 	ae, ok := axerr.As(err)
 	if !ok {
-		// Every stage must refuse with an *errors.Error: a plain error is a
+		// Every stage must refuse with an *axerr.Error: a plain error is a
 		// fault of the chain's configuration.
 		return outcome{decision: DecisionDeny, code: axerr.CodeInternal}
 	}
@@ -743,7 +743,7 @@ func (at *actionTelemetry) outcome(o outcome, check bool) *outcomeTelemetry {
 
 // TimesStages reports whether the telemetry records the gates' times
 // (TelemetryConfig.GateDurations): when it does not, a chain it observes
-// reads no clock per stage. It implements StageTimer.
+// reads no clock per stage. The chain asks it once, when it is built.
 func (t *Telemetry) TimesStages() bool { return t.gateDurations }
 
 // StageDone records a stage's time and adds its outcome to the call's span.

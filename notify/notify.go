@@ -24,6 +24,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/axgate/axgate/gates"
+	"github.com/axgate/axgate/internal/gate"
 	"github.com/axgate/axgate/manifest"
 )
 
@@ -33,12 +34,12 @@ const SignatureHeader = "X-Axgate-Signature"
 // EventApprovalRequested is the Type of the payload of a new approval request.
 const EventApprovalRequested = "approval.requested"
 
-// ErrDropped is what ApprovalRequested returns when the queue is full and
+// errDropped is what ApprovalRequested returns when the queue is full and
 // the notification was dropped.
-var ErrDropped = errors.New("notify: the delivery queue is full; the notification was dropped")
+var errDropped = errors.New("notify: the delivery queue is full; the notification was dropped")
 
-// ErrClosed is what ApprovalRequested returns after Close.
-var ErrClosed = errors.New("notify: the notifier is closed")
+// errClosed is what ApprovalRequested returns after Close.
+var errClosed = errors.New("notify: the notifier is closed")
 
 // Payload is the JSON body of a FormatJSON delivery.
 type Payload struct {
@@ -56,7 +57,7 @@ type Payload struct {
 	// SideEffects are the action's declared side effects.
 	SideEffects []string `json:"side_effects"`
 	// Message is the action's confirmation message with the call's
-	// arguments filled in (gates.RenderConfirmationMessage: values escaped
+	// arguments filled in (as the confirmation message is: values escaped
 	// and cut, never parsed again). It is plain text: escape it for HTML.
 	Message string `json:"message"`
 	// ApprovalsNeeded and ApprovalRoles say who may approve, and how many.
@@ -181,13 +182,13 @@ func New(o Options) (*Notifier, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("notify: %w", err)
 	}
-	o.Queue = orDefault(o.Queue, DefaultQueue)
-	o.PerTenant = orDefault(o.PerTenant, DefaultPerTenant)
-	o.Workers = orDefault(o.Workers, DefaultWorkers)
-	o.Attempts = orDefault(o.Attempts, DefaultAttempts)
-	o.Backoff = orDefault(o.Backoff, DefaultBackoff)
-	o.MaxBackoff = orDefault(o.MaxBackoff, DefaultMaxBackoff)
-	o.Timeout = orDefault(o.Timeout, DefaultTimeout)
+	o.Queue = orDefault(o.Queue, defaultQueue)
+	o.PerTenant = orDefault(o.PerTenant, defaultPerTenant)
+	o.Workers = orDefault(o.Workers, defaultWorkers)
+	o.Attempts = orDefault(o.Attempts, defaultAttempts)
+	o.Backoff = orDefault(o.Backoff, defaultBackoff)
+	o.MaxBackoff = orDefault(o.MaxBackoff, defaultMaxBackoff)
+	o.Timeout = orDefault(o.Timeout, defaultTimeout)
 	if o.Client == nil {
 		o.Client = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	}
@@ -236,8 +237,8 @@ func orDefault[T int | time.Duration](v, d T) T {
 }
 
 // ApprovalRequested queues the notification of req to every endpoint of its
-// routes and returns at once. It implements gates.Notifier: the error is
-// ErrDropped when the queue was full for some endpoint (the others are
+// routes and returns at once. It implements gates.Notifier: it returns
+// an error when the queue was full for some endpoint (the others are
 // still sent), nil when every delivery was queued or no route matches.
 func (n *Notifier) ApprovalRequested(_ context.Context, req gates.ApprovalRequest) error {
 	return n.notify(n.o.Manifest, req)
@@ -260,7 +261,7 @@ func (n *Notifier) For(m *manifest.Manifest) (gates.Notifier, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("notify: %w", err)
 	}
-	return gates.NotifierFunc(func(_ context.Context, req gates.ApprovalRequest) error {
+	return gate.NotifierFunc(func(_ context.Context, req gates.ApprovalRequest) error {
 		return n.notify(m, req)
 	}), nil
 }
@@ -290,14 +291,14 @@ func (n *Notifier) enqueue(d delivery) error {
 	defer n.mu.RUnlock()
 	if n.closed {
 		n.count(&n.dropped, "dropped")
-		return ErrClosed
+		return errClosed
 	}
 	if !n.take(d.tenant) {
 		n.count(&n.dropped, "dropped")
 		n.o.Logger.Warn("axgate notification dropped: the tenant's share of the queue is full",
 			slog.String("request_id", d.requestID), slog.String("tenant", d.tenant),
 			slog.String("endpoint", redactURL(d.ep.URL)), slog.Int("per_tenant", n.o.PerTenant))
-		return ErrDropped
+		return errDropped
 	}
 	select {
 	case n.lanes[keyOf(d.ep)].queue <- d:
@@ -307,7 +308,7 @@ func (n *Notifier) enqueue(d delivery) error {
 		n.count(&n.dropped, "dropped")
 		n.o.Logger.Warn("axgate notification dropped: the endpoint's queue is full",
 			slog.String("request_id", d.requestID), slog.String("endpoint", redactURL(d.ep.URL)), slog.Int("queue", n.o.Queue))
-		return ErrDropped
+		return errDropped
 	}
 }
 
@@ -377,7 +378,7 @@ func (n *Notifier) payload(m *manifest.Manifest, req gates.ApprovalRequest) Payl
 		p.SideEffects = nonNil(a.SideEffects)
 		var args map[string]any
 		_ = json.Unmarshal(req.Arguments, &args)
-		p.Message = gates.RenderConfirmationMessage(a, args)
+		p.Message = gate.RenderConfirmationMessage(a, args)
 	}
 	if n.o.Links != nil {
 		p.ApproveURL, p.DenyURL = n.o.Links(req)
@@ -556,7 +557,7 @@ func (n *Notifier) Stats() Stats {
 
 // Close stops the workers: deliveries still queued are dropped (and
 // counted), one being sent is cut short. Later notifications are refused
-// with ErrClosed.
+// with an error.
 func (n *Notifier) Close() error {
 	n.closeOnce.Do(func() {
 		n.mu.Lock()

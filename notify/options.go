@@ -93,16 +93,16 @@ type Options struct {
 
 // Defaults of Options.
 const (
-	DefaultQueue      = 256
-	DefaultPerTenant  = 32
-	DefaultWorkers    = 2
-	DefaultAttempts   = 5
-	DefaultBackoff    = time.Second
-	DefaultMaxBackoff = time.Minute
-	DefaultTimeout    = 10 * time.Second
+	defaultQueue      = 256
+	defaultPerTenant  = 32
+	defaultWorkers    = 2
+	defaultAttempts   = 5
+	defaultBackoff    = time.Second
+	defaultMaxBackoff = time.Minute
+	defaultTimeout    = 10 * time.Second
 )
 
-// String returns the format's name as ParseFormat reads it: "json" or "slack".
+// String returns the format's name as a configuration names it: "json" or "slack".
 func (f Format) String() string {
 	switch f {
 	case FormatJSON:
@@ -113,9 +113,9 @@ func (f Format) String() string {
 	return fmt.Sprintf("Format(%d)", int(f))
 }
 
-// ParseFormat reads a format's name from a configuration file: "json" (or
+// parseFormat reads a format's name from a configuration file: "json" (or
 // "", the default) or "slack".
-func ParseFormat(s string) (Format, error) {
+func parseFormat(s string) (Format, error) {
 	switch s {
 	case "", "json":
 		return FormatJSON, nil

@@ -4,23 +4,20 @@ import (
 	"container/heap"
 	"context"
 	"errors"
-	"strconv"
 	"sync"
 	"time"
-
-	"github.com/axgate/axgate/middleware"
 )
 
-// DefaultReplayEntries bounds a MemoryReplayStore per tenant by default.
-const DefaultReplayEntries = 1 << 20
+// defaultReplayEntries bounds a memoryReplayStore per tenant by default.
+const defaultReplayEntries = 1 << 20
 
-// ErrReplayStoreFull is returned when a MemoryReplayStore holds as many
+// ErrReplayStoreFull is returned when the memory store holds as many
 // unexpired ids of a tenant as it may. Forgetting an unexpired id would let
 // its token be replayed, so the store refuses instead (and the gate fails
 // closed).
 var ErrReplayStoreFull = errors.New("replay store is full")
 
-// Purging bounds of MemoryReplayStore: each call forgets at most
+// Purging bounds of memoryReplayStore: each call forgets at most
 // replayPurgeBatch expired ids, and replayPurgeFull more when the caller's
 // tenant is full, so that no call pays for a mass expiry (200,000 tokens
 // once stalled one call for 188 ms); a store whose backing arrays are four
@@ -31,7 +28,15 @@ const (
 	replayShrinkMin  = 1024
 )
 
-// MemoryReplayStore is a ReplayStore for one process.
+// memoryReplayStore is a ReplayStore for one process.
+//
+// It knows only the tokens spent since it was made: those spent by an
+// earlier process (before a restart) are forgotten. So that a restart does
+// not make them spendable again, it reports when it was made
+// (RemembersSince) and the gates refuse every token issued before then
+// (ReasonIssuedBeforeStart): a restart voids the outstanding tokens. A
+// store that keeps its ids across restarts (Redis with persistence) keeps
+// them valid.
 //
 // It holds used token ids with their expiry; expired ids are dropped a
 // bounded number at a time as new ones arrive, and the memory they held is
@@ -39,10 +44,11 @@ const (
 // tenant claim): each tenant holds at most MaxEntries ids, so a tenant
 // filling its share never refuses another tenant's tokens. Its zero value
 // is not usable; call NewMemoryReplayStore.
-type MemoryReplayStore struct {
+type memoryReplayStore struct {
 	mu      sync.Mutex
 	max     int
 	now     func() time.Time
+	since   time.Time
 	expires map[string]replayEntry
 	// peak is the most ids the map held since it was last rebuilt: a Go
 	// map never gives back its buckets, so once it holds a quarter of that
@@ -59,29 +65,35 @@ type replayEntry struct {
 	tenant string
 }
 
-// MemoryReplayOptions tune a MemoryReplayStore.
+// MemoryReplayOptions tune a memoryReplayStore.
 type MemoryReplayOptions struct {
-	// MaxEntries bounds the ids held per tenant (DefaultReplayEntries when
+	// MaxEntries bounds the ids held per tenant (1<<20 when
 	// zero).
 	MaxEntries int
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
 }
 
-// NewMemoryReplayStore returns an empty store.
-func NewMemoryReplayStore(o MemoryReplayOptions) *MemoryReplayStore {
+// NewMemoryReplayStore returns an empty replay store for one process: used
+// ids are forgotten once their token has expired.
+func NewMemoryReplayStore(o MemoryReplayOptions) ReplayStore {
 	if o.MaxEntries <= 0 {
-		o.MaxEntries = DefaultReplayEntries
+		o.MaxEntries = defaultReplayEntries
 	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &MemoryReplayStore{max: o.MaxEntries, now: o.Now, expires: make(map[string]replayEntry), tenants: make(map[string]int)}
+	return &memoryReplayStore{max: o.MaxEntries, now: o.Now, since: o.Now(), expires: make(map[string]replayEntry), tenants: make(map[string]int)}
 }
+
+// RemembersSince returns when the store was made: it knows nothing of the
+// tokens spent before then. The gates refuse a token issued before it
+// (ReasonIssuedBeforeStart).
+func (s *memoryReplayStore) RemembersSince() time.Time { return s.since }
 
 // Consume implements ReplayStore: all ids are recorded, or none. An id given
 // twice in one batch counts as a replay.
-func (s *MemoryReplayStore) Consume(ctx context.Context, uses []Use) error {
+func (s *memoryReplayStore) Consume(ctx context.Context, uses []Use) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -133,7 +145,7 @@ func (s *MemoryReplayStore) Consume(ctx context.Context, uses []Use) error {
 }
 
 // roomLocked reports whether the ids of uses fit in their tenants' shares.
-func (s *MemoryReplayStore) roomLocked(uses []Use) bool {
+func (s *memoryReplayStore) roomLocked(uses []Use) bool {
 	if len(uses) == 1 {
 		return s.tenants[uses[0].Tenant]+1 <= s.max
 	}
@@ -155,7 +167,7 @@ func (s *MemoryReplayStore) roomLocked(uses []Use) bool {
 const expiredTokenGrace = 5 * time.Minute
 
 // Used implements ReplayStore.
-func (s *MemoryReplayStore) Used(ctx context.Context, id string) (bool, error) {
+func (s *memoryReplayStore) Used(ctx context.Context, id string) (bool, error) {
 	if err := ctx.Err(); err != nil {
 		return false, err
 	}
@@ -165,19 +177,19 @@ func (s *MemoryReplayStore) Used(ctx context.Context, id string) (bool, error) {
 }
 
 // Len returns the number of ids held, expired ones not yet dropped included.
-func (s *MemoryReplayStore) Len() int {
+func (s *memoryReplayStore) Len() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.expires)
 }
 
-func (s *MemoryReplayStore) liveLocked(id string, now time.Time) bool {
+func (s *memoryReplayStore) liveLocked(id string, now time.Time) bool {
 	e, ok := s.expires[id]
 	return ok && e.at.After(now)
 }
 
 // purgeLocked drops expired ids, oldest first, at most limit heap entries.
-func (s *MemoryReplayStore) purgeLocked(now time.Time, limit int) {
+func (s *memoryReplayStore) purgeLocked(now time.Time, limit int) {
 	for n := 0; n < limit && len(s.byTime) > 0 && !s.byTime[0].at.After(now); n++ {
 		e := heap.Pop(&s.byTime).(expiryEntry)
 		s.purged++
@@ -188,7 +200,7 @@ func (s *MemoryReplayStore) purgeLocked(now time.Time, limit int) {
 	}
 }
 
-func (s *MemoryReplayStore) uncountLocked(tenant string) {
+func (s *memoryReplayStore) uncountLocked(tenant string) {
 	if n := s.tenants[tenant] - 1; n > 0 {
 		s.tenants[tenant] = n
 	} else {
@@ -200,7 +212,7 @@ func (s *MemoryReplayStore) uncountLocked(tenant string) {
 // it once did: the heap's backing array is reallocated to fit, and the map
 // (which never shrinks by itself) rebuilt. Each costs a copy of what is
 // left, at most once per halving of the size, so amortized O(1) per id.
-func (s *MemoryReplayStore) compactLocked() {
+func (s *memoryReplayStore) compactLocked() {
 	if c := cap(s.byTime); c > replayShrinkMin && len(s.byTime) < c/4 {
 		h := make(expiryHeap, len(s.byTime), 2*len(s.byTime))
 		copy(h, s.byTime)
@@ -238,21 +250,6 @@ func (h *expiryHeap) Pop() any {
 	return e
 }
 
-// ReplayKey is the id under which the gates record a token as used in a ReplayStore.
-//
-// It is the base64url SHA-256 (middleware.DigestCanonical) of the issuer,
-// length-prefixed, and the jti. It is 43 characters long whatever the jti
-// (which may be kilobytes), and two issuers that happen to use the same jti
-// do not spend each other's tokens.
-func ReplayKey(issuer, jti string) string {
-	b := make([]byte, 0, 24+len(issuer)+len(jti))
-	b = strconv.AppendInt(b, int64(len(issuer)), 10)
-	b = append(b, ':')
-	b = append(b, issuer...)
-	b = append(b, jti...)
-	return middleware.DigestCanonical(b)
-}
-
 // ErrReplayed is returned by ReplayStore.Consume when a token id was
 // already used.
 var ErrReplayed = errors.New("token already used")
@@ -269,6 +266,16 @@ type Use struct {
 
 // ReplayStore records the ids (jti) of used single-use tokens until they
 // expire.
+//
+// A store that forgets the ids recorded before some time (one that lives in
+// memory: a restart empties it) must also have a method
+//
+//	RemembersSince() time.Time
+//
+// returning that time, as NewMemoryReplayStore's does: the gates then refuse
+// every token issued before it (ReasonIssuedBeforeStart), which the store could
+// not tell from a token already spent. A store without it is trusted to
+// remember every id until its token expires.
 type ReplayStore interface {
 	// Consume records every id atomically: if any of them was already
 	// recorded it returns ErrReplayed and records none, so of many concurrent

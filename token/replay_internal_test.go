@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/axgate/axgate/middleware"
 )
 
 // TestMemoryReplayStorePurgeGivesMemoryBack fills the store with 200,000
@@ -16,14 +18,14 @@ import (
 func TestMemoryReplayStorePurgeGivesMemoryBack(t *testing.T) {
 	const n = 200_000
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
-	s := NewMemoryReplayStore(MemoryReplayOptions{Now: func() time.Time { return now }})
+	s := NewMemoryReplayStore(MemoryReplayOptions{Now: func() time.Time { return now }}).(*memoryReplayStore)
 	ctx := t.Context()
 	var before runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
 
 	for i := range n {
-		id := ReplayKey("issuer", "fill-"+strconv.Itoa(i))
+		id := middleware.DigestCanonical([]byte("fill-" + strconv.Itoa(i))) // a 43-character id, as the gates record
 		if err := s.Consume(ctx, []Use{{ID: id, Expires: now.Add(time.Minute), Tenant: "acme"}}); err != nil {
 			t.Fatalf("fill %d: %v", i, err)
 		}
@@ -36,7 +38,7 @@ func TestMemoryReplayStorePurgeGivesMemoryBack(t *testing.T) {
 		if calls > n {
 			t.Fatalf("after %d calls the store still holds %d ids", calls, s.Len())
 		}
-		id := ReplayKey("issuer", "new-"+strconv.Itoa(calls))
+		id := middleware.DigestCanonical([]byte("new-" + strconv.Itoa(calls))) // a 43-character id, as the gates record
 		if err := s.Consume(ctx, []Use{{ID: id, Expires: now.Add(time.Hour), Tenant: "acme"}}); err != nil {
 			t.Fatalf("call %d: %v", calls, err)
 		}

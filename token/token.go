@@ -26,11 +26,11 @@ const (
 	DefaultConfirmationLifetime = 5 * time.Minute
 	// DefaultApprovalLifetime is the longest an approval token may live.
 	DefaultApprovalLifetime = 24 * time.Hour
-	// DefaultLeeway is the clock skew allowed on exp, nbf and iat.
-	DefaultLeeway = 30 * time.Second
+	// defaultLeeway is the clock skew allowed on exp, nbf and iat.
+	defaultLeeway = 30 * time.Second
 	// DefaultMaxTokenBytes caps a token's size; larger tokens are refused
 	// before parsing.
-	DefaultMaxBytes = 8 << 10
+	defaultMaxBytes = 8 << 10
 	// DefaultIssuer and DefaultAudience are the iss and aud of tokens when
 	// the configuration names none.
 	DefaultIssuer   = "axgate"
@@ -84,29 +84,35 @@ const (
 	// ReasonVoid: an approval token issued before a denial of its call,
 	// or before its call last ran on the approval request.
 	ReasonVoid Reason = "void"
+	// ReasonIssuedBeforeStart: a token issued before the replay store
+	// started remembering spent tokens (an in-memory store, made when the
+	// process started), which it cannot tell from one spent before a
+	// restart.
+	ReasonIssuedBeforeStart Reason = "issued_before_start"
 )
 
 var reasonText = map[Reason]string{
-	ReasonTooLarge:       "is too large",
-	ReasonMalformed:      "is not a well-formed JWT",
-	ReasonType:           "has the wrong type (typ header)",
-	ReasonAlgorithm:      "uses an algorithm that is not allowed for its key",
-	ReasonCriticalHeader: "names a critical header extension that is not supported",
-	ReasonUnknownKey:     "is signed with an unknown key",
-	ReasonBadSignature:   "has a signature that does not verify",
-	ReasonMissingClaim:   "lacks a required claim",
-	ReasonExpired:        "has expired",
-	ReasonNotYetValid:    "is not valid yet",
-	ReasonIssuedInFuture: "was issued in the future",
-	ReasonLifetime:       "lives longer than allowed",
-	ReasonIssuer:         "comes from another issuer",
-	ReasonAudience:       "is meant for another audience",
-	ReasonUsed:           "was already used",
-	ReasonOtherArguments: "was issued for other arguments",
-	ReasonOtherIntent:    "was issued for another action",
-	ReasonOtherCaller:    "was issued for another caller",
-	ReasonOtherTenant:    "was issued for another tenant",
-	ReasonVoid:           "was issued before a denial or an earlier run of the call",
+	ReasonTooLarge:          "is too large",
+	ReasonMalformed:         "is not a well-formed JWT",
+	ReasonType:              "has the wrong type (typ header)",
+	ReasonAlgorithm:         "uses an algorithm that is not allowed for its key",
+	ReasonCriticalHeader:    "names a critical header extension that is not supported",
+	ReasonUnknownKey:        "is signed with an unknown key",
+	ReasonBadSignature:      "has a signature that does not verify",
+	ReasonMissingClaim:      "lacks a required claim",
+	ReasonExpired:           "has expired",
+	ReasonNotYetValid:       "is not valid yet",
+	ReasonIssuedInFuture:    "was issued in the future",
+	ReasonLifetime:          "lives longer than allowed",
+	ReasonIssuer:            "comes from another issuer",
+	ReasonAudience:          "is meant for another audience",
+	ReasonUsed:              "was already used",
+	ReasonOtherArguments:    "was issued for other arguments",
+	ReasonOtherIntent:       "was issued for another action",
+	ReasonOtherCaller:       "was issued for another caller",
+	ReasonOtherTenant:       "was issued for another tenant",
+	ReasonVoid:              "was issued before a denial or an earlier run of the call",
+	ReasonIssuedBeforeStart: "was issued before the gateway last started: without a persistent replay store (Redis), a restart voids outstanding tokens",
 }
 
 // Describe returns the reason as the end of a sentence ("has expired").
@@ -174,7 +180,7 @@ type VerifierConfig struct {
 	Algorithms []string
 	// MaxLifetime bounds exp - iat. Required.
 	MaxLifetime time.Duration
-	// Leeway is the clock skew allowed (DefaultLeeway when zero; negative
+	// Leeway is the clock skew allowed (30s when zero; negative
 	// means none).
 	Leeway time.Duration
 	// MaxBytes caps the token size (DefaultMaxTokenBytes when zero).
@@ -218,12 +224,12 @@ func NewVerifier(cfg VerifierConfig) (*Verifier, error) {
 		cfg.Algorithms = DefaultAlgorithms
 	}
 	if cfg.Leeway == 0 {
-		cfg.Leeway = DefaultLeeway
+		cfg.Leeway = defaultLeeway
 	} else if cfg.Leeway < 0 {
 		cfg.Leeway = 0
 	}
 	if cfg.MaxBytes <= 0 {
-		cfg.MaxBytes = DefaultMaxBytes
+		cfg.MaxBytes = defaultMaxBytes
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now

@@ -23,7 +23,7 @@ import (
 // declares no parameters, the gates saw an unknown key; now such a key is
 // refused before the handler runs.
 func TestMiddlewareRefusesCaseFoldedKeys(t *testing.T) {
-	m, err := manifest.ParseJSON([]byte(`{"version": "1.0.0", "actions": [
+	m, err := manifest.Parse([]byte(`{"version": "1.0.0", "actions": [
     {"intent": "invoice.export", "entity": "invoice", "action_type": "read", "operation_id": "invoice_export",
      "description": "Export the invoices of a tenant", "risk_level": "none", "idempotent": true, "scope": "tenant"}]}`))
 	if err != nil {
@@ -85,7 +85,7 @@ func TestMiddlewareRefusesCaseFoldedKeys(t *testing.T) {
 // caller's next, valid call was refused as over the limit. It is refused
 // before any gate now, and the valid call runs.
 func TestMiddlewareRefusesLoneSurrogateBeforeCommit(t *testing.T) {
-	m, err := manifest.ParseJSON([]byte(`{"version": "1.0.0", "actions": [
+	m, err := manifest.Parse([]byte(`{"version": "1.0.0", "actions": [
     {"intent": "note.add", "entity": "note", "action_type": "write", "operation_id": "note_add",
      "description": "Add a note", "risk_level": "low", "idempotent": true, "scope": "global", "rate_limit": "1/hour",
      "optional_parameters": [{"name": "text", "type": "string", "description": "Text"}]}]}`))
@@ -119,7 +119,7 @@ func TestMiddlewareRefusesLoneSurrogateBeforeCommit(t *testing.T) {
 // limit refuses it while scanning the bytes: the refusal allocates a small
 // multiple of the body, not hundreds of times it.
 func TestValidateRefusesLongArrayCheaply(t *testing.T) {
-	m, err := manifest.ParseJSON([]byte(`{"version": "1.0.0", "entities": [{"name": "order", "actions": [
+	m, err := manifest.Parse([]byte(`{"version": "1.0.0", "entities": [{"name": "order", "actions": [
     {"intent": "order.bulk", "action_type": "write", "operation_id": "order_bulk", "description": "Bulk", "risk_level": "low", "idempotent": true, "scope": "global",
      "parameters": {"ids": {"type": "array", "required": true, "description": "ids", "items": {"type": "integer", "description": "id"}}}}]}]}`))
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	axerr "github.com/axgate/axgate/errors"
+	"github.com/axgate/axgate/internal/reasons"
 	"github.com/axgate/axgate/middleware"
 	"github.com/axgate/axgate/token"
 )
@@ -68,12 +69,12 @@ type BearerConfig struct {
 
 // Defaults of BearerConfig.
 const (
-	DefaultBearerLeeway  = 30 * time.Second
-	DefaultMaxTokenBytes = 8 << 10
-	DefaultBearerCache   = 4096
-	DefaultTenantClaim   = "tenant"
-	DefaultRolesClaim    = "roles"
-	DefaultScopeClaim    = "scope"
+	defaultBearerLeeway  = 30 * time.Second
+	defaultMaxTokenBytes = 8 << 10
+	defaultBearerCache   = 4096
+	defaultTenantClaim   = "tenant"
+	defaultRolesClaim    = "roles"
+	defaultScopeClaim    = "scope"
 )
 
 var forbiddenTypes = []string{"axag-confirmation+jwt", "axag-approval+jwt"}
@@ -107,25 +108,25 @@ func JWTBearer(cfg BearerConfig) (PrincipalFunc, error) {
 		return nil, errors.New(`httpgate: JWTBearer never accepts alg "none"`)
 	}
 	if cfg.TenantClaim == "" {
-		cfg.TenantClaim = DefaultTenantClaim
+		cfg.TenantClaim = defaultTenantClaim
 	}
 	if cfg.RolesClaim == "" {
-		cfg.RolesClaim = DefaultRolesClaim
+		cfg.RolesClaim = defaultRolesClaim
 	}
 	if cfg.ScopeClaim == "" {
-		cfg.ScopeClaim = DefaultScopeClaim
+		cfg.ScopeClaim = defaultScopeClaim
 	}
 	if cfg.Types == nil {
 		cfg.Types = []string{"", "JWT", "at+jwt", "application/at+jwt"}
 	}
 	if cfg.Leeway == 0 {
-		cfg.Leeway = DefaultBearerLeeway
+		cfg.Leeway = defaultBearerLeeway
 	}
 	if cfg.MaxTokenBytes == 0 {
-		cfg.MaxTokenBytes = DefaultMaxTokenBytes
+		cfg.MaxTokenBytes = defaultMaxTokenBytes
 	}
 	if cfg.CacheSize == 0 {
-		cfg.CacheSize = DefaultBearerCache
+		cfg.CacheSize = defaultBearerCache
 	}
 	b := &bearer{cfg: cfg, parser: jwt.NewParser(
 		jwt.WithValidMethods(cfg.Algorithms),
@@ -168,7 +169,7 @@ var (
 func (b *bearer) principal(r *http.Request) (middleware.Principal, error) {
 	raw, ok := bearerToken(r.Header.Get("Authorization"))
 	if !ok {
-		return middleware.Principal{}, unauthenticated(axerr.ReasonMissingToken, "the request has no bearer token")
+		return middleware.Principal{}, unauthenticated(reasons.MissingToken, "the request has no bearer token")
 	}
 	if len(raw) > b.cfg.MaxTokenBytes {
 		return middleware.Principal{}, unauthenticated(axerr.Reason(token.ReasonTooLarge), "the bearer token is too large")
@@ -367,14 +368,14 @@ func unauthenticated(reason axerr.Reason, msg string) *axerr.Error {
 }
 
 func badClaim(name string) *axerr.Error {
-	return unauthenticated(axerr.ReasonBadClaim, fmt.Sprintf("the bearer token's %q claim has the wrong type", name))
+	return unauthenticated(reasons.BadClaim, fmt.Sprintf("the bearer token's %q claim has the wrong type", name))
 }
 
 // bearerChallenge is the WWW-Authenticate value of a 401 (RFC 6750): a plain
 // challenge when no token came, invalid_token when one did.
 func bearerChallenge(e *axerr.Error) string {
 	switch e.Details["reason"] {
-	case nil, string(axerr.ReasonMissingToken), string(axerr.ReasonNoAuthenticator):
+	case nil, string(reasons.MissingToken), string(reasons.NoAuthenticator):
 		return `Bearer realm="axgate"`
 	}
 	return `Bearer realm="axgate", error="invalid_token"`

@@ -40,7 +40,7 @@ const capsManifest = `{
 // authenticated by X-Test-User; the tool is a spy that must never run.
 func capsServer(t *testing.T, opts ...axgate.Option) *httptest.Server {
 	t.Helper()
-	m, err := manifest.ParseJSON([]byte(capsManifest))
+	m, err := manifest.Parse([]byte(capsManifest))
 	if err != nil {
 		t.Fatal(err)
 	}

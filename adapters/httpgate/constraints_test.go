@@ -18,7 +18,7 @@ import (
 // "|| …" used to absorb) refuses the request with 412 and the handler never
 // runs.
 func TestMiddlewareConstraintFailsClosed(t *testing.T) {
-	m, err := manifest.ParseJSON([]byte(`{"version": "1.0.0", "actions": [
+	m, err := manifest.Parse([]byte(`{"version": "1.0.0", "actions": [
     {"intent": "payment.send", "entity": "payment", "action_type": "write", "description": "Send a payment",
      "required_parameters": [{"name": "amount", "type": "number", "description": "Amount"}],
      "optional_parameters": [{"name": "cfo_code", "type": "string", "description": "CFO approval code"}],

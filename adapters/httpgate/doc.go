@@ -26,8 +26,11 @@
 //     not gated by authentication and never calling a handler) and
 //     POST /tools/{name}/call (the whole chain, then the tool).
 //   - NewHumanHandler serves the endpoints a person uses through a UI:
-//     POST /confirmations, GET /approvals and POST /approvals/{id}. Mount it
-//     on the UI backend only, with that backend's own authentication.
+//     POST /confirmations, GET /approvals and POST /approvals/{id}. They
+//     mint tokens, so they take people's credentials only: a
+//     HumanPrincipalFunc (the UI backend's session, or HumanBearer's tokens
+//     of an audience of the people's own), never the agents' PrincipalFunc,
+//     which does not compile there. Mount it on the UI backend only.
 //
 // The three share one request prelude: the trace context is continued, the
 // caller is authenticated, then the body is read. Who calls is decided by a

@@ -24,7 +24,7 @@ const exampleManifest = `{"version":"1.0.0","actions":[{
 // An existing handler gated by route: the arguments are the JSON body plus
 // the path value, and a refusal never reaches the handler.
 func ExampleNewMiddleware() {
-	m, err := manifest.ParseJSON([]byte(exampleManifest))
+	m, err := manifest.Parse([]byte(exampleManifest))
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -6,13 +6,67 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
+
+	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/axgate/axgate"
 	axerr "github.com/axgate/axgate/errors"
 	"github.com/axgate/axgate/gates"
+	igate "github.com/axgate/axgate/internal/gate"
+	"github.com/axgate/axgate/internal/reasons"
+	"github.com/axgate/axgate/middleware"
+	"github.com/axgate/axgate/token"
 )
+
+// HumanPrincipalFunc authenticates the person at the endpoints of
+// NewHumanHandler: who confirms or approves, or an error (written as
+// PrincipalFunc's are).
+//
+// It is a type of its own, not a PrincipalFunc, because these endpoints
+// mint the tokens a person gives: an agent that could authenticate here
+// could confirm and approve its own calls. So the agents' authentication (the
+// PrincipalFunc of JWTBearer, of WithPrincipal) does not compile where a
+// person's is expected. A plain function (a UI backend's session lookup)
+// converts implicitly; HumanBearer authenticates bearer JWTs of the
+// people's own audience. Converting a PrincipalFunc takes an explicit
+// HumanPrincipalFunc(f): do it only for one that authenticates people only.
+type HumanPrincipalFunc func(r *http.Request) (middleware.Principal, error)
+
+// HumanBearer returns a HumanPrincipalFunc that authenticates people with
+// bearer JWTs of an audience of their own.
+//
+// cfg is as for JWTBearer, and cfg.Audience is the people's audience.
+// agentsAudience is the audience of the tokens agents hold (the Audience of
+// the JWTBearer of the API they call): it is required and must differ from
+// cfg.Audience, and a token whose aud names it as well is refused (401
+// AXGATE_UNAUTHENTICATED, reason wrong_audience), since it also
+// authenticates an agent.
+func HumanBearer(cfg BearerConfig, agentsAudience string) (HumanPrincipalFunc, error) {
+	switch {
+	case agentsAudience == "":
+		return nil, errors.New("httpgate: HumanBearer needs the agents' audience, to refuse the tokens agents hold")
+	case cfg.Audience == agentsAudience:
+		return nil, fmt.Errorf("httpgate: HumanBearer's audience is the agents' (%q): the people's tokens need an audience of their own, or an agent could confirm and approve its own calls", agentsAudience)
+	}
+	pf, err := JWTBearer(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return func(r *http.Request) (middleware.Principal, error) {
+		p, err := pf(r)
+		if err != nil {
+			return p, err
+		}
+		if aud, _ := jwt.MapClaims(p.Claims).GetAudience(); slices.Contains(aud, agentsAudience) {
+			return middleware.Principal{}, unauthenticated(axerr.Reason(token.ReasonAudience),
+				"the bearer token is also meant for the agents' API; the endpoints people confirm and approve with take people's tokens only")
+		}
+		return p, nil
+	}, nil
+}
 
 // NewHumanHandler returns the endpoints a person confirms and approves with.
 //
@@ -33,15 +87,29 @@ import (
 //	                      request once: a second decision is 409
 //	                      AXGATE_ALREADY_DECIDED (reason already_decided)
 //
-// These endpoints mint tokens, so they must be reachable only by people:
-// mount the handler on the UI backend, never on the API agents call, and
-// authenticate it with that backend's own principal function (a session, not
-// an agent's bearer token). A nil principal function refuses every request.
+// These endpoints mint tokens, so they must take people's credentials only:
+// authenticate them with the UI backend's session, a sign-in, or
+// HumanBearer (tokens of the people's own audience), never with the agents'
+// PrincipalFunc (which is why it is a HumanPrincipalFunc). Mount the handler
+// on the UI backend, not on the API agents call. A nil person refuses every
+// request, and so does a person without an ID (401 AXGATE_UNAUTHENTICATED,
+// reason no_caller_id): a token for nobody is a token for every anonymous
+// caller. Any WithPrincipal among opts is ignored.
 // The POST bodies must be Content-Type application/json; any other media
 // type is refused with 415, so that a cross-site form cannot ride on a
 // session cookie (CSRF). Errors are AXAG envelopes; an unknown approval
 // request is 404.
-func NewHumanHandler(enf *axgate.Enforcer, principal PrincipalFunc, opts ...Option) http.Handler {
+func NewHumanHandler(enf *axgate.Enforcer, person HumanPrincipalFunc, opts ...Option) http.Handler {
+	var principal PrincipalFunc
+	if person != nil {
+		principal = func(r *http.Request) (middleware.Principal, error) {
+			p, err := person(r)
+			if err == nil && p.ID == "" {
+				return middleware.Principal{}, unauthenticated(reasons.NoCallerID, "the person is not identified: the endpoints people confirm and approve with need who they are")
+			}
+			return p, err
+		}
+	}
 	cfg := newConfig(append(opts, WithPrincipal(principal)))
 	h := &humanHandler{cfg: cfg, enf: enf, mux: http.NewServeMux()}
 	h.mux.HandleFunc("POST /confirmations", h.confirm)
@@ -127,9 +195,9 @@ func (h *humanHandler) pending(w http.ResponseWriter, r *http.Request) {
 	limit := 0
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > gates.MaxApprovalPage {
-			h.cfg.writeError(ctx, w, badRequest(fmt.Sprintf("limit must be a whole number from 1 to %d", gates.MaxApprovalPage)).
-				WithReason(axerr.ReasonInvalidLimit))
+		if err != nil || n < 1 || n > igate.MaxApprovalPage {
+			h.cfg.writeError(ctx, w, badRequest(fmt.Sprintf("limit must be a whole number from 1 to %d", igate.MaxApprovalPage)).
+				WithReason(reasons.InvalidLimit))
 			return
 		}
 		limit = n

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -14,7 +15,9 @@ import (
 	"github.com/axgate/axgate"
 	"github.com/axgate/axgate/adapters/httpgate"
 	axerr "github.com/axgate/axgate/errors"
+	"github.com/axgate/axgate/internal/reasons"
 	"github.com/axgate/axgate/middleware"
+	"github.com/axgate/axgate/token"
 )
 
 // humanSetup serves the tools and, on a separate handler, the human
@@ -127,7 +130,7 @@ func TestHumanEndpointsRefuseNonJSONMediaTypes(t *testing.T) {
 				b = `{"approve":true}`
 			}
 			r := do(t, human, "POST", target, b, "X-Test-User", "boss", "X-Test-Roles", "finance", "Content-Type", ct)
-			if r.status != http.StatusUnsupportedMediaType || r.code() != string(axerr.CodeUnsupportedMediaType) || r.details()["reason"] != string(axerr.ReasonUnsupportedMediaType) {
+			if r.status != http.StatusUnsupportedMediaType || r.code() != string(axerr.CodeUnsupportedMediaType) || r.details()["reason"] != string(reasons.UnsupportedMediaType) {
 				t.Fatalf("POST %s as %q: %d %s, want 415", target, ct, r.status, r.raw)
 			}
 			if r.body["token"] != nil {
@@ -207,7 +210,7 @@ func TestHumanApprovalDecidedOnce(t *testing.T) {
 		}
 		e, _ := body["error"].(map[string]any)
 		d, _ := e["details"].(map[string]any)
-		if status != http.StatusConflict || e["code"] != string(axerr.CodeAlreadyDecided) || d["reason"] != string(axerr.ReasonAlreadyDecided) {
+		if status != http.StatusConflict || e["code"] != string(axerr.CodeAlreadyDecided) || d["reason"] != string(reasons.AlreadyDecided) {
 			t.Errorf("approval %d by the same approver: %d %v; want 409 already_decided", i+1, status, body)
 		}
 	}
@@ -259,6 +262,94 @@ func TestHumanApprovalInboxPages(t *testing.T) {
 	for _, q := range []string{"limit=0", "limit=101", "limit=x", "cursor=forged"} {
 		if status, body := inbox("GET", "/approvals?"+q, "", "X-Test-User", "boss", "X-Test-Roles", "finance"); status != http.StatusBadRequest {
 			t.Errorf("GET /approvals?%s: %d %v; want 400", q, status, body)
+		}
+	}
+}
+
+// TestHumanBearerTakesPeoplesTokensOnly: the human endpoints behind
+// HumanBearer refuse the bearer token an agent holds for the API (401,
+// wrong_audience), so that an agent refused for want of a confirmation
+// cannot mint one; a token of the people's audience gets a confirmation,
+// and one naming both audiences is refused, since it authenticates an agent
+// too. HumanBearer itself refuses to be built without the agents' audience
+// or with theirs.
+func TestHumanBearerTakesPeoplesTokensOnly(t *testing.T) {
+	f := newBearerFixture(t) // the agents' tokens: audience shop-api
+	ks, err := token.NewKeySet(token.Key{ID: "k1", Algorithm: token.AlgEdDSA, Public: f.pub})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := httpgate.BearerConfig{Keyfunc: token.Keyfunc(ks), Issuer: "https://id.example", Audience: "shop-people"}
+	for _, agents := range []string{"", "shop-people"} {
+		if _, err := httpgate.HumanBearer(cfg, agents); err == nil {
+			t.Errorf("HumanBearer with the agents' audience %q: no error", agents)
+		}
+	}
+	people, err := httpgate.HumanBearer(cfg, "shop-api")
+	if err != nil {
+		t.Fatal(err)
+	}
+	enf := enforcer(t)
+	human := httpgate.NewHumanHandler(enf, people)
+	confirm := func(bearer string) response {
+		return do(t, human, "POST", "/confirmations", `{"tool":"order_cancel","arguments":{"order_id":"o-9"}}`,
+			"Content-Type", "application/json", "Authorization", "Bearer "+bearer)
+	}
+	for name, aud := range map[string]any{"the agents' token": "shop-api", "a token for both": []string{"shop-people", "shop-api"}} {
+		c := f.claims()
+		c["aud"] = aud
+		r := confirm(f.sign(t, c, nil))
+		r.wantRefusal(t, axerr.CodeUnauthenticated)
+		if r.status != http.StatusUnauthorized || r.details()["reason"] != string(token.ReasonAudience) || r.body["token"] != nil {
+			t.Errorf("%s at the human endpoint: %d %s", name, r.status, r.raw)
+		}
+	}
+	c := f.claims()
+	c["aud"] = "shop-people"
+	if r := confirm(f.sign(t, c, nil)); r.status != http.StatusOK || r.body["token"] == nil {
+		t.Errorf("a person's token: %d %s", r.status, r.raw)
+	}
+}
+
+// TestHumanHandlerRefusesAPersonWithoutID: a person function that lets
+// everyone in as nobody (Anonymous) mints nothing: a confirmation for the
+// empty principal would confirm every anonymous caller's call.
+func TestHumanHandlerRefusesAPersonWithoutID(t *testing.T) {
+	human := httpgate.NewHumanHandler(enforcer(t), httpgate.Anonymous)
+	r := do(t, human, "POST", "/confirmations", `{"tool":"order_cancel","arguments":{"order_id":"o-9"}}`, "Content-Type", "application/json")
+	r.wantRefusal(t, axerr.CodeUnauthenticated)
+	if r.details()["reason"] != string(reasons.NoCallerID) || r.body["token"] != nil {
+		t.Errorf("anonymous person: %d %s", r.status, r.raw)
+	}
+	do(t, human, "GET", "/approvals", "").wantRefusal(t, axerr.CodeUnauthenticated)
+}
+
+// TestHumanBearerREADME runs the README's HumanBearer snippet: the people's
+// token confirms under /axag, the agents' is refused.
+func TestHumanBearerREADME(t *testing.T) {
+	f := newBearerFixture(t) // signs as the identity provider, kid k1
+	idpKeys, err := token.NewKeySet(token.Key{ID: "k1", Algorithm: token.AlgEdDSA, Public: f.pub})
+	if err != nil {
+		t.Fatal(err)
+	}
+	enf := enforcer(t)
+	ui := http.NewServeMux()
+
+	people, err := httpgate.HumanBearer(httpgate.BearerConfig{
+		Keyfunc: token.Keyfunc(idpKeys), Issuer: "https://id.example", Audience: "shop-people",
+	}, "shop-api") // the agents' audience: their tokens are refused here
+	if err != nil {
+		log.Fatal(err)
+	}
+	ui.Handle("/axag/", http.StripPrefix("/axag", httpgate.NewHumanHandler(enf, people)))
+
+	for aud, want := range map[string]int{"shop-people": http.StatusOK, "shop-api": http.StatusUnauthorized} {
+		c := f.claims()
+		c["aud"] = aud
+		r := do(t, ui, "POST", "/axag/confirmations", `{"tool":"order_cancel","arguments":{"order_id":"o-9"}}`,
+			"Content-Type", "application/json", "Authorization", "Bearer "+f.sign(t, c, nil))
+		if r.status != want {
+			t.Errorf("a token of %s: %d %s, want %d", aud, r.status, r.raw, want)
 		}
 	}
 }

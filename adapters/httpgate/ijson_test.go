@@ -70,7 +70,7 @@ func (c *checked) get() any {
 
 func ijsonEnforcer(t *testing.T, opts ...axgate.Option) *axgate.Enforcer {
 	t.Helper()
-	m, err := manifest.ParseJSON([]byte(ijsonManifest))
+	m, err := manifest.Parse([]byte(ijsonManifest))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,7 +21,8 @@ import (
 	"github.com/axgate/axgate"
 	"github.com/axgate/axgate/adapters/wire"
 	axerr "github.com/axgate/axgate/errors"
-	"github.com/axgate/axgate/gates"
+	igate "github.com/axgate/axgate/internal/gate"
+	"github.com/axgate/axgate/internal/reasons"
 	"github.com/axgate/axgate/manifest"
 	"github.com/axgate/axgate/middleware"
 )
@@ -315,7 +316,7 @@ func (g *gate) resolve(r *http.Request) (a *manifest.Action, wildcards bool, red
 		}
 		h := lookup(g.m, name)
 		if h == nil {
-			return nil, false, nil, gates.IntentNotFound(g.m, name)
+			return nil, false, nil, igate.IntentNotFound(g.m, name)
 		}
 		return h, rt.wildcards, nil, nil
 	case rt.action != nil:
@@ -323,7 +324,7 @@ func (g *gate) resolve(r *http.Request) (a *manifest.Action, wildcards bool, red
 			h := lookup(g.m, name)
 			switch {
 			case h == nil:
-				return nil, false, nil, gates.IntentNotFound(g.m, name)
+				return nil, false, nil, igate.IntentNotFound(g.m, name)
 			case h != rt.action:
 				return nil, false, nil, axerr.Newf(axerr.CodeIntentNotFound, "the %s header names %q, but this route is %q", HeaderIntent, name, rt.action.Intent).
 					WithIntent(rt.action.Intent).With("tool", name).
@@ -336,7 +337,7 @@ func (g *gate) resolve(r *http.Request) (a *manifest.Action, wildcards bool, red
 		// send PUT /orders to the handler bound for POST /orders, which
 		// would then run without any check.
 		return nil, false, nil, axerr.Newf(axerr.CodeMethodNotAllowed, "%s %s: this path is bound to a tool for %s only", r.Method, r.URL.Path, strings.Join(allowed, ", ")).
-			WithReason(axerr.ReasonMethodNotAllowed).With(detailAllowedMethods, allowed).
+			WithReason(reasons.MethodNotAllowed).With(detailAllowedMethods, allowed).
 			WithSuggestion("Call the path with one of the methods in the Allow header.")
 	case name != "":
 		return nil, false, nil, axerr.Newf(axerr.CodeIntentNotFound, "%s %s is not bound to a tool, and the %s header cannot choose one for it", r.Method, r.URL.Path, HeaderIntent).

@@ -15,6 +15,7 @@ import (
 	"github.com/axgate/axgate"
 	"github.com/axgate/axgate/adapters/httpgate"
 	axerr "github.com/axgate/axgate/errors"
+	"github.com/axgate/axgate/internal/reasons"
 )
 
 // formApp is an application whose order handler answers every method and
@@ -108,7 +109,7 @@ func TestMiddlewareRefusesBodiesThatAreNotJSON(t *testing.T) {
 	twoFaced := `{"note":"&quantity=500&","quantity":1}`
 	r := send(t, "POST", base+"/orders/o-1", strings.NewReader(twoFaced), "Content-Type", "application/x-www-form-urlencoded")
 	r.wantRefusal(t, axerr.CodeUnsupportedMediaType)
-	if r.details()["reason"] != string(axerr.ReasonUnsupportedMediaType) {
+	if r.details()["reason"] != string(reasons.UnsupportedMediaType) {
 		t.Fatalf("details = %v", r.details())
 	}
 	if runs := a.ran(); len(runs) != 0 {
@@ -168,7 +169,7 @@ func TestToolServerRefusesBodiesThatAreNotJSON(t *testing.T) {
 		for _, h := range [][]string{{}, {"Content-Type", "application/x-www-form-urlencoded"}, {"Content-Type", "text/plain"}} {
 			r := send(t, "POST", srv.URL+path, strings.NewReader(`{"city":"Oslo"}`), h...)
 			r.wantRefusal(t, axerr.CodeUnsupportedMediaType)
-			if r.details()["reason"] != string(axerr.ReasonUnsupportedMediaType) {
+			if r.details()["reason"] != string(reasons.UnsupportedMediaType) {
 				t.Fatalf("details = %v", r.details())
 			}
 		}
@@ -260,7 +261,7 @@ func TestMiddlewareRefusesMethodsNotBound(t *testing.T) {
 			continue // no body to read
 		}
 		r.wantRefusal(t, axerr.CodeMethodNotAllowed)
-		if d := r.details(); d["reason"] != string(axerr.ReasonMethodNotAllowed) || !reflect.DeepEqual(d["allowed_methods"], []any{"POST"}) {
+		if d := r.details(); d["reason"] != string(reasons.MethodNotAllowed) || !reflect.DeepEqual(d["allowed_methods"], []any{"POST"}) {
 			t.Fatalf("%s: details %v", method, d)
 		}
 	}

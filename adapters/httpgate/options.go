@@ -205,6 +205,6 @@ func WithPropagator(p propagation.TextMapPropagator) Option {
 
 // WithLogger sets where faults the caller is not shown are logged.
 //
-// Those are an error that is not an *errors.Error and a response that could
+// Those are an error that is not an *axerr.Error and a response that could
 // not be written. The default is slog.Default().
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.log = l } }

@@ -28,7 +28,7 @@ const noParamsManifest = `{
 
 func noParamsEnforcer(t *testing.T, opts ...axgate.Option) *axgate.Enforcer {
 	t.Helper()
-	m, err := manifest.ParseJSON([]byte(noParamsManifest))
+	m, err := manifest.Parse([]byte(noParamsManifest))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/axgate/axgate"
 	"github.com/axgate/axgate/adapters/httpgate"
 	axerr "github.com/axgate/axgate/errors"
+	"github.com/axgate/axgate/internal/reasons"
 	"github.com/axgate/axgate/middleware"
 )
 
@@ -95,7 +96,7 @@ func TestPreludeIsTheSameOnEveryEndpoint(t *testing.T) {
 			// Authenticated, a body that is not declared JSON: 415.
 			r, _ = send("u1", "text/plain", ep.body)
 			r.wantRefusal(t, axerr.CodeUnsupportedMediaType)
-			if r.details()["reason"] != string(axerr.ReasonUnsupportedMediaType) {
+			if r.details()["reason"] != string(reasons.UnsupportedMediaType) {
 				t.Fatalf("details = %v", r.details())
 			}
 			// Over the body limit: 413.

@@ -5,12 +5,13 @@ import (
 	"net/http"
 
 	axerr "github.com/axgate/axgate/errors"
+	"github.com/axgate/axgate/internal/reasons"
 	"github.com/axgate/axgate/middleware"
 )
 
 // PrincipalFunc authenticates a request: who makes the call, or an error.
 //
-// An *errors.Error is written as it is; any other error becomes
+// An *axerr.Error is written as it is; any other error becomes
 // 401 AXGATE_UNAUTHENTICATED (its text is never shown to the caller).
 // JWTBearer is a ready one for bearer JWTs, Anonymous one that lets every
 // request in.
@@ -61,5 +62,5 @@ func (c *config) authenticate(r *http.Request) (middleware.Principal, error) {
 // config without WithPrincipal.
 func unauthenticatedByDefault(*http.Request) (middleware.Principal, error) {
 	return middleware.Principal{}, axerr.New(axerr.CodeUnauthenticated, "this server has no authentication configured, so it refuses every call").
-		WithReason(axerr.ReasonNoAuthenticator)
+		WithReason(reasons.NoAuthenticator)
 }

@@ -15,6 +15,7 @@ import (
 
 	axerr "github.com/axgate/axgate/errors"
 	"github.com/axgate/axgate/internal/jsonx"
+	"github.com/axgate/axgate/internal/reasons"
 	"github.com/axgate/axgate/manifest"
 	"github.com/axgate/axgate/middleware"
 )
@@ -134,7 +135,7 @@ func unsupportedMediaType(cts []string) *axerr.Error {
 	default:
 		e = axerr.Newf(axerr.CodeUnsupportedMediaType, "the request has %d Content-Type headers; it must have one, declaring JSON", len(cts))
 	}
-	return e.WithReason(axerr.ReasonUnsupportedMediaType).
+	return e.WithReason(reasons.UnsupportedMediaType).
 		WithSuggestion("Send the body with Content-Type: application/json (or a +json type), charset utf-8 or none.")
 }
 
@@ -310,7 +311,7 @@ func foldsOnto(key string, a *manifest.Action, ident []*manifest.Parameter) (str
 
 func ambiguousQueryKey(a *manifest.Action, key, name string) *axerr.Error {
 	e := axerr.Newf(axerr.CodeInvalidArguments, "the query parameter %q differs from %q only in case", key, name).
-		WithIntent(a.Intent).WithReason(axerr.ReasonAmbiguousKeys).With("parameter", name).
+		WithIntent(a.Intent).WithReason(reasons.AmbiguousKeys).With("parameter", name).
 		WithSuggestion(fmt.Sprintf("Spell it %s, exactly.", name))
 	e.Violations = []axerr.Violation{{Path: "/" + escapePointer(key), Message: "differs from " + name + " only in case", Keyword: "ambiguous_keys", Code: axerr.CodeInvalidArguments}}
 	return e

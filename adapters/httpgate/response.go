@@ -20,7 +20,7 @@ import (
 // delay, WWW-Authenticate: Bearer on 401 unless the response already has a
 // challenge, and on 405 an Allow header naming the details' allowed_methods
 // (RFC 9110 section 15.5.6 requires one) unless the response already has one.
-// An error that is not an *errors.Error is written as 500 AXGATE_INTERNAL
+// An error that is not an *axerr.Error is written as 500 AXGATE_INTERNAL
 // with a generic message; its text is never shown to the caller.
 func WriteError(w http.ResponseWriter, err error) {
 	e, ok := axerr.As(err)

@@ -117,7 +117,7 @@ func withPostcondition(t *testing.T) *manifest.Manifest {
 		}
 	}
 	data, _ = json.Marshal(doc)
-	m, err := manifest.ParseJSON(data)
+	m, err := manifest.Parse(data)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/axgate/axgate"
-	"github.com/axgate/axgate/gates"
+	igate "github.com/axgate/axgate/internal/gate"
 	"github.com/axgate/axgate/manifest"
 	"github.com/axgate/axgate/middleware"
 )
@@ -191,7 +191,7 @@ func (s *ToolServer) serveCall(w http.ResponseWriter, r *http.Request, name stri
 	if t == nil {
 		// Before the prelude: an unknown tool is refused without
 		// authenticating the caller or reading the body.
-		s.cfg.writeError(r.Context(), w, gates.IntentNotFound(s.enf.Manifest(), name))
+		s.cfg.writeError(r.Context(), w, igate.IntentNotFound(s.enf.Manifest(), name))
 		return
 	}
 	pre, call, _, err := s.cfg.beginCall(w, r, t.action, false, nil)

@@ -132,7 +132,7 @@ func TestToolServerToolErrors(t *testing.T) {
 	if strings.Contains(r.raw, "10.0.0.7") {
 		t.Fatalf("cause leaked: %s", r.raw)
 	}
-	// An *errors.Error from the tool passes through.
+	// An *axerr.Error from the tool passes through.
 	refusing := &spy{err: axerr.New(axerr.CodePreconditionFailed, "the cart is empty").With("failed_precondition", "cart is not empty")}
 	r = do(t, toolServer(t, refusing, nil), "POST", "/tools/ping/call", `{}`, "X-Test-User", "u1")
 	r.wantRefusal(t, axerr.CodePreconditionFailed)

@@ -17,7 +17,7 @@ import (
 	"github.com/axgate/axgate/middleware"
 )
 
-// Claims of TokenInfo.Extra that TokenInfoPrincipal reads.
+// Claims of TokenInfo.Extra that BearerPrincipal reads.
 const (
 	ClaimTenant = "tenant"
 	ClaimRoles  = "roles"
@@ -25,10 +25,10 @@ const (
 
 var errNoTokenInfo = errors.New("the request carries no verified bearer token")
 
-// TokenInfoPrincipal is the default PrincipalFunc: the bearer token the
-// transport verified (the SDK's auth.RequireBearerToken puts it on the
-// request). A request without one is refused with AXGATE_UNAUTHENTICATED.
-func TokenInfoPrincipal(_ context.Context, req *mcp.CallToolRequest) (middleware.Principal, error) {
+// BearerPrincipal is the default PrincipalFunc: the principal of the bearer
+// token the transport verified (the SDK's auth.RequireBearerToken puts it on
+// the request), as PrincipalFromTokenInfo maps it. A request without one is refused with AXGATE_UNAUTHENTICATED.
+func BearerPrincipal(_ context.Context, req *mcp.CallToolRequest) (middleware.Principal, error) {
 	if req.Extra == nil || req.Extra.TokenInfo == nil {
 		return middleware.Principal{}, errNoTokenInfo
 	}
@@ -72,7 +72,7 @@ const extraPrincipal = "axgate/principal"
 //
 // The authenticator may be the JWT bearer of adapters/httpgate
 // (httpgate.JWTBearer). With it, auth.RequireBearerToken guards the
-// streamable HTTP transport and TokenInfoPrincipal finds the same principal
+// streamable HTTP transport and BearerPrincipal finds the same principal
 // an HTTP tool server would:
 //
 //	bearer, _ := httpgate.JWTBearer(httpgate.BearerConfig{…})

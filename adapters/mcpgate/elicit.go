@@ -14,7 +14,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/axgate/axgate/gates"
+	"github.com/axgate/axgate/internal/gate"
 	"github.com/axgate/axgate/middleware"
 	"github.com/axgate/axgate/token"
 )
@@ -23,9 +23,9 @@ import (
 // input-required result (MCP multi round-trip requests).
 const ConfirmationInputID = "axag/confirmation"
 
-// DefaultElicitationTTL is how long the person has to answer a confirmation
+// defaultElicitationTTL is how long the person has to answer a confirmation
 // question asked inline, unless WithElicitationTTL says otherwise.
-const DefaultElicitationTTL = 5 * time.Minute
+const defaultElicitationTTL = 5 * time.Minute
 
 // ElicitationKeySize is the size of the key that signs the request state of
 // a confirmation question (HMAC-SHA256), and the least WithElicitationKey
@@ -66,7 +66,7 @@ func WithElicitationKey(key []byte) Option {
 }
 
 // WithElicitationTTL sets how long the person has to answer a confirmation
-// question asked inline (DefaultElicitationTTL when d is not positive). A
+// question asked inline (5 minutes when d is not positive). A
 // later answer is refused; the agent calls again and the person is asked
 // again.
 func WithElicitationTTL(d time.Duration) Option {
@@ -106,7 +106,7 @@ func (k *elicitKeys) init() {
 		rand.Read(k.key) // crypto/rand.Read never fails (it crashes the program instead).
 	}
 	if k.ttl <= 0 {
-		k.ttl = DefaultElicitationTTL
+		k.ttl = defaultElicitationTTL
 	}
 	if k.replay == nil {
 		k.replay = token.NewMemoryReplayStore(token.MemoryReplayOptions{Now: k.now})
@@ -194,7 +194,7 @@ func (k *elicitKeys) verify(ctx context.Context, state string, want questionStat
 	case errors.Is(err, token.ErrReplayed):
 		return ErrElicitationStateInvalid
 	case err != nil:
-		return gates.StoreUnavailable(want.Intent, "the elicitation replay store", err)
+		return gate.StoreUnavailable(want.Intent, "the elicitation replay store", err)
 	}
 	return nil
 }

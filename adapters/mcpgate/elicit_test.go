@@ -17,6 +17,7 @@ import (
 	"github.com/axgate/axgate/adapters/mcpgate"
 	"github.com/axgate/axgate/adapters/wire"
 	axerr "github.com/axgate/axgate/errors"
+	"github.com/axgate/axgate/internal/reasons"
 	"github.com/axgate/axgate/middleware"
 	"github.com/axgate/axgate/token"
 )
@@ -235,7 +236,7 @@ var accept = &mcp.ElicitResult{Action: "accept"}
 func wantStateRefused(t *testing.T, res *mcp.CallToolResult, a *answerer, ran int) {
 	t.Helper()
 	env := refusal(t, res)
-	if env.Error.Code != string(axerr.CodeConfirmationMissing) || env.Error.Details["reason"] != string(axerr.ReasonElicitationStateInvalid) {
+	if env.Error.Code != string(axerr.CodeConfirmationMissing) || env.Error.Details["reason"] != string(reasons.ElicitationStateInvalid) {
 		t.Errorf("refusal = %s %v", env.Error.Code, env.Error.Details)
 	}
 	if env.Error.Details["args_sha256"] == nil || env.Error.Details["confirmation_message"] == nil {
@@ -404,4 +405,56 @@ func TestWithElicitationKeyRefusesShortKeys(t *testing.T) {
 		}
 	}()
 	mcpgate.WithElicitationKey(make([]byte, 16))
+}
+
+// TestConfirmationRefusalWithoutElicitationSaysHow: a client that cannot ask
+// the person is told where the token goes (_meta["axag/confirmation"]) and,
+// with WithConfirmationHelp, how this deployment mints one; a token that was
+// presented and refused keeps its own refusal.
+func TestConfirmationRefusalWithoutElicitationSaysHow(t *testing.T) {
+	var helped []string
+	help := mcpgate.WithConfirmationHelp(func(call *middleware.Call) string {
+		helped = append(helped, call.Intent())
+		return "Run: mint-a-token " + call.Intent()
+	})
+	for _, tc := range []struct {
+		name   string
+		opts   []mcpgate.Option
+		client *mcp.ClientOptions
+		why    string
+	}{
+		{"the client has no elicitation", asAlice(help), nil, "does not support MCP elicitation"},
+		{"WithoutElicitation", asAlice(help, mcpgate.WithoutElicitation()), &mcp.ClientOptions{ElicitationHandler: (&person{answer: "accept"}).handle}, "not asked inline here"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			helped = nil
+			f := connect(t, setup{gateOpts: tc.opts, clientOpts: tc.client})
+			res := f.call(t, "order_place", orderArgs, nil)
+			env := refusal(t, res)
+			d := env.Error.Details
+			if env.Error.Code != string(axerr.CodeConfirmationMissing) || !strings.Contains(env.Error.Message, tc.why) {
+				t.Errorf("refusal %s: %q; want it to say %q", env.Error.Code, env.Error.Message, tc.why)
+			}
+			sugg, _ := d["suggestion"].(string)
+			for _, want := range []string{`_meta["axag/confirmation"]`, "supports MCP elicitation", "Run: mint-a-token order.place"} {
+				if !strings.Contains(sugg, want) {
+					t.Errorf("suggestion does not say %q: %q", want, sugg)
+				}
+			}
+			if d["how_to_confirm"] != "Run: mint-a-token order.place" || d["token_meta_key"] != "axag/confirmation" || d["elicitation"] != false {
+				t.Errorf("details %v", d)
+			}
+			if !strings.Contains(texts(res), "mint-a-token") {
+				t.Errorf("the readable text does not say how: %s", texts(res))
+			}
+		})
+	}
+	// A token presented and refused says what is wrong with it, not how to
+	// get one.
+	helped = nil
+	f := connect(t, setup{gateOpts: asAlice(help)})
+	env := refusal(t, f.call(t, "order_place", orderArgs, mcp.Meta{wire.MetaConfirmation: "not.a.token"}))
+	if env.Error.Code != string(axerr.CodeConfirmationMissing) || env.Error.Details["reason"] == nil || env.Error.Details["how_to_confirm"] != nil || len(helped) != 0 {
+		t.Errorf("refused token: %s %v (help called for %v)", env.Error.Code, env.Error.Details, helped)
+	}
 }

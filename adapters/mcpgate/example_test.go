@@ -39,7 +39,7 @@ func placeOrder(_ context.Context, call *middleware.Call) (middleware.Result, er
 }
 
 func ExampleAddTools() {
-	m, err := manifest.ParseJSON([]byte(exampleManifest))
+	m, err := manifest.Parse([]byte(exampleManifest))
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -11,3 +11,6 @@ func WithClock(now func() time.Time) Option {
 // ToolCanonical is the canonical JSON ToolDigest hashes, so that tests can
 // read what is pinned.
 var ToolCanonical = toolCanonical
+
+// DefaultElicitationTTL is defaultElicitationTTL, for the external tests.
+var DefaultElicitationTTL = defaultElicitationTTL

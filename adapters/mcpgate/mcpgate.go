@@ -13,6 +13,7 @@ import (
 	"github.com/axgate/axgate"
 	"github.com/axgate/axgate/adapters/wire"
 	axerr "github.com/axgate/axgate/errors"
+	"github.com/axgate/axgate/internal/reasons"
 	"github.com/axgate/axgate/middleware"
 )
 
@@ -35,13 +36,14 @@ type config struct {
 	rpcParamErrors bool
 	noElicitation  bool
 	noHeaders      bool
+	confirmHelp    func(*middleware.Call) string
 	propagator     propagation.TextMapPropagator
 	elicit         *elicitKeys // shared by every handler of one AddTools or ToolHandler
 }
 
 func newConfig(opts []Option) config {
 	c := config{
-		principal:  TokenInfoPrincipal,
+		principal:  BearerPrincipal,
 		propagator: propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}),
 		elicit:     &elicitKeys{},
 	}
@@ -54,7 +56,7 @@ func newConfig(opts []Option) config {
 
 // WithPrincipal replaces how the caller is found.
 //
-// The default, TokenInfoPrincipal, reads the bearer token the streamable
+// The default, BearerPrincipal, reads the bearer token the streamable
 // HTTP transport verified (auth.RequireBearerToken); a stdio server, which
 // has no transport authentication, serves the local user who started it: use
 // StaticPrincipal.
@@ -74,6 +76,20 @@ func WithJSONRPCParamErrors() Option { return func(c *config) { c.rpcParamErrors
 // a confirmation then always needs a signed token. Use it when the client is
 // not trusted to show the question to the person itself.
 func WithoutElicitation() Option { return func(c *config) { c.noElicitation = true } }
+
+// WithConfirmationHelp says how a person confirms a call where they cannot be asked inline.
+//
+// When a call needs the person's confirmation, carries no token and the
+// person cannot be asked inline (the client does not support MCP
+// elicitation, or WithoutElicitation), the refusal (AXAG_CONFIRMATION_MISSING)
+// always says that the token goes in the call's _meta["axag/confirmation"];
+// help's text for the call (how this deployment mints one: a UI, an
+// endpoint, a command) is added to its suggestion and to its details as
+// "how_to_confirm". help must not return secrets: the text reaches the
+// agent. An empty text adds nothing.
+func WithConfirmationHelp(help func(call *middleware.Call) string) Option {
+	return func(c *config) { c.confirmHelp = help }
+}
 
 // WithoutHeaderCredentials ignores the X-AXAG-* and Idempotency-Key headers of
 // the streamable HTTP transport; credentials are then read from _meta only.
@@ -191,6 +207,7 @@ func (c config) handler(e *axgate.Enforcer, tool middleware.Invoker) mcp.ToolHan
 		if err != nil {
 			switch {
 			case el == nil:
+				err = c.cannotAsk(call, err)
 			case el.question != "":
 				// The confirmation gate asked and no answer was there yet:
 				// ask the person through the client, then the client calls
@@ -219,6 +236,31 @@ func (c config) refuse(err error) (*mcp.CallToolResult, error) {
 	return Refusal(ae), nil
 }
 
+// cannotAsk adds to a refusal for a missing confirmation, where the person
+// cannot be asked inline, how the token can reach the gateway instead.
+// Refusals of a token presented (expired, for other arguments, …) carry a
+// reason and are left as they are.
+func (c config) cannotAsk(call *middleware.Call, err error) error {
+	ae, ok := axerr.As(err)
+	if !ok || ae.Code != axerr.CodeConfirmationMissing || ae.Details["reason"] != nil {
+		return err
+	}
+	why := "the client cannot ask the person inline (it does not support MCP elicitation)"
+	if c.noElicitation {
+		why = "the person is not asked inline here"
+	}
+	ae.Message = "this call needs the person's confirmation, and " + why
+	ae.Suggestion += " The token goes in the call's _meta[\"" + wire.MetaConfirmation + "\"]; a client that cannot set _meta cannot carry it: use a client that supports MCP elicitation, and the person is asked inline."
+	ae.With("elicitation", false).With("token_meta_key", wire.MetaConfirmation)
+	if c.confirmHelp != nil {
+		if h := c.confirmHelp(call); h != "" {
+			ae.Suggestion += " " + h
+			ae.With("how_to_confirm", h)
+		}
+	}
+	return ae
+}
+
 // stateInvalid turns the confirmation gate's refusal of an answer whose
 // request state was refused ("elicitation_failed") into one that says so.
 func stateInvalid(err error) *axerr.Error {
@@ -228,7 +270,7 @@ func stateInvalid(err error) *axerr.Error {
 	}
 	ae.Message = "the answer to the confirmation question does not belong to this call"
 	ae.Suggestion = "Call the tool again without requestState and inputResponses: the person is asked again about these exact arguments."
-	return ae.WithReason(axerr.ReasonElicitationStateInvalid)
+	return ae.WithReason(reasons.ElicitationStateInvalid)
 }
 
 func unauthenticated(err error) *axerr.Error {

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/axgate/axgate"
 	"github.com/axgate/axgate/gates"
+	"github.com/axgate/axgate/gates/memstore"
 	"github.com/axgate/axgate/gates/redisstore"
 	"github.com/axgate/axgate/token"
 )
@@ -81,7 +83,7 @@ type gatewayState struct {
 // options hands the state to a generation.
 func (s gatewayState) options() []axgate.Option {
 	return []axgate.Option{axgate.WithReplayStore(s.replay), axgate.WithApprovalStore(s.approvals),
-		axgate.WithLimiter(s.limiter), axgate.WithIdempotencyStore(s.idempotency)}
+		axgate.WithLimiter(s.limiter), axgate.WithIdempotency(gates.IdempotencyOptions{Store: s.idempotency})}
 }
 
 // openEnforcerState connects to Redis (--redis), starts fetching a remote
@@ -103,11 +105,21 @@ func openEnforcerState(ctx context.Context, c enforcerConfig, cmd string, mustSi
 	} else {
 		// Made once, not by each axgate.New: a reload that made new ones
 		// would let a confirmation token be used again after every SIGHUP.
+		// A restart makes new ones: the gates then refuse every token
+		// issued before it (issued_before_start), which the operator
+		// should hear of before a person does.
+		log.Info("axgate " + cmd + ": spent confirmation and approval tokens are kept in memory, so a restart voids the outstanding ones; --redis (with persistence) keeps them across restarts")
+		// The gates compare iat, which has whole seconds, with the second
+		// the store was made in: a token the process before minted and
+		// spent in that very second (a crash, an immediate restart) would
+		// pass again. Made in a second that began after this process did,
+		// the store takes only the tokens minted since.
+		time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(time.Second)))
 		s.state = gatewayState{
 			replay:      token.NewMemoryReplayStore(token.MemoryReplayOptions{}),
-			approvals:   gates.NewMemoryApprovalStore(gates.MemoryApprovalOptions{}),
-			limiter:     gates.NewMemoryLimiter(0),
-			idempotency: gates.NewMemoryIdempotencyStore(0),
+			approvals:   memstore.NewApprovalStore(memstore.ApprovalOptions{}),
+			limiter:     memstore.NewLimiter(0),
+			idempotency: memstore.NewIdempotencyStore(0),
 		}
 	}
 	if c.signingKey == "" && (mustSign || c.jwks == "" && c.jwksURL == "") {

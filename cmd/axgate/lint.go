@@ -11,7 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/axgate/axgate/gates"
+	"github.com/axgate/axgate/internal/gate"
 	"github.com/axgate/axgate/manifest"
 )
 
@@ -97,7 +97,7 @@ func runLint(_ context.Context, e *env, args []string) int {
 // fails the manifest.
 func lintOptions() manifest.LintOptions {
 	return manifest.LintOptions{Expressions: func(m *manifest.Manifest) []manifest.Finding {
-		return gates.LintConstraints(m, gates.CELLimits{})
+		return gate.LintConstraints(m, gate.CELLimits{})
 	}}
 }
 

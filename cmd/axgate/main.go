@@ -9,7 +9,7 @@
 //	axgate test SUITE.yaml [--manifest M] [--junit FILE] [--run REGEXP] [-v]
 //	axgate config check FILE [--command serve]
 //	axgate mcp --manifest M (--upstream-url URL | --upstream-command "CMD ARGS…") [--listen ADDR | --stdio] …
-//	axgate manifest init (--upstream-url URL | --upstream-command "CMD ARGS…") > axag.json
+//	axgate manifest init (--upstream-url URL | --upstream-command "CMD ARGS…") --out axag.json
 //
 // Exit status: 0 on success (lint, test: PASS), 1 on failure (lint, test:
 // FAIL), 2 on a usage error (test: also a suite that cannot be run). Run

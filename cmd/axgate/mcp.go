@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -10,6 +12,8 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -17,6 +21,7 @@ import (
 	"time"
 
 	"github.com/mattn/go-shellwords"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
 
 	"github.com/axgate/axgate"
@@ -66,11 +71,20 @@ log goes to standard error.
 
 A call that needs the person's confirmation asks them inline (MCP
 elicitation) when the client can ask, and is refused with
-AXAG_CONFIRMATION_MISSING otherwise. --human ADDR serves the endpoints people
+AXAG_CONFIRMATION_MISSING otherwise; with --human, people confirm there
+and nothing is asked inline (the agent's own client would answer for
+them), unless --inline-confirmation. The refusal says how the person makes
+the token the call then carries in _meta["axag/confirmation"]: with
+--signing-key KEY, "axgate token confirmation --key KEY --sub USER --intent
+INTENT --args JSON" (the refusal spells it out for the call); with --human,
+POST /confirmations. --human ADDR serves the endpoints people
 confirm and approve with (POST /confirmations, GET /approvals, POST
-/approvals/{id}), authenticated with the same bearer tokens: keep it
-reachable by people only, never by agents. The tokens the gateway mints
-(confirmations given by elicitation, those of --human) are signed with
+/approvals/{id}). They take people's tokens only: bearer JWTs of
+--human-audience (required with --human, and distinct from --audience),
+verified with the same keys and --issuer; an agent's token (of --audience),
+or one naming both audiences, is refused with 401 AXGATE_UNAUTHENTICATED.
+Keep --human reachable by people only all the same. The tokens the gateway
+mints (confirmations given by elicitation, those of --human) are signed with
 --signing-key, or else with a key made at start that only this process
 accepts. With --stdio, tokens name the audience "axgate" unless --audience
 says otherwise.
@@ -81,8 +95,28 @@ of an action): the lists show a caller only what it may use, a read, get,
 completion or subscription passes the same gates as a read action, and
 anything the manifest does not declare is refused (AXAG_INTENT_NOT_FOUND)
 without reaching the upstream. A manifest that declares none serves tools
-only. --tools-only is deprecated: it also refuses what the manifest
-declares, and logging.
+only. --tools-only is deprecated and does nothing (it was the way to get
+what is now the default).
+
+The upstream's requests to the client are the operator's to allow. Its
+roots/list is answered with the folders of --root (repeatable, each given
+as a file:// URI of its absolute path; none by default, and then the upstream
+is not offered roots at all: @modelcontextprotocol/server-filesystem keeps
+the folders it was started with); a client's roots and its
+notifications/roots/list_changed never reach the upstream, unless
+--forward-client-roots (logged as a warning at start: a client can then
+widen what such a server reads and writes, to / if it likes). The upstream's
+sampling/createMessage and elicitation/create are refused ("method not
+found", logged with the upstream's name) and not offered to it, unless
+--allow-upstream-sampling or --allow-upstream-elicitation: then they reach a
+client that offers them, each logged, at most a few pending per session.
+The gateway's own confirmation question is asked either way.
+
+Spent confirmation and approval tokens are remembered until they expire:
+with --redis, across restarts (give Redis persistence); without it, in this
+process only, so every token issued before the process started is refused
+(reason issued_before_start), rather than let one spent before a restart
+run again: a restart voids the outstanding tokens.
 
 SIGINT or SIGTERM stop the gateway: no new connections, calls in flight
 finish (up to --shutdown-timeout), then every upstream session closes and
@@ -110,16 +144,140 @@ type mcpConfig struct {
 	listen, resourceURL      string
 	stdio, toolsOnly         bool
 	keepUncheckedContent     bool
-	human                    string
+	human, humanAudience     string
+	inlineConfirmation       bool
 	localUser, localTenant   string
 	localRoles               string
 	shutdownTimeout          time.Duration
+
+	// The upstream's requests to the client (--root,
+	// --forward-client-roots, --allow-upstream-sampling,
+	// --allow-upstream-elicitation).
+	roots              rootFlags
+	forwardClientRoots bool
+	allowSampling      bool
+	allowElicitation   bool
+}
+
+// rootFlags collects repeated --root DIR, each made absolute.
+type rootFlags []string
+
+func (f *rootFlags) String() string { return strings.Join(*f, " ") }
+
+func (*rootFlags) repeatable() {}
+
+func (f *rootFlags) Set(v string) error {
+	if v == "" {
+		return errors.New("want a directory")
+	}
+	abs, err := filepath.Abs(v)
+	if err != nil {
+		return err
+	}
+	*f = append(*f, abs)
+	return nil
+}
+
+// mcpRoots are the --root directories as MCP roots: file:// URIs. Each
+// must be a directory.
+func (f rootFlags) mcpRoots() ([]*mcp.Root, error) {
+	var roots []*mcp.Root
+	for _, dir := range f {
+		if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+			return nil, fmt.Errorf("--root %s is not a directory", dir)
+		}
+		u := url.URL{Scheme: "file", Path: filepath.ToSlash(dir)}
+		roots = append(roots, &mcp.Root{URI: u.String(), Name: filepath.Base(dir)})
+	}
+	return roots, nil
+}
+
+// maxInlineArgs bounds the arguments written into the command of a
+// confirmation help: longer ones (a file's content) are named, not copied.
+const maxInlineArgs = 200
+
+// confirmationHelp says, for a call refused for a missing confirmation
+// where the person cannot be asked inline, how a token this gateway accepts
+// is made: with the --human endpoint (humanURL, when it serves), with
+// "axgate token confirmation" when --signing-key names a key the person
+// can sign with, by the issuer of --jwks/--jwks-url; or that none can be,
+// with the ephemeral key of a gateway started without any of them. It
+// names flags and files, never a key.
+func (c *mcpConfig) confirmationHelp(humanURL string) func(*middleware.Call) string {
+	return func(call *middleware.Call) string {
+		var ways []string
+		if humanURL != "" {
+			ways = append(ways, fmt.Sprintf(`a person POSTs {"tool": %q, "arguments": …these arguments…} to %s/confirmations with their bearer token and passes on the token it answers`, call.Tool, humanURL))
+		}
+		if c.signingKey != "" {
+			cmd := []string{"axgate token confirmation --key SIGNING_KEY", "--sub " + shellQuote(call.Principal.ID)}
+			if call.Principal.Tenant != "" {
+				cmd = append(cmd, "--tenant "+shellQuote(call.Principal.Tenant))
+			}
+			if c.issuer != token.DefaultIssuer {
+				cmd = append(cmd, "--iss "+shellQuote(c.issuer))
+			}
+			if c.audience != token.DefaultAudience {
+				cmd = append(cmd, "--aud "+shellQuote(c.audience))
+			}
+			cmd = append(cmd, "--intent "+shellQuote(call.Intent()))
+			if args := compactJSON(call.Arguments); args != "" && len(args) <= maxInlineArgs && printableASCII(args) {
+				cmd = append(cmd, "--args "+shellQuote(args))
+			} else {
+				cmd = append(cmd, "--args-file ARGS.json (these exact arguments as JSON)")
+			}
+			ways = append(ways, "the person runs `"+strings.Join(cmd, " ")+"`, where SIGNING_KEY is the gateway's --signing-key file (keep it out of the agent's reach)")
+		}
+		if c.jwks != "" || c.jwksURL != "" {
+			ways = append(ways, "the issuer of the gateway's --jwks keys signs a confirmation token for these exact arguments")
+		}
+		if len(ways) == 0 {
+			return "This gateway was started without --signing-key, --human or --jwks, so no token made outside it is accepted: restart it with --signing-key KEY (\"axgate keys gen\" makes one), and the person mints one with \"axgate token confirmation --key KEY …\"."
+		}
+		return "To confirm: " + strings.Join(ways, "; or ") + "."
+	}
+}
+
+// shellQuote quotes s for a POSIX shell, when it needs quoting.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.,:/@=+-") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// compactJSON is raw without insignificant white space; "" when raw is
+// not JSON, "{}" when it is empty (no arguments).
+func compactJSON(raw []byte) string {
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return "{}"
+	}
+	var b bytes.Buffer
+	if json.Compact(&b, raw) != nil {
+		return ""
+	}
+	return b.String()
+}
+
+// printableASCII reports whether s is only printable ASCII: what a command
+// a person pastes may carry without hiding anything (no control or
+// bidirectional characters).
+func printableASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
 }
 
 // envFlags collects repeated K=V flags.
 type envFlags []string
 
 func (f *envFlags) String() string { return strings.Join(*f, " ") }
+
+// repeatable lets a configuration file give a list (config.go).
+func (*envFlags) repeatable() {}
 
 func (f *envFlags) Set(v string) error {
 	k, _, ok := strings.Cut(v, "=")
@@ -141,12 +299,18 @@ func mcpFlags(e *env) (*flag.FlagSet, *mcpConfig, *opsFlags) {
 	fs.StringVar(&c.listen, "listen", "127.0.0.1:8080", "address to listen on (port 0 picks a free one; the log says which)")
 	fs.BoolVar(&c.stdio, "stdio", false, "serve one client on standard input and output, as the local user, instead of listening")
 	fs.StringVar(&c.resourceURL, "resource-url", "", "the gateway's public URL of /mcp, for the protected resource metadata (default http(s)://LISTEN/mcp)")
-	fs.BoolVar(&c.toolsOnly, "tools-only", false, "deprecated: resources, prompts and completions are refused unless the manifest declares them; this also refuses the declared ones, logging, and the upstream's elicitation and sampling")
+	fs.BoolVar(&c.toolsOnly, "tools-only", false, "deprecated, does nothing: what the manifest does not declare is refused by default")
 	fs.BoolVar(&c.keepUncheckedContent, "keep-unchecked-content", false, "pass an upstream result's content blocks on as they are, also where an output_schema or postconditions checked only its structuredContent")
-	fs.StringVar(&c.human, "human", "", "address of the endpoints people confirm and approve with (needs --jwks or --jwks-url); off by default")
+	fs.StringVar(&c.human, "human", "", "address of the endpoints people confirm and approve with (needs --human-audience, and --jwks or --jwks-url); off by default")
+	fs.StringVar(&c.humanAudience, "human-audience", "", "with --human: the required aud of the tokens people bring there, distinct from --audience (the agents' tokens are refused there)")
+	fs.BoolVar(&c.inlineConfirmation, "inline-confirmation", false, "with --human: ask the client's person to confirm inline (MCP elicitation) too; the agent's own client then answers for them")
 	fs.StringVar(&c.localUser, "local-user", "", "with --stdio: the local user the calls are made for (required)")
 	fs.StringVar(&c.localTenant, "local-tenant", "", "with --stdio: the local user's tenant")
 	fs.StringVar(&c.localRoles, "local-roles", "", "with --stdio: the local user's roles, comma-separated")
+	fs.Var(&c.roots, "root", "a folder (`DIR`) the upstream is given as its root (MCP roots, a file:// URI of the absolute path), in place of any root of the client (repeatable; default none, and the upstream is not offered roots)")
+	fs.BoolVar(&c.forwardClientRoots, "forward-client-roots", false, "give the upstream the client's roots (and its roots/list_changed), as before: a client can then widen what the upstream reads and writes, e.g. to /")
+	fs.BoolVar(&c.allowSampling, "allow-upstream-sampling", false, "pass the upstream's sampling/createMessage to a client that offers sampling (refused by default)")
+	fs.BoolVar(&c.allowElicitation, "allow-upstream-elicitation", false, "pass the upstream's elicitation/create to a client that offers elicitation (refused by default; the gateway's own confirmation question is not affected)")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long calls in flight may finish on shutdown")
 	c.register(fs, "", "required aud of every token (default: --resource-url)")
 	ops := addOpsFlags(fs)
@@ -189,8 +353,19 @@ func runMCP(ctx context.Context, e *env, args []string) int {
 		return usageError(e, fs, "--stdio listens nowhere: --tls-cert and --tls-key apply to --human only")
 	case c.stdio && c.anonymous:
 		return usageError(e, fs, "--anonymous is for HTTP; --stdio serves the local user")
+	case len(c.roots) > 0 && c.forwardClientRoots:
+		return usageError(e, fs, "--root and --forward-client-roots contradict each other: the upstream's roots are the operator's or the client's")
 	case c.human != "" && c.jwks == "" && c.jwksURL == "":
 		return usageError(e, fs, "--human needs --jwks or --jwks-url: the people who confirm and approve must be authenticated")
+	case c.human != "" && c.humanAudience == "":
+		return usageError(e, fs, "--human needs --human-audience: the endpoints that mint confirmations and approvals take people's tokens only, of an audience of their own, distinct from --audience (the agents')")
+	case c.human == "" && c.inlineConfirmation:
+		return usageError(e, fs, "--inline-confirmation is for --human (without it the gateway asks inline anyway): give --human too, or drop it")
+	case c.human == "" && c.humanAudience != "":
+		return usageError(e, fs, "--human-audience is the audience of the tokens --human takes: give --human too")
+	case c.humanAudience != "" && c.humanAudience == c.agentsAudience():
+		return usageError(e, fs, "--human-audience and --audience (by default --resource-url, or %q with --stdio) are both %q: an agent's token would then mint confirmations and approvals at --human; give people's tokens an audience of their own",
+			token.DefaultAudience, c.humanAudience)
 	}
 	if c.upstreamURL != "" {
 		if !isHTTPURL(c.upstreamURL) {
@@ -210,6 +385,28 @@ func runMCP(ctx context.Context, e *env, args []string) int {
 		}
 	}
 	return serveMCP(ctx, e, c, ops, conf)
+}
+
+// askOptions adds the gateway's options of the upstream's requests to the
+// client: the operator's roots, the client's, sampling and elicitation.
+func (c mcpConfig) askOptions(gopts []mcpgw.Option) ([]mcpgw.Option, error) {
+	roots, err := c.roots.mcpRoots()
+	if err != nil {
+		return nil, err
+	}
+	if len(roots) > 0 {
+		gopts = append(gopts, mcpgw.WithRoots(roots...))
+	}
+	if c.forwardClientRoots {
+		gopts = append(gopts, mcpgw.ForwardClientRoots())
+	}
+	if c.allowSampling {
+		gopts = append(gopts, mcpgw.AllowUpstreamSampling())
+	}
+	if c.allowElicitation {
+		gopts = append(gopts, mcpgw.AllowUpstreamElicitation())
+	}
+	return gopts, nil
 }
 
 // shellExpansion matches what a shell would expand in a word: a variable,
@@ -287,6 +484,14 @@ func serveMCP(ctx context.Context, e *env, c mcpConfig, ops *opsFlags, conf conf
 		}
 	}
 
+	if c.humanAudience != "" && c.humanAudience == c.audience {
+		// --audience by default: the resource URL, or the default
+		// audience with --stdio.
+		fmt.Fprintf(e.stderr, "axgate mcp: --human-audience is %q, which is also --audience (by default the resource URL, or %q with --stdio): an agent's token would then mint confirmations and approvals at --human; give people's tokens an audience of their own\n", c.audience, token.DefaultAudience)
+		fmt.Fprintf(e.stderr, "Run \"axgate help mcp\" for usage.\n")
+		return exitUsage
+	}
+
 	shared, err := openEnforcerState(ctx, c.enforcerConfig, "mcp", true, log)
 	if err != nil {
 		return failf(e, "mcp", "%v", err)
@@ -317,10 +522,21 @@ func serveMCP(ctx context.Context, e *env, c mcpConfig, ops *opsFlags, conf conf
 	}
 	defer enf.Close()
 
-	var bearer httpgate.PrincipalFunc
+	var (
+		bearer httpgate.PrincipalFunc
+		people httpgate.HumanPrincipalFunc
+	)
 	if keys != nil {
 		if bearer, err = httpgate.JWTBearer(httpgate.BearerConfig{Keyfunc: token.Keyfunc(keys), Issuer: c.issuer, Audience: c.audience}); err != nil {
 			return failf(e, "mcp", "%v", err)
+		}
+	}
+	if humanLn != nil {
+		// Tokens of the people's own audience only: an agent's token
+		// (--audience) would confirm and approve its own calls.
+		people, err = httpgate.HumanBearer(httpgate.BearerConfig{Keyfunc: token.Keyfunc(keys), Issuer: c.issuer, Audience: c.humanAudience}, c.audience)
+		if err != nil {
+			return failf(e, "mcp", "--human: %v", err)
 		}
 	}
 	gopts := []mcpgw.Option{mcpgw.WithLogger(log)}
@@ -341,12 +557,27 @@ func serveMCP(ctx context.Context, e *env, c mcpConfig, ops *opsFlags, conf conf
 		}))
 	}
 	if c.toolsOnly {
-		log.Warn("--tools-only is deprecated: resources, prompts and completions are refused unless the manifest declares them (\"resources\", \"prompts\"); it now also refuses the declared ones")
-		gopts = append(gopts, mcpgw.ToolsOnly())
+		// What it asked for is the default now: a no-op kept so that
+		// existing command lines keep starting.
+		log.Warn("--tools-only is deprecated and does nothing: what the manifest does not declare (resources, prompts, completions) and the upstream's requests to the client are refused by default; remove the flag")
 	}
 	if c.keepUncheckedContent {
 		gopts = append(gopts, mcpgw.KeepUncheckedContent())
 	}
+	if c.human != "" && !c.inlineConfirmation {
+		// People confirm at --human, with people's tokens: the question
+		// asked inline goes to the agent's own client, which can answer
+		// accept itself, and so confirm what no person saw.
+		gopts = append(gopts, mcpgw.WithMCPOptions(mcpgate.WithoutElicitation()))
+	}
+	if gopts, err = c.askOptions(gopts); err != nil {
+		return failf(e, "mcp", "%v", err)
+	}
+	humanURL := ""
+	if humanLn != nil {
+		humanURL = rt.scheme() + "://" + humanLn.Addr().String()
+	}
+	gopts = append(gopts, mcpgw.WithMCPOptions(mcpgate.WithConfirmationHelp(c.confirmationHelp(humanURL))))
 	up := mcpgw.Upstream{URL: c.upstreamURL}
 	if c.upstreamCmd != "" {
 		up = mcpgw.Upstream{Command: c.upstreamCmd, Args: c.upstreamArgs, Env: c.childEnv(e.getenv), Stderr: stderr}
@@ -385,9 +616,9 @@ func serveMCP(ctx context.Context, e *env, c mcpConfig, ops *opsFlags, conf conf
 	var humanSrv *http.Server
 	served := make(chan error, 2)
 	if humanLn != nil {
-		humanSrv = newServer(httpgate.NewHumanHandler(enf, bearer, httpgate.WithLogger(log)), serveConfig{}, log)
+		humanSrv = newServer(httpgate.NewHumanHandler(enf, people, httpgate.WithLogger(log)), serveConfig{}, log)
 		go func() { served <- fmt.Errorf("--human: %w", rt.serve(humanSrv, humanLn)) }()
-		log.Info("axgate mcp: people confirm and approve at", "addr", rt.scheme()+"://"+humanLn.Addr().String())
+		log.Info("axgate mcp: people confirm and approve at", "addr", rt.scheme()+"://"+humanLn.Addr().String(), "audience", c.humanAudience)
 	}
 	upstreamName := redactURL(c.upstreamURL)
 	if upstreamName == "" {
@@ -507,6 +738,20 @@ func shutdown(log *slog.Logger, timeout time.Duration, servers ...*http.Server) 
 		}
 		cancel()
 	}
+}
+
+// agentsAudience is the audience of the agents' tokens as the flags say it:
+// --audience, or by default --resource-url (which, when not given either,
+// names the port listened on: known once listening), or with --stdio
+// token.DefaultAudience.
+func (c mcpConfig) agentsAudience() string {
+	switch {
+	case c.audience != "":
+		return c.audience
+	case c.stdio:
+		return token.DefaultAudience
+	}
+	return c.resourceURL
 }
 
 // localPrincipal is the caller of a --stdio gateway.

@@ -54,7 +54,7 @@ func TestMCPNodeClient(t *testing.T) {
 
 	pki := newServePKI(t)
 	gw := startMCP(t, childEnviron(), "--manifest", manifestPath, "--upstream-command", upstream,
-		"--jwks", pki.jwks, "--human", "127.0.0.1:0")
+		"--jwks", pki.jwks, "--human", "127.0.0.1:0", "--human-audience", "axgate-people", "--inline-confirmation")
 	tokens := map[string]string{}
 	for name, roles := range map[string]string{"carol-token": "", "alice-token": "editor", "bob-token": "editor,admin"} {
 		args := []string{"principal", "--key", pki.key, "--sub", strings.TrimSuffix(name, "-token"), "--aud", gw.url}
@@ -64,6 +64,8 @@ func TestMCPNodeClient(t *testing.T) {
 		tokens[name] = mint(t, args...)
 	}
 	bearers, _ := json.Marshal(tokens)
+	// At --human, bob approves with a token of the people's audience.
+	people, _ := json.Marshal(map[string]string{"bob-token": mint(t, "principal", "--key", pki.key, "--sub", "bob", "--roles", "editor,admin", "--aud", "axgate-people")})
 
 	// The stdio gateway the script starts: this test binary as axgate.
 	stdio := filepath.Join(dir, "axgate-stdio.sh")
@@ -75,7 +77,7 @@ func TestMCPNodeClient(t *testing.T) {
 	cmd := exec.CommandContext(ctx, node, "--test", "client.test.mjs")
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "MCP_URL="+gw.url, "HUMAN_URL="+gw.human, "ROOT="+root,
-		"GATEWAY_COMMAND="+stdio, "BEARER_TOKENS="+string(bearers), testAs+"=axgate")
+		"GATEWAY_COMMAND="+stdio, "BEARER_TOKENS="+string(bearers), "HUMAN_TOKENS="+string(people), testAs+"=axgate")
 	out, err := cmd.CombinedOutput()
 	t.Logf("node --test client.test.mjs:\n%s", out)
 	if err != nil {

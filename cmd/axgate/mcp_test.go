@@ -5,8 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -37,6 +39,10 @@ func TestMain(m *testing.M) {
 		main()
 	case "env-upstream":
 		os.Exit(serveEnvUpstream())
+	case "failing-upstream":
+		// As server-filesystem does when the folder it serves is missing.
+		fmt.Fprintln(os.Stderr, "Error: None of the specified directories are accessible")
+		os.Exit(3)
 	}
 	os.Exit(m.Run())
 }
@@ -264,16 +270,19 @@ func TestMCPServerFilesystemHTTP(t *testing.T) {
 	root, notes, command := filesystemRoot(t)
 	pki := newServePKI(t)
 	gw := startMCP(t, childEnviron(), "--manifest", gatewayManifest, "--upstream-command", command,
-		"--jwks", pki.jwks, "--human", "127.0.0.1:0")
-	// The audience is the resource URL by default.
-	bearer := func(sub string, roles ...string) string {
-		args := []string{"principal", "--key", pki.key, "--sub", sub, "--aud", gw.url}
+		"--jwks", pki.jwks, "--human", "127.0.0.1:0", "--human-audience", "axgate-people", "--inline-confirmation")
+	// The audience is the resource URL by default; --human takes tokens of
+	// the people's audience.
+	mintFor := func(aud, sub string, roles ...string) string {
+		args := []string{"principal", "--key", pki.key, "--sub", sub, "--aud", aud}
 		if len(roles) > 0 {
 			args = append(args, "--roles", strings.Join(roles, ","))
 		}
 		return mint(t, args...)
 	}
-	carolToken, aliceToken, bobToken := bearer("carol"), bearer("alice", "editor"), bearer("bob", "editor", "admin")
+	bearer := func(sub string, roles ...string) string { return mintFor(gw.url, sub, roles...) }
+	person := func(sub string, roles ...string) string { return mintFor("axgate-people", sub, roles...) }
+	carolToken, aliceToken := bearer("carol"), bearer("alice", "editor")
 
 	t.Run("authorization", func(t *testing.T) {
 		req, _ := http.NewRequest(http.MethodPost, gw.url, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
@@ -341,10 +350,10 @@ func TestMCPServerFilesystemHTTP(t *testing.T) {
 	if id == "" {
 		t.Fatalf("no approval request in %v", details)
 	}
-	if code, body := post(t, gw.human, "/approvals/"+id, aliceToken, `{"approve":true}`); code == http.StatusOK {
+	if code, body := post(t, gw.human, "/approvals/"+id, person("alice", "editor"), `{"approve":true}`); code == http.StatusOK {
 		t.Fatalf("alice (no admin) approved: %v", body)
 	}
-	code, body := post(t, gw.human, "/approvals/"+id, bobToken, `{"approve":true,"reason":"fine"}`)
+	code, body := post(t, gw.human, "/approvals/"+id, person("bob", "editor", "admin"), `{"approve":true,"reason":"fine"}`)
 	approval, _ := body["token"].(string)
 	if code != http.StatusOK || approval == "" {
 		t.Fatalf("bob's approval: %d %v", code, body)
@@ -419,6 +428,59 @@ func TestMCPServerFilesystemStdio(t *testing.T) {
 		t.Fatalf("after a confirmed write the file holds %q", got)
 	}
 	refused(t, callTool(t, plain, "read_media_file", map[string]any{"path": notes}), "AXAG_INTENT_NOT_FOUND", "")
+}
+
+// TestMCPStdioConfirmationWithoutElicitation: a stdio client that cannot
+// ask the person is refused a write with the command that mints the token
+// it needs (axgate mcp --signing-key), and the call made again with the
+// token that command prints in _meta["axag/confirmation"] runs. Without
+// --signing-key the refusal says that no token made outside is accepted,
+// and how to start the gateway so that one is.
+func TestMCPStdioConfirmationWithoutElicitation(t *testing.T) {
+	_, notes, command := filesystemRoot(t)
+	pki := newServePKI(t)
+	run := func(t *testing.T, extra ...string) *mcp.ClientSession {
+		t.Helper()
+		args := append([]string{"mcp", "--stdio", "--manifest", gatewayManifest, "--upstream-command", command,
+			"--local-user", "alice", "--local-roles", "editor"}, extra...)
+		cmd := exec.Command(os.Args[0], args...)
+		cmd.Env = append(os.Environ(), testAs+"=axgate")
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "desktop", Version: "v1"}, nil).Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)
+		if err != nil {
+			t.Fatalf("%v\n%s", err, stderr.String())
+		}
+		t.Cleanup(func() { cs.Close() })
+		return cs
+	}
+	write := map[string]any{"path": notes, "content": "confirmed elsewhere"}
+
+	cs := run(t, "--signing-key", pki.key)
+	d := refused(t, callTool(t, cs, "write_file", write), "AXAG_CONFIRMATION_MISSING", "")
+	how, _ := d["how_to_confirm"].(string)
+	_, line, ok := strings.Cut(how, "`")
+	line, _, ok2 := strings.Cut(line, "`")
+	if !ok || !ok2 || !strings.HasPrefix(line, "axgate token confirmation --key SIGNING_KEY --sub alice ") || !strings.Contains(d["suggestion"].(string), how) {
+		t.Fatalf("how_to_confirm names no command: %q (suggestion %q)", how, d["suggestion"])
+	}
+	words, err := splitCommand(strings.Replace(line, "SIGNING_KEY", strconv.Quote(pki.key), 1))
+	if err != nil {
+		t.Fatalf("the command %q: %v", line, err)
+	}
+	tok := mint(t, words[2:]...)
+	if res := callTool(t, cs, "write_file", write, middleware.Credentials{Confirmation: tok}); res.IsError {
+		t.Fatalf("the write with the token the command minted: %s", resultText(res))
+	}
+	if got := fileContent(notes); got != "confirmed elsewhere" {
+		t.Fatalf("the file holds %q", got)
+	}
+
+	bare := run(t)
+	d = refused(t, callTool(t, bare, "write_file", write), "AXAG_CONFIRMATION_MISSING", "")
+	if how, _ := d["how_to_confirm"].(string); !strings.Contains(how, "without --signing-key") || !strings.Contains(how, "axgate token confirmation --key KEY") {
+		t.Errorf("without --signing-key: how_to_confirm %q", how)
+	}
 }
 
 // TestMCPChildEnvironment checks what a command upstream inherits: PATH,
@@ -550,12 +612,58 @@ func TestMCPUsage(t *testing.T) {
 		{[]string{"--manifest", m, "--upstream-command", "node s.js", "--stdio", "--local-user", "a", "--listen", ":1"}, "--stdio listens nowhere"},
 		{[]string{"--manifest", m, "--upstream-command", "node s.js", "--anonymous", "--local-user", "a"}, "are for --stdio"},
 		{[]string{"--manifest", m, "--upstream-command", "node s.js", "--anonymous", "--human", ":0"}, "--human needs --jwks"},
+		{[]string{"--manifest", m, "--upstream-command", "node s.js", "--jwks", "j.json", "--human", ":0"}, "--human needs --human-audience"},
+		{[]string{"--manifest", m, "--upstream-command", "node s.js", "--jwks", "j.json", "--human-audience", "people"}, "give --human too"},
+		{[]string{"--manifest", m, "--upstream-command", "node s.js", "--jwks", "j.json", "--inline-confirmation"}, "--inline-confirmation is for --human"},
+		{[]string{"--manifest", m, "--upstream-command", "node s.js", "--jwks", "j.json", "--human", ":0", "--human-audience", "a", "--audience", "a"}, "are both \"a\""},
+		{[]string{"--manifest", m, "--upstream-command", "node s.js", "--jwks", "j.json", "--human", ":0", "--human-audience", "https://gw.example/mcp", "--resource-url", "https://gw.example/mcp"}, "are both"},
+		{[]string{"--manifest", m, "--upstream-command", "node s.js", "--stdio", "--local-user", "a", "--jwks", "j.json", "--human", ":0", "--human-audience", "axgate"}, "are both"},
 		{[]string{"--manifest", m, "--upstream-command", "node s.js", "--anonymous", "--resource-url", "gw/mcp"}, "--resource-url must be"},
+		{[]string{"--manifest", m, "--upstream-command", "node s.js", "--anonymous", "--root", "/srv", "--forward-client-roots"}, "contradict"},
 	} {
 		_, stderr, code := cli(t, nil, append([]string{"mcp"}, tc.args...)...)
 		if code != exitUsage || !strings.Contains(stderr, tc.want) {
 			t.Errorf("mcp %q: exit %d, %q; want %d and %q", tc.args, code, stderr, exitUsage, tc.want)
 		}
+	}
+}
+
+// TestMCPRoots: --root DIR is made absolute and given to the upstream as
+// a file:// URI; a --root that is not a directory fails the start.
+func TestMCPRoots(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	if err := os.Mkdir("shared folder", 0o700); err != nil {
+		t.Fatal(err)
+	}
+	var f rootFlags
+	if err := f.Set("shared folder"); err != nil {
+		t.Fatal(err)
+	}
+	roots, err := f.mcpRoots()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := (&url.URL{Scheme: "file", Path: filepath.ToSlash(filepath.Join(dir, "shared folder"))}).String()
+	if len(roots) != 1 || roots[0].URI != want || !strings.HasPrefix(want, "file:///") || !strings.Contains(want, "shared%20folder") {
+		t.Errorf("--root \"shared folder\" is %+v, want %s", roots, want)
+	}
+	f = nil
+	f.Set("missing")
+	if _, err := f.mcpRoots(); err == nil || !strings.Contains(err.Error(), "not a directory") {
+		t.Errorf("a --root that is not there: %v", err)
+	}
+	if err := f.Set(""); err == nil {
+		t.Error("--root \"\" was accepted")
+	}
+}
+
+// TestMCPConfigLists: a configuration file gives the repeatable flags of
+// mcp (--root, --upstream-env) as lists, as the README says.
+func TestMCPConfigLists(t *testing.T) {
+	path := writeConfig(t, "manifest: "+gatewayManifest+"\nupstream-command: node s.js\nupstream-env:\n  - A=b\n  - C=d\nroot:\n  - /srv/a\n  - /srv/b\n")
+	if out, stderr, code := cli(t, nil, "config", "check", path, "--command", "mcp"); code != exitOK {
+		t.Errorf("config check: exit %d\n%s%s", code, out, stderr)
 	}
 }
 
@@ -642,6 +750,64 @@ func TestManifestInitHTTP(t *testing.T) {
 	}
 }
 
+// TestManifestInitUpstreamThatDoesNotStart: an upstream that exits before
+// it answers fails the command with exit status 1, its own standard error
+// shown and its exit status named, and --out is left as it was (no empty
+// or partial draft, no temporary file).
+func TestManifestInitUpstreamThatDoesNotStart(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "axag.json")
+	if err := os.WriteFile(out, []byte("earlier draft\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stdout, stderr, code := cli(t, childEnviron(), "manifest", "init", "--out", out,
+		"--upstream-command", strconv.Quote(os.Args[0]), "--upstream-env", testAs+"=failing-upstream")
+	if code != exitFail {
+		t.Errorf("exit %d, want %d", code, exitFail)
+	}
+	for _, want := range []string{"None of the specified directories are accessible", "exited (exit status 3) before it answered initialize", "nothing was written"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("standard error does not say %q:\n%s", want, stderr)
+		}
+	}
+	if stdout != "" {
+		t.Errorf("standard output: %q", stdout)
+	}
+	if b, err := os.ReadFile(out); err != nil || string(b) != "earlier draft\n" {
+		t.Errorf("--out file now %q, %v; want it untouched", b, err)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
+		t.Errorf("the folder holds %d files, want only axag.json: %v", len(ents), ents)
+	}
+}
+
+// TestManifestInitOut writes the draft to --out (and -o), not to standard
+// output.
+func TestManifestInitOut(t *testing.T) {
+	for _, flag := range []string{"--out", "-o"} {
+		dir := t.TempDir()
+		out := filepath.Join(dir, "axag.json")
+		stdout, stderr, code := cli(t, childEnviron(), "manifest", "init", flag, out,
+			"--upstream-command", strconv.Quote(os.Args[0]), "--upstream-env", testAs+"=env-upstream")
+		if code != exitOK {
+			t.Fatalf("%s: exit %d: %s", flag, code, stderr)
+		}
+		if stdout != "" {
+			t.Errorf("%s: standard output %q, want nothing", flag, stdout)
+		}
+		b, err := os.ReadFile(out)
+		if err != nil || !strings.Contains(string(b), `"operation_id": "env"`) {
+			t.Errorf("%s: %s holds %q, %v", flag, out, b, err)
+		}
+		if fi, err := os.Stat(out); err != nil || fi.Mode().Perm() != 0o644 {
+			t.Errorf("%s: mode %v, %v; want 0644", flag, fi.Mode(), err)
+		}
+		if ents, _ := os.ReadDir(dir); len(ents) != 1 {
+			t.Errorf("%s: the folder holds %v, want only axag.json", flag, ents)
+		}
+	}
+}
+
 func TestManifestInitUsage(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
@@ -653,6 +819,7 @@ func TestManifestInitUsage(t *testing.T) {
 		{[]string{"manifest", "init", "--upstream-url", "http://x/mcp", "--upstream-command", "a"}, "not both"},
 		{[]string{"manifest", "init", "--upstream-url", "x/mcp"}, "http or https URL"},
 		{[]string{"manifest", "init", "--upstream-command", "a | b"}, "shell operator"},
+		{[]string{"manifest", "init", "--upstream-command", "a", "--out", "no/such/folder/axag.json"}, "does not exist"},
 	} {
 		_, stderr, code := cli(t, nil, tc.args...)
 		if code != exitUsage || !strings.Contains(stderr, tc.want) {

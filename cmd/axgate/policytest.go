@@ -253,12 +253,23 @@ func suiteEnforcer(m *manifest.Manifest, o suiteOptions, conds map[string]condit
 			continue
 		}
 		holds := c.holds
-		opts = append(opts, axgate.WithCondition(name, func(context.Context, *middleware.Call) error {
+		opts = append(opts, axgate.WithPrecondition(name, func(context.Context, *middleware.Call) error {
 			if holds {
 				return nil
 			}
 			return errConditionFalse
-		}))
+		}),
+
+			axgate.WithPostcondition(name,
+
+				func(ctx context.Context, call *middleware.Call, _ middleware.Result) error {
+					return func(context.Context, *middleware.Call) error {
+						if holds {
+							return nil
+						}
+						return errConditionFalse
+					}(ctx, call)
+				}))
 	}
 	if o.allowUnknownParams {
 		opts = append(opts, axgate.WithUnknownParams())

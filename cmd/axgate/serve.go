@@ -56,7 +56,16 @@ naming who called: the upstream must be reachable through the gateway only.
 SIGHUP reloads the manifest (and a --jwks file, and the TLS files): a manifest that fails to load
 keeps the one in use, and the log says why. A reload keeps the state: used
 tokens, pending approvals, rate-limit counts and idempotency records. Without
---redis that state lives in this process and is lost when it stops.
+--redis that state lives in this process and is lost when it stops; so that
+a confirmation or approval token spent before a restart cannot run again
+after it, every token issued before the process started is then refused
+(reason issued_before_start): a restart voids the outstanding tokens. With
+--redis (give Redis persistence), spent tokens stay spent across restarts
+and outstanding ones stay valid.
+
+serve has no endpoints that mint tokens: people confirm and approve on the
+host's UI (httpgate.NewHumanHandler, authenticated as people, never with the
+agents' tokens) or with tokens signed elsewhere.
 
 SIGINT or SIGTERM stop the server gracefully: no new connections, calls in
 flight finish (up to --shutdown-timeout). Request headers are bounded: at

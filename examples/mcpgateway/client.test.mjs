@@ -24,6 +24,11 @@ const { MCP_URL, HUMAN_URL, ROOT, GATEWAY_COMMAND } = process.env;
 // for axgate mcp); without it the names are the tokens.
 const BEARER_TOKENS = JSON.parse(process.env.BEARER_TOKENS ?? '{}');
 const bearer = (name) => BEARER_TOKENS[name] ?? name;
+// HUMAN_TOKENS maps the same names to the tokens the person-facing
+// endpoints accept, where they differ (axgate mcp --human takes tokens of
+// --human-audience only, never an agent's); by default the bearer tokens.
+const HUMAN_TOKENS = JSON.parse(process.env.HUMAN_TOKENS ?? '{}');
+const person = (name) => HUMAN_TOKENS[name] ?? bearer(name);
 assert.ok(MCP_URL && HUMAN_URL && ROOT && GATEWAY_COMMAND, 'MCP_URL, HUMAN_URL, ROOT and GATEWAY_COMMAND must be set');
 
 const READS = ['read_text_file', 'read_multiple_files', 'search_files', 'get_file_info', 'list_directory', 'directory_tree', 'list_allowed_directories'];
@@ -165,7 +170,7 @@ test('HTTP: a move needs the person and an approver', async () => {
 
     const decided = await fetch(`${HUMAN_URL}/approvals/${encodeURIComponent(id)}`, {
       method: 'POST',
-      headers: { Authorization: `Bearer ${bearer('bob-token')}`, 'Content-Type': 'application/json' },
+      headers: { Authorization: `Bearer ${person('bob-token')}`, 'Content-Type': 'application/json' },
       body: JSON.stringify({ approve: true, reason: 'fine' }),
     });
     assert.equal(decided.status, 200, await decided.clone().text());

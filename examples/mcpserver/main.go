@@ -3,11 +3,11 @@
 // axgate enforcing the manifest on every call.
 //
 // With no key flags it generates development keys at start and prints, on
-// standard error, a bearer token for the agent and one for an approver, and
-// where a person mints confirmation tokens. The person-facing endpoints are
-// served in that development mode only: they authenticate with the same
-// bearer tokens as the agent, so an agent holding its user's token could
-// confirm for the person. In production a host mounts
+// standard error, a bearer token for the agent, and for the person-facing
+// endpoints a token of the agent's user and one of an approver, of an
+// audience of their own (-human-audience): those endpoints refuse the
+// agent's token, so an agent cannot confirm for the person. They are served
+// in that development mode only; in production a host mounts
 // httpgate.NewHumanHandler on its UI backend, behind the UI's own (session)
 // authentication, which agents never hold. See README.md.
 package main
@@ -61,9 +61,11 @@ type ready struct {
 	MCPURL string
 	// HumanURL serves POST /confirmations and the approval inbox ("" when off).
 	HumanURL string
-	// AgentToken and ApproverToken are development bearer tokens ("" when
-	// the keys come from -principal-jwks).
-	AgentToken, ApproverToken string
+	// AgentToken is the agent's development bearer token; PersonToken
+	// (its user's) and ApproverToken are those of the person-facing
+	// endpoints, of -human-audience ("" when the keys come from
+	// -principal-jwks).
+	AgentToken, PersonToken, ApproverToken string
 }
 
 func run(ctx context.Context, args []string, stdin io.ReadCloser, stdout io.WriteCloser, stderr io.Writer, onReady func(ready)) error {
@@ -76,21 +78,20 @@ func run(ctx context.Context, args []string, stdin io.ReadCloser, stdout io.Writ
 	tokenJWKS := fs.String("token-jwks", os.Getenv("AXGATE_TOKEN_JWKS"), "public JWKS file that verifies confirmation and approval tokens (default: the process's own key)")
 	issuer := fs.String("issuer", envOr("AXGATE_ISSUER", "axgate-dev"), "iss of bearer tokens")
 	audience := fs.String("audience", envOr("AXGATE_AUDIENCE", "shop-mcp"), "aud of bearer tokens")
+	humanAudience := fs.String("human-audience", envOr("AXGATE_HUMAN_AUDIENCE", "shop-mcp-people"), "aud of the people's tokens at -human (distinct from -audience: the agent's tokens are refused there)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	// The person-facing endpoints authenticate with the agents' bearer
-	// tokens here, so whoever holds a user's token (the agent acting for
-	// that user) could mint the user's confirmation and approval tokens. That
-	// is fine for a demo on generated dev keys and nothing else: with real
-	// keys a host mounts httpgate.NewHumanHandler on its UI backend with the
-	// UI's own session authenticator.
+	// The person-facing endpoints take bearer tokens of -human-audience
+	// only, never the agent's: a demo on generated dev keys and nothing
+	// else. With real keys a host mounts httpgate.NewHumanHandler on its UI
+	// backend with the UI's own session authenticator.
 	devKeys := *principalJWKS == ""
 	switch {
 	case *humanAddr == "off":
 		*humanAddr = ""
 	case *humanAddr != "" && !devKeys:
-		return errors.New("-human is for development keys only: its endpoints would accept the agents' bearer tokens, letting an agent confirm for the person; mount httpgate.NewHumanHandler on your UI backend behind the UI's own authentication instead")
+		return errors.New("-human is for development keys only: mount httpgate.NewHumanHandler on your UI backend behind the UI's own authentication instead, where no agent reaches it")
 	case *humanAddr == "" && *httpAddr != "" && devKeys:
 		*humanAddr = "127.0.0.1:8082"
 	}
@@ -144,7 +145,10 @@ func run(ctx context.Context, args []string, stdin io.ReadCloser, stdout io.Writ
 		if info.AgentToken, err = devBearer(signer, *issuer, *audience, devAgent); err != nil {
 			return err
 		}
-		if info.ApproverToken, err = devBearer(signer, *issuer, *audience, devApprover); err != nil {
+		if info.PersonToken, err = devBearer(signer, *issuer, *humanAudience, devAgent); err != nil {
+			return err
+		}
+		if info.ApproverToken, err = devBearer(signer, *issuer, *humanAudience, devApprover); err != nil {
 			return err
 		}
 	}
@@ -182,8 +186,15 @@ func run(ctx context.Context, args []string, stdin io.ReadCloser, stdout io.Writ
 	}()
 
 	if *humanAddr != "" {
-		// Development keys only (checked above): see devKeys.
-		if info.HumanURL, err = listen(*humanAddr, httpgate.NewHumanHandler(enf, bearer)); err != nil {
+		// Development keys only (checked above): see devKeys. People's
+		// tokens only: the agent's (of -audience) are refused.
+		people, err := httpgate.HumanBearer(httpgate.BearerConfig{
+			Keyfunc: token.Keyfunc(keys), Issuer: *issuer, Audience: *humanAudience,
+		}, *audience)
+		if err != nil {
+			return err
+		}
+		if info.HumanURL, err = listen(*humanAddr, httpgate.NewHumanHandler(enf, people)); err != nil {
 			return err
 		}
 	}
@@ -249,11 +260,12 @@ func printWelcome(w io.Writer, m *manifest.Manifest, info ready) {
 	if info.AgentToken != "" {
 		fmt.Fprintf(w, "\ndev bearer tokens (generated keys, valid 12 h):\n")
 		fmt.Fprintf(w, "  export AGENT_TOKEN=%s     # %s, the agent's user\n", info.AgentToken, devAgent.ID)
-		fmt.Fprintf(w, "  export APPROVER_TOKEN=%s  # %s, an approver\n", info.ApproverToken, devApprover.ID)
+		fmt.Fprintf(w, "  export PERSON_TOKEN=%s    # %s, the person, for the person-facing endpoints only\n", info.PersonToken, devAgent.ID)
+		fmt.Fprintf(w, "  export APPROVER_TOKEN=%s  # %s, an approver, for the person-facing endpoints only\n", info.ApproverToken, devApprover.ID)
 	}
 	if info.HumanURL != "" {
-		fmt.Fprintf(w, "\nperson-facing endpoints on %s (development only: they mint tokens and accept the dev bearer tokens; never give an agent this address)\n", info.HumanURL)
-		fmt.Fprintf(w, "  confirm one exact call:  curl -s -X POST %s/confirmations -H \"Authorization: Bearer $AGENT_TOKEN\" -H \"Content-Type: application/json\" \\\n", info.HumanURL)
+		fmt.Fprintf(w, "\nperson-facing endpoints on %s (development only: they mint tokens and take the people's dev tokens, never the agent's; never give an agent this address)\n", info.HumanURL)
+		fmt.Fprintf(w, "  confirm one exact call:  curl -s -X POST %s/confirmations -H \"Authorization: Bearer $PERSON_TOKEN\" -H \"Content-Type: application/json\" \\\n", info.HumanURL)
 		fmt.Fprintf(w, "                             -d '{\"tool\":\"order_place\",\"arguments\":{…the exact arguments…}}'\n")
 		fmt.Fprintf(w, "  then call the tool again with _meta {\"axag/confirmation\":\"<token>\"} (or header X-AXAG-Confirmation)\n")
 		fmt.Fprintf(w, "  approval inbox:          curl -s %s/approvals -H \"Authorization: Bearer $APPROVER_TOKEN\"\n", info.HumanURL)

@@ -144,8 +144,18 @@ func TestStreamableHTTP(t *testing.T) {
 		t.Fatalf("refusal = %s %v", code, d)
 	}
 	body, _ := json.Marshal(map[string]any{"tool": "order_place", "arguments": order})
+	// The agent's own token is refused there: it cannot confirm for the
+	// person.
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, r.HumanURL+"/confirmations", bytes.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+r.AgentToken)
+	req.Header.Set("Content-Type", "application/json")
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("POST /confirmations with the agent's token: %v %v, want 401", resp.StatusCode, err)
+	} else {
+		resp.Body.Close()
+	}
+	req, _ = http.NewRequestWithContext(ctx, http.MethodPost, r.HumanURL+"/confirmations", bytes.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+r.PersonToken)
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -224,7 +234,7 @@ func TestNodeClient(t *testing.T) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, node, "--test", "client.test.mjs")
 	cmd.Dir = nodeDir
-	cmd.Env = append(os.Environ(), "MCP_URL="+r.MCPURL, "HUMAN_URL="+r.HumanURL, "AGENT_TOKEN="+r.AgentToken)
+	cmd.Env = append(os.Environ(), "MCP_URL="+r.MCPURL, "HUMAN_URL="+r.HumanURL, "AGENT_TOKEN="+r.AgentToken, "PERSON_TOKEN="+r.PersonToken)
 	out, err := cmd.CombinedOutput()
 	t.Logf("node --test client.test.mjs:\n%s", out)
 	if err != nil {
@@ -232,9 +242,9 @@ func TestNodeClient(t *testing.T) {
 	}
 }
 
-// TestHumanEndpointsOnlyWithDevKeys: the person-facing endpoints accept the
-// same bearer tokens as the agent, so with real keys (-principal-jwks) they
-// are not served by default and -human is refused.
+// TestHumanEndpointsOnlyWithDevKeys: the person-facing endpoints are a
+// development convenience, so with real keys (-principal-jwks) they are not
+// served by default and -human is refused.
 func TestHumanEndpointsOnlyWithDevKeys(t *testing.T) {
 	signer, err := token.GenerateDevKey("test-principal")
 	if err != nil {

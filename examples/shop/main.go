@@ -39,6 +39,7 @@ import (
 
 	"github.com/axgate/axgate"
 	"github.com/axgate/axgate/adapters/httpgate"
+	"github.com/axgate/axgate/gates"
 	"github.com/axgate/axgate/gates/redisstore"
 	"github.com/axgate/axgate/manifest"
 	"github.com/axgate/axgate/middleware"
@@ -242,7 +243,7 @@ func newShop(ctx context.Context, cfg config) (*shop, error) {
 		closeStores = func() error { return errors.Join(stores.Close(), closeTracing()) }
 		opts = append(opts,
 			axgate.WithReplayStore(stores.Replay), axgate.WithLimiter(stores.Limiter),
-			axgate.WithIdempotencyStore(stores.Idempotency), axgate.WithApprovalStore(stores.Approvals))
+			axgate.WithIdempotency(gates.IdempotencyOptions{Store: stores.Idempotency}), axgate.WithApprovalStore(stores.Approvals))
 	}
 	enf, err := axgate.New(m, opts...)
 	if err != nil {
@@ -271,7 +272,7 @@ func newShop(ctx context.Context, cfg config) (*shop, error) {
 			return nil, err
 		}
 		keyfunc = token.Keyfunc(ks)
-		if s.tokens, err = devTokens(signer, cfg.issuer, cfg.audience); err != nil {
+		if s.tokens, err = devTokens(signer, cfg.issuer, cfg.audience, peopleAudience(cfg.audience)); err != nil {
 			s.close()
 			return nil, err
 		}
@@ -298,14 +299,19 @@ func newShop(ctx context.Context, cfg config) (*shop, error) {
 	if s.tokens != nil {
 		// Development mode only (the shop made its own principal key and
 		// printed the walkthrough's tokens): the human endpoints share the
-		// agents' port and bearer authenticator so that the walkthrough
-		// needs nothing but curl. They mint confirmation and approval
-		// tokens, so on this port any agent holding Alice's bearer token
-		// could confirm its own call. With a real identity provider
-		// (-principal-jwks) they are not served here: the host mounts
-		// httpgate.NewHumanHandler on its UI backend, authenticated by the
-		// person's session, where no agent can reach it.
-		human := httpgate.NewHumanHandler(enf, auth)
+		// agents' port so that the walkthrough needs nothing but curl. They
+		// mint confirmation and approval tokens, so they take the people's
+		// tokens only (peopleAudience): Alice's agent, holding her bearer
+		// token, cannot confirm its own call. With a real identity
+		// provider (-principal-jwks) they are not served here: the host
+		// mounts httpgate.NewHumanHandler on its UI backend, authenticated
+		// by the person's session, where no agent can reach it.
+		people, err := httpgate.HumanBearer(httpgate.BearerConfig{Keyfunc: keyfunc, Issuer: cfg.issuer, Audience: peopleAudience(cfg.audience)}, cfg.audience)
+		if err != nil {
+			s.close()
+			return nil, err
+		}
+		human := httpgate.NewHumanHandler(enf, people)
 		mux.Handle("/confirmations", human)
 		mux.Handle("/approvals", human)
 		mux.Handle("/approvals/", human)
@@ -347,14 +353,18 @@ func tracerProvider(ctx context.Context, base string) (*sdktrace.TracerProvider,
 
 func loadManifest(path string) (*manifest.Manifest, error) {
 	if path == "" {
-		return manifest.ParseJSON(shopManifest)
+		return manifest.Parse(shopManifest)
 	}
 	return manifest.LoadFile(path)
 }
 
 // devTokens signs a bearer token for each person, and one for Alice whose
 // scope grants reading only (an agent she allowed to look, not to buy).
-func devTokens(signer *token.Signer, issuer, audience string) (map[string]string, error) {
+// peopleAudience is the audience of the people's dev tokens, which the
+// human endpoints take (and the agents' audience, which they refuse).
+func peopleAudience(agents string) string { return agents + "-people" }
+
+func devTokens(signer *token.Signer, issuer, audience, peopleAud string) (map[string]string, error) {
 	now := time.Now()
 	claims := func(p person, scope string) jwt.MapClaims {
 		c := jwt.MapClaims{
@@ -374,6 +384,13 @@ func devTokens(signer *token.Signer, issuer, audience string) (map[string]string
 			return nil, err
 		}
 		out[p.Name] = tok
+		// The same person at the human endpoints: a token of the people's
+		// audience.
+		c := claims(p, "")
+		c["aud"] = peopleAud
+		if out[p.Name+"_person"], err = signer.Sign("JWT", c); err != nil {
+			return nil, err
+		}
 	}
 	tok, err := signer.Sign("JWT", claims(people[0], "read"))
 	if err != nil {

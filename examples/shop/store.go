@@ -12,7 +12,6 @@ import (
 
 	"github.com/axgate/axgate"
 	axerr "github.com/axgate/axgate/errors"
-	"github.com/axgate/axgate/gates"
 	"github.com/axgate/axgate/middleware"
 )
 
@@ -308,7 +307,7 @@ func (s *store) conditions() []axgate.Option {
 			s.mu.Lock()
 			defer s.mu.Unlock()
 			if !ok(call.Principal, args) {
-				return gates.PreconditionFailed(call.Intent(), name, msg)
+				return axgate.PreconditionFailed(call.Intent(), name, msg)
 			}
 			return nil
 		})

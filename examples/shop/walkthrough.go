@@ -14,7 +14,8 @@ import (
 type step struct {
 	// Title says what the step shows.
 	Title string
-	// As names the person whose dev bearer token is sent ("" = none).
+	// As names the person whose dev bearer token is sent ("" = none);
+	// NAME_person is that person's token for the human endpoints.
 	As     string
 	Method string
 	Path   string
@@ -79,8 +80,10 @@ func walkthrough() []step {
 			As: "alice", Method: "POST", Path: "/tools/cart_add_item/call", Headers: [][2]string{{"Idempotency-Key", "add-lamp-1"}}, Body: `{"product_id":"` + lampID + `","quantity":5}`, Status: 422, Code: "AXGATE_IDEMPOTENCY_KEY_REUSED"},
 		{Title: "order.place is high risk: no confirmation → 428 AXAG_CONFIRMATION_MISSING (details carry the message to show)",
 			As: "alice", Method: "POST", Path: "/tools/order_place/call", Body: placeOrderArgs, Status: 428, Code: "AXAG_CONFIRMATION_MISSING"},
-		{Title: "Alice confirms this exact call in the shop's UI (human endpoint) → a single-use token",
-			As: "alice", Method: "POST", Path: "/confirmations", Body: `{"tool":"order_place","arguments":` + placeOrderArgs + `}`, Status: 200,
+		{Title: "The agent cannot confirm for Alice: her bearer token is refused at the human endpoint → 401 AXGATE_UNAUTHENTICATED",
+			As: "alice", Method: "POST", Path: "/confirmations", Body: `{"tool":"order_place","arguments":` + placeOrderArgs + `}`, Status: 401, Code: "AXGATE_UNAUTHENTICATED"},
+		{Title: "Alice herself confirms this exact call in the shop's UI (human endpoint, her person token) → a single-use token",
+			As: "alice_person", Method: "POST", Path: "/confirmations", Body: `{"tool":"order_place","arguments":` + placeOrderArgs + `}`, Status: 200,
 			Capture: &capture{"CONFIRMATION", "token"}},
 		{Title: "The agent calls again with the token → 200, the order is placed",
 			As: "alice", Method: "POST", Path: "/tools/order_place/call", Headers: [][2]string{{"X-AXAG-Confirmation", "$CONFIRMATION"}}, Body: placeOrderArgs, Status: 200,
@@ -97,16 +100,16 @@ func walkthrough() []step {
 			As: "alice", Method: "POST", Path: "/tools/refund_process/call", Body: refund, Status: 428, Code: "AXAG_APPROVAL_MISSING",
 			Capture: &capture{"REQUEST", "approval_request_id"}},
 		{Title: "Bob (finance_manager) sees it in his inbox",
-			As: "bob", Method: "GET", Path: "/approvals", Status: 200},
+			As: "bob_person", Method: "GET", Path: "/approvals", Status: 200},
 		{Title: "Alice cannot approve her own refund, nor without an approval role → 403 AXAG_APPROVAL_INVALID",
-			As: "alice", Method: "POST", Path: "/approvals/$REQUEST", Body: `{"approve":true}`, Status: 403, Code: "AXAG_APPROVAL_INVALID"},
+			As: "alice_person", Method: "POST", Path: "/approvals/$REQUEST", Body: `{"approve":true}`, Status: 403, Code: "AXAG_APPROVAL_INVALID"},
 		{Title: "Bob approves → an approval token",
-			As: "bob", Method: "POST", Path: "/approvals/$REQUEST", Body: `{"approve":true,"reason":"damaged in transit"}`, Status: 200,
+			As: "bob_person", Method: "POST", Path: "/approvals/$REQUEST", Body: `{"approve":true,"reason":"damaged in transit"}`, Status: 200,
 			Capture: &capture{"APPROVAL_BOB", "token"}},
 		{Title: "One approval of two → still 428 AXAG_APPROVAL_MISSING",
 			As: "alice", Method: "POST", Path: "/tools/refund_process/call", Headers: [][2]string{{"X-AXAG-Approval", "$APPROVAL_BOB"}}, Body: refund, Status: 428, Code: "AXAG_APPROVAL_MISSING"},
 		{Title: "Carol (finance_director) approves too",
-			As: "carol", Method: "POST", Path: "/approvals/$REQUEST", Body: `{"approve":true}`, Status: 200,
+			As: "carol_person", Method: "POST", Path: "/approvals/$REQUEST", Body: `{"approve":true}`, Status: 200,
 			Capture: &capture{"APPROVAL_CAROL", "token"}},
 		{Title: "Both approvals (comma-separated, or the header twice) → 200, refunded",
 			As: "alice", Method: "POST", Path: "/tools/refund_process/call", Headers: [][2]string{{"X-AXAG-Approval", "$APPROVAL_BOB,$APPROVAL_CAROL"}}, Body: refund, Status: 200},

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/axgate/axgate/internal/gate"
 	"strconv"
 	"strings"
 	"time"
@@ -24,8 +25,8 @@ import (
 // script counts for the quota. Updates are compare-and-set: read, apply the
 // change, write only if nobody wrote in between, else start again.
 //
-// It behaves as gates.MemoryApprovalStore does: changes of state follow
-// gates.ValidateTransition (a decided request stays decided), a pending
+// It behaves as the memory store (gates/memstore) does: changes of state
+// follow the approval state machine (a decided request stays decided), a pending
 // request past its expiry reads as expired, and creating a request whose id
 // belongs to a Replaceable request replaces it.
 type ApprovalStore struct{ base }
@@ -132,7 +133,7 @@ func (s *ApprovalStore) tenantSweep(tenant string) string { return s.key("apr:sw
 func (s *ApprovalStore) allSweep() string { return s.key("apr:sweep:", "all") }
 
 func (s *ApprovalStore) pendingSet(r *gates.ApprovalRequest) string {
-	return s.key("apr:pend:", gates.StateKey("r", r.Tenant, r.Requester))
+	return s.key("apr:pend:", gate.StateKey("r", r.Tenant, r.Requester))
 }
 
 // inboxMember is a request's member in the inbox sets: its creation time in
@@ -144,7 +145,7 @@ func inboxMember(r *gates.ApprovalRequest) string {
 
 // ttl keeps a request until it expires (or KeepUntil) plus the retention.
 func (s *ApprovalStore) ttl(r *gates.ApprovalRequest) int64 {
-	end := r.Retained()
+	end := gate.Retained(r)
 	if end.IsZero() {
 		return millis(s.opts.ApprovalRetention)
 	}
@@ -198,7 +199,7 @@ func (s *ApprovalStore) Create(ctx context.Context, req gates.ApprovalRequest, q
 			if err != nil {
 				return gates.ApprovalRequest{}, false, fmt.Errorf("redisstore: create approval request: bad quota reply %q", oldest)
 			}
-			return gates.ApprovalRequest{}, false, &gates.ApprovalQuotaError{RetryAfter: time.UnixMilli(ms).Sub(now)}
+			return gates.ApprovalRequest{}, false, &gates.QuotaError{RetryAfter: time.UnixMilli(ms).Sub(now)}
 		}
 		cur, _ := v[1].(string)
 		old, err := decodeRequest([]byte(cur), now)
@@ -239,7 +240,7 @@ func (s *ApprovalStore) Get(ctx context.Context, id string) (gates.ApprovalReque
 // If another replica updates the request meanwhile, fn runs again on the
 // newer request, so fn must only depend on the request it is given. An error
 // from fn aborts the update and is returned as is. A change of state that
-// gates.ValidateTransition refuses, or any change to a request already
+// the approval state machine refuses, or any change to a request already
 // decided, fails with an error wrapping gates.ErrInvalidTransition. Two round
 // trips when nobody interferes.
 func (s *ApprovalStore) Update(ctx context.Context, id string, fn func(*gates.ApprovalRequest) error) (gates.ApprovalRequest, error) {
@@ -268,10 +269,10 @@ func (s *ApprovalStore) Update(ctx context.Context, id string, fn func(*gates.Ap
 			return gates.ApprovalRequest{}, fmt.Errorf("redisstore: an update may not change the id, tenant or requester of approval request %q", id)
 		}
 		if req.State != state {
-			if err := gates.ValidateTransition(state, req.State); err != nil {
+			if err := gate.ValidateTransition(state, req.State); err != nil {
 				return gates.ApprovalRequest{}, err
 			}
-		} else if state.Terminal() {
+		} else if gate.Terminal(state) {
 			return gates.ApprovalRequest{}, fmt.Errorf("%w: the request is already %s", gates.ErrInvalidTransition, state)
 		}
 		req.Coalesced = 0
@@ -310,7 +311,7 @@ const listRounds = 4
 // gone, was replaced, or is pending past its expiry leave the index on the
 // way (one more round trip when there are any).
 func (s *ApprovalStore) List(ctx context.Context, f gates.ApprovalFilter, cursor string, limit int) ([]gates.ApprovalRequest, string, error) {
-	limit = gates.PageLimit(limit)
+	limit = gate.PageLimit(limit)
 	if cursor != "" && !validMember(cursor) {
 		return nil, "", fmt.Errorf("redisstore: %w: %q", gates.ErrBadCursor, cursor)
 	}
@@ -370,7 +371,7 @@ func (s *ApprovalStore) List(ctx context.Context, f gates.ApprovalFilter, cursor
 				gone = append(gone, members[i])
 				continue
 			}
-			if f.Matches(&req) {
+			if gate.Matches(f, &req) {
 				out = append(out, req)
 			}
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/axgate/axgate/gates"
 	"github.com/axgate/axgate/gates/redisstore"
 	"github.com/axgate/axgate/gates/redisstore/redistest"
+	"github.com/axgate/axgate/internal/gate"
 	"github.com/axgate/axgate/manifest"
 	"github.com/axgate/axgate/middleware"
 )
@@ -50,7 +51,7 @@ func eachApprovalStore(t *testing.T, f func(t *testing.T, enf *axgate.Enforcer))
 		c := redistest.Dial(t, url)
 		s := redisstore.New(c, redisstore.Options{Prefix: redistest.Prefix(t, c), Timeout: 5 * time.Second})
 		f(t, build(t, axgate.WithReplayStore(s.Replay), axgate.WithLimiter(s.Limiter),
-			axgate.WithIdempotencyStore(s.Idempotency), axgate.WithApprovalStore(s.Approvals)))
+			axgate.WithIdempotency(gates.IdempotencyOptions{Store: s.Idempotency}), axgate.WithApprovalStore(s.Approvals)))
 	})
 }
 
@@ -92,12 +93,12 @@ func TestApprovalQuotaConcurrent(t *testing.T) {
 			for _, c := range codes {
 				n[c]++
 			}
-			if n[axerr.CodeApprovalMissing] != gates.DefaultApprovalQuota || n[axerr.CodeRateLimited] != 100-gates.DefaultApprovalQuota {
-				t.Fatalf("round %d: %v; want exactly %d requests opened", round, n, gates.DefaultApprovalQuota)
+			if n[axerr.CodeApprovalMissing] != gate.DefaultApprovalQuota || n[axerr.CodeRateLimited] != 100-gate.DefaultApprovalQuota {
+				t.Fatalf("round %d: %v; want exactly %d requests opened", round, n, gate.DefaultApprovalQuota)
 			}
 		}
-		inbox, _, err := enf.Approvals().Pending(t.Context(), middleware.Principal{ID: "boss", Tenant: "acme", Roles: []string{"manager"}}, "", gates.MaxApprovalPage)
-		if err != nil || len(inbox) != gates.MaxApprovalPage {
+		inbox, _, err := enf.Approvals().Pending(t.Context(), middleware.Principal{ID: "boss", Tenant: "acme", Roles: []string{"manager"}}, "", gate.MaxApprovalPage)
+		if err != nil || len(inbox) != gate.MaxApprovalPage {
 			t.Fatalf("inbox: %d, %v", len(inbox), err)
 		}
 	})
@@ -152,15 +153,15 @@ func TestApprovalFloodSparesOtherTenants(t *testing.T) {
 			})
 		}
 		wg.Wait()
-		if unavailable.Load() != 0 || opened.Load() != principals*gates.DefaultApprovalQuota {
-			t.Fatalf("flood: %d calls got 503, %d requests opened; want 0 and %d", unavailable.Load(), opened.Load(), principals*gates.DefaultApprovalQuota)
+		if unavailable.Load() != 0 || opened.Load() != principals*gate.DefaultApprovalQuota {
+			t.Fatalf("flood: %d calls got 503, %d requests opened; want 0 and %d", unavailable.Load(), opened.Load(), principals*gate.DefaultApprovalQuota)
 		}
 		other := middleware.Principal{ID: "alice", Tenant: "acme", Roles: []string{"agent"}}
 		if c := quotaCode(quotaCall(enf, other, "refund_issue", 1)); c != axerr.CodeApprovalMissing {
 			t.Fatalf("another tenant's call after the flood: %s, want AXAG_APPROVAL_MISSING", c)
 		}
 		page, next, err := enf.Approvals().Pending(t.Context(), middleware.Principal{ID: "boss", Tenant: "flood", Roles: []string{"manager"}}, "", 0)
-		if err != nil || len(page) != gates.DefaultApprovalPage || next == "" {
+		if err != nil || len(page) != gate.DefaultApprovalPage || next == "" {
 			t.Fatalf("the flooded tenant's inbox: %d, next %q, %v", len(page), next, err)
 		}
 	})

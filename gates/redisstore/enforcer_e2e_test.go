@@ -75,7 +75,7 @@ func newReplicas(t *testing.T, url, prefix string, n int, opts redisstore.Option
 			axgate.WithSigningKey(signer),
 			axgate.WithReplayStore(s.Replay),
 			axgate.WithLimiter(s.Limiter),
-			axgate.WithIdempotencyStore(s.Idempotency),
+			axgate.WithIdempotency(gates.IdempotencyOptions{Store: s.Idempotency}),
 			axgate.WithApprovalStore(s.Approvals),
 		}, extra...)...)
 		if err != nil {
@@ -95,7 +95,7 @@ func (r *replicas) call(i int, p middleware.Principal, tool, args string, creds 
 	return err
 }
 
-// replicaRefusal returns err as the *errors.Error a caller sees, with its details
+// replicaRefusal returns err as the *axerr.Error a caller sees, with its details
 // as they render in the envelope.
 func replicaRefusal(t *testing.T, err error) (*axerr.Error, map[string]any) {
 	t.Helper()

@@ -14,6 +14,8 @@ import (
 	"github.com/axgate/axgate/gates"
 	"github.com/axgate/axgate/gates/redisstore"
 	"github.com/axgate/axgate/gates/redisstore/redistest"
+	"github.com/axgate/axgate/internal/gate"
+	"github.com/axgate/axgate/internal/reasons"
 	"github.com/axgate/axgate/middleware"
 )
 
@@ -40,7 +42,7 @@ func TestIdempotencyFloodLeavesOthersAlone(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var opts []axgate.Option
 			if s := tc.store(t); s != nil {
-				opts = append(opts, axgate.WithIdempotencyStore(s))
+				opts = append(opts, axgate.WithIdempotency(gates.IdempotencyOptions{Store: s}))
 			}
 			inv := stateEnforcer(t, opts...).Wrap(&counterTool{})
 			mallory := middleware.Principal{ID: "mallory", Tenant: "cheap"}
@@ -73,14 +75,14 @@ func TestIdempotencyFloodLeavesOthersAlone(t *testing.T) {
 			if firstOther != nil {
 				t.Fatalf("the flood got an answer other than 200 or 429: %v", firstOther)
 			}
-			if ran.Load() != gates.DefaultIdempotencyQuota || quota.Load() != flood-gates.DefaultIdempotencyQuota {
-				t.Fatalf("of %d keys, %d ran and %d were refused by the quota; want exactly %d to run", flood, ran.Load(), quota.Load(), gates.DefaultIdempotencyQuota)
+			if ran.Load() != gate.DefaultIdempotencyQuota || quota.Load() != flood-gate.DefaultIdempotencyQuota {
+				t.Fatalf("of %d keys, %d ran and %d were refused by the quota; want exactly %d to run", flood, ran.Load(), quota.Load(), gate.DefaultIdempotencyQuota)
 			}
 
 			// The flooder's next new key: 429 with the reason and a wait.
 			_, err := inv.Invoke(context.Background(), stateCall{tool: "order_place", args: `{"sku":"A","qty":1}`, who: mallory, key: "one-more"}.call())
 			code, status, details := envelopeDetails(t, err)
-			if code != axerr.CodeRateLimited || status != 429 || details["reason"] != string(axerr.ReasonIdempotencyQuota) || details["retry_after"] == nil {
+			if code != axerr.CodeRateLimited || status != 429 || details["reason"] != string(reasons.IdempotencyQuota) || details["retry_after"] == nil {
 				t.Fatalf("over the quota: %s %d %v; want 429 AXAG_RATE_LIMITED, reason idempotency_quota, retry_after", code, status, details)
 			}
 			// A retry of a key it holds is still answered with its outcome.

@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/axgate/axgate"
+	"github.com/axgate/axgate/gates"
 	"github.com/axgate/axgate/gates/redisstore"
 	"github.com/axgate/axgate/manifest"
 )
@@ -32,7 +33,7 @@ func ExampleOpen() {
 		axgate.WithJWKSFile("keys.jwks.json"),
 		axgate.WithReplayStore(stores.Replay),
 		axgate.WithLimiter(stores.Limiter),
-		axgate.WithIdempotencyStore(stores.Idempotency),
+		axgate.WithIdempotency(gates.IdempotencyOptions{Store: stores.Idempotency}),
 		axgate.WithApprovalStore(stores.Approvals),
 	)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/axgate/axgate/gates"
+	"github.com/axgate/axgate/internal/gate"
 )
 
 // IdempotencyStore is a gates.IdempotencyStore on Redis.
@@ -32,7 +33,7 @@ func NewIdempotencyStore(client redis.UniversalClient, opts Options) *Idempotenc
 // ownerKey is the sorted set of the records charged to an owner's quota:
 // each record's key, scored by the time it expires (Unix milliseconds).
 func (s *IdempotencyStore) ownerKey(o gates.IdempotencyOwner) string {
-	return s.key("idemown:", gates.StateKey("o", o.Tenant, o.Principal))
+	return s.key("idemown:", gate.StateKey("o", o.Tenant, o.Principal))
 }
 
 // beginScript returns the record held under KEYS[1], or creates an in-flight

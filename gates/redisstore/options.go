@@ -16,12 +16,12 @@ import (
 
 // Defaults of Options.
 const (
-	DefaultPrefix            = "axgate:"
-	DefaultTimeout           = 200 * time.Millisecond
-	DefaultClockSkew         = time.Minute
-	DefaultApprovalRetention = 24 * time.Hour
-	// DefaultMinPoolSize is the least connections Open's pool holds.
-	DefaultMinPoolSize = 64
+	defaultPrefix            = "axgate:"
+	defaultTimeout           = 200 * time.Millisecond
+	defaultClockSkew         = time.Minute
+	defaultApprovalRetention = 24 * time.Hour
+	// defaultMinPoolSize is the least connections Open's pool holds.
+	defaultMinPoolSize = 64
 )
 
 // Options configure the stores. The zero value uses the defaults.
@@ -43,7 +43,7 @@ type Options struct {
 	// default 24 hours.
 	ApprovalRetention time.Duration
 	// PoolSize is how many connections the client Open makes keeps at
-	// most; default the larger of DefaultMinPoolSize and 10 per
+	// most; default the larger of 64 and 10 per
 	// GOMAXPROCS. A call holds one connection for one round trip (the
 	// stores never hold one across calls), so size it for the calls the
 	// process runs at once that reach a store: with too few, calls wait for
@@ -69,19 +69,19 @@ type Options struct {
 
 func (o Options) withDefaults() Options {
 	if o.Prefix == "" {
-		o.Prefix = DefaultPrefix
+		o.Prefix = defaultPrefix
 	}
 	if o.Timeout <= 0 {
-		o.Timeout = DefaultTimeout
+		o.Timeout = defaultTimeout
 	}
 	if o.ClockSkew <= 0 {
-		o.ClockSkew = DefaultClockSkew
+		o.ClockSkew = defaultClockSkew
 	}
 	if o.ApprovalRetention <= 0 {
-		o.ApprovalRetention = DefaultApprovalRetention
+		o.ApprovalRetention = defaultApprovalRetention
 	}
 	if o.PoolSize <= 0 {
-		o.PoolSize = max(DefaultMinPoolSize, 10*runtime.GOMAXPROCS(0))
+		o.PoolSize = max(defaultMinPoolSize, 10*runtime.GOMAXPROCS(0))
 	}
 	if o.PoolTimeout <= 0 {
 		o.PoolTimeout = o.Timeout / 4

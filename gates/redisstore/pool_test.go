@@ -10,10 +10,11 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	axerr "github.com/axgate/axgate/errors"
 	"github.com/axgate/axgate/gates"
 	"github.com/axgate/axgate/gates/redisstore"
 	"github.com/axgate/axgate/gates/redisstore/redistest"
+	"github.com/axgate/axgate/internal/gate"
+	"github.com/axgate/axgate/internal/reasons"
 	"github.com/axgate/axgate/token"
 )
 
@@ -71,13 +72,13 @@ func TestPoolWaitIsStoreBusy(t *testing.T) {
 		if !errors.Is(err, gates.ErrStoreBusy) || !errors.Is(err, redis.ErrPoolTimeout) {
 			t.Fatalf("%s with the pool exhausted = %v; want an error matching gates.ErrStoreBusy", op, err)
 		}
-		e := gates.StoreUnavailable("order.place", "the store", err)
+		e := gate.StoreUnavailable("order.place", "the store", err)
 		raw, _ := e.MarshalJSON()
-		if e.HTTPStatus() != 503 || !e.Retryable() || e.Details["reason"] != string(axerr.ReasonStoreBusy) || strings.Contains(string(raw), "pool") {
+		if e.HTTPStatus() != 503 || !e.Retryable() || e.Details["reason"] != string(reasons.StoreBusy) || strings.Contains(string(raw), "pool") {
 			t.Fatalf("%s: refusal %s (%d, retryable %v); want 503, retryable, reason store_busy, no internals", op, raw, e.HTTPStatus(), e.Retryable())
 		}
 	}
-	if e := gates.StoreUnavailable("order.place", "the store", errors.New("dial tcp: connection refused")); e.Details["reason"] != nil {
+	if e := gate.StoreUnavailable("order.place", "the store", errors.New("dial tcp: connection refused")); e.Details["reason"] != nil {
 		t.Fatalf("a store that is down got reason %v; store_busy is only for pool waits", e.Details["reason"])
 	}
 

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/axgate/axgate"
+	"github.com/axgate/axgate/gates"
 	"github.com/axgate/axgate/gates/redisstore"
 	"github.com/axgate/axgate/manifest"
 	"github.com/axgate/axgate/token"
@@ -61,7 +62,7 @@ func TestREADMERedis(t *testing.T) {
 		axgate.WithJWKSFile("keys.jwks.json"), // the same keys on every replica
 		axgate.WithReplayStore(stores.Replay),
 		axgate.WithLimiter(stores.Limiter),
-		axgate.WithIdempotencyStore(stores.Idempotency),
+		axgate.WithIdempotency(gates.IdempotencyOptions{Store: stores.Idempotency}),
 		axgate.WithApprovalStore(stores.Approvals),
 	)
 

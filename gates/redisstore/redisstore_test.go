@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/axgate/axgate/internal/gate"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/axgate/axgate/gates"
@@ -117,7 +119,8 @@ func TestOneRoundTripPerGateCall(t *testing.T) {
 		{"IdempotencyStore.Release", 1, func() error { return s.Idempotency.Release(ctx, owner, "i2", claim) }},
 		{"IdempotencyStore.Begin over the quota", 1, func() error {
 			full := gates.IdempotencyOwner{Tenant: "acme", Principal: "user-1", Quota: 1} // holds i1
-			if _, _, err := s.Idempotency.Begin(ctx, full, "i3", "a", time.Minute); !errors.Is(err, gates.ErrIdempotencyQuota) {
+			var qe *gates.QuotaError
+			if _, _, err := s.Idempotency.Begin(ctx, full, "i3", "a", time.Minute); !errors.As(err, &qe) {
 				return fmt.Errorf("Begin over the quota = %v", err)
 			}
 			return nil
@@ -172,7 +175,7 @@ func TestKeysUnderPrefix(t *testing.T) {
 		prefix + "apr:req:r1",
 		prefix + "apr:inbox:t:acme",
 		prefix + "apr:inbox:all",
-		prefix + "apr:pend:" + gates.StateKey("r", "acme", ""),
+		prefix + "apr:pend:" + gate.StateKey("r", "acme", ""),
 	}
 	for _, k := range want {
 		if n, err := c.Exists(ctx, k).Result(); err != nil || n != 1 {

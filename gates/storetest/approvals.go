@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/axgate/axgate/gates"
+	"github.com/axgate/axgate/internal/gate"
 )
 
 // TestApprovalStore checks a gates.ApprovalStore. newStore returns a new,
@@ -294,9 +295,9 @@ func TestApprovalStore(t *testing.T, newStore func(t *testing.T) gates.ApprovalS
 			}
 		}
 		_, created, err := s.Create(ctx(t), mk("q-over", "user-1", "acme"), quota)
-		var qe *gates.ApprovalQuotaError
-		if !errors.As(err, &qe) || !errors.Is(err, gates.ErrApprovalQuota) || created {
-			t.Fatalf("Create over the quota = %v, %v; want an *ApprovalQuotaError", created, err)
+		var qe *gates.QuotaError
+		if !errors.As(err, &qe) || !isQuota(err) || created {
+			t.Fatalf("Create over the quota = %v, %v; want a *gates.QuotaError", created, err)
 		}
 		if qe.RetryAfter <= 0 || qe.RetryAfter > time.Hour {
 			t.Errorf("RetryAfter = %v, want the time until the oldest pending request expires (<= 1h)", qe.RetryAfter)
@@ -335,7 +336,7 @@ func TestApprovalStore(t *testing.T, newStore func(t *testing.T) gates.ApprovalS
 				t.Fatalf("Create(%s) = %v, %v; a lapsed request must not count", id, created, err)
 			}
 		}
-		if _, _, err := s.Create(ctx(t), request("c", "acme", 1, "manager"), 2); !errors.Is(err, gates.ErrApprovalQuota) {
+		if _, _, err := s.Create(ctx(t), request("c", "acme", 1, "manager"), 2); !isQuota(err) {
 			t.Fatalf("Create over the quota = %v", err)
 		}
 	})
@@ -356,7 +357,7 @@ func TestApprovalStore(t *testing.T, newStore func(t *testing.T) gates.ApprovalS
 				}
 				return err
 			})
-			ok, refused, other := count(errs, gates.ErrApprovalQuota)
+			ok, refused, other := count(errs, errQuota)
 			if other != nil {
 				t.Fatal(other)
 			}
@@ -453,13 +454,13 @@ func TestApprovalStore(t *testing.T, newStore func(t *testing.T) gates.ApprovalS
 		if err != nil || !created || ids(got.Minted) != "jti-a;" || ids(get(t, s, "m1").Minted) != "jti-a;" {
 			t.Fatalf("Create over a cancelled request = %+v, %v, %v; want jti-a carried over", got.Minted, created, err)
 		}
-		if got.TokenVoid("jti-a", base.Add(time.Minute), 0) {
+		if gate.TokenVoid(&got, "jti-a", base.Add(time.Minute), 0) {
 			t.Error("a minted token is void before any run")
 		}
 		if _, err := s.Update(ctx(t), "m1", func(r *gates.ApprovalRequest) error {
 			r.Minted = append(r.Minted, gates.MintedToken{ID: "jti-b", Until: base.Add(2 * time.Hour)})
 			r.State, r.VoidBefore = gates.ApprovalExecuted, base.Add(10*time.Second)
-			r.VoidMinted(base.Add(10 * time.Second))
+			gate.VoidMinted(r, base.Add(10*time.Second))
 			return nil
 		}); err != nil {
 			t.Fatal(err)
@@ -472,7 +473,7 @@ func TestApprovalStore(t *testing.T, newStore func(t *testing.T) gates.ApprovalS
 			t.Fatalf("Create over an executed request = %+v, %+v, %v, %v; want jti-a and jti-b still voided", got.Minted, got.Voided, created, err)
 		}
 		// Voided by jti even with an iat after the run (a clock ahead).
-		if !got.TokenVoid("jti-b", base.Add(time.Minute), 0) {
+		if !gate.TokenVoid(&got, "jti-b", base.Add(time.Minute), 0) {
 			t.Error("a token minted before the run counts after it")
 		}
 	})
@@ -530,12 +531,12 @@ func TestApprovalStore(t *testing.T, newStore func(t *testing.T) gates.ApprovalS
 			t.Errorf("List with a forged cursor = %v, want ErrBadCursor", err)
 		}
 		// Over the largest page: clamped.
-		for i := range gates.MaxApprovalPage + 5 {
+		for i := range gate.MaxApprovalPage + 5 {
 			create(t, s, request(fmt.Sprint("many-", i), "initech", i, "manager"))
 		}
 		list, next, err := s.List(ctx(t), gates.ApprovalFilter{Tenant: "initech"}, "", 1000)
-		if err != nil || len(list) > gates.MaxApprovalPage || next == "" {
-			t.Errorf("List(limit 1000) = %d, next %q, %v; want at most %d and a next page", len(list), next, err, gates.MaxApprovalPage)
+		if err != nil || len(list) > gate.MaxApprovalPage || next == "" {
+			t.Errorf("List(limit 1000) = %d, next %q, %v; want at most %d and a next page", len(list), next, err, gate.MaxApprovalPage)
 		}
 	})
 }

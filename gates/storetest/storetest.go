@@ -22,6 +22,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/axgate/axgate/gates"
 )
 
 // Concurrency is the number of goroutines the concurrency subtests start.
@@ -57,13 +59,22 @@ func race(n int, f func(i int) error) []error {
 
 // count tallies errors: nil, those matching target, and the others (returned
 // joined for the failure message).
+// errQuota, as count's target, matches a *gates.QuotaError.
+var errQuota = errors.New("quota")
+
+// isQuota reports whether err is a store's refusal over a quota.
+func isQuota(err error) bool {
+	var qe *gates.QuotaError
+	return errors.As(err, &qe)
+}
+
 func count(errs []error, target error) (ok, matched int, other error) {
 	var others []error
 	for _, err := range errs {
 		switch {
 		case err == nil:
 			ok++
-		case target != nil && errors.Is(err, target):
+		case target == errQuota && isQuota(err), target != nil && errors.Is(err, target):
 			matched++
 		default:
 			others = append(others, err)

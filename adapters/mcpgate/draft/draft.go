@@ -41,6 +41,14 @@
 // such field; action_type and idempotent are guesses when the tool has no
 // annotations.
 //
+// A tool that needs confirmation gets a confirmation_message, listed, that
+// names up to three key parameters as {{placeholders}} for the gateway to
+// fill with the call's values: "Write file with path {{path}} and content
+// {{content}}?". Required parameters come first, then those that name what
+// the call acts on (a path, an id, a URL, an address), then other strings;
+// optional ones only when they are strings. Without such a parameter the
+// gateway's default ("Allow <intent> (<description>), risk high?") stays.
+//
 // # Parameters
 //
 // Each property of the input schema becomes a parameter with its type,
@@ -79,6 +87,8 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -93,7 +103,7 @@ import (
 type Options struct {
 	// Entity names the one entity of the draft, the first half of every
 	// intent: a lowercase name of letters, digits and "_". Empty means
-	// EntityName(ServerName), listed as a guess.
+	// ServerName without the words "mcp" and "server", listed as a guess.
 	Entity string
 	// ServerName is the upstream server's name (its Implementation.Name in
 	// the initialize result), of which the entity is made when Entity is
@@ -160,8 +170,8 @@ func (g Guess) String() string {
 	return b.String()
 }
 
-// DefaultEntity is the entity of a draft whose options name none.
-const DefaultEntity = "upstream"
+// defaultEntity is the entity of a draft whose options name none.
+const defaultEntity = "upstream"
 
 // DefaultVersion is the version of a draft whose options name none.
 const DefaultVersion = "0.1.0"
@@ -190,6 +200,7 @@ type (
 		Description          string `json:"description"`
 		RiskLevel            string `json:"risk_level"`
 		ConfirmationRequired bool   `json:"confirmation_required"`
+		ConfirmationMessage  string `json:"confirmation_message,omitempty"`
 		Idempotent           *bool  `json:"idempotent,omitempty"`
 		UpstreamSHA256       string `json:"upstream_sha256"`
 		// Parameters is nil to leave the arguments open, an empty map to
@@ -235,10 +246,10 @@ var entityRE = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
 func Draft(tools []*mcp.Tool, opts Options) ([]byte, []Guess, error) {
 	ent := opts.Entity
 	if ent == "" {
-		ent = EntityName(opts.ServerName)
+		ent = entityName(opts.ServerName)
 	}
 	if !entityRE.MatchString(ent) {
-		return nil, nil, fmt.Errorf("draft: entity %q is not a lowercase name of letters, digits and _ (EntityName makes one)", ent)
+		return nil, nil, fmt.Errorf("draft: entity %q is not a lowercase name of letters, digits and _ (entityName makes one)", ent)
 	}
 	doc := document{Version: opts.Version, Conformance: string(manifest.LevelBasic), Source: opts.Source, Metadata: opts.Metadata}
 	if doc.Version == "" {
@@ -328,7 +339,126 @@ func (d *drafter) action(t *mcp.Tool, i int) (*action, error) {
 	}
 	s := &schemaReader{d: d, tool: t.Name, intent: a.Intent, root: schema}
 	a.Parameters = s.parameters(schema, ptr+"/parameters")
+	if a.ConfirmationRequired && a.Parameters != nil {
+		if msg := confirmationMessage(t.Name, *a.Parameters, requiredOrder(schema)); msg != "" {
+			a.ConfirmationMessage = msg
+			d.guess(t.Name, a.Intent, ptr+"/confirmation_message", msg, fmt.Sprintf("what a person is asked before each call: the tool's name and at most %d key parameters (required first, then paths, ids and other strings); reword it to say what the call does", maxMessageParams))
+		}
+	}
 	return a, nil
+}
+
+// maxMessageParams bounds the placeholders of a drafted
+// confirmation_message: the key parameters, not all of them.
+const maxMessageParams = 3
+
+// placeholderNameRE is a parameter name a drafted {{placeholder}} may
+// carry: one that reads as a word in the message and that the manifest's
+// placeholder syntax takes as it is.
+var placeholderNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_-]{0,63}$`)
+
+// identifierWords mark a parameter that names what the call acts on: a
+// path, an id, an address. These come first in a confirmation message.
+var identifierWords = []string{"path", "file", "dir", "folder", "url", "uri", "id", "name", "key", "source", "destination", "target", "to", "recipient", "email", "address", "repo", "branch", "channel", "table"}
+
+// requiredOrder returns the position of each name in the input schema's
+// required list: the upstream's own order of its key parameters (source
+// before destination), which the drafted parameters, a map, lose.
+func requiredOrder(schema any) map[string]int {
+	order := map[string]int{}
+	m, _ := schema.(map[string]any)
+	rs, _ := m["required"].([]any)
+	for i, r := range rs {
+		if name, ok := r.(string); ok {
+			if _, dup := order[name]; !dup {
+				order[name] = i
+			}
+		}
+	}
+	return order
+}
+
+// confirmationMessage drafts the confirmation_message of a tool that needs
+// confirmation, e.g. "Write file with path {{path}} and content
+// {{content}}?". It picks at most
+// maxMessageParams top-level parameters: required before optional, then
+// those naming what the call acts on (a path, an id, a URL: by name or
+// format), then other strings, then numbers and booleans; arrays and
+// objects only when required; optional ones only when they are strings;
+// ties in the order of the upstream's required list (order), then by name.
+// It returns "" when no parameter fits, leaving the gateway's default
+// ("Allow <intent> (<description>), risk high?").
+func confirmationMessage(tool string, params map[string]*param, order map[string]int) string {
+	type cand struct {
+		name string
+		rank int
+		pos  int
+	}
+	var cands []cand
+	for name, p := range params {
+		if p == nil || !placeholderNameRE.MatchString(name) {
+			continue
+		}
+		rank := 0
+		switch {
+		case p.Type == "string" && (isIdentifier(name) || p.Format == "uri" || p.Format == "email" || p.Format == "uuid"):
+			rank = 0
+		case p.Type == "string":
+			rank = 1
+		case !p.Required:
+			continue
+		case p.Type == "integer" || p.Type == "number" || p.Type == "boolean":
+			rank = 2
+		default:
+			rank = 3
+		}
+		if !p.Required {
+			rank += 10
+		}
+		pos, ok := order[name]
+		if !ok {
+			pos = len(order)
+		}
+		cands = append(cands, cand{name, rank, pos})
+	}
+	if len(cands) == 0 {
+		return ""
+	}
+	sort.Slice(cands, func(i, j int) bool {
+		a, b := cands[i], cands[j]
+		if a.rank != b.rank {
+			return a.rank < b.rank
+		}
+		if a.pos != b.pos {
+			return a.pos < b.pos
+		}
+		return a.name < b.name
+	})
+	if len(cands) > maxMessageParams {
+		cands = cands[:maxMessageParams]
+	}
+	parts := make([]string, len(cands))
+	for i, c := range cands {
+		parts[i] = strings.ReplaceAll(intentName(c.name), "_", " ") + " {{" + c.name + "}}"
+	}
+	list := parts[0]
+	if n := len(parts); n > 1 {
+		list = strings.Join(parts[:n-1], ", ") + " and " + parts[n-1]
+	}
+	verb := strings.ReplaceAll(intentName(tool), "_", " ")
+	return strings.ToUpper(verb[:1]) + verb[1:] + " with " + list + "?"
+}
+
+// isIdentifier reports whether a parameter name reads as what the call acts
+// on: one of identifierWords, alone or as a word of a longer name (file_path,
+// userId, repo-name).
+func isIdentifier(name string) bool {
+	for _, w := range strings.Split(intentName(name), "_") {
+		if slices.Contains(identifierWords, w) {
+			return true
+		}
+	}
+	return false
 }
 
 // describe words a description for a tool that has none.
@@ -346,7 +476,7 @@ func describe(t *mcp.Tool) string {
 // intent returns the action's intent: the entity and the tool name as a
 // lowercase name, numbered when two tool names give the same one.
 func (d *drafter) intent(name, ptr string) string {
-	verb := IntentName(name)
+	verb := intentName(name)
 	intent := d.entity + "." + verb
 	for n := 2; d.intents[intent] != ""; n++ {
 		intent = d.entity + "." + verb + "_" + strconv.Itoa(n)
@@ -411,13 +541,13 @@ func hint(b *bool) string {
 	return strconv.FormatBool(*b)
 }
 
-// IntentName turns a tool name into the second half of an intent.
+// intentName turns a tool name into the second half of an intent.
 //
 // In order: camelCase split with "_", lowercased, every character other
 // than a letter or digit made "_", runs of "_" folded, and "tool_" put
 // before a name that does not start with a letter. read_file stays
 // read_file; readFile and read-file give read_file.
-func IntentName(name string) string {
+func intentName(name string) string {
 	var b strings.Builder
 	var prev rune
 	for _, r := range name {
@@ -446,13 +576,13 @@ func IntentName(name string) string {
 	return s
 }
 
-// EntityName makes an entity name of an MCP server's name (Implementation.Name).
+// entityName makes an entity name of an MCP server's name (Implementation.Name).
 //
-// It works as IntentName, without the words "mcp" and "server" at
+// It works as intentName, without the words "mcp" and "server" at
 // either end ("secure-filesystem-server" gives secure_filesystem,
-// "mcp-server-github" github); DefaultEntity when nothing is left.
-func EntityName(serverName string) string {
-	words := strings.Split(IntentName(serverName), "_")
+// "mcp-server-github" github); defaultEntity when nothing is left.
+func entityName(serverName string) string {
+	words := strings.Split(intentName(serverName), "_")
 	drop := func(w string) bool { return w == "mcp" || w == "server" || w == "tool" }
 	for len(words) > 0 && drop(words[0]) {
 		words = words[1:]
@@ -462,7 +592,7 @@ func EntityName(serverName string) string {
 	}
 	s := strings.Join(words, "_")
 	if s == "" || s[0] < 'a' || s[0] > 'z' {
-		return DefaultEntity
+		return defaultEntity
 	}
 	return s
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/axgate/axgate"
 	"github.com/axgate/axgate/adapters/mcpgate"
 	"github.com/axgate/axgate/adapters/mcpgate/draft"
+	"github.com/axgate/axgate/internal/gate"
 	"github.com/axgate/axgate/manifest"
 	"github.com/axgate/axgate/middleware"
 )
@@ -556,4 +557,61 @@ func FuzzDraft(f *testing.F) {
 			t.Fatalf("the draft of %s fails lint: %v", schema, r.Errors())
 		}
 	})
+}
+
+// TestDraftConfirmationMessage: a tool that needs confirmation is drafted a
+// confirmation_message that names its key parameters as placeholders
+// (required first, then what the call acts on, then other strings; at most
+// three; in the upstream's required order), listed as a guess; the gateway
+// renders it with the call's values. A tool that runs without confirmation,
+// or whose parameters give nothing to show, gets none.
+func TestDraftConfirmationMessage(t *testing.T) {
+	schema := func(s string) json.RawMessage { return json.RawMessage(s) }
+	cases := []struct {
+		name, tool string
+		schema     json.RawMessage
+		ann        *mcp.ToolAnnotations
+		want       string
+	}{
+		{"path before content", "write_file", schema(`{"type":"object","required":["content","path"],"properties":{"content":{"type":"string"},"path":{"type":"string"}}}`), nil,
+			"Write file with path {{path}} and content {{content}}?"},
+		{"the upstream's order among equals", "move_file", schema(`{"type":"object","required":["source","destination"],"properties":{"destination":{"type":"string"},"source":{"type":"string"}}}`), nil,
+			"Move file with source {{source}} and destination {{destination}}?"},
+		{"at most three, optional flags left out", "sendEmail", schema(`{"type":"object","required":["to","subject","body","cc"],"properties":{
+			"to":{"type":"string","format":"email"},"subject":{"type":"string"},"body":{"type":"string"},"cc":{"type":"array","items":{"type":"string"}},
+			"dryRun":{"type":"boolean"},"priority":{"type":"integer"}}}`), nil,
+			"Send email with to {{to}}, subject {{subject}} and body {{body}}?"},
+		{"an id by its word, optional string last", "delete_record", schema(`{"type":"object","required":["force","recordId"],"properties":{"force":{"type":"boolean"},"recordId":{"type":"string"},"reason":{"type":"string"}}}`), nil,
+			"Delete record with record id {{recordId}}, force {{force}} and reason {{reason}}?"},
+		{"a name the placeholder syntax cannot carry is skipped", "run", schema(`{"type":"object","required":["a b","cmd"],"properties":{"a b":{"type":"string"},"cmd":{"type":"string"}}}`), nil,
+			"Run with cmd {{cmd}}?"},
+		{"no parameters", "restart", schema(`{"type":"object","properties":{}}`), nil, ""},
+		{"only optional numbers", "compact", schema(`{"type":"object","properties":{"level":{"type":"integer"}}}`), nil, ""},
+		{"no confirmation", "read_file", schema(`{"type":"object","required":["path"],"properties":{"path":{"type":"string"}}}`), &mcp.ToolAnnotations{ReadOnlyHint: true}, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			m, gs, _ := mustDraft(t, []*mcp.Tool{{Name: c.tool, Description: "Does it", InputSchema: c.schema, Annotations: c.ann}}, draft.Options{Entity: "thing"})
+			a := m.Tool(c.tool)
+			if a.ConfirmationMessage != c.want {
+				t.Errorf("confirmation_message %q, want %q", a.ConfirmationMessage, c.want)
+			}
+			g := guessed(gs, "/confirmation_message")
+			if c.want == "" {
+				if len(g) != 0 {
+					t.Errorf("listed %v", g)
+				}
+				return
+			}
+			if len(g) != 1 || g[0].Value != c.want || !strings.Contains(g[0].Why, "reword it") {
+				t.Errorf("confirmation_message guesses %v", g)
+			}
+		})
+	}
+	// The gateway fills the placeholders with the call's values.
+	m, _, _ := mustDraft(t, []*mcp.Tool{{Name: "write_file", Description: "Writes", InputSchema: cases[0].schema}}, draft.Options{Entity: "fs"})
+	got := gate.RenderConfirmationMessage(m.Tool("write_file"), map[string]any{"path": "/srv/notes.txt", "content": "bye"})
+	if want := "Write file with path /srv/notes.txt and content bye?"; got != want {
+		t.Errorf("rendered %q, want %q", got, want)
+	}
 }

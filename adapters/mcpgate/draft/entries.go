@@ -118,7 +118,7 @@ func (d *drafter) entries(opts Options) ([]*resourceEntry, []*promptEntry) {
 // entryIntent is the intent of a resource or prompt: the entity and its
 // name as a lowercase name, numbered when a tool or another entry has it.
 func (d *drafter) entryIntent(who, name, ptr string) string {
-	verb := IntentName(name)
+	verb := intentName(name)
 	intent := d.entity + "." + verb
 	for n := 2; d.intents[intent] != ""; n++ {
 		intent = d.entity + "." + verb + "_" + strconv.Itoa(n)
@@ -139,7 +139,7 @@ func nameOr(name, fallback string) string {
 
 // ListResourcesAndPrompts returns the upstream's resources, resource
 // templates and prompts, each list followed to its end as ListTools does
-// (within MaxTools entries and MaxPages pages, no cursor twice). A kind the
+// (within maxTools entries and maxPages pages, no cursor twice). A kind the
 // upstream does not announce in its capabilities is not asked for.
 func ListResourcesAndPrompts(ctx context.Context, cs *mcp.ClientSession) ([]*mcp.Resource, []*mcp.ResourceTemplate, []*mcp.Prompt, error) {
 	if cs == nil {
@@ -203,14 +203,14 @@ func pages[T any](_ context.Context, method string, page func(cursor string) ([]
 			return nil, fmt.Errorf("draft: %s (page %d): %w", method, n, err)
 		}
 		out = append(out, items...)
-		if len(out) > MaxTools {
-			return nil, fmt.Errorf("draft: the upstream's %s has more than %d entries", method, MaxTools)
+		if len(out) > maxTools {
+			return nil, fmt.Errorf("draft: the upstream's %s has more than %d entries", method, maxTools)
 		}
 		if next == "" {
 			return out, nil
 		}
-		if seen[next] || n >= MaxPages {
-			return nil, fmt.Errorf("draft: the upstream's %s repeats a cursor or has more than %d pages", method, MaxPages)
+		if seen[next] || n >= maxPages {
+			return nil, fmt.Errorf("draft: the upstream's %s repeats a cursor or has more than %d pages", method, maxPages)
 		}
 		seen[next] = true
 		cursor = next

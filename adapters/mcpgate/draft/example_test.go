@@ -62,4 +62,5 @@ func Example() {
 	// deleteNote: /entities/0/actions/0/intent = "notes.delete_note": the tool name is not a lowercase name of letters, digits and _; rewritten
 	// deleteNote: /entities/0/actions/0/risk_level = "high": destructiveHint absent (default true): the tool may destroy what it writes over
 	// deleteNote: /entities/0/actions/0/confirmation_required = true: high risk: a person confirms each call
+	// deleteNote: /entities/0/actions/0/confirmation_message = "Delete note with id {{id}}?": what a person is asked before each call: the tool's name and at most 3 key parameters (required first, then paths, ids and other strings); reword it to say what the call does
 }

@@ -8,18 +8,18 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// MaxTools bounds how many tools ListTools reads from an upstream, and
-// MaxPages how many pages: an upstream that pages without end (or repeats a
+// maxTools bounds how many tools ListTools reads from an upstream, and
+// maxPages how many pages: an upstream that pages without end (or repeats a
 // cursor) is refused rather than read until memory runs out.
 const (
-	MaxTools = 10000
-	MaxPages = 1000
+	maxTools = 10000
+	maxPages = 1000
 )
 
 // ListTools returns every tool the upstream lists, following tools/list
 // pages to the end, in the upstream's order. It fails when a page fails,
 // when the upstream hands out a cursor it handed out before, or when it
-// lists more than MaxTools tools or MaxPages pages.
+// lists more than maxTools tools or maxPages pages.
 func ListTools(ctx context.Context, cs *mcp.ClientSession) ([]*mcp.Tool, error) {
 	if cs == nil {
 		return nil, errors.New("draft: ListTools without a client session")
@@ -33,8 +33,8 @@ func ListTools(ctx context.Context, cs *mcp.ClientSession) ([]*mcp.Tool, error) 
 			return nil, fmt.Errorf("draft: tools/list (page %d): %w", page, err)
 		}
 		tools = append(tools, res.Tools...)
-		if len(tools) > MaxTools {
-			return nil, fmt.Errorf("draft: the upstream lists more than %d tools", MaxTools)
+		if len(tools) > maxTools {
+			return nil, fmt.Errorf("draft: the upstream lists more than %d tools", maxTools)
 		}
 		if res.NextCursor == "" {
 			return tools, nil
@@ -42,8 +42,8 @@ func ListTools(ctx context.Context, cs *mcp.ClientSession) ([]*mcp.Tool, error) 
 		if seen[res.NextCursor] {
 			return nil, fmt.Errorf("draft: the upstream repeats the tools/list cursor %q", res.NextCursor)
 		}
-		if page >= MaxPages {
-			return nil, fmt.Errorf("draft: the upstream lists more than %d pages of tools", MaxPages)
+		if page >= maxPages {
+			return nil, fmt.Errorf("draft: the upstream lists more than %d pages of tools", maxPages)
 		}
 		seen[res.NextCursor] = true
 		params = &mcp.ListToolsParams{Cursor: res.NextCursor}

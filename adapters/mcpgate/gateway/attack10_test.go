@@ -117,7 +117,7 @@ func TestAttack10PendingElicitationHangsClose(t *testing.T) {
 			// or the upstream: when Close hangs, the test fails and leaves
 			// them (and the question) to the process's end.
 			up := httptest.NewServer(func() http.Handler { _, h := notesHandler(); return h }())
-			g := newGateway(t, gateway.Upstream{URL: up.URL}, "")
+			g := newGateway(t, gateway.Upstream{URL: up.URL}, "", gateway.AllowUpstreamElicitation())
 			front := httptest.NewServer(g.Handler())
 			asked := make(chan struct{}, 1)
 			client := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "v1"}, &mcp.ClientOptions{

@@ -280,8 +280,19 @@ func TestAttack11FallbackStartsChildAfterClose(t *testing.T) {
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
-	localSession(t, g, nil)
+	// The client's initialize waits for the session's child (New starts
+	// none for a local client): connect in the background, and close the
+	// gateway while that child's connect is under way.
 	before := len(childPIDs(pids))
+	ct, st := mcp.NewInMemoryTransports()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go gateway.ServeLocal(g, ctx, st)
+	go func() {
+		if cs, err := mcp.NewClient(&mcp.Implementation{Name: "desktop", Version: "v1"}, nil).Connect(ctx, ct, nil); err == nil {
+			cs.Close()
+		}
+	}()
 	for end := time.Now().Add(10 * time.Second); len(childPIDs(pids)) == before; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(end) {
 			t.Fatal("the session's child did not start")

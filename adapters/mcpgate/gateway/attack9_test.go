@@ -27,7 +27,7 @@ import (
 // enforcer is left to the garbage collector: t.Cleanup may not be called
 // from a goroutine that outlives the test).
 func newGatewayErr(t *testing.T, up gateway.Upstream, opts ...gateway.Option) (*gateway.Gateway, error) {
-	m, err := manifest.ParseJSON(manifestFor(t, ""))
+	m, err := manifest.Parse(manifestFor(t, ""))
 	if err != nil {
 		return nil, err
 	}

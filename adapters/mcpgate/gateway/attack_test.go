@@ -326,7 +326,7 @@ func TestAttackRequestsBeforeInitialize(t *testing.T) {
 // the changed tool: the gateway looks again right before it forwards.
 func TestAttackPinChangedDuringChain(t *testing.T) {
 	up, upURL := httpUpstream(t)
-	m, err := manifest.ParseJSON(manifestFor(t, pinOf(t, upURL, "write_note")))
+	m, err := manifest.Parse(manifestFor(t, pinOf(t, upURL, "write_note")))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -286,7 +286,7 @@ func newBenchTarget(tb testing.TB, work time.Duration, clients int) *benchTarget
 // both.
 func benchGateway(tb testing.TB, upstream string) (*axgate.Enforcer, *gateway.Gateway) {
 	tb.Helper()
-	m, err := manifest.ParseJSON([]byte(benchManifest))
+	m, err := manifest.Parse([]byte(benchManifest))
 	if err != nil {
 		tb.Fatal(err)
 	}

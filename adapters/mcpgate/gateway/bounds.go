@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"mime"
@@ -25,21 +26,21 @@ import (
 
 // Reasons of the gateway's own refusals, in the details of the AXAG error.
 const (
-	// ReasonTooManySessions: the gateway, or this caller, has as many
+	// reasonTooManySessions: the gateway, or this caller, has as many
 	// client sessions as WithMaxSessions allows.
-	ReasonTooManySessions axerr.Reason = "too_many_sessions"
-	// ReasonTooManyCalls: the session has as many calls in flight as
+	reasonTooManySessions axerr.Reason = "too_many_sessions"
+	// reasonTooManyCalls: the session has as many calls in flight as
 	// WithMaxCallsPerSession allows.
-	ReasonTooManyCalls axerr.Reason = "too_many_calls"
-	// ReasonResultTooLarge: the upstream answered with a message larger
+	reasonTooManyCalls axerr.Reason = "too_many_calls"
+	// reasonResultTooLarge: the upstream answered with a message larger
 	// than WithMaxMessageBytes.
-	ReasonResultTooLarge axerr.Reason = "result_too_large"
-	// ReasonUpstreamTimeout: the upstream did not answer the call within
+	reasonResultTooLarge axerr.Reason = "result_too_large"
+	// reasonUpstreamTimeout: the upstream did not answer the call within
 	// WithCallTimeout.
-	ReasonUpstreamTimeout axerr.Reason = "upstream_timeout"
-	// ReasonToolsUnverified: the upstream said its tools changed and they
+	reasonUpstreamTimeout axerr.Reason = "upstream_timeout"
+	// reasonToolsUnverified: the upstream said its tools changed and they
 	// could not be listed again, so none of them is trusted until they are.
-	ReasonToolsUnverified axerr.Reason = "tools_unverified"
+	reasonToolsUnverified axerr.Reason = "tools_unverified"
 )
 
 // errMessageTooLarge is why an upstream connection was cut: one of its
@@ -74,11 +75,11 @@ func (g *Gateway) admit(ss *mcp.ServerSession, key string) (counted bool, refuse
 	}
 	if g.cfg.maxSessions > 0 && len(g.sessionKeys) >= g.cfg.maxSessions {
 		return false, axerr.Newf(axerr.CodeStoreUnavailable, "the gateway serves %d client sessions, its bound; try again when one ends", g.cfg.maxSessions).
-			WithReason(ReasonTooManySessions)
+			WithReason(reasonTooManySessions)
 	}
 	if g.cfg.maxSessionsPerPrincipal > 0 && g.perKey[key] >= g.cfg.maxSessionsPerPrincipal {
 		return false, axerr.Newf(axerr.CodeRateLimited, "this caller has %d open sessions, its bound; close one (or let it time out) first", g.cfg.maxSessionsPerPrincipal).
-			WithReason(ReasonTooManySessions)
+			WithReason(reasonTooManySessions)
 	}
 	g.sessionKeys[ss] = key
 	g.perKey[key]++
@@ -267,6 +268,9 @@ type childStdin struct {
 	cmd  *exec.Cmd
 	once sync.Once
 	err  error
+	// exited records the child's exit once Close has waited for it, for
+	// the error of a child that exited before it answered (exitedFirst).
+	exited *atomic.Pointer[os.ProcessState]
 }
 
 const terminateAfter = 5 * time.Second
@@ -284,6 +288,13 @@ func (c *childStdin) Close() error {
 		// runs, so the last SIGKILL, after Wait, reaches only what the
 		// child left.
 		defer signalGroup(c.cmd, syscall.SIGKILL)
+		defer func() {
+			// Wait has returned (its result was received): ProcessState
+			// is set.
+			if c.exited != nil && c.cmd.ProcessState != nil {
+				c.exited.Store(c.cmd.ProcessState)
+			}
+		}()
 		select {
 		case c.err = <-exited:
 			return
@@ -305,9 +316,22 @@ func (c *childStdin) Close() error {
 // commandTransport starts the child of a command upstream and speaks to it
 // over its standard input and output, with lines bounded to limit bytes.
 type commandTransport struct {
-	cmd   *exec.Cmd
-	limit int64
-	cut   *atomic.Bool
+	cmd    *exec.Cmd
+	limit  int64
+	cut    *atomic.Bool
+	exited atomic.Pointer[os.ProcessState] // set once the child was waited for
+}
+
+// exitedFirst words the error of a session that did not start on t: for a
+// command upstream whose child has exited, its exit status (its standard
+// error went to the Upstream's Stderr); else err.
+func exitedFirst(t mcp.Transport, err error) error {
+	if ct, ok := t.(*commandTransport); ok {
+		if ps := ct.exited.Load(); ps != nil {
+			return fmt.Errorf("the upstream command exited (%v) before it answered initialize: %w", ps, err)
+		}
+	}
+	return err
 }
 
 func (t *commandTransport) Connect(ctx context.Context) (mcp.Connection, error) {
@@ -327,7 +351,7 @@ func (t *commandTransport) Connect(ctx context.Context) (mcp.Connection, error) 
 	}
 	t2 := &mcp.IOTransport{
 		Reader:        &boundedLines{r: io.NopCloser(stdout), limit: t.limit, cut: t.cut, kill: func() { signalGroup(t.cmd, syscall.SIGKILL) }},
-		Writer:        &childStdin{WriteCloser: stdin, cmd: t.cmd},
+		Writer:        &childStdin{WriteCloser: stdin, cmd: t.cmd, exited: &t.exited},
 		MaxLineLength: int(t.limit) + 1,
 	}
 	return t2.Connect(ctx)
@@ -406,25 +430,25 @@ func (s slots) put() {
 func tooManyCalls(intent, whose string, n int) *axerr.Error {
 	return axerr.Newf(axerr.CodeRateLimited, "%s has %d calls in flight, its bound; wait for one to end", whose, n).
 		WithIntent(intent).
-		WithReason(ReasonTooManyCalls)
+		WithReason(reasonTooManyCalls)
 }
 
 func resultTooLarge(intent string, limit int64) *axerr.Error {
 	return axerr.Newf(axerr.CodeToolFailed, "the upstream's answer is larger than the gateway relays (%d bytes)", limit).
 		WithIntent(intent).
-		WithReason(ReasonResultTooLarge)
+		WithReason(reasonResultTooLarge)
 }
 
 func callTimedOut(intent string, d time.Duration) *axerr.Error {
 	return axerr.Newf(axerr.CodeToolFailed, "the upstream did not answer within %s", d).
 		WithIntent(intent).
-		WithReason(ReasonUpstreamTimeout)
+		WithReason(reasonUpstreamTimeout)
 }
 
 func unverified(intent string) *axerr.Error {
 	return axerr.New(axerr.CodeStoreUnavailable, "the upstream said its tools changed and they could not be listed again; its tools are refused until they are").
 		WithIntent(intent).
-		WithReason(ReasonToolsUnverified)
+		WithReason(reasonToolsUnverified)
 }
 
 // sessionRefusal is the JSON-RPC error of a refused initialize.

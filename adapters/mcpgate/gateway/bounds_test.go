@@ -252,7 +252,7 @@ func TestMaxCallsPerSession(t *testing.T) {
 // newEnforcer is the enforcer of the notes manifest.
 func newEnforcer(t *testing.T) *axgate.Enforcer {
 	t.Helper()
-	m, err := manifest.ParseJSON(manifestFor(t, ""))
+	m, err := manifest.Parse(manifestFor(t, ""))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -300,7 +300,7 @@ func TestToolListBounded(t *testing.T) {
 // questions to one client pending than the bound.
 func TestPendingUpstreamRequests(t *testing.T) {
 	_, upURL := httpUpstream(t)
-	g := newGateway(t, gateway.Upstream{URL: upURL}, "", gateway.WithMaxPendingUpstreamRequests(1))
+	g := newGateway(t, gateway.Upstream{URL: upURL}, "", gateway.WithMaxPendingUpstreamRequests(1), gateway.AllowUpstreamElicitation())
 	var n atomic.Int32
 	asked, hold := make(chan struct{}), make(chan struct{})
 	cs := connect(t, serve(t, g), "alice-token", &mcp.ClientOptions{ElicitationHandler: func(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {

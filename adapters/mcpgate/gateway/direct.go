@@ -15,11 +15,10 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/axgate/axgate/middleware"
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-
-	"github.com/axgate/axgate/gates"
 )
 
 // The direct path of a tool call.
@@ -67,7 +66,7 @@ func directTools(names []string, stagesFor func(string) ([]string, bool)) map[st
 	out := map[string]bool{}
 	for _, name := range names {
 		stages, ok := stagesFor(name)
-		if ok && !slices.Contains(stages, gates.StageConfirmation) {
+		if ok && !slices.Contains(stages, middleware.StageConfirmation) {
 			out[name] = true
 		}
 	}

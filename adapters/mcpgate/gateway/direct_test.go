@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -201,6 +202,8 @@ func TestDirectAnswersAsTheSDK(t *testing.T) {
 		`{"name":"read_note","arguments":{"name":"broken"}}`,
 		`{"name":"read_note"}`,
 		`{"name":"fail_note","arguments":{}}`,
+		`{"name":"read_note","arguments":{"name":"busy"}}`,
+		`{"name":"read_note","arguments":{"name":"queued"}}`,
 	} {
 		direct := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":` + params + `}`
 		viaSDK := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":` + strings.Replace(params, `{`, `{"_meta":{"progressToken":"p"},`, 1) + `}`
@@ -216,6 +219,45 @@ func TestDirectAnswersAsTheSDK(t *testing.T) {
 		rawS, _ := json.Marshal(gotS)
 		if !bytes.Equal(rawD, rawS) {
 			t.Errorf("%s:\ndirect %s\nSDK    %s", params, rawD, rawS)
+		}
+	}
+}
+
+// TestUpstreamToolErrorRetryable: an upstream's tool error is retryable
+// only when the upstream says so or its text names a passing cause, on the
+// direct path and through the SDK alike; otherwise it is not, keeps the
+// upstream's text, and does not tell the agent to try again later.
+func TestUpstreamToolErrorRetryable(t *testing.T) {
+	_, upURL := httpUpstream(t)
+	g := newGateway(t, gateway.Upstream{URL: upURL}, "")
+	url := serve(t, g)
+	cs := connect(t, url, "alice-token", nil)
+	version := cs.InitializeResult().ProtocolVersion
+	for _, tc := range []struct {
+		params, text string
+		retryable    bool
+	}{
+		{`{"name":"read_note","arguments":{"name":"nobody"}}`, "no note named nobody", false},
+		{`{"name":"fail_note","arguments":{}}`, "disk full on /var/notes", false},
+		{`{"name":"read_note","arguments":{"name":"busy"}}`, "ETIMEDOUT", true},
+		{`{"name":"read_note","arguments":{"name":"queued"}}`, "the queue is full", true},
+	} {
+		for path, params := range map[string]string{"direct": tc.params, "SDK": strings.Replace(tc.params, `{`, `{"_meta":{"progressToken":"p"},`, 1)} {
+			_, _, got := postCall(t, url, "alice-token", cs.ID(), version, `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":`+params+`}`)
+			res, _ := got["result"].(map[string]any)
+			sc, _ := res["structuredContent"].(map[string]any)
+			e, _ := sc["error"].(map[string]any)
+			d, _ := e["details"].(map[string]any)
+			if e["code"] != "AXGATE_TOOL_FAILED" || !strings.Contains(fmt.Sprint(e["message"]), tc.text) {
+				t.Errorf("%s %s: %v", path, tc.params, e)
+				continue
+			}
+			if d["retryable"] != tc.retryable {
+				t.Errorf("%s %s: retryable %v, want %v", path, tc.params, d["retryable"], tc.retryable)
+			}
+			if action := fmt.Sprint(d["agent_action"]); !tc.retryable && strings.Contains(action, "try again later") {
+				t.Errorf("%s %s: agent_action %q", path, tc.params, action)
+			}
 		}
 	}
 }

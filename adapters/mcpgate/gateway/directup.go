@@ -443,7 +443,7 @@ func (l *link) upstreamNotification(ctx context.Context, method string, params j
 		}
 	case "notifications/elicitation/complete":
 		var p mcp.ElicitationCompleteParams
-		if decodeParams(params, &p) == nil {
+		if l.forwards(methodElicit) && decodeParams(params, &p) == nil {
 			l.front.NotifyElicitationComplete(ctx, &p)
 		}
 	}
@@ -467,9 +467,11 @@ func decodeParams(raw json.RawMessage, v any) error {
 }
 
 // answerUpstream answers a request the upstream sent on a call's stream as
-// the SDK's client would (clientOptions, receiveRoots): ping; elicitation,
-// sampling and roots forwarded to the client session when it offers them,
-// within WithMaxPendingUpstreamRequests; anything else is not found.
+// the SDK's client would (clientOptions, receiveAsks): ping; elicitation,
+// sampling and the client's roots forwarded to the client session when the
+// operator allows it and the client offers it, within
+// WithMaxPendingUpstreamRequests, and refused otherwise; the operator's
+// roots; anything else is not found.
 func (l *link) answerUpstream(ctx context.Context, sessionID, version string, m wireMessage) {
 	result, err := l.upstreamRequest(ctx, m.Method, m.Params)
 	msg := struct {
@@ -494,33 +496,38 @@ func (l *link) answerUpstream(ctx context.Context, sessionID, version string, m 
 }
 
 func (l *link) upstreamRequest(ctx context.Context, method string, params json.RawMessage) (any, error) {
-	var caps *mcp.ClientCapabilities
-	if l.front != nil && !l.g.cfg.toolsOnly {
-		if ip := l.front.InitializeParams(); ip != nil {
-			caps = ip.Capabilities
-		}
-	}
-	switch {
-	case method == "ping":
+	switch method {
+	case "ping":
 		return struct{}{}, nil
-	case caps == nil:
-	case method == "elicitation/create" && caps.Elicitation != nil:
+	case methodElicit:
+		if !l.forwards(method) {
+			return nil, l.refuseAsk(method)
+		}
 		var p mcp.ElicitParams
 		if err := decodeParams(params, &p); err != nil {
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}
 		}
+		l.logAsk(method)
 		return pending(ctx, l, func(ctx context.Context) (any, error) { return l.front.Elicit(ctx, &p) })
-	case method == "sampling/createMessage" && caps.Sampling != nil:
+	case methodCreateMessage:
+		if !l.forwards(method) {
+			return nil, l.refuseAsk(method)
+		}
 		var p mcp.CreateMessageParams
 		if err := decodeParams(params, &p); err != nil {
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}
 		}
+		l.logAsk(method)
 		return pending(ctx, l, func(ctx context.Context) (any, error) { return l.front.CreateMessage(ctx, &p) })
-	case method == "roots/list" && caps.RootsV2 != nil:
+	case methodListRoots:
+		if !l.forwards(method) {
+			return l.g.operatorRoots(), nil
+		}
 		var p mcp.ListRootsParams
 		if err := decodeParams(params, &p); err != nil {
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}
 		}
+		l.logAsk(method)
 		return pending(ctx, l, func(ctx context.Context) (any, error) { return l.front.ListRoots(ctx, &p) })
 	}
 	return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "method not found: " + method}

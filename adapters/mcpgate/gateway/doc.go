@@ -11,10 +11,15 @@
 // The upstream is a streamable HTTP URL, or a command the gateway runs as a
 // child process over stdio (Upstream). Each client session of the gateway
 // has one upstream session of its own, so that the upstream's per-session
-// state, its questions to the person (elicitation, sampling, roots) and its
-// notifications stay with the client they belong to. For a command upstream
+// state, its questions to the person (elicitation, sampling, roots, where
+// the operator allows them) and its notifications stay with the client
+// they belong to. For a command upstream
 // that means one child process per client session: a stdio server serves one
-// client. The child is started when the session initializes, stopped when
+// client. New itself starts one more, to check the pins and learn the
+// upstream's capabilities before it returns, except with
+// WithLocalPrincipal (a stdio gateway: one client, one child), where the
+// session's own child does both before the client's initialize is
+// answered. The child is started when the session initializes, stopped when
 // the session ends (or is idle for WithSessionTimeout) and on Close, and
 // restarted with a back-off that doubles on each failure in a row
 // (WithRestartBackoff) when it dies; calls in the meantime are refused with
@@ -84,7 +89,12 @@
 // are dropped (KeepUncheckedContent passes all of it on). Results of
 // actions with neither check reach the client as they are. An upstream result with isError, or
 // a JSON-RPC error of the upstream, is refused as AXGATE_TOOL_FAILED with the
-// upstream's text in the message.
+// upstream's text in the message. It is retryable only when the upstream
+// says so (a "retryable" boolean in its structuredContent, or an AXAG
+// envelope's details.retryable) or the cause passes (a JSON-RPC request
+// timeout; a text naming ETIMEDOUT, ECONNRESET, "temporarily unavailable",
+// …); a file that does not exist is not retryable, and the refusal says to
+// fix what the upstream names rather than call again.
 //
 // # The direct path
 //
@@ -128,6 +138,11 @@
 // (AXGATE_STORE_UNAVAILABLE, reason tools_unverified) until a list
 // succeeds. Notifications are coalesced: at most one list per
 // WithRelistInterval.
+//
+// A manifest tool the upstream does not offer is logged (a warning naming
+// it) when the gateway starts and at every re-list, and when a session's
+// first list finds a different set missing: the operator learns it from
+// the log, not from an agent's AXAG_INTENT_NOT_FOUND.
 //
 // # Bounds
 //
@@ -180,7 +195,13 @@
 //   - anything the manifest does not declare is refused with
 //     AXAG_INTENT_NOT_FOUND and not forwarded; a URI matches an exact URI
 //     first, then the first template, then the longest prefix, and never
-//     through a "." or ".." segment, even encoded;
+//     through a "." or ".." segment, even encoded, nor an empty one after
+//     a prefix;
+//   - the contents of a read's answer, and the resources a prompt's
+//     messages embed, reach the client only for URIs the manifest declares
+//     and the caller may read (a message embedding another is dropped);
+//     a completion's values, only those the caller passes the access gate
+//     with as the argument (not another tenant's id);
 //   - notifications/resources/updated reaches the client only for a
 //     declared URI that the session's subscriber may read, the list_changed
 //     notifications only for a kind the manifest declares; the front
@@ -189,10 +210,51 @@
 //
 // The forwarded requests carry none of the client's credentials and none
 // of the protocol's own _meta keys. logging/setLevel passes through, as do
-// the upstream's elicitation, sampling and roots requests to the client
-// (offered upstream only when the client offers them) and its other
-// notifications. ToolsOnly refuses all of it, the declared resources and
-// prompts too.
+// the upstream's other notifications. ToolsOnly refuses all of it, the
+// declared resources and prompts too.
+//
+// # The upstream's requests to the client
+//
+// What the upstream asks the client is not under the manifest, so it does
+// not reach the client unless the operator allows it:
+//   - Roots are the operator's. The upstream's roots/list is answered with
+//     WithRoots (file:// URIs; none by default, and then the upstream is not
+//     offered the roots capability at all, so that a server such as
+//     @modelcontextprotocol/server-filesystem keeps the folders it was
+//     started with rather than take an empty list or the client's). A
+//     client's roots, and its notifications/roots/list_changed, never reach
+//     the upstream: a caller could otherwise widen what such a server reads
+//     and writes to "/". ForwardClientRoots restores the old behaviour (New
+//     logs a warning).
+//   - sampling/createMessage and elicitation/create are not offered to the
+//     upstream, and one it sends anyway is refused with JSON-RPC "method
+//     not found" and logged with the upstream's identity (its URL or
+//     command, and the name and version it gave): the agent's model does
+//     not write what the upstream wants, and the person is not asked for a
+//     password in the gateway's name. AllowUpstreamSampling and
+//     AllowUpstreamElicitation pass them to a client that offers them, each
+//     logged the same way and counted against WithMaxPendingUpstreamRequests.
+//
+// The gateway's own confirmation question (mcpgate's elicitation for a
+// confirmation_required call) is the gateway's, not the upstream's, and is
+// asked either way. The SDK's path and the direct path decide alike. The
+// log lines of these requests are bounded per session (a burst of 20, then
+// one a second).
+//
+// # MCP 2026-07-28 at the front
+//
+// A POST whose Mcp-Method or Mcp-Name header (SEP-2243: the method, and the
+// tool or prompt name or resource URI, mirrored for proxies and WAFs) does
+// not match its JSON-RPC body is refused with HTTP 400 and JSON-RPC -32020
+// (HeaderMismatch), its data the AXAG error (reason header_mismatch), before
+// either path reads it; on protocol 2026-07-28 and later the headers are
+// also required. A header value "=?base64?…?=" is decoded first. A body the
+// headers cannot be compared with (a batch, a key spelled twice or with an
+// escape) is refused when the headers are present. The policy never reads
+// these headers, only the body. The results the front lists per caller
+// (tools/list and the other lists, resources/read) carry the caching hints
+// cacheScope "private" and ttlMs 0: a shared cache must not serve one
+// caller's list to another.
 //
 // # Callers
 //

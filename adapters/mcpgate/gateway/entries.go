@@ -44,13 +44,10 @@ func (f *front) entry(ctx context.Context, ss *mcp.ServerSession, method string,
 			// files): the client gets only those of URIs the manifest
 			// declares and the caller may read, whatever the upstream
 			// put beside the one asked for.
-			pr, perr := f.principalOf(ctx, ss, req.GetExtra())
+			readable := f.readable(ctx, ss, req)
 			kept := res.Contents[:0]
 			for _, c := range res.Contents {
-				if c == nil || perr != nil {
-					continue
-				}
-				if r, vars := m.Resource(c.URI); r != nil && f.g.mayUse(pr, r.Action, vars) {
+				if c != nil && readable(c.URI) {
 					kept = append(kept, c)
 				}
 			}
@@ -113,7 +110,26 @@ func (f *front) entry(ctx context.Context, ss *mcp.ServerSession, method string,
 			return nil, true, mcpgate.JSONRPCError(promptNotFound(p.Name))
 		}
 		res, err = f.gated(ctx, ss, req, method, pr.Action, anyMap(p.Arguments), func(ctx context.Context, cs *mcp.ClientSession) (mcp.Result, error) {
-			return result(cs.GetPrompt(ctx, clean(p)))
+			res, err := cs.GetPrompt(ctx, clean(p))
+			if err != nil {
+				return nil, err
+			}
+			// A prompt may embed resources (one whose argument is a URI
+			// embeds what it names): the client gets only those the
+			// caller may read, as of a read's answer.
+			readable := f.readable(ctx, ss, req)
+			kept := res.Messages[:0]
+			for _, msg := range res.Messages {
+				if msg == nil {
+					continue
+				}
+				if e, ok := msg.Content.(*mcp.EmbeddedResource); ok && (e.Resource == nil || !readable(e.Resource.URI)) {
+					continue
+				}
+				kept = append(kept, msg)
+			}
+			res.Messages = kept
+			return result(res, nil)
 		})
 		return res, true, err
 	case "completion/complete":
@@ -167,11 +183,45 @@ func (f *front) entry(ctx context.Context, ss *mcp.ServerSession, method string,
 			return nil, true, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown completion reference type %q", p.Ref.Type)}
 		}
 		res, err = f.gated(ctx, ss, req, method, a, args, func(ctx context.Context, cs *mcp.ClientSession) (mcp.Result, error) {
-			return result(cs.Complete(ctx, cp))
+			res, err := cs.Complete(ctx, cp)
+			if err != nil {
+				return nil, err
+			}
+			// A value the caller could not use is not its to learn (the
+			// upstream completes a tenant argument with every tenant): the
+			// client gets those that pass the access gate as the argument.
+			pr, perr := f.principalOf(ctx, ss, req.GetExtra())
+			vals := res.Completion.Values[:0]
+			for _, v := range res.Completion.Values {
+				args[p.Argument.Name] = v
+				if perr == nil && f.g.access.Check(entryCall(method, a, args, pr)) == nil {
+					vals = append(vals, v)
+				}
+			}
+			if len(vals) != len(res.Completion.Values) {
+				// The upstream's count and "more" include the dropped.
+				res.Completion.Total, res.Completion.HasMore = 0, false
+			}
+			res.Completion.Values = vals
+			return result(res, nil)
 		})
 		return res, true, err
 	}
 	return nil, false, nil
+}
+
+// readable returns whether the caller of req may read a resource URI: the
+// manifest declares it and the caller passes its access gate. A caller who
+// cannot be authenticated may read none.
+func (f *front) readable(ctx context.Context, ss *mcp.ServerSession, req mcp.Request) func(uri string) bool {
+	p, err := f.principalOf(ctx, ss, req.GetExtra())
+	return func(uri string) bool {
+		if err != nil {
+			return false
+		}
+		r, vars := f.g.m.Resource(uri)
+		return r != nil && f.g.mayUse(p, r.Action, vars)
+	}
 }
 
 // resource runs a request about one resource URI through the chain of the
@@ -447,4 +497,64 @@ func (l *link) passesNotification(method string, uri string) bool {
 		return r != nil && l.g.mayUse(*p, r.Action, vars)
 	}
 	return true
+}
+
+// reportMissingEntries logs, as reportMissing does for tools (always, or
+// when what is missing changed), the
+// manifest's prompts, resources (an exact uri) and resource templates that
+// the upstream does not list. A uri_prefix is not checked: the upstream
+// need not list the resources under it. A list that fails is not reported
+// on, rather than have every entry of it called missing.
+func (l *link) reportMissingEntries(ctx context.Context, cs *mcp.ClientSession, always bool) {
+	m := l.g.m
+	if len(m.Prompts) == 0 && len(m.Resources) == 0 {
+		return
+	}
+	var caps *mcp.ServerCapabilities
+	if ir := cs.InitializeResult(); ir != nil {
+		caps = ir.Capabilities
+	}
+	offered := map[string]bool{}
+	read := func(method string) bool {
+		err := l.g.readPages(ctx, cs, method, func(item any) {
+			switch it := item.(type) {
+			case *mcp.Prompt:
+				offered["prompt "+it.Name] = true
+			case *mcp.Resource:
+				offered["resource "+it.URI] = true
+			case *mcp.ResourceTemplate:
+				offered["template "+it.URITemplate] = true
+			}
+		})
+		if err != nil {
+			l.g.cfg.logger.Debug("listing the upstream's entries to compare them with the manifest failed", "method", method, "error", err)
+		}
+		return err == nil
+	}
+	if len(m.Prompts) > 0 && (caps == nil || caps.Prompts == nil || read("prompts/list")) {
+		var names []string
+		for _, p := range m.Prompts {
+			names = append(names, p.Name)
+		}
+		l.g.reportMissing("prompt", names, func(n string) bool { return offered["prompt "+n] }, always)
+	}
+	if len(m.Resources) == 0 {
+		return
+	}
+	var uris, templates []string
+	for _, r := range m.Resources {
+		switch {
+		case r.URI != "":
+			uris = append(uris, r.URI)
+		case r.URITemplate != "":
+			templates = append(templates, r.URITemplate)
+		}
+	}
+	noResources := caps == nil || caps.Resources == nil
+	if len(uris) > 0 && (noResources || read("resources/list")) {
+		l.g.reportMissing("resource", uris, func(u string) bool { return offered["resource "+u] }, always)
+	}
+	if len(templates) > 0 && (noResources || read("resources/templates/list")) {
+		l.g.reportMissing("template", templates, func(u string) bool { return offered["template "+u] }, always)
+	}
 }

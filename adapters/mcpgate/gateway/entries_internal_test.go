@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/axgate/axgate/gates"
+	"github.com/axgate/axgate/internal/gate"
 	"github.com/axgate/axgate/manifest"
 	"github.com/axgate/axgate/middleware"
 )
@@ -19,7 +20,7 @@ func TestResourceUpdatesFiltered(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := &link{g: &Gateway{m: m, access: gates.NewAccess(m, gates.AccessOptions{})}}
+	l := &link{g: &Gateway{m: m, access: gate.NewAccess(m, gates.AccessOptions{})}}
 	const updated = "notifications/resources/updated"
 	if l.passesNotification(updated, "docs://a") {
 		t.Error("an update reached a session that subscribed to nothing")

@@ -52,6 +52,7 @@ func (g *Gateway) newFront(local bool) *front {
 		// the front only acknowledges them.
 		SubscribeHandler:   noop,
 		UnsubscribeHandler: func(context.Context, *mcp.UnsubscribeRequest) error { return nil },
+		SetCacheable:       privateCacheable,
 	})
 	opts := append(slices.Clone(g.cfg.mcpOpts), mcpgate.WithPrincipal(f.principal))
 	f.handler = mcpgate.ToolHandler(g.enf, middleware.InvokerFunc(g.forward), opts...)
@@ -63,6 +64,7 @@ func (g *Gateway) newFront(local bool) *front {
 		return next
 	})
 	srv.AddReceivingMiddleware(f.receive)
+	srv.AddReceivingMiddleware(privateLists) // outermost: it sees every answer
 	f.server = srv
 	return f
 }
@@ -112,12 +114,24 @@ func (f *front) receive(next mcp.MethodHandler) mcp.MethodHandler {
 				}
 				return res, err
 			}
+			l := f.g.linkFor(f, ss)
+			if f.g.probeless {
+				// The session's child is the only one (New started none):
+				// the client's initialize is answered once it runs, its
+				// pins checked, with its capabilities.
+				if err := f.g.awaitUpstream(ctx, l); err != nil {
+					if counted {
+						f.g.release(ss)
+					}
+					f.g.dropLink(ss, l)
+					return nil, upstreamNotStarted(err)
+				}
+			}
 			version := ""
 			if ir, ok := res.(*mcp.InitializeResult); ok {
 				ir.Capabilities = f.g.frontCaps()
 				version = ir.ProtocolVersion
 			}
-			l := f.g.linkFor(f, ss)
 			if f == f.g.httpFront {
 				userID := ""
 				if ex := req.GetExtra(); ex != nil && ex.TokenInfo != nil {
@@ -139,8 +153,10 @@ func (f *front) receive(next mcp.MethodHandler) mcp.MethodHandler {
 				return f.callTool(ctx, r)
 			}
 		case "notifications/roots/list_changed":
-			if !f.g.cfg.toolsOnly {
-				f.g.linkFor(f, ss).notifyRootsChanged(ctx)
+			// The client's roots are not the upstream's unless the
+			// operator forwards them (asks.go): dropped otherwise.
+			if l := f.g.linkFor(f, ss); l.forwards(methodListRoots) {
+				l.notifyRootsChanged(ctx)
 			}
 		case "logging/setLevel":
 			// The front answers it itself (it keeps the level) once the
@@ -201,6 +217,13 @@ func (f *front) toUpstream(ctx context.Context, ss *mcp.ServerSession, do func(c
 		return nil, upstreamRPCError(err)
 	}
 	return res, nil
+}
+
+// upstreamNotStarted answers the initialize of a session whose upstream
+// did not start (probeless): the client shows why.
+func upstreamNotStarted(err error) error {
+	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError,
+		Message: fmt.Sprintf("the upstream MCP server did not start: %v (its standard error is in the gateway's log)", err)}
 }
 
 func notFound(method string) error {
@@ -364,7 +387,14 @@ func (g *Gateway) forward(ctx context.Context, call *middleware.Call) (middlewar
 		return middleware.Result{}, g.callFailed(ctx, call, ob.link, err)
 	}
 	if res.IsError {
-		return middleware.Result{}, axerr.New(axerr.CodeToolFailed, "the upstream tool reported an error: "+bound(contentText(res.Content))).
+		return middleware.Result{}, upstreamToolError(call.Intent(), res)
+	}
+	if res.InputRequests != nil || res.RequestState != "" || res.NeedsInput() {
+		// A multi-round-trip result: the upstream's elicitation, sampling
+		// or roots/list in another form, which the client's SDK would
+		// answer (asks.go). The gateway never relays the answers to the
+		// upstream, so the call cannot complete either way.
+		return middleware.Result{}, axerr.New(axerr.CodeToolFailed, "the upstream tool asked for input from the client (inputRequests), which the gateway does not relay").
 			WithIntent(call.Intent())
 	}
 	stripProtocolMeta(res)
@@ -472,7 +502,12 @@ func (g *Gateway) callFailed(ctx context.Context, call *middleware.Call, l *link
 	var re *jsonrpc.Error
 	switch {
 	case errors.As(err, &re):
-		return axerr.New(axerr.CodeToolFailed, "the upstream server refused the call: "+bound(re.Message)).WithIntent(call.Intent())
+		// The TypeScript SDK's RequestTimeout; any other JSON-RPC error
+		// (invalid params, an unknown tool, the server's own failure) is
+		// what the upstream will answer again, unless its text says the
+		// cause is passing.
+		retry := re.Code == rpcRequestTimeout || transient(re.Message)
+		return notRetryableUnless(axerr.New(axerr.CodeToolFailed, "the upstream server refused the call: "+bound(re.Message)).WithIntent(call.Intent()), retry)
 	case errors.Is(err, errMessageTooLarge) || l.cutTooLarge():
 		return resultTooLarge(call.Intent(), g.cfg.maxMessageBytes)
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
@@ -482,6 +517,97 @@ func (g *Gateway) callFailed(ctx context.Context, call *middleware.Call, l *link
 	}
 	g.cfg.logger.Warn("upstream call failed", "tool", call.Tool, "error", err)
 	return unavailable(call.Intent())
+}
+
+// rpcRequestTimeout is the JSON-RPC error code of a request that timed out
+// in the TypeScript MCP SDK (ErrorCode.RequestTimeout).
+const rpcRequestTimeout = -32001
+
+// upstreamToolError is the refusal of a result the upstream marked isError,
+// with the upstream's text. It is retryable only when the upstream says so
+// (an AXAG envelope's details.retryable, or a "retryable" member of its
+// structuredContent) or its text names a passing cause (a timeout, a
+// connection reset, "temporarily unavailable", …): a file that does not
+// exist is not found by calling again.
+func upstreamToolError(intent string, res *mcp.CallToolResult) *axerr.Error {
+	text := contentText(res.Content)
+	e := axerr.New(axerr.CodeToolFailed, "the upstream tool reported an error: "+bound(text)).WithIntent(intent)
+	if said, ok := upstreamSaysRetryable(res.StructuredContent); ok {
+		return e.WithRetryable(said)
+	}
+	return notRetryableUnless(e, transient(text))
+}
+
+// notRetryableUnless marks e not retryable, with a suggestion saying why,
+// unless retry.
+func notRetryableUnless(e *axerr.Error, retry bool) *axerr.Error {
+	if retry {
+		return e
+	}
+	return e.WithRetryable(false).
+		WithSuggestion("Calling again with the same arguments will fail the same way: fix what the upstream's message names (a path or an id that does not exist, say), or report it.")
+}
+
+// upstreamSaysRetryable reads whether the upstream's structuredContent says
+// the call may be repeated: an AXAG envelope's error.details.retryable (an
+// upstream that is itself gated), else a boolean "retryable" at its top or
+// in its "error" object.
+func upstreamSaysRetryable(sc any) (retry, ok bool) {
+	m := jsonObject(sc)
+	if m == nil {
+		return false, false
+	}
+	if b, ok := m["retryable"].(bool); ok {
+		return b, true
+	}
+	errObj := jsonObject(m["error"])
+	if b, ok := errObj["retryable"].(bool); ok {
+		return b, true
+	}
+	b, ok := jsonObject(errObj["details"])["retryable"].(bool)
+	return b, ok
+}
+
+// jsonObject is v as a JSON object: a map, or JSON text of one (the SDK
+// hands structuredContent on as json.RawMessage); nil otherwise.
+func jsonObject(v any) map[string]any {
+	switch x := v.(type) {
+	case map[string]any:
+		return x
+	case json.RawMessage:
+		var m map[string]any
+		if json.Unmarshal(x, &m) == nil {
+			return m
+		}
+	case []byte:
+		var m map[string]any
+		if json.Unmarshal(x, &m) == nil {
+			return m
+		}
+	}
+	return nil
+}
+
+// transientMarks are what an error's text says when its cause passes: the
+// errno names of a timeout, a reset or a busy resource, and the usual words
+// of an overloaded or unreachable service. A mark the upstream puts in its
+// text by mistake only makes the refusal retryable, as every upstream
+// failure was before.
+var transientMarks = []string{
+	"etimedout", "econnreset", "econnrefused", "econnaborted", "ehostunreach", "enetunreach", "eagain", "ebusy",
+	"timed out", "timeout exceeded", "deadline exceeded", "temporarily unavailable", "service unavailable",
+	"try again later", "too many requests", "rate limit", "connection reset", "connection refused",
+}
+
+// transient reports whether an upstream's error text names a passing cause.
+func transient(text string) bool {
+	t := strings.ToLower(text)
+	for _, m := range transientMarks {
+		if strings.Contains(t, m) {
+			return true
+		}
+	}
+	return false
 }
 
 // resultValue is the data of an upstream result that the postconditions

@@ -7,7 +7,12 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -21,6 +26,8 @@ import (
 	"github.com/axgate/axgate/adapters/mcpgate"
 	axerr "github.com/axgate/axgate/errors"
 	"github.com/axgate/axgate/gates"
+	"github.com/axgate/axgate/internal/gate"
+	"github.com/axgate/axgate/internal/reasons"
 	"github.com/axgate/axgate/manifest"
 	"github.com/axgate/axgate/middleware"
 )
@@ -33,7 +40,7 @@ type Gateway struct {
 	m      *manifest.Manifest
 	up     Upstream
 	cfg    config
-	access *gates.Access
+	access *gate.Access
 	// defs are the front's tool definitions, by name: the manifest's
 	// description and annotations, the input schema the parameter gate
 	// enforces.
@@ -57,7 +64,14 @@ type Gateway struct {
 	links   map[*mcp.ServerSession]*link
 	control *link // the gateway's own upstream session (HTTP upstreams)
 	upCaps  *mcp.ServerCapabilities
-	changed map[string]string // disabled tools: name -> digest seen
+	// probeless is a command upstream served to a local client
+	// (WithLocalPrincipal): New starts no child of its own; each client
+	// session's child, started at its initialize, checks the pins and
+	// tells the upstream's capabilities before the initialize is answered
+	// (awaitUpstream). One stdio session, one child.
+	probeless bool
+	changed   map[string]string // disabled tools: name -> digest seen
+	missing   map[string]string // reportMissing: what it last logged, by kind
 
 	// sessionKeys are the admitted client sessions and whom they count
 	// against; perKey counts them by caller (WithMaxSessions).
@@ -95,6 +109,14 @@ type Gateway struct {
 // within the connect timeout (WithConnectTimeout), or when the options
 // contradict each other. Serve it with Handler (streamable HTTP) or
 // ServeStdio.
+//
+// A command upstream with WithLocalPrincipal (a stdio gateway, whose one
+// client would otherwise have run a second child: New's and its own) is
+// the exception: New only checks that the program exists and may be run,
+// and each client session's child, started at the client's initialize
+// with what that client offers, lists the tools and checks the pins before
+// the initialize is answered (so before any call); an upstream that does
+// not start then fails that initialize with why. One session, one child.
 func New(enf *axgate.Enforcer, upstream Upstream, opts ...Option) (*Gateway, error) {
 	if enf == nil {
 		return nil, errors.New("gateway: nil enforcer")
@@ -119,6 +141,15 @@ func New(enf *axgate.Enforcer, upstream Upstream, opts ...Option) (*Gateway, err
 			return nil, err
 		}
 	}
+	if err := checkRoots(cfg.roots); err != nil {
+		return nil, err
+	}
+	if cfg.forwardClientRoots && len(cfg.roots) > 0 {
+		return nil, errors.New("gateway: WithRoots and ForwardClientRoots contradict each other: the upstream's roots are the operator's or the client's")
+	}
+	if cfg.forwardClientRoots && !cfg.toolsOnly {
+		cfg.logger.Warn("the clients' roots are forwarded to the upstream (ForwardClientRoots): a client can widen what the upstream reads and writes to any folder it names")
+	}
 	g := &Gateway{
 		enf:        enf,
 		m:          enf.Manifest(),
@@ -140,7 +171,7 @@ func New(enf *axgate.Enforcer, upstream Upstream, opts ...Option) (*Gateway, err
 		g.up.HTTPClient = g.ownClient
 	}
 	userArgs, tenantArgs := enf.IdentityArgs()
-	g.access = gates.NewAccess(g.m, gates.AccessOptions{UserArgs: userArgs, TenantArgs: tenantArgs})
+	g.access = gate.NewAccess(g.m, gates.AccessOptions{UserArgs: userArgs, TenantArgs: tenantArgs})
 	for _, t := range enf.Tools() {
 		def, ok := mcpgate.Tool(enf, t.Name)
 		if !ok {
@@ -162,6 +193,20 @@ func New(enf *axgate.Enforcer, upstream Upstream, opts ...Option) (*Gateway, err
 		metric.WithDescription("Upstream sessions connected again after the upstream died or could not be reached"),
 		metric.WithUnit("{restart}")); err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
+	}
+
+	g.probeless = upstream.Command != "" && cfg.local != nil
+	if g.probeless {
+		// No child to check the pins and learn the capabilities: the one
+		// client's own does, before its initialize is answered. What can
+		// be known without starting one is checked now.
+		if err := checkCommand(upstream); err != nil {
+			return nil, fmt.Errorf("gateway: the upstream cannot be started: %w", err)
+		}
+		g.httpFront = g.newFront(false)
+		g.localFront = g.newFront(true)
+		g.handler = g.buildHandler()
+		return g, nil
 	}
 
 	// The gateway's own session: the tools and capabilities of the
@@ -193,6 +238,48 @@ func New(enf *axgate.Enforcer, upstream Upstream, opts ...Option) (*Gateway, err
 	}
 	g.handler = g.buildHandler()
 	return g, nil
+}
+
+// checkCommand checks what can be checked of a command upstream without
+// running it: that its program exists and may be run.
+func checkCommand(up Upstream) error {
+	name := up.Command
+	if !strings.ContainsRune(name, filepath.Separator) && !strings.ContainsRune(name, '/') {
+		_, err := exec.LookPath(name)
+		return err
+	}
+	if !filepath.IsAbs(name) && up.Dir != "" {
+		name = filepath.Join(up.Dir, name) // exec.Cmd runs a relative path from Dir
+	}
+	fi, err := os.Stat(name)
+	switch {
+	case err != nil:
+		return err
+	case fi.IsDir():
+		return fmt.Errorf("%s is a directory", name)
+	case runtime.GOOS != "windows" && fi.Mode()&0o111 == 0:
+		return fmt.Errorf("%s is not executable", name)
+	}
+	return nil
+}
+
+// awaitUpstream waits for the first connection of a client session's link
+// (probeless): its child started, its tools listed and their pins
+// checked, within WithConnectTimeout. It records the upstream's
+// capabilities for frontCaps and returns why the upstream did not start.
+func (g *Gateway) awaitUpstream(ctx context.Context, l *link) error {
+	ctx, cancel := context.WithTimeout(ctx, g.cfg.connectTimeout)
+	defer cancel()
+	cs, err := l.session(ctx)
+	if err != nil {
+		return l.lastError(err)
+	}
+	if ir := cs.InitializeResult(); ir != nil {
+		g.mu.Lock()
+		g.upCaps = ir.Capabilities
+		g.mu.Unlock()
+	}
+	return nil
 }
 
 // Handler serves the gateway over HTTP.
@@ -263,6 +350,7 @@ func (g *Gateway) buildHandler() http.Handler {
 	var h http.Handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.httpFront.server },
 		&mcp.StreamableHTTPOptions{SessionTimeout: g.cfg.sessionTimeout, Logger: g.cfg.logger})
 	h = g.directCalls(h)
+	h = checkStandardHeaders(h) // before both paths read the body
 	h = limitBody(h, g.cfg.maxMessageBytes)
 	if g.cfg.bearer != nil {
 		metaURL, _ := metadataURL(g.cfg.resource.Resource) // checked by New
@@ -370,6 +458,17 @@ func (g *Gateway) linkFor(f *front, ss *mcp.ServerSession) *link {
 	return l
 }
 
+// dropLink ends the link of a client session whose initialize failed: its
+// upstream is not connected again for a session that was never admitted.
+func (g *Gateway) dropLink(ss *mcp.ServerSession, l *link) {
+	g.mu.Lock()
+	if g.links[ss] == l {
+		delete(g.links, ss)
+	}
+	g.mu.Unlock()
+	go l.close()
+}
+
 // frontLinks returns the upstream sessions of the client sessions.
 func (g *Gateway) frontLinks() []*link {
 	g.mu.Lock()
@@ -401,6 +500,44 @@ func (g *Gateway) checkPins(tools map[string]*mcp.Tool) {
 			got = "(" + err.Error() + ")"
 		}
 		g.disable(name, a, got)
+	}
+}
+
+// reportMissing logs a warning naming each name of declared (the
+// manifest's, in its order) of the kind ("tool") that the upstream does
+// not offer: calls of it are refused with AXAG_INTENT_NOT_FOUND, and an
+// operator learns it here rather than from an agent. It logs when always
+// is set (at start, and at a re-list) and otherwise only when what is
+// missing changed since it last logged, so that every new session of a
+// command upstream does not log the same again.
+func (g *Gateway) reportMissing(kind string, declared []string, offered func(name string) bool, always bool) {
+	var missing []string
+	for _, name := range declared {
+		if !offered(name) {
+			missing = append(missing, name)
+		}
+	}
+	key := strings.Join(missing, "\x00")
+	g.mu.Lock()
+	if g.missing == nil {
+		g.missing = map[string]string{}
+	}
+	last, seen := g.missing[kind]
+	g.missing[kind] = key
+	g.mu.Unlock()
+	if len(missing) == 0 || (!always && seen && last == key) {
+		return
+	}
+	for _, name := range missing {
+		attrs := []any{kind, name}
+		if a := g.m.Tool(name); kind == "tool" && a != nil {
+			attrs = append(attrs, "intent", a.Intent)
+		}
+		msg := "the manifest declares a " + kind + " the upstream does not offer"
+		if kind == "tool" {
+			msg += ": its calls are refused with AXAG_INTENT_NOT_FOUND"
+		}
+		g.cfg.logger.Warn(msg, attrs...)
 	}
 }
 
@@ -450,13 +587,13 @@ func (g *Gateway) mayCall(p middleware.Principal, tool string) bool {
 func toolChanged(a *manifest.Action) *axerr.Error {
 	return axerr.Newf(axerr.CodeToolChanged, "the upstream's definition of %s changed since the manifest pinned it; the tool is disabled", a.ToolName()).
 		WithIntent(a.Intent).
-		WithReason(axerr.ReasonUpstreamChanged)
+		WithReason(reasons.UpstreamChanged)
 }
 
 func unavailable(intent string) *axerr.Error {
 	return axerr.New(axerr.CodeStoreUnavailable, "the upstream MCP server is unavailable; the gateway is connecting to it again").
 		WithIntent(intent).
-		WithReason(axerr.ReasonUpstreamUnavailable)
+		WithReason(reasons.UpstreamUnavailable)
 }
 
 func notOffered(a *manifest.Action) *axerr.Error {

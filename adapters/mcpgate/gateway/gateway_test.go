@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -103,7 +104,7 @@ func newGateway(t *testing.T, up gateway.Upstream, pin string, opts ...gateway.O
 // callers those of authenticate.
 func newGatewayFor(t *testing.T, doc []byte, up gateway.Upstream, opts ...gateway.Option) *gateway.Gateway {
 	t.Helper()
-	m, err := manifest.ParseJSON(doc)
+	m, err := manifest.Parse(doc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,7 +239,7 @@ func text(res *mcp.CallToolResult) string {
 // with the Go SDK's client, as two callers.
 func TestGatewayHTTP(t *testing.T) {
 	up, upURL := httpUpstream(t)
-	g := newGateway(t, gateway.Upstream{URL: upURL + "/"}, pinOf(t, upURL, "write_note"))
+	g := newGateway(t, gateway.Upstream{URL: upURL + "/"}, pinOf(t, upURL, "write_note"), gateway.AllowUpstreamElicitation())
 	url := serve(t, g)
 	alice := connect(t, url, "alice-token", nil)
 	ctx := context.Background()
@@ -593,7 +594,7 @@ func TestToolsOnly(t *testing.T) {
 // TestNewFailsWithoutUpstream: the gateway does not start in front of
 // nothing.
 func TestNewFailsWithoutUpstream(t *testing.T) {
-	m, err := manifest.ParseJSON(manifestFor(t, ""))
+	m, err := manifest.Parse(manifestFor(t, ""))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -731,7 +732,7 @@ func TestStdioUpstreamPerSession(t *testing.T) {
 // default, the stateless 2026-07-28, a go-sdk server cannot send a request
 // while it serves a call, and the question failed.
 func TestStdioUpstreamAsksThePerson(t *testing.T) {
-	g := newGateway(t, stdioUpstream(), "", gateway.WithLocalPrincipal(middleware.Principal{ID: "alice", Roles: []string{"user"}}))
+	g := newGateway(t, stdioUpstream(), "", gateway.WithLocalPrincipal(middleware.Principal{ID: "alice", Roles: []string{"user"}}), gateway.AllowUpstreamElicitation())
 	cs := localSession(t, g, &mcp.ClientOptions{
 		ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
 			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"name": "hello"}}, nil
@@ -755,4 +756,89 @@ func localSession(t *testing.T, g *gateway.Gateway, opts *mcp.ClientOptions) *mc
 	}
 	t.Cleanup(func() { cs.Close() })
 	return cs
+}
+
+// TestStdioSessionOneChild: one local (stdio) client session of a command
+// upstream runs one child. New starts none of its own (it used to start
+// one to check the pins and learn the upstream's capabilities, then the
+// session started a second): the session's child, started at the client's
+// initialize with what the client offers (here elicitation), checks the
+// pins before the initialize is answered, so before any call. An upstream
+// that does not start fails the client's initialize with why; a program
+// that does not exist fails New.
+func TestStdioSessionOneChild(t *testing.T) {
+	local := gateway.WithLocalPrincipal(middleware.Principal{ID: "alice", Roles: []string{"user"}})
+	counted := func(t *testing.T) (gateway.Upstream, func() int) {
+		startsFile := filepath.Join(t.TempDir(), "starts")
+		up := stdioUpstream()
+		up.Env = append(up.Env, startsFileEnv+"="+startsFile)
+		return up, func() int {
+			raw, _ := os.ReadFile(startsFile)
+			return strings.Count(string(raw), "\n")
+		}
+	}
+	t.Run("one session, one child", func(t *testing.T) {
+		up, starts := counted(t)
+		g := newGateway(t, up, "", local, gateway.AllowUpstreamElicitation())
+		if n := starts(); n != 0 {
+			t.Errorf("New started %d children before any session", n)
+		}
+		cs := localSession(t, g, &mcp.ClientOptions{ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"name": "hello"}}, nil
+		}})
+		if res := call(t, cs, "read_note", map[string]any{"name": "hello"}); res.IsError {
+			t.Fatalf("read: %s", text(res))
+		}
+		// The child was told what the client offers.
+		if res := call(t, cs, "ask_note", map[string]any{}); res.IsError || text(res) != "accept hello" {
+			t.Errorf("the upstream's question did not reach the person: %s", text(res))
+		}
+		if n := starts(); n != 1 {
+			t.Errorf("one stdio session started %d children, want 1", n)
+		}
+	})
+	t.Run("pins checked before the first call", func(t *testing.T) {
+		up, starts := counted(t)
+		g := newGateway(t, up, strings.Repeat("0", 64), local)
+		cs := localSession(t, g, nil)
+		if got := listNames(t, cs); slices.Contains(got, "write_note") {
+			t.Errorf("a tool whose pin does not match is listed: %v", got)
+		}
+		wantRefusal(t, call(t, cs, "write_note", map[string]any{"name": "k", "text": "v"}), "AXGATE_TOOL_CHANGED", "")
+		if n := starts(); n != 1 {
+			t.Errorf("one stdio session started %d children, want 1", n)
+		}
+	})
+	t.Run("an upstream that does not start", func(t *testing.T) {
+		up, _ := counted(t)
+		up.Env = append(up.Env, okFileEnv+"="+filepath.Join(t.TempDir(), "absent")) // the child exits 3
+		g := newGateway(t, up, "", local, gateway.WithConnectTimeout(5*time.Second))
+		ct, st := mcp.NewInMemoryTransports()
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		go gateway.ServeLocal(g, ctx, st)
+		_, err := mcp.NewClient(&mcp.Implementation{Name: "desktop", Version: "v1"}, nil).Connect(ctx, ct, nil)
+		if err == nil || !strings.Contains(err.Error(), "the upstream MCP server did not start: the upstream command exited (exit status 3) before it answered initialize") {
+			t.Errorf("initialize: %v", err)
+		}
+	})
+	t.Run("a program that does not exist", func(t *testing.T) {
+		m, err := manifest.Parse(manifestFor(t, ""))
+		if err != nil {
+			t.Fatal(err)
+		}
+		enf, err := axgate.New(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer enf.Close()
+		for _, up := range []gateway.Upstream{{Command: "/nonexistent/upstream"}, {Command: "axgate-no-such-upstream-program"}, {Command: t.TempDir()}} {
+			if g, err := gateway.New(enf, up, local); err == nil {
+				g.Close()
+				t.Errorf("%+v: New succeeded", up)
+			} else if !strings.Contains(err.Error(), "cannot be started") {
+				t.Errorf("%+v: %v", up, err)
+			}
+		}
+	})
 }

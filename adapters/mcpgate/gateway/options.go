@@ -80,67 +80,75 @@ type config struct {
 	maxTools                int
 	maxPendingUpstream      int
 	relistInterval          time.Duration
+
+	// roots are the operator's (WithRoots); forwardClientRoots,
+	// allowSampling and allowElicitation pass the upstream's requests to
+	// the client (asks.go).
+	roots              []*mcp.Root
+	forwardClientRoots bool
+	allowSampling      bool
+	allowElicitation   bool
 }
 
 // Defaults of the options.
 const (
-	DefaultBackoffMin     = 250 * time.Millisecond
-	DefaultBackoffMax     = 30 * time.Second
+	defaultBackoffMin     = 250 * time.Millisecond
+	defaultBackoffMax     = 30 * time.Second
 	DefaultConnectTimeout = 30 * time.Second
-	DefaultSessionTimeout = 30 * time.Minute
+	defaultSessionTimeout = 30 * time.Minute
 
-	// DefaultMaxSessions bounds the client sessions of the gateway, and
+	// defaultMaxSessions bounds the client sessions of the gateway, and
 	// so the child processes of a command upstream (one per session).
-	DefaultMaxSessions = 256
-	// DefaultMaxSessionsPerPrincipal bounds the client sessions of one
+	defaultMaxSessions = 256
+	// defaultMaxSessionsPerPrincipal bounds the client sessions of one
 	// caller (user id and tenant).
-	DefaultMaxSessionsPerPrincipal = 16
-	// DefaultMaxMessageBytes bounds each message the upstream sends (and
+	defaultMaxSessionsPerPrincipal = 16
+	// defaultMaxMessageBytes bounds each message the upstream sends (and
 	// so a tools/call result relayed to the client) and each request
 	// body a client posts to /mcp.
-	DefaultMaxMessageBytes = 4 << 20
-	// DefaultCallTimeout bounds how long a tools/call waits for the
+	defaultMaxMessageBytes = 4 << 20
+	// defaultCallTimeout bounds how long a tools/call waits for the
 	// upstream.
-	DefaultCallTimeout = 60 * time.Second
-	// DefaultMaxCallsPerSession bounds the tools/call in flight of one
+	defaultCallTimeout = 60 * time.Second
+	// defaultMaxCallsPerSession bounds the tools/call in flight of one
 	// client session.
-	DefaultMaxCallsPerSession = 16
-	// DefaultMaxCallsPerPrincipal bounds the tools/call in flight of one
+	defaultMaxCallsPerSession = 16
+	// defaultMaxCallsPerPrincipal bounds the tools/call in flight of one
 	// caller (user id and tenant), over all its sessions.
-	DefaultMaxCallsPerPrincipal = 64
-	// DefaultMaxToolPages and DefaultMaxTools bound the upstream's
+	defaultMaxCallsPerPrincipal = 64
+	// defaultMaxToolPages and defaultMaxTools bound the upstream's
 	// tools/list: its pages and its tools.
-	DefaultMaxToolPages = 100
-	DefaultMaxTools     = 1000
-	// DefaultMaxPendingUpstreamRequests bounds the upstream's requests to
+	defaultMaxToolPages = 100
+	defaultMaxTools     = 1000
+	// defaultMaxPendingUpstreamRequests bounds the upstream's requests to
 	// one client (elicitation, sampling, roots) awaiting an answer.
-	DefaultMaxPendingUpstreamRequests = 4
-	// DefaultRelistInterval is the least time between two lists of an
+	defaultMaxPendingUpstreamRequests = 4
+	// defaultRelistInterval is the least time between two lists of an
 	// upstream session's tools on its notifications/tools/list_changed.
-	DefaultRelistInterval = time.Second
+	defaultRelistInterval = time.Second
 )
 
 func newConfig(opts []Option) config {
 	c := config{
 		logger:         slog.New(slog.DiscardHandler),
 		meter:          otel.GetMeterProvider(),
-		principal:      mcpgate.TokenInfoPrincipal,
-		backoffMin:     DefaultBackoffMin,
-		backoffMax:     DefaultBackoffMax,
+		principal:      mcpgate.BearerPrincipal,
+		backoffMin:     defaultBackoffMin,
+		backoffMax:     defaultBackoffMax,
 		connectTimeout: DefaultConnectTimeout,
-		sessionTimeout: DefaultSessionTimeout,
+		sessionTimeout: defaultSessionTimeout,
 		impl:           &mcp.Implementation{Name: "axgate-mcp-gateway", Version: "v0.1.0"},
 
-		maxSessions:             DefaultMaxSessions,
-		maxSessionsPerPrincipal: DefaultMaxSessionsPerPrincipal,
-		maxMessageBytes:         DefaultMaxMessageBytes,
-		callTimeout:             DefaultCallTimeout,
-		maxCallsPerSession:      DefaultMaxCallsPerSession,
-		maxCallsPerPrincipal:    DefaultMaxCallsPerPrincipal,
-		maxToolPages:            DefaultMaxToolPages,
-		maxTools:                DefaultMaxTools,
-		maxPendingUpstream:      DefaultMaxPendingUpstreamRequests,
-		relistInterval:          DefaultRelistInterval,
+		maxSessions:             defaultMaxSessions,
+		maxSessionsPerPrincipal: defaultMaxSessionsPerPrincipal,
+		maxMessageBytes:         defaultMaxMessageBytes,
+		callTimeout:             defaultCallTimeout,
+		maxCallsPerSession:      defaultMaxCallsPerSession,
+		maxCallsPerPrincipal:    defaultMaxCallsPerPrincipal,
+		maxToolPages:            defaultMaxToolPages,
+		maxTools:                defaultMaxTools,
+		maxPendingUpstream:      defaultMaxPendingUpstreamRequests,
+		relistInterval:          defaultRelistInterval,
 	}
 	for _, o := range opts {
 		o(&c)
@@ -177,12 +185,61 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 //
 // It refuses resources, prompts, completions and logging requests of the
 // client (JSON-RPC "method not found"), even those the manifest declares,
-// and the upstream's elicitation, sampling and roots requests (the gateway
-// does not offer the upstream those capabilities). Without it, resources,
-// prompts and completions are served only as the manifest declares them
-// (see the package documentation), so a manifest that declares none
-// already serves tools only.
+// and the upstream's elicitation, sampling and requests for the client's
+// roots even where AllowUpstreamSampling, AllowUpstreamElicitation or
+// ForwardClientRoots allow them. The operator's roots (WithRoots) are given
+// either way. Without it, resources, prompts and completions are served
+// only as the manifest declares them (see the package documentation), so a
+// manifest that declares none already serves tools only.
 func ToolsOnly() Option { return func(c *config) { c.toolsOnly = true } }
+
+// WithRoots are the roots the upstream is given: the gateway offers the
+// upstream the roots capability and answers its roots/list with these, for
+// every session. Each is a file:// URI of an absolute path ("file:///srv/notes"); New fails
+// otherwise, and with ForwardClientRoots. By default there are none, and
+// the upstream is not offered the capability: a server such as
+// @modelcontextprotocol/server-filesystem then keeps the folders it was
+// started with.
+//
+// A client's roots never reach the upstream (unless ForwardClientRoots):
+// they are the agent's claim of what the upstream may touch, which the
+// manifest does not check.
+func WithRoots(roots ...*mcp.Root) Option {
+	return func(c *config) { c.roots = append(c.roots, roots...) }
+}
+
+// ForwardClientRoots gives the upstream the client's roots, as before they
+// were the operator's.
+//
+// The upstream is offered the roots capability when the client offers it;
+// its roots/list is forwarded to the client, within
+// WithMaxPendingUpstreamRequests, and the client's
+// notifications/roots/list_changed to the upstream. A client can then
+// widen what a server such as server-filesystem reads and writes to any
+// folder it names, "/" included: New logs a warning. It contradicts
+// WithRoots.
+func ForwardClientRoots() Option { return func(c *config) { c.forwardClientRoots = true } }
+
+// AllowUpstreamSampling passes the upstream's sampling/createMessage to the client.
+//
+// That is when the client offers sampling, within
+// WithMaxPendingUpstreamRequests; each is logged with the upstream's
+// identity. By default the upstream is not offered sampling, and a
+// sampling/createMessage it sends anyway is refused with a JSON-RPC
+// "method not found" error (and logged): the agent's model never writes
+// what the upstream asks it to.
+func AllowUpstreamSampling() Option { return func(c *config) { c.allowSampling = true } }
+
+// AllowUpstreamElicitation passes the upstream's elicitation/create to the client.
+//
+// That is when the client offers elicitation, within
+// WithMaxPendingUpstreamRequests; each is logged with the upstream's
+// identity. By default the upstream is not offered elicitation, and an
+// elicitation/create it sends anyway is refused with a JSON-RPC "method
+// not found" error (and logged): the person is never asked what the
+// upstream wants in the gateway's name. The gateway's own confirmation
+// question (a confirmation_required call) is asked either way.
+func AllowUpstreamElicitation() Option { return func(c *config) { c.allowElicitation = true } }
 
 // KeepUncheckedContent passes an upstream result on as the upstream wrote it.
 //
@@ -203,7 +260,7 @@ func KeepUncheckedContent() Option { return func(c *config) { c.keepUncheckedCon
 
 // WithPrincipal sets how the caller of a streamable HTTP session is found.
 //
-// The default is mcpgate.TokenInfoPrincipal: the bearer token WithBearer
+// The default is mcpgate.BearerPrincipal: the bearer token WithBearer
 // verified. It serves tools/list, which lists each caller the tools it may
 // call, as well as tools/call. Set it here, not with mcpgate.WithPrincipal
 // in WithMCPOptions, which would change the calls but not the list.
@@ -252,7 +309,7 @@ func WithMCPOptions(opts ...mcpgate.Option) Option {
 //
 // That is an upstream that died or could not be reached; the wait is min
 // after the first failure, doubling on each failure in a row, at most max
-// (defaults DefaultBackoffMin and DefaultBackoffMax). Calls in the
+// (defaults 250ms and 30s). Calls in the
 // meantime are refused with AXGATE_STORE_UNAVAILABLE, reason
 // upstream_unavailable.
 func WithRestartBackoff(min, max time.Duration) Option {
@@ -268,7 +325,7 @@ func WithRestartBackoff(min, max time.Duration) Option {
 
 // WithConnectTimeout bounds each attempt to connect to the upstream (start
 // the child and initialize the session), and how long a session's first
-// request waits for its upstream session (default DefaultConnectTimeout).
+// request waits for its upstream session (default 30s).
 func WithConnectTimeout(d time.Duration) Option {
 	return func(c *config) {
 		if d > 0 {
@@ -279,7 +336,7 @@ func WithConnectTimeout(d time.Duration) Option {
 
 // WithSessionTimeout closes a streamable HTTP session, and its upstream
 // session (for a stdio upstream, its child process), after it has seen no
-// request for d (default DefaultSessionTimeout).
+// request for d (default 30m).
 func WithSessionTimeout(d time.Duration) Option {
 	return func(c *config) {
 		if d > 0 {
@@ -300,9 +357,9 @@ func WithImplementation(impl *mcp.Implementation) Option {
 
 // WithMaxSessions bounds the client sessions, in total and per caller.
 //
-// total bounds them all (default DefaultMaxSessions), perPrincipal those of
+// total bounds them all (default 256), perPrincipal those of
 // one caller, its user id and tenant (default
-// DefaultMaxSessionsPerPrincipal); sessions whose caller cannot be found
+// 16); sessions whose caller cannot be found
 // at initialize count as one anonymous caller. A new session beyond a
 // bound is refused at initialize with a JSON-RPC error whose data is the
 // AXAG error: AXGATE_STORE_UNAVAILABLE (503) when the gateway is full,
@@ -322,7 +379,7 @@ func WithMaxSessions(total, perPrincipal int) Option {
 	}
 }
 
-// WithMaxMessageBytes bounds the size of one message (default DefaultMaxMessageBytes).
+// WithMaxMessageBytes bounds the size of one message (default 4 MiB).
 //
 // It is each message the upstream sends (a JSON-RPC line of a command
 // upstream, a JSON body or one server-sent event of an HTTP upstream) and
@@ -340,7 +397,7 @@ func WithMaxMessageBytes(n int64) Option {
 
 // WithCallTimeout bounds how long a tools/call waits for the upstream.
 //
-// The default is DefaultCallTimeout. A call that times out is refused with
+// The default is 60s. A call that times out is refused with
 // AXGATE_TOOL_FAILED, reason upstream_timeout, and cancelled upstream. The
 // time counts from when the chain lets the call through (a confirmation
 // asked by the gateway is before it) and includes the upstream's own
@@ -356,7 +413,7 @@ func WithCallTimeout(d time.Duration) Option {
 }
 
 // WithMaxCallsPerSession bounds the tools/call in flight of one client
-// session (default DefaultMaxCallsPerSession); one more is refused at once
+// session (default 16); one more is refused at once
 // with AXAG_RATE_LIMITED, reason too_many_calls. With WithMaxSessions it
 // bounds the calls of one caller as well.
 func WithMaxCallsPerSession(n int) Option {
@@ -369,7 +426,7 @@ func WithMaxCallsPerSession(n int) Option {
 
 // WithMaxCallsPerPrincipal bounds the tools/call in flight of one caller
 // (user id and tenant) over all its sessions (default
-// DefaultMaxCallsPerPrincipal); one more is refused at once with
+// 64); one more is refused at once with
 // AXAG_RATE_LIMITED, reason too_many_calls.
 func WithMaxCallsPerPrincipal(n int) Option {
 	return func(c *config) {
@@ -381,8 +438,8 @@ func WithMaxCallsPerPrincipal(n int) Option {
 
 // WithMaxUpstreamTools bounds the pages and the tools of the upstream's tools/list.
 //
-// It allows at most pages pages (default DefaultMaxToolPages) and tools
-// tools (default DefaultMaxTools). A longer list fails the listing: New fails, an upstream session is not
+// It allows at most pages pages (default 100) and tools
+// tools (default 1000). A longer list fails the listing: New fails, an upstream session is not
 // connected, a list after notifications/tools/list_changed leaves the
 // session's tools refused.
 func WithMaxUpstreamTools(pages, tools int) Option {
@@ -398,7 +455,7 @@ func WithMaxUpstreamTools(pages, tools int) Option {
 
 // WithMaxPendingUpstreamRequests bounds the upstream's requests to one
 // client session (elicitation, sampling, roots) that await the client's
-// answer (default DefaultMaxPendingUpstreamRequests); one more is answered
+// answer (default 4); one more is answered
 // to the upstream with a JSON-RPC error.
 func WithMaxPendingUpstreamRequests(n int) Option {
 	return func(c *config) {
@@ -411,7 +468,7 @@ func WithMaxPendingUpstreamRequests(n int) Option {
 // WithRelistInterval is the least time between two re-lists of an upstream session's tools.
 //
 // A re-list follows notifications/tools/list_changed (default
-// DefaultRelistInterval between two). Notifications that arrive meanwhile
+// 1s between two). Notifications that arrive meanwhile
 // are coalesced into one list; the session's calls wait until it is
 // checked against the pins.
 func WithRelistInterval(d time.Duration) Option {

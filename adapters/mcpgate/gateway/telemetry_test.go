@@ -54,7 +54,7 @@ func (sp span) SetAttributes(kv ...attribute.KeyValue) {
 // and the client's session id (OpenTelemetry's MCP conventions).
 func TestSpanAttributes(t *testing.T) {
 	_, upURL := httpUpstream(t)
-	m, err := manifest.ParseJSON(manifestFor(t, ""))
+	m, err := manifest.Parse(manifestFor(t, ""))
 	if err != nil {
 		t.Fatal(err)
 	}

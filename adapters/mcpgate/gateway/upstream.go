@@ -37,8 +37,10 @@ type link struct {
 	first   chan struct{} // the first attempt to connect has ended
 	firstMu sync.Once
 
-	// refresh serializes the tool lists of one session.
+	// refresh serializes the tool lists of one session; lists counts
+	// those that succeeded, under refresh.
 	refresh sync.Mutex
+	lists   int
 
 	mu     sync.Mutex
 	closed bool
@@ -82,6 +84,8 @@ type link struct {
 	calls    slots       // tools/call in flight (WithMaxCallsPerSession)
 	pending  slots       // upstream requests to the client (WithMaxPendingUpstreamRequests)
 	tooLarge atomic.Bool // the session was cut for a message over the bound
+
+	askLogs *rate.Limiter // of the log lines of the upstream's requests to the client (asks.go)
 }
 
 func (g *Gateway) newLink(f *front, ss *mcp.ServerSession) *link {
@@ -91,21 +95,24 @@ func (g *Gateway) newLink(f *front, ss *mcp.ServerSession) *link {
 		limiter: rate.NewLimiter(rate.Every(g.cfg.relistInterval), 1),
 		calls:   newSlots(g.cfg.maxCallsPerSession),
 		pending: newSlots(g.cfg.maxPendingUpstream),
+		askLogs: rate.NewLimiter(rate.Every(time.Second), askLogBurst),
 	}
 	l.client = mcp.NewClient(g.cfg.impl, l.clientOptions())
 	l.client.AddSendingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
 		l.sendUp = next
 		return next
 	})
-	if ss != nil && !g.cfg.toolsOnly {
-		l.client.AddReceivingMiddleware(l.receiveRoots)
-	}
+	// The SDK's client answers roots/list with these, unless they are
+	// the client's (receiveAsks).
+	l.client.AddRoots(g.operatorRoots().Roots...)
+	l.client.AddReceivingMiddleware(l.receiveAsks)
 	return l
 }
 
-// clientOptions offer the upstream what the client session offers the
-// gateway (elicitation, sampling, roots), each forwarded to that client, and
-// forward the upstream's notifications to it.
+// clientOptions offer the upstream the operator's roots (WithRoots), and
+// what the client session offers the gateway that the operator allows
+// (elicitation, sampling, the client's roots), each forwarded to that
+// client; and forward the upstream's notifications to it.
 func (l *link) clientOptions() *mcp.ClientOptions {
 	opts := &mcp.ClientOptions{
 		Logger:                 l.g.cfg.logger,
@@ -114,6 +121,10 @@ func (l *link) clientOptions() *mcp.ClientOptions {
 		ProgressNotificationHandler: func(ctx context.Context, req *mcp.ProgressNotificationClientRequest) {
 			toFront(ctx, l, "notifications/progress", req.Params)
 		},
+	}
+	if len(l.g.cfg.roots) > 0 {
+		// Fixed for as long as the gateway runs: no list_changed.
+		opts.Capabilities.RootsV2 = &mcp.RootCapabilities{}
 	}
 	if l.front == nil || l.g.cfg.toolsOnly {
 		return opts
@@ -136,64 +147,32 @@ func (l *link) clientOptions() *mcp.ClientOptions {
 	opts.LoggingMessageHandler = func(ctx context.Context, req *mcp.LoggingMessageRequest) {
 		toFront(ctx, l, "notifications/message", req.Params)
 	}
-	opts.ElicitationCompleteHandler = func(ctx context.Context, req *mcp.ElicitationCompleteNotificationRequest) {
-		l.front.NotifyElicitationComplete(ctx, req.Params)
-	}
-	var caps *mcp.ClientCapabilities
-	if ip := l.front.InitializeParams(); ip != nil {
-		caps = ip.Capabilities
-	}
+	caps := l.clientCaps()
 	if caps == nil {
 		return opts
 	}
-	if caps.Elicitation != nil {
+	if l.forwards(methodElicit) {
 		e := *caps.Elicitation
 		opts.Capabilities.Elicitation = &e
 		opts.ElicitationHandler = func(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
-			if !l.pending.take() {
-				return nil, errTooManyPending
-			}
-			defer l.pending.put()
-			ctx, stop := l.whileOpen(ctx)
-			defer stop()
-			return l.front.Elicit(ctx, req.Params)
+			return askClient(ctx, l, func(ctx context.Context) (*mcp.ElicitResult, error) { return l.front.Elicit(ctx, req.Params) })
+		}
+		opts.ElicitationCompleteHandler = func(ctx context.Context, req *mcp.ElicitationCompleteNotificationRequest) {
+			l.front.NotifyElicitationComplete(ctx, req.Params)
 		}
 	}
-	if caps.Sampling != nil {
+	if l.forwards(methodCreateMessage) {
 		opts.CreateMessageHandler = func(ctx context.Context, req *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
-			if !l.pending.take() {
-				return nil, errTooManyPending
-			}
-			defer l.pending.put()
-			ctx, stop := l.whileOpen(ctx)
-			defer stop()
-			return l.front.CreateMessage(ctx, req.Params)
+			return askClient(ctx, l, func(ctx context.Context) (*mcp.CreateMessageResult, error) {
+				return l.front.CreateMessage(ctx, req.Params)
+			})
 		}
 	}
-	if caps.RootsV2 != nil {
+	if l.forwards(methodListRoots) {
 		r := *caps.RootsV2
 		opts.Capabilities.RootsV2 = &r
 	}
 	return opts
-}
-
-// receiveRoots answers the upstream's roots/list with the client's roots.
-func (l *link) receiveRoots(next mcp.MethodHandler) mcp.MethodHandler {
-	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-		if method == "roots/list" {
-			if ip := l.front.InitializeParams(); ip != nil && ip.Capabilities != nil && ip.Capabilities.RootsV2 != nil {
-				if !l.pending.take() {
-					return nil, errTooManyPending
-				}
-				defer l.pending.put()
-				p, _ := req.GetParams().(*mcp.ListRootsParams)
-				ctx, stop := l.whileOpen(ctx)
-				defer stop()
-				return l.front.ListRoots(ctx, p)
-			}
-		}
-		return next(ctx, method, req)
-	}
 }
 
 // toFront sends an upstream notification to the link's client session.
@@ -366,15 +345,17 @@ func (l *link) connect() (*mcp.ClientSession, error) {
 	// description, have no session to map, and keep the upstream from
 	// asking the person anything while it serves a call.
 	opts := &mcp.ClientSessionOptions{ProtocolVersion: upstreamProtocolVersion}
-	cs, err := l.client.Connect(ctx, l.transport(), opts)
+	t := l.transport()
+	cs, err := l.client.Connect(ctx, t, opts)
 	var rpcErr *jsonrpc.Error
 	if err != nil && errors.As(err, &rpcErr) && ctx.Err() == nil {
 		// An upstream that refuses the version with sessions (one that
 		// speaks only the stateless protocol): the SDK's own choice.
-		cs, err = l.client.Connect(ctx, l.transport(), nil)
+		t = l.transport()
+		cs, err = l.client.Connect(ctx, t, nil)
 	}
 	if err != nil {
-		return nil, err
+		return nil, exitedFirst(t, err)
 	}
 	if err := l.listTools(ctx, cs); err != nil {
 		cs.Close()
@@ -419,6 +400,17 @@ func (l *link) listTools(ctx context.Context, cs *mcp.ClientSession) error {
 	gen := l.gen
 	l.mu.Unlock()
 	err := l.list(ctx, cs)
+	if err == nil {
+		// At start (the gateway's own session), and at every list after
+		// the first of a session: a re-list.
+		l.g.reportMissing("tool", l.g.order, func(name string) bool { _, ok := l.offered()[name]; return ok }, l.front == nil || l.lists > 0)
+		if l.front == nil || (l.g.probeless && l.lists == 0) {
+			// At start: the gateway's own session, or a local client's
+			// first (New starts no child of its own then).
+			l.reportMissingEntries(ctx, cs, l.front == nil)
+		}
+		l.lists++
+	}
 	l.mu.Lock()
 	if err == nil {
 		l.relistErr = nil

@@ -193,6 +193,13 @@ func (n *notes) server() *mcp.Server {
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "late"}}}, nil
 		}
 		switch name {
+		case "busy":
+			// A failure whose cause passes.
+			return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "connect ETIMEDOUT 10.0.0.7:5432"}}}, nil
+		case "queued":
+			// A failure the upstream itself says is worth retrying.
+			return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "the queue is full"}},
+				StructuredContent: map[string]any{"error": map[string]any{"code": "QUEUE_FULL", "details": map[string]any{"retryable": true}}}}, nil
 		case "broken":
 			// A result that breaks the manifest's output_schema.
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: `{"oops":1}`}}, StructuredContent: map[string]any{"oops": 1}}, nil

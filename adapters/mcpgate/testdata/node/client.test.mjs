@@ -4,7 +4,9 @@
 // and gets a confirmation through by token and by elicitation.
 //
 // Environment: MCP_URL (the /mcp endpoint), HUMAN_URL (the person-facing
-// endpoints) and AGENT_TOKEN (the agent user's bearer token). The Go test
+// endpoints), AGENT_TOKEN (the agent user's bearer token) and PERSON_TOKEN
+// (that user's token for the person-facing endpoints, which refuse the
+// agent's). The Go test
 // TestNodeClient in examples/mcpserver starts the server and runs this file.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -12,8 +14,8 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 
-const { MCP_URL, HUMAN_URL, AGENT_TOKEN } = process.env;
-assert.ok(MCP_URL && HUMAN_URL && AGENT_TOKEN, 'MCP_URL, HUMAN_URL and AGENT_TOKEN must be set');
+const { MCP_URL, HUMAN_URL, AGENT_TOKEN, PERSON_TOKEN } = process.env;
+assert.ok(MCP_URL && HUMAN_URL && AGENT_TOKEN && PERSON_TOKEN, 'MCP_URL, HUMAN_URL, AGENT_TOKEN and PERSON_TOKEN must be set');
 
 const auth = { Authorization: `Bearer ${AGENT_TOKEN}` };
 
@@ -94,7 +96,7 @@ test('a confirmation refusal, a token from the person, then success', async () =
     // The person confirms in the host's UI, which mints a token for this exact call.
     const r = await fetch(`${HUMAN_URL}/confirmations`, {
       method: 'POST',
-      headers: { ...auth, 'Content-Type': 'application/json' },
+      headers: { Authorization: `Bearer ${PERSON_TOKEN}`, 'Content-Type': 'application/json' },
       body: JSON.stringify({ tool: 'order_place', arguments: order }),
     });
     assert.equal(r.status, 200);

@@ -1,0 +1,98 @@
+package main
+
+// modulePath is axgate's module.
+const modulePath = "github.com/axgate/axgate"
+
+const (
+	gates       = modulePath + "/gates"
+	memstore    = modulePath + "/gates/memstore"
+	middleware  = modulePath + "/middleware"
+	mcpgate     = modulePath + "/adapters/mcpgate"
+	manifestPkg = modulePath + "/manifest"
+)
+
+// renames maps an old name (import path + "." + name) to its new one.
+var renames = map[string]string{
+	gates + ".NewMemoryLimiter":          memstore + ".NewLimiter",
+	gates + ".NewMemoryIdempotencyStore": memstore + ".NewIdempotencyStore",
+	gates + ".NewMemoryApprovalStore":    memstore + ".NewApprovalStore",
+	gates + ".MemoryApprovalOptions":     memstore + ".ApprovalOptions",
+	gates + ".ApprovalQuotaError":        gates + ".QuotaError",
+	gates + ".PreconditionFailed":        modulePath + ".PreconditionFailed",
+	gates + ".StageIntent":               middleware + ".StageIntent",
+	gates + ".StageAccess":               middleware + ".StageAccess",
+	gates + ".StageParams":               middleware + ".StageParams",
+	gates + ".StageConstraints":          middleware + ".StageConstraints",
+	gates + ".StagePreconditions":        middleware + ".StagePreconditions",
+	gates + ".StageRateLimit":            middleware + ".StageRateLimit",
+	gates + ".StageConfirmation":         middleware + ".StageConfirmation",
+	gates + ".StageApproval":             middleware + ".StageApproval",
+	gates + ".StageIdempotency":          middleware + ".StageIdempotency",
+	gates + ".StageCommit":               middleware + ".StageCommit",
+	gates + ".StagePostconditions":       middleware + ".StagePostconditions",
+	gates + ".StageTool":                 middleware + ".StageTool",
+	mcpgate + ".TokenInfoPrincipal":      mcpgate + ".BearerPrincipal",
+	manifestPkg + ".ParseJSON":           manifestPkg + ".Parse",
+	manifestPkg + ".ParseYAML":           manifestPkg + ".Parse",
+}
+
+// pointerTypes maps a pointer to an old concrete store type to the
+// interface its constructor now returns.
+var pointerTypes = map[string]string{
+	gates + ".MemoryLimiter":                gates + ".Limiter",
+	gates + ".MemoryIdempotencyStore":       gates + ".IdempotencyStore",
+	gates + ".MemoryApprovalStore":          gates + ".ApprovalStore",
+	modulePath + "/token.MemoryReplayStore": modulePath + "/token.ReplayStore",
+}
+
+// removed maps an old name with no mechanical replacement to what to do.
+var removed = map[string]string{
+	gates + ".StandardOrder":           "removed: (*axgate.Enforcer).Stages lists an enforcer's stages in order",
+	gates + ".ErrApprovalQuota":        "removed: match a *gates.QuotaError with errors.As",
+	gates + ".ErrIdempotencyQuota":     "removed: match a *gates.QuotaError with errors.As",
+	gates + ".PageLimit":               "removed: a store returns at most 100 requests a page, 50 when asked for 0",
+	gates + ".MaxApprovalPage":         "removed: a page holds at most 100 requests",
+	gates + ".DefaultApprovalPage":     "removed: a page holds 50 requests when none is asked for",
+	gates + ".StateKey":                "removed: a store names its keys as it likes",
+	gates + ".ValidateTransition":      "removed: the approval states move pending → approved | denied | expired | cancelled | executed, approved → executed",
+	gates + ".StoreUnavailable":        "removed: return your own *axerr.Error (axerr.CodeStoreUnavailable) from a check",
+	gates + ".Notifier":                "",
+	gates + ".NotifierFunc":            "removed: implement gates.Notifier (one method, ApprovalRequested)",
+	gates + ".DefaultMaxKeys":          "removed: a memory store holds 100,000 keys per tenant when given 0",
+	gates + ".DefaultCELCostLimit":     "removed: the default cost limit is 1,000,000 (axgate.WithCELCostLimit)",
+	gates + ".DefaultUserArgs":         "removed: the defaults are documented on gates.AccessOptions",
+	gates + ".DefaultTenantArgs":       "removed: the defaults are documented on gates.AccessOptions",
+	gates + ".DefaultApprovalQuota":    "removed: documented on axgate.ApprovalOptions.Quota",
+	gates + ".DefaultApprovalRequests": "removed: documented on memstore.ApprovalOptions",
+	gates + ".DefaultApprovalBytes":    "removed: documented on memstore.ApprovalOptions",
+	modulePath + ".WithCondition":      "", // rewritten when an argument of a call
+}
+
+func init() {
+	// The gate machinery moved to an internal package: the enforcer
+	// (axgate.New and its options) builds and runs the gates.
+	for _, n := range []string{
+		"Access", "NewAccess", "Approval", "NewApproval", "ApprovalConfig",
+		"Confirmation", "NewConfirmation", "ConfirmationConfig",
+		"Constraints", "NewConstraints", "Idempotency", "NewIdempotency",
+		"Intent", "Commit", "RateLimit", "Params", "NewParams",
+		"Precondition", "Preconditions", "NewPreconditions",
+		"Postcondition", "Postconditions", "NewPostconditions",
+		"Checker", "ResultChecker", "CELLimits", "CELCostError", "ErrCELCostLimit",
+		"LintConstraints", "Producers", "ScopeGrants", "RenderConfirmationMessage",
+		"IntentNotFound", "RateLimited", "DuplicateCall", "DuplicateMarkersExceeded",
+		"IdempotencyQuotaExceeded", "ApprovalRequestID", "MaxApprovalTokens",
+		"MaxVoidedTokens", "KeywordAmbiguousKey", "ErrStoreFull", "ErrApprovalStoreFull",
+		"DefaultIdempotencyWindow", "DefaultIdempotencyLease", "DefaultDuplicateWindow",
+		"DefaultIdempotencyQuota", "DefaultNotificationsPerMinute",
+	} {
+		if _, ok := removed[gates+"."+n]; !ok {
+			removed[gates+"."+n] = "removed: the gates are built by axgate.New; configure them with its options"
+		}
+	}
+	for k, v := range removed {
+		if v == "" {
+			delete(removed, k)
+		}
+	}
+}
