@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/axgate/axgate/internal/fixtures"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/golden")
@@ -15,11 +17,10 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata/go
 // fixedNow is the clock of every golden report.
 const fixedNow = "2026-03-21T10:00:00Z"
 
-// sharedManifest is a path to one of the shared example manifests, relative
-// to this package's directory (go test runs in it).
-func sharedManifest(name string) string {
-	return filepath.Join("..", "..", "..", "shared", "spec", "axag", name)
-}
+// projectManifest is a path to one of the project's own test manifests
+// (testdata/axag at the repository's root), relative to this package's
+// directory (go test runs in it).
+func projectManifest(name string) string { return fixtures.Manifest(name) }
 
 // cli runs the command in-process, as the binary would with these
 // arguments, and returns its output and exit status.
