@@ -91,13 +91,21 @@ func run(ctx context.Context, e *env, args []string) int {
 		}
 		name, rest = rest[0], []string{"-h"}
 	}
+	var names []string
 	for _, c := range commands() {
 		if c.name == name {
 			return c.run(ctx, e, rest)
 		}
+		names = append(names, c.name)
 	}
-	fmt.Fprintf(e.stderr, "axgate: unknown command %q\n\n", name)
-	usage(e.stderr)
+	// The error, a guess and where to look; not the whole usage, which
+	// would scroll the error away.
+	msg := fmt.Sprintf("axgate: unknown command %q", name)
+	if c := closest(name, names); c != "" {
+		msg += fmt.Sprintf(" (did you mean %q?)", c)
+	}
+	fmt.Fprintln(e.stderr, msg)
+	fmt.Fprintln(e.stderr, `Run "axgate -h" for the commands.`)
 	return exitUsage
 }
 
@@ -144,9 +152,16 @@ func parseFlags(e *env, fs *flag.FlagSet, args []string) ([]string, error) {
 			break
 		}
 	}
+	// The flag package prints the whole usage after a bad flag, which
+	// scrolls the error away: it prints nothing here, and flagError says
+	// what was wrong, what was probably meant, and where the flags are.
+	out := fs.Output()
+	fs.SetOutput(io.Discard)
+	defer fs.SetOutput(out)
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
+			flagError(e, fs, err)
 			return nil, err
 		}
 		rest := fs.Args()
@@ -159,6 +174,45 @@ func parseFlags(e *env, fs *flag.FlagSet, args []string) ([]string, error) {
 		pos = append(pos, rest[0])
 		args = rest[1:]
 	}
+}
+
+// flagError prints a flag the command line got wrong (unknown, or with a
+// bad value), with the flag probably meant, and a pointer to -h.
+func flagError(e *env, fs *flag.FlagSet, err error) {
+	msg := err.Error()
+	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: "); ok {
+		name = strings.TrimLeft(name, "-")
+		msg = "unknown flag --" + name
+		if s := flagSuggestions(fs, name); len(s) > 0 {
+			msg += " (did you mean " + strings.Join(s, " or ") + "?)"
+		}
+	} else if name, ok := strings.CutPrefix(msg, "flag needs an argument: "); ok {
+		msg = "--" + strings.TrimLeft(name, "-") + " needs a value"
+	} else {
+		msg = strings.Replace(msg, " for flag -", " for flag --", 1)
+	}
+	fmt.Fprintf(e.stderr, "axgate %s: %s\n", fs.Name(), msg)
+	fmt.Fprintf(e.stderr, "Run \"axgate %s -h\" for its flags.\n", fs.Name())
+}
+
+// flagSuggestions returns the flags of fs that name was probably meant to
+// be: the closest one, else those whose first word is close to name's
+// ("upstrem" → --upstream-url, --upstream-command).
+func flagSuggestions(fs *flag.FlagSet, name string) []string {
+	var names []string
+	fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+	if c := closest(name, names); c != "" {
+		return []string{"--" + c}
+	}
+	word, _, _ := strings.Cut(name, "-")
+	var out []string
+	for _, n := range names {
+		first, _, _ := strings.Cut(n, "-")
+		if first != n && closest(word, []string{first}) != "" && len(out) < 3 {
+			out = append(out, "--"+n)
+		}
+	}
+	return out
 }
 
 // usageError prints a usage problem and returns the usage exit status.

@@ -71,7 +71,7 @@ func TestUsage(t *testing.T) {
 		{"lint two manifests", []string{"lint", "a.json", "b.json"}, exitUsage, "want exactly one MANIFEST"},
 		{"lint bad format", []string{"lint", "--format", "xml", "m.json"}, exitUsage, "--format must be text or json"},
 		{"lint bad level", []string{"lint", "--level", "gold", "m.json"}, exitUsage, "unknown conformance level"},
-		{"lint unknown flag", []string{"lint", "--colour", "m.json"}, exitUsage, "flag provided but not defined"},
+		{"lint unknown flag", []string{"lint", "--colour", "m.json"}, exitUsage, "unknown flag --colour"},
 		{"lint missing file", []string{"lint", "testdata/manifests/nope.json"}, exitUsage, "no such file"},
 		{"tools bad format", []string{"tools", "--format", "gemini", "m.json"}, exitUsage, "--format must be mcp, openai or anthropic"},
 		{"tools without manifest", []string{"tools"}, exitUsage, "want exactly one MANIFEST"},
