@@ -5,7 +5,6 @@ import (
 
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -66,18 +65,6 @@ func TestLintExamples(t *testing.T) {
 		"invalid-action-type.json":    {false, []string{"AXAG-LINT-004 /actions/0/action_type"}},
 		"invalid-risk-level.json":     {false, []string{"AXAG-LINT-007 /actions/0/idempotent", "AXAG-LINT-005 /actions/0/risk_level"}},
 		"invalid-missing-intent.json": {false, []string{"AXGATE-SCHEMA /actions/0/intent"}},
-	})
-}
-
-// TestConformanceLintReferenceExamples lints the reference corpus's
-// examples (../shared/spec/axag), when it is there.
-func TestConformanceLintReferenceExamples(t *testing.T) {
-	dir := fixtures.Corpus(t)
-	checkLint(t, func(name string) string { return filepath.Join(dir, name) }, map[string]lintExpectation{
-		"valid-basic.json":             {true, []string{"AXAG-LINT-007 /actions/1/idempotent"}},
-		"invalid-bad-action-type.json": {false, []string{"AXAG-LINT-004 /actions/0/action_type"}},
-		"invalid-bad-risk-level.json":  {false, []string{"AXAG-LINT-007 /actions/0/idempotent", "AXAG-LINT-005 /actions/0/risk_level"}},
-		"invalid-missing-intent.json":  {false, []string{"AXGATE-SCHEMA /actions/0/intent"}},
 	})
 }
 

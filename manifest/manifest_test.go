@@ -43,19 +43,6 @@ func TestExampleManifests(t *testing.T) {
 		})
 }
 
-// TestConformanceReferenceExamples: the same for the reference corpus's
-// examples (../shared/spec/axag), when it is there.
-func TestConformanceReferenceExamples(t *testing.T) {
-	dir := fixtures.Corpus(t)
-	checkExamples(t, func(name string) string { return filepath.Join(dir, name) },
-		map[string]int{"valid-basic.json": 2, "valid-full.json": 5},
-		map[string]manifest.Problem{
-			"invalid-bad-action-type.json": {Path: "/actions/0/action_type", Keyword: "enum"},
-			"invalid-bad-risk-level.json":  {Path: "/actions/0/risk_level", Keyword: "enum"},
-			"invalid-missing-intent.json":  {Path: "/actions/0/intent", Keyword: "required"},
-		})
-}
-
 func checkExamples(t *testing.T, path func(string) string, valid map[string]int, invalid map[string]manifest.Problem) {
 	for name, n := range valid {
 		t.Run(name, func(t *testing.T) {

@@ -11,9 +11,9 @@
 //	axgate mcp --manifest M (--upstream-url URL | --upstream-command "CMD ARGS…") [--listen ADDR | --stdio] …
 //	axgate manifest init (--upstream-url URL | --upstream-command "CMD ARGS…") > axag.json
 //
-// Exit status: 0 on success (lint, test: PASS), 1 on failure (lint, test:
-// FAIL), 2 on a usage error (test: also a suite that cannot be run). Run
-// "axgate help COMMAND" for a command's flags.
+// Exit status, the same rule for every command (exitRule, printed by
+// "axgate help"): 0 success, 1 failure, 2 usage error. Run "axgate help
+// COMMAND" for a command's flags.
 package main
 
 import (
@@ -116,8 +116,22 @@ func usage(w io.Writer) {
 		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintln(w, "\nRun \"axgate help COMMAND\" for a command's flags.")
-	fmt.Fprintln(w, "Exit status: 0 success (lint, test: PASS), 1 failure (lint, test: FAIL), 2 usage error.")
+	fmt.Fprint(w, exitRule)
 }
+
+// exitRule is the exit status of every command.
+const exitRule = `
+Exit status, every command:
+  0  success (lint, test, config check: PASS)
+  1  failure: what the command checks or loads is wrong (lint or test FAIL, a
+     manifest or key file that is read but invalid, a configuration config
+     check refuses), or its work fails (a gateway that cannot start, or stops
+     on an error)
+  2  usage error: an unknown command or flag, a missing or wrong argument or
+     flag value (also from --config or an AXGATE_* variable), a file or
+     program named on the command line that cannot be found or read (the
+     error says where it was looked for); test: a suite that cannot be run
+`
 
 // newFlags returns a flag set that reports errors instead of exiting and
 // prints its usage to e.stderr (or e.stdout for -h).
@@ -219,6 +233,14 @@ func flagSuggestions(fs *flag.FlagSet, name string) []string {
 func usageError(e *env, fs *flag.FlagSet, format string, args ...any) int {
 	fmt.Fprintf(e.stderr, "axgate %s: %s\n", fs.Name(), fmt.Sprintf(format, args...))
 	fmt.Fprintf(e.stderr, "Run \"axgate help %s\" for usage.\n", fs.Name())
+	return exitUsage
+}
+
+// fileError prints that a file (or program) named on the command line
+// cannot be read, and returns the usage exit status: the command line
+// names something that is not there.
+func fileError(e *env, cmd string, err error) int {
+	fmt.Fprintf(e.stderr, "axgate %s: %v\n", cmd, err)
 	return exitUsage
 }
 
