@@ -553,6 +553,9 @@ func runConfig(_ context.Context, e *env, args []string) int {
 		sort.Strings(names)
 		return usageError(e, fs, "--command %q takes no configuration file (want one of: %s)", *command, strings.Join(names, ", "))
 	}
+	if err := fileArg(pos[1]); err != nil {
+		return fileError(e, "config", err)
+	}
 	target := mk()
 	if err := target.Set(configFlag, pos[1]); err != nil {
 		return failf(e, "config", "%v", err)

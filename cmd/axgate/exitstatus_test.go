@@ -56,7 +56,7 @@ func TestExitStatusRuleForEveryCommand(t *testing.T) {
 		{"tools missing", []string{"tools", missing}, exitUsage, "axgate tools: " + missing + ": no such file"},
 		{"tools invalid", []string{"tools", invalid}, exitFail, "axgate tools: invalid AXAG manifest"},
 		{"test missing suite", []string{"test", filepath.Join(dir, "missing.yaml")}, exitUsage, "axgate test: "},
-		{"config check missing", []string{"config", "check", filepath.Join(dir, "missing.yaml")}, exitUsage, "axgate config: --config " + filepath.Join(dir, "missing.yaml") + ": no such file"},
+		{"config check missing", []string{"config", "check", filepath.Join(dir, "missing.yaml")}, exitUsage, "axgate config: " + filepath.Join(dir, "missing.yaml") + ": no such file"},
 		{"config check invalid", []string{"config", "check", badConfig}, exitFail, ""},
 		{"token missing key", []string{"token", "principal", "--sub", "a", "--key", missing}, exitUsage, "axgate token: --key " + missing + ": no such file"},
 		{"token invalid key", []string{"token", "principal", "--sub", "a", "--key", notJSON}, exitFail, "axgate token: --key " + notJSON + ": "},
