@@ -32,6 +32,10 @@ func TestMistypedInputGetsErrorSuggestionAndPointer(t *testing.T) {
 			"axgate: unknown command \"lnt\" (did you mean \"lint\"?)\nRun \"axgate -h\" for the commands.\n"},
 		{"help of a mistyped command", []string{"help", "serv"},
 			"axgate: unknown command \"serv\" (did you mean \"serve\"?)\nRun \"axgate -h\" for the commands.\n"},
+		{"token kind", []string{"token", "principl", "--key", "k.pem"},
+			"axgate token: unknown token kind \"principl\" (did you mean \"principal\"?)\n"},
+		{"keys subcommand", []string{"keys", "gem", "--out", "k"},
+			"axgate keys: unknown subcommand \"gem\" (did you mean \"gen\"?)\nUsage: axgate keys gen [--alg EdDSA|ES256|RS256] --out DIR\n"},
 		{"command without guess", []string{"frobnicate"},
 			"axgate: unknown command \"frobnicate\"\nRun \"axgate -h\" for the commands.\n"},
 	}
