@@ -4,8 +4,8 @@ import (
 	"encoding/json"
 	"testing"
 
-	"github.com/axgate/axgate/internal/gate"
 	"github.com/axgate/axgate/internal/fixtures"
+	"github.com/axgate/axgate/internal/gate"
 	"github.com/axgate/axgate/manifest"
 	"github.com/axgate/axgate/middleware"
 )
