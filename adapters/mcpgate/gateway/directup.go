@@ -26,7 +26,7 @@ var errSessionLost = errors.New("the upstream no longer knows the session")
 // directVersion is the protocol version of cs when a call on it may take
 // the direct path to the upstream (see direct.go), or "".
 func (l *link) directVersion(cs *mcp.ClientSession) string {
-	if l.g.up.URL == "" || l.g.up.HTTPClient == nil || cs.ID() == "" {
+	if l.g.cfg.sdkOnly || l.g.up.URL == "" || l.g.up.HTTPClient == nil || cs.ID() == "" {
 		return ""
 	}
 	ir := cs.InitializeResult()
