@@ -52,17 +52,21 @@ import (
 //     call's JSON-RPC id; "block" holds the answer until the step "release"
 //     names the tool, or the upstream's request ends (then nothing is
 //     written); "status", "contentType" and "body" answer with that
-//     status and body as they are ("$ID" in it replaced). The JSON string "$BIG", here and in a client's body, is
-//     replaced by one longer than the suite's WithMaxMessageBytes.
+//     status and body as they are ("$ID" in it replaced). The JSON
+//     string "$BIG", here and in a client's body, is replaced by one
+//     longer than the suite's WithMaxMessageBytes.
 //   - client: one JSON object per step: {"post": body} or {"raw": text}
 //     (a body that is not JSON), with "headers" to set, "async": a name to
 //     send it in the background, "direct": true when the gateway with the
 //     direct path must answer it itself (a JSON body, not an event
 //     stream); {"arrived": tool} waits until the upstream has a call of
 //     the tool; {"release": tool} lets it answer; {"wait": name} takes the
-//     answer of an async POST.
-//   - want: one JSON line per answer, {"status": ..., "messages": [...]},
-//     in the order of the steps that answer.
+//     answer of an async POST; {"notices": n} takes the next n messages of
+//     the session's GET stream (the upstream's notifications reach the
+//     client there).
+//   - want: one JSON line per answer, {"status": ..., "messages": [...]}
+//     (or {"stream": [...]} for "notices"), in the order of the steps
+//     that answer.
 var update = flag.Bool("update", false, "rewrite the want sections of testdata/conformance")
 
 // conformanceManifest is every case's manifest.
@@ -125,6 +129,7 @@ type conformanceStep struct {
 	Arrived string            `json:"arrived"`
 	Release string            `json:"release"`
 	Wait    string            `json:"wait"`
+	Notices int               `json:"notices"`
 }
 
 func TestDirectConformance(t *testing.T) {
@@ -200,6 +205,7 @@ func replay(t *testing.T, c *conformanceCase, opts ...gateway.Option) (answers [
 	t.Cleanup(func() { front.Close(); g.Close() })
 	url := front.URL + "/mcp"
 	session, version := conformanceSession(t, url)
+	notices := standaloneStream(t, url, session, version)
 
 	type answer struct {
 		text     string
@@ -243,6 +249,17 @@ func replay(t *testing.T, c *conformanceCase, opts ...gateway.Option) (answers [
 			}
 		case step.Release != "":
 			up.release(step.Release)
+		case step.Notices > 0:
+			var msgs []string
+			for range step.Notices {
+				select {
+				case m := <-notices:
+					msgs = append(msgs, m)
+				case <-time.After(10 * time.Second):
+					t.Fatalf("step %d: %d of %d messages on the session's stream: %v", i+1, len(msgs), step.Notices, msgs)
+				}
+			}
+			answers = append(answers, `{"stream":[`+strings.Join(msgs, ",")+`]}`)
 		case step.Wait != "":
 			a := <-async[step.Wait]
 			answers = append(answers, a.text)
@@ -304,6 +321,40 @@ func conformanceSession(t *testing.T, url string) (session, version string) {
 		}
 	})
 	return session, version
+}
+
+// standaloneStream opens the session's GET stream, on which the gateway
+// sends the client what is not an answer to one of its POSTs (the
+// upstream's notifications), and returns its messages.
+func standaloneStream(t *testing.T, url, session, version string) <-chan string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Mcp-Session-Id", session)
+	req.Header.Set("Mcp-Protocol-Version", version)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		cancel()
+		t.Fatalf("the session's stream: %v %v", resp, err)
+	}
+	out := make(chan string, 64)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			if d, ok := strings.CutPrefix(sc.Text(), "data: "); ok && d != "" {
+				select {
+				case out <- volatile.ReplaceAllString(d, `"$1":"…"`):
+				default: // more than a case takes: dropped
+				}
+			}
+		}
+	}()
+	t.Cleanup(func() { cancel(); resp.Body.Close(); <-done })
+	return out
 }
 
 func slicesHasWait(steps []conformanceStep, name string) bool {
