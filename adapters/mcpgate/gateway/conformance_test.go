@@ -45,6 +45,7 @@ import (
 //
 // A case's sections:
 //
+//   - options (optional): the case's own bounds, {"maxCallsPerSession": n}.
 //   - upstream: one JSON object per line, {"tool": name, "sse": bool,
 //     "block": bool, "messages": [...]}: how the upstream answers a
 //     tools/call of that tool — the messages in order, as a JSON body (the
@@ -104,10 +105,16 @@ const (
 
 type conformanceCase struct {
 	comment  string
+	options  conformanceOptions
 	upstream map[string]upstreamScript
 	steps    []conformanceStep
 	want     []string
 	files    []txtarFile
+}
+
+// conformanceOptions are a case's own bounds (0: the suite's).
+type conformanceOptions struct {
+	MaxCallsPerSession int `json:"maxCallsPerSession"`
 }
 
 type upstreamScript struct {
@@ -196,6 +203,7 @@ func replay(t *testing.T, c *conformanceCase, opts ...gateway.Option) (answers [
 		gateway.WithPrincipal(mcpgate.StaticPrincipal(middleware.Principal{ID: "agent", Roles: []string{"user"}})),
 		gateway.WithMaxMessageBytes(conformanceMaxBytes),
 		gateway.WithCallTimeout(conformanceCallTimeout),
+		gateway.WithMaxCallsPerSession(c.options.MaxCallsPerSession),
 	}, opts...)
 	g, err := gateway.New(enf, gateway.Upstream{URL: up.URL}, opts...)
 	if err != nil {
@@ -572,6 +580,10 @@ func loadConformanceCase(t *testing.T, path string) *conformanceCase {
 					t.Fatalf("%s: client: %v", path, err)
 				}
 				c.steps = append(c.steps, s)
+			}
+		case "options":
+			if err := json.Unmarshal(f.data, &c.options); err != nil {
+				t.Fatalf("%s: options: %v", path, err)
 			}
 		case "want":
 			for line := range strings.Lines(string(f.data)) {
