@@ -81,6 +81,16 @@ const conformanceManifest = `{
     {"intent": "doc.list", "entity": "doc", "action_type": "read", "operation_id": "list",
      "description": "List the documents.",
      "risk_level": "none", "idempotent": true, "scope": "global"},
+    {"intent": "doc.range", "entity": "doc", "action_type": "read", "operation_id": "range",
+     "description": "Read a range of lines.",
+     "required_parameters": [{"name": "from", "type": "integer", "description": "The first line"},
+                             {"name": "to", "type": "integer", "description": "The last line"}],
+     "constraints": {"forward": "args.to > args.from"},
+     "output_schema": {"type": "object", "required": ["n"]},
+     "risk_level": "none", "idempotent": true, "scope": "global"},
+    {"intent": "doc.ghost", "entity": "doc", "action_type": "read", "operation_id": "ghost",
+     "description": "A tool the upstream does not offer.",
+     "risk_level": "none", "idempotent": true, "scope": "global"},
     {"intent": "doc.admin", "entity": "doc", "action_type": "read", "operation_id": "admin_read",
      "description": "Read an administrator's document.", "required_roles": ["admin"],
      "risk_level": "none", "idempotent": true, "scope": "global"},
@@ -95,7 +105,7 @@ const conformanceManifest = `{
 }`
 
 // conformanceTools are the tools the upstream offers.
-var conformanceTools = []string{"read", "list", "admin_read", "limited", "pinned", "unlisted"}
+var conformanceTools = []string{"read", "list", "range", "admin_read", "limited", "pinned", "unlisted"}
 
 // Bounds of the gateways of the suite, small enough for a case to pass them.
 const (
