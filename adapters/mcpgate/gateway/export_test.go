@@ -8,6 +8,3 @@ import (
 
 // ServeLocal serves one local client over t, as ServeStdio does over stdio.
 func ServeLocal(g *Gateway, ctx context.Context, t mcp.Transport) error { return g.serveLocal(ctx, t) }
-
-// WithoutDirect turns the direct path off (withoutDirect).
-var WithoutDirect = withoutDirect
