@@ -94,10 +94,7 @@
 // envelope's details.retryable) or the cause passes (a JSON-RPC request
 // timeout; a text naming ETIMEDOUT, ECONNRESET, "temporarily unavailable",
 // …); a file that does not exist is not retryable, and the refusal says to
-// fix what the upstream names rather than call again. An upstream that
-// answers HTTP 429, 500, 502, 503 or 504 is unavailable
-// (AXGATE_STORE_UNAVAILABLE, retryable): the go-sdk's client takes those
-// answers as passing.
+// fix what the upstream names rather than call again.
 //
 // # The direct path
 //
@@ -123,9 +120,6 @@
 // path is refused as the SDK refuses one in flight on its own (HTTP 400);
 // a direct call and an SDK call of one session with the same id are not
 // compared, as each side sees only its own.
-// TestDirectConformance replays the cases of testdata/conformance through
-// the gateway with and without the direct path and requires the same
-// answers, byte for byte: a go-sdk upgrade must pass it.
 //
 // # Pins
 //
