@@ -6,6 +6,8 @@ require (
 	github.com/axgate/axgate v0.1.0
 	github.com/golang-jwt/jwt/v5 v5.3.1
 	github.com/gowebpki/jcs v1.0.2
+	// A go-sdk bump must pass TestDirectConformance (adapters/mcpgate/gateway):
+	// the gateway's direct path answers as this version of the SDK does.
 	github.com/modelcontextprotocol/go-sdk v1.8.0
 	go.opentelemetry.io/otel v1.40.0
 	go.opentelemetry.io/otel/metric v1.40.0

@@ -528,7 +528,7 @@ func (g *Gateway) upstreamContext(ctx context.Context) (context.Context, func())
 func (g *Gateway) callFailed(ctx context.Context, call *middleware.Call, l *link, err error) error {
 	var re *jsonrpc.Error
 	switch {
-	case errors.As(err, &re):
+	case errors.As(err, &re) && !transportRejected(re):
 		// The TypeScript SDK's RequestTimeout; any other JSON-RPC error
 		// (invalid params, an unknown tool, the server's own failure) is
 		// what the upstream will answer again, unless its text says the
@@ -544,6 +544,14 @@ func (g *Gateway) callFailed(ctx context.Context, call *middleware.Call, l *link
 	}
 	g.cfg.logger.Warn("upstream call failed", "tool", call.Tool, "error", err)
 	return unavailable(call.Intent())
+}
+
+// transportRejected reports whether re is the go-sdk client's own error
+// for an upstream answer of HTTP 429, 500, 502, 503 or 504
+// (jsonrpc2.ErrRejected), which it takes as passing: the upstream is
+// unavailable for now, as the direct path reports it, not refusing the call.
+func transportRejected(re *jsonrpc.Error) bool {
+	return re.Code == -32005 && re.Message == "rejected by transport"
 }
 
 // rpcRequestTimeout is the JSON-RPC error code of a request that timed out

@@ -350,7 +350,9 @@ func (g *Gateway) buildHandler() http.Handler {
 	mux := http.NewServeMux()
 	var h http.Handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.httpFront.server },
 		&mcp.StreamableHTTPOptions{SessionTimeout: g.cfg.sessionTimeout, Logger: g.cfg.logger})
-	h = g.directCalls(h)
+	if !g.cfg.sdkOnly {
+		h = g.directCalls(h)
+	}
 	h = checkStandardHeaders(h) // before both paths read the body
 	h = limitBody(h, g.cfg.maxMessageBytes)
 	if g.cfg.bearer != nil {
