@@ -15,6 +15,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/axgate/axgate/adapters/mcpgate/gateway/internal/jsonscan"
+
 	"github.com/axgate/axgate/middleware"
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -265,7 +267,7 @@ func accepts(values []string) (jsonOK, streamOK bool) {
 // to an input request, a name that is not a string, a key spelled twice)
 // is the SDK's to read.
 func parseDirect(body []byte) (directRequest, bool) {
-	if !json.Valid(body) || tooDeep(body) {
+	if !json.Valid(body) || jsonscan.TooDeep(body) {
 		return directRequest{}, false
 	}
 	var (
@@ -280,7 +282,7 @@ func parseDirect(body []byte) (directRequest, bool) {
 		seen[i] = true
 		return true
 	}
-	ok := members(body, func(k, v []byte) bool {
+	ok := jsonscan.Members(body, func(k, v []byte) bool {
 		switch string(k) {
 		case "jsonrpc":
 			return once(0) && string(v) == `"2.0"`
@@ -299,11 +301,11 @@ func parseDirect(body []byte) (directRequest, bool) {
 		return directRequest{}, false
 	}
 	seen = [4]bool{}
-	ok = members(params, func(k, v []byte) bool {
+	ok = jsonscan.Members(params, func(k, v []byte) bool {
 		switch string(k) {
 		case "name":
 			var ok bool
-			d.name, ok = jsonString(v)
+			d.name, ok = jsonscan.String(v)
 			return once(0) && ok
 		case "arguments":
 			d.args = v
@@ -332,7 +334,7 @@ func isRequestID(raw json.RawMessage) bool {
 		return false
 	}
 	if raw[0] == '"' {
-		_, ok := jsonString(raw)
+		_, ok := jsonscan.String(raw)
 		return ok
 	}
 	_, err := strconv.ParseInt(string(raw), 10, 64)
@@ -348,7 +350,7 @@ func (g *Gateway) serveDirect(w http.ResponseWriter, r *http.Request, l *link, d
 		// As the SDK answers an id that is in flight on the session, with
 		// the id as the request wrote it.
 		shown := string(d.id)
-		if s, ok := jsonString(d.id); ok {
+		if s, ok := jsonscan.String(d.id); ok {
 			shown = s
 		}
 		raw, _ := json.Marshal(&jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: fmt.Sprintf("duplicate in-flight request ID %s", shown)})
@@ -449,7 +451,7 @@ func encodeToolResult(r *mcp.CallToolResult) ([]byte, error) {
 // to it: a cancellation here names one call or none.) raw is a JSON string
 // or an integer literal; anything else has no key.
 func requestKey(raw []byte) string {
-	if s, ok := jsonString(raw); ok {
+	if s, ok := jsonscan.String(raw); ok {
 		if strings.ContainsRune(s, utf8.RuneError) {
 			// A lone surrogate escape and a byte that is not UTF-8 decode
 			// to U+FFFD, as U+FFFD does: such an id is keyed as written.
@@ -519,14 +521,14 @@ func (g *Gateway) cancelDirect(r *http.Request, l *link) {
 // SDK's decoder matches keys by case, encoding/json does not), once, a
 // string or an integer literal, in params the SDK can decode.
 func parseCancelled(body []byte) (string, bool) {
-	if !json.Valid(body) || tooDeep(body) {
+	if !json.Valid(body) || jsonscan.TooDeep(body) {
 		return "", false
 	}
 	var (
 		params []byte
 		seen   [3]bool
 	)
-	ok := members(body, func(k, v []byte) bool {
+	ok := jsonscan.Members(body, func(k, v []byte) bool {
 		switch string(k) {
 		case "jsonrpc":
 			seen[0] = !seen[0] && string(v) == `"2.0"`
@@ -547,7 +549,7 @@ func parseCancelled(body []byte) (string, bool) {
 		return "", false
 	}
 	var id []byte
-	ok = members(params, func(k, v []byte) bool {
+	ok = jsonscan.Members(params, func(k, v []byte) bool {
 		if string(k) != "requestId" {
 			return true
 		}

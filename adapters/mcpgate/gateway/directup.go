@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/axgate/axgate/adapters/mcpgate/gateway/internal/jsonscan"
+
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -305,13 +307,13 @@ func readMessage(data []byte) (wireMessage, error) {
 		return m, bad
 	}
 	var errRaw []byte
-	if !members(data, func(k, v []byte) bool {
+	if !jsonscan.Members(data, func(k, v []byte) bool {
 		switch string(k) {
 		case "id":
 			m.ID = bytes.Clone(v)
 		case "method":
 			var ok bool
-			m.Method, ok = jsonString(v)
+			m.Method, ok = jsonscan.String(v)
 			return ok
 		case "params":
 			m.Params = bytes.Clone(v)
@@ -338,7 +340,7 @@ func isAnswerTo(m wireMessage, id string) bool {
 	if m.Method != "" {
 		return false
 	}
-	got, ok := jsonString(m.ID)
+	got, ok := jsonscan.String(m.ID)
 	return ok && got == id
 }
 
@@ -377,14 +379,14 @@ func decodeCommonResult(raw json.RawMessage) (*mcp.CallToolResult, bool) {
 		seen[i] = true
 		return true
 	}
-	ok := members(raw, func(k, v []byte) bool {
+	ok := jsonscan.Members(raw, func(k, v []byte) bool {
 		switch string(k) {
 		case "content":
 			if !once(0) {
 				return false
 			}
 			res.Content = []mcp.Content{}
-			return elements(v, func(e []byte) bool {
+			return jsonscan.Elements(v, func(e []byte) bool {
 				tc, ok := textContent(e)
 				res.Content = append(res.Content, tc)
 				return ok
@@ -412,19 +414,19 @@ func decodeCommonResult(raw json.RawMessage) (*mcp.CallToolResult, bool) {
 func textContent(raw []byte) (*mcp.TextContent, bool) {
 	var typ, text string
 	var okType, okText bool
-	ok := members(raw, func(k, v []byte) bool {
+	ok := jsonscan.Members(raw, func(k, v []byte) bool {
 		switch string(k) {
 		case "type":
 			if okType {
 				return false
 			}
-			typ, okType = jsonString(v)
+			typ, okType = jsonscan.String(v)
 			return okType && typ == "text"
 		case "text":
 			if okText {
 				return false
 			}
-			text, okText = jsonString(v)
+			text, okText = jsonscan.String(v)
 			return okText
 		}
 		return false

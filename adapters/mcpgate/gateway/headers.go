@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/axgate/axgate/adapters/mcpgate/gateway/internal/jsonscan"
+
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/axgate/axgate/adapters/mcpgate"
@@ -77,7 +79,7 @@ func compareHeaders(body []byte, methods, names []string, modern bool) (id json.
 		method, params []byte
 		seen           = map[string]bool{}
 	)
-	ok := members(body, func(k, v []byte) bool {
+	ok := jsonscan.Members(body, func(k, v []byte) bool {
 		key := string(k)
 		if seen[key] {
 			return false
@@ -93,13 +95,13 @@ func compareHeaders(body []byte, methods, names []string, modern bool) (id json.
 		}
 		return true
 	})
-	if !ok || tooDeep(body) {
+	if !ok || jsonscan.TooDeep(body) {
 		// A batch, a key spelled twice or with an escape, not JSON.
 		return nil, "the request body is not one JSON-RPC message the headers can be compared with"
 	}
 	bodyMethod := ""
 	if method != nil {
-		if bodyMethod, ok = jsonString(method); !ok {
+		if bodyMethod, ok = jsonscan.String(method); !ok {
 			return id, "the request's method is not a string"
 		}
 	}
@@ -114,7 +116,7 @@ func compareHeaders(body []byte, methods, names []string, modern bool) (id json.
 	if field != "" && params != nil {
 		var nameRaw []byte
 		seen = map[string]bool{}
-		if !members(params, func(k, v []byte) bool {
+		if !jsonscan.Members(params, func(k, v []byte) bool {
 			key := string(k)
 			if seen[key] {
 				return false
@@ -128,7 +130,7 @@ func compareHeaders(body []byte, methods, names []string, modern bool) (id json.
 			return id, "the request's params are not an object the headers can be compared with"
 		}
 		if nameRaw != nil {
-			if bodyName, named = jsonString(nameRaw); !named {
+			if bodyName, named = jsonscan.String(nameRaw); !named {
 				return id, "the request's " + field + " is not a string"
 			}
 		}

@@ -1,4 +1,4 @@
-package gateway
+package jsonscan
 
 import (
 	"bytes"
@@ -6,19 +6,10 @@ import (
 	"unicode/utf8"
 )
 
-// A scanner of JSON objects and arrays for the direct path (direct.go): it
-// finds the members of an object, each key as written and its value's
-// bytes, without decoding the values, so that a message is read once and
-// its arguments are passed on as the client wrote them. It is used on data
-// that json.Valid accepted, and on any other data it returns false or
-// stops early rather than panic (FuzzMembers). A key with an escape or
-// that is not UTF-8 makes it return false: the direct path leaves such a
-// message to the SDK, so that a key has one spelling.
-
-// members calls fn with each member of the JSON object data. It returns
+// Members calls fn with each member of the JSON object data. It returns
 // false when data is not an object, a key has an escape or is not UTF-8, or
 // fn returns false.
-func members(data []byte, fn func(key, value []byte) bool) bool {
+func Members(data []byte, fn func(key, value []byte) bool) bool {
 	i := skipSpace(data, 0)
 	if i >= len(data) || data[i] != '{' {
 		return false
@@ -64,9 +55,9 @@ func members(data []byte, fn func(key, value []byte) bool) bool {
 	return false
 }
 
-// elements calls fn with each element of the JSON array data. It returns
+// Elements calls fn with each element of the JSON array data. It returns
 // false when data is not an array or fn returns false.
-func elements(data []byte, fn func(value []byte) bool) bool {
+func Elements(data []byte, fn func(value []byte) bool) bool {
 	i := skipSpace(data, 0)
 	if i >= len(data) || data[i] != '[' {
 		return false
@@ -160,9 +151,9 @@ func valueEnd(data []byte, i int) int {
 	return j
 }
 
-// jsonString decodes the JSON string raw: without escapes, its bytes when
+// String decodes the JSON string raw: without escapes, its bytes when
 // they are UTF-8; otherwise as encoding/json does.
-func jsonString(raw []byte) (string, bool) {
+func String(raw []byte) (string, bool) {
 	if len(raw) < 2 || raw[0] != '"' {
 		return "", false
 	}
@@ -174,13 +165,13 @@ func jsonString(raw []byte) (string, bool) {
 	return s, json.Unmarshal(raw, &s) == nil
 }
 
-// maxJSONDepth is the nesting the SDK's decoder accepts (its
+// maxDepth is the nesting the SDK's decoder accepts (its
 // internal/json): a deeper message is the SDK's to refuse.
-const maxJSONDepth = 1000
+const maxDepth = 1000
 
-// tooDeep reports whether the objects and arrays of data nest deeper than
-// maxJSONDepth.
-func tooDeep(data []byte) bool {
+// TooDeep reports whether the objects and arrays of data nest deeper than
+// maxDepth.
+func TooDeep(data []byte) bool {
 	depth, inString, escaped := 0, false, false
 	for _, b := range data {
 		if inString {
@@ -198,7 +189,7 @@ func tooDeep(data []byte) bool {
 		case '"':
 			inString = true
 		case '{', '[':
-			if depth++; depth > maxJSONDepth {
+			if depth++; depth > maxDepth {
 				return true
 			}
 		case '}', ']':

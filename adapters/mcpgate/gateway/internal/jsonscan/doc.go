@@ -1,0 +1,10 @@
+// Package jsonscan reads JSON messages without decoding them: it finds the
+// members of an object and the elements of an array, each value as its
+// bytes, so that a message is read once and its values are passed on as
+// they were written.
+//
+// It is used on data that json.Valid accepted; on any other data it returns
+// false or stops early, and never panics (FuzzMembers). A key with an escape
+// or that is not UTF-8 makes Members return false: a caller leaves such a
+// message to a full decoder, so that a key has one spelling.
+package jsonscan
