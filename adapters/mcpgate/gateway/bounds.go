@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/axgate/axgate/adapters/mcpgate"
+	"github.com/axgate/axgate/adapters/mcpgate/gateway/internal/direct"
 	axerr "github.com/axgate/axgate/errors"
 	"github.com/axgate/axgate/middleware"
 )
@@ -41,7 +42,7 @@ const (
 // errMessageTooLarge is why an HTTP upstream's connection was cut: one of
 // its messages was larger than WithMaxMessageBytes (a command upstream's:
 // childproc.ErrTooLarge).
-var errMessageTooLarge = errors.New("gateway: upstream message larger than the bound")
+var errMessageTooLarge = direct.ErrTooLarge
 
 // errTooManyTools is why a tool list was refused.
 var errTooManyTools = errors.New("gateway: upstream tool list larger than the bound")

@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/axgate/axgate/adapters/mcpgate"
+	"github.com/axgate/axgate/adapters/mcpgate/gateway/internal/direct"
 	"github.com/axgate/axgate/adapters/mcpgate/internal/childproc"
 	"github.com/axgate/axgate/adapters/wire"
 	axerr "github.com/axgate/axgate/errors"
@@ -403,8 +404,8 @@ func (g *Gateway) forward(ctx context.Context, call *middleware.Call) (middlewar
 	ctx, cancel := context.WithTimeout(ctx, g.cfg.callTimeout)
 	defer cancel()
 	var res *mcp.CallToolResult
-	if version := l.directVersion(cs); version != "" {
-		res, err = l.callDirect(ctx, cs, version, params)
+	if version := g.directVersion(cs); version != "" {
+		res, err = g.directPath.Call(ctx, direct.Upstream{Session: cs, Version: version, Peer: directLink{l}, Life: l.ctx}, params)
 	} else {
 		upCtx, done := g.upstreamContext(ctx)
 		res, err = cs.CallTool(upCtx, params)
@@ -486,7 +487,7 @@ func checkedContent(res *mcp.CallToolResult) (*mcp.CallToolResult, error) {
 
 // upstreamDrain bounds how long the upstream's HTTP response may still be
 // read after its answer arrived (see upstreamContext).
-const upstreamDrain = 10 * time.Second
+const upstreamDrain = direct.DrainFor
 
 // upstreamContext is the context of an upstream call: ctx's values, and
 // cancelled when ctx is — while the call runs. Call done when the call
@@ -498,7 +499,7 @@ const upstreamDrain = 10 * time.Second
 // of one agent opened a new connection). After done, the context ends only
 // once upstreamDrain has passed, so that an upstream that keeps the
 // response open after its answer holds nothing longer than that; and at
-// once when maxDraining calls wait so already, the direct path's drains
+// once when direct.Drains is full, the direct path's drains
 // counted (the go-sdk does not tell when it has read the response to its
 // end: a call counts for upstreamDrain, and beyond the bound an upstream
 // called through the go-sdk more than ~25 times a second may lose a
@@ -510,14 +511,13 @@ func (g *Gateway) upstreamContext(ctx context.Context) (context.Context, func())
 		if !stop() {
 			return
 		}
-		if g.draining.Add(1) > maxDraining {
-			g.draining.Add(-1)
+		if !g.drains.Take() {
 			cancel(nil)
 			return
 		}
 		time.AfterFunc(upstreamDrain, func() {
 			cancel(nil)
-			g.draining.Add(-1)
+			g.drains.Done()
 		})
 	}
 }

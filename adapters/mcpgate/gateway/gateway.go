@@ -14,7 +14,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -25,6 +24,7 @@ import (
 	"github.com/axgate/axgate"
 	"github.com/axgate/axgate/adapters/httpgate"
 	"github.com/axgate/axgate/adapters/mcpgate"
+	"github.com/axgate/axgate/adapters/mcpgate/gateway/internal/direct"
 	axerr "github.com/axgate/axgate/errors"
 	"github.com/axgate/axgate/gates"
 	"github.com/axgate/axgate/internal/gate"
@@ -83,12 +83,10 @@ type Gateway struct {
 	// starts is the gateway-wide back-off of upstream starts.
 	starts *breaker
 
-	// direct are the tools whose calls may take the direct path
-	// (direct.go); byID are the streamable HTTP sessions' links by session
-	// id; directSeq numbers the direct path's requests to the upstream.
-	direct    map[string]bool
-	byID      map[string]*link
-	directSeq atomic.Uint64
+	// directPath is the direct path of tool calls (internal/direct); byID
+	// are the streamable HTTP sessions' links by session id, for it.
+	directPath *direct.Path
+	byID       map[string]*link
 
 	// entries is the enforcer's chain around the upstream for the
 	// manifest's resources and prompts (entries.go).
@@ -96,9 +94,9 @@ type Gateway struct {
 
 	// ready is Ready's check (ready.go).
 	ready readiness
-	// draining counts the upstream work after a call returned (drain,
-	// upstreamContext, cancelUpstream), at most maxDraining.
-	draining atomic.Int64
+	// drains counts the upstream work after a call returned, the direct
+	// path's and upstreamContext's.
+	drains direct.Drains
 }
 
 // New returns a gateway that enforces enf's manifest in front of upstream.
@@ -181,7 +179,18 @@ func New(enf *axgate.Enforcer, upstream Upstream, opts ...Option) (*Gateway, err
 		g.defs[t.Name] = def
 		g.order = append(g.order, t.Name)
 	}
-	g.direct = directTools(g.order, enf.StagesFor)
+	g.directPath = direct.New(direct.Config{
+		Sessions:        httpSessions{g},
+		Tools:           directTools(g.order, enf.StagesFor),
+		SessionTimeout:  cfg.sessionTimeout,
+		CallTimeout:     cfg.callTimeout,
+		Body:            unreadBody,
+		URL:             g.up.URL,
+		HTTPClient:      g.up.HTTPClient,
+		MaxMessageBytes: cfg.maxMessageBytes,
+		Bound:           g.boundResponse,
+		Drains:          &g.drains,
+	})
 	g.entries = enf.Wrap(middleware.InvokerFunc(g.forwardEntry))
 	meter := cfg.meter.Meter("github.com/axgate/axgate/adapters/mcpgate/gateway")
 	var err error
@@ -351,7 +360,7 @@ func (g *Gateway) buildHandler() http.Handler {
 	var h http.Handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.httpFront.server },
 		&mcp.StreamableHTTPOptions{SessionTimeout: g.cfg.sessionTimeout, Logger: g.cfg.logger})
 	if !g.cfg.sdkOnly {
-		h = g.directCalls(h)
+		h = g.directPath.Handler(h)
 	}
 	h = checkStandardHeaders(h) // before both paths read the body
 	h = limitBody(h, g.cfg.maxMessageBytes)

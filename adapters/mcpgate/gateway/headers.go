@@ -16,6 +16,10 @@ import (
 	axerr "github.com/axgate/axgate/errors"
 )
 
+// headerProtocolVersion is the streamable HTTP transport's header of the
+// protocol version.
+const headerProtocolVersion = "Mcp-Protocol-Version"
+
 // The standard headers of MCP 2026-07-28's streamable HTTP transport
 // (SEP-2243): a POST mirrors its JSON-RPC method, and the name or URI it
 // targets, into headers, so that a load balancer, a WAF or a rate limiter
@@ -195,16 +199,16 @@ func headerMismatch(w http.ResponseWriter, id json.RawMessage, problem string) {
 	re := mcpgate.JSONRPCError(e)
 	re.Code = mcp.CodeHeaderMismatch
 	raw, _ := json.Marshal(re)
-	if len(id) == 0 || !isRequestID(id) {
+	if len(id) == 0 || !jsonscan.IsRequestID(id) {
 		id = nil
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusBadRequest)
 	if id == nil {
-		w.Write(directResponse(json.RawMessage("null"), "error", raw))
+		w.Write(jsonscan.Response(json.RawMessage("null"), "error", raw))
 		return
 	}
-	w.Write(directResponse(id, "error", raw))
+	w.Write(jsonscan.Response(id, "error", raw))
 }
 
 // privateLists marks the results the front lists per caller (tools/list

@@ -13,9 +13,16 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"golang.org/x/time/rate"
 
+	"github.com/axgate/axgate/adapters/mcpgate/gateway/internal/direct"
 	"github.com/axgate/axgate/adapters/mcpgate/internal/childproc"
 	"github.com/axgate/axgate/middleware"
 )
+
+// upstreamProtocolVersion is the protocol version the gateway asks its
+// upstream sessions for: the newest with sessions, as the front speaks
+// (legacyVersions), so that one client session maps to one upstream
+// session.
+const upstreamProtocolVersion = "2025-11-25"
 
 // errNotConnected is why a link that never connected is down.
 var errNotConnected = errors.New("gateway: not connected yet")
@@ -36,10 +43,10 @@ type link struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	conn        linkConn  // the upstream session and its reconnection
-	tools       linkTools // the upstream's tools and their freshness
-	directCalls           // the direct path's bookkeeping (direct.go)
-	callBounds            // what bounds the session's calls and messages
+	conn        linkConn     // the upstream session and its reconnection
+	tools       linkTools    // the upstream's tools and their freshness
+	directState direct.State // the direct path's record of the client session
+	callBounds               // what bounds the session's calls and messages
 
 	// subscriber is the caller of the session's last resources/subscribe
 	// the upstream took: resource updates reach the client only for what
@@ -80,26 +87,6 @@ type linkTools struct {
 
 	due         chan struct{} // a list is due
 	relistLimit *rate.Limiter // of the lists after notifications
-}
-
-// directCalls is the direct path's bookkeeping of a client session
-// (direct.go).
-type directCalls struct {
-	// userID is the user the client session was started by, version the
-	// protocol version it agreed on, and lastPOST when the SDK last saw a
-	// POST of it.
-	userID   string
-	version  string
-	lastPOST atomic.Int64
-
-	// inflight are the direct calls of the session in flight, by their
-	// JSON-RPC id: to refuse an id already in flight, as the SDK does, and
-	// to cancel a call on the client's notifications/cancelled, which goes
-	// to the SDK (it cancels only its own calls). inflightN counts them, so
-	// that a POST of a session with none is not read for a cancellation.
-	inflightMu sync.Mutex
-	inflight   map[string]context.CancelFunc // by requestKey
-	inflightN  atomic.Int32
 }
 
 // callBounds bound what one session holds of the gateway.

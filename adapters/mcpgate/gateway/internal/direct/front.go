@@ -1,4 +1,4 @@
-package gateway
+package direct
 
 import (
 	"context"
@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -17,36 +16,13 @@ import (
 
 	"github.com/axgate/axgate/adapters/mcpgate/gateway/internal/jsonscan"
 
-	"github.com/axgate/axgate/middleware"
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// The direct path of a tool call.
-//
-// Through the SDK, every call costs the gateway a second MCP server (the
-// front) and a second MCP client (to the upstream), each of which decodes
-// and encodes every message about as expensively as the agent's client and
-// the upstream's server do: the gateway doubled the CPU of a call and
-// halved the throughput (BenchmarkGatewayRead, bench/README.md). The
-// common call does not need them:
-//
-//   - The front (directCalls): a tools/call POST on an established
-//     streamable HTTP session, of a tool whose chain cannot ask the person
-//     (no confirmation stage, so no elicitation and no input-required
-//     result), with nothing but name, arguments and _meta in its params and
-//     no progress token, is decoded once here and run through callTool — the
-//     same refusals, bounds and chain as through the SDK — and answered with
-//     one JSON body. Every other request, and every request that is not
-//     exactly what the SDK would also accept (headers, protocol version,
-//     the session's user), goes to the SDK's handler, which answers it as
-//     before.
-//   - The upstream (callDirect): a call to an HTTP upstream on a session of
-//     a protocol version with sessions is one POST whose answer, a JSON body
-//     or an event stream, is read here; the upstream's notifications and
-//     requests on that stream are handled as the SDK client's handlers
-//     handle them (linkHandlers).
+// protocolMetaPrefix marks the _meta keys of the protocol itself.
+const protocolMetaPrefix = "io.modelcontextprotocol/"
 
 // The streamable HTTP transport's headers.
 const (
@@ -55,54 +31,38 @@ const (
 	headerLastEventID     = "Last-Event-ID"
 )
 
-// upstreamProtocolVersion is the protocol version the gateway asks its
-// upstream sessions for: the newest with sessions, as the front speaks
-// (legacyVersions), so that one client session maps to one upstream
-// session.
-const upstreamProtocolVersion = "2025-11-25"
-
-// directTools are the tools whose calls may take the direct path: those
-// whose chain has no confirmation stage (it is the only stage that asks the
-// person through the client).
-func directTools(names []string, stagesFor func(string) ([]string, bool)) map[string]bool {
-	out := map[string]bool{}
-	for _, name := range names {
-		stages, ok := stagesFor(name)
-		if ok && !slices.Contains(stages, middleware.StageConfirmation) {
-			out[name] = true
-		}
-	}
-	return out
-}
-
-// directCalls serves the tool calls that may take the direct path, and
-// hands every other request to next, the SDK's streamable HTTP handler.
-func (g *Gateway) directCalls(next http.Handler) http.Handler {
+// Handler serves the tool calls that may take the direct path, and hands
+// every other request to next, the SDK's streamable HTTP handler.
+func (p *Path) Handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
 			next.ServeHTTP(w, r)
 			return
 		}
-		l := g.httpLink(r.Header.Get(headerSessionID))
-		if l == nil {
+		var s Session
+		if id := r.Header.Get(headerSessionID); id != "" {
+			s = p.cfg.Sessions.Lookup(id)
+		}
+		if s == nil {
 			next.ServeHTTP(w, r)
 			return
 		}
-		if call, ok := g.directCall(r, l); ok {
-			g.serveDirect(w, r, l, call)
+		if call, ok := p.directCall(r, s); ok {
+			p.serve(w, r, s, call)
 			return
 		}
-		// The SDK keeps an idle session only for WithSessionTimeout after
-		// its last POST, and sees none of the direct ones: directCall sends
-		// a call through the SDK when the session's last POST there is
-		// older than a quarter of that. A POST of another user is refused
-		// by the SDK before it counts: it must not count here either, or
-		// anyone with the session's id could keep its calls off the SDK
-		// until the SDK closes the session as idle.
-		if sameUser(r, l) {
-			l.touch()
-			defer l.touch()
-			g.cancelDirect(r, l)
+		// The SDK keeps an idle session only for SessionTimeout after its
+		// last POST, and sees none of the direct ones: directCall sends a
+		// call through the SDK when the session's last POST there is older
+		// than a quarter of that. A POST of another user is refused by the
+		// SDK before it counts: it must not count here either, or anyone
+		// with the session's id could keep its calls off the SDK until the
+		// SDK closes the session as idle.
+		st := s.State()
+		if sameUser(r, st) {
+			st.touch()
+			defer st.touch()
+			p.cancelDirect(r, s)
 		}
 		next.ServeHTTP(w, r)
 	})
@@ -118,19 +78,18 @@ type directRequest struct {
 
 // directCall reads r when it may take the direct path. Otherwise r's body
 // is left for the SDK to read.
-func (g *Gateway) directCall(r *http.Request, l *link) (directRequest, bool) {
-	if r.Body == nil || !g.directFront(r, l) {
+func (p *Path) directCall(r *http.Request, s Session) (directRequest, bool) {
+	if r.Body == nil || !p.directFront(r, s) {
 		return directRequest{}, false
 	}
-	// limitBody read the body already, within the bound; the SDK gets the
-	// same bytes when the call is not taken here.
-	mb, ok := r.Body.(*memBody)
-	if !ok || mb.Len() != len(mb.data) {
+	// The body was read already, within the bound; the SDK gets the same
+	// bytes when the call is not taken here.
+	body, ok := p.cfg.Body(r)
+	if !ok {
 		return directRequest{}, false
 	}
-	body := mb.data
 	d, ok := parseDirect(body)
-	if !ok || !g.direct[d.name] {
+	if !ok || !p.cfg.Tools[d.name] {
 		return directRequest{}, false
 	}
 	if _, ok := d.meta["progressToken"]; ok {
@@ -147,13 +106,13 @@ func (g *Gateway) directCall(r *http.Request, l *link) (directRequest, bool) {
 	return d, true
 }
 
-// directFront reports whether the SDK would take r as a request of l's
+// directFront reports whether the SDK would take r as a request of the
 // session as it stands: its Host, the content types of a POST, the
 // session's negotiated protocol version, the user the session was started
 // by, and a session the SDK has seen a POST of recently enough not to time
 // it out.
-func (g *Gateway) directFront(r *http.Request, l *link) bool {
-	if !sdkTakes(r, l) {
+func (p *Path) directFront(r *http.Request, s Session) bool {
+	if !sdkTakes(r, s) {
 		return false
 	}
 	// The SDK closes a session WithSessionTimeout after the end of its
@@ -171,9 +130,9 @@ func (g *Gateway) directFront(r *http.Request, l *link) bool {
 	// first connection only as long as the quarter lasts, and leaves a
 	// call of a link that is not ready to the SDK, whose POST holds its
 	// idle timer while the call waits.
-	if t := g.cfg.sessionTimeout; t > 0 {
-		since := time.Since(time.Unix(0, l.lastPOST.Load()))
-		if t < 8*g.cfg.callTimeout || since > t/4 || !l.ready(r.Context(), t/4-since) {
+	if t := p.cfg.SessionTimeout; t > 0 {
+		since := time.Since(time.Unix(0, s.State().lastPOST.Load()))
+		if t < 8*p.cfg.CallTimeout || since > t/4 || !s.Ready(r.Context(), t/4-since) {
 			return false
 		}
 	}
@@ -181,14 +140,15 @@ func (g *Gateway) directFront(r *http.Request, l *link) bool {
 }
 
 // sdkTakes reports whether the SDK would take the POST r as a message of
-// l's session: its Host, its content types, the session's negotiated
+// s: its Host, its content types, the session's negotiated
 // protocol version and the user the session was started by.
-func sdkTakes(r *http.Request, l *link) bool {
+func sdkTakes(r *http.Request, s Session) bool {
+	st := s.State()
 	if rebound(r) {
 		return false // the SDK refuses it: DNS rebinding protection
 	}
 	switch {
-	case l.client.InitializeParams() == nil || l.version == "" || r.Header.Get(headerProtocolVersion) != l.version:
+	case !s.Initialized() || st.version == "" || r.Header.Get(headerProtocolVersion) != st.version:
 		// The version the session agreed on, not the one the client asked
 		// for in its initialize (the SDK refuses a version it does not
 		// speak).
@@ -202,17 +162,17 @@ func sdkTakes(r *http.Request, l *link) bool {
 		return false
 	}
 	// The SDK refuses a POST of another user: session user mismatch.
-	return sameUser(r, l)
+	return sameUser(r, st)
 }
 
 // sameUser reports whether r is of the user l's session was started by,
 // as the SDK checks it.
-func sameUser(r *http.Request, l *link) bool {
-	if l.userID == "" {
+func sameUser(r *http.Request, st *State) bool {
+	if st.userID == "" {
 		return true
 	}
 	ti := auth.TokenInfoFromContext(r.Context())
-	return ti != nil && ti.UserID == l.userID
+	return ti != nil && ti.UserID == st.userID
 }
 
 // rebound reports whether r arrived on a loopback address under a Host
@@ -288,7 +248,7 @@ func parseDirect(body []byte) (directRequest, bool) {
 			return once(0) && string(v) == `"2.0"`
 		case "id":
 			d.id = v
-			return once(1) && isRequestID(v)
+			return once(1) && jsonscan.IsRequestID(v)
 		case "method":
 			return once(2) && string(v) == `"tools/call"`
 		case "params":
@@ -327,26 +287,13 @@ func parseDirect(body []byte) (directRequest, bool) {
 	return d, true
 }
 
-// isRequestID reports whether raw is a JSON-RPC id the SDK takes: a string,
-// or an integer.
-func isRequestID(raw json.RawMessage) bool {
-	if len(raw) == 0 {
-		return false
-	}
-	if raw[0] == '"' {
-		_, ok := jsonscan.String(raw)
-		return ok
-	}
-	_, err := strconv.ParseInt(string(raw), 10, 64)
-	return err == nil
-}
-
-// serveDirect runs a call through callTool and writes its answer.
-func (g *Gateway) serveDirect(w http.ResponseWriter, r *http.Request, l *link, d directRequest) {
+// serve runs a call through the session's CallTool and writes its answer.
+func (p *Path) serve(w http.ResponseWriter, r *http.Request, s Session, d directRequest) {
+	st := s.State()
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	id := requestKey(d.id)
-	if !l.startDirect(id, cancel) {
+	if !st.start(id, cancel) {
 		// As the SDK answers an id that is in flight on the session, with
 		// the id as the request wrote it.
 		shown := string(d.id)
@@ -356,18 +303,14 @@ func (g *Gateway) serveDirect(w http.ResponseWriter, r *http.Request, l *link, d
 		raw, _ := json.Marshal(&jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: fmt.Sprintf("duplicate in-flight request ID %s", shown)})
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusBadRequest)
-		w.Write(directResponse(d.id, "error", raw))
+		w.Write(jsonscan.Response(d.id, "error", raw))
 		return
 	}
-	defer l.endDirect(id)
-	req := &mcp.CallToolRequest{
-		Session: l.client,
-		Params:  &mcp.CallToolParamsRaw{Name: d.name, Arguments: d.args, Meta: d.meta},
-		Extra:   &mcp.RequestExtra{TokenInfo: auth.TokenInfoFromContext(r.Context()), Header: r.Header},
-	}
-	res, err := g.httpFront.callTool(ctx, req)
+	defer st.end(id)
+	res, err := s.CallTool(ctx, &mcp.CallToolParamsRaw{Name: d.name, Arguments: d.args, Meta: d.meta},
+		&mcp.RequestExtra{TokenInfo: auth.TokenInfoFromContext(r.Context()), Header: r.Header})
 	if err == nil && res != nil && res.NeedsInput() {
-		// directTools keeps the tools that can ask off this path; an
+		// Config.Tools keeps the tools that can ask off this path; an
 		// upstream's input request is not relayed.
 		err = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the call needs input the gateway cannot ask for on this request"}
 	}
@@ -383,7 +326,7 @@ func (g *Gateway) serveDirect(w http.ResponseWriter, r *http.Request, l *link, d
 		}
 		var raw []byte
 		if raw, err = encodeToolResult(res); err == nil {
-			out = directResponse(d.id, "result", raw)
+			out = jsonscan.Response(d.id, "result", raw)
 		}
 	}
 	if err != nil {
@@ -392,7 +335,7 @@ func (g *Gateway) serveDirect(w http.ResponseWriter, r *http.Request, l *link, d
 			re = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
 		}
 		raw, _ := json.Marshal(re)
-		out = directResponse(d.id, "error", raw)
+		out = jsonscan.Response(d.id, "error", raw)
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Write(out)
@@ -465,51 +408,52 @@ func requestKey(raw []byte) string {
 	return ""
 }
 
-// startDirect records a direct call of l's session in flight, unless its
-// id is in flight already.
-func (l *link) startDirect(id string, cancel context.CancelFunc) bool {
-	l.inflightMu.Lock()
-	defer l.inflightMu.Unlock()
-	if _, dup := l.inflight[id]; dup {
+// start records a direct call of the session in flight, unless its id is
+// in flight already.
+func (st *State) start(id string, cancel context.CancelFunc) bool {
+	st.inflightMu.Lock()
+	defer st.inflightMu.Unlock()
+	if _, dup := st.inflight[id]; dup {
 		return false
 	}
-	if l.inflight == nil {
-		l.inflight = map[string]context.CancelFunc{}
+	if st.inflight == nil {
+		st.inflight = map[string]context.CancelFunc{}
 	}
-	l.inflight[id] = cancel
-	l.inflightN.Add(1)
+	st.inflight[id] = cancel
+	st.inflightN.Add(1)
 	return true
 }
 
-// endDirect forgets a direct call that has ended.
-func (l *link) endDirect(id string) {
-	l.inflightMu.Lock()
-	defer l.inflightMu.Unlock()
-	delete(l.inflight, id)
-	l.inflightN.Add(-1)
+// end forgets a direct call that has ended.
+func (st *State) end(id string) {
+	st.inflightMu.Lock()
+	defer st.inflightMu.Unlock()
+	delete(st.inflight, id)
+	st.inflightN.Add(-1)
 }
 
-// cancelDirect cancels the direct call that r, a POST of l's session that
+// cancelDirect cancels the direct call that r, a POST of s that
 // goes to the SDK, cancels: a notifications/cancelled the SDK takes, whose
 // requestId is a direct call of the session in flight. Its context ends,
-// which ends the upstream's call as the SDK's client would (callDirect
+// which ends the upstream's call as the SDK's client would (Call
 // sends the upstream a notifications/cancelled of its own). The SDK still
 // gets the notification and answers it; it cancels only its own calls.
-func (g *Gateway) cancelDirect(r *http.Request, l *link) {
-	if l.inflightN.Load() == 0 || r.Body == nil || !sdkTakes(r, l) {
+func (p *Path) cancelDirect(r *http.Request, s Session) {
+	st := s.State()
+	if st.inflightN.Load() == 0 || r.Body == nil || !sdkTakes(r, s) {
 		return
 	}
-	mb, ok := r.Body.(*memBody)
-	if !ok || mb.Len() != len(mb.data) {
-		return
-	}
-	id, ok := parseCancelled(mb.data)
+	body, ok := p.cfg.Body(r)
 	if !ok {
 		return
 	}
-	l.inflightMu.Lock()
-	cancel := l.inflight[id]
-	l.inflightMu.Unlock()
+	id, ok := parseCancelled(body)
+	if !ok {
+		return
+	}
+	st.inflightMu.Lock()
+	cancel := st.inflight[id]
+	st.inflightMu.Unlock()
 	if cancel != nil {
 		cancel()
 	}
@@ -570,43 +514,14 @@ func parseCancelled(body []byte) (string, bool) {
 	return key, key != ""
 }
 
-func directResponse(id json.RawMessage, field string, raw []byte) []byte {
-	out := make([]byte, 0, len(raw)+len(id)+40)
-	out = append(out, `{"jsonrpc":"2.0","id":`...)
-	out = append(out, id...)
-	out = append(out, `,"`...)
-	out = append(out, field...)
-	out = append(out, `":`...)
-	out = append(out, raw...)
-	return append(out, '}')
+// Register records the session as started by userID (as the SDK binds
+// it; "" for none) with the protocol version the gateway answered its
+// initialize with, and as seen by the SDK now. Until then the session's
+// calls go to the SDK. Call it before Sessions.Lookup finds the session.
+func (st *State) Register(userID, version string) {
+	st.userID, st.version = userID, version
+	st.touch()
 }
 
-// httpLink is the upstream link of the streamable HTTP session with that
-// id, or nil.
-func (g *Gateway) httpLink(sessionID string) *link {
-	if sessionID == "" {
-		return nil
-	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.byID[sessionID]
-}
-
-// registerHTTP makes l's session reachable by its id for the direct path,
-// bound to the user that started it (as the SDK binds it) and to the
-// protocol version the gateway answered its initialize with.
-func (g *Gateway) registerHTTP(l *link, sessionID, userID, version string) {
-	if sessionID == "" {
-		return
-	}
-	l.userID, l.version = userID, version
-	l.touch()
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if !g.closed && g.links[l.client] == l {
-		g.byID[sessionID] = l
-	}
-}
-
-// touch records a POST of l's session that the SDK handles.
-func (l *link) touch() { l.lastPOST.Store(time.Now().UnixNano()) }
+// touch records a POST of the session that the SDK handles.
+func (st *State) touch() { st.lastPOST.Store(time.Now().UnixNano()) }

@@ -1,4 +1,4 @@
-package gateway
+package direct
 
 import (
 	"bufio"
@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/axgate/axgate/adapters/mcpgate/gateway/internal/jsonscan"
@@ -21,22 +20,13 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
+// ErrTooLarge is why a message of the upstream was not read: it is larger
+// than the bound (Config.MaxMessageBytes).
+var ErrTooLarge = errors.New("gateway: upstream message larger than the bound")
+
 // errSessionLost is why a direct call failed when the upstream no longer
 // knows the session (HTTP 404): the link connects a new one.
 var errSessionLost = errors.New("the upstream no longer knows the session")
-
-// directVersion is the protocol version of cs when a call on it may take
-// the direct path to the upstream (see direct.go), or "".
-func (l *link) directVersion(cs *mcp.ClientSession) string {
-	if l.g.cfg.sdkOnly || l.g.up.URL == "" || l.g.up.HTTPClient == nil || cs.ID() == "" {
-		return ""
-	}
-	ir := cs.InitializeResult()
-	if ir == nil || ir.ProtocolVersion == "" || ir.ProtocolVersion >= "2026-07-28" {
-		return "" // the stateless protocol: per-request _meta and headers, the SDK's
-	}
-	return ir.ProtocolVersion
-}
 
 // wireMessage is any JSON-RPC message, as readMessage reads it.
 type wireMessage struct {
@@ -47,15 +37,41 @@ type wireMessage struct {
 	Error  *jsonrpc.Error
 }
 
-// callDirect calls the tool on the upstream session cs with one POST, and
+// Version is the protocol version of cs when a call on it may take the
+// direct path to the upstream, or "": cs is connected over streamable HTTP
+// (it has an id) with a protocol version that has sessions.
+func (p *Path) Version(cs *mcp.ClientSession) string {
+	if p.cfg.URL == "" || p.cfg.HTTPClient == nil || cs.ID() == "" {
+		return ""
+	}
+	ir := cs.InitializeResult()
+	if ir == nil || ir.ProtocolVersion == "" || ir.ProtocolVersion >= "2026-07-28" {
+		return "" // the stateless protocol: per-request _meta and headers, the SDK's
+	}
+	return ir.ProtocolVersion
+}
+
+// Upstream is the upstream session of a call.
+type Upstream struct {
+	// Session is the session, Version its protocol version (p.Version).
+	Session *mcp.ClientSession
+	Version string
+	// Peer takes the upstream's messages on the call's stream.
+	Peer Peer
+	// Life ends when the session is no longer the gateway's: the
+	// cancellation of a call sent after it returned ends with it.
+	Life context.Context
+}
+
+// Call calls the tool on the upstream session with one POST, and
 // reads the answer: a JSON body, or an event stream on which the upstream
 // may also send notifications and requests of its own before it answers.
 // ctx is the call's, bounded by WithCallTimeout; the HTTP request has a
 // context of its own, so that after the answer the rest of the stream can
 // be drained in the background (drain) and the connection kept.
-func (l *link) callDirect(ctx context.Context, cs *mcp.ClientSession, version string, params *mcp.CallToolParams) (*mcp.CallToolResult, error) {
-	g := l.g
-	id := "axgate-" + strconv.FormatUint(g.directSeq.Add(1), 10)
+func (p *Path) Call(ctx context.Context, up Upstream, params *mcp.CallToolParams) (*mcp.CallToolResult, error) {
+	cs, version := up.Session, up.Version
+	id := "axgate-" + strconv.FormatUint(p.seq.Add(1), 10)
 	body, err := encodeCall(id, params)
 	if err != nil {
 		return nil, err
@@ -70,20 +86,19 @@ func (l *link) callDirect(ctx context.Context, cs *mcp.ClientSession, version st
 		cancelReq(context.Cause(ctx))
 		// Counted with the drains: an upstream that holds these POSTs
 		// open does not get one held per cancelled call.
-		if g.draining.Add(1) > maxDraining {
-			g.draining.Add(-1)
+		if !p.cfg.Drains.Take() {
 			return
 		}
 		go func() {
-			defer g.draining.Add(-1)
-			l.cancelUpstream(cs.ID(), version, id)
+			defer p.cfg.Drains.Done()
+			p.cancelUpstream(up.Life, cs.ID(), version, id)
 		}()
 	})
 	var res *mcp.CallToolResult
 	draining := false
-	resp, err := l.post(reqCtx, cs.ID(), version, body)
+	resp, err := p.post(reqCtx, cs.ID(), version, body)
 	if err == nil {
-		res, draining, err = l.readAnswer(ctx, cs, version, id, resp, cancelReq)
+		res, draining, err = p.readAnswer(ctx, up, id, resp, cancelReq)
 	}
 	if err == nil || ctx.Err() == nil {
 		stop()
@@ -145,9 +160,8 @@ func encodeCall(id string, params *mcp.CallToolParams) ([]byte, error) {
 // post sends one JSON-RPC message on the upstream session and returns the
 // upstream's response, status 200 (or 202 for a message that is not a
 // request), with its body bounded by WithMaxMessageBytes.
-func (l *link) post(ctx context.Context, sessionID, version string, body []byte) (*http.Response, error) {
-	g := l.g
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, g.up.URL, bytes.NewReader(body))
+func (p *Path) post(ctx context.Context, sessionID, version string, body []byte) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.cfg.URL, bytes.NewReader(body))
 	if err != nil {
 		return nil, err
 	}
@@ -157,15 +171,14 @@ func (l *link) post(ctx context.Context, sessionID, version string, body []byte)
 	req.Header["Accept"] = acceptBoth
 	req.Header[headerProtocolVersion] = []string{version}
 	req.Header[headerSessionID] = []string{sessionID}
-	resp, err := g.up.HTTPClient.Do(req)
+	resp, err := p.cfg.HTTPClient.Do(req)
 	if err != nil {
 		return nil, err
 	}
-	if err := l.statusError(resp); err != nil {
+	if err := p.statusError(resp); err != nil {
 		return nil, err
 	}
-	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
-	resp.Body = &boundedBody{ReadCloser: resp.Body, limit: g.cfg.maxMessageBytes, cut: new(atomic.Bool), sse: mt == "text/event-stream"}
+	p.cfg.Bound(resp)
 	return resp, nil
 }
 
@@ -174,7 +187,7 @@ func (l *link) post(ctx context.Context, sessionID, version string, body []byte)
 // 503 and 504 are passing (the upstream is unavailable for now); otherwise
 // a JSON-RPC error in the body is the upstream's answer; a 404 is a session
 // the upstream no longer knows; anything else, a failure.
-func (l *link) statusError(resp *http.Response) error {
+func (p *Path) statusError(resp *http.Response) error {
 	switch code := resp.StatusCode; code {
 	case http.StatusOK, http.StatusAccepted:
 		return nil
@@ -184,7 +197,7 @@ func (l *link) statusError(resp *http.Response) error {
 		return fmt.Errorf("the upstream answered HTTP %d", code)
 	}
 	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, l.g.cfg.maxMessageBytes))
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, p.cfg.MaxMessageBytes))
 	if err == nil {
 		if m, err := readMessage(raw); err == nil && m.Method == "" && m.ID != nil && m.Error != nil {
 			return m.Error
@@ -211,7 +224,7 @@ func discard(resp *http.Response) {
 // readAnswer reads the answer to request id from resp. draining reports
 // that the rest of resp is read in the background, which calls end when it
 // is done.
-func (l *link) readAnswer(ctx context.Context, cs *mcp.ClientSession, version, id string, resp *http.Response, end context.CancelCauseFunc) (_ *mcp.CallToolResult, draining bool, _ error) {
+func (p *Path) readAnswer(ctx context.Context, up Upstream, id string, resp *http.Response, end context.CancelCauseFunc) (_ *mcp.CallToolResult, draining bool, _ error) {
 	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	switch mt {
 	case "application/json":
@@ -232,7 +245,7 @@ func (l *link) readAnswer(ctx context.Context, cs *mcp.ClientSession, version, i
 	case "text/event-stream":
 		events := newEventReader(resp.Body)
 		defer events.release()
-		events.limit = l.g.cfg.maxMessageBytes
+		events.limit = p.cfg.MaxMessageBytes
 		for {
 			data, err := events.next()
 			if err != nil {
@@ -250,26 +263,25 @@ func (l *link) readAnswer(ctx context.Context, cs *mcp.ClientSession, version, i
 			switch {
 			case isAnswerTo(m, id):
 				res, err := toolAnswer(m)
-				if l.g.draining.Add(1) > maxDraining {
+				if !p.cfg.Drains.Take() {
 					// An upstream that keeps its streams open after the
 					// answer: its connections are closed, not kept, so that
-					// calls cannot pile them up for upstreamDrain each.
-					l.g.draining.Add(-1)
+					// calls cannot pile them up for DrainFor each.
 					resp.Body.Close()
 					return res, false, err
 				}
 				go func() {
-					defer l.g.draining.Add(-1)
+					defer p.cfg.Drains.Done()
 					drain(resp.Body, end)
 				}()
 				return res, true, err
 			case m.Method != "" && m.ID == nil:
-				l.upstreamNotification(ctx, m.Method, m.Params)
+				up.Peer.Notify(ctx, m.Method, m.Params)
 			case m.Method != "":
 				// One at a time, before the stream is read on: the upstream
 				// waits for the answer before it answers the call, and a
 				// flood of requests holds no more than this reader.
-				l.answerUpstream(ctx, cs.ID(), version, m)
+				p.answerUpstream(ctx, up, m)
 			}
 			// A response to another request: not this call's.
 		}
@@ -278,20 +290,12 @@ func (l *link) readAnswer(ctx context.Context, cs *mcp.ClientSession, version, i
 	return nil, false, fmt.Errorf("the upstream answered with content type %q", mt)
 }
 
-// maxDraining bounds the upstream work the gateway does after a call
-// returned: the event streams it reads on after their answer, to keep
-// their connections (each at most upstreamDrain), and the cancellations it
-// sends (each at most 5 s). Beyond it, a connection is closed instead of
-// kept, and a cancellation is not sent (the call's request is cancelled
-// all the same).
-const maxDraining = 256
-
 // drain reads the rest of an event stream (the SDK's servers close it after
 // the answer), so that its connection is kept, and then ends the request's
 // context; an upstream that keeps the stream open loses the connection
-// after upstreamDrain.
+// after DrainFor.
 func drain(body io.ReadCloser, end context.CancelCauseFunc) {
-	t := time.AfterFunc(upstreamDrain, func() { end(nil) })
+	t := time.AfterFunc(DrainFor, func() { end(nil) })
 	io.Copy(io.Discard, body)
 	t.Stop()
 	body.Close()
@@ -434,69 +438,10 @@ func textContent(raw []byte) (*mcp.TextContent, bool) {
 	return &mcp.TextContent{Text: text}, ok && okType && okText
 }
 
-// upstreamNotification hands a notification the upstream sent on a call's
-// stream to the handler the SDK's client would have called (clientOptions).
-func (l *link) upstreamNotification(ctx context.Context, method string, params json.RawMessage) {
-	switch method {
-	case "notifications/tools/list_changed":
-		l.toolsChanged()
-		return
-	case "notifications/progress":
-		notify[mcp.ProgressNotificationParams](ctx, l, method, params)
-		return
-	}
-	if l.client == nil || l.g.cfg.toolsOnly {
-		return
-	}
-	switch method {
-	case "notifications/message":
-		notify[mcp.LoggingMessageParams](ctx, l, method, params)
-	case "notifications/resources/updated":
-		var p mcp.ResourceUpdatedNotificationParams
-		if decodeParams(params, &p) == nil && l.passesNotification(method, p.URI) {
-			toFront(ctx, l, method, &mcp.ResourceUpdatedNotificationParams{URI: p.URI})
-		}
-	case "notifications/resources/list_changed":
-		if l.passesNotification(method, "") {
-			notify[mcp.ResourceListChangedParams](ctx, l, method, params)
-		}
-	case "notifications/prompts/list_changed":
-		if l.passesNotification(method, "") {
-			notify[mcp.PromptListChangedParams](ctx, l, method, params)
-		}
-	case "notifications/elicitation/complete":
-		var p mcp.ElicitationCompleteParams
-		if l.forwards(methodElicit) && decodeParams(params, &p) == nil {
-			l.client.NotifyElicitationComplete(ctx, &p)
-		}
-	}
-}
-
-func notify[T any, P interface {
-	*T
-	mcp.Params
-}](ctx context.Context, l *link, method string, params json.RawMessage) {
-	p := P(new(T))
-	if decodeParams(params, p) == nil {
-		toFront(ctx, l, method, p)
-	}
-}
-
-func decodeParams(raw json.RawMessage, v any) error {
-	if len(raw) == 0 || string(raw) == "null" {
-		return nil
-	}
-	return json.Unmarshal(raw, v)
-}
-
-// answerUpstream answers a request the upstream sent on a call's stream as
-// the SDK's client would (clientOptions, receiveAsks): ping; elicitation,
-// sampling and the client's roots forwarded to the client session when the
-// operator allows it and the client offers it, within
-// WithMaxPendingUpstreamRequests, and refused otherwise; the operator's
-// roots; anything else is not found.
-func (l *link) answerUpstream(ctx context.Context, sessionID, version string, m wireMessage) {
-	result, err := l.upstreamRequest(ctx, m.Method, m.Params)
+// answerUpstream sends the upstream the Peer's answer to a request it sent
+// on a call's stream.
+func (p *Path) answerUpstream(ctx context.Context, up Upstream, m wireMessage) {
+	result, err := up.Peer.Answer(ctx, m.Method, m.Params)
 	msg := struct {
 		JSONRPC string          `json:"jsonrpc"`
 		ID      json.RawMessage `json:"id"`
@@ -513,71 +458,21 @@ func (l *link) answerUpstream(ctx context.Context, sessionID, version string, m 
 	if merr != nil {
 		return
 	}
-	if resp, err := l.post(ctx, sessionID, version, body); err == nil {
+	if resp, err := p.post(ctx, up.Session.ID(), up.Version, body); err == nil {
 		discard(resp)
 	}
 }
 
-func (l *link) upstreamRequest(ctx context.Context, method string, params json.RawMessage) (any, error) {
-	switch method {
-	case "ping":
-		return struct{}{}, nil
-	case methodElicit:
-		if !l.forwards(method) {
-			return nil, l.refuseAsk(method)
-		}
-		var p mcp.ElicitParams
-		if err := decodeParams(params, &p); err != nil {
-			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}
-		}
-		l.logAsk(method)
-		return pending(ctx, l, func(ctx context.Context) (any, error) { return l.client.Elicit(ctx, &p) })
-	case methodCreateMessage:
-		if !l.forwards(method) {
-			return nil, l.refuseAsk(method)
-		}
-		var p mcp.CreateMessageParams
-		if err := decodeParams(params, &p); err != nil {
-			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}
-		}
-		l.logAsk(method)
-		return pending(ctx, l, func(ctx context.Context) (any, error) { return l.client.CreateMessage(ctx, &p) })
-	case methodListRoots:
-		if !l.forwards(method) {
-			return l.g.operatorRoots(), nil
-		}
-		var p mcp.ListRootsParams
-		if err := decodeParams(params, &p); err != nil {
-			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}
-		}
-		l.logAsk(method)
-		return pending(ctx, l, func(ctx context.Context) (any, error) { return l.client.ListRoots(ctx, &p) })
-	}
-	return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "method not found: " + method}
-}
-
-// pending runs do within the bound of the upstream's requests to the
-// client that may wait at once.
-func pending(ctx context.Context, l *link, do func(context.Context) (any, error)) (any, error) {
-	if !l.pending.take() {
-		return nil, errTooManyPending
-	}
-	defer l.pending.put()
-	ctx, stop := l.whileOpen(ctx)
-	defer stop()
-	return do(ctx)
-}
-
 // cancelUpstream tells the upstream that request id is cancelled.
-func (l *link) cancelUpstream(sessionID, version, id string) {
-	ctx, cancel := context.WithTimeout(l.ctx, 5*time.Second)
+func (p *Path) cancelUpstream(life context.Context, sessionID, version, id string) {
+	ctx, cancel := context.WithTimeout(life, 5*time.Second)
 	defer cancel()
 	body, _ := json.Marshal(map[string]any{
 		"jsonrpc": "2.0",
 		"method":  "notifications/cancelled",
 		"params":  map[string]any{"requestId": id, "reason": "the client cancelled the call"},
 	})
-	if resp, err := l.post(ctx, sessionID, version, body); err == nil {
+	if resp, err := p.post(ctx, sessionID, version, body); err == nil {
 		discard(resp)
 	}
 }
@@ -618,7 +513,7 @@ func (e *eventReader) release() {
 	eventReaders.Put(e)
 }
 
-// next returns the data of the next message event, or errMessageTooLarge
+// next returns the data of the next message event, or ErrTooLarge
 // when an event's data is longer than limit.
 func (e *eventReader) next() ([]byte, error) {
 	e.data, e.typ = e.data[:0], e.typ[:0]
@@ -648,7 +543,7 @@ func (e *eventReader) next() ([]byte, error) {
 			e.data = append(e.data, value...)
 			hasData = true
 			if e.limit > 0 && int64(len(e.data)) > e.limit {
-				return nil, errMessageTooLarge
+				return nil, ErrTooLarge
 			}
 		case "event":
 			e.typ = append(e.typ[:0], value...)

@@ -1,0 +1,17 @@
+// Package direct answers the common MCP tools/call of the gateway without
+// the go-sdk's server and client, with the same answers, byte for byte.
+//
+// Its one entry point is a Path (New): Handler reads a tools/call POST on
+// an established streamable HTTP session of a tool whose chain cannot ask
+// the person, with nothing but name, arguments and _meta in its params and
+// no progress token, runs it through the Session's CallTool and writes one
+// JSON body; every other request, and every request the SDK would not take
+// as it stands (headers, protocol version, the session's user, a session
+// near its idle timeout), goes to the SDK's handler unchanged. Call, used
+// by the gateway's forwarding of every call, sends the call to an HTTP
+// upstream session in one POST and reads its answer, a JSON body or an
+// event stream, handing the upstream's own messages on it to a Peer.
+//
+// The gateway's TestDirectConformance replays its cases through the
+// gateway with and without this package and compares the answers exactly.
+package direct
