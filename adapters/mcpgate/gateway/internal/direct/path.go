@@ -35,8 +35,9 @@ type Config struct {
 	// nothing of it has been read since; ok false otherwise.
 	Body func(r *http.Request) (body []byte, ok bool)
 
-	// URL and HTTPClient reach the upstream; MaxMessageBytes bounds an
-	// event of its streams, and Bound the whole of a response.
+	// URL and HTTPClient reach the upstream. Bound bounds the body of
+	// each of its responses, a message at most MaxMessageBytes; an event
+	// of its streams is bounded by MaxMessageBytes here as well.
 	URL             string
 	HTTPClient      *http.Client
 	MaxMessageBytes int64
