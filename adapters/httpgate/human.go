@@ -18,7 +18,6 @@ import (
 	igate "github.com/axgate/axgate/internal/gate"
 	"github.com/axgate/axgate/internal/reasons"
 	"github.com/axgate/axgate/middleware"
-	"github.com/axgate/axgate/token"
 )
 
 // HumanPrincipalFunc authenticates the person at the endpoints of
@@ -61,7 +60,7 @@ func HumanBearer(cfg BearerConfig, agentsAudience string) (HumanPrincipalFunc, e
 			return p, err
 		}
 		if aud, _ := jwt.MapClaims(p.Claims).GetAudience(); slices.Contains(aud, agentsAudience) {
-			return middleware.Principal{}, unauthenticated(axerr.Reason(token.ReasonAudience),
+			return middleware.Principal{}, unauthenticated(axerr.Reason(reasons.TokenAudience),
 				"the bearer token is also meant for the agents' API; the endpoints people confirm and approve with take people's tokens only")
 		}
 		return p, nil

@@ -96,3 +96,44 @@ func init() {
 		}
 	}
 }
+
+// literal is the value an old constant is now written as: a string literal,
+// converted to typ (of the constant's package) when typ is set.
+type literal struct{ typ, value string }
+
+// literals maps constants that left the API, because their values are wire
+// strings documented in the README, to those strings.
+var literals = map[string]literal{}
+
+func init() {
+	const tokenPkg = modulePath + "/token"
+	for _, alg := range []string{"EdDSA", "ES256", "ES384", "ES512", "RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "HS256"} {
+		literals[tokenPkg+".Alg"+alg] = literal{value: alg}
+	}
+	// token.ReasonX → token.Reason("x"): a token's reasons are wire strings.
+	for name, v := range map[string]string{
+		"ReasonTooLarge":          "too_large",
+		"ReasonMalformed":         "malformed",
+		"ReasonType":              "wrong_type",
+		"ReasonAlgorithm":         "algorithm_not_allowed",
+		"ReasonCriticalHeader":    "unsupported_critical_header",
+		"ReasonUnknownKey":        "unknown_key",
+		"ReasonBadSignature":      "bad_signature",
+		"ReasonMissingClaim":      "missing_claim",
+		"ReasonExpired":           "expired",
+		"ReasonNotYetValid":       "not_yet_valid",
+		"ReasonIssuedInFuture":    "issued_in_future",
+		"ReasonLifetime":          "lifetime_too_long",
+		"ReasonIssuer":            "wrong_issuer",
+		"ReasonAudience":          "wrong_audience",
+		"ReasonUsed":              "already_used",
+		"ReasonOtherArguments":    "bound_to_other_arguments",
+		"ReasonOtherIntent":       "bound_to_other_intent",
+		"ReasonOtherCaller":       "bound_to_other_caller",
+		"ReasonOtherTenant":       "bound_to_other_tenant",
+		"ReasonVoid":              "void",
+		"ReasonIssuedBeforeStart": "issued_before_start",
+	} {
+		literals[tokenPkg+"."+name] = literal{typ: "Reason", value: v}
+	}
+}

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/axgate/axgate/internal/reasons"
+
 	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -150,8 +152,8 @@ func TestRedisReplicasSpendConfirmationOnce(t *testing.T) {
 				continue
 			}
 			ae, details := replicaRefusal(t, err)
-			if ae.Code != axerr.CodeConfirmationMissing || details["reason"] != string(token.ReasonUsed) {
-				t.Fatalf("round %d: the losing replica refused with %s %v, want %s reason %s", round, ae.Code, details["reason"], axerr.CodeConfirmationMissing, token.ReasonUsed)
+			if ae.Code != axerr.CodeConfirmationMissing || details["reason"] != string(reasons.TokenUsed) {
+				t.Fatalf("round %d: the losing replica refused with %s %v, want %s reason %s", round, ae.Code, details["reason"], axerr.CodeConfirmationMissing, reasons.TokenUsed)
 			}
 		}
 		if ok != 1 {
