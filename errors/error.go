@@ -266,13 +266,11 @@ const DefaultMaxViolations = 20
 // beyond those listed.
 const DetailViolationsOmitted = "violations_omitted"
 
-// Aggregate returns one error for a list of violations: its code is the first
-// violation's, its message names how many there are, and it lists them all.
-func Aggregate(intent string, vs []Violation) *Error { return AggregateOmitted(intent, vs, 0) }
-
-// AggregateOmitted is Aggregate for a list that was capped: omitted more
-// violations were found and left out. The message counts all of them and
-// says how many are listed; details.violations_omitted carries the number.
+// AggregateOmitted returns one error for a list of violations: its code is
+// the first violation's, its message names how many there are, and it lists
+// them. omitted counts more violations that were found and left out (0 when
+// the list is whole): the message counts all of them and says how many are
+// listed; details.violations_omitted carries the number.
 func AggregateOmitted(intent string, vs []Violation, omitted int) *Error {
 	if len(vs) == 0 {
 		return nil

@@ -223,7 +223,7 @@ type GradeReport struct {
 // An empty id is derived with ManifestID.
 func (r *LintResult) Report(id string, now time.Time) GradeReport {
 	if id == "" {
-		id = ManifestID(r.Source, r.sourceURL, r.tool)
+		id = manifestID(r.Source, r.sourceURL, r.tool)
 	}
 	rep := GradeReport{
 		ManifestID:       id,
@@ -255,11 +255,11 @@ func (r *LintResult) Report(id string, now time.Time) GradeReport {
 	return rep
 }
 
-// ManifestID derives a manifest id of the form namespace/name, one slash, as
+// manifestID derives a manifest id of the form namespace/name, one slash, as
 // the grade report's schema id: the namespace is the host of source.url,
 // else source.tool, else "local"; the name is the file name without its
 // extension ("manifest" when there is none).
-func ManifestID(source, sourceURL, tool string) string {
+func manifestID(source, sourceURL, tool string) string {
 	ns := "local"
 	if u, err := url.Parse(sourceURL); err == nil && u.Hostname() != "" {
 		ns = u.Hostname()

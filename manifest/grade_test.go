@@ -112,8 +112,8 @@ func TestManifestID(t *testing.T) {
 		{"x.json", "", "my/tool", "my-tool/x"},
 	}
 	for _, c := range cases {
-		if got := ManifestID(c.source, c.url, c.tool); got != c.want {
-			t.Errorf("ManifestID(%q, %q, %q) = %q, want %q", c.source, c.url, c.tool, got, c.want)
+		if got := manifestID(c.source, c.url, c.tool); got != c.want {
+			t.Errorf("manifestID(%q, %q, %q) = %q, want %q", c.source, c.url, c.tool, got, c.want)
 		}
 	}
 }

@@ -76,44 +76,45 @@ type Rule struct {
 
 // Rule identifiers. The AXAG-LINT ids are those of the AXAG annotation linter
 // (axag-lint), applied to what a manifest declares; the AXGATE ids cover what
-// that linter does not check in a manifest.
+// that linter does not check in a manifest. Rules lists them with their
+// severity; a user compares Finding.Rule with the string.
 const (
-	RuleParse              = "AXGATE-PARSE"
-	RuleSchema             = "AXGATE-SCHEMA"
-	RuleSemantic           = "AXGATE-SEMANTIC"
-	RuleActionType         = "AXAG-LINT-004"
-	RuleRiskLevel          = "AXAG-LINT-005"
-	RuleRiskConfirmation   = "AXAG-LINT-006"
-	RuleMutationIdempotent = "AXAG-LINT-007"
-	RuleParamOverlap       = "AXAG-LINT-008"
-	RuleScopeMissing       = "AXAG-LINT-011"
-	RuleApprovalRoles      = "AXAG-LINT-012"
-	RuleLevelField         = "AXGATE-LEVEL-001"
-	RuleLevelUndeclared    = "AXGATE-LEVEL-002"
-	RulePrecondUnproduced  = "AXGATE-PRECOND-001"
-	RulePrecondCycle       = "AXGATE-PRECOND-002"
-	RuleConstraintOptional = "AXGATE-CEL-001"
-	RuleConstraintCost     = "AXGATE-CEL-002"
+	ruleParse              = "AXGATE-PARSE"
+	ruleSchema             = "AXGATE-SCHEMA"
+	ruleSemantic           = "AXGATE-SEMANTIC"
+	ruleActionType         = "AXAG-LINT-004"
+	ruleRiskLevel          = "AXAG-LINT-005"
+	ruleRiskConfirmation   = "AXAG-LINT-006"
+	ruleMutationIdempotent = "AXAG-LINT-007"
+	ruleParamOverlap       = "AXAG-LINT-008"
+	ruleScopeMissing       = "AXAG-LINT-011"
+	ruleApprovalRoles      = "AXAG-LINT-012"
+	ruleLevelField         = "AXGATE-LEVEL-001"
+	ruleLevelUndeclared    = "AXGATE-LEVEL-002"
+	rulePrecondUnproduced  = "AXGATE-PRECOND-001"
+	rulePrecondCycle       = "AXGATE-PRECOND-002"
+	ruleConstraintOptional = "AXGATE-CEL-001"
+	ruleConstraintCost     = "AXGATE-CEL-002"
 )
 
 // Rules lists every rule Lint applies, in the order of the README's table.
 var Rules = []Rule{
-	{RuleParse, SeverityError, "the document is not well-formed JSON or YAML, or repeats a key"},
-	{RuleSchema, SeverityError, "the document does not match the manifest schema (missing or unknown field, wrong type, bad pattern)"},
-	{RuleSemantic, SeverityError, "a field is inconsistent or malformed beyond the schema (duplicate intent, rate_limit syntax, min above max, …)"},
-	{RuleActionType, SeverityError, "invalid action_type value"},
-	{RuleRiskLevel, SeverityError, "invalid risk_level value"},
-	{RuleRiskConfirmation, SeverityWarning, "high or critical risk without confirmation_required"},
-	{RuleMutationIdempotent, SeverityWarning, "write or delete action without an idempotent declaration"},
-	{RuleParamOverlap, SeverityError, "parameter in both the required and the optional list"},
-	{RuleScopeMissing, SeverityWarning, "role-based or tenant-sensitive action without scope"},
-	{RuleApprovalRoles, SeverityError, "approval_required without approval_roles"},
-	{RuleLevelField, SeverityError, "a field the conformance level requires is missing"},
-	{RuleLevelUndeclared, SeverityWarning, "the manifest does not declare its conformance level"},
-	{RulePrecondUnproduced, SeverityWarning, "a precondition no action's postconditions produce: the host must check it"},
-	{RulePrecondCycle, SeverityError, "actions' preconditions and postconditions depend on each other in a cycle"},
-	{RuleConstraintOptional, SeverityWarning, "a constraint reads an optional argument outside has(): calls without it are refused"},
-	{RuleConstraintCost, SeverityError, "a constraint does not compile, or its estimated worst-case cost exceeds the cost limit (with LintOptions.Expressions)"},
+	{ruleParse, SeverityError, "the document is not well-formed JSON or YAML, or repeats a key"},
+	{ruleSchema, SeverityError, "the document does not match the manifest schema (missing or unknown field, wrong type, bad pattern)"},
+	{ruleSemantic, SeverityError, "a field is inconsistent or malformed beyond the schema (duplicate intent, rate_limit syntax, min above max, …)"},
+	{ruleActionType, SeverityError, "invalid action_type value"},
+	{ruleRiskLevel, SeverityError, "invalid risk_level value"},
+	{ruleRiskConfirmation, SeverityWarning, "high or critical risk without confirmation_required"},
+	{ruleMutationIdempotent, SeverityWarning, "write or delete action without an idempotent declaration"},
+	{ruleParamOverlap, SeverityError, "parameter in both the required and the optional list"},
+	{ruleScopeMissing, SeverityWarning, "role-based or tenant-sensitive action without scope"},
+	{ruleApprovalRoles, SeverityError, "approval_required without approval_roles"},
+	{ruleLevelField, SeverityError, "a field the conformance level requires is missing"},
+	{ruleLevelUndeclared, SeverityWarning, "the manifest does not declare its conformance level"},
+	{rulePrecondUnproduced, SeverityWarning, "a precondition no action's postconditions produce: the host must check it"},
+	{rulePrecondCycle, SeverityError, "actions' preconditions and postconditions depend on each other in a cycle"},
+	{ruleConstraintOptional, SeverityWarning, "a constraint reads an optional argument outside has(): calls without it are refused"},
+	{ruleConstraintCost, SeverityError, "a constraint does not compile, or its estimated worst-case cost exceeds the cost limit (with LintOptions.Expressions)"},
 }
 
 // LintOptions configure Lint.
@@ -127,7 +128,7 @@ type LintOptions struct {
 	// Expressions, when set, checks the constraints of a manifest that
 	// loads in the enforcer's CEL environment, which this package does not
 	// have: axgate lint compiles each one and reports, as
-	// RuleConstraintCost errors, those that do not compile or whose
+	// ruleConstraintCost errors, those that do not compile or whose
 	// estimated worst-case cost exceeds the cost limit (New refuses them).
 	// axgate lint sets it.
 	Expressions func(m *Manifest) []Finding
@@ -330,12 +331,12 @@ var (
 // addProblem turns a loader problem into a finding with a rule and a fix.
 func (l *linter) addProblem(p Problem) {
 	field := lastToken(p.Path)
-	rule, fix := RuleSchema, "correct the value so that it matches the manifest schema"
+	rule, fix := ruleSchema, "correct the value so that it matches the manifest schema"
 	switch p.Keyword {
 	case "json", "yaml":
-		rule, fix = RuleParse, "fix the document so that it is well-formed JSON (or YAML)"
+		rule, fix = ruleParse, "fix the document so that it is well-formed JSON (or YAML)"
 	case "duplicate":
-		rule, fix = RuleParse, "keep one of the repeated keys and delete the other"
+		rule, fix = ruleParse, "keep one of the repeated keys and delete the other"
 	case "required":
 		fix = fmt.Sprintf("add the field %q", field)
 	case "additionalProperties":
@@ -346,9 +347,9 @@ func (l *linter) addProblem(p Problem) {
 	case "enum":
 		switch field {
 		case "action_type":
-			rule, fix = RuleActionType, "use one of "+actionTypes
+			rule, fix = ruleActionType, "use one of "+actionTypes
 		case "risk_level":
-			rule, fix = RuleRiskLevel, "use one of "+riskLevels
+			rule, fix = ruleRiskLevel, "use one of "+riskLevels
 		case "scope":
 			fix = "use one of user, tenant or global"
 		default:
@@ -356,7 +357,7 @@ func (l *linter) addProblem(p Problem) {
 		}
 	case "type":
 		if p.Message != "" && strings.Contains(p.Message, "apply to") {
-			rule, fix = RuleSemantic, "drop the constraints that do not apply to the parameter's type, or change its type"
+			rule, fix = ruleSemantic, "drop the constraints that do not apply to the parameter's type, or change its type"
 		} else {
 			fix = "give the field the type the schema expects"
 		}
@@ -369,7 +370,7 @@ func (l *linter) addProblem(p Problem) {
 		case field == "version":
 			fix = "use a semantic version such as 1.0.0"
 		case field == "pattern":
-			rule, fix = RuleSemantic, "write a regular expression Go's regexp (RE2) accepts"
+			rule, fix = ruleSemantic, "write a regular expression Go's regexp (RE2) accepts"
 		case field == "upstream_sha256":
 			fix = "write the pin as 64 lowercase hex digits, as axgate manifest init drafts it, or remove it"
 		default:
@@ -378,38 +379,38 @@ func (l *linter) addProblem(p Problem) {
 	case "format":
 		fix = "use a valid value for the format"
 		if strings.HasPrefix(p.Message, "unknown format") {
-			rule, fix = RuleSemantic, "use one of the formats email, url, uri, date, datetime, date-time, time, uuid, ipv4, ipv6 or hostname"
+			rule, fix = ruleSemantic, "use one of the formats email, url, uri, date, datetime, date-time, time, uuid, ipv4, ipv6 or hostname"
 		}
 	case "disjoint":
-		rule, fix = RuleParamOverlap, "declare the parameter in one list only: required_parameters or optional_parameters"
+		rule, fix = ruleParamOverlap, "declare the parameter in one list only: required_parameters or optional_parameters"
 	case "approval_roles":
-		rule, fix = RuleApprovalRoles, "list the roles that may approve in approval_roles, or set approval_required to false"
+		rule, fix = ruleApprovalRoles, "list the roles that may approve in approval_roles, or set approval_required to false"
 	case "unique":
-		rule, fix = RuleSemantic, "give each action its own intent and tool name (operation_id)"
+		rule, fix = ruleSemantic, "give each action its own intent and tool name (operation_id)"
 		if field == "name" {
 			fix = "declare each parameter once"
 		}
 	case "approval_count":
-		rule, fix = RuleSemantic, "set approval_required to true, or remove approval_count"
+		rule, fix = ruleSemantic, "set approval_required to true, or remove approval_count"
 	case "rate_limit":
-		rule, fix = RuleSemantic, `write the rate limit as N/second, N/minute, N/hour or N/day with N ≥ 1, e.g. "10/minute"`
+		rule, fix = ruleSemantic, `write the rate limit as N/second, N/minute, N/hour or N/day with N ≥ 1, e.g. "10/minute"`
 	case "cooldown":
-		rule, fix = RuleSemantic, `write the cooldown as a positive duration such as "30s", "5m" or "1h"`
+		rule, fix = ruleSemantic, `write the cooldown as a positive duration such as "30s", "5m" or "1h"`
 	case "confirmation_message":
-		rule, fix = RuleSemantic, "refer only to declared parameters in {{…}} placeholders, or declare the parameter"
+		rule, fix = ruleSemantic, "refer only to declared parameters in {{…}} placeholders, or declare the parameter"
 	case "output_schema":
-		rule, fix = RuleSemantic, "make output_schema a valid JSON Schema (draft-07)"
+		rule, fix = ruleSemantic, "make output_schema a valid JSON Schema (draft-07)"
 	case "parameters":
-		rule, fix = RuleSemantic, "correct the parameter definitions so that they compile to a JSON Schema"
+		rule, fix = ruleSemantic, "correct the parameter definitions so that they compile to a JSON Schema"
 	case "entity":
-		rule, fix = RuleSemantic, "remove the action's entity or make it match the enclosing entity's name"
+		rule, fix = ruleSemantic, "remove the action's entity or make it match the enclosing entity's name"
 	case "minimum", "maximum", "min", "max", "maxLength", "minLength":
 		fix = "correct the bound"
 		if strings.Contains(p.Message, " is below ") {
-			rule, fix = RuleSemantic, "make the lower bound no larger than the upper bound"
+			rule, fix = ruleSemantic, "make the lower bound no larger than the upper bound"
 		}
 	case "items", "properties":
-		rule, fix = RuleSemantic, "use items only on arrays and properties only on objects"
+		rule, fix = ruleSemantic, "use items only on arrays and properties only on objects"
 	}
 	l.addLoaded(rule, p.Path, fix, p.Message)
 }
@@ -438,18 +439,18 @@ var tenantEntities = map[string]bool{
 func (l *linter) safety(a *Action, am map[string]any) {
 	ptr := a.Pointer
 	if a.RiskLevel.AtLeast(RiskHigh) && !a.ConfirmationRequired {
-		l.add(RuleRiskConfirmation, SeverityWarning, ptr+"/confirmation_required",
+		l.add(ruleRiskConfirmation, SeverityWarning, ptr+"/confirmation_required",
 			"set confirmation_required to true so that a person confirms each call (and write a confirmation_message)",
 			"risk_level is %s but confirmation_required is not true: an agent could run it without a person confirming", a.RiskLevel)
 	}
 	if (a.Type == Write || a.Type == Delete) && a.Idempotent == nil {
-		l.add(RuleMutationIdempotent, SeverityWarning, ptr+"/idempotent",
+		l.add(ruleMutationIdempotent, SeverityWarning, ptr+"/idempotent",
 			"declare idempotent: true if repeating the call with the same arguments has no further effect, else false",
 			"%s action does not say whether it is idempotent: agents cannot tell whether a retry is safe", a.Type)
 	}
 	if _, ok := am["scope"]; !ok {
 		if why := tenantSensitive(a, am); why != "" {
-			l.add(RuleScopeMissing, SeverityWarning, ptr+"/scope",
+			l.add(ruleScopeMissing, SeverityWarning, ptr+"/scope",
 				"declare scope: user, tenant or global, so that the gateway knows whose data the action may touch",
 				"the action is %s but declares no scope", why)
 		}
@@ -487,13 +488,13 @@ func (l *linter) manifestLevel(root map[string]any, r *LintResult) {
 	}
 	for _, f := range need {
 		if _, ok := root[f]; !ok {
-			l.add(RuleLevelField, SeverityError, "/"+f, levelFix(f),
+			l.add(ruleLevelField, SeverityError, "/"+f, levelFix(f),
 				"conformance level %s requires %q", r.Level, f)
 		}
 	}
 	if _, ok := root["conformance"]; !ok {
 		// At basic level an undeclared level is only worth a warning.
-		l.add(RuleLevelUndeclared, SeverityWarning, "/conformance",
+		l.add(ruleLevelUndeclared, SeverityWarning, "/conformance",
 			`declare the level the manifest meets, e.g. "conformance": "`+string(r.Level)+`"`,
 			"the manifest does not declare its conformance level; checked as %s", r.Level)
 	}
@@ -536,7 +537,7 @@ func (l *linter) level(a *Action, am map[string]any, lvl Level, form Form) {
 		case "confirmation_required":
 			why = fmt.Sprintf(" of an action of %s risk", a.RiskLevel)
 		}
-		l.add(RuleLevelField, SeverityError, a.Pointer+"/"+f, levelFix(f),
+		l.add(ruleLevelField, SeverityError, a.Pointer+"/"+f, levelFix(f),
 			"conformance level %s requires %q%s", lvl, f, why)
 	}
 }
@@ -604,7 +605,7 @@ func (l *linter) preconditions(m *Manifest) {
 			}
 			ps := producers[k]
 			if len(ps) == 0 {
-				l.add(RulePrecondUnproduced, SeverityWarning, fmt.Sprintf("%s/preconditions/%d", a.Pointer, j),
+				l.add(rulePrecondUnproduced, SeverityWarning, fmt.Sprintf("%s/preconditions/%d", a.Pointer, j),
 					"bind a checker for this precondition on the host, or add it to the postconditions of the action that establishes it",
 					"precondition %q is not produced by any action's postconditions: the host must check it", p)
 				continue
@@ -691,7 +692,7 @@ func (l *linter) cycle(m *Manifest, cyc []int, firstCond int) {
 	if len(cyc) == 1 {
 		msg = fmt.Sprintf("dependency cycle: %s — the action needs %q, which only it produces, so it can never run", strings.Join(names, " → "), cond)
 	}
-	l.add(RulePrecondCycle, SeverityError, fmt.Sprintf("%s/preconditions/%d", first.Pointer, firstCond),
+	l.add(rulePrecondCycle, SeverityError, fmt.Sprintf("%s/preconditions/%d", first.Pointer, firstCond),
 		"break the cycle: remove the precondition, let the host establish it, or let an action outside the cycle produce it",
 		"%s", msg)
 }

@@ -119,7 +119,7 @@ func TestLintPreconditionGraph(t *testing.T) {
 			act("c.run", "write", "preconditions", []any{"A  Done"}, "postconditions", []any{"c done"}),
 		), LintOptions{})
 		errs := r.Errors()
-		if len(errs) != 1 || errs[0].Rule != RulePrecondCycle || errs[0].Path != "/actions/0/preconditions/0" {
+		if len(errs) != 1 || errs[0].Rule != rulePrecondCycle || errs[0].Path != "/actions/0/preconditions/0" {
 			t.Fatalf("errors %v", errs)
 		}
 		if !strings.Contains(errs[0].Message, "a.run → b.run → c.run → a.run") {

@@ -32,7 +32,7 @@ func (l *linter) constraints(a *Action) {
 			continue
 		}
 		first := "args." + names[0]
-		l.add(RuleConstraintOptional, SeverityWarning, c.Pointer,
+		l.add(ruleConstraintOptional, SeverityWarning, c.Pointer,
 			fmt.Sprintf("guard each read with has(): (has(%s) && …%s…) where a call without it must fail the constraint, (!has(%s) || …%s…) where it must pass", first, first, first, first),
 			"constraint %s reads the optional argument%s %s outside has(): a call without %s is refused (constraint_not_evaluable)",
 			c.Name, plural(len(names)), strings.Join(names, ", "), strings.Join(names, " or "))

@@ -137,3 +137,26 @@ func init() {
 		literals[tokenPkg+"."+name] = literal{typ: "Reason", value: v}
 	}
 }
+
+func init() {
+	// Lint rule ids are wire strings: findings carry them in Finding.Rule.
+	for name, v := range map[string]string{
+		"RuleParse": "AXGATE-PARSE", "RuleSchema": "AXGATE-SCHEMA", "RuleSemantic": "AXGATE-SEMANTIC",
+		"RuleActionType": "AXAG-LINT-004", "RuleRiskLevel": "AXAG-LINT-005",
+		"RuleRiskConfirmation": "AXAG-LINT-006", "RuleMutationIdempotent": "AXAG-LINT-007",
+		"RuleParamOverlap": "AXAG-LINT-008", "RuleScopeMissing": "AXAG-LINT-011",
+		"RuleApprovalRoles": "AXAG-LINT-012", "RuleLevelField": "AXGATE-LEVEL-001",
+		"RuleLevelUndeclared": "AXGATE-LEVEL-002", "RulePrecondUnproduced": "AXGATE-PRECOND-001",
+		"RulePrecondCycle": "AXGATE-PRECOND-002", "RuleConstraintOptional": "AXGATE-CEL-001",
+		"RuleConstraintCost": "AXGATE-CEL-002",
+	} {
+		literals[manifestPkg+"."+name] = literal{value: v}
+	}
+	removed[manifestPkg+".DefaultMaxManifestBytes"] = "removed: a manifest document is at most 16 MiB (manifest.Load)"
+	removed[manifestPkg+".SchemaJSON"] = "removed: the schema is manifest/schema/manifest.schema.json in the repository"
+	removed[manifestPkg+".ManifestID"] = "removed: the grade report carries the id (LintResult.Report)"
+}
+
+func init() {
+	removed[modulePath+"/errors.Aggregate"] = "removed: axerr.AggregateOmitted(intent, violations, 0)"
+}

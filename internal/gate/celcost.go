@@ -107,7 +107,7 @@ func (s *celSizes) EstimateCallCost(function, overloadID string, target *checker
 // LintConstraints finds, for axgate lint, the constraints of m that New would refuse.
 //
 // It compiles every constraint of m as NewConstraints would, with lim,
-// and returns a manifest.RuleConstraintCost error for each that does not
+// and returns a "AXGATE-CEL-002" (constraint cost) error for each that does not
 // compile or whose estimated worst-case cost exceeds the cost limit: what
 // New would refuse, found by axgate lint
 // (manifest.LintOptions.Expressions).
@@ -126,7 +126,7 @@ func LintConstraints(m *manifest.Manifest, lim CELLimits) []manifest.Finding {
 				fix = "declare maxLength on the strings and maxItems on the arrays the constraint reads (and on their items), or simplify it"
 			}
 			out = append(out, manifest.Finding{
-				Rule: manifest.RuleConstraintCost, Severity: manifest.SeverityError, Path: c.Pointer,
+				Rule: "AXGATE-CEL-002", Severity: manifest.SeverityError, Path: c.Pointer,
 				Message: fmt.Sprintf("constraint %s: %v", c.Name, err), Fix: fix,
 			})
 		}
