@@ -9,6 +9,7 @@ const (
 	middleware  = modulePath + "/middleware"
 	mcpgate     = modulePath + "/adapters/mcpgate"
 	manifestPkg = modulePath + "/manifest"
+	redisstore  = modulePath + "/gates/redisstore"
 )
 
 // renames maps an old name (import path + "." + name) to its new one.
@@ -43,6 +44,10 @@ var pointerTypes = map[string]string{
 	gates + ".MemoryIdempotencyStore":       gates + ".IdempotencyStore",
 	gates + ".MemoryApprovalStore":          gates + ".ApprovalStore",
 	modulePath + "/token.MemoryReplayStore": modulePath + "/token.ReplayStore",
+	redisstore + ".Limiter":                 gates + ".Limiter",
+	redisstore + ".IdempotencyStore":        gates + ".IdempotencyStore",
+	redisstore + ".ApprovalStore":           gates + ".ApprovalStore",
+	redisstore + ".ReplayStore":             modulePath + "/token.ReplayStore",
 }
 
 // removed maps an old name with no mechanical replacement to what to do.
