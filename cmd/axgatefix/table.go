@@ -165,3 +165,9 @@ func init() {
 func init() {
 	removed[modulePath+"/errors.Aggregate"] = "removed: axerr.AggregateOmitted(intent, violations, 0)"
 }
+
+func init() {
+	for _, n := range []string{"Client", "Counter", "Dial", "EnvURL", "Prefix", "Server", "StartServer", "URL"} {
+		removed[redisstore+"/redistest."+n] = "removed: redistest was the test helper of redisstore's own tests; it is internal now"
+	}
+}
