@@ -171,3 +171,21 @@ func init() {
 		removed[redisstore+"/redistest."+n] = "removed: redistest was the test helper of redisstore's own tests; it is internal now"
 	}
 }
+
+func init() {
+	// The adapters' shared conventions moved to an internal package: the
+	// header names and _meta keys are wire strings, the functions the
+	// adapters' own business.
+	const wire = modulePath + "/adapters/wire"
+	for name, v := range map[string]string{
+		"HeaderConfirmation": "X-AXAG-Confirmation", "HeaderApproval": "X-AXAG-Approval",
+		"HeaderIdempotencyKey": "Idempotency-Key", "HeaderTenant": "X-AXAG-Tenant",
+		"MetaConfirmation": "axag/confirmation", "MetaApprovals": "axag/approvals",
+		"MetaIdempotencyKey": "axag/idempotency_key", "MetaTenant": "axag/tenant",
+	} {
+		literals[wire+"."+name] = literal{value: v}
+	}
+	for _, n := range []string{"FromHeader", "FromMeta", "Header", "Merge", "MetaCarrier", "SplitList", "ToMeta"} {
+		removed[wire+"."+n] = "removed: the adapters read and write credentials themselves (httpgate, mcpgate, mcpgo)"
+	}
+}
