@@ -266,11 +266,12 @@ const DefaultMaxViolations = 20
 // beyond those listed.
 const DetailViolationsOmitted = "violations_omitted"
 
-// AggregateOmitted returns one error for a list of violations: its code is
-// the first violation's, its message names how many there are, and it lists
-// them. omitted counts more violations that were found and left out (0 when
-// the list is whole): the message counts all of them and says how many are
-// listed; details.violations_omitted carries the number.
+// AggregateOmitted returns one error for a list of violations.
+//
+// Its code is the first violation's, its message names how many there are,
+// and it lists them. omitted counts more violations that were found and left
+// out (0 when the list is whole): the message counts all of them and says how
+// many are listed; details.violations_omitted carries the number.
 func AggregateOmitted(intent string, vs []Violation, omitted int) *Error {
 	if len(vs) == 0 {
 		return nil

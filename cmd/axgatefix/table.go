@@ -189,3 +189,16 @@ func init() {
 		removed[wire+"."+n] = "removed: the adapters read and write credentials themselves (httpgate, mcpgate, mcpgo)"
 	}
 }
+
+func init() {
+	// Lint and grade left the manifest package: the CLI is their interface.
+	for _, n := range []string{
+		"Lint", "LintFile", "LintOptions", "LintResult", "Finding", "ActionStatus", "PruneError",
+		"Rule", "Rules", "Severity", "SeverityError", "SeverityWarning",
+		"Level", "LevelBasic", "LevelIntermediate", "LevelFull", "ParseLevel",
+		"GradeReport", "Quality", "Criterion", "Deterministic", "Status", "StatusPass", "StatusFail",
+		"ValidatorVersion",
+	} {
+		removed[manifestPkg+"."+n] = "removed: lint and grade a manifest with the CLI, axgate lint (--format json for the findings and the grade report)"
+	}
+}

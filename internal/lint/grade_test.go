@@ -1,4 +1,4 @@
-package manifest
+package lint
 
 import (
 	"encoding/json"
@@ -68,7 +68,7 @@ func TestQualityScore(t *testing.T) {
 }
 
 func TestGradeReport(t *testing.T) {
-	path := filepath.Join("..", "..", "shared", "spec", "axag", "valid-full.json")
+	path := filepath.Join("..", "..", "..", "shared", "spec", "axag", "valid-full.json")
 	r, err := LintFile(path, LintOptions{})
 	if err != nil {
 		t.Fatal(err)

@@ -1,15 +1,18 @@
-package manifest
+package lint
 
 import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path"
 	"regexp"
 	"sort"
 	"strconv"
 	"strings"
 
 	"github.com/axgate/axgate/internal/jsonx"
+	"github.com/axgate/axgate/internal/manifestdoc"
+	"github.com/axgate/axgate/manifest"
 )
 
 // Severity says whether a finding fails the manifest.
@@ -131,7 +134,7 @@ type LintOptions struct {
 	// ruleConstraintCost errors, those that do not compile or whose
 	// estimated worst-case cost exceeds the cost limit (New refuses them).
 	// axgate lint sets it.
-	Expressions func(m *Manifest) []Finding
+	Expressions func(m *manifest.Manifest) []Finding
 }
 
 // ActionStatus is one action as Lint saw it.
@@ -155,7 +158,7 @@ type LintResult struct {
 	// Findings are sorted by path, errors before warnings at one path.
 	Findings []Finding
 	// Manifest is the loaded manifest, or nil when it does not load.
-	Manifest *Manifest
+	Manifest *manifest.Manifest
 	// Actions in document order.
 	Actions []ActionStatus
 	// Quality is the deterministic quality score.
@@ -193,7 +196,7 @@ func LintFile(name string, opts LintOptions) (*LintResult, error) {
 		return nil, err
 	}
 	defer f.Close()
-	data, err := readLimited(f)
+	data, err := manifestdoc.ReadLimited(f)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
@@ -212,21 +215,18 @@ func LintFile(name string, opts LintOptions) (*LintResult, error) {
 // rule ids.
 func Lint(data []byte, opts LintOptions) *LintResult {
 	r := &LintResult{Source: opts.Source}
-	format := formatFor(opts.Source)
-	m, err := parse(data, opts.Source, format)
-	var problems []Problem
+	doc, model, err := manifestdoc.Inspect(data, opts.Source)
+	m, _ := model.(*manifest.Manifest)
+	var problems []manifest.Problem
 	if err != nil {
-		if me, ok := err.(*Error); ok {
+		if me, ok := err.(*manifest.Error); ok {
 			problems = me.Problems
 		} else {
-			problems = []Problem{{Message: err.Error(), Keyword: "json"}}
+			problems = []manifest.Problem{{Message: err.Error(), Keyword: "json"}}
 		}
 	}
-	r.doc, _ = decodeDocument(data, format)
+	r.doc = doc
 	root, _ := r.doc.(map[string]any)
-	if m == nil && root != nil {
-		m = bestEffort(root)
-	}
 	if err == nil {
 		r.Manifest = m
 	}
@@ -282,20 +282,6 @@ func Lint(data []byte, opts LintOptions) *LintResult {
 	return r
 }
 
-// bestEffort builds the model of a document that failed to load, so that the
-// lint rules and the score still say something useful about it. A panic here
-// would be a defect in the builder on malformed input; lint then reports
-// what the loader found and nothing more.
-func bestEffort(root map[string]any) (m *Manifest) {
-	defer func() {
-		if recover() != nil {
-			m = nil
-		}
-	}()
-	m, _ = build(root)
-	return m
-}
-
 type linter struct {
 	doc      any
 	findings []Finding
@@ -329,7 +315,7 @@ var (
 )
 
 // addProblem turns a loader problem into a finding with a rule and a fix.
-func (l *linter) addProblem(p Problem) {
+func (l *linter) addProblem(p manifest.Problem) {
 	field := lastToken(p.Path)
 	rule, fix := ruleSchema, "correct the value so that it matches the manifest schema"
 	switch p.Keyword {
@@ -436,14 +422,14 @@ var tenantEntities = map[string]bool{
 }
 
 // safety applies the AXAG lint rules about safety declarations.
-func (l *linter) safety(a *Action, am map[string]any) {
+func (l *linter) safety(a *manifest.Action, am map[string]any) {
 	ptr := a.Pointer
-	if a.RiskLevel.AtLeast(RiskHigh) && !a.ConfirmationRequired {
+	if a.RiskLevel.AtLeast(manifest.RiskHigh) && !a.ConfirmationRequired {
 		l.add(ruleRiskConfirmation, SeverityWarning, ptr+"/confirmation_required",
 			"set confirmation_required to true so that a person confirms each call (and write a confirmation_message)",
 			"risk_level is %s but confirmation_required is not true: an agent could run it without a person confirming", a.RiskLevel)
 	}
-	if (a.Type == Write || a.Type == Delete) && a.Idempotent == nil {
+	if (a.Type == manifest.Write || a.Type == manifest.Delete) && a.Idempotent == nil {
 		l.add(ruleMutationIdempotent, SeverityWarning, ptr+"/idempotent",
 			"declare idempotent: true if repeating the call with the same arguments has no further effect, else false",
 			"%s action does not say whether it is idempotent: agents cannot tell whether a retry is safe", a.Type)
@@ -458,7 +444,7 @@ func (l *linter) safety(a *Action, am map[string]any) {
 }
 
 // tenantSensitive says why an action needs a scope, or "".
-func tenantSensitive(a *Action, am map[string]any) string {
+func tenantSensitive(a *manifest.Action, am map[string]any) string {
 	switch {
 	case len(a.RequiredRoles) > 0:
 		return "role-based (required_roles)"
@@ -501,14 +487,14 @@ func (l *linter) manifestLevel(root map[string]any, r *LintResult) {
 }
 
 // level checks the action fields the conformance level requires.
-func (l *linter) level(a *Action, am map[string]any, lvl Level, form Form) {
+func (l *linter) level(a *manifest.Action, am map[string]any, lvl Level, form manifest.Form) {
 	need := []string{"intent", "action_type"}
-	if form == FormV1 {
+	if form == manifest.FormV1 {
 		need = append(need, "entity")
 	}
 	if lvl.rank() >= LevelIntermediate.rank() {
 		need = append(need, "description", "risk_level", "scope")
-		if form == FormV1 {
+		if form == manifest.FormV1 {
 			if am["required_parameters"] == nil && am["optional_parameters"] == nil {
 				need = append(need, "required_parameters")
 			}
@@ -518,10 +504,10 @@ func (l *linter) level(a *Action, am map[string]any, lvl Level, form Form) {
 	}
 	if lvl.rank() >= LevelFull.rank() {
 		need = append(need, "idempotent")
-		if a.Type == Write || a.Type == Delete {
+		if a.Type == manifest.Write || a.Type == manifest.Delete {
 			need = append(need, "side_effects")
 		}
-		if a.RiskLevel.AtLeast(RiskHigh) {
+		if a.RiskLevel.AtLeast(manifest.RiskHigh) {
 			need = append(need, "confirmation_required")
 		}
 	}
@@ -579,7 +565,7 @@ func conditionKey(s string) string { return strings.ToLower(strings.Join(strings
 // precondition nobody produces is the host's to check (a warning); a cycle
 // of dependencies means none of its actions can ever run first (an error),
 // including an action that needs what only it produces.
-func (l *linter) preconditions(m *Manifest) {
+func (l *linter) preconditions(m *manifest.Manifest) {
 	producers := map[string][]int{}
 	for i, a := range m.Actions {
 		seen := map[string]bool{}
@@ -680,7 +666,7 @@ func cycleKey(cyc []int) string {
 
 // cycle reports one cycle, at the precondition by which its first action
 // depends on the next.
-func (l *linter) cycle(m *Manifest, cyc []int, firstCond int) {
+func (l *linter) cycle(m *manifest.Manifest, cyc []int, firstCond int) {
 	names := make([]string, 0, len(cyc)+1)
 	for _, n := range cyc {
 		names = append(names, actionName(m.Actions[n]))
@@ -697,7 +683,7 @@ func (l *linter) cycle(m *Manifest, cyc []int, firstCond int) {
 		"%s", msg)
 }
 
-func actionName(a *Action) string {
+func actionName(a *manifest.Action) string {
 	if a.Intent != "" {
 		return a.Intent
 	}
@@ -710,7 +696,7 @@ func sortFindings(fs []Finding) {
 	sort.SliceStable(fs, func(i, j int) bool {
 		a, b := fs[i], fs[j]
 		if a.Path != b.Path {
-			return pointerLess(a.Path, b.Path)
+			return manifestdoc.PointerLess(a.Path, b.Path)
 		}
 		if a.Severity != b.Severity {
 			return a.Severity == SeverityError
@@ -836,7 +822,7 @@ func (r *LintResult) Prune() ([]byte, []ActionStatus, error) {
 }
 
 func jsonName(source string) string {
-	if f := formatFor(source); f == formatYAML {
+	if ext := strings.ToLower(path.Ext(source)); ext == ".yaml" || ext == ".yml" {
 		return strings.TrimSuffix(strings.TrimSuffix(source, ".yaml"), ".yml") + ".json"
 	}
 	return source
@@ -891,4 +877,9 @@ func deepCopy(v any) any {
 		return out
 	}
 	return v
+}
+
+func str(m map[string]any, k string) string {
+	s, _ := m[k].(string)
+	return s
 }

@@ -1,4 +1,4 @@
-package manifest
+package lint
 
 import (
 	"encoding/json"
@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/axgate/axgate/manifest"
 )
 
 // lintJSON lints a manifest written as a Go value.
@@ -50,7 +52,7 @@ func rules(fs []Finding) []string {
 }
 
 func TestLintSharedExamples(t *testing.T) {
-	dir := filepath.Join("..", "..", "shared", "spec", "axag")
+	dir := filepath.Join("..", "..", "..", "shared", "spec", "axag")
 	cases := map[string]struct {
 		pass  bool
 		rules []string
@@ -219,7 +221,7 @@ func TestLintNeverPanics(t *testing.T) {
 		}
 		// Prune either refuses or returns a manifest that loads.
 		if out, _, err := r.Prune(); err == nil {
-			if _, err := Parse(out); err != nil {
+			if _, err := manifest.Parse(out); err != nil {
 				t.Errorf("%q: prune produced a manifest that does not load: %v", in, err)
 			}
 		}
@@ -242,11 +244,11 @@ func TestPruneReferenceFormKeepsEntities(t *testing.T) {
 	if len(removed) != 1 || removed[0].Intent != "ticket.close" || removed[0].Pointer != "/entities/0/actions/1" {
 		t.Errorf("removed %+v", removed)
 	}
-	m, err := Parse(out)
+	m, err := manifest.Parse(out)
 	if err != nil {
 		t.Fatalf("pruned manifest does not load: %v\n%s", err, out)
 	}
-	if len(m.Actions) != 1 || m.Actions[0].Intent != "ticket.create" || m.Form != FormReference {
+	if len(m.Actions) != 1 || m.Actions[0].Intent != "ticket.create" || m.Form != manifest.FormReference {
 		t.Errorf("pruned manifest %+v", m.Actions)
 	}
 	// The original document is left as it was.
@@ -256,7 +258,7 @@ func TestPruneReferenceFormKeepsEntities(t *testing.T) {
 }
 
 func TestLintIsDeterministic(t *testing.T) {
-	path := filepath.Join("..", "..", "shared", "spec", "axag", "valid-full.json")
+	path := filepath.Join("..", "..", "..", "shared", "spec", "axag", "valid-full.json")
 	first, err := LintFile(path, LintOptions{})
 	if err != nil {
 		t.Fatal(err)
