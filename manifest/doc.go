@@ -27,5 +27,5 @@
 //
 // Linting and grading a manifest (the AXAG lint rules, conformance levels,
 // the quality score) is the CLI's: axgate lint, whose JSON output
-// (--format json, --grade) is the machine-readable form.
+// (--format json) is the machine-readable form.
 package manifest

@@ -199,6 +199,6 @@ func init() {
 		"GradeReport", "Quality", "Criterion", "Deterministic", "Status", "StatusPass", "StatusFail",
 		"ValidatorVersion",
 	} {
-		removed[manifestPkg+"."+n] = "removed: lint and grade a manifest with the CLI, axgate lint (--format json for the findings and the grade report)"
+		removed[manifestPkg+"."+n] = "removed: lint and grade a manifest with the CLI, axgate lint (--format json: the grade report with its findings)"
 	}
 }
