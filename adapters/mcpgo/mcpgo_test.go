@@ -6,7 +6,6 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -22,12 +21,14 @@ import (
 	"github.com/axgate/axgate"
 	"github.com/axgate/axgate/adapters/mcpgo"
 	axerr "github.com/axgate/axgate/errors"
+	"github.com/axgate/axgate/internal/fixtures"
 	"github.com/axgate/axgate/internal/wire"
 	"github.com/axgate/axgate/manifest"
 	"github.com/axgate/axgate/middleware"
 )
 
-var manifestPath = filepath.Join("..", "..", "..", "shared", "spec", "axag", "valid-full.json")
+// manifestPath is the project's full test manifest (testdata/axag).
+var manifestPath = fixtures.Manifest("shop-full.json")
 
 var alice = middleware.Principal{ID: "alice", Tenant: "acme", Roles: []string{"customer"}}
 

@@ -100,7 +100,7 @@ const (
 	ruleConstraintCost     = "AXGATE-CEL-002"
 )
 
-// Rules lists every rule Lint applies, in the order of the README's table.
+// Rules lists every rule Lint applies, in the order of docs/cli.md's table.
 var Rules = []Rule{
 	{ruleParse, SeverityError, "the document is not well-formed JSON or YAML, or repeats a key"},
 	{ruleSchema, SeverityError, "the document does not match the manifest schema (missing or unknown field, wrong type, bad pattern)"},
