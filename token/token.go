@@ -58,14 +58,11 @@ type Claims struct {
 	Requester string `json:"requester,omitempty"`
 }
 
-// TokenReason says why a token was refused. It is safe to show: it never
-// carries key material.
+// Reason says why a token was refused. It is safe to show: it never carries
+// key material. The reasons are wire strings, listed in the token reason
+// table of docs/errors.md ("expired", "already_used", …): compare
+// Error.Reason with the string.
 type Reason string
-
-// The reasons a token is refused are wire strings, listed in the README's
-// token reason table; axgate's code names them in internal/reasons
-// (reasons.TokenExpired, …) and a user's code compares Error.Reason with the
-// string.
 
 var reasonText = map[Reason]string{
 	reasons.TokenTooLarge:          "is too large",
