@@ -101,8 +101,9 @@ func (e *Error) Retryable() bool {
 	return e.Code.Retryable()
 }
 
-// WithRetryable sets whether calling again may succeed, for this refusal
-// only, and returns e. A tool's failure (AXGATE_TOOL_FAILED) is retryable
+// WithRetryable sets whether calling again may succeed, for this refusal only.
+//
+// It returns e. A tool's failure (AXGATE_TOOL_FAILED) is retryable
 // by its code; one that calling again will not cure (a file that does not
 // exist) is marked WithRetryable(false), and its agent action then says not
 // to repeat the call unchanged.

@@ -264,8 +264,7 @@ type Use struct {
 	Tenant string
 }
 
-// ReplayStore records the ids (jti) of used single-use tokens until they
-// expire.
+// ReplayStore records the ids (jti) of used single-use tokens until they expire.
 //
 // A store that forgets the ids recorded before some time (one that lives in
 // memory: a restart empties it) must also have a method

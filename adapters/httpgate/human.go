@@ -20,8 +20,9 @@ import (
 	"github.com/axgate/axgate/middleware"
 )
 
-// HumanPrincipalFunc authenticates the person at the endpoints of
-// NewHumanHandler: who confirms or approves, or an error (written as
+// HumanPrincipalFunc authenticates the person at the endpoints of NewHumanHandler.
+//
+// It returns who confirms or approves, or an error (written as
 // PrincipalFunc's are).
 //
 // It is a type of its own, not a PrincipalFunc, because these endpoints
@@ -34,8 +35,7 @@ import (
 // HumanPrincipalFunc(f): do it only for one that authenticates people only.
 type HumanPrincipalFunc func(r *http.Request) (middleware.Principal, error)
 
-// HumanBearer returns a HumanPrincipalFunc that authenticates people with
-// bearer JWTs of an audience of their own.
+// HumanBearer authenticates people with bearer JWTs of an audience of their own.
 //
 // cfg is as for JWTBearer, and cfg.Audience is the people's audience.
 // agentsAudience is the audience of the tokens agents hold (the Audience of
