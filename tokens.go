@@ -234,7 +234,7 @@ func (e *Enforcer) tokenStages() ([]middleware.Stage, error) {
 		algs = token.DefaultAlgorithms
 	}
 	if tc.sharedSecret {
-		algs = append(append([]string(nil), algs...), token.AlgHS256)
+		algs = append(append([]string(nil), algs...), "HS256")
 	}
 	confirmLife := cmp.Or(o.ConfirmationLifetime, token.DefaultConfirmationLifetime)
 	approvalLife := cmp.Or(o.ApprovalLifetime, token.DefaultApprovalLifetime)

@@ -13,7 +13,6 @@ import (
 	axerr "github.com/axgate/axgate/errors"
 	"github.com/axgate/axgate/gates"
 	"github.com/axgate/axgate/gates/redisstore"
-	"github.com/axgate/axgate/gates/redisstore/redistest"
 	"github.com/axgate/axgate/internal/gate"
 	"github.com/axgate/axgate/manifest"
 	"github.com/axgate/axgate/middleware"
@@ -34,11 +33,11 @@ func init() {
 // redisBenchStores returns stores on the Redis at AXGATE_REDIS_URL (or
 // skips), under a prefix of the benchmark's own, and the counter of their
 // round trips.
-func redisBenchStores(b *testing.B) (*redisstore.Stores, *redistest.Counter) {
-	c := redistest.Client(b)
-	n := &redistest.Counter{}
+func redisBenchStores(b *testing.B) (*redisstore.Stores, *roundTrips) {
+	c := redisClient(b)
+	n := &roundTrips{}
 	c.AddHook(n)
-	return redisstore.New(c, redisstore.Options{Prefix: redistest.Prefix(b, c)}), n
+	return redisstore.New(c, redisstore.Options{Prefix: redisPrefix(b, c)}), n
 }
 
 // benchStore is one implementation of the stores under comparison; rt is
@@ -47,7 +46,7 @@ type benchStore struct {
 	name    string
 	replay  token.ReplayStore
 	limiter gates.Limiter
-	rt      *redistest.Counter
+	rt      *roundTrips
 }
 
 // newBenchStore returns the stores named "memory" or "redis".
@@ -289,7 +288,7 @@ func BenchmarkRedisIdempotencyGate(b *testing.B) {
 	for _, name := range storeNames {
 		b.Run("store="+name, func(b *testing.B) {
 			var store gates.IdempotencyStore = gate.NewMemoryIdempotencyStore(0)
-			var rt *redistest.Counter
+			var rt *roundTrips
 			if name == "redis" {
 				var s *redisstore.Stores
 				s, rt = redisBenchStores(b)

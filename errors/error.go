@@ -101,8 +101,9 @@ func (e *Error) Retryable() bool {
 	return e.Code.Retryable()
 }
 
-// WithRetryable sets whether calling again may succeed, for this refusal
-// only, and returns e. A tool's failure (AXGATE_TOOL_FAILED) is retryable
+// WithRetryable sets whether calling again may succeed, for this refusal only.
+//
+// It returns e. A tool's failure (AXGATE_TOOL_FAILED) is retryable
 // by its code; one that calling again will not cure (a file that does not
 // exist) is marked WithRetryable(false), and its agent action then says not
 // to repeat the call unchanged.
@@ -266,13 +267,12 @@ const DefaultMaxViolations = 20
 // beyond those listed.
 const DetailViolationsOmitted = "violations_omitted"
 
-// Aggregate returns one error for a list of violations: its code is the first
-// violation's, its message names how many there are, and it lists them all.
-func Aggregate(intent string, vs []Violation) *Error { return AggregateOmitted(intent, vs, 0) }
-
-// AggregateOmitted is Aggregate for a list that was capped: omitted more
-// violations were found and left out. The message counts all of them and
-// says how many are listed; details.violations_omitted carries the number.
+// AggregateOmitted returns one error for a list of violations.
+//
+// Its code is the first violation's, its message names how many there are,
+// and it lists them. omitted counts more violations that were found and left
+// out (0 when the list is whole): the message counts all of them and says how
+// many are listed; details.violations_omitted carries the number.
 func AggregateOmitted(intent string, vs []Violation, omitted int) *Error {
 	if len(vs) == 0 {
 		return nil

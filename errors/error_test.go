@@ -71,10 +71,10 @@ func TestIsAndAs(t *testing.T) {
 }
 
 func TestEnvelope(t *testing.T) {
-	e := axerr.Aggregate("order.place", []axerr.Violation{
+	e := axerr.AggregateOmitted("order.place", []axerr.Violation{
 		{Path: "/cart_id", Message: "missing properties: 'cart_id'", Keyword: "required", Code: axerr.CodeMissingParam},
 		{Path: "/notes", Message: "expected string, but got number", Keyword: "type", Code: axerr.CodeInvalidType},
-	})
+	}, 0)
 	e.Suggestion = "Add /cart_id."
 	e.RetryAfter = 1500 * time.Millisecond
 	e.Err = errors.New("secret internal detail")
@@ -130,10 +130,10 @@ func ExampleError_Envelope() {
 }
 
 func TestText(t *testing.T) {
-	e := axerr.Aggregate("order.place", []axerr.Violation{
+	e := axerr.AggregateOmitted("order.place", []axerr.Violation{
 		{Path: "/cart_id", Message: "missing properties: 'cart_id'", Keyword: "required", Code: axerr.CodeMissingParam},
 		{Path: "/notes", Message: "expected string, but got number", Keyword: "type", Code: axerr.CodeInvalidType},
-	}).With("reason", "bad_args").WithSuggestion("Add /cart_id.")
+	}, 0).With("reason", "bad_args").WithSuggestion("Add /cart_id.")
 	e.RetryAfter = 2 * time.Second
 	want := "Refused (AXAG_MISSING_PARAM): 2 invalid arguments; first: /cart_id: missing properties: 'cart_id'\n" +
 		"- /cart_id: missing properties: 'cart_id'\n" +

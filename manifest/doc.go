@@ -24,4 +24,8 @@
 // carries the access fields of an action and stands for a read action the
 // gates check (Manifest.Checked), which is never a tool; the gateway serves
 // no resource or prompt the manifest does not declare.
+//
+// Linting and grading a manifest (the AXAG lint rules, conformance levels,
+// the quality score) is the CLI's: axgate lint, whose JSON output
+// (--format json) is the machine-readable form.
 package manifest

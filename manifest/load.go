@@ -17,8 +17,8 @@ import (
 	"github.com/axgate/axgate/internal/jsonx"
 )
 
-// DefaultMaxManifestBytes bounds the size of a manifest document.
-const DefaultMaxManifestBytes = 16 << 20
+// maxManifestBytes bounds the size of a manifest document.
+const maxManifestBytes = 16 << 20
 
 // maxManifestDepth bounds nesting in a manifest; parameters nest, but not
 // this deep in any sane contract.
@@ -68,8 +68,8 @@ func (e *Error) Error() string {
 // first non-blank character not being '{'.
 func Parse(data []byte) (*Manifest, error) { return parse(data, "", formatAuto) }
 
-// Load reads a manifest (JSON or YAML) from r, at most
-// DefaultMaxManifestBytes.
+// Load reads a manifest (JSON or YAML) from r, at most 16 MiB: a larger
+// document is an error.
 func Load(r io.Reader) (*Manifest, error) {
 	data, err := readLimited(r)
 	if err != nil {
@@ -123,12 +123,12 @@ func formatFor(name string) docFormat {
 }
 
 func readLimited(r io.Reader) ([]byte, error) {
-	data, err := io.ReadAll(io.LimitReader(r, DefaultMaxManifestBytes+1))
+	data, err := io.ReadAll(io.LimitReader(r, maxManifestBytes+1))
 	if err != nil {
 		return nil, err
 	}
-	if len(data) > DefaultMaxManifestBytes {
-		return nil, fmt.Errorf("manifest is larger than %d bytes", DefaultMaxManifestBytes)
+	if len(data) > maxManifestBytes {
+		return nil, fmt.Errorf("manifest is larger than %d bytes", maxManifestBytes)
 	}
 	return data, nil
 }
@@ -167,7 +167,7 @@ func decodeDocument(data []byte, format docFormat) (any, *Problem) {
 			return nil, &Problem{Message: err.Error(), Keyword: "yaml"}
 		}
 	}
-	doc, err := jsonx.Decode(data, jsonx.Limits{MaxBytes: DefaultMaxManifestBytes, MaxDepth: maxManifestDepth})
+	doc, err := jsonx.Decode(data, jsonx.Limits{MaxBytes: maxManifestBytes, MaxDepth: maxManifestDepth})
 	if err != nil {
 		p := &Problem{Message: "not a well-formed JSON document: " + err.Error(), Keyword: "json"}
 		if je, ok := err.(*jsonx.Error); ok {

@@ -12,12 +12,12 @@ import (
 	"github.com/axgate/axgate/internal/schemax"
 )
 
-// SchemaJSON is the JSON Schema (draft-07) axgate validates manifests against
+// schemaJSON is the JSON Schema (draft-07) axgate validates manifests against
 // before it reads them. It accepts both published forms and every safety
 // field, and nothing else.
 //
 //go:embed schema/manifest.schema.json
-var SchemaJSON []byte
+var schemaJSON []byte
 
 var (
 	schemaOnce     sync.Once
@@ -28,10 +28,10 @@ var (
 
 func compiledSchema() (*jsonschema.Schema, any, error) {
 	schemaOnce.Do(func() {
-		if schemaErr = json.Unmarshal(SchemaJSON, &schemaDoc); schemaErr != nil {
+		if schemaErr = json.Unmarshal(schemaJSON, &schemaDoc); schemaErr != nil {
 			return
 		}
-		manifestSchema, schemaErr = schemax.CompileBytes("https://axgate.dev/schema/axag-manifest.json", SchemaJSON)
+		manifestSchema, schemaErr = schemax.CompileBytes("https://axgate.dev/schema/axag-manifest.json", schemaJSON)
 	})
 	return manifestSchema, schemaDoc, schemaErr
 }

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/axgate/axgate/internal/lint"
+
 	"github.com/axgate/axgate/manifest"
 )
 
@@ -78,7 +80,7 @@ func TestUpstreamSHA256Refused(t *testing.T) {
 				if name != "not string" && !strings.Contains(me.Problems[0].Message, "64 lowercase hexadecimal digits") {
 					t.Errorf("message %q does not say what a pin looks like", me.Problems[0].Message)
 				}
-				r := manifest.Lint([]byte(doc), manifest.LintOptions{})
+				r := lint.Lint([]byte(doc), lint.LintOptions{})
 				if r.Passed() || len(r.Errors()) != 1 || r.Errors()[0].Path != path {
 					t.Fatalf("lint errors = %+v; want one at %s", r.Errors(), path)
 				}
@@ -96,7 +98,7 @@ func TestUpstreamSHA256SurvivesPrune(t *testing.T) {
 	doc := `{"version": "1.0.0", "entities": [{"name": "file", "actions": [
 	  {"intent": "file.read", "action_type": "read", "description": "Reads a file", "upstream_sha256": "` + pin + `"},
 	  {"intent": "file.zap", "action_type": "zap", "description": "Not an action type"}]}]}`
-	out, removed, err := manifest.Lint([]byte(doc), manifest.LintOptions{}).Prune()
+	out, removed, err := lint.Lint([]byte(doc), lint.LintOptions{}).Prune()
 	if err != nil {
 		t.Fatal(err)
 	}

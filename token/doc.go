@@ -12,7 +12,7 @@
 // gates verify tokens with a Verifier, check the binding with
 // Claims.CheckBinding and spend them in a ReplayStore when the call commits.
 // The store of NewMemoryReplayStore forgets what was spent before it was made (a restart),
-// so the gates refuse a token issued before then (ReasonIssuedBeforeStart).
+// so the gates refuse a token issued before then (reason issued_before_start).
 //
 // Keys are golang-jwt keys bound to one algorithm each (Key), gathered in a
 // KeySet: a static set, a JWKS document or file (ParseJWKS, LoadJWKSFile), or

@@ -19,31 +19,34 @@ import (
 	"strings"
 	"time"
 
+	"github.com/axgate/axgate/internal/reasons"
+
 	"github.com/MicahParks/jwkset"
 	"github.com/MicahParks/keyfunc/v3"
 	"github.com/golang-jwt/jwt/v5"
 	"golang.org/x/time/rate"
 )
 
-// Signing algorithms (JWS "alg" values) a Key can be bound to.
+// Signing algorithms (JWS "alg" values) a Key can be bound to; users name
+// them by their strings (Key.Algorithm).
 const (
-	AlgEdDSA = "EdDSA"
-	AlgES256 = "ES256"
-	AlgES384 = "ES384"
-	AlgES512 = "ES512"
-	AlgRS256 = "RS256"
-	AlgRS384 = "RS384"
-	AlgRS512 = "RS512"
-	AlgPS256 = "PS256"
-	AlgPS384 = "PS384"
-	AlgPS512 = "PS512"
-	AlgHS256 = "HS256"
+	algEdDSA = "EdDSA"
+	algES256 = "ES256"
+	algES384 = "ES384"
+	algES512 = "ES512"
+	algRS256 = "RS256"
+	algRS384 = "RS384"
+	algRS512 = "RS512"
+	algPS256 = "PS256"
+	algPS384 = "PS384"
+	algPS512 = "PS512"
+	algHS256 = "HS256"
 )
 
 // DefaultAlgorithms is the default allow-list of token algorithms: asymmetric
 // only. HS256 is accepted only when a shared secret is configured on purpose
 // (HMACKey plus an allow-list naming it).
-var DefaultAlgorithms = []string{AlgEdDSA, AlgES256, AlgRS256}
+var DefaultAlgorithms = []string{algEdDSA, algES256, algRS256}
 
 // minRSABits is the smallest RSA modulus accepted for verification or
 // signing.
@@ -61,7 +64,9 @@ var ErrUnknownKey = errors.New("unknown key id")
 type Key struct {
 	// ID is the key id tokens name in their "kid" header.
 	ID string
-	// Algorithm is the one JWS algorithm this key verifies.
+	// Algorithm is the one JWS algorithm this key verifies: "EdDSA",
+	// "ES256", "ES384", "ES512", "RS256", "RS384", "RS512", "PS256",
+	// "PS384", "PS512" or "HS256".
 	Algorithm string
 	// Public is the verification key: ed25519.PublicKey, *ecdsa.PublicKey,
 	// *rsa.PublicKey, or []byte for an HS256 shared secret.
@@ -81,22 +86,22 @@ func (k Key) Validate() error {
 
 func keyFitsAlgorithm(alg string, key any) error {
 	switch alg {
-	case AlgEdDSA:
+	case algEdDSA:
 		if k, ok := key.(ed25519.PublicKey); ok && len(k) == ed25519.PublicKeySize {
 			return nil
 		}
 		return fmt.Errorf("%s needs an Ed25519 public key, not %T", alg, key)
-	case AlgES256, AlgES384, AlgES512:
+	case algES256, algES384, algES512:
 		k, ok := key.(*ecdsa.PublicKey)
 		if !ok {
 			return fmt.Errorf("%s needs an ECDSA public key, not %T", alg, key)
 		}
-		want := map[string]elliptic.Curve{AlgES256: elliptic.P256(), AlgES384: elliptic.P384(), AlgES512: elliptic.P521()}[alg]
+		want := map[string]elliptic.Curve{algES256: elliptic.P256(), algES384: elliptic.P384(), algES512: elliptic.P521()}[alg]
 		if k.Curve != want {
 			return fmt.Errorf("%s needs curve %s", alg, want.Params().Name)
 		}
 		return nil
-	case AlgRS256, AlgRS384, AlgRS512, AlgPS256, AlgPS384, AlgPS512:
+	case algRS256, algRS384, algRS512, algPS256, algPS384, algPS512:
 		k, ok := key.(*rsa.PublicKey)
 		if !ok {
 			return fmt.Errorf("%s needs an RSA public key, not %T", alg, key)
@@ -105,7 +110,7 @@ func keyFitsAlgorithm(alg string, key any) error {
 			return fmt.Errorf("RSA key of %d bits is too short (at least %d)", k.N.BitLen(), minRSABits)
 		}
 		return nil
-	case AlgHS256:
+	case algHS256:
 		k, ok := key.([]byte)
 		if !ok {
 			return fmt.Errorf("%s needs a shared secret ([]byte), not %T", alg, key)
@@ -123,15 +128,15 @@ func keyFitsAlgorithm(alg string, key any) error {
 func algorithmFor(key any) (string, error) {
 	switch k := key.(type) {
 	case ed25519.PublicKey, ed25519.PrivateKey:
-		return AlgEdDSA, nil
+		return algEdDSA, nil
 	case *ecdsa.PublicKey:
 		return ecdsaAlgorithm(k.Curve)
 	case *ecdsa.PrivateKey:
 		return ecdsaAlgorithm(k.Curve)
 	case *rsa.PublicKey, *rsa.PrivateKey:
-		return AlgRS256, nil
+		return algRS256, nil
 	case []byte:
-		return AlgHS256, nil
+		return algHS256, nil
 	}
 	return "", fmt.Errorf("unsupported key type %T", key)
 }
@@ -139,11 +144,11 @@ func algorithmFor(key any) (string, error) {
 func ecdsaAlgorithm(c elliptic.Curve) (string, error) {
 	switch c {
 	case elliptic.P256():
-		return AlgES256, nil
+		return algES256, nil
 	case elliptic.P384():
-		return AlgES384, nil
+		return algES384, nil
 	case elliptic.P521():
-		return AlgES512, nil
+		return algES512, nil
 	}
 	return "", errors.New("unsupported ECDSA curve")
 }
@@ -152,7 +157,7 @@ func ecdsaAlgorithm(c elliptic.Curve) (string, error) {
 // verifier accepts it only when its allow-list names HS256 too: a shared
 // secret is a deliberate choice, never a default.
 func HMACKey(id string, secret []byte) (Key, error) {
-	k := Key{ID: id, Algorithm: AlgHS256, Public: append([]byte(nil), secret...)}
+	k := Key{ID: id, Algorithm: algHS256, Public: append([]byte(nil), secret...)}
 	return k, k.Validate()
 }
 
@@ -599,26 +604,26 @@ func selectKey(t *jwt.Token, keys KeySet, allowed map[string]bool) (Key, *Error)
 	if _, ok := t.Header["crit"]; ok {
 		// No extension is understood, so any critical one is refused
 		// (RFC 7515 §4.1.11).
-		return Key{}, newError(ReasonCriticalHeader, nil)
+		return Key{}, newError(reasons.TokenCriticalHeader, nil)
 	}
 	alg := t.Method.Alg()
 	if !allowed[alg] {
-		return Key{}, newError(ReasonAlgorithm, nil)
+		return Key{}, newError(reasons.TokenAlgorithm, nil)
 	}
 	var kid string
 	if v, present := t.Header["kid"]; present {
 		s, ok := v.(string)
 		if !ok {
-			return Key{}, newError(ReasonMalformed, nil)
+			return Key{}, newError(reasons.TokenMalformed, nil)
 		}
 		kid = s
 	}
 	k, err := keys.Key(kid)
 	if err != nil {
-		return Key{}, newError(ReasonUnknownKey, err)
+		return Key{}, newError(reasons.TokenUnknownKey, err)
 	}
 	if k.Algorithm != alg {
-		return Key{}, newError(ReasonAlgorithm, nil)
+		return Key{}, newError(reasons.TokenAlgorithm, nil)
 	}
 	return k, nil
 }

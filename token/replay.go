@@ -34,7 +34,7 @@ const (
 // earlier process (before a restart) are forgotten. So that a restart does
 // not make them spendable again, it reports when it was made
 // (RemembersSince) and the gates refuse every token issued before then
-// (ReasonIssuedBeforeStart): a restart voids the outstanding tokens. A
+// (reasons.TokenIssuedBeforeStart): a restart voids the outstanding tokens. A
 // store that keeps its ids across restarts (Redis with persistence) keeps
 // them valid.
 //
@@ -88,7 +88,7 @@ func NewMemoryReplayStore(o MemoryReplayOptions) ReplayStore {
 
 // RemembersSince returns when the store was made: it knows nothing of the
 // tokens spent before then. The gates refuse a token issued before it
-// (ReasonIssuedBeforeStart).
+// (reasons.TokenIssuedBeforeStart).
 func (s *memoryReplayStore) RemembersSince() time.Time { return s.since }
 
 // Consume implements ReplayStore: all ids are recorded, or none. An id given
@@ -264,8 +264,7 @@ type Use struct {
 	Tenant string
 }
 
-// ReplayStore records the ids (jti) of used single-use tokens until they
-// expire.
+// ReplayStore records the ids (jti) of used single-use tokens until they expire.
 //
 // A store that forgets the ids recorded before some time (one that lives in
 // memory: a restart empties it) must also have a method
@@ -273,7 +272,7 @@ type Use struct {
 //	RemembersSince() time.Time
 //
 // returning that time, as NewMemoryReplayStore's does: the gates then refuse
-// every token issued before it (ReasonIssuedBeforeStart), which the store could
+// every token issued before it (reasons.TokenIssuedBeforeStart), which the store could
 // not tell from a token already spent. A store without it is trusted to
 // remember every id until its token expires.
 type ReplayStore interface {

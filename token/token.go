@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/axgate/axgate/internal/reasons"
+
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/axgate/axgate/middleware"
@@ -56,63 +58,34 @@ type Claims struct {
 	Requester string `json:"requester,omitempty"`
 }
 
-// TokenReason says why a token was refused. It is safe to show: it never
-// carries key material.
+// Reason says why a token was refused. It is safe to show: it never carries
+// key material. The reasons are wire strings, listed in the token reason
+// table of docs/errors.md ("expired", "already_used", …): compare
+// Error.Reason with the string.
 type Reason string
 
-// Reasons a token is refused.
-const (
-	ReasonTooLarge       Reason = "too_large"
-	ReasonMalformed      Reason = "malformed"
-	ReasonType           Reason = "wrong_type"
-	ReasonAlgorithm      Reason = "algorithm_not_allowed"
-	ReasonCriticalHeader Reason = "unsupported_critical_header"
-	ReasonUnknownKey     Reason = "unknown_key"
-	ReasonBadSignature   Reason = "bad_signature"
-	ReasonMissingClaim   Reason = "missing_claim"
-	ReasonExpired        Reason = "expired"
-	ReasonNotYetValid    Reason = "not_yet_valid"
-	ReasonIssuedInFuture Reason = "issued_in_future"
-	ReasonLifetime       Reason = "lifetime_too_long"
-	ReasonIssuer         Reason = "wrong_issuer"
-	ReasonAudience       Reason = "wrong_audience"
-	ReasonUsed           Reason = "already_used"
-	ReasonOtherArguments Reason = "bound_to_other_arguments"
-	ReasonOtherIntent    Reason = "bound_to_other_intent"
-	ReasonOtherCaller    Reason = "bound_to_other_caller"
-	ReasonOtherTenant    Reason = "bound_to_other_tenant"
-	// ReasonVoid: an approval token issued before a denial of its call,
-	// or before its call last ran on the approval request.
-	ReasonVoid Reason = "void"
-	// ReasonIssuedBeforeStart: a token issued before the replay store
-	// started remembering spent tokens (an in-memory store, made when the
-	// process started), which it cannot tell from one spent before a
-	// restart.
-	ReasonIssuedBeforeStart Reason = "issued_before_start"
-)
-
 var reasonText = map[Reason]string{
-	ReasonTooLarge:          "is too large",
-	ReasonMalformed:         "is not a well-formed JWT",
-	ReasonType:              "has the wrong type (typ header)",
-	ReasonAlgorithm:         "uses an algorithm that is not allowed for its key",
-	ReasonCriticalHeader:    "names a critical header extension that is not supported",
-	ReasonUnknownKey:        "is signed with an unknown key",
-	ReasonBadSignature:      "has a signature that does not verify",
-	ReasonMissingClaim:      "lacks a required claim",
-	ReasonExpired:           "has expired",
-	ReasonNotYetValid:       "is not valid yet",
-	ReasonIssuedInFuture:    "was issued in the future",
-	ReasonLifetime:          "lives longer than allowed",
-	ReasonIssuer:            "comes from another issuer",
-	ReasonAudience:          "is meant for another audience",
-	ReasonUsed:              "was already used",
-	ReasonOtherArguments:    "was issued for other arguments",
-	ReasonOtherIntent:       "was issued for another action",
-	ReasonOtherCaller:       "was issued for another caller",
-	ReasonOtherTenant:       "was issued for another tenant",
-	ReasonVoid:              "was issued before a denial or an earlier run of the call",
-	ReasonIssuedBeforeStart: "was issued before the gateway last started: without a persistent replay store (Redis), a restart voids outstanding tokens",
+	reasons.TokenTooLarge:          "is too large",
+	reasons.TokenMalformed:         "is not a well-formed JWT",
+	reasons.TokenType:              "has the wrong type (typ header)",
+	reasons.TokenAlgorithm:         "uses an algorithm that is not allowed for its key",
+	reasons.TokenCriticalHeader:    "names a critical header extension that is not supported",
+	reasons.TokenUnknownKey:        "is signed with an unknown key",
+	reasons.TokenBadSignature:      "has a signature that does not verify",
+	reasons.TokenMissingClaim:      "lacks a required claim",
+	reasons.TokenExpired:           "has expired",
+	reasons.TokenNotYetValid:       "is not valid yet",
+	reasons.TokenIssuedInFuture:    "was issued in the future",
+	reasons.TokenLifetime:          "lives longer than allowed",
+	reasons.TokenIssuer:            "comes from another issuer",
+	reasons.TokenAudience:          "is meant for another audience",
+	reasons.TokenUsed:              "was already used",
+	reasons.TokenOtherArguments:    "was issued for other arguments",
+	reasons.TokenOtherIntent:       "was issued for another action",
+	reasons.TokenOtherCaller:       "was issued for another caller",
+	reasons.TokenOtherTenant:       "was issued for another tenant",
+	reasons.TokenVoid:              "was issued before a denial or an earlier run of the call",
+	reasons.TokenIssuedBeforeStart: "was issued before the gateway last started: without a persistent replay store (Redis), a restart voids outstanding tokens",
 }
 
 // Describe returns the reason as the end of a sentence ("has expired").
@@ -127,7 +100,7 @@ func (r Reason) Describe() string {
 // logs only.
 type Error struct {
 	Reason Reason
-	// Claim names the missing claim for ReasonMissingClaim.
+	// Claim names the missing claim for reasons.TokenMissingClaim.
 	Claim string
 	Err   error
 }
@@ -154,13 +127,13 @@ func (c *Claims) CheckBinding(caller string, call *middleware.Call, digest strin
 	p := call.Principal
 	switch {
 	case c.ArgsSHA256 != digest:
-		return newError(ReasonOtherArguments, nil)
+		return newError(reasons.TokenOtherArguments, nil)
 	case c.Intent != call.Intent():
-		return newError(ReasonOtherIntent, nil)
+		return newError(reasons.TokenOtherIntent, nil)
 	case caller != p.ID:
-		return newError(ReasonOtherCaller, nil)
+		return newError(reasons.TokenOtherCaller, nil)
 	case c.Tenant != p.Tenant:
-		return newError(ReasonOtherTenant, nil)
+		return newError(reasons.TokenOtherTenant, nil)
 	}
 	return nil
 }
@@ -265,7 +238,7 @@ func (v *Verifier) Leeway() time.Duration { return v.cfg.Leeway }
 // Verify checks a token and returns its claims, or a *TokenError.
 func (v *Verifier) Verify(token string) (*Claims, error) {
 	if len(token) > v.cfg.MaxBytes {
-		return nil, newError(ReasonTooLarge, nil)
+		return nil, newError(reasons.TokenTooLarge, nil)
 	}
 	c := new(Claims)
 	_, err := v.parser.ParseWithClaims(token, c, v.keyfunc)
@@ -275,12 +248,12 @@ func (v *Verifier) Verify(token string) (*Claims, error) {
 		case errors.As(err, &te):
 			return nil, te
 		case errors.Is(err, jwt.ErrTokenSignatureInvalid):
-			return nil, newError(ReasonBadSignature, err)
+			return nil, newError(reasons.TokenBadSignature, err)
 		case errors.Is(err, jwt.ErrTokenUnverifiable):
 			// alg missing or not an algorithm golang-jwt knows.
-			return nil, newError(ReasonAlgorithm, err)
+			return nil, newError(reasons.TokenAlgorithm, err)
 		}
-		return nil, newError(ReasonMalformed, err)
+		return nil, newError(reasons.TokenMalformed, err)
 	}
 	if err := v.validate(c); err != nil {
 		return nil, err
@@ -293,7 +266,7 @@ func (v *Verifier) Verify(token string) (*Claims, error) {
 func (v *Verifier) keyfunc(t *jwt.Token) (any, error) {
 	typ, _ := t.Header["typ"].(string)
 	if !strings.EqualFold(typ, v.cfg.Type) && !strings.EqualFold(typ, v.typAlt) {
-		return nil, newError(ReasonType, nil)
+		return nil, newError(reasons.TokenType, nil)
 	}
 	k, terr := selectKey(t, v.cfg.Keys, v.allowed)
 	if terr != nil {
@@ -305,27 +278,27 @@ func (v *Verifier) keyfunc(t *jwt.Token) (any, error) {
 func (v *Verifier) validate(c *Claims) error {
 	switch {
 	case c.ID == "":
-		return &Error{Reason: ReasonMissingClaim, Claim: "jti"}
+		return &Error{Reason: reasons.TokenMissingClaim, Claim: "jti"}
 	case c.ExpiresAt == nil:
-		return &Error{Reason: ReasonMissingClaim, Claim: "exp"}
+		return &Error{Reason: reasons.TokenMissingClaim, Claim: "exp"}
 	case c.IssuedAt == nil:
-		return &Error{Reason: ReasonMissingClaim, Claim: "iat"}
+		return &Error{Reason: reasons.TokenMissingClaim, Claim: "iat"}
 	}
 	now, leeway := v.cfg.Now(), v.cfg.Leeway
 	exp, iat := c.ExpiresAt.Time, c.IssuedAt.Time
 	switch {
 	case !now.Before(exp.Add(leeway)):
-		return newError(ReasonExpired, nil)
+		return newError(reasons.TokenExpired, nil)
 	case c.NotBefore != nil && now.Add(leeway).Before(c.NotBefore.Time):
-		return newError(ReasonNotYetValid, nil)
+		return newError(reasons.TokenNotYetValid, nil)
 	case now.Add(leeway).Before(iat):
-		return newError(ReasonIssuedInFuture, nil)
+		return newError(reasons.TokenIssuedInFuture, nil)
 	case exp.Sub(iat) > v.cfg.MaxLifetime:
-		return newError(ReasonLifetime, nil)
+		return newError(reasons.TokenLifetime, nil)
 	case c.Issuer != v.cfg.Issuer:
-		return newError(ReasonIssuer, nil)
+		return newError(reasons.TokenIssuer, nil)
 	case !slices.Contains(c.Audience, v.cfg.Audience):
-		return newError(ReasonAudience, nil)
+		return newError(reasons.TokenAudience, nil)
 	}
 	return nil
 }

@@ -172,7 +172,7 @@ func (b *bearer) principal(r *http.Request) (middleware.Principal, error) {
 		return middleware.Principal{}, unauthenticated(reasons.MissingToken, "the request has no bearer token")
 	}
 	if len(raw) > b.cfg.MaxTokenBytes {
-		return middleware.Principal{}, unauthenticated(axerr.Reason(token.ReasonTooLarge), "the bearer token is too large")
+		return middleware.Principal{}, unauthenticated(axerr.Reason(reasons.TokenTooLarge), "the bearer token is too large")
 	}
 	if p, ok := b.cached(raw); ok {
 		return p, nil
@@ -186,7 +186,7 @@ func (b *bearer) principal(r *http.Request) (middleware.Principal, error) {
 	})
 	if err != nil {
 		reason := jwtReason(err)
-		if reason == token.ReasonAudience {
+		if reason == reasons.TokenAudience {
 			// The audience is the server's public name, not a secret: say
 			// which one a token must name.
 			return middleware.Principal{}, unauthenticated(axerr.Reason(reason),
@@ -197,7 +197,7 @@ func (b *bearer) principal(r *http.Request) (middleware.Principal, error) {
 	}
 	p := middleware.Principal{Claims: claims}
 	if p.ID, ok = claims["sub"].(string); !ok || p.ID == "" {
-		return middleware.Principal{}, unauthenticated(axerr.Reason(token.ReasonMissingClaim), "the bearer token names no subject (sub)")
+		return middleware.Principal{}, unauthenticated(axerr.Reason(reasons.TokenMissingClaim), "the bearer token names no subject (sub)")
 	}
 	if v, ok := claims[b.cfg.TenantClaim]; ok {
 		if p.Tenant, ok = v.(string); !ok {
@@ -326,27 +326,27 @@ func jwtReason(err error) token.Reason {
 	}
 	switch {
 	case errors.Is(err, errCrit):
-		return token.ReasonCriticalHeader
+		return reasons.TokenCriticalHeader
 	case errors.Is(err, errTypeRefused):
-		return token.ReasonType
+		return reasons.TokenType
 	case errors.Is(err, token.ErrUnknownKey):
-		return token.ReasonUnknownKey
+		return reasons.TokenUnknownKey
 	case errors.Is(err, jwt.ErrTokenExpired):
-		return token.ReasonExpired
+		return reasons.TokenExpired
 	case errors.Is(err, jwt.ErrTokenNotValidYet), errors.Is(err, jwt.ErrTokenUsedBeforeIssued):
-		return token.ReasonNotYetValid
+		return reasons.TokenNotYetValid
 	case errors.Is(err, jwt.ErrTokenInvalidIssuer):
-		return token.ReasonIssuer
+		return reasons.TokenIssuer
 	case errors.Is(err, jwt.ErrTokenInvalidAudience):
-		return token.ReasonAudience
+		return reasons.TokenAudience
 	case errors.Is(err, jwt.ErrTokenRequiredClaimMissing):
-		return token.ReasonMissingClaim
+		return reasons.TokenMissingClaim
 	case errors.Is(err, jwt.ErrTokenSignatureInvalid):
-		return token.ReasonBadSignature
+		return reasons.TokenBadSignature
 	case errors.Is(err, jwt.ErrTokenUnverifiable):
-		return token.ReasonUnknownKey
+		return reasons.TokenUnknownKey
 	}
-	return token.ReasonMalformed
+	return reasons.TokenMalformed
 }
 
 // stringList reads an array of strings or a space-separated string.
@@ -397,8 +397,8 @@ func bearerChallenge(e *axerr.Error) string {
 
 // bearerReasons are the reasons JWTBearer refuses a token with.
 var bearerReasons = map[token.Reason]bool{
-	token.ReasonTooLarge: true, token.ReasonMalformed: true, token.ReasonType: true, token.ReasonAlgorithm: true,
-	token.ReasonCriticalHeader: true, token.ReasonUnknownKey: true, token.ReasonBadSignature: true,
-	token.ReasonMissingClaim: true, token.ReasonExpired: true, token.ReasonNotYetValid: true,
-	token.ReasonIssuedInFuture: true, token.ReasonLifetime: true, token.ReasonIssuer: true, token.ReasonAudience: true,
+	reasons.TokenTooLarge: true, reasons.TokenMalformed: true, reasons.TokenType: true, reasons.TokenAlgorithm: true,
+	reasons.TokenCriticalHeader: true, reasons.TokenUnknownKey: true, reasons.TokenBadSignature: true,
+	reasons.TokenMissingClaim: true, reasons.TokenExpired: true, reasons.TokenNotYetValid: true,
+	reasons.TokenIssuedInFuture: true, reasons.TokenLifetime: true, reasons.TokenIssuer: true, reasons.TokenAudience: true,
 }

@@ -29,7 +29,7 @@ func newBearerFixture(t *testing.T) *bearerFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ks, err := token.NewKeySet(token.Key{ID: "k1", Algorithm: token.AlgEdDSA, Public: pub})
+	ks, err := token.NewKeySet(token.Key{ID: "k1", Algorithm: "EdDSA", Public: pub})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,7 +182,7 @@ func TestJWTBearerConfiguration(t *testing.T) {
 // cache off, every request pays for the signature.
 func TestJWTBearerCache(t *testing.T) {
 	f := newBearerFixture(t)
-	ks, err := token.NewKeySet(token.Key{ID: "k1", Algorithm: token.AlgEdDSA, Public: f.pub})
+	ks, err := token.NewKeySet(token.Key{ID: "k1", Algorithm: "EdDSA", Public: f.pub})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -268,14 +268,14 @@ func TestJWTBearerCacheForgetsRevokedKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	k1 := token.Key{ID: "k1", Algorithm: token.AlgEdDSA, Public: f.pub}
+	k1 := token.Key{ID: "k1", Algorithm: "EdDSA", Public: f.pub}
 	for _, c := range []struct {
 		name   string
 		after  []token.Key
 		reason string
 	}{
 		{"revoked", nil, "unknown_key"},
-		{"replaced under the same kid", []token.Key{{ID: "k1", Algorithm: token.AlgEdDSA, Public: otherPub}}, "bad_signature"},
+		{"replaced under the same kid", []token.Key{{ID: "k1", Algorithm: "EdDSA", Public: otherPub}}, "bad_signature"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			keys := &rotatingKeys{}

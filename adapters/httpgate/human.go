@@ -18,11 +18,11 @@ import (
 	igate "github.com/axgate/axgate/internal/gate"
 	"github.com/axgate/axgate/internal/reasons"
 	"github.com/axgate/axgate/middleware"
-	"github.com/axgate/axgate/token"
 )
 
-// HumanPrincipalFunc authenticates the person at the endpoints of
-// NewHumanHandler: who confirms or approves, or an error (written as
+// HumanPrincipalFunc authenticates the person at the endpoints of NewHumanHandler.
+//
+// It returns who confirms or approves, or an error (written as
 // PrincipalFunc's are).
 //
 // It is a type of its own, not a PrincipalFunc, because these endpoints
@@ -35,8 +35,7 @@ import (
 // HumanPrincipalFunc(f): do it only for one that authenticates people only.
 type HumanPrincipalFunc func(r *http.Request) (middleware.Principal, error)
 
-// HumanBearer returns a HumanPrincipalFunc that authenticates people with
-// bearer JWTs of an audience of their own.
+// HumanBearer authenticates people with bearer JWTs of an audience of their own.
 //
 // cfg is as for JWTBearer, and cfg.Audience is the people's audience.
 // agentsAudience is the audience of the tokens agents hold (the Audience of
@@ -61,7 +60,7 @@ func HumanBearer(cfg BearerConfig, agentsAudience string) (HumanPrincipalFunc, e
 			return p, err
 		}
 		if aud, _ := jwt.MapClaims(p.Claims).GetAudience(); slices.Contains(aud, agentsAudience) {
-			return middleware.Principal{}, unauthenticated(axerr.Reason(token.ReasonAudience),
+			return middleware.Principal{}, unauthenticated(axerr.Reason(reasons.TokenAudience),
 				"the bearer token is also meant for the agents' API; the endpoints people confirm and approve with take people's tokens only")
 		}
 		return p, nil

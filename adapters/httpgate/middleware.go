@@ -19,10 +19,10 @@ import (
 	"github.com/gowebpki/jcs"
 
 	"github.com/axgate/axgate"
-	"github.com/axgate/axgate/adapters/wire"
 	axerr "github.com/axgate/axgate/errors"
 	igate "github.com/axgate/axgate/internal/gate"
 	"github.com/axgate/axgate/internal/reasons"
+	"github.com/axgate/axgate/internal/wire"
 	"github.com/axgate/axgate/manifest"
 	"github.com/axgate/axgate/middleware"
 )

@@ -12,7 +12,7 @@ import (
 )
 
 // Headers httpgate reads or sets besides the credential headers, which are
-// adapters/wire's (wire.HeaderConfirmation, wire.HeaderApproval, …).
+// X-AXAG-Confirmation, X-AXAG-Approval, Idempotency-Key and X-AXAG-Tenant.
 const (
 	// HeaderIntent names the intent (or tool name) of a request, read by
 	// the middleware only with WithIntentHeader.

@@ -7,7 +7,7 @@ import (
 
 	"go.opentelemetry.io/otel/propagation"
 
-	"github.com/axgate/axgate/adapters/wire"
+	"github.com/axgate/axgate/internal/wire"
 	"github.com/axgate/axgate/manifest"
 	"github.com/axgate/axgate/middleware"
 )

@@ -15,9 +15,9 @@ import (
 
 	"github.com/axgate/axgate"
 	"github.com/axgate/axgate/adapters/mcpgate"
-	"github.com/axgate/axgate/adapters/wire"
 	axerr "github.com/axgate/axgate/errors"
 	"github.com/axgate/axgate/internal/reasons"
+	"github.com/axgate/axgate/internal/wire"
 	"github.com/axgate/axgate/middleware"
 	"github.com/axgate/axgate/token"
 )

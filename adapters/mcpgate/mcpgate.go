@@ -11,9 +11,9 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/axgate/axgate"
-	"github.com/axgate/axgate/adapters/wire"
 	axerr "github.com/axgate/axgate/errors"
 	"github.com/axgate/axgate/internal/reasons"
+	"github.com/axgate/axgate/internal/wire"
 	"github.com/axgate/axgate/middleware"
 )
 

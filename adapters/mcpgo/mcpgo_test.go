@@ -20,9 +20,9 @@ import (
 
 	"github.com/axgate/axgate"
 	"github.com/axgate/axgate/adapters/mcpgo"
-	"github.com/axgate/axgate/adapters/wire"
 	axerr "github.com/axgate/axgate/errors"
 	"github.com/axgate/axgate/internal/fixtures"
+	"github.com/axgate/axgate/internal/wire"
 	"github.com/axgate/axgate/manifest"
 	"github.com/axgate/axgate/middleware"
 )

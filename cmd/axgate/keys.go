@@ -55,7 +55,7 @@ func runKeys(_ context.Context, e *env, args []string) int {
 		args = args[1:]
 	}
 	fs := newFlags(e, "keys", "keys gen [--alg EdDSA|ES256|RS256] --out DIR [--force]", keysAbout)
-	alg := fs.String("alg", token.AlgEdDSA, "signature algorithm: EdDSA (Ed25519), ES256 (ECDSA P-256) or RS256 (RSA 3072)")
+	alg := fs.String("alg", "EdDSA", "signature algorithm: EdDSA (Ed25519), ES256 (ECDSA P-256) or RS256 (RSA 3072)")
 	out := fs.String("out", "", "directory to write the key and the JWKS to (created if missing)")
 	force := fs.Bool("force", false, "overwrite existing files")
 	pos, err := parseFlags(e, fs, args)
@@ -68,7 +68,7 @@ func runKeys(_ context.Context, e *env, args []string) int {
 	if *out == "" {
 		return usageError(e, fs, "--out DIR is required")
 	}
-	if !oneOf(*alg, token.AlgEdDSA, token.AlgES256, token.AlgRS256) {
+	if !oneOf(*alg, "EdDSA", "ES256", "RS256") {
 		return usageError(e, fs, "--alg must be EdDSA, ES256 or RS256, not %q", *alg)
 	}
 	priv, err := generateKey(*alg)
@@ -123,12 +123,12 @@ func writeFile(path string, data []byte, perm os.FileMode) error {
 
 func generateKey(alg string) (any, error) {
 	switch alg {
-	case token.AlgEdDSA:
+	case "EdDSA":
 		_, k, err := ed25519.GenerateKey(rand.Reader)
 		return k, err
-	case token.AlgES256:
+	case "ES256":
 		return ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	case token.AlgRS256:
+	case "RS256":
 		return rsa.GenerateKey(rand.Reader, 3072)
 	}
 	return nil, fmt.Errorf("unsupported algorithm %q", alg)

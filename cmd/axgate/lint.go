@@ -11,6 +11,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/axgate/axgate/internal/lint"
+
 	"github.com/axgate/axgate/internal/gate"
 	"github.com/axgate/axgate/manifest"
 )
@@ -55,7 +57,7 @@ func runLint(_ context.Context, e *env, args []string) int {
 	}
 	opts := lintOptions()
 	if *level != "" {
-		l, err := manifest.ParseLevel(*level)
+		l, err := lint.ParseLevel(*level)
 		if err != nil {
 			return usageError(e, fs, "--level: %v", err)
 		}
@@ -68,7 +70,7 @@ func runLint(_ context.Context, e *env, args []string) int {
 	if err := fileArg(pos[0]); err != nil {
 		return fileError(e, "lint", err)
 	}
-	res, err := manifest.LintFile(pos[0], opts)
+	res, err := lint.LintFile(pos[0], opts)
 	if err != nil {
 		return usageError(e, fs, "%v", err)
 	}
@@ -89,7 +91,7 @@ func runLint(_ context.Context, e *env, args []string) int {
 	if rep.Pruned != nil && rep.Pruned.Error != "" {
 		fmt.Fprintf(e.stderr, "axgate lint: --prune: %s\n", rep.Pruned.Error)
 	}
-	if rep.Deterministic.Status != manifest.StatusPass {
+	if rep.Deterministic.Status != lint.StatusPass {
 		return exitFail
 	}
 	return exitOK
@@ -98,15 +100,15 @@ func runLint(_ context.Context, e *env, args []string) int {
 // lintOptions are the options of axgate lint: constraints are compiled as
 // New compiles them, with the default limits, so that what New would refuse
 // fails the manifest.
-func lintOptions() manifest.LintOptions {
-	return manifest.LintOptions{Expressions: func(m *manifest.Manifest) []manifest.Finding {
+func lintOptions() lint.LintOptions {
+	return lint.LintOptions{Expressions: func(m *manifest.Manifest) []lint.Finding {
 		return gate.LintConstraints(m, gate.CELLimits{})
 	}}
 }
 
 // lintReport is the grade report plus what --prune did.
 type lintReport struct {
-	manifest.GradeReport
+	lint.GradeReport
 	Pruned *pruneResult `json:"pruned,omitempty"`
 }
 
@@ -115,15 +117,15 @@ type pruneResult struct {
 	// Output is the file written, absent when nothing was written.
 	Output string `json:"output,omitempty"`
 	// Removed are the actions removed, in document order.
-	Removed []manifest.ActionStatus `json:"removed"`
+	Removed []lint.ActionStatus `json:"removed"`
 	// Remaining are the intents of the actions kept.
 	Remaining []string `json:"remaining"`
 	// Error says why nothing was written.
 	Error string `json:"error,omitempty"`
 }
 
-func pruneTo(res *manifest.LintResult, out string) *pruneResult {
-	pr := &pruneResult{Removed: []manifest.ActionStatus{}, Remaining: []string{}}
+func pruneTo(res *lint.LintResult, out string) *pruneResult {
+	pr := &pruneResult{Removed: []lint.ActionStatus{}, Remaining: []string{}}
 	data, removed, err := res.Prune()
 	if removed != nil {
 		pr.Removed = removed
@@ -185,7 +187,7 @@ func colorsFor(w io.Writer, getenv func(string) string) colors {
 	return colors{red: "\x1b[31m", yellow: "\x1b[33m", green: "\x1b[32m", dim: "\x1b[2m", bold: "\x1b[1m", reset: "\x1b[0m"}
 }
 
-func printLint(w io.Writer, c colors, name string, res *manifest.LintResult, rep lintReport) {
+func printLint(w io.Writer, c colors, name string, res *lint.LintResult, rep lintReport) {
 	declared := ""
 	if res.DeclaredLevel != "" && res.DeclaredLevel != res.Level {
 		declared = fmt.Sprintf(", declares %s", res.DeclaredLevel)
@@ -193,7 +195,7 @@ func printLint(w io.Writer, c colors, name string, res *manifest.LintResult, rep
 	fmt.Fprintf(w, "%s%s%s — %s, conformance %s%s, %d action(s)\n", c.bold, name, c.reset, rep.ManifestID, res.Level, declared, len(res.Actions))
 	for _, f := range res.Findings {
 		sev := c.yellow + "warning" + c.reset
-		if f.Severity == manifest.SeverityError {
+		if f.Severity == lint.SeverityError {
 			sev = c.red + "error  " + c.reset
 		}
 		path := f.Path
@@ -233,14 +235,14 @@ func printLint(w io.Writer, c colors, name string, res *manifest.LintResult, rep
 		}
 	}
 	status := c.green + string(rep.Deterministic.Status) + c.reset
-	if rep.Deterministic.Status != manifest.StatusPass {
+	if rep.Deterministic.Status != lint.StatusPass {
 		status = c.red + string(rep.Deterministic.Status) + c.reset
 	}
 	fmt.Fprintf(w, "\n%s: %d error(s), %d warning(s), grade %s%s%s (%s)\n",
 		status, len(rep.Deterministic.Errors), len(rep.Deterministic.Warnings), c.bold, rep.Grade, c.reset, rep.ValidatorVersion)
 }
 
-func listActions(as []manifest.ActionStatus) string {
+func listActions(as []lint.ActionStatus) string {
 	if len(as) == 0 {
 		return "any action (none failed)"
 	}
@@ -268,7 +270,7 @@ func firstLine(s string) string {
 func printRules(w io.Writer) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "RULE\tSEVERITY\tCHECKS")
-	for _, r := range manifest.Rules {
+	for _, r := range lint.Rules {
 		fmt.Fprintf(tw, "%s\t%s\t%s\n", r.ID, r.Severity, r.Title)
 	}
 	tw.Flush()

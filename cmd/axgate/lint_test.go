@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/axgate/axgate/internal/fixtures"
+	"github.com/axgate/axgate/internal/lint"
 	"github.com/axgate/axgate/manifest"
 )
 
@@ -90,21 +91,21 @@ func lintGolden(t *testing.T, cases []lintCase) {
 				ext := ".txt"
 				if format == "json" {
 					ext = ".json"
-					var rep manifest.GradeReport
+					var rep lint.GradeReport
 					if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
 						t.Fatalf("the JSON report does not parse: %v", err)
 					}
-					wantStatus := manifest.StatusPass
+					wantStatus := lint.StatusPass
 					if c.code == exitFail {
-						wantStatus = manifest.StatusFail
+						wantStatus = lint.StatusFail
 					}
 					if rep.Deterministic.Status != wantStatus {
 						t.Errorf("status %s, want %s", rep.Deterministic.Status, wantStatus)
 					}
-					if rep.Timestamp != fixedNow || rep.ValidatorVersion != manifest.ValidatorVersion {
+					if rep.Timestamp != fixedNow || rep.ValidatorVersion != lint.ValidatorVersion {
 						t.Errorf("timestamp %q, validator %q", rep.Timestamp, rep.ValidatorVersion)
 					}
-					if (rep.Grade == "F") != (wantStatus == manifest.StatusFail) {
+					if (rep.Grade == "F") != (wantStatus == lint.StatusFail) {
 						t.Errorf("grade %s with status %s", rep.Grade, rep.Deterministic.Status)
 					}
 					for _, f := range append(rep.Deterministic.Errors, rep.Deterministic.Warnings...) {
@@ -126,9 +127,9 @@ func TestLintCoversEveryRule(t *testing.T) {
 	for _, c := range lintCases() {
 		opts := lintOptions()
 		if i := slices.Index(c.flags, "--level"); i >= 0 {
-			opts.Level = manifest.Level(c.flags[i+1])
+			opts.Level = lint.Level(c.flags[i+1])
 		}
-		res, err := manifest.LintFile(c.file, opts)
+		res, err := lint.LintFile(c.file, opts)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -136,7 +137,7 @@ func TestLintCoversEveryRule(t *testing.T) {
 			seen[f.Rule] = true
 		}
 	}
-	for _, r := range manifest.Rules {
+	for _, r := range lint.Rules {
 		if !seen[r.ID] {
 			t.Errorf("no test manifest triggers %s (%s)", r.ID, r.Title)
 		}
@@ -170,7 +171,7 @@ func TestLintPrune(t *testing.T) {
 			golden(t, filepath.Join("lint", "prune-"+c.name+".txt"), normalize(stdout))
 
 			// The pruned manifest passes, and holds exactly the kept actions.
-			res, err := manifest.LintFile(out, manifest.LintOptions{})
+			res, err := lint.LintFile(out, lint.LintOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -253,7 +254,7 @@ func TestLintRulesTable(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("exit %d", code)
 	}
-	for _, r := range manifest.Rules {
+	for _, r := range lint.Rules {
 		if !strings.Contains(stdout, r.ID) {
 			t.Errorf("--rules does not list %s", r.ID)
 		}

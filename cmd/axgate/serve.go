@@ -24,8 +24,8 @@ import (
 
 	"github.com/axgate/axgate"
 	"github.com/axgate/axgate/adapters/httpgate"
-	"github.com/axgate/axgate/adapters/wire"
 	axerr "github.com/axgate/axgate/errors"
+	"github.com/axgate/axgate/internal/wire"
 	"github.com/axgate/axgate/manifest"
 	"github.com/axgate/axgate/middleware"
 	"github.com/axgate/axgate/token"

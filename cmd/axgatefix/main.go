@@ -266,6 +266,34 @@ func (r *rewriter) rewrite() {
 			Rparen: sel.End(),
 		}
 	})
+	// Constants whose values are wire strings (token.AlgEdDSA → "EdDSA",
+	// token.ReasonExpired → token.Reason("expired")).
+	replaceExprs(r.file, func(x ast.Expr) ast.Expr {
+		sel, ok := x.(*ast.SelectorExpr)
+		if !ok {
+			return x
+		}
+		path, ok := r.pathOf(sel.X)
+		if !ok {
+			return x
+		}
+		v, ok := literals[path+"."+sel.Sel.Name]
+		if !ok {
+			return x
+		}
+		r.changed = true
+		lit := &ast.BasicLit{ValuePos: sel.Pos(), Kind: token.STRING, Value: strconv.Quote(v.value)}
+		if v.typ == "" {
+			return lit
+		}
+		lit.ValuePos = sel.End()
+		return &ast.CallExpr{
+			Fun:    &ast.SelectorExpr{X: sel.X, Sel: &ast.Ident{Name: v.typ, NamePos: sel.Sel.NamePos}},
+			Lparen: sel.End(),
+			Args:   []ast.Expr{lit},
+			Rparen: sel.End(),
+		}
+	})
 	// Then the names, wherever they appear.
 	ast.Inspect(r.file, func(n ast.Node) bool {
 		x, ok := n.(*ast.SelectorExpr)

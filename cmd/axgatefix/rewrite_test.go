@@ -143,3 +143,45 @@ func goBuild(dir, work string) ([]byte, error) {
 	cmd.Env = append(os.Environ(), "GOWORK="+work, "GOFLAGS=-mod=readonly")
 	return cmd.CombinedOutput()
 }
+
+// TestRewriteWritesWireStringsForTheirConstants: constants whose values are
+// wire strings (JWS algorithms, token reasons, lint rule ids, the adapters'
+// credential headers) become the strings, typed where the old constant was,
+// and an import left unused goes.
+func TestRewriteWritesWireStringsForTheirConstants(t *testing.T) {
+	src := []byte(`package p
+
+import (
+	"net/http"
+
+	"github.com/axgate/axgate/adapters/wire"
+	"github.com/axgate/axgate/manifest"
+	"github.com/axgate/axgate/token"
+)
+
+func f(h http.Header, te *token.Error, rule string) bool {
+	h.Set(wire.HeaderTenant, "acme")
+	return te.Reason == token.ReasonUsed && rule == manifest.RuleSchema && token.AlgEdDSA != ""
+}
+`)
+	want := `package p
+
+import (
+	"net/http"
+
+	"github.com/axgate/axgate/token"
+)
+
+func f(h http.Header, te *token.Error, rule string) bool {
+	h.Set("X-AXAG-Tenant", "acme")
+	return te.Reason == token.Reason("already_used") && rule == "AXGATE-SCHEMA" && "EdDSA" != ""
+}
+`
+	out, notes, err := Rewrite("p.go", src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(out) != want || len(notes) != 0 {
+		t.Fatalf("Rewrite =\n%s\nnotes %q, want\n%s", out, notes, want)
+	}
+}

@@ -19,7 +19,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/axgate/axgate/adapters/wire"
+	"github.com/axgate/axgate/internal/wire"
 	"github.com/axgate/axgate/token"
 )
 

@@ -29,13 +29,13 @@ import (
 // follow the approval state machine (a decided request stays decided), a pending
 // request past its expiry reads as expired, and creating a request whose id
 // belongs to a Replaceable request replaces it.
-type ApprovalStore struct{ base }
+type approvalStore struct{ base }
 
-var _ gates.ApprovalStore = (*ApprovalStore)(nil)
+var _ gates.ApprovalStore = (*approvalStore)(nil)
 
 // NewApprovalStore returns an ApprovalStore on client.
-func NewApprovalStore(client redis.UniversalClient, opts Options) *ApprovalStore {
-	return &ApprovalStore{newBase(client, opts)}
+func NewApprovalStore(client redis.UniversalClient, opts Options) gates.ApprovalStore {
+	return &approvalStore{newBase(client, opts)}
 }
 
 // maxUpdateAttempts bounds the compare-and-set loop of Update when writers
@@ -119,20 +119,20 @@ if ARGV[4] == '1' then redis.call('ZREM', KEYS[2], ARGV[5]) end
 return 1
 `)
 
-func (s *ApprovalStore) reqKey(id string) string { return s.key("apr:req:", id) }
+func (s *approvalStore) reqKey(id string) string { return s.key("apr:req:", id) }
 
 // The inbox sets have new names: their members are inbox members, not the
 // bare ids of the sets before them.
-func (s *ApprovalStore) tenantIndex(tenant string) string { return s.key("apr:inbox:t:", tenant) }
+func (s *approvalStore) tenantIndex(tenant string) string { return s.key("apr:inbox:t:", tenant) }
 
-func (s *ApprovalStore) allIndex() string { return s.key("apr:inbox:", "all") }
+func (s *approvalStore) allIndex() string { return s.key("apr:inbox:", "all") }
 
 // The sweep marks of the inbox sets (createScript).
-func (s *ApprovalStore) tenantSweep(tenant string) string { return s.key("apr:sweep:t:", tenant) }
+func (s *approvalStore) tenantSweep(tenant string) string { return s.key("apr:sweep:t:", tenant) }
 
-func (s *ApprovalStore) allSweep() string { return s.key("apr:sweep:", "all") }
+func (s *approvalStore) allSweep() string { return s.key("apr:sweep:", "all") }
 
-func (s *ApprovalStore) pendingSet(r *gates.ApprovalRequest) string {
+func (s *approvalStore) pendingSet(r *gates.ApprovalRequest) string {
 	return s.key("apr:pend:", gate.StateKey("r", r.Tenant, r.Requester))
 }
 
@@ -144,7 +144,7 @@ func inboxMember(r *gates.ApprovalRequest) string {
 }
 
 // ttl keeps a request until it expires (or KeepUntil) plus the retention.
-func (s *ApprovalStore) ttl(r *gates.ApprovalRequest) int64 {
+func (s *approvalStore) ttl(r *gates.ApprovalRequest) int64 {
 	end := gate.Retained(r)
 	if end.IsZero() {
 		return millis(s.opts.ApprovalRetention)
@@ -158,7 +158,7 @@ func (s *ApprovalStore) ttl(r *gates.ApprovalRequest) int64 {
 // request must be pending (an empty state means pending). With quota > 0
 // the requester's pending requests are counted in the same script that
 // creates. One round trip, two when a replaceable request is replaced.
-func (s *ApprovalStore) Create(ctx context.Context, req gates.ApprovalRequest, quota int) (gates.ApprovalRequest, bool, error) {
+func (s *approvalStore) Create(ctx context.Context, req gates.ApprovalRequest, quota int) (gates.ApprovalRequest, bool, error) {
 	if req.ID == "" {
 		return gates.ApprovalRequest{}, false, errors.New("redisstore: approval request without an id")
 	}
@@ -222,7 +222,7 @@ func (s *ApprovalStore) Create(ctx context.Context, req gates.ApprovalRequest, q
 }
 
 // Get returns the request, or gates.ErrNotFound. One round trip.
-func (s *ApprovalStore) Get(ctx context.Context, id string) (gates.ApprovalRequest, error) {
+func (s *approvalStore) Get(ctx context.Context, id string) (gates.ApprovalRequest, error) {
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
 	data, err := s.rdb.Get(ctx, s.reqKey(id)).Bytes()
@@ -243,7 +243,7 @@ func (s *ApprovalStore) Get(ctx context.Context, id string) (gates.ApprovalReque
 // the approval state machine refuses, or any change to a request already
 // decided, fails with an error wrapping gates.ErrInvalidTransition. Two round
 // trips when nobody interferes.
-func (s *ApprovalStore) Update(ctx context.Context, id string, fn func(*gates.ApprovalRequest) error) (gates.ApprovalRequest, error) {
+func (s *approvalStore) Update(ctx context.Context, id string, fn func(*gates.ApprovalRequest) error) (gates.ApprovalRequest, error) {
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
 	key := s.reqKey(id)
@@ -310,7 +310,7 @@ const listRounds = 4
 // pairs of round trips, so a page may be short. Members whose request is
 // gone, was replaced, or is pending past its expiry leave the index on the
 // way (one more round trip when there are any).
-func (s *ApprovalStore) List(ctx context.Context, f gates.ApprovalFilter, cursor string, limit int) ([]gates.ApprovalRequest, string, error) {
+func (s *approvalStore) List(ctx context.Context, f gates.ApprovalFilter, cursor string, limit int) ([]gates.ApprovalRequest, string, error) {
 	limit = gate.PageLimit(limit)
 	if cursor != "" && !validMember(cursor) {
 		return nil, "", fmt.Errorf("redisstore: %w: %q", gates.ErrBadCursor, cursor)

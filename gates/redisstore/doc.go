@@ -8,17 +8,18 @@
 // It implements the store interfaces of package gates with
 // github.com/redis/go-redis/v9:
 //
-//   - ReplayStore: used token ids (SET NX with an expiry; several ids at once
-//     with a Lua script, all or nothing).
-//   - Limiter: the GCRA script of github.com/go-redis/redis_rate, extended
-//     to take a call from several counters (cooldown and rate limit) at
-//     once, all or nothing.
-//   - IdempotencyStore: an in-flight marker held by a claim token, then the
-//     stored outcome (result or refusal), both with an expiry; each
-//     operation is one script, which checks the claim.
-//   - ApprovalStore: requests as JSON documents with a per-tenant index for
-//     an approver's inbox; updates are optimistic transactions
-//     (WATCH/MULTI/EXEC) retried on conflict.
+//   - NewReplayStore (a token.ReplayStore): used token ids (SET NX with an
+//     expiry; several ids at once with a Lua script, all or nothing).
+//   - NewLimiter (a gates.Limiter): the GCRA script of
+//     github.com/go-redis/redis_rate, extended to take a call from several
+//     counters (cooldown and rate limit) at once, all or nothing.
+//   - NewIdempotencyStore (a gates.IdempotencyStore): an in-flight marker
+//     held by a claim token, then the stored outcome (result or refusal),
+//     both with an expiry; each operation is one script, which checks the
+//     claim.
+//   - NewApprovalStore (a gates.ApprovalStore): requests as JSON documents
+//     with a per-tenant index for an approver's inbox; updates are
+//     optimistic transactions (WATCH/MULTI/EXEC) retried on conflict.
 //
 // Each call on the hot path of a gate is one round trip to Redis (a single
 // command or a script run with EVALSHA).

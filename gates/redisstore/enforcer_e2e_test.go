@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/axgate/axgate/internal/reasons"
+
 	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -17,7 +19,7 @@ import (
 	axerr "github.com/axgate/axgate/errors"
 	"github.com/axgate/axgate/gates"
 	"github.com/axgate/axgate/gates/redisstore"
-	"github.com/axgate/axgate/gates/redisstore/redistest"
+	"github.com/axgate/axgate/gates/redisstore/internal/redistest"
 	"github.com/axgate/axgate/manifest"
 	"github.com/axgate/axgate/middleware"
 	"github.com/axgate/axgate/token"
@@ -150,8 +152,8 @@ func TestRedisReplicasSpendConfirmationOnce(t *testing.T) {
 				continue
 			}
 			ae, details := replicaRefusal(t, err)
-			if ae.Code != axerr.CodeConfirmationMissing || details["reason"] != string(token.ReasonUsed) {
-				t.Fatalf("round %d: the losing replica refused with %s %v, want %s reason %s", round, ae.Code, details["reason"], axerr.CodeConfirmationMissing, token.ReasonUsed)
+			if ae.Code != axerr.CodeConfirmationMissing || details["reason"] != string(reasons.TokenUsed) {
+				t.Fatalf("round %d: the losing replica refused with %s %v, want %s reason %s", round, ae.Code, details["reason"], axerr.CodeConfirmationMissing, reasons.TokenUsed)
 			}
 		}
 		if ok != 1 {

@@ -13,7 +13,7 @@ import (
 	axerr "github.com/axgate/axgate/errors"
 	"github.com/axgate/axgate/gates"
 	"github.com/axgate/axgate/gates/redisstore"
-	"github.com/axgate/axgate/gates/redisstore/redistest"
+	"github.com/axgate/axgate/gates/redisstore/internal/redistest"
 	"github.com/axgate/axgate/internal/gate"
 	"github.com/axgate/axgate/internal/reasons"
 	"github.com/axgate/axgate/middleware"

@@ -21,18 +21,18 @@ import (
 // script run (one round trip), and the claim token is compared inside the
 // script, so that a call whose lease ended cannot complete or release the
 // claim of the call that took the key over.
-type IdempotencyStore struct{ base }
+type idempotencyStore struct{ base }
 
-var _ gates.IdempotencyStore = (*IdempotencyStore)(nil)
+var _ gates.IdempotencyStore = (*idempotencyStore)(nil)
 
 // NewIdempotencyStore returns an IdempotencyStore on client.
-func NewIdempotencyStore(client redis.UniversalClient, opts Options) *IdempotencyStore {
-	return &IdempotencyStore{newBase(client, opts)}
+func NewIdempotencyStore(client redis.UniversalClient, opts Options) gates.IdempotencyStore {
+	return &idempotencyStore{newBase(client, opts)}
 }
 
 // ownerKey is the sorted set of the records charged to an owner's quota:
 // each record's key, scored by the time it expires (Unix milliseconds).
-func (s *IdempotencyStore) ownerKey(o gates.IdempotencyOwner) string {
+func (s *idempotencyStore) ownerKey(o gates.IdempotencyOwner) string {
 	return s.key("idemown:", gate.StateKey("o", o.Tenant, o.Principal))
 }
 
@@ -97,7 +97,7 @@ return 1
 // claim, or returns the record that holds the key, or a *gates.QuotaError
 // when owner holds owner.Quota live records. One round trip: the quota is
 // checked and charged in the same script as the claim.
-func (s *IdempotencyStore) Begin(ctx context.Context, owner gates.IdempotencyOwner, key, argsSHA256 string, ttl time.Duration) (*gates.IdempotencyRecord, string, error) {
+func (s *idempotencyStore) Begin(ctx context.Context, owner gates.IdempotencyOwner, key, argsSHA256 string, ttl time.Duration) (*gates.IdempotencyRecord, string, error) {
 	if ttl <= 0 {
 		return nil, "", errNoExpiry
 	}
@@ -142,7 +142,7 @@ func (s *IdempotencyStore) Begin(ctx context.Context, owner gates.IdempotencyOwn
 // ttl. When the claim no longer holds the key (its lease ended; another call
 // may hold it now) it changes nothing and returns gates.ErrNotFound. One
 // round trip.
-func (s *IdempotencyStore) Complete(ctx context.Context, owner gates.IdempotencyOwner, key, claim string, out gates.IdempotencyOutcome, ttl time.Duration) error {
+func (s *idempotencyStore) Complete(ctx context.Context, owner gates.IdempotencyOwner, key, claim string, out gates.IdempotencyOutcome, ttl time.Duration) error {
 	if ttl <= 0 {
 		return errNoExpiry
 	}
@@ -161,7 +161,7 @@ func (s *IdempotencyStore) Complete(ctx context.Context, owner gates.Idempotency
 // Release forgets key while claim holds it in flight, so that a retry may
 // run the call; otherwise it changes nothing and returns gates.ErrNotFound.
 // One round trip.
-func (s *IdempotencyStore) Release(ctx context.Context, owner gates.IdempotencyOwner, key, claim string) error {
+func (s *idempotencyStore) Release(ctx context.Context, owner gates.IdempotencyOwner, key, claim string) error {
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
 	n, err := releaseScript.Run(ctx, s.rdb, []string{s.key("idem:", key), s.ownerKey(owner)}, claim).Int()

@@ -19,13 +19,13 @@ import (
 //
 // The counters of one call must hash to one slot with Redis Cluster: give
 // Options.Prefix a hash tag (see the package documentation).
-type Limiter struct{ base }
+type limiter struct{ base }
 
-var _ gates.Limiter = (*Limiter)(nil)
+var _ gates.Limiter = (*limiter)(nil)
 
 // NewLimiter returns a Limiter on client.
-func NewLimiter(client redis.UniversalClient, opts Options) *Limiter {
-	return &Limiter{base: newBase(client, opts)}
+func NewLimiter(client redis.UniversalClient, opts Options) gates.Limiter {
+	return &limiter{base: newBase(client, opts)}
 }
 
 // allowScript is redis_rate's GCRA script (itself from
@@ -89,7 +89,7 @@ return {1, 0, '0', remaining}
 // gates.Limiter); each counter allows Count calls per Per, in bursts of up to
 // Count. With n = 0 it only looks: Allowed says whether one call would be
 // allowed now, and nothing is taken. One round trip.
-func (l *Limiter) AllowN(ctx context.Context, keys []gates.LimitKey, n int) (gates.LimitDecision, error) {
+func (l *limiter) AllowN(ctx context.Context, keys []gates.LimitKey, n int) (gates.LimitDecision, error) {
 	if len(keys) == 0 {
 		return gates.LimitDecision{}, fmt.Errorf("redisstore: no counter to take from")
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/axgate/axgate/gates"
+	"github.com/axgate/axgate/token"
 )
 
 // Defaults of Options.
@@ -97,10 +98,10 @@ func (o Options) withDefaults() Options {
 
 // Stores are the four stores on one Redis, ready to hand to an enforcer.
 type Stores struct {
-	Replay      *ReplayStore
-	Limiter     *Limiter
-	Idempotency *IdempotencyStore
-	Approvals   *ApprovalStore
+	Replay      token.ReplayStore
+	Limiter     gates.Limiter
+	Idempotency gates.IdempotencyStore
+	Approvals   gates.ApprovalStore
 
 	client redis.UniversalClient
 	owned  bool

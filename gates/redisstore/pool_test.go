@@ -12,7 +12,7 @@ import (
 
 	"github.com/axgate/axgate/gates"
 	"github.com/axgate/axgate/gates/redisstore"
-	"github.com/axgate/axgate/gates/redisstore/redistest"
+	"github.com/axgate/axgate/gates/redisstore/internal/redistest"
 	"github.com/axgate/axgate/internal/gate"
 	"github.com/axgate/axgate/internal/reasons"
 	"github.com/axgate/axgate/token"

@@ -14,7 +14,7 @@ import (
 
 	"github.com/axgate/axgate/gates"
 	"github.com/axgate/axgate/gates/redisstore"
-	"github.com/axgate/axgate/gates/redisstore/redistest"
+	"github.com/axgate/axgate/gates/redisstore/internal/redistest"
 	"github.com/axgate/axgate/gates/storetest"
 	"github.com/axgate/axgate/token"
 )

@@ -12,13 +12,13 @@ import (
 
 // ReplayStore is a token.ReplayStore on Redis: a used token id is a key that
 // lives until the token expires, plus Options.ClockSkew.
-type ReplayStore struct{ base }
+type replayStore struct{ base }
 
-var _ token.ReplayStore = (*ReplayStore)(nil)
+var _ token.ReplayStore = (*replayStore)(nil)
 
 // NewReplayStore returns a ReplayStore on client.
-func NewReplayStore(client redis.UniversalClient, opts Options) *ReplayStore {
-	return &ReplayStore{newBase(client, opts)}
+func NewReplayStore(client redis.UniversalClient, opts Options) token.ReplayStore {
+	return &replayStore{newBase(client, opts)}
 }
 
 // consumeScript marks every key used, or none if any of them is: the check
@@ -37,7 +37,7 @@ return 1
 // Consume marks every id used, atomically: if any was used already (or one
 // id is given twice) it returns token.ErrReplayed and marks none. One round
 // trip.
-func (s *ReplayStore) Consume(ctx context.Context, uses []token.Use) error {
+func (s *replayStore) Consume(ctx context.Context, uses []token.Use) error {
 	if len(uses) == 0 {
 		return nil
 	}
@@ -84,7 +84,7 @@ func (s *ReplayStore) Consume(ctx context.Context, uses []token.Use) error {
 }
 
 // Used reports whether id was marked used. One round trip.
-func (s *ReplayStore) Used(ctx context.Context, id string) (bool, error) {
+func (s *replayStore) Used(ctx context.Context, id string) (bool, error) {
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
 	n, err := s.rdb.Exists(ctx, s.key("jti:", id)).Result()

@@ -7,7 +7,7 @@ import (
 
 	"github.com/axgate/axgate/gates"
 	"github.com/axgate/axgate/gates/redisstore"
-	"github.com/axgate/axgate/gates/redisstore/redistest"
+	"github.com/axgate/axgate/gates/redisstore/internal/redistest"
 )
 
 // TestInboxIndexesSweptWithoutList: the inbox indexes (every tenant's, and

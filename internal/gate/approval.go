@@ -189,7 +189,7 @@ func (g *Approval) intercept(ctx context.Context, call *middleware.Call, next mi
 				return middleware.Result{}, StoreUnavailable(call.Intent(), "the token replay store", err)
 			}
 			if used {
-				rejected = append(rejected, rejectedToken{Index: i, Reason: token.ReasonUsed})
+				rejected = append(rejected, rejectedToken{Index: i, Reason: reasons.TokenUsed})
 				continue
 			}
 		}
@@ -301,7 +301,7 @@ func (g *Approval) voided(call *middleware.Call, digest, reqID string, need int,
 	if denied {
 		return g.denied(call, reqID)
 	}
-	return g.discounted(call, digest, reqID, need, accepted, rejected, void, token.ReasonVoid,
+	return g.discounted(call, digest, reqID, need, accepted, rejected, void, reasons.TokenVoid,
 		"an approval token was issued before this call last ran on its approvals; ask for approval again")
 }
 
@@ -320,7 +320,7 @@ func (g *Approval) denied(call *middleware.Call, reqID string) *axerr.Error {
 // replayed is AXAG_APPROVAL_MISSING for approval tokens found used at the
 // commit (indexes among the presented tokens): they no longer count.
 func (g *Approval) replayed(call *middleware.Call, digest, reqID string, need int, accepted []acceptedToken, rejected []rejectedToken, indexes []int) *axerr.Error {
-	return g.discounted(call, digest, reqID, need, accepted, rejected, indexes, token.ReasonUsed,
+	return g.discounted(call, digest, reqID, need, accepted, rejected, indexes, reasons.TokenUsed,
 		"an approval token was already used; ask for approval again")
 }
 
@@ -351,18 +351,18 @@ func (g *Approval) discounted(call *middleware.Call, digest, reqID string, need 
 // verify checks one approval token and its binding to the call.
 func (g *Approval) verify(raw string, call *middleware.Call, digest string) (*token.Claims, *token.Error) {
 	if g.cfg.Verifier == nil {
-		return nil, tokenError(token.ReasonUnknownKey, nil)
+		return nil, tokenError(reasons.TokenUnknownKey, nil)
 	}
 	c, err := g.cfg.Verifier.Verify(raw)
 	if err != nil {
 		var te *token.Error
 		if !errors.As(err, &te) {
-			te = tokenError(token.ReasonMalformed, err)
+			te = tokenError(reasons.TokenMalformed, err)
 		}
 		return nil, te
 	}
 	if c.Subject == "" {
-		return nil, &token.Error{Reason: token.ReasonMissingClaim, Claim: "sub"}
+		return nil, &token.Error{Reason: reasons.TokenMissingClaim, Claim: "sub"}
 	}
 	if terr := c.CheckBinding(c.Requester, call, digest); terr != nil {
 		return nil, terr

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/axgate/axgate/internal/lint"
+
 	"cel.dev/cel-go/checker"
 
 	"github.com/axgate/axgate/manifest"
@@ -107,13 +109,13 @@ func (s *celSizes) EstimateCallCost(function, overloadID string, target *checker
 // LintConstraints finds, for axgate lint, the constraints of m that New would refuse.
 //
 // It compiles every constraint of m as NewConstraints would, with lim,
-// and returns a manifest.RuleConstraintCost error for each that does not
+// and returns a "AXGATE-CEL-002" (constraint cost) error for each that does not
 // compile or whose estimated worst-case cost exceeds the cost limit: what
 // New would refuse, found by axgate lint
-// (manifest.LintOptions.Expressions).
-func LintConstraints(m *manifest.Manifest, lim CELLimits) []manifest.Finding {
+// (lint.LintOptions.Expressions).
+func LintConstraints(m *manifest.Manifest, lim CELLimits) []lint.Finding {
 	envs := &celEnvs{limits: lim.withDefaults()}
-	var out []manifest.Finding
+	var out []lint.Finding
 	for _, a := range m.Actions {
 		for _, c := range a.Constraints {
 			_, err := envs.compile(a, c.Expr)
@@ -125,8 +127,8 @@ func LintConstraints(m *manifest.Manifest, lim CELLimits) []manifest.Finding {
 			if errors.As(err, &ce) {
 				fix = "declare maxLength on the strings and maxItems on the arrays the constraint reads (and on their items), or simplify it"
 			}
-			out = append(out, manifest.Finding{
-				Rule: manifest.RuleConstraintCost, Severity: manifest.SeverityError, Path: c.Pointer,
+			out = append(out, lint.Finding{
+				Rule: "AXGATE-CEL-002", Severity: lint.SeverityError, Path: c.Pointer,
 				Message: fmt.Sprintf("constraint %s: %v", c.Name, err), Fix: fix,
 			})
 		}

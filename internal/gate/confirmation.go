@@ -98,7 +98,7 @@ func (c *Confirmation) intercept(ctx context.Context, call *middleware.Call, nex
 		return next.Invoke(ctx, call)
 	}
 	if c.cfg.Verifier == nil {
-		return middleware.Result{}, c.missing(call, digest, axerr.Reason(token.ReasonUnknownKey))
+		return middleware.Result{}, c.missing(call, digest, axerr.Reason(reasons.TokenUnknownKey))
 	}
 	claims, err := c.cfg.Verifier.Verify(raw)
 	if err != nil {
@@ -120,13 +120,13 @@ func (c *Confirmation) intercept(ctx context.Context, call *middleware.Call, nex
 			return middleware.Result{}, StoreUnavailable(call.Intent(), "the token replay store", err)
 		}
 		if used {
-			return middleware.Result{}, c.refused(call, digest, tokenError(token.ReasonUsed, nil))
+			return middleware.Result{}, c.refused(call, digest, tokenError(reasons.TokenUsed, nil))
 		}
 		return next.Invoke(ctx, call)
 	}
 	replayed := replayRefusal(func([]int) *axerr.Error {
 		call.Facts.ConfirmationJTI = "" // it did not count
-		return c.refused(call, digest, tokenError(token.ReasonUsed, nil))
+		return c.refused(call, digest, tokenError(reasons.TokenUsed, nil))
 	})
 	ctx = spend(ctx, call, c.cfg.Replay, pendingUse{
 		use:     token.Use{ID: key, Expires: c.cfg.Verifier.SpentUntil(claims), Tenant: claims.Tenant},
@@ -138,7 +138,7 @@ func (c *Confirmation) intercept(ctx context.Context, call *middleware.Call, nex
 func (c *Confirmation) refused(call *middleware.Call, digest string, err error) *axerr.Error {
 	var te *token.Error
 	if !errors.As(err, &te) {
-		te = tokenError(token.ReasonMalformed, err)
+		te = tokenError(reasons.TokenMalformed, err)
 	}
 	e := c.missing(call, digest, axerr.Reason(te.Reason))
 	e.Message = "the confirmation token " + te.Reason.Describe() + "; ask the person to confirm this call again"

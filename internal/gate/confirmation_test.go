@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/axgate/axgate/internal/reasons"
+
 	"github.com/golang-jwt/jwt/v5"
 
 	axerr "github.com/axgate/axgate/errors"
@@ -105,7 +107,7 @@ func newTkFixture(t testing.TB) *tkFixture {
 		t.Fatal(err)
 	}
 	f.rsaKey = tkRSAKey(t)
-	f.keys, err = token.NewKeySet(f.signer.PublicKey(), token.Key{ID: "rsa", Algorithm: token.AlgRS256, Public: &f.rsaKey.PublicKey})
+	f.keys, err = token.NewKeySet(f.signer.PublicKey(), token.Key{ID: "rsa", Algorithm: "RS256", Public: &f.rsaKey.PublicKey})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -339,14 +341,14 @@ func TestConfirmationTokenAttacks(t *testing.T) {
 
 	t.Run("HS256 refused even when allowed, for a key bound to EdDSA", func(t *testing.T) {
 		v, err := token.NewVerifier(token.VerifierConfig{Type: token.TypConfirmation, Keys: f.keys,
-			Algorithms: []string{token.AlgEdDSA, token.AlgHS256}, MaxLifetime: time.Minute * 5})
+			Algorithms: []string{"EdDSA", "HS256"}, MaxLifetime: time.Minute * 5})
 		if err != nil {
 			t.Fatal(err)
 		}
 		_, err = v.Verify(tkSign(t, jwt.SigningMethodHS256, edPub, map[string]any{"kid": "ed"}, valid()))
 		var te *token.Error
-		if !errors.As(err, &te) || te.Reason != token.ReasonAlgorithm {
-			t.Fatalf("Verify = %v, want %s", err, token.ReasonAlgorithm)
+		if !errors.As(err, &te) || te.Reason != reasons.TokenAlgorithm {
+			t.Fatalf("Verify = %v, want %s", err, reasons.TokenAlgorithm)
 		}
 	})
 }
@@ -670,7 +672,7 @@ func TestVerifierConfig(t *testing.T) {
 	}
 	_, err = v.Verify(f.signEd(t, nil, f.claims(t, "order.refund", `{}`)))
 	var te *token.Error
-	if !errors.As(err, &te) || te.Reason != token.ReasonTooLarge {
+	if !errors.As(err, &te) || te.Reason != reasons.TokenTooLarge {
 		t.Fatalf("Verify = %v, want too_large", err)
 	}
 }

@@ -23,9 +23,9 @@ func TestGoJoseTokensAccepted(t *testing.T) {
 	ecKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	rsaKey := tkRSAKey(t)
 	keys, err := token.NewKeySet(
-		token.Key{ID: "ed", Algorithm: token.AlgEdDSA, Public: edKey.Public()},
-		token.Key{ID: "ec", Algorithm: token.AlgES256, Public: &ecKey.PublicKey},
-		token.Key{ID: "rsa", Algorithm: token.AlgRS256, Public: &rsaKey.PublicKey},
+		token.Key{ID: "ed", Algorithm: "EdDSA", Public: edKey.Public()},
+		token.Key{ID: "ec", Algorithm: "ES256", Public: &ecKey.PublicKey},
+		token.Key{ID: "rsa", Algorithm: "RS256", Public: &rsaKey.PublicKey},
 	)
 	if err != nil {
 		t.Fatal(err)

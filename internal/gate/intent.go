@@ -10,9 +10,10 @@ import (
 	"github.com/axgate/axgate/middleware"
 )
 
-// Intent resolves call.Tool to its manifest action (unless the transport
-// already set call.Action) and refuses a tool the manifest does not declare
-// with AXAG_INTENT_NOT_FOUND. It also gives the call the enforcer's argument
+// Intent resolves call.Tool to its manifest action.
+//
+// Unless the transport already set call.Action, it looks the tool up, and
+// refuses a tool the manifest does not declare with AXAG_INTENT_NOT_FOUND. It also gives the call the enforcer's argument
 // limits for every limit the call does not set itself.
 //
 // A transport may also set call.Action to the action of one of the

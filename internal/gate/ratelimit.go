@@ -43,7 +43,7 @@ import (
 //
 // Each call whose action declares a limit asks l twice, whatever the number
 // of counters: one look, one charge (two Redis round trips with
-// redisstore.Limiter).
+// redisstore.NewLimiter).
 func RateLimit(l Limiter) middleware.Stage {
 	return middleware.Stage{Name: StageRateLimit, Applies: rateLimited, Interceptor: func(ctx context.Context, call *middleware.Call, next middleware.Invoker) (middleware.Result, error) {
 		a := call.Action

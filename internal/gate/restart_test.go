@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/axgate/axgate/internal/reasons"
+
 	axerr "github.com/axgate/axgate/errors"
 	"github.com/axgate/axgate/gates/memstore"
 	"github.com/axgate/axgate/internal/gate"
@@ -114,8 +116,8 @@ func TestTokensIssuedBeforeAMemoryStoreStartedAreRefused(t *testing.T) {
 	now = t0.Add(time.Minute)
 	restarted := a.start(t, &now, nil)
 	d := tkRefusal(t, restarted.run(ctx, refund(conf)), axerr.CodeConfirmationMissing, 428)
-	if d["reason"] != string(token.ReasonIssuedBeforeStart) {
-		t.Errorf("the confirmation spent before the restart, after it: reason %v, want %s", d["reason"], token.ReasonIssuedBeforeStart)
+	if d["reason"] != string(reasons.TokenIssuedBeforeStart) {
+		t.Errorf("the confirmation spent before the restart, after it: reason %v, want %s", d["reason"], reasons.TokenIssuedBeforeStart)
 	}
 	if e, _ := axerr.As(restarted.run(ctx, refund(conf))); e == nil || !strings.Contains(e.Message, "a restart voids outstanding tokens") {
 		t.Errorf("the refusal does not say why: %v", e)
@@ -149,8 +151,8 @@ func TestTokensIssuedBeforeAMemoryStoreStartedAreRefused(t *testing.T) {
 	}
 	now = t0.Add(time.Minute)
 	restarted = a.start(t, &now, shared)
-	if d := tkRefusal(t, restarted.run(ctx, refund(conf)), axerr.CodeConfirmationMissing, 428); d["reason"] != string(token.ReasonUsed) {
-		t.Errorf("with a persistent store: reason %v, want %s", d["reason"], token.ReasonUsed)
+	if d := tkRefusal(t, restarted.run(ctx, refund(conf)), axerr.CodeConfirmationMissing, 428); d["reason"] != string(reasons.TokenUsed) {
+		t.Errorf("with a persistent store: reason %v, want %s", d["reason"], reasons.TokenUsed)
 	}
 	if err := restarted.run(ctx, refund(unspent)); err != nil {
 		t.Errorf("with a persistent store, a token not spent before the restart: %v", err)

@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"time"
 
+	"github.com/axgate/axgate/internal/reasons"
+
 	axerr "github.com/axgate/axgate/errors"
 	"github.com/axgate/axgate/middleware"
 	"github.com/axgate/axgate/token"
@@ -189,7 +191,7 @@ func refusalFor(hits []pendingUse) *axerr.Error {
 // tokenError is a token refusal with its reason and cause.
 func tokenError(r token.Reason, err error) *token.Error { return &token.Error{Reason: r, Err: err} }
 
-// issuedBeforeStart refuses (token.ReasonIssuedBeforeStart) a token issued
+// issuedBeforeStart refuses (reasons.TokenIssuedBeforeStart) a token issued
 // before store started remembering spent tokens: a store that forgets across
 // restarts (token.MemoryReplayStore) says since when it remembers with a
 // RemembersSince method, and a token older than that may have been spent
@@ -205,7 +207,7 @@ func issuedBeforeStart(store token.ReplayStore, c *token.Claims) *token.Error {
 		return nil
 	}
 	if c.IssuedAt.Before(f.RemembersSince().Truncate(time.Second)) {
-		return tokenError(token.ReasonIssuedBeforeStart, nil)
+		return tokenError(reasons.TokenIssuedBeforeStart, nil)
 	}
 	return nil
 }

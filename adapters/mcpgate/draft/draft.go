@@ -241,7 +241,7 @@ var entityRE = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
 // that is not JSON, or options that would not load (an entity that is not a
 // lowercase name).
 //
-// The draft loads with manifest.Parse and passes manifest.Lint at level
+// The draft loads with manifest.Parse and passes axgate lint at level
 // basic.
 func Draft(tools []*mcp.Tool, opts Options) ([]byte, []Guess, error) {
 	ent := opts.Entity
@@ -251,7 +251,7 @@ func Draft(tools []*mcp.Tool, opts Options) ([]byte, []Guess, error) {
 	if !entityRE.MatchString(ent) {
 		return nil, nil, fmt.Errorf("draft: entity %q is not a lowercase name of letters, digits and _ (entityName makes one)", ent)
 	}
-	doc := document{Version: opts.Version, Conformance: string(manifest.LevelBasic), Source: opts.Source, Metadata: opts.Metadata}
+	doc := document{Version: opts.Version, Conformance: "basic", Source: opts.Source, Metadata: opts.Metadata}
 	if doc.Version == "" {
 		doc.Version = DefaultVersion
 	}

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/axgate/axgate/internal/lint"
+
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/axgate/axgate"
@@ -26,7 +28,7 @@ func loadAndLint(t *testing.T, out []byte) *manifest.Manifest {
 	if err != nil {
 		t.Fatalf("the draft does not load: %v\n%s", err, out)
 	}
-	r := manifest.Lint(out, manifest.LintOptions{Level: manifest.LevelBasic})
+	r := lint.Lint(out, lint.LintOptions{Level: lint.LevelBasic})
 	if !r.Passed() {
 		t.Fatalf("the draft fails lint at level basic: %v\n%s", r.Errors(), out)
 	}
@@ -553,7 +555,7 @@ func FuzzDraft(f *testing.F) {
 		if _, err := manifest.Parse(out); err != nil {
 			t.Fatalf("the draft of %s does not load: %v\n%s", schema, err, out)
 		}
-		if r := manifest.Lint(out, manifest.LintOptions{Level: manifest.LevelBasic}); !r.Passed() {
+		if r := lint.Lint(out, lint.LintOptions{Level: lint.LevelBasic}); !r.Passed() {
 			t.Fatalf("the draft of %s fails lint: %v", schema, r.Errors())
 		}
 	})

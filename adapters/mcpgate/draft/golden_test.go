@@ -10,12 +10,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/axgate/axgate/internal/lint"
+
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/axgate/axgate/adapters/mcpgate"
 	"github.com/axgate/axgate/adapters/mcpgate/draft"
 	"github.com/axgate/axgate/adapters/mcpgate/internal/serverfs"
-	"github.com/axgate/axgate/manifest"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files of the drafts")
@@ -93,7 +94,7 @@ func TestDraftServerFilesystem(t *testing.T) {
 			t.Errorf("%s: %s, %s risk, confirmation %v; want %s, %s, %v", want.tool, a.Type, a.RiskLevel, a.ConfirmationRequired, want.typ, want.risk, want.confirm)
 		}
 	}
-	if w := manifest.Lint(out, manifest.LintOptions{Level: manifest.LevelBasic}).Warnings(); len(w) > 0 {
+	if w := lint.Lint(out, lint.LintOptions{Level: lint.LevelBasic}).Warnings(); len(w) > 0 {
 		t.Errorf("lint warns about the draft: %v", w)
 	}
 	for _, tool := range tools {

@@ -30,7 +30,7 @@ func TestBearerRefusalIsTheAXAGEnvelope(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ks, err := token.NewKeySet(token.Key{ID: "k1", Algorithm: token.AlgEdDSA, Public: pub})
+	ks, err := token.NewKeySet(token.Key{ID: "k1", Algorithm: "EdDSA", Public: pub})
 	if err != nil {
 		t.Fatal(err)
 	}

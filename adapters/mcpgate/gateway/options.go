@@ -198,9 +198,10 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 // manifest that declares none already serves tools only.
 func ToolsOnly() Option { return func(c *config) { c.toolsOnly = true } }
 
-// WithRoots are the roots the upstream is given: the gateway offers the
-// upstream the roots capability and answers its roots/list with these, for
-// every session. Each is a file:// URI of an absolute path ("file:///srv/notes"); New fails
+// WithRoots are the roots the upstream is given.
+//
+// The gateway offers the upstream the roots capability and answers its
+// roots/list with these, for every session. Each is a file:// URI of an absolute path ("file:///srv/notes"); New fails
 // otherwise, and with ForwardClientRoots. By default there are none, and
 // the upstream is not offered the capability: a server such as
 // @modelcontextprotocol/server-filesystem then keeps the folders it was
@@ -213,8 +214,9 @@ func WithRoots(roots ...*mcp.Root) Option {
 	return func(c *config) { c.roots = append(c.roots, roots...) }
 }
 
-// ForwardClientRoots gives the upstream the client's roots, as before they
-// were the operator's.
+// ForwardClientRoots gives the upstream the client's roots instead of the operator's.
+//
+// That was the behaviour before roots were the operator's.
 //
 // The upstream is offered the roots capability when the client offers it;
 // its roots/list is forwarded to the client, within

@@ -1,5 +1,6 @@
-// Package childproc runs the child process of a command upstream: it
-// starts the command with its environment (Env), speaks MCP to it over
+// Package childproc runs the child process of a command upstream.
+//
+// It starts the command with its environment (Env), speaks MCP to it over
 // its standard input and output with every line bounded (Transport), and
 // stops the child and everything it started when the connection closes.
 //

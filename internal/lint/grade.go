@@ -1,4 +1,4 @@
-package manifest
+package lint
 
 import (
 	"math"
@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/axgate/axgate/manifest"
 )
 
 // ValidatorVersion names the rules and the score Lint applies. It changes
@@ -59,7 +61,7 @@ const criterionWeight = 1.25
 
 var criterionNames = []string{"description", "parameters_described", "constraints", "safety"}
 
-func score(m *Manifest) Quality {
+func score(m *manifest.Manifest) Quality {
 	sums := make([]float64, len(criterionNames))
 	for _, a := range m.Actions {
 		for i, v := range []float64{descriptionScore(a), describedScore(a), constraintScore(a), safetyScore(a)} {
@@ -86,7 +88,7 @@ func round(x float64, decimals int) float64 {
 	return math.Round(x*p+1e-9) / p
 }
 
-func descriptionScore(a *Action) float64 {
+func descriptionScore(a *manifest.Action) float64 {
 	d := strings.TrimSpace(a.Description)
 	if d == "" {
 		return 0
@@ -100,7 +102,7 @@ func descriptionScore(a *Action) float64 {
 }
 
 // walkParams calls f for every named parameter, nested ones included.
-func walkParams(ps []*Parameter, f func(*Parameter)) {
+func walkParams(ps []*manifest.Parameter, f func(*manifest.Parameter)) {
 	for _, p := range ps {
 		f(p)
 		walkParams(p.Properties, f)
@@ -110,12 +112,12 @@ func walkParams(ps []*Parameter, f func(*Parameter)) {
 	}
 }
 
-func describedScore(a *Action) float64 {
+func describedScore(a *manifest.Action) float64 {
 	if !a.ParametersDeclared {
 		return 0
 	}
 	n, ok := 0, 0
-	walkParams(a.Parameters, func(p *Parameter) {
+	walkParams(a.Parameters, func(p *manifest.Parameter) {
 		n++
 		if strings.TrimSpace(p.Description) != "" {
 			ok++
@@ -127,12 +129,12 @@ func describedScore(a *Action) float64 {
 	return float64(ok) / float64(n)
 }
 
-func constraintScore(a *Action) float64 {
+func constraintScore(a *manifest.Action) float64 {
 	if !a.ParametersDeclared {
 		return 0
 	}
 	n, ok := 0, 0
-	walkParams(a.Parameters, func(p *Parameter) {
+	walkParams(a.Parameters, func(p *manifest.Parameter) {
 		switch p.Type {
 		case "number", "integer":
 			n++
@@ -152,13 +154,13 @@ func constraintScore(a *Action) float64 {
 	return float64(ok) / float64(n)
 }
 
-func safetyScore(a *Action) float64 {
+func safetyScore(a *manifest.Action) float64 {
 	var checks []bool
 	checks = append(checks, a.RiskLevel != "", a.Scope != "")
-	if a.Type == Write || a.Type == Delete {
+	if a.Type == manifest.Write || a.Type == manifest.Delete {
 		checks = append(checks, a.Idempotent != nil, a.SideEffects != nil)
 	}
-	if a.RiskLevel.AtLeast(RiskHigh) {
+	if a.RiskLevel.AtLeast(manifest.RiskHigh) {
 		checks = append(checks, a.ConfirmationRequired || a.ApprovalRequired)
 	}
 	if a.ApprovalRequired {
@@ -223,7 +225,7 @@ type GradeReport struct {
 // An empty id is derived with ManifestID.
 func (r *LintResult) Report(id string, now time.Time) GradeReport {
 	if id == "" {
-		id = ManifestID(r.Source, r.sourceURL, r.tool)
+		id = manifestID(r.Source, r.sourceURL, r.tool)
 	}
 	rep := GradeReport{
 		ManifestID:       id,
@@ -255,11 +257,11 @@ func (r *LintResult) Report(id string, now time.Time) GradeReport {
 	return rep
 }
 
-// ManifestID derives a manifest id of the form namespace/name, one slash, as
+// manifestID derives a manifest id of the form namespace/name, one slash, as
 // the grade report's schema id: the namespace is the host of source.url,
 // else source.tool, else "local"; the name is the file name without its
 // extension ("manifest" when there is none).
-func ManifestID(source, sourceURL, tool string) string {
+func manifestID(source, sourceURL, tool string) string {
 	ns := "local"
 	if u, err := url.Parse(sourceURL); err == nil && u.Hostname() != "" {
 		ns = u.Hostname()

@@ -1,4 +1,4 @@
-package manifest
+package lint
 
 import (
 	"github.com/axgate/axgate/internal/fixtures"
@@ -113,8 +113,8 @@ func TestManifestID(t *testing.T) {
 		{"x.json", "", "my/tool", "my-tool/x"},
 	}
 	for _, c := range cases {
-		if got := ManifestID(c.source, c.url, c.tool); got != c.want {
-			t.Errorf("ManifestID(%q, %q, %q) = %q, want %q", c.source, c.url, c.tool, got, c.want)
+		if got := manifestID(c.source, c.url, c.tool); got != c.want {
+			t.Errorf("manifestID(%q, %q, %q) = %q, want %q", c.source, c.url, c.tool, got, c.want)
 		}
 	}
 }

@@ -3,7 +3,8 @@
 // With them an HTTP tool server, an MCP server and an agent SDK read a call's
 // credentials the same way: the HTTP headers, the keys of an MCP request's
 // _meta, and a carrier that lets an OpenTelemetry propagator read a trace
-// context from _meta.
+// context from _meta. The header names and _meta keys are wire strings,
+// documented in the README; a client sends them by their strings.
 package wire
 
 import (

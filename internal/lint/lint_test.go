@@ -1,4 +1,4 @@
-package manifest
+package lint
 
 import (
 	"github.com/axgate/axgate/internal/fixtures"
@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/axgate/axgate/manifest"
 )
 
 // lintJSON lints a manifest written as a Go value.
@@ -128,7 +130,7 @@ func TestLintPreconditionGraph(t *testing.T) {
 			act("c.run", "write", "preconditions", []any{"A  Done"}, "postconditions", []any{"c done"}),
 		), LintOptions{})
 		errs := r.Errors()
-		if len(errs) != 1 || errs[0].Rule != RulePrecondCycle || errs[0].Path != "/actions/0/preconditions/0" {
+		if len(errs) != 1 || errs[0].Rule != rulePrecondCycle || errs[0].Path != "/actions/0/preconditions/0" {
 			t.Fatalf("errors %v", errs)
 		}
 		if !strings.Contains(errs[0].Message, "a.run → b.run → c.run → a.run") {
@@ -228,7 +230,7 @@ func TestLintNeverPanics(t *testing.T) {
 		}
 		// Prune either refuses or returns a manifest that loads.
 		if out, _, err := r.Prune(); err == nil {
-			if _, err := Parse(out); err != nil {
+			if _, err := manifest.Parse(out); err != nil {
 				t.Errorf("%q: prune produced a manifest that does not load: %v", in, err)
 			}
 		}
@@ -251,11 +253,11 @@ func TestPruneReferenceFormKeepsEntities(t *testing.T) {
 	if len(removed) != 1 || removed[0].Intent != "ticket.close" || removed[0].Pointer != "/entities/0/actions/1" {
 		t.Errorf("removed %+v", removed)
 	}
-	m, err := Parse(out)
+	m, err := manifest.Parse(out)
 	if err != nil {
 		t.Fatalf("pruned manifest does not load: %v\n%s", err, out)
 	}
-	if len(m.Actions) != 1 || m.Actions[0].Intent != "ticket.create" || m.Form != FormReference {
+	if len(m.Actions) != 1 || m.Actions[0].Intent != "ticket.create" || m.Form != manifest.FormReference {
 		t.Errorf("pruned manifest %+v", m.Actions)
 	}
 	// The original document is left as it was.

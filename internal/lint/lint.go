@@ -1,15 +1,18 @@
-package manifest
+package lint
 
 import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path"
 	"regexp"
 	"sort"
 	"strconv"
 	"strings"
 
 	"github.com/axgate/axgate/internal/jsonx"
+	"github.com/axgate/axgate/internal/manifestdoc"
+	"github.com/axgate/axgate/manifest"
 )
 
 // Severity says whether a finding fails the manifest.
@@ -76,44 +79,45 @@ type Rule struct {
 
 // Rule identifiers. The AXAG-LINT ids are those of the AXAG annotation linter
 // (axag-lint), applied to what a manifest declares; the AXGATE ids cover what
-// that linter does not check in a manifest.
+// that linter does not check in a manifest. Rules lists them with their
+// severity; a user compares Finding.Rule with the string.
 const (
-	RuleParse              = "AXGATE-PARSE"
-	RuleSchema             = "AXGATE-SCHEMA"
-	RuleSemantic           = "AXGATE-SEMANTIC"
-	RuleActionType         = "AXAG-LINT-004"
-	RuleRiskLevel          = "AXAG-LINT-005"
-	RuleRiskConfirmation   = "AXAG-LINT-006"
-	RuleMutationIdempotent = "AXAG-LINT-007"
-	RuleParamOverlap       = "AXAG-LINT-008"
-	RuleScopeMissing       = "AXAG-LINT-011"
-	RuleApprovalRoles      = "AXAG-LINT-012"
-	RuleLevelField         = "AXGATE-LEVEL-001"
-	RuleLevelUndeclared    = "AXGATE-LEVEL-002"
-	RulePrecondUnproduced  = "AXGATE-PRECOND-001"
-	RulePrecondCycle       = "AXGATE-PRECOND-002"
-	RuleConstraintOptional = "AXGATE-CEL-001"
-	RuleConstraintCost     = "AXGATE-CEL-002"
+	ruleParse              = "AXGATE-PARSE"
+	ruleSchema             = "AXGATE-SCHEMA"
+	ruleSemantic           = "AXGATE-SEMANTIC"
+	ruleActionType         = "AXAG-LINT-004"
+	ruleRiskLevel          = "AXAG-LINT-005"
+	ruleRiskConfirmation   = "AXAG-LINT-006"
+	ruleMutationIdempotent = "AXAG-LINT-007"
+	ruleParamOverlap       = "AXAG-LINT-008"
+	ruleScopeMissing       = "AXAG-LINT-011"
+	ruleApprovalRoles      = "AXAG-LINT-012"
+	ruleLevelField         = "AXGATE-LEVEL-001"
+	ruleLevelUndeclared    = "AXGATE-LEVEL-002"
+	rulePrecondUnproduced  = "AXGATE-PRECOND-001"
+	rulePrecondCycle       = "AXGATE-PRECOND-002"
+	ruleConstraintOptional = "AXGATE-CEL-001"
+	ruleConstraintCost     = "AXGATE-CEL-002"
 )
 
 // Rules lists every rule Lint applies, in the order of docs/cli.md's table.
 var Rules = []Rule{
-	{RuleParse, SeverityError, "the document is not well-formed JSON or YAML, or repeats a key"},
-	{RuleSchema, SeverityError, "the document does not match the manifest schema (missing or unknown field, wrong type, bad pattern)"},
-	{RuleSemantic, SeverityError, "a field is inconsistent or malformed beyond the schema (duplicate intent, rate_limit syntax, min above max, …)"},
-	{RuleActionType, SeverityError, "invalid action_type value"},
-	{RuleRiskLevel, SeverityError, "invalid risk_level value"},
-	{RuleRiskConfirmation, SeverityWarning, "high or critical risk without confirmation_required"},
-	{RuleMutationIdempotent, SeverityWarning, "write or delete action without an idempotent declaration"},
-	{RuleParamOverlap, SeverityError, "parameter in both the required and the optional list"},
-	{RuleScopeMissing, SeverityWarning, "role-based or tenant-sensitive action without scope"},
-	{RuleApprovalRoles, SeverityError, "approval_required without approval_roles"},
-	{RuleLevelField, SeverityError, "a field the conformance level requires is missing"},
-	{RuleLevelUndeclared, SeverityWarning, "the manifest does not declare its conformance level"},
-	{RulePrecondUnproduced, SeverityWarning, "a precondition no action's postconditions produce: the host must check it"},
-	{RulePrecondCycle, SeverityError, "actions' preconditions and postconditions depend on each other in a cycle"},
-	{RuleConstraintOptional, SeverityWarning, "a constraint reads an optional argument outside has(): calls without it are refused"},
-	{RuleConstraintCost, SeverityError, "a constraint does not compile, or its estimated worst-case cost exceeds the cost limit (with LintOptions.Expressions)"},
+	{ruleParse, SeverityError, "the document is not well-formed JSON or YAML, or repeats a key"},
+	{ruleSchema, SeverityError, "the document does not match the manifest schema (missing or unknown field, wrong type, bad pattern)"},
+	{ruleSemantic, SeverityError, "a field is inconsistent or malformed beyond the schema (duplicate intent, rate_limit syntax, min above max, …)"},
+	{ruleActionType, SeverityError, "invalid action_type value"},
+	{ruleRiskLevel, SeverityError, "invalid risk_level value"},
+	{ruleRiskConfirmation, SeverityWarning, "high or critical risk without confirmation_required"},
+	{ruleMutationIdempotent, SeverityWarning, "write or delete action without an idempotent declaration"},
+	{ruleParamOverlap, SeverityError, "parameter in both the required and the optional list"},
+	{ruleScopeMissing, SeverityWarning, "role-based or tenant-sensitive action without scope"},
+	{ruleApprovalRoles, SeverityError, "approval_required without approval_roles"},
+	{ruleLevelField, SeverityError, "a field the conformance level requires is missing"},
+	{ruleLevelUndeclared, SeverityWarning, "the manifest does not declare its conformance level"},
+	{rulePrecondUnproduced, SeverityWarning, "a precondition no action's postconditions produce: the host must check it"},
+	{rulePrecondCycle, SeverityError, "actions' preconditions and postconditions depend on each other in a cycle"},
+	{ruleConstraintOptional, SeverityWarning, "a constraint reads an optional argument outside has(): calls without it are refused"},
+	{ruleConstraintCost, SeverityError, "a constraint does not compile, or its estimated worst-case cost exceeds the cost limit (with LintOptions.Expressions)"},
 }
 
 // LintOptions configure Lint.
@@ -127,10 +131,10 @@ type LintOptions struct {
 	// Expressions, when set, checks the constraints of a manifest that
 	// loads in the enforcer's CEL environment, which this package does not
 	// have: axgate lint compiles each one and reports, as
-	// RuleConstraintCost errors, those that do not compile or whose
+	// ruleConstraintCost errors, those that do not compile or whose
 	// estimated worst-case cost exceeds the cost limit (New refuses them).
 	// axgate lint sets it.
-	Expressions func(m *Manifest) []Finding
+	Expressions func(m *manifest.Manifest) []Finding
 }
 
 // ActionStatus is one action as Lint saw it.
@@ -154,7 +158,7 @@ type LintResult struct {
 	// Findings are sorted by path, errors before warnings at one path.
 	Findings []Finding
 	// Manifest is the loaded manifest, or nil when it does not load.
-	Manifest *Manifest
+	Manifest *manifest.Manifest
 	// Actions in document order.
 	Actions []ActionStatus
 	// Quality is the deterministic quality score.
@@ -192,7 +196,7 @@ func LintFile(name string, opts LintOptions) (*LintResult, error) {
 		return nil, err
 	}
 	defer f.Close()
-	data, err := readLimited(f)
+	data, err := manifestdoc.ReadLimited(f)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
@@ -211,21 +215,18 @@ func LintFile(name string, opts LintOptions) (*LintResult, error) {
 // rule ids.
 func Lint(data []byte, opts LintOptions) *LintResult {
 	r := &LintResult{Source: opts.Source}
-	format := formatFor(opts.Source)
-	m, err := parse(data, opts.Source, format)
-	var problems []Problem
+	doc, model, err := manifestdoc.Inspect(data, opts.Source)
+	m, _ := model.(*manifest.Manifest)
+	var problems []manifest.Problem
 	if err != nil {
-		if me, ok := err.(*Error); ok {
+		if me, ok := err.(*manifest.Error); ok {
 			problems = me.Problems
 		} else {
-			problems = []Problem{{Message: err.Error(), Keyword: "json"}}
+			problems = []manifest.Problem{{Message: err.Error(), Keyword: "json"}}
 		}
 	}
-	r.doc, _ = decodeDocument(data, format)
+	r.doc = doc
 	root, _ := r.doc.(map[string]any)
-	if m == nil && root != nil {
-		m = bestEffort(root)
-	}
 	if err == nil {
 		r.Manifest = m
 	}
@@ -281,20 +282,6 @@ func Lint(data []byte, opts LintOptions) *LintResult {
 	return r
 }
 
-// bestEffort builds the model of a document that failed to load, so that the
-// lint rules and the score still say something useful about it. A panic here
-// would be a defect in the builder on malformed input; lint then reports
-// what the loader found and nothing more.
-func bestEffort(root map[string]any) (m *Manifest) {
-	defer func() {
-		if recover() != nil {
-			m = nil
-		}
-	}()
-	m, _ = build(root)
-	return m
-}
-
 type linter struct {
 	doc      any
 	findings []Finding
@@ -328,14 +315,14 @@ var (
 )
 
 // addProblem turns a loader problem into a finding with a rule and a fix.
-func (l *linter) addProblem(p Problem) {
+func (l *linter) addProblem(p manifest.Problem) {
 	field := lastToken(p.Path)
-	rule, fix := RuleSchema, "correct the value so that it matches the manifest schema"
+	rule, fix := ruleSchema, "correct the value so that it matches the manifest schema"
 	switch p.Keyword {
 	case "json", "yaml":
-		rule, fix = RuleParse, "fix the document so that it is well-formed JSON (or YAML)"
+		rule, fix = ruleParse, "fix the document so that it is well-formed JSON (or YAML)"
 	case "duplicate":
-		rule, fix = RuleParse, "keep one of the repeated keys and delete the other"
+		rule, fix = ruleParse, "keep one of the repeated keys and delete the other"
 	case "required":
 		fix = fmt.Sprintf("add the field %q", field)
 	case "additionalProperties":
@@ -346,9 +333,9 @@ func (l *linter) addProblem(p Problem) {
 	case "enum":
 		switch field {
 		case "action_type":
-			rule, fix = RuleActionType, "use one of "+actionTypes
+			rule, fix = ruleActionType, "use one of "+actionTypes
 		case "risk_level":
-			rule, fix = RuleRiskLevel, "use one of "+riskLevels
+			rule, fix = ruleRiskLevel, "use one of "+riskLevels
 		case "scope":
 			fix = "use one of user, tenant or global"
 		default:
@@ -356,7 +343,7 @@ func (l *linter) addProblem(p Problem) {
 		}
 	case "type":
 		if p.Message != "" && strings.Contains(p.Message, "apply to") {
-			rule, fix = RuleSemantic, "drop the constraints that do not apply to the parameter's type, or change its type"
+			rule, fix = ruleSemantic, "drop the constraints that do not apply to the parameter's type, or change its type"
 		} else {
 			fix = "give the field the type the schema expects"
 		}
@@ -369,7 +356,7 @@ func (l *linter) addProblem(p Problem) {
 		case field == "version":
 			fix = "use a semantic version such as 1.0.0"
 		case field == "pattern":
-			rule, fix = RuleSemantic, "write a regular expression Go's regexp (RE2) accepts"
+			rule, fix = ruleSemantic, "write a regular expression Go's regexp (RE2) accepts"
 		case field == "upstream_sha256":
 			fix = "write the pin as 64 lowercase hex digits, as axgate manifest init drafts it, or remove it"
 		default:
@@ -378,38 +365,38 @@ func (l *linter) addProblem(p Problem) {
 	case "format":
 		fix = "use a valid value for the format"
 		if strings.HasPrefix(p.Message, "unknown format") {
-			rule, fix = RuleSemantic, "use one of the formats email, url, uri, date, datetime, date-time, time, uuid, ipv4, ipv6 or hostname"
+			rule, fix = ruleSemantic, "use one of the formats email, url, uri, date, datetime, date-time, time, uuid, ipv4, ipv6 or hostname"
 		}
 	case "disjoint":
-		rule, fix = RuleParamOverlap, "declare the parameter in one list only: required_parameters or optional_parameters"
+		rule, fix = ruleParamOverlap, "declare the parameter in one list only: required_parameters or optional_parameters"
 	case "approval_roles":
-		rule, fix = RuleApprovalRoles, "list the roles that may approve in approval_roles, or set approval_required to false"
+		rule, fix = ruleApprovalRoles, "list the roles that may approve in approval_roles, or set approval_required to false"
 	case "unique":
-		rule, fix = RuleSemantic, "give each action its own intent and tool name (operation_id)"
+		rule, fix = ruleSemantic, "give each action its own intent and tool name (operation_id)"
 		if field == "name" {
 			fix = "declare each parameter once"
 		}
 	case "approval_count":
-		rule, fix = RuleSemantic, "set approval_required to true, or remove approval_count"
+		rule, fix = ruleSemantic, "set approval_required to true, or remove approval_count"
 	case "rate_limit":
-		rule, fix = RuleSemantic, `write the rate limit as N/second, N/minute, N/hour or N/day with N ≥ 1, e.g. "10/minute"`
+		rule, fix = ruleSemantic, `write the rate limit as N/second, N/minute, N/hour or N/day with N ≥ 1, e.g. "10/minute"`
 	case "cooldown":
-		rule, fix = RuleSemantic, `write the cooldown as a positive duration such as "30s", "5m" or "1h"`
+		rule, fix = ruleSemantic, `write the cooldown as a positive duration such as "30s", "5m" or "1h"`
 	case "confirmation_message":
-		rule, fix = RuleSemantic, "refer only to declared parameters in {{…}} placeholders, or declare the parameter"
+		rule, fix = ruleSemantic, "refer only to declared parameters in {{…}} placeholders, or declare the parameter"
 	case "output_schema":
-		rule, fix = RuleSemantic, "make output_schema a valid JSON Schema (draft-07)"
+		rule, fix = ruleSemantic, "make output_schema a valid JSON Schema (draft-07)"
 	case "parameters":
-		rule, fix = RuleSemantic, "correct the parameter definitions so that they compile to a JSON Schema"
+		rule, fix = ruleSemantic, "correct the parameter definitions so that they compile to a JSON Schema"
 	case "entity":
-		rule, fix = RuleSemantic, "remove the action's entity or make it match the enclosing entity's name"
+		rule, fix = ruleSemantic, "remove the action's entity or make it match the enclosing entity's name"
 	case "minimum", "maximum", "min", "max", "maxLength", "minLength":
 		fix = "correct the bound"
 		if strings.Contains(p.Message, " is below ") {
-			rule, fix = RuleSemantic, "make the lower bound no larger than the upper bound"
+			rule, fix = ruleSemantic, "make the lower bound no larger than the upper bound"
 		}
 	case "items", "properties":
-		rule, fix = RuleSemantic, "use items only on arrays and properties only on objects"
+		rule, fix = ruleSemantic, "use items only on arrays and properties only on objects"
 	}
 	l.addLoaded(rule, p.Path, fix, p.Message)
 }
@@ -435,21 +422,21 @@ var tenantEntities = map[string]bool{
 }
 
 // safety applies the AXAG lint rules about safety declarations.
-func (l *linter) safety(a *Action, am map[string]any) {
+func (l *linter) safety(a *manifest.Action, am map[string]any) {
 	ptr := a.Pointer
-	if a.RiskLevel.AtLeast(RiskHigh) && !a.ConfirmationRequired {
-		l.add(RuleRiskConfirmation, SeverityWarning, ptr+"/confirmation_required",
+	if a.RiskLevel.AtLeast(manifest.RiskHigh) && !a.ConfirmationRequired {
+		l.add(ruleRiskConfirmation, SeverityWarning, ptr+"/confirmation_required",
 			"set confirmation_required to true so that a person confirms each call (and write a confirmation_message)",
 			"risk_level is %s but confirmation_required is not true: an agent could run it without a person confirming", a.RiskLevel)
 	}
-	if (a.Type == Write || a.Type == Delete) && a.Idempotent == nil {
-		l.add(RuleMutationIdempotent, SeverityWarning, ptr+"/idempotent",
+	if (a.Type == manifest.Write || a.Type == manifest.Delete) && a.Idempotent == nil {
+		l.add(ruleMutationIdempotent, SeverityWarning, ptr+"/idempotent",
 			"declare idempotent: true if repeating the call with the same arguments has no further effect, else false",
 			"%s action does not say whether it is idempotent: agents cannot tell whether a retry is safe", a.Type)
 	}
 	if _, ok := am["scope"]; !ok {
 		if why := tenantSensitive(a, am); why != "" {
-			l.add(RuleScopeMissing, SeverityWarning, ptr+"/scope",
+			l.add(ruleScopeMissing, SeverityWarning, ptr+"/scope",
 				"declare scope: user, tenant or global, so that the gateway knows whose data the action may touch",
 				"the action is %s but declares no scope", why)
 		}
@@ -457,7 +444,7 @@ func (l *linter) safety(a *Action, am map[string]any) {
 }
 
 // tenantSensitive says why an action needs a scope, or "".
-func tenantSensitive(a *Action, am map[string]any) string {
+func tenantSensitive(a *manifest.Action, am map[string]any) string {
 	switch {
 	case len(a.RequiredRoles) > 0:
 		return "role-based (required_roles)"
@@ -487,27 +474,27 @@ func (l *linter) manifestLevel(root map[string]any, r *LintResult) {
 	}
 	for _, f := range need {
 		if _, ok := root[f]; !ok {
-			l.add(RuleLevelField, SeverityError, "/"+f, levelFix(f),
+			l.add(ruleLevelField, SeverityError, "/"+f, levelFix(f),
 				"conformance level %s requires %q", r.Level, f)
 		}
 	}
 	if _, ok := root["conformance"]; !ok {
 		// At basic level an undeclared level is only worth a warning.
-		l.add(RuleLevelUndeclared, SeverityWarning, "/conformance",
+		l.add(ruleLevelUndeclared, SeverityWarning, "/conformance",
 			`declare the level the manifest meets, e.g. "conformance": "`+string(r.Level)+`"`,
 			"the manifest does not declare its conformance level; checked as %s", r.Level)
 	}
 }
 
 // level checks the action fields the conformance level requires.
-func (l *linter) level(a *Action, am map[string]any, lvl Level, form Form) {
+func (l *linter) level(a *manifest.Action, am map[string]any, lvl Level, form manifest.Form) {
 	need := []string{"intent", "action_type"}
-	if form == FormV1 {
+	if form == manifest.FormV1 {
 		need = append(need, "entity")
 	}
 	if lvl.rank() >= LevelIntermediate.rank() {
 		need = append(need, "description", "risk_level", "scope")
-		if form == FormV1 {
+		if form == manifest.FormV1 {
 			if am["required_parameters"] == nil && am["optional_parameters"] == nil {
 				need = append(need, "required_parameters")
 			}
@@ -517,10 +504,10 @@ func (l *linter) level(a *Action, am map[string]any, lvl Level, form Form) {
 	}
 	if lvl.rank() >= LevelFull.rank() {
 		need = append(need, "idempotent")
-		if a.Type == Write || a.Type == Delete {
+		if a.Type == manifest.Write || a.Type == manifest.Delete {
 			need = append(need, "side_effects")
 		}
-		if a.RiskLevel.AtLeast(RiskHigh) {
+		if a.RiskLevel.AtLeast(manifest.RiskHigh) {
 			need = append(need, "confirmation_required")
 		}
 	}
@@ -536,7 +523,7 @@ func (l *linter) level(a *Action, am map[string]any, lvl Level, form Form) {
 		case "confirmation_required":
 			why = fmt.Sprintf(" of an action of %s risk", a.RiskLevel)
 		}
-		l.add(RuleLevelField, SeverityError, a.Pointer+"/"+f, levelFix(f),
+		l.add(ruleLevelField, SeverityError, a.Pointer+"/"+f, levelFix(f),
 			"conformance level %s requires %q%s", lvl, f, why)
 	}
 }
@@ -578,7 +565,7 @@ func conditionKey(s string) string { return strings.ToLower(strings.Join(strings
 // precondition nobody produces is the host's to check (a warning); a cycle
 // of dependencies means none of its actions can ever run first (an error),
 // including an action that needs what only it produces.
-func (l *linter) preconditions(m *Manifest) {
+func (l *linter) preconditions(m *manifest.Manifest) {
 	producers := map[string][]int{}
 	for i, a := range m.Actions {
 		seen := map[string]bool{}
@@ -604,7 +591,7 @@ func (l *linter) preconditions(m *Manifest) {
 			}
 			ps := producers[k]
 			if len(ps) == 0 {
-				l.add(RulePrecondUnproduced, SeverityWarning, fmt.Sprintf("%s/preconditions/%d", a.Pointer, j),
+				l.add(rulePrecondUnproduced, SeverityWarning, fmt.Sprintf("%s/preconditions/%d", a.Pointer, j),
 					"bind a checker for this precondition on the host, or add it to the postconditions of the action that establishes it",
 					"precondition %q is not produced by any action's postconditions: the host must check it", p)
 				continue
@@ -679,7 +666,7 @@ func cycleKey(cyc []int) string {
 
 // cycle reports one cycle, at the precondition by which its first action
 // depends on the next.
-func (l *linter) cycle(m *Manifest, cyc []int, firstCond int) {
+func (l *linter) cycle(m *manifest.Manifest, cyc []int, firstCond int) {
 	names := make([]string, 0, len(cyc)+1)
 	for _, n := range cyc {
 		names = append(names, actionName(m.Actions[n]))
@@ -691,12 +678,12 @@ func (l *linter) cycle(m *Manifest, cyc []int, firstCond int) {
 	if len(cyc) == 1 {
 		msg = fmt.Sprintf("dependency cycle: %s — the action needs %q, which only it produces, so it can never run", strings.Join(names, " → "), cond)
 	}
-	l.add(RulePrecondCycle, SeverityError, fmt.Sprintf("%s/preconditions/%d", first.Pointer, firstCond),
+	l.add(rulePrecondCycle, SeverityError, fmt.Sprintf("%s/preconditions/%d", first.Pointer, firstCond),
 		"break the cycle: remove the precondition, let the host establish it, or let an action outside the cycle produce it",
 		"%s", msg)
 }
 
-func actionName(a *Action) string {
+func actionName(a *manifest.Action) string {
 	if a.Intent != "" {
 		return a.Intent
 	}
@@ -709,7 +696,7 @@ func sortFindings(fs []Finding) {
 	sort.SliceStable(fs, func(i, j int) bool {
 		a, b := fs[i], fs[j]
 		if a.Path != b.Path {
-			return pointerLess(a.Path, b.Path)
+			return manifestdoc.PointerLess(a.Path, b.Path)
 		}
 		if a.Severity != b.Severity {
 			return a.Severity == SeverityError
@@ -835,7 +822,7 @@ func (r *LintResult) Prune() ([]byte, []ActionStatus, error) {
 }
 
 func jsonName(source string) string {
-	if f := formatFor(source); f == formatYAML {
+	if ext := strings.ToLower(path.Ext(source)); ext == ".yaml" || ext == ".yml" {
 		return strings.TrimSuffix(strings.TrimSuffix(source, ".yaml"), ".yml") + ".json"
 	}
 	return source
@@ -890,4 +877,9 @@ func deepCopy(v any) any {
 		return out
 	}
 	return v
+}
+
+func str(m map[string]any, k string) string {
+	s, _ := m[k].(string)
+	return s
 }

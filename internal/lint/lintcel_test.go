@@ -1,4 +1,4 @@
-package manifest
+package lint
 
 import (
 	"slices"
@@ -58,7 +58,7 @@ func TestLintConstraintOptional(t *testing.T) {
 	}), LintOptions{})
 	var got []Finding
 	for _, f := range r.Findings {
-		if f.Rule == RuleConstraintOptional {
+		if f.Rule == ruleConstraintOptional {
 			got = append(got, f)
 		}
 	}

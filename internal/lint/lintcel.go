@@ -1,4 +1,4 @@
-package manifest
+package lint
 
 import (
 	"fmt"
@@ -7,6 +7,7 @@ import (
 	"cel.dev/cel-go/common"
 	"cel.dev/cel-go/common/ast"
 	"cel.dev/cel-go/parser"
+	"github.com/axgate/axgate/manifest"
 )
 
 // celArgs is the name of the argument object in constraint expressions.
@@ -16,7 +17,7 @@ const celArgs = "args"
 // outside a has() guard: the enforcer refuses a call that leaves such an
 // argument out (constraint_not_evaluable), whatever the rest of the
 // expression says.
-func (l *linter) constraints(a *Action) {
+func (l *linter) constraints(a *manifest.Action) {
 	optional := map[string]bool{}
 	for _, p := range a.Parameters {
 		if !p.Required {
@@ -32,7 +33,7 @@ func (l *linter) constraints(a *Action) {
 			continue
 		}
 		first := "args." + names[0]
-		l.add(RuleConstraintOptional, SeverityWarning, c.Pointer,
+		l.add(ruleConstraintOptional, SeverityWarning, c.Pointer,
 			fmt.Sprintf("guard each read with has(): (has(%s) && …%s…) where a call without it must fail the constraint, (!has(%s) || …%s…) where it must pass", first, first, first, first),
 			"constraint %s reads the optional argument%s %s outside has(): a call without %s is refused (constraint_not_evaluable)",
 			c.Name, plural(len(names)), strings.Join(names, ", "), strings.Join(names, " or "))

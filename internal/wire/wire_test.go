@@ -6,8 +6,8 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/axgate/axgate/adapters/wire"
 	axerr "github.com/axgate/axgate/errors"
+	"github.com/axgate/axgate/internal/wire"
 	"github.com/axgate/axgate/middleware"
 )
 
