@@ -1,7 +1,6 @@
-// Package direct answers the common MCP tools/call of the gateway without
-// the go-sdk's server and client, with the same answers, byte for byte.
+// Package direct answers the gateway's common tools/call without the go-sdk.
 //
-// Its one entry point is a Path (New): Handler reads a tools/call POST on
+// It answers as the go-sdk's server and client would, byte for byte. Its one entry point is a Path (New): Handler reads a tools/call POST on
 // an established streamable HTTP session of a tool whose chain cannot ask
 // the person, with nothing but name, arguments and _meta in its params and
 // no progress token, runs it through the Session's CallTool and writes one

@@ -63,10 +63,11 @@ type Upstream struct {
 	Life context.Context
 }
 
-// Call calls the tool on the upstream session with one POST, and
-// reads the answer: a JSON body, or an event stream on which the upstream
-// may also send notifications and requests of its own before it answers.
-// ctx is the call's, bounded by WithCallTimeout; the HTTP request has a
+// Call calls the tool on the upstream session with one POST.
+//
+// It reads the answer: a JSON body, or an event stream on which the
+// upstream may also send notifications and requests of its own before it
+// answers (handed to up.Peer). ctx is the call's, bounded by WithCallTimeout; the HTTP request has a
 // context of its own, so that after the answer the rest of the stream can
 // be drained in the background (drain) and the connection kept.
 func (p *Path) Call(ctx context.Context, up Upstream, params *mcp.CallToolParams) (*mcp.CallToolResult, error) {
