@@ -12,10 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/axgate/axgate/adapters/mcpgate/gateway"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-
-	"github.com/axgate/axgate/adapters/mcpgate/gateway"
 )
 
 // askingUpstream is a hostile upstream whose ask_note, a tool the manifest

@@ -4,8 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -15,61 +16,155 @@ import (
 	"testing"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"github.com/axgate/axgate"
 	"github.com/axgate/axgate/adapters/mcpgate/gateway"
 	"github.com/axgate/axgate/manifest"
-	"github.com/axgate/axgate/middleware"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// The callers of the bound tests: carol in two tenants.
-func init() {
-	principals["t1-carol-token"] = middleware.Principal{ID: "carol", Tenant: "t1", Roles: []string{"user"}}
-	principals["t2-carol-token"] = middleware.Principal{ID: "carol", Tenant: "t2", Roles: []string{"user"}}
-}
-
-// tryConnect is connect that returns the error of a refused session.
-func tryConnect(t *testing.T, url, token string, opts *mcp.ClientOptions) (*mcp.ClientSession, error) {
-	client := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "v1"}, opts)
-	cs, err := client.Connect(context.Background(), &mcp.StreamableClientTransport{
-		Endpoint: url, HTTPClient: &http.Client{Transport: bearer{token, http.DefaultTransport}}, MaxRetries: -1,
-	}, nil)
-	if err == nil {
-		t.Cleanup(func() { cs.Close() })
+// TestUpstreamCancelNotificationsBounded: every direct call whose context
+// ends before the answer (WithCallTimeout, or the client's cancellation)
+// starts a goroutine that POSTs notifications/cancelled upstream and waits
+// up to 5 s for its answer (cancelUpstream); none of them counts anywhere,
+// and the call's slot is free once the call returned. An upstream that
+// answers its calls late and holds those POSTs open has the gateway keep a
+// goroutine and an upstream connection per cancelled call, beyond the 256
+// the drains are bounded to.
+func TestUpstreamCancelNotificationsBounded(t *testing.T) {
+	_, sdk := notesHandler()
+	var held, maxHeld atomic.Int64
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			body, _ := io.ReadAll(r.Body)
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			switch methodOf(body) {
+			case "notifications/cancelled":
+				now := held.Add(1)
+				for old := maxHeld.Load(); now > old && !maxHeld.CompareAndSwap(old, now); old = maxHeld.Load() {
+				}
+				<-r.Context().Done()
+				held.Add(-1)
+				return
+			case "tools/call":
+				if bytes.Contains(body, []byte(`"stall"`)) {
+					<-r.Context().Done()
+					return
+				}
+			}
+		}
+		sdk.ServeHTTP(w, r)
+	}))
+	t.Cleanup(hs.Close)
+	g := newGateway(t, gateway.Upstream{URL: hs.URL}, "", gateway.WithCallTimeout(100*time.Millisecond),
+		gateway.WithMaxCallsPerSession(100), gateway.WithMaxCallsPerPrincipal(100))
+	cs := connect(t, serve(t, g), "alice-token", nil)
+	const calls = 400
+	sem := make(chan struct{}, 50)
+	done := make(chan struct{}, calls)
+	start := time.Now()
+	for range calls {
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; done <- struct{}{} }()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			cs.CallTool(ctx, &mcp.CallToolParams{Name: "read_note", Arguments: map[string]any{"name": "stall"}})
+		}()
 	}
-	return cs, err
+	for range calls {
+		<-done
+	}
+	t.Logf("%d timed-out calls in %s; notifications/cancelled held open at once: %d (max %d)", calls, time.Since(start).Round(time.Millisecond), held.Load(), maxHeld.Load())
+	if n := maxHeld.Load(); n > 256 {
+		t.Errorf("the gateway held %d upstream POSTs (goroutines, connections) of cancellations open at once, past the 256 of its drains", n)
+	}
 }
 
-// callWithin is call with a deadline, so that a gateway that hangs fails
-// the test rather than stalling it.
-func callWithin(t *testing.T, cs *mcp.ClientSession, tool string, args any) *mcp.CallToolResult {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+// holdReads makes the upstream hold each resources/read until release is
+// closed, and report it on held.
+func holdReads(t *testing.T, up *notes) (held chan struct{}, unhold func()) {
+	held, release := make(chan struct{}, 100), make(chan struct{})
+	var once sync.Once
+	unhold = func() { once.Do(func() { close(release) }) }
+	t.Cleanup(unhold) // before the upstream's server is closed
+	up.setHook(func(ctx context.Context, method string, next func() (mcp.Result, error)) (mcp.Result, error) {
+		if method == "resources/read" {
+			held <- struct{}{}
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+		}
+		return next()
+	})
+	return held, unhold
+}
+
+// TestPassthroughRequestsBoundedPerCaller: requests that are not tool calls
+// (resources/read here) also reach the upstream and hold a connection to it
+// while it answers; one caller cannot keep more of them in flight than its
+// bound of calls, whatever the upstream's pace.
+func TestPassthroughRequestsBoundedPerCaller(t *testing.T) {
+	up, upURL := httpUpstream(t)
+	held, unhold := holdReads(t, up)
+	const perSession = 2
+	g := newGateway(t, gateway.Upstream{URL: upURL}, "", gateway.WithMaxCallsPerSession(perSession), gateway.WithMaxCallsPerPrincipal(3))
+	cs := connect(t, serve(t, g), "alice-token", nil)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer unhold()
+	inFlight, refused := 0, 0
+	for range 3 * perSession {
+		returned := make(chan error, 1)
+		wg.Go(func() {
+			_, err := cs.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: "notes://readme"})
+			returned <- err
+		})
+		select {
+		case <-held:
+			inFlight++
+			if inFlight > perSession {
+				t.Fatalf("one session keeps %d resources/read in flight upstream, over its bound of %d calls", inFlight, perSession)
+			}
+		case err := <-returned:
+			if err == nil {
+				t.Fatal("a read answered while the upstream holds every read")
+			}
+			if r := axagData(t, err); r.Details["reason"] != "too_many_calls" {
+				t.Fatalf("refused with %+v, want reason too_many_calls", r)
+			}
+			refused++
+		}
+	}
+	if refused == 0 {
+		t.Fatal("no read was refused")
+	}
+	unhold()
+	wg.Wait()
+	// Once they ended, reads pass again.
+	if _, err := cs.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: "notes://readme"}); err != nil {
+		t.Errorf("a read after the held ones ended: %v", err)
+	}
+}
+
+// TestPassthroughRequestTimesOut: an upstream that never answers a
+// resources/read does not hold the caller's request (and its slot) for
+// ever: it is refused after WithCallTimeout, as a tool call is.
+func TestPassthroughRequestTimesOut(t *testing.T) {
+	up, upURL := httpUpstream(t)
+	holdReads(t, up)
+	g := newGateway(t, gateway.Upstream{URL: upURL}, "", gateway.WithCallTimeout(300*time.Millisecond))
+	cs := connect(t, serve(t, g), "alice-token", nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
-	if err != nil {
-		t.Fatalf("%s: %v", tool, err)
+	_, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "notes://readme"})
+	if err == nil || ctx.Err() != nil {
+		t.Fatalf("a read the upstream never answers: %v (the test's own deadline: %v)", err, ctx.Err())
 	}
-	return res
-}
-
-// axagData is the AXAG envelope in a JSON-RPC error's data.
-func axagData(t *testing.T, err error) refusal {
-	t.Helper()
-	var re *jsonrpc.Error
-	if !errors.As(err, &re) {
-		t.Fatalf("want a JSON-RPC error, got %v", err)
+	if r := axagData(t, err); r.Details["reason"] != "upstream_timeout" {
+		t.Fatalf("refused with %+v, want reason upstream_timeout", r)
 	}
-	var data struct {
-		Error refusal `json:"error"`
-	}
-	if json.Unmarshal(re.Data, &data); data.Error.Code == "" {
-		// Some envelopes are the refusal itself.
-		json.Unmarshal(re.Data, &data.Error)
-	}
-	return data.Error
 }
 
 // TestMaxSessions: beyond the bounds, in total and per caller, a new

@@ -131,7 +131,7 @@ func TestEventReader(t *testing.T) {
 		got = append(got, string(d))
 	}
 	// "data" alone is an event with empty data: skipped, as the SDK's
-	// client skips it (a priming event, TestAttack3PrimingEvent).
+	// client skips it (a priming event, TestDirectSkipsPrimingEvent).
 	want := []string{`{"a":1}`, "{\"b\":\n2}"}
 	if strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Errorf("events %q, want %q", got, want)

@@ -8,9 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"github.com/axgate/axgate/adapters/mcpgate/gateway"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // postWith posts body on a session as raw HTTP with headers added, and

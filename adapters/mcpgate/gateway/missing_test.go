@@ -7,9 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"github.com/axgate/axgate/adapters/mcpgate/gateway"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // notOfferedLines counts the warnings about archive_note, the manifest's

@@ -14,12 +14,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/modelcontextprotocol/go-sdk/oauthex"
-
 	"github.com/axgate/axgate"
 	"github.com/axgate/axgate/adapters/mcpgate/gateway"
 	"github.com/axgate/axgate/manifest"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/modelcontextprotocol/go-sdk/oauthex"
 )
 
 // TestRootsChangedBounded: with ForwardClientRoots, a client's

@@ -5,15 +5,14 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/trace"
-	tracenoop "go.opentelemetry.io/otel/trace/noop"
-
 	"github.com/axgate/axgate"
 	"github.com/axgate/axgate/adapters/mcpgate/gateway"
 	"github.com/axgate/axgate/manifest"
 	"github.com/axgate/axgate/middleware"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
 )
 
 // spans records the attributes of every span the chain starts.

@@ -1,90 +1,17 @@
-//go:build unix
-
 package gateway_test
 
 import (
 	"context"
-	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
-	"strconv"
-	"syscall"
 	"testing"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"github.com/axgate/axgate/adapters/mcpgate/gateway"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// attack10Mode makes the test binary one of this file's processes (init,
-// before TestMain): a child of a command upstream that misbehaves, or a
-// process such a child starts.
-const attack10Mode = "AXGATE_GATEWAY_TEST_ATTACK10"
-
-// attack10PIDs names the file a process of attack10Mode appends its pid to.
-const attack10PIDs = "AXGATE_GATEWAY_TEST_ATTACK10_PIDS"
-
-func init() {
-	switch os.Getenv(attack10Mode) {
-	case "":
-		return
-	case "own-group":
-		// A helper that its server starts in a process group of its own
-		// (Go's exec with SysProcAttr.Setpgid, Python's process_group=0, a
-		// shell's job control): it stays in the server's session.
-		syscall.Setpgid(0, 0)
-		appendPID()
-		time.Sleep(60 * time.Second)
-		os.Exit(0)
-	}
-}
-
-func appendPID() {
-	if f, err := os.OpenFile(os.Getenv(attack10PIDs), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600); err == nil {
-		f.WriteString(strconv.Itoa(os.Getpid()) + "\n")
-		f.Close()
-	}
-}
-
-// pidFile is a file for the pids of the processes a test's upstream
-// starts (childPIDs reads it); the test kills them at its end.
-func pidFile(t *testing.T) string {
-	t.Helper()
-	pids := filepath.Join(t.TempDir(), "pids")
-	t.Cleanup(func() {
-		for _, pid := range childPIDs(pids) {
-			syscall.Kill(pid, syscall.SIGKILL)
-		}
-	})
-	return pids
-}
-
-// TestAttack10OwnGroupOutlivesStop: the gateway stops a command upstream's
-// child by signalling its process group (ownGroup, signalGroup in
-// procgroup_unix.go). A process the child starts in a process group of its
-// own, without leaving the session (setpgid, not setsid: Go's exec with
-// SysProcAttr.Setpgid, as the gateway itself starts its children; Python's
-// subprocess with process_group=0; a shell with job control, set -m), is
-// in no group the gateway signals, and outlives the stop of the child, New,
-// the session and Close. Unlike a daemon (setsid), it has not left the
-// child's session, which the gateway could make the child's own (Setsid)
-// and then stop whole: every process of that session, whatever its group.
-// Here New's pin-checking child starts such a helper, and the helper still
-// runs after New stopped the child.
-func TestAttack10OwnGroupOutlivesStop(t *testing.T) {
-	pids := pidFile(t)
-	script := attack10Mode + `=own-group "$AX10_BIN" </dev/null >/dev/null 2>&1 &
-while [ ! -s "$AX10_PIDS" ]; do sleep 0.01; done
-exec "$AX10_BIN"`
-	up := gateway.Upstream{Command: "sh", Args: []string{"-c", script}, Stderr: io.Discard,
-		Env: []string{upstreamEnv + "=stdio", attack10PIDs + "=" + pids, "AX10_PIDS=" + pids, "AX10_BIN=" + os.Args[0]}}
-	wantNewStopsAll(t, up, pids)
-}
-
-// TestAttack10PendingElicitationHangsClose: a request of the upstream to
+// TestCloseCancelsPendingElicitation: a request of the upstream to
 // the client that the gateway passes on (elicitation/create here; sampling
 // and roots/list alike) waits for the client's answer, and Close waits for
 // it; a person who has not filled in the form yet, or a client that never
@@ -109,7 +36,7 @@ exec "$AX10_BIN"`
 // A fix: Close cancels every call in flight and every pending upstream
 // request to a client (one gateway context they derive from) before it
 // closes any session, and bounds each upstream session's close.
-func TestAttack10PendingElicitationHangsClose(t *testing.T) {
+func TestCloseCancelsPendingElicitation(t *testing.T) {
 	for _, path := range []string{"direct", "sdk"} {
 		t.Run(path, func(t *testing.T) {
 			t.Parallel()

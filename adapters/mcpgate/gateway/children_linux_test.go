@@ -5,135 +5,29 @@ package gateway_test
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"io"
 	"os"
-	"slices"
 	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
-	"unsafe"
-
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/axgate/axgate/adapters/mcpgate/gateway"
 	"github.com/axgate/axgate/middleware"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
-
-// attack11Versions makes the test binary (init, before TestMain) a notes
-// server over stdio that speaks only the protocol versions it lists
-// (comma-separated), as an older or a newer server does: an initialize or
-// a server/discover for another version is refused with a JSON-RPC error.
-// With attack11Answer set, it answers every initialize with that version
-// instead (a lenient older server, as the spec has it).
-const (
-	attack11Versions = "AXGATE_GATEWAY_TEST_ATTACK11_VERSIONS"
-	attack11Answer   = "AXGATE_GATEWAY_TEST_ATTACK11_ANSWER"
-	attack11PIDs     = "AXGATE_GATEWAY_TEST_ATTACK11_PIDS"
-	attack11Linger   = "AXGATE_GATEWAY_TEST_ATTACK11_LINGER"
-)
-
-// attack11Hop makes the test binary a process that moves to a process
-// group of its own (staying in its session, as attack10's own-group) and
-// becomes a shell whose process hops: it forks its successor and exits, over
-// and over, so that at any time one process of the group runs, each under a
-// new pid.
-const attack11Hop = "AXGATE_GATEWAY_TEST_ATTACK11_HOP"
-
-func init() {
-	switch os.Getenv(attack11Hop) {
-	case "":
-	case "1":
-		// In a process group of its own; when its parent (the child of
-		// the command upstream) exits, it starts its successor, in its
-		// group, and exits: once, just as the gateway stops the session.
-		syscall.Setpgid(0, 0)
-		appendPID()
-		parent := os.Getppid()
-		for end := time.Now().Add(60 * time.Second); syscall.Getppid() == parent; syscall.RawSyscall(syscall.SYS_SCHED_YIELD, 0, 0, 0) {
-			if time.Now().After(end) {
-				os.Exit(0)
-			}
-		}
-		// A raw fork: the successor runs only raw system calls.
-		pid, _, _ := syscall.RawSyscall(syscall.SYS_FORK, 0, 0, 0)
-		for i := 0; pid == 0 && i < 20; i++ {
-			// The successor hops on a few times: each forks the next and exits.
-			ts := syscall.Timespec{Nsec: 200_000}
-			syscall.RawSyscall(syscall.SYS_NANOSLEEP, uintptr(unsafe.Pointer(&ts)), 0, 0)
-			if pid, _, _ = syscall.RawSyscall(syscall.SYS_FORK, 0, 0, 0); pid != 0 {
-				syscall.RawSyscall(syscall.SYS_EXIT_GROUP, 0, 0, 0)
-			}
-		}
-		if pid == 0 {
-			ts := syscall.Timespec{Sec: 60}
-			syscall.RawSyscall(syscall.SYS_NANOSLEEP, uintptr(unsafe.Pointer(&ts)), 0, 0)
-			syscall.RawSyscall(syscall.SYS_EXIT_GROUP, 0, 0, 0)
-		}
-		appendPID()
-		os.Exit(0)
-	default:
-		appendPID()
-		time.Sleep(60 * time.Second)
-		os.Exit(0)
-	}
-	vs := os.Getenv(attack11Versions)
-	if vs == "" {
-		return
-	}
-	if f, err := os.OpenFile(os.Getenv(attack11PIDs), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600); err == nil {
-		f.WriteString(strconv.Itoa(os.Getpid()) + "\n")
-		f.Close()
-	}
-	versions := strings.Split(vs, ",")
-	answer := os.Getenv(attack11Answer)
-	s := newNotes().server()
-	s.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
-		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-			switch method {
-			case "initialize":
-				p, _ := req.GetParams().(*mcp.InitializeParams)
-				if answer == "" && (p == nil || !slices.Contains(versions, p.ProtocolVersion)) {
-					data, _ := json.Marshal(map[string]any{"supported": versions, "requested": p.ProtocolVersion})
-					return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "Unsupported protocol version", Data: data}
-				}
-				res, err := next(ctx, method, req)
-				if ir, ok := res.(*mcp.InitializeResult); ok && answer != "" {
-					ir.ProtocolVersion = answer
-				}
-				return res, err
-			case "server/discover":
-				if !slices.Contains(versions, "2026-07-28") {
-					return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "Method not found"}
-				}
-			}
-			return next(ctx, method, req)
-		}
-	})
-	err := s.Run(context.Background(), &mcp.StdioTransport{})
-	if d, e := time.ParseDuration(os.Getenv(attack11Linger)); e == nil {
-		time.Sleep(d) // still busy a while after its standard input ended
-	}
-	if err != nil {
-		os.Exit(1)
-	}
-	os.Exit(0)
-}
 
 // versionUpstream is a command upstream that speaks only versions.
 func versionUpstream(t *testing.T, versions, answer string) (gateway.Upstream, string) {
 	pids := pidFile(t)
-	env := []string{attack11Versions + "=" + versions, attack11PIDs + "=" + pids}
+	env := []string{versionsEnv + "=" + versions, pidsEnv + "=" + pids}
 	if answer != "" {
-		env = append(env, attack11Answer+"="+answer)
+		env = append(env, answerEnv+"="+answer)
 	}
 	return gateway.Upstream{Command: os.Args[0], Env: env, Stderr: io.Discard}, pids
 }
 
-// TestAttack11ProtocolOnlyVersion: a command upstream that speaks only one
+// TestCommandUpstreamOfOneProtocolVersion: a command upstream that speaks only one
 // protocol version, older or newer than 2025-11-25, serves a client
 // session through the gateway, and no more children run than sessions.
 // The lenient ones (an initialize answered with the server's own version,
@@ -141,9 +35,8 @@ func versionUpstream(t *testing.T, versions, answer string) (gateway.Upstream, s
 // not served yet: strict older ones (initialize of another version refused
 // with a JSON-RPC error that lists the supported versions): link.connect
 // and probe fall back only to the SDK's choice, whose initialize asks for
-// 2025-11-25 again; neither reads the versions the refusal lists (as
-// before 5bdcacb, when a command upstream got the SDK's choice only).
-func TestAttack11ProtocolOnlyVersion(t *testing.T) {
+// 2025-11-25 again; neither reads the versions the refusal lists.
+func TestCommandUpstreamOfOneProtocolVersion(t *testing.T) {
 	for _, c := range []struct{ name, versions, answer string }{
 		{"lenient-2025-06-18", "2025-06-18", "2025-06-18"},
 		{"lenient-2025-03-26", "2025-03-26", "2025-03-26"},
@@ -211,7 +104,7 @@ func groupMembers(pgid int) []int {
 	return out
 }
 
-// TestAttack11HoppingHelperOutlivesStop: signalGroup (procgroup_unix.go)
+// TestStopKillsHoppingHelper: signalGroup (procgroup_unix.go)
 // kills the child's session by one pass over /proc (sessionMembers,
 // procsession_linux.go) and the child's first process group. A helper that
 // the child starts in a process group of its own (setpgid, no setsid: it
@@ -224,18 +117,18 @@ func groupMembers(pgid int) []int {
 // The fix (killSession, procgroup_unix.go) is a mitigation: it passed 23
 // runs alone, and failed once in the whole suite under -race. The test is
 // therefore run on request only (AXGATE_TEST_HOPPING=1), not by CI.
-func TestAttack11HoppingHelperOutlivesStop(t *testing.T) {
+func TestStopKillsHoppingHelper(t *testing.T) {
 	if os.Getenv("AXGATE_TEST_HOPPING") == "" {
 		t.Skip("a helper that forks on as the gateway kills its session is only mitigated (killSession), not always caught: set AXGATE_TEST_HOPPING=1 to run this test")
 	}
 	pids := pidFile(t)
-	script := attack11Hop + `=1 "$AX11_BIN" </dev/null >/dev/null 2>&1 &
-` + attack11Hop + `=1 "$AX11_BIN" </dev/null >/dev/null 2>&1 &
-while [ ! -s "$AX11_PIDS" ]; do sleep 0.01; done
+	script := helperEnv + `=hop "$TEST_BIN" </dev/null >/dev/null 2>&1 &
+` + helperEnv + `=hop "$TEST_BIN" </dev/null >/dev/null 2>&1 &
+while [ ! -s "$PID_FILE" ]; do sleep 0.01; done
 sleep 0.2
-exec "$AX11_BIN"`
+exec "$TEST_BIN"`
 	up := gateway.Upstream{Command: "sh", Args: []string{"-c", script}, Stderr: io.Discard,
-		Env: []string{upstreamEnv + "=stdio", attack10PIDs + "=" + pids, "AX11_PIDS=" + pids, "AX11_BIN=" + os.Args[0]}}
+		Env: []string{upstreamEnv + "=stdio", pidsEnv + "=" + pids, "PID_FILE=" + pids, "TEST_BIN=" + os.Args[0]}}
 	// Each helper's pid is its group's id.
 	t.Cleanup(func() {
 		for range 5 {
@@ -263,7 +156,7 @@ exec "$AX11_BIN"`
 	}
 }
 
-// TestAttack11FallbackStartsChildAfterClose: link.connect (upstream.go)
+// TestNoChildStartsAfterClose: link.connect (upstream.go)
 // falls back to the SDK's choice of protocol when the upstream refuses
 // 2025-11-25 with a JSON-RPC error (a server of 2026-07-28 only that
 // answers no initialize). The refused first session is closed inside the
@@ -273,9 +166,9 @@ exec "$AX11_BIN"`
 // connect still runs the fallback: it starts a second child after Close
 // began (commandTransport.Connect starts the process whatever the context),
 // and Close waits for that child's stop too.
-func TestAttack11FallbackStartsChildAfterClose(t *testing.T) {
+func TestNoChildStartsAfterClose(t *testing.T) {
 	up, pids := versionUpstream(t, "2026-07-28", "")
-	up.Env = append(up.Env, attack11Linger+"=1500ms")
+	up.Env = append(up.Env, lingerEnv+"=1500ms")
 	g, err := newGatewayErr(t, up, gateway.WithLocalPrincipal(middleware.Principal{ID: "alice", Roles: []string{"user"}}))
 	if err != nil {
 		t.Fatalf("New: %v", err)
