@@ -43,14 +43,19 @@ func readyWithin(g *gateway.Gateway, d time.Duration, ready bool) error {
 func TestReadyAfterClientHangsUpDuringConnect(t *testing.T) {
 	_, sdk := notesHandler()
 	var slow atomic.Bool
+	// connecting and hungUp receive the slow initialize's arrival and its
+	// cancellation.
+	connecting, hungUp := make(chan struct{}, 10), make(chan struct{}, 10)
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost && slow.Load() {
 			body, _ := io.ReadAll(r.Body)
 			r.Body = io.NopCloser(bytes.NewReader(body))
 			if methodOf(body) == "initialize" {
+				connecting <- struct{}{}
 				select { // a slow (not failing) upstream
 				case <-time.After(1500 * time.Millisecond):
 				case <-r.Context().Done():
+					hungUp <- struct{}{}
 					return
 				}
 			}
@@ -90,11 +95,14 @@ func TestReadyAfterClientHangsUpDuringConnect(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || session == "" {
 		t.Fatalf("initialize: HTTP %d", resp.StatusCode)
 	}
-	time.Sleep(200 * time.Millisecond) // its upstream session is connecting
+	<-connecting // its upstream session is connecting
 	if resp := send(http.MethodDelete, session, ""); resp.StatusCode/100 != 2 {
 		t.Fatalf("DELETE: HTTP %d", resp.StatusCode)
 	}
-	time.Sleep(200 * time.Millisecond)
+	select { // the connect is cancelled (or the slow initialize ends)
+	case <-hungUp:
+	case <-time.After(1500 * time.Millisecond):
+	}
 	t.Logf("after the hang-up: Ready() = %v", g.Ready(context.Background()))
 	slow.Store(false)
 
@@ -226,7 +234,7 @@ func TestReadyListsUpstreamTools(t *testing.T) {
 	cs := connect(t, front, "alice-token", nil)
 	res := callWithin(t, cs, "read_note", map[string]any{"name": "hello"})
 	wantRefusal(t, res, "AXGATE_STORE_UNAVAILABLE", "upstream_unavailable")
-	time.Sleep(2100 * time.Millisecond) // past Ready's cache
+	gateway.ExpireReady(g) // past Ready's cache
 	if err := g.Ready(context.Background()); err == nil {
 		t.Errorf("every new session's upstream start fails (tools/list refused), yet Ready() = nil")
 	}
@@ -246,7 +254,7 @@ func TestReadyOutcomeIgnoresCallerContext(t *testing.T) {
 	url := controlled(t, &mode)
 	g := newGateway(t, gateway.Upstream{URL: url}, "")
 	mode.Store("slowinit") // 400 ms to initialize: well within WithConnectTimeout
-	time.Sleep(2100 * time.Millisecond)
+	gateway.ExpireReady(g) // past Ready's cache
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(50*time.Millisecond, cancel) // the /readyz client hangs up
 	t.Logf("the hung-up caller: %v", g.Ready(ctx))
@@ -269,7 +277,7 @@ func TestReadyNotHeldBySlowDelete(t *testing.T) {
 	url := controlled(t, &mode)
 	g := newGateway(t, gateway.Upstream{URL: url}, "", gateway.WithConnectTimeout(time.Second))
 	mode.Store("hangdelete")
-	time.Sleep(2100 * time.Millisecond)
+	gateway.ExpireReady(g)                                  // past Ready's cache
 	readyBounded(t, g, 100*time.Millisecond, 3*time.Second) // WithConnectTimeout is 1 s
 }
 
@@ -313,7 +321,7 @@ func TestReadyNotHeldByStubbornChild(t *testing.T) {
 			// on a busy machine; the fault took 10 s more than it.
 			g := newGateway(t, up, "", gateway.WithConnectTimeout(2*time.Second))
 			os.Remove(ok)
-			time.Sleep(2100 * time.Millisecond)
+			gateway.ExpireReady(g)                                  // past Ready's cache
 			readyBounded(t, g, 200*time.Millisecond, 4*time.Second) // WithConnectTimeout is 2 s
 			// The probe's child is stopped after Ready answered, as the SDK
 			// stops one (stdin closed, SIGTERM, SIGKILL: ~10 s for this
@@ -337,7 +345,7 @@ func TestCloseStopsReadyProbeChild(t *testing.T) {
 	up, ok, pids := badChild(t, `exec sleep 60`)
 	g := newGateway(t, up, "", gateway.WithConnectTimeout(3*time.Second))
 	os.Remove(ok)
-	time.Sleep(2100 * time.Millisecond)
+	gateway.ExpireReady(g) // past Ready's cache
 	ready := make(chan error, 1)
 	go func() { ready <- g.Ready(context.Background()) }()
 	var pid int
