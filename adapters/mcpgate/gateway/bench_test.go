@@ -430,6 +430,7 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 // gateway) and every session, so that the benchmark does not time
 // refusals.
 func TestBenchTargetsAnswerAlike(t *testing.T) {
+	t.Parallel()
 	tg := newBenchTarget(t, 0, 2)
 	ctx := context.Background()
 	for _, cs := range slices.Concat(tg.direct, tg.gateway, tg.proxied, tg.relayed) {

@@ -32,6 +32,7 @@ import (
 // goroutine and an upstream connection per cancelled call, beyond the 256
 // the drains are bounded to.
 func TestUpstreamCancelNotificationsBounded(t *testing.T) {
+	t.Parallel()
 	_, sdk := notesHandler()
 	var held, maxHeld atomic.Int64
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -106,6 +107,7 @@ func holdReads(t *testing.T, up *notes) (held chan struct{}, unhold func()) {
 // while it answers; one caller cannot keep more of them in flight than its
 // bound of calls, whatever the upstream's pace.
 func TestPassthroughRequestsBoundedPerCaller(t *testing.T) {
+	t.Parallel()
 	up, upURL := httpUpstream(t)
 	held, unhold := holdReads(t, up)
 	const perSession = 2
@@ -152,6 +154,7 @@ func TestPassthroughRequestsBoundedPerCaller(t *testing.T) {
 // resources/read does not hold the caller's request (and its slot) for
 // ever: it is refused after WithCallTimeout, as a tool call is.
 func TestPassthroughRequestTimesOut(t *testing.T) {
+	t.Parallel()
 	up, upURL := httpUpstream(t)
 	holdReads(t, up)
 	g := newGateway(t, gateway.Upstream{URL: upURL}, "", gateway.WithCallTimeout(300*time.Millisecond))
@@ -171,6 +174,7 @@ func TestPassthroughRequestTimesOut(t *testing.T) {
 // session is refused with a clear error; open sessions go on, and a place
 // is freed when one ends.
 func TestMaxSessions(t *testing.T) {
+	t.Parallel()
 	_, upURL := httpUpstream(t)
 	g := newGateway(t, gateway.Upstream{URL: upURL}, "", gateway.WithMaxSessions(3, 2))
 	url := serve(t, g)
@@ -210,6 +214,7 @@ func TestMaxSessions(t *testing.T) {
 // TestMaxSessionsBoundsChildren: a command upstream runs one child per
 // session, so the session bound bounds the children.
 func TestMaxSessionsBoundsChildren(t *testing.T) {
+	t.Parallel()
 	g := newGateway(t, stdioUpstream(), "", gateway.WithMaxSessions(2, 2))
 	url := serve(t, g)
 	a, b := connect(t, url, "alice-token", nil), connect(t, url, "bob-token", nil)
@@ -235,6 +240,7 @@ func (s *switchable) RoundTrip(r *http.Request) (*http.Response, error) {
 // TestSessionBoundToTenant: a session opened as carol of tenant t1 cannot
 // be continued with the token of carol of t2; and each counts apart.
 func TestSessionBoundToTenant(t *testing.T) {
+	t.Parallel()
 	_, upURL := httpUpstream(t)
 	g := newGateway(t, gateway.Upstream{URL: upURL}, "", gateway.WithMaxSessions(10, 1))
 	url := serve(t, g)
@@ -265,6 +271,7 @@ func TestSessionBoundToTenant(t *testing.T) {
 // TestResultTooLarge: an upstream answer over the bound is refused, over
 // HTTP and over stdio, and the gateway connects again.
 func TestResultTooLarge(t *testing.T) {
+	t.Parallel()
 	_, upURL := httpUpstream(t)
 	for name, up := range map[string]gateway.Upstream{"http": {URL: upURL}, "stdio": stdioUpstream()} {
 		t.Run(name, func(t *testing.T) {
@@ -287,6 +294,7 @@ func TestResultTooLarge(t *testing.T) {
 // TestRequestBodyBounded: a client's request body over the bound is
 // refused with 413 before the SDK reads it.
 func TestRequestBodyBounded(t *testing.T) {
+	t.Parallel()
 	_, upURL := httpUpstream(t)
 	g := newGateway(t, gateway.Upstream{URL: upURL}, "", gateway.WithMaxMessageBytes(64<<10))
 	url := serve(t, g)
@@ -308,6 +316,7 @@ func TestRequestBodyBounded(t *testing.T) {
 // TestCallTimeout: a call to an upstream that does not answer is refused
 // after the call timeout.
 func TestCallTimeout(t *testing.T) {
+	t.Parallel()
 	up, upURL := httpUpstream(t)
 	t.Cleanup(up.unstall) // before the upstream's server is closed
 	g := newGateway(t, gateway.Upstream{URL: upURL}, "", gateway.WithCallTimeout(300*time.Millisecond))
@@ -318,6 +327,7 @@ func TestCallTimeout(t *testing.T) {
 // TestMaxCallsPerSession: a session cannot have more calls in flight than
 // its bound; another session is not affected.
 func TestMaxCallsPerSession(t *testing.T) {
+	t.Parallel()
 	up, upURL := httpUpstream(t)
 	t.Cleanup(up.unstall) // a failing test does not hang on the stalled calls
 	g := newGateway(t, gateway.Upstream{URL: upURL}, "", gateway.WithMaxCallsPerSession(2))
@@ -362,6 +372,8 @@ func newEnforcer(t *testing.T) *axgate.Enforcer {
 // TestToolListBounded: an upstream whose tools/list never ends, or lists
 // too many tools, is refused.
 func TestToolListBounded(t *testing.T) {
+	// Not parallel: listing pages up to the bound is CPU work that other
+	// tests would slow past the connect timeout.
 	up, upURL := httpUpstream(t)
 	up.setHook(func(_ context.Context, method string, next func() (mcp.Result, error)) (mcp.Result, error) {
 		if method != "tools/list" {
@@ -394,6 +406,7 @@ func TestToolListBounded(t *testing.T) {
 // TestPendingUpstreamRequests: the upstream cannot have more of its
 // questions to one client pending than the bound.
 func TestPendingUpstreamRequests(t *testing.T) {
+	t.Parallel()
 	_, upURL := httpUpstream(t)
 	g := newGateway(t, gateway.Upstream{URL: upURL}, "", gateway.WithMaxPendingUpstreamRequests(1), gateway.AllowUpstreamElicitation())
 	var n atomic.Int32
@@ -436,6 +449,7 @@ func gateListing(up *notes) (seen chan struct{}, open chan struct{}) {
 // and the new list, a call of the changed tool waits, and is refused once
 // the list shows the change; it never reaches the upstream.
 func TestChangedToolRefusedBeforeRelist(t *testing.T) {
+	t.Parallel()
 	up, upURL := httpUpstream(t)
 	g := newGateway(t, gateway.Upstream{URL: upURL}, pinOf(t, upURL, "write_note"))
 	cs := connect(t, serve(t, g), "alice-token", &mcp.ClientOptions{ElicitationHandler: accept})
@@ -475,6 +489,7 @@ func TestChangedToolRefusedBeforeRelist(t *testing.T) {
 // session's tools stay refused (fail closed) until a list succeeds; then
 // the change is seen.
 func TestChangedToolRefusedWhenRelistFails(t *testing.T) {
+	t.Parallel()
 	up, upURL := httpUpstream(t)
 	g := newGateway(t, gateway.Upstream{URL: upURL}, pinOf(t, upURL, "write_note"))
 	cs := connect(t, serve(t, g), "alice-token", &mcp.ClientOptions{ElicitationHandler: accept})
@@ -516,6 +531,7 @@ func TestChangedToolRefusedWhenRelistFails(t *testing.T) {
 // TestDuplicateToolListing: a tool listed twice, the changed definition
 // first, is refused as changed.
 func TestDuplicateToolListing(t *testing.T) {
+	t.Parallel()
 	up, upURL := httpUpstream(t)
 	pin := pinOf(t, upURL, "write_note")
 	up.setHook(func(_ context.Context, method string, next func() (mcp.Result, error)) (mcp.Result, error) {
@@ -539,6 +555,7 @@ func TestDuplicateToolListing(t *testing.T) {
 // TestProgressToken: only a string of bounded length or an integer is
 // forwarded as the progress token.
 func TestProgressToken(t *testing.T) {
+	t.Parallel()
 	up, upURL := httpUpstream(t)
 	g := newGateway(t, gateway.Upstream{URL: upURL}, "")
 	cs := connect(t, serve(t, g), "alice-token", nil)
@@ -567,6 +584,7 @@ func TestProgressToken(t *testing.T) {
 // TestCommandEnv: a command upstream's child gets PATH, HOME and the
 // Upstream's Env, not the gateway's other variables.
 func TestCommandEnv(t *testing.T) {
+	// Not parallel: t.Setenv.
 	t.Setenv("AXGATE_GATEWAY_TEST_SECRET", "s3cret")
 	g := newGateway(t, stdioUpstream(), "")
 	cs := connect(t, serve(t, g), "alice-token", nil)
@@ -586,6 +604,7 @@ func TestCommandEnv(t *testing.T) {
 // TestListChangedFloodCoalesced: a flood of list_changed notifications
 // causes one new list, not one per notification.
 func TestListChangedFloodCoalesced(t *testing.T) {
+	t.Parallel()
 	up, upURL := httpUpstream(t)
 	var lists atomic.Int32
 	up.setHook(func(_ context.Context, method string, next func() (mcp.Result, error)) (mcp.Result, error) {
@@ -622,6 +641,7 @@ func TestListChangedFloodCoalesced(t *testing.T) {
 // TestRestartStormBounded: when the upstream's child keeps failing, new
 // sessions do not each start a child: the gateway-wide back-off holds them.
 func TestRestartStormBounded(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	okFile, startsFile := filepath.Join(dir, "ok"), filepath.Join(dir, "starts")
 	if err := os.WriteFile(okFile, nil, 0o600); err != nil {
@@ -650,6 +670,7 @@ func TestRestartStormBounded(t *testing.T) {
 // TestMaxCallsPerPrincipal: a caller cannot have more calls in flight over
 // all its sessions than its bound; another caller is not affected.
 func TestMaxCallsPerPrincipal(t *testing.T) {
+	t.Parallel()
 	up, upURL := httpUpstream(t)
 	t.Cleanup(up.unstall) // a failing test does not hang on the stalled calls
 	g := newGateway(t, gateway.Upstream{URL: upURL}, "", gateway.WithMaxCallsPerPrincipal(2))

@@ -37,6 +37,7 @@ func versionUpstream(t *testing.T, versions, answer string) (gateway.Upstream, s
 // and probe fall back only to the SDK's choice, whose initialize asks for
 // 2025-11-25 again; neither reads the versions the refusal lists.
 func TestCommandUpstreamOfOneProtocolVersion(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct{ name, versions, answer string }{
 		{"lenient-2025-06-18", "2025-06-18", "2025-06-18"},
 		{"lenient-2025-03-26", "2025-03-26", "2025-03-26"},
@@ -118,6 +119,7 @@ func groupMembers(pgid int) []int {
 // runs alone, and failed once in the whole suite under -race. The test is
 // therefore run on request only (AXGATE_TEST_HOPPING=1), not by CI.
 func TestStopKillsHoppingHelper(t *testing.T) {
+	t.Parallel()
 	if os.Getenv("AXGATE_TEST_HOPPING") == "" {
 		t.Skip("a helper that forks on as the gateway kills its session is only mitigated (killSession), not always caught: set AXGATE_TEST_HOPPING=1 to run this test")
 	}
@@ -167,6 +169,7 @@ exec "$TEST_BIN"`
 // began (commandTransport.Connect starts the process whatever the context),
 // and Close waits for that child's stop too.
 func TestNoChildStartsAfterClose(t *testing.T) {
+	t.Parallel()
 	up, pids := versionUpstream(t, "2026-07-28", "")
 	up.Env = append(up.Env, lingerEnv+"=1500ms")
 	g, err := newGatewayErr(t, up, gateway.WithLocalPrincipal(middleware.Principal{ID: "alice", Roles: []string{"user"}}))

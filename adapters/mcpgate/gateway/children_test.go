@@ -22,6 +22,7 @@ import (
 // started per session, restarted after it is killed (calls in between are
 // refused as unavailable), and stopped on Close.
 func TestStdioUpstreamRestart(t *testing.T) {
+	t.Parallel()
 	g := newGateway(t, stdioUpstream(), "", gateway.WithLocalPrincipal(middleware.Principal{ID: "alice", Roles: []string{"user"}}))
 	ct, st := mcp.NewInMemoryTransports()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -88,6 +89,7 @@ func TestStdioUpstreamRestart(t *testing.T) {
 // TestStdioUpstreamPerSession: over HTTP, each client session has its own
 // child.
 func TestStdioUpstreamPerSession(t *testing.T) {
+	t.Parallel()
 	g := newGateway(t, stdioUpstream(), "")
 	url := serve(t, g)
 	a := connect(t, url, "alice-token", nil)
@@ -114,6 +116,7 @@ func TestStdioUpstreamPerSession(t *testing.T) {
 // default, the stateless 2026-07-28, a go-sdk server cannot send a request
 // while it serves a call, and the question failed.
 func TestStdioUpstreamAsksThePerson(t *testing.T) {
+	t.Parallel()
 	g := newGateway(t, stdioUpstream(), "", gateway.WithLocalPrincipal(middleware.Principal{ID: "alice", Roles: []string{"user"}}), gateway.AllowUpstreamElicitation())
 	cs := localSession(t, g, &mcp.ClientOptions{
 		ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
@@ -133,6 +136,7 @@ func TestStdioUpstreamAsksThePerson(t *testing.T) {
 // that does not start fails the client's initialize with why; a program
 // that does not exist fails New.
 func TestStdioSessionOneChild(t *testing.T) {
+	t.Parallel()
 	local := gateway.WithLocalPrincipal(middleware.Principal{ID: "alice", Roles: []string{"user"}})
 	counted := func(t *testing.T) (gateway.Upstream, func() int) {
 		startsFile := filepath.Join(t.TempDir(), "starts")

@@ -29,6 +29,7 @@ import (
 // Here New's pin-checking child starts such a helper, and the helper still
 // runs after New stopped the child.
 func TestStopKillsOwnGroupHelper(t *testing.T) {
+	t.Parallel()
 	pids := pidFile(t)
 	script := helperEnv + `=own-group "$TEST_BIN" </dev/null >/dev/null 2>&1 &
 while [ ! -s "$PID_FILE" ]; do sleep 0.01; done
@@ -62,6 +63,7 @@ func helperUpstream(t *testing.T) gateway.Upstream {
 // stderr ends: until the helper exits. So New, and with it axgate mcp's
 // start, hangs for as long as the helper lives (forever for a daemon).
 func TestNewNotHeldByHelperHoldingStderr(t *testing.T) {
+	t.Parallel()
 	up := helperUpstream(t)
 	type built struct {
 		g   *gateway.Gateway
@@ -102,6 +104,7 @@ func TestNewNotHeldByHelperHoldingStderr(t *testing.T) {
 // orphaned, after New has returned: the children of a command upstream are
 // not bounded by its sessions, nor stopped by Close.
 func TestStopKillsWrapperChildren(t *testing.T) {
+	t.Parallel()
 	pids := pidFile(t)
 	script := `"$TEST_BIN"; sleep 60 >/dev/null 2>&1 & echo $! >>"$PID_FILE"; wait`
 	up := gateway.Upstream{Command: "sh", Args: []string{"-c", script}, Stderr: io.Discard,
@@ -144,6 +147,7 @@ func wantNewStopsAll(t *testing.T, up gateway.Upstream, pids string) {
 // with a token starts as many children at once as it sends such POSTs,
 // beside the sessions the bound allows.
 func TestNoChildBeforeInitialize(t *testing.T) {
+	t.Parallel()
 	startsFile := filepath.Join(t.TempDir(), "starts")
 	up := stdioUpstream()
 	up.Env = append(up.Env, startsFileEnv+"="+startsFile)

@@ -17,6 +17,7 @@ import (
 // any size was buffered and relayed (here 1 MiB past a 64 KiB bound; an
 // upstream could send gigabytes within the call timeout).
 func TestUpstreamEventBoundedWhateverLineEnds(t *testing.T) {
+	t.Parallel()
 	const limit = 64 << 10
 	_, upURL := rawUpstream(t, func(w http.ResponseWriter, id string, args map[string]any) bool {
 		if args["name"] != "crlf" {
@@ -50,6 +51,7 @@ func TestUpstreamEventBoundedWhateverLineEnds(t *testing.T) {
 // result. Whatever the SDK makes of the protocol's own _meta keys is the
 // SDK's to decide.
 func TestDirectRefusesProtocolVersionMeta(t *testing.T) {
+	t.Parallel()
 	up, upURL := httpUpstream(t)
 	g := newGateway(t, gateway.Upstream{URL: upURL}, "")
 	url := serve(t, g)
@@ -81,6 +83,7 @@ func TestDirectRefusesProtocolVersionMeta(t *testing.T) {
 // id) is skipped, as the SDK's client skips it; the direct path took it
 // for a malformed message and failed every call of such an upstream.
 func TestDirectSkipsPrimingEvent(t *testing.T) {
+	t.Parallel()
 	_, upURL := rawUpstream(t, func(w http.ResponseWriter, id string, args map[string]any) bool {
 		if args["name"] != "primed" {
 			return false
@@ -102,6 +105,7 @@ func TestDirectSkipsPrimingEvent(t *testing.T) {
 // protection: a web page whose name now resolves to 127.0.0.1) with 403;
 // the direct path, in front of it, served the call.
 func TestDirectRefusesRebindingHost(t *testing.T) {
+	t.Parallel()
 	up, upURL := httpUpstream(t)
 	g := newGateway(t, gateway.Upstream{URL: upURL}, "")
 	url := serve(t, g) // httptest listens on 127.0.0.1
@@ -141,6 +145,7 @@ func TestDirectRefusesRebindingHost(t *testing.T) {
 // names it in the header is refused by the SDK (HTTP 400: unsupported, or
 // stateless-only); the direct path ran its calls.
 func TestDirectChecksNegotiatedVersion(t *testing.T) {
+	t.Parallel()
 	up, upURL := httpUpstream(t)
 	g := newGateway(t, gateway.Upstream{URL: upURL}, "")
 	url := serve(t, g)

@@ -25,6 +25,7 @@ import (
 // was refused as upstream_unavailable. Through the SDK its POST holds the
 // SDK's idle timer.
 func TestDirectCallSurvivesSlowFirstConnect(t *testing.T) {
+	t.Parallel()
 	_, sdk := notesHandler()
 	var slow atomic.Bool
 	const timeout = 2 * time.Second
@@ -100,6 +101,7 @@ func (u *upstreamIDs) of(tool string) []string {
 // client numbers its requests); a write that needs confirmation goes
 // through the SDK, which can ask the person. Both are enforced alike.
 func TestDirectPath(t *testing.T) {
+	t.Parallel()
 	up, sdk := notesHandler()
 	ids := &upstreamIDs{next: sdk}
 	hs := httptest.NewServer(ids)
@@ -135,6 +137,7 @@ func TestDirectPath(t *testing.T) {
 // once through the SDK (a progress token sends a call there), get the same
 // JSON-RPC answer: results, refusals, an upstream's failure.
 func TestDirectAnswersAsTheSDK(t *testing.T) {
+	t.Parallel()
 	_, upURL := httpUpstream(t)
 	g := newGateway(t, gateway.Upstream{URL: upURL}, "")
 	url := serve(t, g)
@@ -173,6 +176,7 @@ func TestDirectAnswersAsTheSDK(t *testing.T) {
 // direct path and through the SDK alike; otherwise it is not, keeps the
 // upstream's text, and does not tell the agent to try again later.
 func TestUpstreamToolErrorRetryable(t *testing.T) {
+	t.Parallel()
 	_, upURL := httpUpstream(t)
 	g := newGateway(t, gateway.Upstream{URL: upURL}, "")
 	url := serve(t, g)
@@ -210,6 +214,7 @@ func TestUpstreamToolErrorRetryable(t *testing.T) {
 // TestDirectSessionUser: a session started by alice is not served to bob's
 // token on the direct path either (the SDK answers 403).
 func TestDirectSessionUser(t *testing.T) {
+	t.Parallel()
 	up, upURL := httpUpstream(t)
 	g := newGateway(t, gateway.Upstream{URL: upURL}, "")
 	url := serve(t, g)
@@ -239,6 +244,7 @@ func TestDirectSessionUser(t *testing.T) {
 // timeout that a call could outlast the SDK's timer by, no call takes the
 // direct path.
 func TestDirectSessionTimeout(t *testing.T) {
+	t.Parallel()
 	_, upURL := httpUpstream(t)
 	const timeout = 2 * time.Second
 	g := newGateway(t, gateway.Upstream{URL: upURL}, "", gateway.WithSessionTimeout(timeout), gateway.WithCallTimeout(timeout/8))
@@ -322,6 +328,7 @@ func craftedUpstream(t *testing.T) (*notes, string) {
 // a JSON-RPC error is the tool's failure, and a session the upstream forgot
 // is connected again.
 func TestDirectUpstreamAnswers(t *testing.T) {
+	t.Parallel()
 	_, upURL := craftedUpstream(t)
 	g := newGateway(t, gateway.Upstream{URL: upURL}, "")
 	logs := make(chan string, 4)
@@ -369,6 +376,7 @@ func TestDirectUpstreamAnswers(t *testing.T) {
 // version with sessions is connected with the SDK's own choice (the
 // stateless protocol), and its calls go through the SDK's client.
 func TestUpstreamWithoutSessions(t *testing.T) {
+	t.Parallel()
 	n := newNotes()
 	srv := n.server()
 	sdk := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{Stateless: true})
@@ -406,6 +414,7 @@ func TestUpstreamWithoutSessions(t *testing.T) {
 // saw the call, would not do), and an id already in flight on the session
 // is refused as the SDK refuses it.
 func TestDirectCancel(t *testing.T) {
+	t.Parallel()
 	up, sdk := notesHandler()
 	ids := &upstreamIDs{next: sdk}
 	hs := httptest.NewServer(ids)

@@ -23,6 +23,7 @@ import (
 // answer has the gateway hold one connection and goroutines per call for
 // upstreamDrain (10 s), with no bound on how many.
 func TestDrainBoundedForStatelessUpstream(t *testing.T) {
+	t.Parallel()
 	n := newNotes()
 	srv := n.server()
 	sdk := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{Stateless: true})
@@ -91,6 +92,7 @@ func TestDrainBoundedForStatelessUpstream(t *testing.T) {
 // streams are read on after their answer; the others' connections are
 // closed at once.
 func TestDrainBound(t *testing.T) {
+	t.Parallel()
 	const calls, bound = 300, 256
 	var open atomic.Int64
 	release := make(chan struct{})

@@ -18,6 +18,7 @@ import (
 // os.path.join does) is refused with AXAG_INTENT_NOT_FOUND and never
 // reaches the upstream.
 func TestResourcePrefixEmptySegmentNeverForwarded(t *testing.T) {
+	t.Parallel()
 	up, upURL := payrollUpstream(t)
 	doc := strings.Replace(string(payrollManifest), `"resources": [`,
 		`"resources": [{"intent": "payroll.files", "entity": "payroll", "description": "Payroll files.", "uri_prefix": "payroll://files/", "required_roles": ["hr"]},`, 1)
@@ -39,6 +40,7 @@ func TestResourcePrefixEmptySegmentNeverForwarded(t *testing.T) {
 // reaches the client without the contents of URIs the manifest does not
 // declare or the caller may not read: the same rule as a read's answer.
 func TestPromptEmbeddedResourcesFiltered(t *testing.T) {
+	t.Parallel()
 	up, upURL := payrollUpstream(t)
 	up.server.AddPrompt(&mcp.Prompt{Name: "brief"}, func(context.Context, *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
 		return &mcp.GetPromptResult{Messages: []*mcp.PromptMessage{
@@ -70,6 +72,7 @@ func TestPromptEmbeddedResourcesFiltered(t *testing.T) {
 // argument) answers only with values the caller may name: eve of t1, who
 // may complete t1's employees, does not learn that tenant t2 exists.
 func TestCompletionOfATenantArgumentListsOnlyTheCallersTenant(t *testing.T) {
+	t.Parallel()
 	s := mcp.NewServer(&mcp.Implementation{Name: "tenants", Version: "v1"}, &mcp.ServerOptions{
 		CompletionHandler: func(_ context.Context, req *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
 			return &mcp.CompleteResult{Completion: mcp.CompletionResultDetails{Values: []string{"t1", "t1-archive", "t2"}, Total: 3}}, nil
@@ -192,6 +195,7 @@ var undeclaredRequests = map[string]func(context.Context, *mcp.ClientSession) er
 // with AXAG_INTENT_NOT_FOUND and never forwarded; on the HTTP front and
 // the stdio front.
 func TestResourcesPromptsUnderPolicy(t *testing.T) {
+	t.Parallel()
 	fronts := map[string]func(t *testing.T, up *payroll, upURL string, token string) *mcp.ClientSession{
 		"http": func(t *testing.T, _ *payroll, upURL, token string) *mcp.ClientSession {
 			g := newGatewayFor(t, payrollManifest, gateway.Upstream{URL: upURL})
@@ -272,6 +276,7 @@ func TestResourcesPromptsUnderPolicy(t *testing.T) {
 // upstream with none of it for a caller without the role, nor anything the
 // manifest does not declare.
 func TestResourcesRawPostNeverForwarded(t *testing.T) {
+	t.Parallel()
 	up, upURL := payrollUpstream(t)
 	g := newGatewayFor(t, payrollManifest, gateway.Upstream{URL: upURL})
 	url := serve(t, g)
@@ -313,6 +318,7 @@ func TestResourcesRawPostNeverForwarded(t *testing.T) {
 // client with only those the manifest declares and the caller may read;
 // and a subscriber hears of updates to what it subscribed.
 func TestResourceContentsFiltered(t *testing.T) {
+	t.Parallel()
 	up, upURL := payrollUpstream(t)
 	up.server.AddResource(&mcp.Resource{URI: "payroll://employees/bob", Name: "bob"},
 		func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
@@ -351,6 +357,7 @@ func TestResourceContentsFiltered(t *testing.T) {
 // enforced as a read action's (AXAG_RATE_LIMITED, not forwarded), and a
 // client's cursor pages into nothing: the lists are one page.
 func TestResourcesRateLimitedAndOnePage(t *testing.T) {
+	t.Parallel()
 	up, upURL := payrollUpstream(t)
 	doc := strings.Replace(string(payrollManifest), `"uri_template": "payroll://employees/{id}", "required_roles": ["hr"]`,
 		`"uri_template": "payroll://employees/{id}", "required_roles": ["hr"], "rate_limit": "1/hour"`, 1)
@@ -381,6 +388,7 @@ func TestResourcesRateLimitedAndOnePage(t *testing.T) {
 // or prompts gets a gateway that serves tools only, as --tools-only did:
 // nothing else announced, listed or forwarded.
 func TestNoDeclarationsServesToolsOnly(t *testing.T) {
+	t.Parallel()
 	up, upURL := payrollUpstream(t)
 	doc := `{"version": "1.0.0", "actions": [{"intent": "payroll.get", "entity": "payroll", "action_type": "read", "operation_id": "payroll",
 	  "description": "Everyone's salary.", "required_roles": ["hr"], "scope": "global"}]}`

@@ -31,6 +31,7 @@ import (
 // child per client session, over stdio), with examples/mcpgateway/axag.json
 // (its tools pinned), driven by the Go SDK's client over streamable HTTP.
 func TestServerFilesystem(t *testing.T) {
+	t.Parallel()
 	node, program := serverFilesystem(t)
 	root, err := filepath.EvalSymlinks(t.TempDir())
 	if err != nil {
@@ -161,6 +162,7 @@ func sameSet(a, b []string) bool {
 // (AXGATE_PRINT_PINS=1), to update examples/mcpgateway/axag.json when the
 // pinned version changes (axgate manifest init writes them too).
 func TestServerFilesystemPins(t *testing.T) {
+	t.Parallel()
 	if os.Getenv("AXGATE_PRINT_PINS") == "" {
 		t.Skip("set AXGATE_PRINT_PINS=1 to print the pins")
 	}
@@ -191,6 +193,7 @@ func TestServerFilesystemPins(t *testing.T) {
 // and over stdio, the test binary serving the gateway
 // (serveFilesystemStdio).
 func TestServerFilesystemNodeClient(t *testing.T) {
+	t.Parallel()
 	node, dir := installExample(t)
 	program := filepath.Join(dir, "node_modules", "@modelcontextprotocol", "server-filesystem", "dist", "index.js")
 	script, err := os.ReadFile(filepath.Join(exampleDir, "client.test.mjs"))

@@ -22,6 +22,7 @@ import (
 // TestGatewayHTTP drives the gateway in front of a streamable HTTP upstream
 // with the Go SDK's client, as two callers.
 func TestGatewayHTTP(t *testing.T) {
+	t.Parallel()
 	up, upURL := httpUpstream(t)
 	g := newGateway(t, gateway.Upstream{URL: upURL + "/"}, pinOf(t, upURL, "write_note"), gateway.AllowUpstreamElicitation())
 	url := serve(t, g)
@@ -222,6 +223,7 @@ func TestGatewayHTTP(t *testing.T) {
 
 // TestToolsOnly: everything but tools is refused, and not announced.
 func TestToolsOnly(t *testing.T) {
+	t.Parallel()
 	_, upURL := httpUpstream(t)
 	g := newGateway(t, gateway.Upstream{URL: upURL}, "", gateway.ToolsOnly())
 	cs := connect(t, serve(t, g), "alice-token", nil)
@@ -241,6 +243,7 @@ func TestToolsOnly(t *testing.T) {
 // TestNewFailsWithoutUpstream: the gateway does not start in front of
 // nothing.
 func TestNewFailsWithoutUpstream(t *testing.T) {
+	t.Parallel()
 	m, err := manifest.Parse(manifestFor(t, ""))
 	if err != nil {
 		t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -445,6 +447,15 @@ const (
 func TestMain(m *testing.M) {
 	if code, ok := helperMain(); ok {
 		os.Exit(code)
+	}
+	// The tests wait on timers, child processes and sockets far more than
+	// they compute: unless -parallel says otherwise, run more of them at
+	// once than there are CPUs.
+	flag.Parse()
+	explicit := false
+	flag.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "test.parallel" })
+	if !explicit {
+		flag.Set("test.parallel", strconv.Itoa(max(8, 4*runtime.GOMAXPROCS(0))))
 	}
 	code := m.Run()
 	if exampleInstall.dir != "" {

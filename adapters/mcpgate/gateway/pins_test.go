@@ -25,6 +25,7 @@ import (
 // it. The call passed the gateway's pin check before the question; it must
 // not reach the changed tool after the answer.
 func TestPinCheckedAgainAfterConfirmation(t *testing.T) {
+	t.Parallel()
 	up, upURL := httpUpstream(t)
 	g := newGateway(t, gateway.Upstream{URL: upURL}, pinOf(t, upURL, "write_note"))
 	url := serve(t, g)
@@ -65,6 +66,7 @@ func TestPinCheckedAgainAfterConfirmation(t *testing.T) {
 // gateway's checks before the chain have passed. The call must not reach
 // the changed tool: the gateway looks again right before it forwards.
 func TestPinCheckedAgainBeforeForwarding(t *testing.T) {
+	t.Parallel()
 	up, upURL := httpUpstream(t)
 	m, err := manifest.Parse(manifestFor(t, pinOf(t, upURL, "write_note")))
 	if err != nil {
@@ -166,6 +168,7 @@ func (cc changedCounter) Add(_ context.Context, n int64, opts ...metric.AddOptio
 // gateway runs and says so; the gateway disables it, tells the client,
 // logs and counts it, and refuses its calls with AXGATE_TOOL_CHANGED.
 func TestToolChanged(t *testing.T) {
+	t.Parallel()
 	up, upURL := httpUpstream(t)
 	mp := &counter{tools: map[string]int{}}
 	var lg logs
@@ -224,6 +227,7 @@ func TestToolChanged(t *testing.T) {
 // TestPinMismatchAtStart: a tool whose definition differs from its pin when
 // the gateway starts is disabled from the first call.
 func TestPinMismatchAtStart(t *testing.T) {
+	t.Parallel()
 	up, upURL := httpUpstream(t)
 	g := newGateway(t, gateway.Upstream{URL: upURL}, strings.Repeat("0", 64))
 	cs := connect(t, serve(t, g), "alice-token", &mcp.ClientOptions{ElicitationHandler: accept})
@@ -238,6 +242,7 @@ func TestPinMismatchAtStart(t *testing.T) {
 
 // TestNoPin: without upstream_sha256 the definition is not checked.
 func TestNoPin(t *testing.T) {
+	t.Parallel()
 	up, upURL := httpUpstream(t)
 	up.rugPull() // changed before the gateway ever saw it: nothing to compare with
 	g := newGateway(t, gateway.Upstream{URL: upURL}, "")

@@ -17,6 +17,7 @@ import (
 // the upstream another (duplicate keys, case-folded keys, arguments hidden
 // in _meta) are refused, or reach the upstream exactly as checked.
 func TestArgumentsReachUpstreamAsChecked(t *testing.T) {
+	t.Parallel()
 	up, upURL := httpUpstream(t)
 	g := newGateway(t, gateway.Upstream{URL: upURL}, "")
 	cs := connect(t, serve(t, g), "alice-token", nil)
@@ -64,6 +65,7 @@ func TestArgumentsReachUpstreamAsChecked(t *testing.T) {
 // credentials in _meta and anything that looks like one never reach the
 // upstream.
 func TestCredentialsNeverForwarded(t *testing.T) {
+	t.Parallel()
 	up, upURL := httpUpstream(t)
 	g := newGateway(t, gateway.Upstream{URL: upURL}, "")
 	cs := connect(t, serve(t, g), "alice-token", &mcp.ClientOptions{ElicitationHandler: accept})
@@ -94,6 +96,7 @@ func TestCredentialsNeverForwarded(t *testing.T) {
 // that folds to it, or the intent's name; nor is a tool the caller's roles
 // do not allow.
 func TestUndeclaredToolHidden(t *testing.T) {
+	t.Parallel()
 	up, upURL := httpUpstream(t)
 	g := newGateway(t, gateway.Upstream{URL: upURL}, "")
 	cs := connect(t, serve(t, g), "alice-token", nil)
@@ -117,6 +120,7 @@ func TestUndeclaredToolHidden(t *testing.T) {
 // TestUnauthenticatedClientRefused: a client without a valid token gets no
 // session and reaches nothing.
 func TestUnauthenticatedClientRefused(t *testing.T) {
+	t.Parallel()
 	up, upURL := httpUpstream(t)
 	g := newGateway(t, gateway.Upstream{URL: upURL}, "")
 	if _, err := tryConnect(t, serve(t, g), "mallory-token", nil); err == nil {
@@ -131,6 +135,7 @@ func TestUnauthenticatedClientRefused(t *testing.T) {
 // question it was never asked (an "accept" with no, or a forged, request
 // state) does not reach the upstream.
 func TestUnaskedConfirmationRefused(t *testing.T) {
+	t.Parallel()
 	up, upURL := httpUpstream(t)
 	g := newGateway(t, gateway.Upstream{URL: upURL}, "")
 	cs := connect(t, serve(t, g), "alice-token", &mcp.ClientOptions{ElicitationHandler: decline})

@@ -41,6 +41,7 @@ func readyWithin(g *gateway.Gateway, d time.Duration, ready bool) error {
 // balancer (readiness probe) with one initialize and one DELETE; behind a
 // probe no new session arrives to reset it.
 func TestReadyAfterClientHangsUpDuringConnect(t *testing.T) {
+	t.Parallel()
 	_, sdk := notesHandler()
 	var slow atomic.Bool
 	// connecting and hungUp receive the slow initialize's arrival and its
@@ -128,6 +129,7 @@ func TestReadyAfterClientHangsUpDuringConnect(t *testing.T) {
 // arrives to start one: the gateway is unready forever after the upstream
 // recovered.
 func TestReadyRecoversWithUpstream(t *testing.T) {
+	t.Parallel()
 	upURL, down := downableUpstream(t)
 	g := newGateway(t, gateway.Upstream{URL: upURL}, "", gateway.WithRestartBackoff(20*time.Millisecond, 100*time.Millisecond))
 	url := serve(t, g)
@@ -162,6 +164,7 @@ func health(t *testing.T, mcpURL string) string {
 // /healthz) still reported ready (with the breaker-based Ready), since no session is started or connected
 // again (only a 404 makes the direct path drop its session).
 func TestReadyReportsUpstreamRefusingCalls(t *testing.T) {
+	t.Parallel()
 	upURL, down := downableUpstream(t)
 	g := newGateway(t, gateway.Upstream{URL: upURL}, "", gateway.WithRestartBackoff(20*time.Millisecond, 100*time.Millisecond))
 	url := serve(t, g)
@@ -226,6 +229,7 @@ func controlled(t *testing.T, mode *atomic.Value) string {
 // (and /readyz) report ready: the load balancer keeps sending clients to a
 // gateway that serves none.
 func TestReadyListsUpstreamTools(t *testing.T) {
+	t.Parallel()
 	var mode atomic.Value
 	url := controlled(t, &mode)
 	g := newGateway(t, gateway.Upstream{URL: url}, "", gateway.WithRestartBackoff(20*time.Millisecond, 100*time.Millisecond))
@@ -250,6 +254,7 @@ func TestReadyListsUpstreamTools(t *testing.T) {
 // Anyone who can reach /readyz keeps the gateway out of its load balancer
 // with one hung-up request every 2 s.
 func TestReadyOutcomeIgnoresCallerContext(t *testing.T) {
+	t.Parallel()
 	var mode atomic.Value
 	url := controlled(t, &mode)
 	g := newGateway(t, gateway.Upstream{URL: url}, "")
@@ -273,6 +278,7 @@ func TestReadyOutcomeIgnoresCallerContext(t *testing.T) {
 // ctx nor WithConnectTimeout; Ready holds readyMu meanwhile, so every
 // other caller waits too, whatever its own ctx says.
 func TestReadyNotHeldBySlowDelete(t *testing.T) {
+	t.Parallel()
 	var mode atomic.Value
 	url := controlled(t, &mode)
 	g := newGateway(t, gateway.Upstream{URL: url}, "", gateway.WithConnectTimeout(time.Second))
@@ -311,11 +317,13 @@ func readyBounded(t *testing.T, g *gateway.Gateway, head, limit time.Duration) {
 // held Ready — and, through its mutex, every other caller of Ready,
 // whatever its ctx — for WithConnectTimeout + 10 s.
 func TestReadyNotHeldByStubbornChild(t *testing.T) {
+	t.Parallel()
 	for name, behaviour := range map[string]string{
 		"silent":  `trap "" TERM; exec sleep 60`,
 		"garbage": `trap "" TERM; while :; do echo 'garbage {'; done`,
 	} {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			up, ok, pids := badChild(t, behaviour)
 			// Long enough for New to start the serving child under -race
 			// on a busy machine; the fault took 10 s more than it.
@@ -342,6 +350,7 @@ func TestReadyNotHeldByStubbornChild(t *testing.T) {
 // axgate mcp, a /readyz during shutdown: the process exits after Close and
 // the child, which does not exit on EOF, is orphaned).
 func TestCloseStopsReadyProbeChild(t *testing.T) {
+	t.Parallel()
 	up, ok, pids := badChild(t, `exec sleep 60`)
 	g := newGateway(t, up, "", gateway.WithConnectTimeout(3*time.Second))
 	os.Remove(ok)
@@ -385,6 +394,7 @@ func pollReady(g *gateway.Gateway, since time.Time, budget time.Duration) (time.
 // every new child of the upstream exits at once (the upstream starts no
 // session): stale for ~10 s instead of at most 2 s + WithConnectTimeout.
 func TestReadyNotStaleWhileCommandProbeStops(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ok, stubborn := filepath.Join(dir, "ok"), filepath.Join(dir, "stubborn")
 	if err := os.WriteFile(ok, nil, 0o600); err != nil {
@@ -421,6 +431,7 @@ exit 1`
 // waits); the probe's DELETE waits for the SDK's closeDeleteTimeout (5 s),
 // and during it Ready reports the cached "ready", 3 s past its cache.
 func TestReadyNotStaleWhileHTTPProbeCloses(t *testing.T) {
+	t.Parallel()
 	_, sdk := notesHandler()
 	var armed, hang atomic.Bool
 	stop := make(chan struct{})
@@ -469,6 +480,7 @@ func TestReadyNotStaleWhileHTTPProbeCloses(t *testing.T) {
 // ready again once the upstream is back, with no client session to start
 // one; and not ready once closed.
 func TestReady(t *testing.T) {
+	t.Parallel()
 	upURL, down := downableUpstream(t)
 	g := newGateway(t, gateway.Upstream{URL: upURL}, "")
 	ctx := context.Background()

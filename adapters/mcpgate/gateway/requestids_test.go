@@ -86,6 +86,7 @@ func (a *directCalls) cancelled(within time.Duration) bool {
 // with that id. Likewise {"requestId":10,"RequestID":9}: the SDK reads 10,
 // the gateway (last match wins) read 9.
 func TestCancelParamsMatchedCaseSensitively(t *testing.T) {
+	t.Parallel()
 	for _, params := range []string{
 		`{"RequestID":9}`,
 		`{"requestid":9}`,
@@ -112,6 +113,7 @@ func TestCancelParamsMatchedCaseSensitively(t *testing.T) {
 // -2^63 (or 1e300, which int64() turns into -2^63 on amd64) cancelled
 // 2^63-1.
 func TestCancelOnlyTheNamedIntegerID(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ call, cancel string }{
 		{`9`, `9.5`},
 		{`9007199254740993`, `9007199254740992`},
@@ -136,6 +138,7 @@ func TestCancelOnlyTheNamedIntegerID(t *testing.T) {
 // request's own id), so a client routed that error to the call still in
 // flight.
 func TestDistinctIntegerIDsNotDuplicates(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ first, second string }{
 		{`9007199254740992`, `9007199254740993`},
 		{`-9223372036854775808`, `9223372036854775807`},
@@ -168,6 +171,7 @@ func TestDistinctIntegerIDsNotDuplicates(t *testing.T) {
 // refusal with the id "\ufffd", which no request had: the direct path is
 // as exact as the SDK here, not exact.)
 func TestCancelDistinguishesLoneSurrogateIDs(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ call, cancel string }{
 		{`"\ud800"`, `"\udc00"`},
 		{`"\ud800"`, `"\ufffd"`},
@@ -186,6 +190,7 @@ func TestCancelDistinguishesLoneSurrogateIDs(t *testing.T) {
 // TestLoneSurrogateIDsNotDuplicates: likewise, a direct call "\udc00"
 // while "\ud800" is in flight was refused as a duplicate in-flight id.
 func TestLoneSurrogateIDsNotDuplicates(t *testing.T) {
+	t.Parallel()
 	a := newDirectCalls(t)
 	a.stall(t, `"\ud800"`)
 	code, raw := a.post(t, `{"jsonrpc":"2.0","id":"\udc00","method":"tools/call","params":{"name":"read_note","arguments":{"name":"hello"}}}`)

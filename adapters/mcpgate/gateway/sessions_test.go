@@ -16,6 +16,7 @@ import (
 // session (no Mcp-Session-Id) are refused before they can start an upstream
 // session, so that they do not escape WithMaxSessions.
 func TestRequestsBeforeInitializeRefused(t *testing.T) {
+	t.Parallel()
 	up, upURL := httpUpstream(t)
 	g := newGateway(t, gateway.Upstream{URL: upURL}, "", gateway.WithMaxSessions(1, 1))
 	url := serve(t, g)
@@ -53,6 +54,7 @@ func TestRequestsBeforeInitializeRefused(t *testing.T) {
 // caller could open any number of sessions (and, for a command upstream,
 // of child processes), two at a time.
 func TestDuplicateInitializeKeepsSessionCounted(t *testing.T) {
+	t.Parallel()
 	_, upURL := httpUpstream(t)
 	g := newGateway(t, gateway.Upstream{URL: upURL}, "", gateway.WithMaxSessions(4, 2))
 	url := serve(t, g)
@@ -87,6 +89,7 @@ func TestDuplicateInitializeKeepsSessionCounted(t *testing.T) {
 // her busy session as idle (WithSessionTimeout): anyone with a token and
 // her session id could end it.
 func TestRefusedForeignPostKeepsSessionAlive(t *testing.T) {
+	t.Parallel()
 	_, upURL := httpUpstream(t)
 	const timeout = 2 * time.Second
 	g := newGateway(t, gateway.Upstream{URL: upURL}, "", gateway.WithSessionTimeout(timeout), gateway.WithCallTimeout(timeout/8))

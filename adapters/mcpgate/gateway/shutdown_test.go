@@ -37,6 +37,7 @@ import (
 // request to a client (one gateway context they derive from) before it
 // closes any session, and bounds each upstream session's close.
 func TestCloseCancelsPendingElicitation(t *testing.T) {
+	t.Parallel()
 	for _, path := range []string{"direct", "sdk"} {
 		t.Run(path, func(t *testing.T) {
 			t.Parallel()

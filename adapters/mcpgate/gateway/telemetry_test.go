@@ -52,6 +52,7 @@ func (sp span) SetAttributes(kv ...attribute.KeyValue) {
 // TestSpanAttributes: the span of a forwarded call carries the MCP method
 // and the client's session id (OpenTelemetry's MCP conventions).
 func TestSpanAttributes(t *testing.T) {
+	t.Parallel()
 	_, upURL := httpUpstream(t)
 	m, err := manifest.Parse(manifestFor(t, ""))
 	if err != nil {
