@@ -1,7 +1,13 @@
 # axgate: a static binary in a distroless image, run as a non-root user.
 #
 #   docker build -t axgate .
-#   docker run --rm -v $PWD/deploy:/etc/axgate:ro axgate serve --config /etc/axgate/axgate.yaml
+#   go run ./cmd/axgate keys gen --out deploy/keys   # deploy/keys/jwks.json verifies callers' tokens
+#   docker run --rm --name axgate -p 8080:8080 -p 9090:9090 -v "$PWD/deploy:/etc/axgate:ro" axgate
+#
+# The image runs serve --config /etc/axgate/axgate.yaml: deploy/axgate.yaml,
+# which enforces deploy/manifest.json in front of http://tools:9000 (edit
+# upstream: to name your tool server). After editing the manifest,
+# docker kill --signal HUP axgate reloads it (the image has no shell).
 #
 # The build context is the repository root: cmd/axgate builds in the go.work
 # workspace with the library beside it.

@@ -1,6 +1,6 @@
 package axgate_test
 
-// The Go snippets of README.md, each run here as written (TestREADMESnippetsAreTested
+// The Go snippets of docs/ (and once of README.md), each run here as written (TestREADMESnippetsAreTested
 // checks that they are): around each, the test defines what the README
 // takes as given and checks what the README says happens.
 
@@ -48,9 +48,34 @@ func readmeDir(t *testing.T) {
 	t.Chdir(dir)
 }
 
-// TestREADMELibraryAndHTTP runs "Use it as a library" and "HTTP" one after
-// the other: the tool server takes the bare tool of the first snippet, and
-// a confirmed call through it runs the tool once.
+// TestREADMEShowsTheSnippetsManifest: the manifest the README shows above
+// its first snippet is the one the snippets run on (testdata/readme), byte
+// for byte, so that a reader who copies it gets what the README says.
+func TestREADMEShowsTheSnippetsManifest(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, block, ok := strings.Cut(string(readme), "<!-- readme-manifest:start -->\n```json\n")
+	if !ok {
+		t.Fatal("README.md has no <!-- readme-manifest:start --> json block")
+	}
+	block, _, _ = strings.Cut(block, "```")
+	want, err := os.ReadFile(filepath.Join("testdata", "readme", "axag.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if block != string(want) {
+		t.Errorf("the README's manifest differs from testdata/readme/axag.json:\n%s", block)
+	}
+	if _, err := manifest.Load(strings.NewReader(block)); err != nil {
+		t.Errorf("the README's manifest does not load: %v", err)
+	}
+}
+
+// TestREADMELibraryAndHTTP runs the library quick start's calls, then the
+// fragments of docs/http.md: the tool server takes the bare tool of the
+// first, and a confirmed call through it runs the tool once.
 func TestREADMELibraryAndHTTP(t *testing.T) {
 	readmeDir(t)
 	ctx := context.Background()
@@ -157,7 +182,7 @@ func TestREADMELibraryAndHTTP(t *testing.T) {
 	}
 }
 
-// TestREADMEIssuingTokens runs "Issuing tokens and deciding approvals".
+// TestREADMEIssuingTokens runs docs/tokens.md's "Issuing tokens and deciding approvals".
 func TestREADMEIssuingTokens(t *testing.T) {
 	readmeDir(t)
 	ctx := context.Background()
@@ -260,7 +285,7 @@ var (
 	carts   readmeCarts
 )
 
-// TestREADMEConditions runs "Preconditions and postconditions".
+// TestREADMEConditions runs docs/policy.md's "Preconditions and postconditions".
 func TestREADMEConditions(t *testing.T) {
 	m, err := manifest.Parse([]byte(`{"version":"1.0.0","actions":[
 	  {"intent":"cart.validate","entity":"cart","action_type":"read","description":"Validate the cart","risk_level":"none",
@@ -300,7 +325,7 @@ func TestREADMEConditions(t *testing.T) {
 	}
 }
 
-// TestREADMEObservability runs the "Observability" snippet.
+// TestREADMEObservability runs the snippet of docs/observability.md.
 func TestREADMEObservability(t *testing.T) {
 	readmeDir(t)
 	m, err := manifest.LoadFile("axag.json")

@@ -5,13 +5,14 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
 )
 
 // TestREADMESnippetsAreTested: every ```go block of the READMEs (the root's,
-// the adapters' and the examples') appears in some _test.go file of the
+// the adapters' and the examples') and of docs/ appears in some _test.go file of the
 // repository (nested modules included), where it compiles and runs. A
 // README edit that is not mirrored in its test fails here.
 //
@@ -24,7 +25,7 @@ import (
 // file's import block and the rest contiguously.
 func TestREADMESnippetsAreTested(t *testing.T) {
 	readmes := []string{"README.md"}
-	for _, glob := range []string{"adapters/*/README.md", "examples/*/README.md"} {
+	for _, glob := range []string{"docs/*.md", "adapters/*/README.md", "examples/*/README.md"} {
 		more, err := filepath.Glob(glob)
 		if err != nil {
 			t.Fatal(err)
@@ -44,7 +45,7 @@ func TestREADMESnippetsAreTested(t *testing.T) {
 		}
 	}
 	if n == 0 {
-		t.Fatal("no go blocks found in the READMEs")
+		t.Fatal("no go blocks found in the READMEs and docs/")
 	}
 }
 
@@ -169,6 +170,101 @@ func testFiles(t *testing.T) []testFile {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+	return out
+}
+
+// TestDocsLinksResolve: every relative link of README.md, docs/*.md and
+// the adapters', examples' and benchmarks' READMEs names a file of the repository, and every #anchor a heading of the file
+// it points into (GitHub's anchors: lower case, punctuation dropped, spaces
+// as hyphens), so that moving a section cannot leave a link behind.
+func TestDocsLinksResolve(t *testing.T) {
+	docs, err := filepath.Glob("docs/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(docs) == 0 {
+		t.Fatal("docs/ holds no .md file")
+	}
+	for _, glob := range []string{"adapters/README.md", "adapters/*/README.md", "examples/*/README.md", "bench/README.md"} {
+		more, err := filepath.Glob(glob)
+		if err != nil {
+			t.Fatal(err)
+		}
+		docs = append(docs, more...)
+	}
+	link := regexp.MustCompile(`\]\(([^)\s]+)\)`)
+	anchors := map[string]map[string]bool{}
+	anchorsOf := func(path string) map[string]bool {
+		if a, ok := anchors[path]; ok {
+			return a
+		}
+		a := markdownAnchors(t, path)
+		anchors[path] = a
+		return a
+	}
+	for _, doc := range append([]string{"README.md"}, docs...) {
+		data, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range link.FindAllStringSubmatch(inlineCode.ReplaceAllString(withoutFences(string(data)), ""), -1) {
+			target := m[1]
+			if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+				continue
+			}
+			file, anchor, _ := strings.Cut(target, "#")
+			path := doc
+			if file != "" {
+				path = filepath.Join(filepath.Dir(doc), file)
+				if _, err := os.Stat(path); err != nil {
+					t.Errorf("%s: link %s: %v", doc, target, err)
+					continue
+				}
+			}
+			if anchor != "" && strings.HasSuffix(path, ".md") && !anchorsOf(path)[anchor] {
+				t.Errorf("%s: link %s: %s has no heading with anchor #%s", doc, target, path, anchor)
+			}
+		}
+	}
+}
+
+// inlineCode matches a code span, where a "](…)" is no link.
+var inlineCode = regexp.MustCompile("`[^`]*`")
+
+// withoutFences drops the fenced code blocks of a Markdown text.
+func withoutFences(text string) string {
+	var b strings.Builder
+	in := false
+	for line := range strings.Lines(text) {
+		if strings.HasPrefix(strings.TrimSpace(line), "```") {
+			in = !in
+			continue
+		}
+		if !in {
+			b.WriteString(line)
+		}
+	}
+	return b.String()
+}
+
+// markdownAnchors returns the anchors GitHub gives the headings of a
+// Markdown file.
+func markdownAnchors(t *testing.T, path string) map[string]bool {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	drop := regexp.MustCompile(`[^\p{L}\p{N}_ -]`)
+	for line := range strings.Lines(withoutFences(string(data))) {
+		title, ok := strings.CutPrefix(strings.TrimLeft(line, "#"), " ")
+		if !ok || !strings.HasPrefix(line, "#") {
+			continue
+		}
+		title = strings.ToLower(strings.TrimSpace(strings.ReplaceAll(title, "`", "")))
+		out[strings.ReplaceAll(drop.ReplaceAllString(title, ""), " ", "-")] = true
 	}
 	return out
 }

@@ -303,7 +303,7 @@ func tokManifestParsed(t *testing.T) *manifest.Manifest {
 	return m
 }
 
-// The README's shadow mode snippet: order.refund runs without its
+// The snippet of docs/shadow.md: order.refund runs without its
 // confirmation, and the refusal is recorded.
 func TestREADMEShadowMode(t *testing.T) {
 	m := tokManifestParsed(t)

@@ -7,15 +7,15 @@
 #                under ${AXGATE_CACHE:-$HOME/.cache/axgate}), else a skip.
 #   Kubernetes:  kubeconform -strict (when on PATH and it finds its schemas),
 #                else nothing more than the structural check below.
-#   Always:      go test -run 'TestDockerfile|TestDeployKubernetes' ./cmd/axgate
-#                (the fields both rely on, and the ConfigMap checked by
+#   Always:      go test -run 'TestDockerfile|TestDeploy' ./cmd/axgate
+#                (the fields both rely on, the ConfigMap and deploy/axgate.yaml checked by
 #                axgate config check and axgate lint).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cache="${AXGATE_CACHE:-$HOME/.cache/axgate}"
 
 echo "-- Dockerfile and deploy/kubernetes.yaml: structure (go test)"
-(cd cmd/axgate && go test -count=1 -run 'TestDockerfile|TestDeployKubernetes' .)
+(cd cmd/axgate && go test -count=1 -run 'TestDockerfile|TestDeploy' .)
 
 if command -v docker >/dev/null 2>&1 && docker info >/dev/null 2>&1; then
 	echo "-- Dockerfile: docker build"

@@ -4,7 +4,7 @@ package errors
 //
 // An agent acts on it where one code has several causes (AXAG_RATE_LIMITED
 // for a rate limit or an approval quota, say). The values are part of the
-// public contract and listed in the README's error table. A tool's own
+// public contract and listed in docs/errors.md. A tool's own
 // refusals may carry reasons of their own, declared as Reason constants of
 // the application (examples/shop does).
 type Reason string

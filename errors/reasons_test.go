@@ -16,7 +16,7 @@ import (
 
 // reasonConstants returns the Reason constants axgate declares
 // (internal/reasons), name → value, read with go/ast so that a constant added
-// without a README row is found without anyone listing it by hand.
+// without a docs/errors.md row is found without anyone listing it by hand.
 func reasonConstants(t *testing.T) map[string]string {
 	return constants(t, "../internal/reasons/*.go", "Reason")
 }
@@ -75,20 +75,16 @@ func constants(t *testing.T, glob, typ string) map[string]string {
 	return out
 }
 
-// readmeTable returns the rows of the table in README.md's Errors section
+// readmeTable returns the rows of the table in docs/errors.md
 // whose header row starts with the cell header, keyed by their first cell
 // without backticks.
 func readmeTable(t *testing.T, header string) map[string][]string {
 	t.Helper()
-	b, err := os.ReadFile("../README.md")
+	b, err := os.ReadFile("../docs/errors.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, sec, ok := strings.Cut(string(b), "\n## Errors\n")
-	if !ok {
-		t.Fatal("README.md has no Errors section")
-	}
-	sec, _, _ = strings.Cut(sec, "\n## ")
+	sec := string(b)
 	rows := map[string][]string{}
 	in := false
 	for line := range strings.Lines(sec) {
@@ -109,15 +105,15 @@ func readmeTable(t *testing.T, header string) map[string][]string {
 		}
 	}
 	if len(rows) == 0 {
-		t.Fatalf("README.md's Errors section has no table headed %q", header)
+		t.Fatalf("docs/errors.md has no table headed %q", header)
 	}
 	return rows
 }
 
-// TestReasonsInREADME: every details.reason an Error can carry from this
-// catalogue has a row in the README's reason table, with the code it comes
+// TestReasonsInErrorsDoc: every details.reason an Error can carry from this
+// catalogue has a row in docs/errors.md's reason table, with the code it comes
 // with; and the table lists no reason the code does not have.
-func TestReasonsInREADME(t *testing.T) {
+func TestReasonsInErrorsDoc(t *testing.T) {
 	consts := reasonConstants(t)
 	if len(consts) == 0 {
 		t.Fatal("no Reason constants found")
@@ -131,20 +127,20 @@ func TestReasonsInREADME(t *testing.T) {
 		seen[v] = name
 		row, ok := rows[v]
 		if !ok {
-			t.Errorf("%s (%q) is not in the README's reason table", name, v)
+			t.Errorf("%s (%q) is not in docs/errors.md's reason table", name, v)
 			continue
 		}
 		if len(row) != 4 {
-			t.Errorf("README row of %q has %d cells; want reason, code, meaning, what to do", v, len(row))
+			t.Errorf("docs/errors.md row of %q has %d cells; want reason, code, meaning, what to do", v, len(row))
 			continue
 		}
 		if !slices.Contains(axerr.Codes(), axerr.Code(strings.Trim(row[1], "`"))) {
-			t.Errorf("README row of %q names %s, not a code", v, row[1])
+			t.Errorf("docs/errors.md row of %q names %s, not a code", v, row[1])
 		}
 	}
 	for v := range rows {
 		if _, ok := seen[v]; !ok {
-			t.Errorf("the README's reason table lists %q, which is no Reason constant", v)
+			t.Errorf("docs/errors.md's reason table lists %q, which is no Reason constant", v)
 		}
 	}
 }
@@ -160,7 +156,7 @@ func TestWithReason(t *testing.T) {
 }
 
 // TestCodesListsEveryCode: Codes is the catalogue the transports match an
-// upstream refusal against (axgate serve) and the README table follows, so
+// upstream refusal against (axgate serve) and docs/errors.md's table follows, so
 // a Code constant missing from it (AXGATE_ALREADY_DECIDED was) is a refusal
 // nobody recognizes.
 func TestCodesListsEveryCode(t *testing.T) {
@@ -171,30 +167,30 @@ func TestCodesListsEveryCode(t *testing.T) {
 	}
 }
 
-// TestCodesInREADME: the README's code table lists every code of Codes(),
+// TestCodesInErrorsDoc: docs/errors.md's code table lists every code of Codes(),
 // with the type and HTTP status of the code table, and no other code.
-func TestCodesInREADME(t *testing.T) {
+func TestCodesInErrorsDoc(t *testing.T) {
 	rows := readmeTable(t, "code")
 	for _, c := range axerr.Codes() {
 		row, ok := rows[string(c)]
 		if !ok {
-			t.Errorf("%s is not in the README's code table", c)
+			t.Errorf("%s is not in docs/errors.md's code table", c)
 			continue
 		}
 		if len(row) != 4 {
-			t.Errorf("README row of %s has %d cells; want code, type, HTTP, agent may retry", c, len(row))
+			t.Errorf("docs/errors.md row of %s has %d cells; want code, type, HTTP, agent may retry", c, len(row))
 			continue
 		}
 		if row[1] != string(c.Type()) || row[2] != strconv.Itoa(c.HTTPStatus()) {
-			t.Errorf("README row of %s says %s %s; the code table says %s %d", c, row[1], row[2], c.Type(), c.HTTPStatus())
+			t.Errorf("docs/errors.md row of %s says %s %s; the code table says %s %d", c, row[1], row[2], c.Type(), c.HTTPStatus())
 		}
 		if retry := strings.HasPrefix(row[3], "yes"); retry != c.Retryable() {
-			t.Errorf("README row of %s says retry %q; Retryable() = %v", c, row[3], c.Retryable())
+			t.Errorf("docs/errors.md row of %s says retry %q; Retryable() = %v", c, row[3], c.Retryable())
 		}
 	}
 	for v := range rows {
 		if !slices.Contains(axerr.Codes(), axerr.Code(v)) {
-			t.Errorf("the README's code table lists %q, which is not in Codes()", v)
+			t.Errorf("docs/errors.md's code table lists %q, which is not in Codes()", v)
 		}
 	}
 }

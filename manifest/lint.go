@@ -96,7 +96,7 @@ const (
 	RuleConstraintCost     = "AXGATE-CEL-002"
 )
 
-// Rules lists every rule Lint applies, in the order of the README's table.
+// Rules lists every rule Lint applies, in the order of docs/cli.md's table.
 var Rules = []Rule{
 	{RuleParse, SeverityError, "the document is not well-formed JSON or YAML, or repeats a key"},
 	{RuleSchema, SeverityError, "the document does not match the manifest schema (missing or unknown field, wrong type, bad pattern)"},

@@ -15,7 +15,7 @@ import (
 	"github.com/axgate/axgate/notify"
 )
 
-// The README's snippets: the enforcer's approval gate notifies the webhook
+// The snippets of docs/tokens.md (Approval notifications): the enforcer's approval gate notifies the webhook
 // and, for tenant acme, the Slack endpoint; the receiver's Verify accepts
 // the webhook's signature.
 func TestREADMENotify(t *testing.T) {

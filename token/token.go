@@ -38,7 +38,7 @@ const (
 )
 
 // Claims are the claims of confirmation and approval tokens. The JSON names
-// are the public contract (see the README); they bind a token to one call.
+// are the public contract (see docs/tokens.md); they bind a token to one call.
 type Claims struct {
 	// iss, sub, aud, exp, nbf, iat, jti. For a confirmation, sub is the
 	// caller's principal id; for an approval, the approver's id.

@@ -206,18 +206,18 @@ notify:
 	}
 }
 
-// TestConfigTableInREADME: the README's table of configuration keys lists
+// TestConfigTableInOperatingDoc: docs/operating.md's table of configuration keys lists
 // every flag of each command that takes --config (serve, mcp) that a file
 // may set, with the commands it applies to, its environment variable and
 // its default for those commands, and nothing else.
-func TestConfigTableInREADME(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+func TestConfigTableInOperatingDoc(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "..", "docs", "operating.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, section, ok := strings.Cut(string(data), "<!-- config-keys:start -->")
 	if !ok {
-		t.Fatal("README.md has no <!-- config-keys:start --> table")
+		t.Fatal("docs/operating.md has no <!-- config-keys:start --> table")
 	}
 	section, _, _ = strings.Cut(section, "<!-- config-keys:end -->")
 	row := regexp.MustCompile("(?m)^\\| `([a-z-]+)` \\| ([a-z, ]+) \\| `([A-Z_]+)` \\| (.*?) \\| .+ \\|$")
@@ -227,53 +227,53 @@ func TestConfigTableInREADME(t *testing.T) {
 		for _, cmd := range strings.Split(m[2], ", ") {
 			k := cmd + " " + m[1]
 			if _, dup := documented[k]; dup {
-				t.Errorf("README config table: %q twice for %s", m[1], cmd)
+				t.Errorf("docs/operating.md config table: %q twice for %s", m[1], cmd)
 			}
 			documented[k] = [2]string{m[3], m[4]}
 		}
 	}
 	if len(documented) == 0 {
-		t.Fatal("README config table: no row read")
+		t.Fatal("docs/operating.md config table: no row read")
 	}
 	e := &env{stdout: &bytes.Buffer{}, stderr: &bytes.Buffer{}, getenv: func(string) string { return "" }}
 	for cmd, mk := range configCommands(e) {
 		mk().VisitAll(func(f *flag.Flag) {
 			d, ok := documented[cmd+" "+f.Name]
 			if !ok {
-				t.Errorf("README config table lacks %q for %s", f.Name, cmd)
+				t.Errorf("docs/operating.md config table lacks %q for %s", f.Name, cmd)
 				return
 			}
 			delete(documented, cmd+" "+f.Name)
 			if d[0] != envName(f.Name) {
-				t.Errorf("README: %s's variable is %s, want %s", f.Name, d[0], envName(f.Name))
+				t.Errorf("docs/operating.md: %s's variable is %s, want %s", f.Name, d[0], envName(f.Name))
 			}
 			want := "(none)"
 			if f.DefValue != "" && f.DefValue != "[]" {
 				want = "`" + f.DefValue + "`"
 			}
 			if d[1] != want {
-				t.Errorf("README: %s's default for %s is %s, want %s", f.Name, cmd, d[1], want)
+				t.Errorf("docs/operating.md: %s's default for %s is %s, want %s", f.Name, cmd, d[1], want)
 			}
 		})
 	}
 	for k := range documented {
-		t.Errorf("README config table lists %q, which is no flag of that command", k)
+		t.Errorf("docs/operating.md config table lists %q, which is no flag of that command", k)
 	}
 }
 
-// TestConfigExampleInREADME: the README's example configuration is valid.
-func TestConfigExampleInREADME(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+// TestConfigExampleInOperatingDoc: docs/operating.md's example configuration is valid.
+func TestConfigExampleInOperatingDoc(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "..", "docs", "operating.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, block, ok := strings.Cut(string(data), "<!-- config-example:start -->\n```yaml\n")
 	if !ok {
-		t.Fatal("README.md has no example configuration")
+		t.Fatal("docs/operating.md has no example configuration")
 	}
 	block, _, _ = strings.Cut(block, "```")
 	out, stderr, code := cli(t, nil, "config", "check", writeConfig(t, block))
 	if code != exitOK || !strings.Contains(out, "file:/var/log/axgate/audit.jsonl") {
-		t.Errorf("the README's configuration: exit %d\n%s%s", code, out, stderr)
+		t.Errorf("docs/operating.md's configuration: exit %d\n%s%s", code, out, stderr)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/axgate/axgate"
 	"github.com/axgate/axgate/gates"
@@ -108,6 +109,12 @@ func openEnforcerState(ctx context.Context, c enforcerConfig, cmd string, mustSi
 		// issued before it (issued_before_start), which the operator
 		// should hear of before a person does.
 		log.Info("axgate " + cmd + ": spent confirmation and approval tokens are kept in memory, so a restart voids the outstanding ones; --redis (with persistence) keeps them across restarts")
+		// The gates compare iat, which has whole seconds, with the second
+		// the store was made in: a token the process before minted and
+		// spent in that very second (a crash, an immediate restart) would
+		// pass again. Made in a second that began after this process did,
+		// the store takes only the tokens minted since.
+		time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(time.Second)))
 		s.state = gatewayState{
 			replay:      token.NewMemoryReplayStore(token.MemoryReplayOptions{}),
 			approvals:   memstore.NewApprovalStore(memstore.ApprovalOptions{}),

@@ -71,7 +71,9 @@ log goes to standard error.
 
 A call that needs the person's confirmation asks them inline (MCP
 elicitation) when the client can ask, and is refused with
-AXAG_CONFIRMATION_MISSING otherwise; that refusal says how the person makes
+AXAG_CONFIRMATION_MISSING otherwise; with --human, people confirm there
+and nothing is asked inline (the agent's own client would answer for
+them), unless --inline-confirmation. The refusal says how the person makes
 the token the call then carries in _meta["axag/confirmation"]: with
 --signing-key KEY, "axgate token confirmation --key KEY --sub USER --intent
 INTENT --args JSON" (the refusal spells it out for the call); with --human,
@@ -143,6 +145,7 @@ type mcpConfig struct {
 	stdio, toolsOnly         bool
 	keepUncheckedContent     bool
 	human, humanAudience     string
+	inlineConfirmation       bool
 	localUser, localTenant   string
 	localRoles               string
 	shutdownTimeout          time.Duration
@@ -300,13 +303,14 @@ func mcpFlags(e *env) (*flag.FlagSet, *mcpConfig, *opsFlags) {
 	fs.BoolVar(&c.keepUncheckedContent, "keep-unchecked-content", false, "pass an upstream result's content blocks on as they are, also where an output_schema or postconditions checked only its structuredContent")
 	fs.StringVar(&c.human, "human", "", "address of the endpoints people confirm and approve with (needs --human-audience, and --jwks or --jwks-url); off by default")
 	fs.StringVar(&c.humanAudience, "human-audience", "", "with --human: the required aud of the tokens people bring there, distinct from --audience (the agents' tokens are refused there)")
+	fs.BoolVar(&c.inlineConfirmation, "inline-confirmation", false, "with --human: ask the client's person to confirm inline (MCP elicitation) too; the agent's own client then answers for them")
 	fs.StringVar(&c.localUser, "local-user", "", "with --stdio: the local user the calls are made for (required)")
 	fs.StringVar(&c.localTenant, "local-tenant", "", "with --stdio: the local user's tenant")
 	fs.StringVar(&c.localRoles, "local-roles", "", "with --stdio: the local user's roles, comma-separated")
 	fs.Var(&c.roots, "root", "a folder (`DIR`) the upstream is given as its root (MCP roots, a file:// URI of the absolute path), in place of any root of the client (repeatable; default none, and the upstream is not offered roots)")
 	fs.BoolVar(&c.forwardClientRoots, "forward-client-roots", false, "give the upstream the client's roots (and its roots/list_changed), as before: a client can then widen what the upstream reads and writes, e.g. to /")
 	fs.BoolVar(&c.allowSampling, "allow-upstream-sampling", false, "pass the upstream's sampling/createMessage to a client that offers sampling (refused by default)")
-	fs.BoolVar(&c.allowElicitation, "allow-upstream-elicitation", false, "pass the upstream's elicitation/create to a client that offers elicitation (refused by default; the gateway's own confirmation question is asked either way)")
+	fs.BoolVar(&c.allowElicitation, "allow-upstream-elicitation", false, "pass the upstream's elicitation/create to a client that offers elicitation (refused by default; the gateway's own confirmation question is not affected)")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long calls in flight may finish on shutdown")
 	c.register(fs, "", "required aud of every token (default: --resource-url)")
 	ops := addOpsFlags(fs)
@@ -355,6 +359,8 @@ func runMCP(ctx context.Context, e *env, args []string) int {
 		return usageError(e, fs, "--human needs --jwks or --jwks-url: the people who confirm and approve must be authenticated")
 	case c.human != "" && c.humanAudience == "":
 		return usageError(e, fs, "--human needs --human-audience: the endpoints that mint confirmations and approvals take people's tokens only, of an audience of their own, distinct from --audience (the agents')")
+	case c.human == "" && c.inlineConfirmation:
+		return usageError(e, fs, "--inline-confirmation is for --human (without it the gateway asks inline anyway): give --human too, or drop it")
 	case c.human == "" && c.humanAudience != "":
 		return usageError(e, fs, "--human-audience is the audience of the tokens --human takes: give --human too")
 	case c.humanAudience != "" && c.humanAudience == c.agentsAudience():
@@ -557,6 +563,12 @@ func serveMCP(ctx context.Context, e *env, c mcpConfig, ops *opsFlags, conf conf
 	}
 	if c.keepUncheckedContent {
 		gopts = append(gopts, mcpgw.KeepUncheckedContent())
+	}
+	if c.human != "" && !c.inlineConfirmation {
+		// People confirm at --human, with people's tokens: the question
+		// asked inline goes to the agent's own client, which can answer
+		// accept itself, and so confirm what no person saw.
+		gopts = append(gopts, mcpgw.WithMCPOptions(mcpgate.WithoutElicitation()))
 	}
 	if gopts, err = c.askOptions(gopts); err != nil {
 		return failf(e, "mcp", "%v", err)

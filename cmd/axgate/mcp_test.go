@@ -270,7 +270,7 @@ func TestMCPServerFilesystemHTTP(t *testing.T) {
 	root, notes, command := filesystemRoot(t)
 	pki := newServePKI(t)
 	gw := startMCP(t, childEnviron(), "--manifest", gatewayManifest, "--upstream-command", command,
-		"--jwks", pki.jwks, "--human", "127.0.0.1:0", "--human-audience", "axgate-people")
+		"--jwks", pki.jwks, "--human", "127.0.0.1:0", "--human-audience", "axgate-people", "--inline-confirmation")
 	// The audience is the resource URL by default; --human takes tokens of
 	// the people's audience.
 	mintFor := func(aud, sub string, roles ...string) string {
@@ -614,6 +614,7 @@ func TestMCPUsage(t *testing.T) {
 		{[]string{"--manifest", m, "--upstream-command", "node s.js", "--anonymous", "--human", ":0"}, "--human needs --jwks"},
 		{[]string{"--manifest", m, "--upstream-command", "node s.js", "--jwks", "j.json", "--human", ":0"}, "--human needs --human-audience"},
 		{[]string{"--manifest", m, "--upstream-command", "node s.js", "--jwks", "j.json", "--human-audience", "people"}, "give --human too"},
+		{[]string{"--manifest", m, "--upstream-command", "node s.js", "--jwks", "j.json", "--inline-confirmation"}, "--inline-confirmation is for --human"},
 		{[]string{"--manifest", m, "--upstream-command", "node s.js", "--jwks", "j.json", "--human", ":0", "--human-audience", "a", "--audience", "a"}, "are both \"a\""},
 		{[]string{"--manifest", m, "--upstream-command", "node s.js", "--jwks", "j.json", "--human", ":0", "--human-audience", "https://gw.example/mcp", "--resource-url", "https://gw.example/mcp"}, "are both"},
 		{[]string{"--manifest", m, "--upstream-command", "node s.js", "--stdio", "--local-user", "a", "--jwks", "j.json", "--human", ":0", "--human-audience", "axgate"}, "are both"},

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/rand"
 	"io"
 	"net/http"
@@ -185,14 +186,10 @@ func confirmedAndApproved(t *testing.T, gw *gatewayProcess, alice *mcp.ClientSes
 	return middleware.Credentials{Confirmation: confirmation, Approvals: []string{approval}}
 }
 
-// restart stops gw and starts it again with args, in a later second than
-// the tokens minted so far: iat has whole seconds, and a process started in
-// the second a token was minted in accepts it (the documented limit), which
-// a restart after a spend is not.
+// restart stops gw and starts it again with args.
 func restart(t *testing.T, gw *gatewayProcess, args []string) *gatewayProcess {
 	t.Helper()
 	gw.stop(t)
-	time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(time.Second)))
 	return startGatewayProcess(t, args...)
 }
 
@@ -270,5 +267,80 @@ func TestMCPSpentTokensStaySpentAcrossARestartWithRedis(t *testing.T) {
 	if res := callTool(t, alice, "say", keptSay, kept); res.IsError {
 		t.Fatalf("tokens minted before the restart, not spent: %s", resultText(res))
 	}
+	second.stop(t)
+}
+
+// TestMCPHumanConfirmationsAreNotAnsweredByTheAgentsClient: with --human
+// the operator has said where people confirm (with people's tokens, never
+// the agents'), so the gateway does not ask the agent's own MCP client
+// instead: an agent holding only its token, whose client offers
+// elicitation and accepts every question itself, is not asked, and its call
+// is refused for want of a confirmation (AXAG_CONFIRMATION_MISSING), as at
+// --human with its token.
+// --inline-confirmation, the operator's word that the clients' answers are
+// people's, asks the client again.
+func TestMCPHumanConfirmationsAreNotAnsweredByTheAgentsClient(t *testing.T) {
+	upURL, _ := newEchoUpstream(t)
+	pki := newHumanPKI(t)
+	gw := startGatewayProcess(t, pki.gatewayArgs(upURL)...)
+	asked := make(chan struct{}, 1)
+	selfAccept := func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+		select {
+		case asked <- struct{}{}:
+		default:
+		}
+		return &mcp.ElicitResult{Action: "accept"}, nil
+	}
+	alice := agent(t, gw.url, pki.aliceAgent, &mcp.ClientOptions{ElicitationHandler: selfAccept})
+	_, say := sayArgs("self")
+	refused(t, callTool(t, alice, "say", say), "AXAG_CONFIRMATION_MISSING", "")
+	select {
+	case <-asked:
+		t.Error("the gateway asked the agent's client to confirm the agent's call")
+	default:
+	}
+	gw.stop(t)
+
+	gw = startGatewayProcess(t, append(pki.gatewayArgs(upURL), "--inline-confirmation")...)
+	alice = agent(t, gw.url, pki.aliceAgent, &mcp.ClientOptions{ElicitationHandler: selfAccept})
+	refused(t, callTool(t, alice, "say", say), "AXAG_APPROVAL_MISSING", "")
+	select {
+	case <-asked:
+	default:
+		t.Error("with --inline-confirmation the client was not asked")
+	}
+	gw.stop(t)
+}
+
+// TestMCPSpentTokensStaySpentAcrossARestartInTheSameSecond: a confirmation
+// and an approval minted and spent just before a restart stay spent when
+// the new process starts in the very second they were minted in (iat has
+// whole seconds): the restart is made as fast as it can be, right after a
+// second began.
+func TestMCPSpentTokensStaySpentAcrossARestartInTheSameSecond(t *testing.T) {
+	upURL, _ := newEchoUpstream(t)
+	pki := newHumanPKI(t)
+	_, say := sayArgs("twice")
+	args := pki.gatewayArgs(upURL)
+
+	first := startGatewayProcess(t, args...)
+	// Right after a second begins, so that the restart falls in it.
+	time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(time.Second)))
+	began := time.Now()
+	alice := connect(t, first.url, &http.Client{Transport: bearerTransport{pki.aliceAgent}})
+	spent := confirmedAndApproved(t, first, alice, pki, "twice")
+	if res := callTool(t, alice, "say", say, spent); res.IsError {
+		t.Fatalf("before the restart: %s", resultText(res))
+	}
+	t.Logf("spent %v after the second began", time.Since(began))
+	alice.Close()
+	// Killed, as a crash would.
+	first.cmd.Process.Kill()
+	<-first.exited
+	t.Logf("stopped %v after the second began", time.Since(began))
+	second := startGatewayProcess(t, args...)
+	t.Logf("restarted %v after the second began", time.Since(began))
+	alice = connect(t, second.url, &http.Client{Transport: bearerTransport{pki.aliceAgent}})
+	refused(t, callTool(t, alice, "say", say, spent), "AXAG_CONFIRMATION_MISSING", "issued_before_start")
 	second.stop(t)
 }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -234,5 +236,90 @@ func TestDockerfile(t *testing.T) {
 	if !slices.ContainsFunc(final, func(l string) bool { return strings.HasPrefix(l, `ENTRYPOINT ["/usr/local/bin/axgate"]`) }) ||
 		!slices.ContainsFunc(final, func(l string) bool { return strings.HasPrefix(l, "COPY --from=build ") }) {
 		t.Errorf("final stage does not run the built binary:\n%s", strings.Join(final, "\n"))
+	}
+}
+
+// TestDeployExampleConfiguration: the configuration the Dockerfile's
+// example mounts (deploy/axgate.yaml and the manifest it names) exists,
+// passes config check, is the one the Kubernetes ConfigMap holds, and
+// serves: with the paths and addresses of this machine put in by flags,
+// serve starts on it, forwards an allowed call, and reloads an edited
+// manifest on SIGHUP (docker kill --signal HUP, the reload the
+// Dockerfile's comment gives an image without a shell).
+func TestDeployExampleConfiguration(t *testing.T) {
+	deploy := filepath.Join("..", "..", "deploy")
+	cfg, err := os.ReadFile(filepath.Join(deploy, "axgate.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	man, err := os.ReadFile(filepath.Join(deploy, "manifest.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, stderr, code := cli(t, nil, "config", "check", filepath.Join(deploy, "axgate.yaml")); code != exitOK {
+		t.Fatalf("deploy/axgate.yaml: exit %d\n%s%s", code, out, stderr)
+	}
+
+	// The ConfigMap holds the same files.
+	k8s, err := os.ReadFile(filepath.Join(deploy, "kubernetes.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cm map[string]any
+	dec := yaml.NewDecoder(bytes.NewReader(k8s))
+	for cm == nil || cm["kind"] != "ConfigMap" {
+		cm = nil
+		if err := dec.Decode(&cm); err != nil {
+			t.Fatalf("deploy/kubernetes.yaml has no ConfigMap: %v", err)
+		}
+	}
+	var body []string // deploy/axgate.yaml without its leading comment
+	for line := range strings.Lines(string(cfg)) {
+		if len(body) > 0 || !strings.HasPrefix(line, "#") {
+			body = append(body, line)
+		}
+	}
+	if got := dig(cm, "data", "axgate.yaml"); got != strings.Join(body, "") {
+		t.Errorf("the ConfigMap's axgate.yaml is not deploy/axgate.yaml:\n%v", got)
+	}
+	if got := dig(cm, "data", "manifest.json"); got != string(man) {
+		t.Errorf("the ConfigMap's manifest.json is not deploy/manifest.json:\n%v", got)
+	}
+
+	// The Dockerfile's example mounts deploy/ where its CMD reads.
+	df, err := os.ReadFile(filepath.Join("..", "..", "Dockerfile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := regexp.MustCompile(`(?m)^CMD \["serve", "--config", "(/[^"]+)/axgate\.yaml"\]$`).FindStringSubmatch(string(df))
+	if cmd == nil || !strings.Contains(string(df), `-v "$PWD/deploy:`+cmd[1]+`:ro"`) {
+		t.Errorf("the Dockerfile's docker run does not mount deploy/ where its CMD reads the configuration (%v)", cmd)
+	}
+
+	// It serves, and reloads on SIGHUP.
+	pki := newServePKI(t)
+	up := &fakeUpstream{}
+	upSrv := httptest.NewServer(up)
+	defer upSrv.Close()
+	manPath := filepath.Join(t.TempDir(), "manifest.json")
+	if err := os.WriteFile(manPath, man, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rs := startServe(t, nil, "--config", filepath.Join(deploy, "axgate.yaml"), "--manifest", manPath, "--jwks", pki.jwks,
+		"--upstream", upSrv.URL, "--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0")
+	if status, body := post(t, rs.base, "/tools/product_search/call", pki.bearer, `{"query":"lamp"}`); status != http.StatusOK {
+		t.Fatalf("product_search through deploy/axgate.yaml: %d %v", status, body)
+	}
+	edited := strings.Replace(string(man), `"maxLength": 200`, `"maxLength": 3`, 1)
+	if edited == string(man) {
+		t.Fatal(`deploy/manifest.json has no "maxLength": 200 to edit`)
+	}
+	if err := os.WriteFile(manPath, []byte(edited), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rs.hup <- nil
+	rs.log.waitFor(t, "manifest reloaded")
+	if status, body := post(t, rs.base, "/tools/product_search/call", pki.bearer, `{"query":"lamp"}`); errorCode(body) != "AXAG_OUT_OF_RANGE" {
+		t.Errorf("after the reload, a query over the new maxLength: %d %v, want AXAG_OUT_OF_RANGE", status, body)
 	}
 }

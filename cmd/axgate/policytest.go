@@ -45,7 +45,7 @@ XML for CI systems. Unknown keys in a suite are refused, with a hint.
 
 Exit status: 0 every case passed, 1 a case failed, 2 a usage error, a suite
 that cannot be read or run as written (ERROR), or no case matching --run.
-The README's "axgate test" section describes the suite format.`
+docs/cli.md ("axgate test") describes the suite format.`
 
 func runTest(ctx context.Context, e *env, args []string) int {
 	fs := newFlags(e, "test", "test SUITE.yaml… [--manifest M] [--junit FILE] [--run REGEXP] [-v]", testAbout)

@@ -672,7 +672,7 @@ func (d *yamlDoc) code(n *yaml.Node, at, s string) axerr.Code {
 	}
 	h := hint(s, names)
 	if h == "" {
-		h = " (the README's Errors section lists the codes)"
+		h = " (docs/errors.md lists the codes)"
 	}
 	d.failf(n, at, "%q is not allow, replayed or an AXAG code%s", s, h)
 	return ""

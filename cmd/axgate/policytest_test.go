@@ -126,10 +126,10 @@ func TestShopPolicySuite(t *testing.T) {
 	}
 }
 
-// TestTestREADMESuite runs the suite the README shows (its ```yaml block
-// under "### axgate test") against the shop's manifest.
-func TestTestREADMESuite(t *testing.T) {
-	f, err := os.Open(filepath.Join("..", "..", "README.md"))
+// TestTestSuiteInCLIDoc runs the suite docs/cli.md shows (its ```yaml block
+// under "## axgate test") against the shop's manifest.
+func TestTestSuiteInCLIDoc(t *testing.T) {
+	f, err := os.Open(filepath.Join("..", "..", "docs", "cli.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +141,7 @@ func TestTestREADMESuite(t *testing.T) {
 		line := sc.Text()
 		switch {
 		case strings.HasPrefix(line, "#"):
-			section = strings.HasPrefix(line, "### axgate test")
+			section = strings.HasPrefix(line, "## axgate test")
 		case section && !found && line == "```yaml":
 			in = true
 		case in && line == "```":
@@ -151,7 +151,7 @@ func TestTestREADMESuite(t *testing.T) {
 		}
 	}
 	if !found {
-		t.Fatal(`the README has no yaml block under "### axgate test"`)
+		t.Fatal(`docs/cli.md has no yaml block under "## axgate test"`)
 	}
 	path := filepath.Join(t.TempDir(), "readme.yaml")
 	if err := os.WriteFile(path, []byte(strings.Join(block, "\n")+"\n"), 0o644); err != nil {
@@ -160,7 +160,7 @@ func TestTestREADMESuite(t *testing.T) {
 	shop := filepath.Join("..", "..", "examples", "shop", "shop.json")
 	stdout, stderr, code := cli(t, nil, "test", path, "--manifest", shop)
 	if code != exitOK {
-		t.Fatalf("the README's suite: exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
+		t.Fatalf("docs/cli.md's suite: exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
 	}
 }
 

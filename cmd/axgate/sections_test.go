@@ -295,17 +295,17 @@ func TestServeNotifyKeyMissing(t *testing.T) {
 	}
 }
 
-// TestServeShadowConfigInREADME: the Shadow mode section's example
+// TestServeShadowConfigInShadowDoc: docs/shadow.md's example
 // configuration starts serve on a manifest with those actions, and does
 // what its comments say.
-func TestServeShadowConfigInREADME(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+func TestServeShadowConfigInShadowDoc(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "..", "docs", "shadow.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, block, ok := strings.Cut(string(data), "<!-- shadow-config:start -->\n```yaml\n")
 	if !ok {
-		t.Fatal("README.md has no shadow-config example")
+		t.Fatal("docs/shadow.md has no shadow-config example")
 	}
 	block, _, _ = strings.Cut(block, "```")
 	pki := newServePKI(t)

@@ -29,7 +29,7 @@ func readmeDir(t *testing.T) {
 	t.Chdir(dir)
 }
 
-// TestREADMERedis runs "Shared state across replicas (Redis)" against the
+// TestREADMERedis runs docs/state.md's "Shared state across replicas (Redis)" against the
 // Redis of AXGATE_REDIS_URL (the snippet's address).
 func TestREADMERedis(t *testing.T) {
 	if os.Getenv("AXGATE_REDIS_URL") == "" {

@@ -389,6 +389,14 @@ func (g *Gateway) forward(ctx context.Context, call *middleware.Call) (middlewar
 	if res.IsError {
 		return middleware.Result{}, upstreamToolError(call.Intent(), res)
 	}
+	if res.InputRequests != nil || res.RequestState != "" || res.NeedsInput() {
+		// A multi-round-trip result: the upstream's elicitation, sampling
+		// or roots/list in another form, which the client's SDK would
+		// answer (asks.go). The gateway never relays the answers to the
+		// upstream, so the call cannot complete either way.
+		return middleware.Result{}, axerr.New(axerr.CodeToolFailed, "the upstream tool asked for input from the client (inputRequests), which the gateway does not relay").
+			WithIntent(call.Intent())
+	}
 	stripProtocolMeta(res)
 	if !g.cfg.keepUncheckedContent && checksOutput(call.Action) {
 		if res, err = checkedContent(res); err != nil {
