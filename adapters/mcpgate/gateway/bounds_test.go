@@ -23,14 +23,16 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// TestUpstreamCancelNotificationsBounded: every direct call whose context
-// ends before the answer (WithCallTimeout, or the client's cancellation)
-// starts a goroutine that POSTs notifications/cancelled upstream and waits
-// up to 5 s for its answer (cancelUpstream); none of them counts anywhere,
-// and the call's slot is free once the call returned. An upstream that
-// answers its calls late and holds those POSTs open has the gateway keep a
-// goroutine and an upstream connection per cancelled call, beyond the 256
-// the drains are bounded to.
+// TestUpstreamCancelNotificationsBounded: the notifications/cancelled sent
+// upstream for ended direct calls are bounded in number.
+//
+// The fault: every direct call whose context ends before the answer
+// (WithCallTimeout, or the client's cancellation) starts a goroutine that
+// POSTs notifications/cancelled upstream and waits up to 5 s for its answer
+// (cancelUpstream); none of them counts anywhere, and the call's slot is
+// free once the call returned. An upstream that answers its calls late and
+// holds those POSTs open has the gateway keep a goroutine and an upstream
+// connection per cancelled call, beyond the 256 the drains are bounded to.
 func TestUpstreamCancelNotificationsBounded(t *testing.T) {
 	t.Parallel()
 	_, sdk := notesHandler()
@@ -103,9 +105,12 @@ func holdReads(t *testing.T, up *notes) (held chan struct{}, unhold func()) {
 }
 
 // TestPassthroughRequestsBoundedPerCaller: requests that are not tool calls
-// (resources/read here) also reach the upstream and hold a connection to it
-// while it answers; one caller cannot keep more of them in flight than its
-// bound of calls, whatever the upstream's pace.
+// count against the caller's bound of calls in flight.
+//
+// The fault: requests that are not tool calls (resources/read here) also
+// reach the upstream and hold a connection to it while it answers; one
+// caller cannot keep more of them in flight than its bound of calls,
+// whatever the upstream's pace.
 func TestPassthroughRequestsBoundedPerCaller(t *testing.T) {
 	t.Parallel()
 	up, upURL := httpUpstream(t)
@@ -150,9 +155,12 @@ func TestPassthroughRequestsBoundedPerCaller(t *testing.T) {
 	}
 }
 
-// TestPassthroughRequestTimesOut: an upstream that never answers a
-// resources/read does not hold the caller's request (and its slot) for
-// ever: it is refused after WithCallTimeout, as a tool call is.
+// TestPassthroughRequestTimesOut: a request that is not a tool call is
+// refused after WithCallTimeout when the upstream never answers.
+//
+// The fault: an upstream that never answers a resources/read does not hold
+// the caller's request (and its slot) for ever: it is refused after
+// WithCallTimeout, as a tool call is.
 func TestPassthroughRequestTimesOut(t *testing.T) {
 	t.Parallel()
 	up, upURL := httpUpstream(t)

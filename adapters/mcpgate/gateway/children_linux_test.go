@@ -27,15 +27,19 @@ func versionUpstream(t *testing.T, versions, answer string) (gateway.Upstream, s
 	return gateway.Upstream{Command: os.Args[0], Env: env, Stderr: io.Discard}, pids
 }
 
-// TestCommandUpstreamOfOneProtocolVersion: a command upstream that speaks only one
-// protocol version, older or newer than 2025-11-25, serves a client
-// session through the gateway, and no more children run than sessions.
-// The lenient ones (an initialize answered with the server's own version,
-// as the spec asks) and the 2026-07-28-only one pass. Not here, as they are
-// not served yet: strict older ones (initialize of another version refused
-// with a JSON-RPC error that lists the supported versions): link.connect
-// and probe fall back only to the SDK's choice, whose initialize asks for
-// 2025-11-25 again; neither reads the versions the refusal lists.
+// TestCommandUpstreamOfOneProtocolVersion: a command upstream that speaks
+// only one protocol version serves a session, with no more children than
+// sessions.
+//
+// The fault: a command upstream that speaks only one protocol version, older
+// or newer than 2025-11-25, serves a client session through the gateway, and
+// no more children run than sessions. The lenient ones (an initialize
+// answered with the server's own version, as the spec asks) and the
+// 2026-07-28-only one pass. Not here, as they are not served yet: strict
+// older ones (initialize of another version refused with a JSON-RPC error
+// that lists the supported versions): link.connect and probe fall back only
+// to the SDK's choice, whose initialize asks for 2025-11-25 again; neither
+// reads the versions the refusal lists.
 func TestCommandUpstreamOfOneProtocolVersion(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct{ name, versions, answer string }{
@@ -105,15 +109,17 @@ func groupMembers(pgid int) []int {
 	return out
 }
 
-// TestStopKillsHoppingHelper: signalGroup (procgroup_unix.go)
-// kills the child's session by one pass over /proc (sessionMembers,
-// procsession_linux.go) and the child's first process group. A helper that
-// the child starts in a process group of its own (setpgid, no setsid: it
-// stays in the session) and that keeps forking its successor and exiting
-// is not in the listing of /proc by the time its pid is signalled, and its
-// successor, forked after the listing, is never signalled: it outlives the
-// stop of New's pin-checking child, and would as well the session's end
-// and Close.
+// TestStopKillsHoppingHelper: stopping a child stops a helper group whose
+// process forks anew under a new pid.
+//
+// The fault: signalGroup (procgroup_unix.go) kills the child's session by
+// one pass over /proc (sessionMembers, procsession_linux.go) and the child's
+// first process group. A helper that the child starts in a process group of
+// its own (setpgid, no setsid: it stays in the session) and that keeps
+// forking its successor and exiting is not in the listing of /proc by the
+// time its pid is signalled, and its successor, forked after the listing, is
+// never signalled: it outlives the stop of New's pin-checking child, and
+// would as well the session's end and Close.
 //
 // The fix (killSession, procgroup_unix.go) is a mitigation: it passed 23
 // runs alone, and failed once in the whole suite under -race. The test is
@@ -158,16 +164,19 @@ exec "$TEST_BIN"`
 	}
 }
 
-// TestNoChildStartsAfterClose: link.connect (upstream.go)
-// falls back to the SDK's choice of protocol when the upstream refuses
-// 2025-11-25 with a JSON-RPC error (a server of 2026-07-28 only that
-// answers no initialize). The refused first session is closed inside the
-// SDK's Connect, which for a child that takes its time to exit after its
-// standard input ended waits for it (childStdin.Close); a Close of the
-// gateway (or the session's end) meanwhile cancels the link's context, but
-// connect still runs the fallback: it starts a second child after Close
-// began (commandTransport.Connect starts the process whatever the context),
-// and Close waits for that child's stop too.
+// TestNoChildStartsAfterClose: no child starts after Close began, not even
+// the fallback of a cancelled connect.
+//
+// The fault: link.connect (upstream.go) falls back to the SDK's choice of
+// protocol when the upstream refuses 2025-11-25 with a JSON-RPC error (a
+// server of 2026-07-28 only that answers no initialize). The refused first
+// session is closed inside the SDK's Connect, which for a child that takes
+// its time to exit after its standard input ended waits for it
+// (childStdin.Close); a Close of the gateway (or the session's end)
+// meanwhile cancels the link's context, but connect still runs the fallback:
+// it starts a second child after Close began (commandTransport.Connect
+// starts the process whatever the context), and Close waits for that child's
+// stop too.
 func TestNoChildStartsAfterClose(t *testing.T) {
 	t.Parallel()
 	up, pids := versionUpstream(t, "2026-07-28", "")

@@ -16,18 +16,20 @@ import (
 	"github.com/axgate/axgate/adapters/mcpgate/gateway"
 )
 
-// TestStopKillsOwnGroupHelper: the gateway stops a command upstream's
-// child by signalling its process group (ownGroup, signalGroup in
-// procgroup_unix.go). A process the child starts in a process group of its
-// own, without leaving the session (setpgid, not setsid: Go's exec with
-// SysProcAttr.Setpgid, as the gateway itself starts its children; Python's
-// subprocess with process_group=0; a shell with job control, set -m), is
-// in no group the gateway signals, and outlives the stop of the child, New,
-// the session and Close. Unlike a daemon (setsid), it has not left the
-// child's session, which the gateway could make the child's own (Setsid)
-// and then stop whole: every process of that session, whatever its group.
-// Here New's pin-checking child starts such a helper, and the helper still
-// runs after New stopped the child.
+// TestStopKillsOwnGroupHelper: stopping a child stops a helper it started in
+// a process group of its own within its session.
+//
+// The fault: the gateway stops a command upstream's child by signalling its
+// process group (ownGroup, signalGroup in procgroup_unix.go). A process the
+// child starts in a process group of its own, without leaving the session
+// (setpgid, not setsid: Go's exec with SysProcAttr.Setpgid, as the gateway
+// itself starts its children; Python's subprocess with process_group=0; a
+// shell with job control, set -m), is in no group the gateway signals, and
+// outlives the stop of the child, New, the session and Close. Unlike a
+// daemon (setsid), it has not left the child's session, which the gateway
+// could make the child's own (Setsid) and then stop whole: every process of
+// that session, whatever its group. Here New's pin-checking child starts
+// such a helper, and the helper still runs after New stopped the child.
 func TestStopKillsOwnGroupHelper(t *testing.T) {
 	t.Parallel()
 	pids := pidFile(t)
@@ -56,12 +58,15 @@ func helperUpstream(t *testing.T) gateway.Upstream {
 		Env: []string{upstreamEnv + "=stdio", "PID_FILE=" + pids, "TEST_BIN=" + os.Args[0]}}
 }
 
-// TestNewNotHeldByHelperHoldingStderr: the child of a command upstream started a
-// background helper that keeps the child's standard error open. New closes
-// its pin-checking child once it has checked it, and that close waits for
-// exec.Cmd.Wait, which waits (no WaitDelay) until the copy of the child's
-// stderr ends: until the helper exits. So New, and with it axgate mcp's
-// start, hangs for as long as the helper lives (forever for a daemon).
+// TestNewNotHeldByHelperHoldingStderr: New returns although a helper of its
+// pin-checking child keeps the child's stderr open.
+//
+// The fault: the child of a command upstream started a background helper
+// that keeps the child's standard error open. New closes its pin-checking
+// child once it has checked it, and that close waits for exec.Cmd.Wait,
+// which waits (no WaitDelay) until the copy of the child's stderr ends:
+// until the helper exits. So New, and with it axgate mcp's start, hangs for
+// as long as the helper lives (forever for a daemon).
 func TestNewNotHeldByHelperHoldingStderr(t *testing.T) {
 	t.Parallel()
 	up := helperUpstream(t)
@@ -94,15 +99,18 @@ func TestNewNotHeldByHelperHoldingStderr(t *testing.T) {
 	}
 }
 
-// TestStopKillsWrapperChildren: the command of an upstream is often
-// a wrapper (sh -c, npx, uvx) whose own child does part of the work. The
-// gateway stops "the child" with stdin closed, then SIGTERM and SIGKILL to
-// that one process only (childStdin.Close): the wrapper's children are not
-// in a process group the gateway signals, so they outlive it. Here New's
-// pin-checking child is a shell that, after the server ended, still waits
-// on a process of its own; New stops the shell, and the process runs on,
-// orphaned, after New has returned: the children of a command upstream are
-// not bounded by its sessions, nor stopped by Close.
+// TestStopKillsWrapperChildren: stopping a command upstream's child stops
+// the processes its wrapper (sh -c, npx) started.
+//
+// The fault: the command of an upstream is often a wrapper (sh -c, npx, uvx)
+// whose own child does part of the work. The gateway stops "the child" with
+// stdin closed, then SIGTERM and SIGKILL to that one process only
+// (childStdin.Close): the wrapper's children are not in a process group the
+// gateway signals, so they outlive it. Here New's pin-checking child is a
+// shell that, after the server ended, still waits on a process of its own;
+// New stops the shell, and the process runs on, orphaned, after New has
+// returned: the children of a command upstream are not bounded by its
+// sessions, nor stopped by Close.
 func TestStopKillsWrapperChildren(t *testing.T) {
 	t.Parallel()
 	pids := pidFile(t)
@@ -133,19 +141,21 @@ func wantNewStopsAll(t *testing.T, up gateway.Upstream, pids string) {
 	}
 }
 
-// TestNoChildBeforeInitialize: the SDK takes a few messages
-// on a session that is not initialized: notifications (only calls are
-// refused before initialize) and the calls logging/setLevel,
-// resources/subscribe and resources/unsubscribe (server.go handle skips
-// its initialization check for them); a POST without Mcp-Session-Id makes
-// a new session for them. The front answers
-// notifications/roots/list_changed and those calls by calling linkFor,
-// which starts the session's upstream link: for a command upstream a new
-// child process (for an HTTP upstream a new upstream session). Such a
-// session was never admitted (admit runs at initialize), so WithMaxSessions,
-// the documented bound of the children, does not count it: any caller
-// with a token starts as many children at once as it sends such POSTs,
-// beside the sessions the bound allows.
+// TestNoChildBeforeInitialize: requests on a session that is not initialized
+// start no child process.
+//
+// The fault: the SDK takes a few messages on a session that is not
+// initialized: notifications (only calls are refused before initialize) and
+// the calls logging/setLevel, resources/subscribe and resources/unsubscribe
+// (server.go handle skips its initialization check for them); a POST without
+// Mcp-Session-Id makes a new session for them. The front answers
+// notifications/roots/list_changed and those calls by calling linkFor, which
+// starts the session's upstream link: for a command upstream a new child
+// process (for an HTTP upstream a new upstream session). Such a session was
+// never admitted (admit runs at initialize), so WithMaxSessions, the
+// documented bound of the children, does not count it: any caller with a
+// token starts as many children at once as it sends such POSTs, beside the
+// sessions the bound allows.
 func TestNoChildBeforeInitialize(t *testing.T) {
 	t.Parallel()
 	startsFile := filepath.Join(t.TempDir(), "starts")

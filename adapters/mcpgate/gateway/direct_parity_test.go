@@ -10,12 +10,15 @@ import (
 	"github.com/axgate/axgate/adapters/mcpgate/gateway"
 )
 
-// TestUpstreamEventBoundedWhateverLineEnds: an upstream's event is bounded by
-// WithMaxMessageBytes however its lines end. boundedBody took "\n\r\r\n"
-// for the blank line that ends an event and reset its count, where the
-// event reader takes the line "\r" for a field and reads on: one event of
-// any size was buffered and relayed (here 1 MiB past a 64 KiB bound; an
-// upstream could send gigabytes within the call timeout).
+// TestUpstreamEventBoundedWhateverLineEnds: an upstream event is bounded by
+// WithMaxMessageBytes however its lines end.
+//
+// The fault: an upstream's event is bounded by WithMaxMessageBytes however
+// its lines end. boundedBody took "\n\r\r\n" for the blank line that ends an
+// event and reset its count, where the event reader takes the line "\r" for
+// a field and reads on: one event of any size was buffered and relayed (here
+// 1 MiB past a 64 KiB bound; an upstream could send gigabytes within the
+// call timeout).
 func TestUpstreamEventBoundedWhateverLineEnds(t *testing.T) {
 	t.Parallel()
 	const limit = 64 << 10
@@ -44,12 +47,14 @@ func TestUpstreamEventBoundedWhateverLineEnds(t *testing.T) {
 	wantRefusal(t, res, "AXGATE_TOOL_FAILED", "result_too_large")
 }
 
-// TestDirectRefusesProtocolVersionMeta: a call whose _meta names a protocol version of
-// its own (SEP-2575's io.modelcontextprotocol/protocolVersion) is refused by
-// the SDK on a session of the front (HTTP 400, unsupported protocol
-// version: the front is stateful); the direct path ran it and answered a
-// result. Whatever the SDK makes of the protocol's own _meta keys is the
-// SDK's to decide.
+// TestDirectRefusesProtocolVersionMeta: the direct path refuses a call whose
+// _meta names a protocol version, as the SDK does.
+//
+// The fault: a call whose _meta names a protocol version of its own
+// (SEP-2575's io.modelcontextprotocol/protocolVersion) is refused by the SDK
+// on a session of the front (HTTP 400, unsupported protocol version: the
+// front is stateful); the direct path ran it and answered a result. Whatever
+// the SDK makes of the protocol's own _meta keys is the SDK's to decide.
 func TestDirectRefusesProtocolVersionMeta(t *testing.T) {
 	t.Parallel()
 	up, upURL := httpUpstream(t)
@@ -78,10 +83,13 @@ func TestDirectRefusesProtocolVersionMeta(t *testing.T) {
 	}
 }
 
-// TestDirectSkipsPrimingEvent: an event with an empty data field (the priming
-// event of the 2025-11-25 transport, SEP-1699, which carries only an event
-// id) is skipped, as the SDK's client skips it; the direct path took it
-// for a malformed message and failed every call of such an upstream.
+// TestDirectSkipsPrimingEvent: the direct path skips an event with empty
+// data, as the SDK's client does.
+//
+// The fault: an event with an empty data field (the priming event of the
+// 2025-11-25 transport, SEP-1699, which carries only an event id) is
+// skipped, as the SDK's client skips it; the direct path took it for a
+// malformed message and failed every call of such an upstream.
 func TestDirectSkipsPrimingEvent(t *testing.T) {
 	t.Parallel()
 	_, upURL := rawUpstream(t, func(w http.ResponseWriter, id string, args map[string]any) bool {
@@ -100,10 +108,13 @@ func TestDirectSkipsPrimingEvent(t *testing.T) {
 	}
 }
 
-// TestDirectRefusesRebindingHost: the SDK's handler refuses a request that
-// arrived on a loopback address under another Host (DNS rebinding
-// protection: a web page whose name now resolves to 127.0.0.1) with 403;
-// the direct path, in front of it, served the call.
+// TestDirectRefusesRebindingHost: the direct path refuses a loopback request
+// under another Host, as the SDK does.
+//
+// The fault: the SDK's handler refuses a request that arrived on a loopback
+// address under another Host (DNS rebinding protection: a web page whose
+// name now resolves to 127.0.0.1) with 403; the direct path, in front of it,
+// served the call.
 func TestDirectRefusesRebindingHost(t *testing.T) {
 	t.Parallel()
 	up, upURL := httpUpstream(t)
@@ -138,12 +149,15 @@ func TestDirectRefusesRebindingHost(t *testing.T) {
 	}
 }
 
-// TestDirectChecksNegotiatedVersion: the direct path compared the request's
-// Mcp-Protocol-Version with the version the client asked for in its
-// initialize, not the one the gateway answered. A client that asked for a
-// version the front does not speak (a newer one, an older one) and then
-// names it in the header is refused by the SDK (HTTP 400: unsupported, or
-// stateless-only); the direct path ran its calls.
+// TestDirectChecksNegotiatedVersion: the direct path checks
+// Mcp-Protocol-Version against the negotiated version, as the SDK does.
+//
+// The fault: the direct path compared the request's Mcp-Protocol-Version
+// with the version the client asked for in its initialize, not the one the
+// gateway answered. A client that asked for a version the front does not
+// speak (a newer one, an older one) and then names it in the header is
+// refused by the SDK (HTTP 400: unsupported, or stateless-only); the direct
+// path ran its calls.
 func TestDirectChecksNegotiatedVersion(t *testing.T) {
 	t.Parallel()
 	up, upURL := httpUpstream(t)

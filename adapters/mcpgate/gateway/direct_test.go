@@ -18,12 +18,14 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// TestDirectCallSurvivesSlowFirstConnect: a direct call waits for the session's
-// first upstream connection (callTool: l.session), which WithCallTimeout
-// does not bound (WithConnectTimeout does). The SDK, which sees none of
-// the direct call, closed the busy session as idle meanwhile, and the call
-// was refused as upstream_unavailable. Through the SDK its POST holds the
-// SDK's idle timer.
+// TestDirectCallSurvivesSlowFirstConnect: a direct call that waits for its
+// session's first upstream connection succeeds, the session kept.
+//
+// The fault: a direct call waits for the session's first upstream connection
+// (callTool: l.session), which WithCallTimeout does not bound
+// (WithConnectTimeout does). The SDK, which sees none of the direct call,
+// closed the busy session as idle meanwhile, and the call was refused as
+// upstream_unavailable. Through the SDK its POST holds the SDK's idle timer.
 func TestDirectCallSurvivesSlowFirstConnect(t *testing.T) {
 	t.Parallel()
 	_, sdk := notesHandler()

@@ -14,14 +14,17 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// TestDrainBoundedForStatelessUpstream: the bound of 256 event streams read
-// on after their answer holds only on the direct path to the upstream. An
-// upstream that gives its sessions no Mcp-Session-Id (a stateless server:
-// directVersion is "" when cs.ID() is "") has every call sent through the
-// SDK's client with upstreamContext, whose reads after the answer are not
-// counted in draining: an upstream that keeps each stream open after its
-// answer has the gateway hold one connection and goroutines per call for
-// upstreamDrain (10 s), with no bound on how many.
+// TestDrainBoundedForStatelessUpstream: the bound on upstream streams read
+// on after their answer holds for an upstream without sessions too.
+//
+// The fault: the bound of 256 event streams read on after their answer holds
+// only on the direct path to the upstream. An upstream that gives its
+// sessions no Mcp-Session-Id (a stateless server: directVersion is "" when
+// cs.ID() is "") has every call sent through the SDK's client with
+// upstreamContext, whose reads after the answer are not counted in draining:
+// an upstream that keeps each stream open after its answer has the gateway
+// hold one connection and goroutines per call for upstreamDrain (10 s), with
+// no bound on how many.
 func TestDrainBoundedForStatelessUpstream(t *testing.T) {
 	t.Parallel()
 	n := newNotes()

@@ -20,10 +20,13 @@ import (
 	"go.opentelemetry.io/otel/metric/noop"
 )
 
-// TestPinCheckedAgainAfterConfirmation: the upstream changes a pinned
-// tool (and says so) while the person is being asked to confirm a call of
-// it. The call passed the gateway's pin check before the question; it must
-// not reach the changed tool after the answer.
+// TestPinCheckedAgainAfterConfirmation: a call confirmed by the person does
+// not reach a pinned tool that changed meanwhile.
+//
+// The fault: the upstream changes a pinned tool (and says so) while the
+// person is being asked to confirm a call of it. The call passed the
+// gateway's pin check before the question; it must not reach the changed
+// tool after the answer.
 func TestPinCheckedAgainAfterConfirmation(t *testing.T) {
 	t.Parallel()
 	up, upURL := httpUpstream(t)
@@ -61,10 +64,13 @@ func TestPinCheckedAgainAfterConfirmation(t *testing.T) {
 	}
 }
 
-// TestPinCheckedAgainBeforeForwarding: the upstream changes a pinned tool (and
-// says so) while the chain is still deciding a call of it, after the
-// gateway's checks before the chain have passed. The call must not reach
-// the changed tool: the gateway looks again right before it forwards.
+// TestPinCheckedAgainBeforeForwarding: a call does not reach a pinned tool
+// that changed while the chain decided it.
+//
+// The fault: the upstream changes a pinned tool (and says so) while the
+// chain is still deciding a call of it, after the gateway's checks before
+// the chain have passed. The call must not reach the changed tool: the
+// gateway looks again right before it forwards.
 func TestPinCheckedAgainBeforeForwarding(t *testing.T) {
 	t.Parallel()
 	up, upURL := httpUpstream(t)

@@ -13,9 +13,12 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// TestArgumentsReachUpstreamAsChecked: arguments the gate could read one way and
-// the upstream another (duplicate keys, case-folded keys, arguments hidden
-// in _meta) are refused, or reach the upstream exactly as checked.
+// TestArgumentsReachUpstreamAsChecked: arguments that could be read two ways
+// are refused or reach the upstream exactly as checked.
+//
+// The fault: arguments the gate could read one way and the upstream another
+// (duplicate keys, case-folded keys, arguments hidden in _meta) are refused,
+// or reach the upstream exactly as checked.
 func TestArgumentsReachUpstreamAsChecked(t *testing.T) {
 	t.Parallel()
 	up, upURL := httpUpstream(t)
@@ -61,9 +64,11 @@ func TestArgumentsReachUpstreamAsChecked(t *testing.T) {
 	}
 }
 
-// TestCredentialsNeverForwarded: the client's bearer token, its
-// credentials in _meta and anything that looks like one never reach the
+// TestCredentialsNeverForwarded: the client's credentials never reach the
 // upstream.
+//
+// The fault: the client's bearer token, its credentials in _meta and
+// anything that looks like one never reach the upstream.
 func TestCredentialsNeverForwarded(t *testing.T) {
 	t.Parallel()
 	up, upURL := httpUpstream(t)
@@ -91,10 +96,12 @@ func TestCredentialsNeverForwarded(t *testing.T) {
 	}
 }
 
-// TestUndeclaredToolHidden: a tool the upstream offers and the manifest
-// does not name is neither listed nor callable, under its own name, one
-// that folds to it, or the intent's name; nor is a tool the caller's roles
-// do not allow.
+// TestUndeclaredToolHidden: a tool the manifest does not declare, or the
+// caller's roles do not allow, is neither listed nor callable.
+//
+// The fault: a tool the upstream offers and the manifest does not name is
+// neither listed nor callable, under its own name, one that folds to it, or
+// the intent's name; nor is a tool the caller's roles do not allow.
 func TestUndeclaredToolHidden(t *testing.T) {
 	t.Parallel()
 	up, upURL := httpUpstream(t)
@@ -118,7 +125,10 @@ func TestUndeclaredToolHidden(t *testing.T) {
 }
 
 // TestUnauthenticatedClientRefused: a client without a valid token gets no
-// session and reaches nothing.
+// session.
+//
+// The fault: a client without a valid token gets no session and reaches
+// nothing.
 func TestUnauthenticatedClientRefused(t *testing.T) {
 	t.Parallel()
 	up, upURL := httpUpstream(t)
@@ -131,9 +141,12 @@ func TestUnauthenticatedClientRefused(t *testing.T) {
 	}
 }
 
-// TestUnaskedConfirmationRefused: a client that answers the confirmation
-// question it was never asked (an "accept" with no, or a forged, request
-// state) does not reach the upstream.
+// TestUnaskedConfirmationRefused: an answer to a confirmation never asked
+// does not reach the upstream.
+//
+// The fault: a client that answers the confirmation question it was never
+// asked (an "accept" with no, or a forged, request state) does not reach the
+// upstream.
 func TestUnaskedConfirmationRefused(t *testing.T) {
 	t.Parallel()
 	up, upURL := httpUpstream(t)

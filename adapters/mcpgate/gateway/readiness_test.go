@@ -29,17 +29,20 @@ func readyWithin(g *gateway.Gateway, d time.Duration, ready bool) error {
 	}
 }
 
-// TestReadyAfterClientHangsUpDuringConnect: a client that closed its session while the
-// gateway was still connecting that session's upstream session made the
-// gateway unready, and it stayed unready although the upstream never failed
-// (Ready read the gateway-wide breaker of session starts, before it started
-// a session of its own): link.run counts the cancelled connect (context
-// canceled) as a failed start, and once the session is gone nothing
-// tries a start again (the control session of an HTTP upstream is up and
-// never reconnects), so the breaker's failures never go back to 0. Any
-// caller who may open a session can take the gateway out of its load
-// balancer (readiness probe) with one initialize and one DELETE; behind a
-// probe no new session arrives to reset it.
+// TestReadyAfterClientHangsUpDuringConnect: a client that hangs up while its
+// upstream session connects leaves the gateway ready.
+//
+// The fault: a client that closed its session while the gateway was still
+// connecting that session's upstream session made the gateway unready, and
+// it stayed unready although the upstream never failed (Ready read the
+// gateway-wide breaker of session starts, before it started a session of its
+// own): link.run counts the cancelled connect (context canceled) as a failed
+// start, and once the session is gone nothing tries a start again (the
+// control session of an HTTP upstream is up and never reconnects), so the
+// breaker's failures never go back to 0. Any caller who may open a session
+// can take the gateway out of its load balancer (readiness probe) with one
+// initialize and one DELETE; behind a probe no new session arrives to reset
+// it.
 func TestReadyAfterClientHangsUpDuringConnect(t *testing.T) {
 	t.Parallel()
 	_, sdk := notesHandler()
@@ -121,10 +124,13 @@ func TestReadyAfterClientHangsUpDuringConnect(t *testing.T) {
 	}
 }
 
-// TestReadyRecoversWithUpstream: an upstream that fails while a
-// session connects makes the gateway unready (as TestReady wants); when
-// that session ended before the upstream came back, the gateway stayed
-// unready for good (with the breaker-based Ready): nothing starts an upstream session any more, so no
+// TestReadyRecoversWithUpstream: Ready reports ready again once a failed
+// upstream is back, with no client session to start one.
+//
+// The fault: an upstream that fails while a session connects makes the
+// gateway unready (as TestReady wants); when that session ended before the
+// upstream came back, the gateway stayed unready for good (with the
+// breaker-based Ready): nothing starts an upstream session any more, so no
 // start succeeds to reset the breaker. Behind a readiness probe no client
 // arrives to start one: the gateway is unready forever after the upstream
 // recovered.
@@ -158,11 +164,14 @@ func health(t *testing.T, mcpURL string) string {
 	return strings.TrimSpace(string(raw))
 }
 
-// TestReadyReportsUpstreamRefusingCalls: an upstream that refuses every request
-// (HTTP 503) once the sessions are connected: every call is refused as
-// AXGATE_STORE_UNAVAILABLE, reason upstream_unavailable, and Ready() (and
-// /healthz) still reported ready (with the breaker-based Ready), since no session is started or connected
-// again (only a 404 makes the direct path drop its session).
+// TestReadyReportsUpstreamRefusingCalls: Ready reports not ready while the
+// upstream refuses every request of its connected sessions.
+//
+// The fault: an upstream that refuses every request (HTTP 503) once the
+// sessions are connected: every call is refused as AXGATE_STORE_UNAVAILABLE,
+// reason upstream_unavailable, and Ready() (and /healthz) still reported
+// ready (with the breaker-based Ready), since no session is started or
+// connected again (only a 404 makes the direct path drop its session).
 func TestReadyReportsUpstreamRefusingCalls(t *testing.T) {
 	t.Parallel()
 	upURL, down := downableUpstream(t)
@@ -221,13 +230,15 @@ func controlled(t *testing.T, mode *atomic.Value) string {
 	return hs.URL
 }
 
-// TestReadyListsUpstreamTools: Ready's probe initializes a session and
-// closes it, where a session's link also lists the upstream's tools
-// (link.connect: a failed list fails the start). An upstream that
-// initializes but whose tools/list fails has every new client session
-// refused as AXGATE_STORE_UNAVAILABLE (upstream_unavailable), while Ready
-// (and /readyz) report ready: the load balancer keeps sending clients to a
-// gateway that serves none.
+// TestReadyListsUpstreamTools: Ready fails when the upstream initializes but
+// cannot list its tools, as a client session's start does.
+//
+// The fault: Ready's probe initializes a session and closes it, where a
+// session's link also lists the upstream's tools (link.connect: a failed
+// list fails the start). An upstream that initializes but whose tools/list
+// fails has every new client session refused as AXGATE_STORE_UNAVAILABLE
+// (upstream_unavailable), while Ready (and /readyz) report ready: the load
+// balancer keeps sending clients to a gateway that serves none.
 func TestReadyListsUpstreamTools(t *testing.T) {
 	t.Parallel()
 	var mode atomic.Value
@@ -244,15 +255,17 @@ func TestReadyListsUpstreamTools(t *testing.T) {
 	}
 }
 
-// TestReadyOutcomeIgnoresCallerContext: the probe runs under the caller's
-// ctx, and its outcome is kept for 2 s for every caller. A caller whose
-// ctx ends first (a /readyz client that hangs up: the admin handler passes
-// r.Context(); a probe with a short timeout against an upstream that takes
-// a little longer to initialize than that) caches "context canceled" /
-// "deadline exceeded", and the next caller, with all the time it wants and
-// an upstream that starts sessions fine, is told the gateway is not ready.
-// Anyone who can reach /readyz keeps the gateway out of its load balancer
-// with one hung-up request every 2 s.
+// TestReadyOutcomeIgnoresCallerContext: a caller of Ready that gives up does
+// not decide the outcome the next callers get.
+//
+// The fault: the probe runs under the caller's ctx, and its outcome is kept
+// for 2 s for every caller. A caller whose ctx ends first (a /readyz client
+// that hangs up: the admin handler passes r.Context(); a probe with a short
+// timeout against an upstream that takes a little longer to initialize than
+// that) caches "context canceled" / "deadline exceeded", and the next
+// caller, with all the time it wants and an upstream that starts sessions
+// fine, is told the gateway is not ready. Anyone who can reach /readyz keeps
+// the gateway out of its load balancer with one hung-up request every 2 s.
 func TestReadyOutcomeIgnoresCallerContext(t *testing.T) {
 	t.Parallel()
 	var mode atomic.Value
@@ -273,10 +286,13 @@ func TestReadyOutcomeIgnoresCallerContext(t *testing.T) {
 	}
 }
 
-// TestReadyNotHeldBySlowDelete: the probe closes its session with the
-// SDK's Close, which sends a DELETE bounded by the SDK's own 5 s, not by
-// ctx nor WithConnectTimeout; Ready holds readyMu meanwhile, so every
-// other caller waits too, whatever its own ctx says.
+// TestReadyNotHeldBySlowDelete: Ready answers within its bound while its
+// probe's DELETE hangs.
+//
+// The fault: the probe closes its session with the SDK's Close, which sends
+// a DELETE bounded by the SDK's own 5 s, not by ctx nor WithConnectTimeout;
+// Ready holds readyMu meanwhile, so every other caller waits too, whatever
+// its own ctx says.
 func TestReadyNotHeldBySlowDelete(t *testing.T) {
 	t.Parallel()
 	var mode atomic.Value
@@ -310,12 +326,15 @@ func readyBounded(t *testing.T, g *gateway.Gateway, head, limit time.Duration) {
 	}
 }
 
-// TestReadyNotHeldByStubbornChild: the probe of a command upstream closes its
-// session with the child's stop: stdin closed, 5 s, SIGTERM, 5 s, SIGKILL;
-// not bounded by ctx nor WithConnectTimeout. A child that never answers
-// initialize (or writes garbage) and does not exit on EOF and SIGTERM
-// held Ready — and, through its mutex, every other caller of Ready,
-// whatever its ctx — for WithConnectTimeout + 10 s.
+// TestReadyNotHeldByStubbornChild: Ready answers within its bound while its
+// probe's child neither answers nor exits.
+//
+// The fault: the probe of a command upstream closes its session with the
+// child's stop: stdin closed, 5 s, SIGTERM, 5 s, SIGKILL; not bounded by ctx
+// nor WithConnectTimeout. A child that never answers initialize (or writes
+// garbage) and does not exit on EOF and SIGTERM held Ready — and, through
+// its mutex, every other caller of Ready, whatever its ctx — for
+// WithConnectTimeout + 10 s.
 func TestReadyNotHeldByStubbornChild(t *testing.T) {
 	t.Parallel()
 	for name, behaviour := range map[string]string{
@@ -344,11 +363,14 @@ func TestReadyNotHeldByStubbornChild(t *testing.T) {
 	}
 }
 
-// TestCloseStopsReadyProbeChild: Close stops the links' children, not
-// the probe's: a Ready in flight keeps its child running after Close has
-// returned, for the rest of WithConnectTimeout and the child's stop (in
-// axgate mcp, a /readyz during shutdown: the process exits after Close and
-// the child, which does not exit on EOF, is orphaned).
+// TestCloseStopsReadyProbeChild: Close stops the child of a readiness probe
+// in flight before it returns.
+//
+// The fault: Close stops the links' children, not the probe's: a Ready in
+// flight keeps its child running after Close has returned, for the rest of
+// WithConnectTimeout and the child's stop (in axgate mcp, a /readyz during
+// shutdown: the process exits after Close and the child, which does not exit
+// on EOF, is orphaned).
 func TestCloseStopsReadyProbeChild(t *testing.T) {
 	t.Parallel()
 	up, ok, pids := badChild(t, `exec sleep 60`)
@@ -386,13 +408,17 @@ func pollReady(g *gateway.Gateway, since time.Time, budget time.Duration) (time.
 	}
 }
 
-// TestReadyNotStaleWhileCommandProbeStops: Ready keeps its outcome "two seconds", and
-// a new check publishes within WithConnectTimeout; but no new check starts
-// while the last one still closes its probe session. A command child that
-// served the probe and then does not exit on EOF nor SIGTERM takes ~10 s
-// to stop, and for all that time Ready reported the cached "ready", while
-// every new child of the upstream exits at once (the upstream starts no
-// session): stale for ~10 s instead of at most 2 s + WithConnectTimeout.
+// TestReadyNotStaleWhileCommandProbeStops: Ready stops reporting a cached
+// "ready" within its cache time and the connect timeout, while the last
+// probe's child still stops.
+//
+// The fault: Ready keeps its outcome "two seconds", and a new check
+// publishes within WithConnectTimeout; but no new check starts while the
+// last one still closes its probe session. A command child that served the
+// probe and then does not exit on EOF nor SIGTERM takes ~10 s to stop, and
+// for all that time Ready reported the cached "ready", while every new child
+// of the upstream exits at once (the upstream starts no session): stale for
+// ~10 s instead of at most 2 s + WithConnectTimeout.
 func TestReadyNotStaleWhileCommandProbeStops(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -426,10 +452,13 @@ exit 1`
 	}
 }
 
-// TestReadyNotStaleWhileHTTPProbeCloses: the same over HTTP. The upstream hangs right
-// after it answered the probe's tools/list (every request from then on
-// waits); the probe's DELETE waits for the SDK's closeDeleteTimeout (5 s),
-// and during it Ready reports the cached "ready", 3 s past its cache.
+// TestReadyNotStaleWhileHTTPProbeCloses: likewise over HTTP, while the last
+// probe's DELETE hangs.
+//
+// The fault: the same over HTTP. The upstream hangs right after it answered
+// the probe's tools/list (every request from then on waits); the probe's
+// DELETE waits for the SDK's closeDeleteTimeout (5 s), and during it Ready
+// reports the cached "ready", 3 s past its cache.
 func TestReadyNotStaleWhileHTTPProbeCloses(t *testing.T) {
 	t.Parallel()
 	_, sdk := notesHandler()

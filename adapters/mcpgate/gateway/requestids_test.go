@@ -77,14 +77,17 @@ func (a *directCalls) cancelled(within time.Duration) bool {
 	}
 }
 
-// TestCancelParamsMatchedCaseSensitively: parseCancelled decoded the params of a
-// notifications/cancelled with encoding/json, which matches struct fields
-// case-insensitively; the go-sdk decodes them with its internal json
-// (segmentio, DontMatchCaseInsensitiveStructFields). A notification whose
-// params say "RequestID" (or "requestid", "REQUESTID") names no request for
-// the SDK, which cancels nothing, but the gateway cancelled the direct call
-// with that id. Likewise {"requestId":10,"RequestID":9}: the SDK reads 10,
-// the gateway (last match wins) read 9.
+// TestCancelParamsMatchedCaseSensitively: a notifications/cancelled names
+// its call by "requestId" only, matched case-sensitively as the go-sdk does.
+//
+// The fault: parseCancelled decoded the params of a notifications/cancelled
+// with encoding/json, which matches struct fields case-insensitively; the
+// go-sdk decodes them with its internal json (segmentio,
+// DontMatchCaseInsensitiveStructFields). A notification whose params say
+// "RequestID" (or "requestid", "REQUESTID") names no request for the SDK,
+// which cancels nothing, but the gateway cancelled the direct call with that
+// id. Likewise {"requestId":10,"RequestID":9}: the SDK reads 10, the gateway
+// (last match wins) read 9.
 func TestCancelParamsMatchedCaseSensitively(t *testing.T) {
 	t.Parallel()
 	for _, params := range []string{
@@ -106,10 +109,14 @@ func TestCancelParamsMatchedCaseSensitively(t *testing.T) {
 	}
 }
 
-// TestCancelOnlyTheNamedIntegerID: a cancellation cancelled a direct call it
-// does not name. requestID keyed an integer id by float64 then int64 (as the
-// SDK keys its own calls, jsonrpc.MakeID), and parseCancelled read the
-// requestId the same lossy way: 9.5 cancelled 9, 2^53 cancelled 2^53+1, and
+// TestCancelOnlyTheNamedIntegerID: a cancellation cancels only the direct
+// call whose integer id it names exactly, however large or fractional the
+// ids.
+//
+// The fault: a cancellation cancelled a direct call it does not name.
+// requestID keyed an integer id by float64 then int64 (as the SDK keys its
+// own calls, jsonrpc.MakeID), and parseCancelled read the requestId the same
+// lossy way: 9.5 cancelled 9, 2^53 cancelled 2^53+1, and
 // -2^63 (or 1e300, which int64() turns into -2^63 on amd64) cancelled
 // 2^63-1.
 func TestCancelOnlyTheNamedIntegerID(t *testing.T) {
@@ -131,12 +138,15 @@ func TestCancelOnlyTheNamedIntegerID(t *testing.T) {
 	}
 }
 
-// TestDistinctIntegerIDsNotDuplicates: two calls with distinct integer ids that
-// requestID mapped to one key: the second was refused as a "duplicate
-// in-flight request ID" although nothing with its id is in flight, and the
-// refusal was sent with the id of the OTHER call (the lossy key, not the
-// request's own id), so a client routed that error to the call still in
-// flight.
+// TestDistinctIntegerIDsNotDuplicates: two direct calls with distinct
+// integer ids are two calls, and a refused duplicate is answered under its
+// own id.
+//
+// The fault: two calls with distinct integer ids that requestID mapped to
+// one key: the second was refused as a "duplicate in-flight request ID"
+// although nothing with its id is in flight, and the refusal was sent with
+// the id of the OTHER call (the lossy key, not the request's own id), so a
+// client routed that error to the call still in flight.
 func TestDistinctIntegerIDsNotDuplicates(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct{ first, second string }{
@@ -161,15 +171,18 @@ func TestDistinctIntegerIDsNotDuplicates(t *testing.T) {
 	}
 }
 
-// TestCancelDistinguishesLoneSurrogateIDs: requestKey keys a string id by its
-// decoded text, and encoding/json decodes every lone surrogate escape (and
-// every byte that is not UTF-8) to U+FFFD: the ids "\ud800", "\udc00" and
-// "\ufffd" are three ids as the client wrote them (a JavaScript client
-// keeps lone surrogates apart), and one key here. A notifications/cancelled
-// of "\udc00" cancelled the direct call "\ud800", which it does not name.
-// (The SDK does the same with its own calls, and answers its duplicate
-// refusal with the id "\ufffd", which no request had: the direct path is
-// as exact as the SDK here, not exact.)
+// TestCancelDistinguishesLoneSurrogateIDs: string ids that differ only in
+// lone surrogates or invalid UTF-8 are distinct ids for a cancellation.
+//
+// The fault: requestKey keys a string id by its decoded text, and
+// encoding/json decodes every lone surrogate escape (and every byte that is
+// not UTF-8) to U+FFFD: the ids "\ud800", "\udc00" and "\ufffd" are three
+// ids as the client wrote them (a JavaScript client keeps lone surrogates
+// apart), and one key here. A notifications/cancelled of "\udc00" cancelled
+// the direct call "\ud800", which it does not name. (The SDK does the same
+// with its own calls, and answers its duplicate refusal with the id
+// "\ufffd", which no request had: the direct path is as exact as the SDK
+// here, not exact.)
 func TestCancelDistinguishesLoneSurrogateIDs(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct{ call, cancel string }{
@@ -187,8 +200,11 @@ func TestCancelDistinguishesLoneSurrogateIDs(t *testing.T) {
 	}
 }
 
-// TestLoneSurrogateIDsNotDuplicates: likewise, a direct call "\udc00"
-// while "\ud800" is in flight was refused as a duplicate in-flight id.
+// TestLoneSurrogateIDsNotDuplicates: string ids that differ only in lone
+// surrogates are distinct ids, not duplicates in flight.
+//
+// The fault: likewise, a direct call "\udc00" while "\ud800" is in flight
+// was refused as a duplicate in-flight id.
 func TestLoneSurrogateIDsNotDuplicates(t *testing.T) {
 	t.Parallel()
 	a := newDirectCalls(t)

@@ -13,8 +13,11 @@ import (
 )
 
 // TestRequestsBeforeInitializeRefused: requests without an initialized
-// session (no Mcp-Session-Id) are refused before they can start an upstream
-// session, so that they do not escape WithMaxSessions.
+// session start no upstream session.
+//
+// The fault: requests without an initialized session (no Mcp-Session-Id) are
+// refused before they can start an upstream session, so that they do not
+// escape WithMaxSessions.
 func TestRequestsBeforeInitializeRefused(t *testing.T) {
 	t.Parallel()
 	up, upURL := httpUpstream(t)
@@ -48,11 +51,13 @@ func TestRequestsBeforeInitializeRefused(t *testing.T) {
 	}
 }
 
-// TestDuplicateInitializeKeepsSessionCounted: a second initialize on an open session
-// (which the SDK refuses: duplicate) made the front uncount the session
-// from WithMaxSessions, while it stays open with its upstream session: a
-// caller could open any number of sessions (and, for a command upstream,
-// of child processes), two at a time.
+// TestDuplicateInitializeKeepsSessionCounted: a refused second initialize
+// leaves its session counted against WithMaxSessions.
+//
+// The fault: a second initialize on an open session (which the SDK refuses:
+// duplicate) made the front uncount the session from WithMaxSessions, while
+// it stays open with its upstream session: a caller could open any number of
+// sessions (and, for a command upstream, of child processes), two at a time.
 func TestDuplicateInitializeKeepsSessionCounted(t *testing.T) {
 	t.Parallel()
 	_, upURL := httpUpstream(t)
@@ -83,11 +88,14 @@ func TestDuplicateInitializeKeepsSessionCounted(t *testing.T) {
 	}
 }
 
-// TestRefusedForeignPostKeepsSessionAlive: a POST on alice's session that the SDK refuses
-// (bob's token: 403) counted as a POST the SDK saw, so the direct path
-// kept alice's calls to itself while the SDK saw none of them and closed
-// her busy session as idle (WithSessionTimeout): anyone with a token and
-// her session id could end it.
+// TestRefusedForeignPostKeepsSessionAlive: a POST on another caller's
+// session that the SDK refuses neither ends nor touches that session.
+//
+// The fault: a POST on alice's session that the SDK refuses (bob's token:
+// 403) counted as a POST the SDK saw, so the direct path kept alice's calls
+// to itself while the SDK saw none of them and closed her busy session as
+// idle (WithSessionTimeout): anyone with a token and her session id could
+// end it.
 func TestRefusedForeignPostKeepsSessionAlive(t *testing.T) {
 	t.Parallel()
 	_, upURL := httpUpstream(t)

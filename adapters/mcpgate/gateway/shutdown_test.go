@@ -11,16 +11,18 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// TestCloseCancelsPendingElicitation: a request of the upstream to
-// the client that the gateway passes on (elicitation/create here; sampling
-// and roots/list alike) waits for the client's answer, and Close waits for
-// it; a person who has not filled in the form yet, or a client that never
-// answers, holds Close (axgate mcp's shutdown on SIGTERM or Ctrl-C) for as
-// long as it likes. The upstream's ask_note asks the person during the
-// call; the gateway's call reads the upstream's answer stream itself
-// (callDirect, directup.go) and sends the question to the client from
-// upstreamRequest (ServerSession.Elicit, directup.go:505) under the call's
-// context, which Close does not cancel:
+// TestCloseCancelsPendingElicitation: Close returns while an upstream
+// question to the client is still unanswered.
+//
+// The fault: a request of the upstream to the client that the gateway passes
+// on (elicitation/create here; sampling and roots/list alike) waits for the
+// client's answer, and Close waits for it; a person who has not filled in
+// the form yet, or a client that never answers, holds Close (axgate mcp's
+// shutdown on SIGTERM or Ctrl-C) for as long as it likes. The upstream's
+// ask_note asks the person during the call; the gateway's call reads the
+// upstream's answer stream itself (callDirect, directup.go) and sends the
+// question to the client from upstreamRequest (ServerSession.Elicit,
+// directup.go:505) under the call's context, which Close does not cancel:
 //   - "direct" (the call takes the front's direct path): Close stops the
 //     upstream sessions, then closes the client sessions (gateway.go:248),
 //     and the go-sdk's ServerSession.Close (jsonrpc2 Connection.Close)
