@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -457,11 +458,7 @@ func TestMain(m *testing.M) {
 	if !explicit {
 		flag.Set("test.parallel", strconv.Itoa(max(8, 4*runtime.GOMAXPROCS(0))))
 	}
-	code := m.Run()
-	if exampleInstall.dir != "" {
-		os.RemoveAll(exampleInstall.dir)
-	}
-	os.Exit(code)
+	os.Exit(m.Run())
 }
 
 // helperMain runs the process its environment names, if any, and returns
@@ -1094,8 +1091,8 @@ func listed(t *testing.T, cs *mcp.ClientSession) []string {
 // and the npm package files that pin its version.
 var exampleDir = filepath.Join("..", "..", "..", "examples", "mcpgateway")
 
-// exampleInstall is examples/mcpgateway installed with npm ci, once per
-// test binary (TestMain removes it).
+// exampleInstall is examples/mcpgateway installed with npm ci (npmCI),
+// looked up once per test binary.
 var exampleInstall struct {
 	once sync.Once
 	dir  string
@@ -1132,18 +1129,43 @@ func installExample(t *testing.T) (node, dir string) {
 	return node, exampleInstall.dir
 }
 
+// npmCI installs examples/mcpgateway with npm ci once per content of its
+// package files, in the user's cache: the install is the lockfile's, so
+// later test runs reuse it rather than install it again.
 func npmCI(npm string) (string, error) {
-	dir, err := os.MkdirTemp("", "axgate-mcpgateway-")
-	if err != nil {
-		return "", err
-	}
+	files := map[string][]byte{}
+	h := sha256.New()
 	for _, f := range []string{"package.json", "package-lock.json"} {
 		data, err := os.ReadFile(filepath.Join(exampleDir, f))
 		if err != nil {
-			return dir, err
+			return "", err
 		}
+		files[f] = data
+		h.Write(data)
+	}
+	parent := filepath.Join(os.TempDir(), "axgate-test")
+	if c, err := os.UserCacheDir(); err == nil {
+		parent = filepath.Join(c, "axgate-test")
+	}
+	final := filepath.Join(parent, fmt.Sprintf("mcpgateway-%x", h.Sum(nil)[:8]))
+	installed := func() bool {
+		_, err := os.Stat(filepath.Join(final, "node_modules", ".package-lock.json"))
+		return err == nil
+	}
+	if installed() {
+		return final, nil
+	}
+	if err := os.MkdirAll(parent, 0o700); err != nil {
+		return "", err
+	}
+	dir, err := os.MkdirTemp(parent, "install-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(dir) // once renamed, nothing
+	for f, data := range files {
 		if err := os.WriteFile(filepath.Join(dir, f), data, 0o600); err != nil {
-			return dir, err
+			return "", err
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -1151,9 +1173,13 @@ func npmCI(npm string) (string, error) {
 	cmd := exec.CommandContext(ctx, npm, "ci", "--no-audit", "--no-fund", "--ignore-scripts")
 	cmd.Dir = dir
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return dir, fmt.Errorf("npm ci of examples/mcpgateway: %v\n%s", err, out)
+		return "", fmt.Errorf("npm ci of examples/mcpgateway: %v\n%s", err, out)
 	}
-	return dir, nil
+	// Whole or not at all; another run may have renamed its own first.
+	if err := os.Rename(dir, final); err != nil && !installed() {
+		return "", err
+	}
+	return final, nil
 }
 
 // serverFilesystem is the program of the installed server.
