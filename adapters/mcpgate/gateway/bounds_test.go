@@ -630,10 +630,8 @@ func TestListChangedFloodCoalesced(t *testing.T) {
 	if _, err := cs.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: "notes://flood"}); err != nil {
 		t.Fatal(err)
 	}
-	for end := time.Now().Add(20 * time.Second); lists.Load() == before; time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(end) {
-			t.Fatal("the flood caused no new list")
-		}
+	if !eventually(20*time.Second, func() bool { return lists.Load() != before }) {
+		t.Fatal("the flood caused no new list")
 	}
 	// More round trips to the upstream, for any further lists to arrive.
 	for range 5 {

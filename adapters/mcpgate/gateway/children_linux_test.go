@@ -78,13 +78,9 @@ func TestCommandUpstreamOfOneProtocolVersion(t *testing.T) {
 	}
 }
 
+// stillRunsShort is stillRuns with a second's patience.
 func stillRunsShort(pid int) bool {
-	for end := time.Now().Add(time.Second); running(pid); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(end) {
-			return true
-		}
-	}
-	return false
+	return !eventually(time.Second, func() bool { return !running(pid) })
 }
 
 // groupMembers lists the running (not zombie) processes of process group pgid.
@@ -198,10 +194,8 @@ func TestNoChildStartsAfterClose(t *testing.T) {
 			cs.Close()
 		}
 	}()
-	for end := time.Now().Add(10 * time.Second); len(childPIDs(pids)) == before; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(end) {
-			t.Fatal("the session's child did not start")
-		}
+	if !eventually(10*time.Second, func() bool { return len(childPIDs(pids)) != before }) {
+		t.Fatal("the session's child did not start")
 	}
 	time.Sleep(200 * time.Millisecond) // its initialize is refused; its close waits for it
 	atClose := len(childPIDs(pids))

@@ -79,10 +79,8 @@ func TestStdioUpstreamRestart(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Error("ServeLocal did not return after Close")
 	}
-	for end := time.Now().Add(10 * time.Second); alive(newPID); time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(end) {
-			t.Fatalf("the child %d still runs after Close", newPID)
-		}
+	if !eventually(10*time.Second, func() bool { return !alive(newPID) }) {
+		t.Fatalf("the child %d still runs after Close", newPID)
 	}
 }
 
@@ -99,10 +97,8 @@ func TestStdioUpstreamPerSession(t *testing.T) {
 		t.Errorf("two sessions share the child %d", pa)
 	}
 	a.Close()
-	for end := time.Now().Add(10 * time.Second); alive(pa); time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(end) {
-			t.Fatalf("the child %d of a closed session still runs", pa)
-		}
+	if !eventually(10*time.Second, func() bool { return !alive(pa) }) {
+		t.Fatalf("the child %d of a closed session still runs", pa)
 	}
 	if !alive(pb) {
 		t.Error("closing one session stopped another's child")

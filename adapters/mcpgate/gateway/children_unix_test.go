@@ -208,10 +208,5 @@ func TestNoChildBeforeInitialize(t *testing.T) {
 // signalled: a signalled process ends when it is next scheduled, which on
 // a busy machine can take a while.
 func stillRuns(pid int) bool {
-	for end := time.Now().Add(5 * time.Second); running(pid); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(end) {
-			return true
-		}
-	}
-	return false
+	return !eventually(5*time.Second, func() bool { return !running(pid) })
 }

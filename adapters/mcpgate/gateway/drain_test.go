@@ -80,9 +80,7 @@ func TestDrainBoundedForStatelessUpstream(t *testing.T) {
 		}
 	}
 	// The upstream sees a stream the gateway let go of end a moment later.
-	for end := time.Now().Add(3 * time.Second); held.Load() > 256 && time.Now().Before(end); {
-		time.Sleep(10 * time.Millisecond)
-	}
+	eventually(3*time.Second, func() bool { return held.Load() <= 256 })
 	t.Logf("%d calls in %s; streams held open at once: %d (max %d)", calls, time.Since(start).Round(time.Millisecond), held.Load(), maxHeld.Load())
 	if n := held.Load(); n > 256 {
 		t.Errorf("the gateway keeps %d upstream streams open after their answer, past the bound of 256", n)
@@ -132,9 +130,7 @@ func TestDrainBound(t *testing.T) {
 			t.Fatalf("read: %s", text(res))
 		}
 	}
-	for end := time.Now().Add(5 * time.Second); open.Load() > bound && time.Now().Before(end); {
-		time.Sleep(10 * time.Millisecond)
-	}
+	eventually(5*time.Second, func() bool { return open.Load() <= bound })
 	if n := open.Load(); n > bound {
 		t.Errorf("%d of the upstream's streams are still open after %d calls, want at most %d", n, calls, bound)
 	}

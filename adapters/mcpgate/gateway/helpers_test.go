@@ -498,6 +498,24 @@ func helperMain() (code int, ok bool) {
 	return 0, false
 }
 
+// eventually reports whether cond holds within d, checking it every 10 ms:
+// for what no event tells the test, such as a process that is not its
+// child ending, or a count on the upstream's side settling.
+func eventually(d time.Duration, cond func() bool) bool {
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.NewTimer(d)
+	defer deadline.Stop()
+	for !cond() {
+		select {
+		case <-tick.C:
+		case <-deadline.C:
+			return cond()
+		}
+	}
+	return true
+}
+
 // appendPID appends the process's pid to the file pidsEnv names.
 func appendPID() {
 	if f, err := os.OpenFile(os.Getenv(pidsEnv), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600); err == nil {

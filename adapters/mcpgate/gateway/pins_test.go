@@ -47,11 +47,9 @@ func TestPinCheckedAgainAfterConfirmation(t *testing.T) {
 	<-asked
 	up.rugPull()
 	// Wait until the gateway has seen the change and disabled the tool.
-	for end := time.Now().Add(20 * time.Second); slices.Contains(listNames(t, watcher), "write_note"); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(end) {
-			close(answer)
-			t.Fatal("the gateway did not disable the changed tool")
-		}
+	if !eventually(20*time.Second, func() bool { return !slices.Contains(listNames(t, watcher), "write_note") }) {
+		close(answer)
+		t.Fatal("the gateway did not disable the changed tool")
 	}
 	close(answer)
 	res := <-done

@@ -380,11 +380,12 @@ func TestCloseStopsReadyProbeChild(t *testing.T) {
 	ready := make(chan error, 1)
 	go func() { ready <- g.Ready(context.Background()) }()
 	var pid int
-	for end := time.Now().Add(5 * time.Second); pid == 0 && time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+	eventually(5*time.Second, func() bool {
 		if p := childPIDs(pids); len(p) > 0 {
 			pid = p[0]
 		}
-	}
+		return pid != 0
+	})
 	if pid == 0 {
 		t.Fatal("the probe started no child")
 	}
@@ -393,8 +394,7 @@ func TestCloseStopsReadyProbeChild(t *testing.T) {
 		t.Errorf("the probe's child %d still runs after Close returned", pid)
 	}
 	t.Logf("Ready: %v", <-ready)
-	for end := time.Now().Add(10 * time.Second); alive(pid) && time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
-	}
+	eventually(10*time.Second, func() bool { return !alive(pid) })
 }
 
 // pollReady polls Ready until it reports an error, and returns how long
