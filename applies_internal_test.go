@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	axerr "github.com/axgate/axgate/errors"
+	"github.com/axgate/axgate/internal/fixtures"
 	"github.com/axgate/axgate/manifest"
 	"github.com/axgate/axgate/middleware"
 )
@@ -47,8 +48,8 @@ func TestStagesLeftOutPassEveryCall(t *testing.T) {
 	}
 	manifests := map[string]*manifest.Manifest{"inline": inline}
 	for _, path := range []string{
-		filepath.Join("..", "shared", "spec", "axag", "valid-full.json"),
-		filepath.Join("..", "shared", "spec", "axag", "valid-basic.json"),
+		fixtures.Manifest("shop-full.json"),
+		fixtures.Manifest("shop-basic.json"),
 		filepath.Join("manifest", "testdata", "safety.json"),
 		filepath.Join("manifest", "testdata", "reference-full.yaml"),
 	} {

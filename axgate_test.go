@@ -11,11 +11,13 @@ import (
 
 	"github.com/axgate/axgate"
 	axerr "github.com/axgate/axgate/errors"
+	"github.com/axgate/axgate/internal/fixtures"
 	"github.com/axgate/axgate/manifest"
 	"github.com/axgate/axgate/middleware"
 )
 
-var specDir = filepath.Join("..", "shared", "spec", "axag")
+// shopFull is the project's full test manifest (testdata/axag).
+var shopFull = fixtures.Manifest("shop-full.json")
 
 func loadManifest(t testing.TB, path string) *manifest.Manifest {
 	t.Helper()
@@ -26,11 +28,11 @@ func loadManifest(t testing.TB, path string) *manifest.Manifest {
 	return m
 }
 
-// fullEnforcer enforces valid-full.json. Its preconditions are prose that
+// fullEnforcer enforces shop-full.json. Its preconditions are prose that
 // no checker is bound to in these tests, so they are allowed to stay unbound.
 func fullEnforcer(t testing.TB, opts ...axgate.Option) *axgate.Enforcer {
 	t.Helper()
-	e, err := axgate.New(loadManifest(t, filepath.Join(specDir, "valid-full.json")), append(coreTestOptions(), opts...)...)
+	e, err := axgate.New(loadManifest(t, shopFull), append(coreTestOptions(), opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +57,7 @@ type violation struct {
 }
 
 // TestParamsValidFull is the table of the core issue: each kind of bad
-// argument on valid-full.json, with its code and JSON Pointer path.
+// argument on shop-full.json, with its code and JSON Pointer path.
 func TestParamsValidFull(t *testing.T) {
 	e := fullEnforcer(t)
 	formats, err := axgate.New(loadManifest(t, filepath.Join("testdata", "formats.json")))
@@ -242,7 +244,7 @@ func TestCheckOnlyCallNeverRuns(t *testing.T) {
 // enforcer; it must be refused, not waved through.
 func TestForeignActionRefused(t *testing.T) {
 	e := fullEnforcer(t)
-	other := loadManifest(t, filepath.Join(specDir, "valid-full.json"))
+	other := loadManifest(t, shopFull)
 	tool := &spy{}
 	call := middleware.NewCall("product_search", json.RawMessage(`{"evil":true}`), principal)
 	call.Action = other.Tool("product_search")

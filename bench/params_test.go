@@ -2,9 +2,9 @@ package bench
 
 import (
 	"encoding/json"
-	"path/filepath"
 	"testing"
 
+	"github.com/axgate/axgate/internal/fixtures"
 	"github.com/axgate/axgate/internal/gate"
 	"github.com/axgate/axgate/manifest"
 	"github.com/axgate/axgate/middleware"
@@ -15,7 +15,7 @@ var orderPlaceArgs = []byte(`{"cart_id":"3fa85f64-5717-4562-b3fc-2c963f66afa6","
 
 func loadFull(b *testing.B) *manifest.Manifest {
 	b.Helper()
-	m, err := manifest.LoadFile(filepath.Join("..", "..", "shared", "spec", "axag", "valid-full.json"))
+	m, err := manifest.LoadFile(fixtures.Manifest("shop-full.json"))
 	if err != nil {
 		b.Fatal(err)
 	}

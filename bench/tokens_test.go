@@ -16,7 +16,7 @@ import (
 	"github.com/axgate/axgate/token"
 )
 
-// tokBench is the confirmation gate on order.place (valid-full.json: high
+// tokBench is the confirmation gate on order.place (testdata/axag/shop-full.json: high
 // risk, confirmation_required) with an Ed25519 key, and a token for one call.
 type tokBench struct {
 	action *manifest.Action

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/axgate/axgate/internal/fixtures"
 	"github.com/axgate/axgate/manifest"
 )
 
@@ -14,9 +15,9 @@ import (
 // problem — never both, never neither.
 func FuzzParse(f *testing.F) {
 	for _, p := range []string{
-		filepath.Join(specDir, "valid-full.json"),
-		filepath.Join(specDir, "valid-basic.json"),
-		filepath.Join(specDir, "invalid-bad-risk-level.json"),
+		shopFull,
+		shopBasic,
+		fixtures.Manifest("invalid-risk-level.json"),
 		filepath.Join("testdata", "reference-full.yaml"),
 		filepath.Join("testdata", "safety.json"),
 	} {

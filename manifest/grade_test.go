@@ -1,9 +1,10 @@
 package manifest
 
 import (
+	"github.com/axgate/axgate/internal/fixtures"
+
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"testing"
 	"time"
 )
@@ -68,14 +69,14 @@ func TestQualityScore(t *testing.T) {
 }
 
 func TestGradeReport(t *testing.T) {
-	path := filepath.Join("..", "..", "shared", "spec", "axag", "valid-full.json")
+	path := fixtures.Manifest("shop-full.json")
 	r, err := LintFile(path, LintOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	now := time.Date(2026, 5, 11, 11, 0, 0, 0, time.FixedZone("CEST", 2*3600))
 	rep := r.Report("", now)
-	if rep.ManifestID != "example.com/valid-full" || rep.Timestamp != "2026-05-11T09:00:00Z" || rep.ValidatorVersion != ValidatorVersion {
+	if rep.ManifestID != "shop.example/shop-full" || rep.Timestamp != "2026-05-11T09:00:00Z" || rep.ValidatorVersion != ValidatorVersion {
 		t.Errorf("report header %+v", rep)
 	}
 	if rep.Deterministic.Status != StatusPass || rep.Grade != "A" || len(rep.Actions) != 5 || len(rep.FailingActions) != 0 {

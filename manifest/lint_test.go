@@ -1,9 +1,10 @@
 package manifest
 
 import (
+	"github.com/axgate/axgate/internal/fixtures"
+
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -49,20 +50,28 @@ func rules(fs []Finding) []string {
 	return out
 }
 
-func TestLintSharedExamples(t *testing.T) {
-	dir := filepath.Join("..", "..", "shared", "spec", "axag")
-	cases := map[string]struct {
-		pass  bool
-		rules []string
-	}{
-		"valid-basic.json":             {true, []string{"AXAG-LINT-007 /actions/1/idempotent"}},
-		"invalid-bad-action-type.json": {false, []string{"AXAG-LINT-004 /actions/0/action_type"}},
-		"invalid-bad-risk-level.json":  {false, []string{"AXAG-LINT-007 /actions/0/idempotent", "AXAG-LINT-005 /actions/0/risk_level"}},
-		"invalid-missing-intent.json":  {false, []string{"AXGATE-SCHEMA /actions/0/intent"}},
-	}
+// lintExpectation is what linting one example manifest finds.
+type lintExpectation struct {
+	pass  bool
+	rules []string
+}
+
+// TestLintExamples lints the project's test manifests.
+func TestLintExamples(t *testing.T) {
+	checkLint(t, fixtures.Manifest, map[string]lintExpectation{
+		"shop-basic.json": {true, []string{"AXAG-LINT-007 /actions/1/idempotent"}},
+		"shop-full.json": {true, []string{"AXGATE-PRECOND-001 /actions/2/preconditions/0", "AXGATE-PRECOND-001 /actions/2/preconditions/1",
+			"AXGATE-PRECOND-001 /actions/2/preconditions/2", "AXGATE-PRECOND-001 /actions/3/preconditions/0", "AXGATE-PRECOND-001 /actions/3/preconditions/1"}},
+		"invalid-action-type.json":    {false, []string{"AXAG-LINT-004 /actions/0/action_type"}},
+		"invalid-risk-level.json":     {false, []string{"AXAG-LINT-007 /actions/0/idempotent", "AXAG-LINT-005 /actions/0/risk_level"}},
+		"invalid-missing-intent.json": {false, []string{"AXGATE-SCHEMA /actions/0/intent"}},
+	})
+}
+
+func checkLint(t *testing.T, path func(string) string, cases map[string]lintExpectation) {
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
-			r, err := LintFile(filepath.Join(dir, name), LintOptions{})
+			r, err := LintFile(path(name), LintOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -256,7 +265,7 @@ func TestPruneReferenceFormKeepsEntities(t *testing.T) {
 }
 
 func TestLintIsDeterministic(t *testing.T) {
-	path := filepath.Join("..", "..", "shared", "spec", "axag", "valid-full.json")
+	path := fixtures.Manifest("shop-full.json")
 	first, err := LintFile(path, LintOptions{})
 	if err != nil {
 		t.Fatal(err)

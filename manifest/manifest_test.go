@@ -11,11 +11,16 @@ import (
 	"testing/fstest"
 	"time"
 
+	"github.com/axgate/axgate/internal/fixtures"
 	"github.com/axgate/axgate/manifest"
 )
 
-// specDir holds the AXAG example manifests shipped beside the project.
-var specDir = filepath.Join("..", "..", "shared", "spec", "axag")
+// shopFull and shopBasic are the project's own test manifests
+// (testdata/axag at the repository's root).
+var (
+	shopFull  = fixtures.Manifest("shop-full.json")
+	shopBasic = fixtures.Manifest("shop-basic.json")
+)
 
 func loadErr(t *testing.T, err error) *manifest.Error {
 	t.Helper()
@@ -26,11 +31,22 @@ func loadErr(t *testing.T, err error) *manifest.Error {
 	return me
 }
 
-func TestSharedExamples(t *testing.T) {
-	valid := map[string]int{"valid-basic.json": 2, "valid-full.json": 5}
+// TestExampleManifests: the project's valid test manifests load, and each
+// invalid one is refused with exactly one problem at the right place.
+func TestExampleManifests(t *testing.T) {
+	checkExamples(t, fixtures.Manifest,
+		map[string]int{"shop-basic.json": 2, "shop-full.json": 5},
+		map[string]manifest.Problem{
+			"invalid-action-type.json":    {Path: "/actions/0/action_type", Keyword: "enum"},
+			"invalid-risk-level.json":     {Path: "/actions/0/risk_level", Keyword: "enum"},
+			"invalid-missing-intent.json": {Path: "/actions/0/intent", Keyword: "required"},
+		})
+}
+
+func checkExamples(t *testing.T, path func(string) string, valid map[string]int, invalid map[string]manifest.Problem) {
 	for name, n := range valid {
 		t.Run(name, func(t *testing.T) {
-			m, err := manifest.LoadFile(filepath.Join(specDir, name))
+			m, err := manifest.LoadFile(path(name))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -39,14 +55,9 @@ func TestSharedExamples(t *testing.T) {
 			}
 		})
 	}
-	invalid := map[string]manifest.Problem{
-		"invalid-bad-action-type.json": {Path: "/actions/0/action_type", Keyword: "enum"},
-		"invalid-bad-risk-level.json":  {Path: "/actions/0/risk_level", Keyword: "enum"},
-		"invalid-missing-intent.json":  {Path: "/actions/0/intent", Keyword: "required"},
-	}
 	for name, want := range invalid {
 		t.Run(name, func(t *testing.T) {
-			m, err := manifest.LoadFile(filepath.Join(specDir, name))
+			m, err := manifest.LoadFile(path(name))
 			if m != nil {
 				t.Fatal("an invalid manifest produced a model")
 			}
@@ -86,7 +97,7 @@ func normalized(m *manifest.Manifest) *manifest.Manifest {
 }
 
 func TestReferenceFormTwin(t *testing.T) {
-	v1, err := manifest.LoadFile(filepath.Join(specDir, "valid-full.json"))
+	v1, err := manifest.LoadFile(shopFull)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +206,7 @@ func TestProblemsAreAggregatedWithPaths(t *testing.T) {
 }
 
 func TestLoadSources(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join(specDir, "valid-full.json"))
+	data, err := os.ReadFile(shopFull)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,7 +250,7 @@ func TestBadDocuments(t *testing.T) {
 }
 
 func TestToolDefinitions(t *testing.T) {
-	m, err := manifest.LoadFile(filepath.Join(specDir, "valid-full.json"))
+	m, err := manifest.LoadFile(shopFull)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -263,7 +274,7 @@ func TestToolDefinitions(t *testing.T) {
 	if limit["minimum"] != 1.0 || limit["maximum"] != 100.0 || limit["default"] != 20.0 {
 		t.Errorf("limit schema = %v", limit)
 	}
-	basic, err := manifest.LoadFile(filepath.Join(specDir, "valid-basic.json"))
+	basic, err := manifest.LoadFile(shopBasic)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"iter"
-	"path/filepath"
 	"sync"
 	"testing"
 
@@ -22,11 +21,13 @@ import (
 	"github.com/axgate/axgate"
 	"github.com/axgate/axgate/adapters/adk"
 	axerr "github.com/axgate/axgate/errors"
+	"github.com/axgate/axgate/internal/fixtures"
 	"github.com/axgate/axgate/manifest"
 	"github.com/axgate/axgate/middleware"
 )
 
-var manifestPath = filepath.Join("..", "..", "..", "shared", "spec", "axag", "valid-full.json")
+// manifestPath is the project's full test manifest (testdata/axag).
+var manifestPath = fixtures.Manifest("shop-full.json")
 
 const (
 	appName = "shop"

@@ -3,7 +3,6 @@ package eino_test
 import (
 	"context"
 	"encoding/json"
-	"path/filepath"
 	"sync"
 	"testing"
 
@@ -14,11 +13,13 @@ import (
 	"github.com/axgate/axgate"
 	"github.com/axgate/axgate/adapters/eino"
 	axerr "github.com/axgate/axgate/errors"
+	"github.com/axgate/axgate/internal/fixtures"
 	"github.com/axgate/axgate/manifest"
 	"github.com/axgate/axgate/middleware"
 )
 
-var manifestPath = filepath.Join("..", "..", "..", "shared", "spec", "axag", "valid-full.json")
+// manifestPath is the project's full test manifest (testdata/axag).
+var manifestPath = fixtures.Manifest("shop-full.json")
 
 var alice = middleware.Principal{ID: "alice", Tenant: "acme", Roles: []string{"customer"}}
 

@@ -186,6 +186,13 @@ func (b *bearer) principal(r *http.Request) (middleware.Principal, error) {
 	})
 	if err != nil {
 		reason := jwtReason(err)
+		if reason == token.ReasonAudience {
+			// The audience is the server's public name, not a secret: say
+			// which one a token must name.
+			return middleware.Principal{}, unauthenticated(axerr.Reason(reason),
+				fmt.Sprintf("the bearer token is not valid (wrong audience): this server accepts only tokens whose aud names %q", b.cfg.Audience)).
+				With("expected_audience", b.cfg.Audience).WithCause(err)
+		}
 		return middleware.Principal{}, unauthenticated(axerr.Reason(reason), "the bearer token is not valid ("+strings.ReplaceAll(string(reason), "_", " ")+")").WithCause(err)
 	}
 	p := middleware.Principal{Claims: claims}
@@ -372,11 +379,26 @@ func badClaim(name string) *axerr.Error {
 }
 
 // bearerChallenge is the WWW-Authenticate value of a 401 (RFC 6750): a plain
-// challenge when no token came, invalid_token when one did.
+// challenge when no token came (or no authentication is configured),
+// invalid_token when one did and was refused, and none ("") when what
+// failed is not bearer authentication (a PrincipalFunc that checks an API
+// key, say): a Bearer challenge would send the client looking for a token
+// the service does not take.
 func bearerChallenge(e *axerr.Error) string {
-	switch e.Details["reason"] {
-	case nil, string(reasons.MissingToken), string(reasons.NoAuthenticator):
+	reason, _ := e.Details["reason"].(string)
+	switch {
+	case reason == string(reasons.MissingToken) || reason == string(reasons.NoAuthenticator):
 		return `Bearer realm="axgate"`
+	case reason == string(reasons.BadClaim) || bearerReasons[token.Reason(reason)]:
+		return `Bearer realm="axgate", error="invalid_token"`
 	}
-	return `Bearer realm="axgate", error="invalid_token"`
+	return ""
+}
+
+// bearerReasons are the reasons JWTBearer refuses a token with.
+var bearerReasons = map[token.Reason]bool{
+	token.ReasonTooLarge: true, token.ReasonMalformed: true, token.ReasonType: true, token.ReasonAlgorithm: true,
+	token.ReasonCriticalHeader: true, token.ReasonUnknownKey: true, token.ReasonBadSignature: true,
+	token.ReasonMissingClaim: true, token.ReasonExpired: true, token.ReasonNotYetValid: true,
+	token.ReasonIssuedInFuture: true, token.ReasonLifetime: true, token.ReasonIssuer: true, token.ReasonAudience: true,
 }

@@ -42,7 +42,8 @@
 // Every refusal is written by WriteError: the status of the AXAG error table,
 // Content-Type application/json, the envelope
 // {"error":{"code","type","message","details"}}, Retry-After when the error
-// says when to retry, and WWW-Authenticate: Bearer on 401.
+// says when to retry, and WWW-Authenticate: Bearer on a 401 of bearer
+// authentication.
 //
 // A W3C traceparent on the request is continued: the propagator (by default
 // otel.GetTextMapPropagator()) extracts it into the context the chain runs in.

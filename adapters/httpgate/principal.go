@@ -12,7 +12,10 @@ import (
 // PrincipalFunc authenticates a request: who makes the call, or an error.
 //
 // An *axerr.Error is written as it is; any other error becomes
-// 401 AXGATE_UNAUTHENTICATED (its text is never shown to the caller).
+// 401 AXGATE_UNAUTHENTICATED with the error's text in the message (it is
+// the service's own: "bad api key"), so it must not hold what the caller
+// may not see. A 401 carries a WWW-Authenticate: Bearer challenge only when
+// bearer authentication failed (JWTBearer's refusals).
 // JWTBearer is a ready one for bearer JWTs, Anonymous one that lets every
 // request in.
 type PrincipalFunc func(r *http.Request) (middleware.Principal, error)
@@ -55,7 +58,9 @@ func (c *config) authenticate(r *http.Request) (middleware.Principal, error) {
 	if _, ok := axerr.As(err); ok {
 		return p, err
 	}
-	return p, axerr.New(axerr.CodeUnauthenticated, "the request is not authenticated").WithCause(err)
+	// The function's words are the service's own reason ("bad api key"):
+	// the caller needs them to fix the request.
+	return p, axerr.New(axerr.CodeUnauthenticated, "the request is not authenticated: "+err.Error()).WithCause(err)
 }
 
 // unauthenticatedByDefault refuses every request: the PrincipalFunc of a

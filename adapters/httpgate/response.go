@@ -17,8 +17,9 @@ import (
 //
 // The status is the error table's, with Content-Type application/json,
 // Retry-After (whole seconds, rounded up) when the error carries a retry
-// delay, WWW-Authenticate: Bearer on 401 unless the response already has a
-// challenge, and on 405 an Allow header naming the details' allowed_methods
+// delay, WWW-Authenticate: Bearer on a 401 of bearer authentication (a
+// missing or refused token, or no authentication configured) unless the
+// response already has a challenge, and on 405 an Allow header naming the details' allowed_methods
 // (RFC 9110 section 15.5.6 requires one) unless the response already has one.
 // An error that is not an *axerr.Error is written as 500 AXGATE_INTERNAL
 // with a generic message; its text is never shown to the caller.
@@ -33,7 +34,9 @@ func WriteError(w http.ResponseWriter, err error) {
 	}
 	status := e.HTTPStatus()
 	if status == http.StatusUnauthorized && h.Get("WWW-Authenticate") == "" {
-		h.Set("WWW-Authenticate", bearerChallenge(e))
+		if ch := bearerChallenge(e); ch != "" {
+			h.Set("WWW-Authenticate", ch)
+		}
 	}
 	if status == http.StatusMethodNotAllowed && h.Get("Allow") == "" {
 		if m, ok := e.Details[detailAllowedMethods].([]string); ok {

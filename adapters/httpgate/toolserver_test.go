@@ -194,7 +194,8 @@ func TestToolServerRealListener(t *testing.T) {
 	}
 	resp, body = post("/tools/get_weather/call", `{"city":"Oslo"}`, "")
 	var env axerr.Envelope
-	if err := json.Unmarshal(body, &env); err != nil || resp.StatusCode != 401 || env.Error.Code != axerr.CodeUnauthenticated || resp.Header.Get("WWW-Authenticate") == "" {
+	if err := json.Unmarshal(body, &env); err != nil || resp.StatusCode != 401 || env.Error.Code != axerr.CodeUnauthenticated || resp.Header.Get("WWW-Authenticate") != "" ||
+		env.Error.Message != "the request is not authenticated: no X-Test-User header" {
 		t.Fatalf("%d %s %v", resp.StatusCode, body, err)
 	}
 	resp, body = post("/tools/get_weather/validate", `{"city":1}`, "")

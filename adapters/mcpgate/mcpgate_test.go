@@ -6,7 +6,6 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -22,13 +21,15 @@ import (
 	"github.com/axgate/axgate/adapters/mcpgate"
 	"github.com/axgate/axgate/adapters/wire"
 	axerr "github.com/axgate/axgate/errors"
+	"github.com/axgate/axgate/internal/fixtures"
 	"github.com/axgate/axgate/manifest"
 	"github.com/axgate/axgate/middleware"
 )
 
 // The AXAG example manifest: product_search, cart_add_item, order_place
 // (confirmation), account_delete (confirmation and approval), user_list.
-var manifestPath = filepath.Join("..", "..", "..", "shared", "spec", "axag", "valid-full.json")
+// manifestPath is the project's full test manifest (testdata/axag).
+var manifestPath = fixtures.Manifest("shop-full.json")
 
 var alice = middleware.Principal{ID: "alice", Tenant: "acme", Roles: []string{"customer"}}
 

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -23,11 +22,13 @@ import (
 	"github.com/axgate/axgate/adapters/mcpgo"
 	"github.com/axgate/axgate/adapters/wire"
 	axerr "github.com/axgate/axgate/errors"
+	"github.com/axgate/axgate/internal/fixtures"
 	"github.com/axgate/axgate/manifest"
 	"github.com/axgate/axgate/middleware"
 )
 
-var manifestPath = filepath.Join("..", "..", "..", "shared", "spec", "axag", "valid-full.json")
+// manifestPath is the project's full test manifest (testdata/axag).
+var manifestPath = fixtures.Manifest("shop-full.json")
 
 var alice = middleware.Principal{ID: "alice", Tenant: "acme", Roles: []string{"customer"}}
 

@@ -101,7 +101,7 @@ func TestAttack2ConfigHostileShapes(t *testing.T) {
 // container logs.
 func TestAttack2UpstreamErrorHidesPassword(t *testing.T) {
 	const secret = "S3CRETpw"
-	m := sharedManifest("valid-basic.json")
+	m := projectManifest("shop-basic.json")
 	for _, args := range [][]string{
 		{"serve", "--manifest", m, "--anonymous", "--upstream", "ftp://user:" + secret + "@tools:9000"},
 		{"mcp", "--manifest", m, "--anonymous", "--upstream-url", "ftp://user:" + secret + "@tools:9000/mcp"},

@@ -461,6 +461,9 @@ func parseConfigured(e *env, fs *flag.FlagSet, args []string) (pos []string, con
 		return nil, configured{}, flagStatus(err), false
 	}
 	if conf, err = applyConfig(e, fs); err != nil {
+		if mf := (*missingFileError)(nil); errors.As(err, &mf) {
+			return nil, configured{}, fileError(e, fs.Name(), err), false
+		}
 		fmt.Fprintln(e.stderr, err)
 		return nil, configured{}, usageError(e, fs, "invalid configuration"), false
 	}
@@ -484,6 +487,9 @@ func applyConfig(e *env, fs *flag.FlagSet) (configured, error) {
 		}
 	}
 	if path != "" {
+		if err := fileFlag(configFlag, path); err != nil {
+			return out, err
+		}
 		cf, err := readConfigFile(path, fs)
 		if err != nil {
 			return out, err
@@ -547,12 +553,18 @@ func runConfig(_ context.Context, e *env, args []string) int {
 		sort.Strings(names)
 		return usageError(e, fs, "--command %q takes no configuration file (want one of: %s)", *command, strings.Join(names, ", "))
 	}
+	if err := fileArg(pos[1]); err != nil {
+		return fileError(e, "config", err)
+	}
 	target := mk()
 	if err := target.Set(configFlag, pos[1]); err != nil {
 		return failf(e, "config", "%v", err)
 	}
 	// --config above counts as given on the command line; nothing else is.
 	c, err := applyConfig(e, target)
+	if mf := (*missingFileError)(nil); errors.As(err, &mf) {
+		return fileError(e, "config", err)
+	}
 	if err != nil {
 		fmt.Fprintln(e.stderr, err)
 		return failf(e, "config", "%s: invalid configuration for axgate %s", pos[1], *command)

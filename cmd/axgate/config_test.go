@@ -196,7 +196,7 @@ notify:
 	}
 
 	// serve applies these sections: the webhook's key must be set.
-	_, stderr, code = cli(t, nil, "serve", "--config", p, "--anonymous")
+	_, stderr, code = cli(t, nil, "serve", "--config", p, "--anonymous", "--manifest", projectManifest("shop-full.json"))
 	if code != exitFail || !strings.Contains(stderr, "secret-env AXGATE_WEBHOOK_SECRET is not set") {
 		t.Errorf("serve with a webhook whose key is unset: exit %d\n%s", code, stderr)
 	}

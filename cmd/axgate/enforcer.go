@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"strings"
 	"time"
@@ -55,6 +57,21 @@ func (c *enforcerConfig) checkKeys(authenticated bool) string {
 		return "--anonymous and a key set exclude each other"
 	}
 	return ""
+}
+
+// checkFiles checks, before anything starts, that the manifest and the key
+// files the flags name can be read; the error names the flag, the file and
+// where it was looked for.
+func (c *enforcerConfig) checkFiles(manifest string) error {
+	for _, f := range []struct{ flag, path string }{{"manifest", manifest}, {"jwks", c.jwks}, {"signing-key", c.signingKey}} {
+		if f.path == "" {
+			continue
+		}
+		if err := fileFlag(f.flag, f.path); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // enforcerState is what lives as long as the process and is handed to every
@@ -154,8 +171,13 @@ func (s *enforcerState) keys() (token.KeySet, error) {
 	switch {
 	case s.cfg.jwks != "":
 		ks, err := token.LoadJWKSFile(s.cfg.jwks)
-		if err != nil {
-			return nil, err
+		switch {
+		case errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission):
+			return nil, fileFlag("jwks", s.cfg.jwks)
+		case err != nil:
+			return nil, fmt.Errorf("--jwks %w", err) // the error begins with the path
+		case len(ks.Keys()) == 0:
+			return nil, fmt.Errorf("--jwks %s: the key set holds no public key: no token could be verified (axgate keys gen writes one)", s.cfg.jwks)
 		}
 		return ks, nil
 	case s.remote != nil:
@@ -176,8 +198,11 @@ func (s *enforcerState) options(keys token.KeySet) ([]axgate.Option, error) {
 	switch {
 	case c.signingKey != "":
 		signer, err := loadSigner(c.signingKey, "")
-		if err != nil {
-			return nil, err
+		switch {
+		case errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission):
+			return nil, fileFlag("signing-key", c.signingKey)
+		case err != nil:
+			return nil, fmt.Errorf("--signing-key %w", err) // the error begins with the path
 		}
 		opts = append(opts, axgate.WithSigningKey(signer))
 	case s.devSigner != nil:

@@ -11,6 +11,8 @@ require (
 	github.com/golang-jwt/jwt/v5 v5.3.1
 	github.com/gowebpki/jcs v1.0.2
 	github.com/mattn/go-shellwords v1.0.16
+	// A go-sdk bump must pass TestDirectConformance (adapters/mcpgate/gateway):
+	// the version here is the one the gateway built into axgate runs with.
 	github.com/modelcontextprotocol/go-sdk v1.8.0
 	github.com/prometheus/client_golang v1.23.2
 	github.com/prometheus/client_model v0.6.2

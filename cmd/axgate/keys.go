@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/MicahParks/jwkset"
 	"github.com/gowebpki/jcs"
@@ -44,6 +45,9 @@ without --force.`
 
 func runKeys(_ context.Context, e *env, args []string) int {
 	if len(args) == 0 || (args[0] != "gen" && args[0] != "-h" && args[0] != "-help" && args[0] != "--help") {
+		if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+			fmt.Fprintf(e.stderr, "axgate keys: unknown subcommand %q%s\n", args[0], hint(args[0], []string{"gen"}))
+		}
 		fmt.Fprintln(e.stderr, "Usage: axgate keys gen [--alg EdDSA|ES256|RS256] --out DIR")
 		return exitUsage
 	}

@@ -139,8 +139,8 @@ func TestTokenUsage(t *testing.T) {
 			t.Errorf("%v: exit %d, stderr %q, want %q", c.args, code, stderr, c.want)
 		}
 	}
-	if _, stderr, code := cli(t, nil, "token", "principal", "--key", filepath.Join(dir, "missing.pem"), "--sub", "a"); code != exitFail {
-		t.Errorf("missing key file: exit %d %s", code, stderr)
+	if _, stderr, code := cli(t, nil, "token", "principal", "--key", filepath.Join(dir, "missing.pem"), "--sub", "a"); code != exitUsage || !strings.Contains(stderr, "--key ") {
+		t.Errorf("missing key file: exit %d %s; want %d naming --key", code, stderr, exitUsage)
 	}
 	stdout, _, code := cli(t, nil, "token", "-h")
 	if code != exitOK || !strings.Contains(stdout, "for tests and demos") {

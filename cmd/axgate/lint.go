@@ -65,6 +65,9 @@ func runLint(_ context.Context, e *env, args []string) int {
 	if err != nil {
 		return usageError(e, fs, "%v", err)
 	}
+	if err := fileArg(pos[0]); err != nil {
+		return fileError(e, "lint", err)
+	}
 	res, err := manifest.LintFile(pos[0], opts)
 	if err != nil {
 		return usageError(e, fs, "%v", err)

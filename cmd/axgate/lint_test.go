@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/axgate/axgate/internal/fixtures"
 	"github.com/axgate/axgate/manifest"
 )
 
@@ -23,13 +24,13 @@ func lintCases() []lintCase {
 		return lintCase{name: name, file: filepath.Join("testdata", "manifests", name+".json"), flags: flags, code: code}
 	}
 	return []lintCase{
-		// The shared example manifests.
-		{name: "shared-valid-basic", file: sharedManifest("valid-basic.json"), code: exitOK},
-		{name: "shared-valid-full", file: sharedManifest("valid-full.json"), code: exitOK},
-		{name: "shared-invalid-bad-action-type", file: sharedManifest("invalid-bad-action-type.json"), code: exitFail},
-		{name: "shared-invalid-bad-risk-level", file: sharedManifest("invalid-bad-risk-level.json"), code: exitFail},
-		{name: "shared-invalid-missing-intent", file: sharedManifest("invalid-missing-intent.json"), code: exitFail},
-		{name: "shared-valid-basic-at-intermediate", file: sharedManifest("valid-basic.json"), flags: []string{"--level", "intermediate"}, code: exitFail},
+		// The project's example manifests (testdata/axag at the root).
+		{name: "shop-basic", file: projectManifest("shop-basic.json"), code: exitOK},
+		{name: "shop-full", file: projectManifest("shop-full.json"), code: exitOK},
+		{name: "invalid-action-type", file: projectManifest("invalid-action-type.json"), code: exitFail},
+		{name: "invalid-risk-level", file: projectManifest("invalid-risk-level.json"), code: exitFail},
+		{name: "invalid-missing-intent", file: projectManifest("invalid-missing-intent.json"), code: exitFail},
+		{name: "shop-basic-at-intermediate", file: projectManifest("shop-basic.json"), flags: []string{"--level", "intermediate"}, code: exitFail},
 		// One manifest per rule (testdata/manifests).
 		local("parse-error", exitFail),
 		local("duplicate-key", exitFail),
@@ -50,9 +51,32 @@ func lintCases() []lintCase {
 	}
 }
 
-func TestLintGolden(t *testing.T) {
+// conformanceLintCases are the reference corpus's example manifests
+// (../shared/spec/axag), linted when the corpus is there.
+func conformanceLintCases(dir string) []lintCase {
+	shared := func(name, file string, code int, flags ...string) lintCase {
+		return lintCase{name: name, file: filepath.Join(dir, file), flags: flags, code: code}
+	}
+	return []lintCase{
+		shared("shared-valid-basic", "valid-basic.json", exitOK),
+		shared("shared-valid-full", "valid-full.json", exitOK),
+		shared("shared-invalid-bad-action-type", "invalid-bad-action-type.json", exitFail),
+		shared("shared-invalid-bad-risk-level", "invalid-bad-risk-level.json", exitFail),
+		shared("shared-invalid-missing-intent", "invalid-missing-intent.json", exitFail),
+		shared("shared-valid-basic-at-intermediate", "valid-basic.json", exitFail, "--level", "intermediate"),
+	}
+}
+
+func TestLintGolden(t *testing.T) { lintGolden(t, lintCases()) }
+
+// TestConformanceLintGolden lints the reference corpus when it is there.
+func TestConformanceLintGolden(t *testing.T) {
+	lintGolden(t, conformanceLintCases(fixtures.Corpus(t)))
+}
+
+func lintGolden(t *testing.T, cases []lintCase) {
 	environ := map[string]string{"AXGATE_LINT_NOW": fixedNow}
-	for _, c := range lintCases() {
+	for _, c := range cases {
 		for _, format := range []string{"text", "json"} {
 			t.Run(c.name+"/"+format, func(t *testing.T) {
 				args := append([]string{"lint", c.file, "--format", format}, c.flags...)
@@ -197,7 +221,7 @@ func TestLintPrune(t *testing.T) {
 }
 
 func TestLintClock(t *testing.T) {
-	file := sharedManifest("valid-basic.json")
+	file := projectManifest("shop-basic.json")
 	stdout, _, code := cli(t, map[string]string{"SOURCE_DATE_EPOCH": "1700000000"}, "lint", file, "--format", "json")
 	if code != exitOK || !strings.Contains(stdout, `"timestamp": "2023-11-14T22:13:20Z"`) {
 		t.Errorf("SOURCE_DATE_EPOCH not used (exit %d):\n%s", code, stdout)
@@ -209,7 +233,7 @@ func TestLintClock(t *testing.T) {
 }
 
 func TestLintNoColorWhenNotATerminal(t *testing.T) {
-	stdout, _, _ := cli(t, map[string]string{"AXGATE_LINT_NOW": fixedNow}, "lint", sharedManifest("invalid-bad-risk-level.json"))
+	stdout, _, _ := cli(t, map[string]string{"AXGATE_LINT_NOW": fixedNow}, "lint", projectManifest("invalid-risk-level.json"))
 	if strings.Contains(stdout, "\x1b[") {
 		t.Errorf("colour escapes in output to a buffer:\n%q", stdout)
 	}

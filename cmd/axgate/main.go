@@ -11,9 +11,9 @@
 //	axgate mcp --manifest M (--upstream-url URL | --upstream-command "CMD ARGS…") [--listen ADDR | --stdio] …
 //	axgate manifest init (--upstream-url URL | --upstream-command "CMD ARGS…") --out axag.json
 //
-// Exit status: 0 on success (lint, test: PASS), 1 on failure (lint, test:
-// FAIL), 2 on a usage error (test: also a suite that cannot be run). Run
-// "axgate help COMMAND" for a command's flags.
+// Exit status, the same rule for every command (exitRule, printed by
+// "axgate help"): 0 success, 1 failure, 2 usage error. Run "axgate help
+// COMMAND" for a command's flags.
 package main
 
 import (
@@ -91,13 +91,21 @@ func run(ctx context.Context, e *env, args []string) int {
 		}
 		name, rest = rest[0], []string{"-h"}
 	}
+	var names []string
 	for _, c := range commands() {
 		if c.name == name {
 			return c.run(ctx, e, rest)
 		}
+		names = append(names, c.name)
 	}
-	fmt.Fprintf(e.stderr, "axgate: unknown command %q\n\n", name)
-	usage(e.stderr)
+	// The error, a guess and where to look; not the whole usage, which
+	// would scroll the error away.
+	msg := fmt.Sprintf("axgate: unknown command %q", name)
+	if c := closest(name, names); c != "" {
+		msg += fmt.Sprintf(" (did you mean %q?)", c)
+	}
+	fmt.Fprintln(e.stderr, msg)
+	fmt.Fprintln(e.stderr, `Run "axgate -h" for the commands.`)
 	return exitUsage
 }
 
@@ -108,8 +116,22 @@ func usage(w io.Writer) {
 		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintln(w, "\nRun \"axgate help COMMAND\" for a command's flags.")
-	fmt.Fprintln(w, "Exit status: 0 success (lint, test: PASS), 1 failure (lint, test: FAIL), 2 usage error.")
+	fmt.Fprint(w, exitRule)
 }
+
+// exitRule is the exit status of every command.
+const exitRule = `
+Exit status, every command:
+  0  success (lint, test, config check: PASS)
+  1  failure: what the command checks or loads is wrong (lint or test FAIL, a
+     manifest or key file that is read but invalid, a configuration config
+     check refuses), or its work fails (a gateway that cannot start, or stops
+     on an error)
+  2  usage error: an unknown command or flag, a missing or wrong argument or
+     flag value (also from --config or an AXGATE_* variable), a file or
+     program named on the command line that cannot be found or read (the
+     error says where it was looked for); test: a suite that cannot be run
+`
 
 // newFlags returns a flag set that reports errors instead of exiting and
 // prints its usage to e.stderr (or e.stdout for -h).
@@ -144,9 +166,16 @@ func parseFlags(e *env, fs *flag.FlagSet, args []string) ([]string, error) {
 			break
 		}
 	}
+	// The flag package prints the whole usage after a bad flag, which
+	// scrolls the error away: it prints nothing here, and flagError says
+	// what was wrong, what was probably meant, and where the flags are.
+	out := fs.Output()
+	fs.SetOutput(io.Discard)
+	defer fs.SetOutput(out)
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
+			flagError(e, fs, err)
 			return nil, err
 		}
 		rest := fs.Args()
@@ -161,10 +190,57 @@ func parseFlags(e *env, fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
+// flagError prints a flag the command line got wrong (unknown, or with a
+// bad value), with the flag probably meant, and a pointer to -h.
+func flagError(e *env, fs *flag.FlagSet, err error) {
+	msg := err.Error()
+	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: "); ok {
+		name = strings.TrimLeft(name, "-")
+		msg = "unknown flag --" + name
+		if s := flagSuggestions(fs, name); len(s) > 0 {
+			msg += " (did you mean " + strings.Join(s, " or ") + "?)"
+		}
+	} else if name, ok := strings.CutPrefix(msg, "flag needs an argument: "); ok {
+		msg = "--" + strings.TrimLeft(name, "-") + " needs a value"
+	} else {
+		msg = strings.Replace(msg, " for flag -", " for flag --", 1)
+	}
+	fmt.Fprintf(e.stderr, "axgate %s: %s\n", fs.Name(), msg)
+	fmt.Fprintf(e.stderr, "Run \"axgate %s -h\" for its flags.\n", fs.Name())
+}
+
+// flagSuggestions returns the flags of fs that name was probably meant to
+// be: the closest one, else those whose first word is close to name's
+// ("upstrem" → --upstream-url, --upstream-command).
+func flagSuggestions(fs *flag.FlagSet, name string) []string {
+	var names []string
+	fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+	if c := closest(name, names); c != "" {
+		return []string{"--" + c}
+	}
+	word, _, _ := strings.Cut(name, "-")
+	var out []string
+	for _, n := range names {
+		first, _, _ := strings.Cut(n, "-")
+		if first != n && closest(word, []string{first}) != "" && len(out) < 3 {
+			out = append(out, "--"+n)
+		}
+	}
+	return out
+}
+
 // usageError prints a usage problem and returns the usage exit status.
 func usageError(e *env, fs *flag.FlagSet, format string, args ...any) int {
 	fmt.Fprintf(e.stderr, "axgate %s: %s\n", fs.Name(), fmt.Sprintf(format, args...))
 	fmt.Fprintf(e.stderr, "Run \"axgate help %s\" for usage.\n", fs.Name())
+	return exitUsage
+}
+
+// fileError prints that a file (or program) named on the command line
+// cannot be read, and returns the usage exit status: the command line
+// names something that is not there.
+func fileError(e *env, cmd string, err error) int {
+	fmt.Fprintf(e.stderr, "axgate %s: %v\n", cmd, err)
 	return exitUsage
 }
 

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/axgate/axgate/internal/fixtures"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/golden")
@@ -15,11 +17,10 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata/go
 // fixedNow is the clock of every golden report.
 const fixedNow = "2026-03-21T10:00:00Z"
 
-// sharedManifest is a path to one of the shared example manifests, relative
-// to this package's directory (go test runs in it).
-func sharedManifest(name string) string {
-	return filepath.Join("..", "..", "..", "shared", "spec", "axag", name)
-}
+// projectManifest is a path to one of the project's own test manifests
+// (testdata/axag at the repository's root), relative to this package's
+// directory (go test runs in it).
+func projectManifest(name string) string { return fixtures.Manifest(name) }
 
 // cli runs the command in-process, as the binary would with these
 // arguments, and returns its output and exit status.
@@ -70,7 +71,7 @@ func TestUsage(t *testing.T) {
 		{"lint two manifests", []string{"lint", "a.json", "b.json"}, exitUsage, "want exactly one MANIFEST"},
 		{"lint bad format", []string{"lint", "--format", "xml", "m.json"}, exitUsage, "--format must be text or json"},
 		{"lint bad level", []string{"lint", "--level", "gold", "m.json"}, exitUsage, "unknown conformance level"},
-		{"lint unknown flag", []string{"lint", "--colour", "m.json"}, exitUsage, "flag provided but not defined"},
+		{"lint unknown flag", []string{"lint", "--colour", "m.json"}, exitUsage, "unknown flag --colour"},
 		{"lint missing file", []string{"lint", "testdata/manifests/nope.json"}, exitUsage, "no such file"},
 		{"tools bad format", []string{"tools", "--format", "gemini", "m.json"}, exitUsage, "--format must be mcp, openai or anthropic"},
 		{"tools without manifest", []string{"tools"}, exitUsage, "want exactly one MANIFEST"},

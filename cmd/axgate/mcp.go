@@ -378,6 +378,12 @@ func runMCP(ctx context.Context, e *env, args []string) int {
 			return usageError(e, fs, "--upstream-command: %v", err)
 		}
 		c.upstreamCmd, c.upstreamArgs = words[0], words[1:]
+		if err := commandFlag("upstream-command", c.upstreamCmd); err != nil {
+			return fileError(e, "mcp", err)
+		}
+	}
+	if err := c.checkFiles(c.manifest); err != nil {
+		return fileError(e, "mcp", err)
 	}
 	if c.resourceURL != "" {
 		if !isHTTPURL(c.resourceURL) {
@@ -518,7 +524,7 @@ func serveMCP(ctx context.Context, e *env, c mcpConfig, ops *opsFlags, conf conf
 	opts = append(opts, ropts...)
 	enf, err := axgate.New(m, opts...)
 	if err != nil {
-		return failf(e, "mcp", "%v", err)
+		return failf(e, "mcp", "%s", startError(err))
 	}
 	defer enf.Close()
 

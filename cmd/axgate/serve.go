@@ -143,6 +143,9 @@ func runServe(ctx context.Context, e *env, args []string) int {
 	if err != nil || (up.Scheme != "http" && up.Scheme != "https") || up.Host == "" {
 		return usageError(e, fs, "--upstream must be an http or https URL, not %q", redactURL(c.upstream))
 	}
+	if err := c.checkFiles(c.manifest); err != nil {
+		return fileError(e, "serve", err)
+	}
 
 	log := slog.New(slog.NewTextHandler(e.stderr, nil))
 	rt, err := startOps(ctx, e, ops, conf, log)
@@ -153,7 +156,7 @@ func runServe(ctx context.Context, e *env, args []string) int {
 	c.enforcerOptions = rt.enforcerOptions
 	gw, err := newGateway(ctx, c, up, log)
 	if err != nil {
-		return failf(e, "serve", "%v", err)
+		return failf(e, "serve", "%s", startError(err))
 	}
 	defer gw.close()
 	if err := rt.serveAdmin(gw.ready); err != nil {

@@ -52,7 +52,7 @@ func runToken(_ context.Context, e *env, args []string) int {
 	case "principal", "confirmation", "approval":
 		args = args[1:]
 	default:
-		fmt.Fprintf(e.stderr, "axgate token: unknown token kind %q (want principal, confirmation or approval)\n", kind)
+		fmt.Fprintf(e.stderr, "axgate token: unknown token kind %q%s\n", kind, hint(kind, []string{"principal", "confirmation", "approval"}))
 		return exitUsage
 	}
 	fs := newFlags(e, "token", "token "+kind+" --key KEY [flags]   (development tokens, for tests and demos)", tokenAbout)
@@ -117,9 +117,12 @@ func runToken(_ context.Context, e *env, args []string) int {
 	if *ttl < 0 {
 		return usageError(e, fs, "--ttl must be positive")
 	}
+	if err := fileFlag("key", *key); err != nil {
+		return fileError(e, "token", err)
+	}
 	signer, err := loadSigner(*key, *kid)
 	if err != nil {
-		return failf(e, "token", "%v", err)
+		return failf(e, "token", "--key %v", err) // the error begins with the path
 	}
 	now := time.Now()
 	jti, err := newJTI()

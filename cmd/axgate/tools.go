@@ -40,6 +40,9 @@ func runTools(_ context.Context, e *env, args []string) int {
 	if !oneOf(*format, "mcp", "openai", "anthropic") {
 		return usageError(e, flags, "--format must be mcp, openai or anthropic, not %q", *format)
 	}
+	if err := fileArg(pos[0]); err != nil {
+		return fileError(e, "tools", err)
+	}
 	m, err := manifest.LoadFile(pos[0])
 	if pe := (*fs.PathError)(nil); errors.As(err, &pe) {
 		// A file that cannot be read is a usage error, as for lint: exit 2,

@@ -9,8 +9,8 @@ import (
 
 func TestToolsGolden(t *testing.T) {
 	manifests := map[string]string{
-		"valid-full": sharedManifest("valid-full.json"),
-		"reference":  filepath.Join("testdata", "manifests", "tools-reference.yaml"),
+		"shop-full": projectManifest("shop-full.json"),
+		"reference": filepath.Join("testdata", "manifests", "tools-reference.yaml"),
 	}
 	for name, file := range manifests {
 		for _, format := range []string{"mcp", "openai", "anthropic"} {
@@ -95,7 +95,7 @@ func checkToolShape(t *testing.T, format, out string) {
 }
 
 func TestToolsRefusals(t *testing.T) {
-	_, stderr, code := cli(t, nil, "tools", sharedManifest("invalid-bad-risk-level.json"))
+	_, stderr, code := cli(t, nil, "tools", projectManifest("invalid-risk-level.json"))
 	if code != exitFail || !strings.Contains(stderr, "/actions/0/risk_level") || !strings.Contains(stderr, "axgate lint") {
 		t.Errorf("an invalid manifest: exit %d, %s", code, stderr)
 	}
@@ -118,7 +118,7 @@ func TestToolsUnreadableFileIsUsageError(t *testing.T) {
 	if code != exitUsage || !strings.Contains(stderr, "missing.json") {
 		t.Fatalf("missing file: exit %d, stderr %q; want exit %d naming the file", code, stderr, exitUsage)
 	}
-	_, stderr, code = cli(t, nil, "tools", sharedManifest("invalid-missing-intent.json"))
+	_, stderr, code = cli(t, nil, "tools", projectManifest("invalid-missing-intent.json"))
 	if code != exitFail {
 		t.Fatalf("invalid manifest: exit %d, stderr %q; want %d", code, stderr, exitFail)
 	}

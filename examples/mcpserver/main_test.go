@@ -26,14 +26,14 @@ import (
 // nodeDir holds the Node client test and its package.json.
 var nodeDir = filepath.Join("..", "..", "adapters", "mcpgate", "testdata", "node")
 
-// manifestForTest is the shop manifest, or the AXAG example manifest whose
-// actions it starts from while the shop's is not there.
+// manifestForTest is the shop manifest (examples/shop/shop.json).
 func manifestForTest(t *testing.T) string {
 	t.Helper()
-	if p := defaultManifest(); fileExists(p) {
-		return p
+	p := defaultManifest()
+	if !fileExists(p) {
+		t.Fatalf("no shop manifest at %s", p)
 	}
-	return filepath.Join("..", "..", "..", "shared", "spec", "axag", "valid-full.json")
+	return p
 }
 
 func fileExists(p string) bool {

@@ -127,7 +127,7 @@ func decodeChecked(data []byte, lim Limits) (any, error) {
 	}
 	var v any
 	if err := json.Unmarshal(data, &v); err != nil {
-		return nil, &Error{Kind: Syntax, Msg: syntaxMessage(err)}
+		return nil, &Error{Kind: Syntax, Msg: syntaxMessage(data, err)}
 	}
 	if members != countKeys(v) {
 		if path, key := findDuplicate(data, nil); key != "" {
@@ -148,7 +148,7 @@ func syntaxError(data []byte) *Error {
 	if err == nil {
 		return &Error{Kind: Syntax, Msg: "invalid JSON"}
 	}
-	return &Error{Kind: Syntax, Msg: syntaxMessage(err)}
+	return &Error{Kind: Syntax, Msg: syntaxMessage(data, err)}
 }
 
 // scan counts the members of all objects (one ':' outside strings each),
@@ -767,16 +767,35 @@ func pointerAt(data []byte, at int) string {
 	return b.String()
 }
 
-func syntaxMessage(err error) string {
+// syntaxMessage describes a syntax error of data where a person looks for
+// it: by line and column (of characters, from 1), as the YAML errors do.
+func syntaxMessage(data []byte, err error) string {
 	var se *json.SyntaxError
 	if errors.As(err, &se) {
-		return fmt.Sprintf("%s (at byte %d)", se.Error(), se.Offset)
+		line, col := lineColumn(data, se.Offset)
+		return fmt.Sprintf("%s (line %d, column %d)", se.Error(), line, col)
 	}
 	var ue *json.UnmarshalTypeError
 	if errors.As(err, &ue) {
 		return ue.Error()
 	}
 	return err.Error()
+}
+
+// lineColumn returns the line and column (both from 1; the column counts
+// characters) of the byte the decoder stopped at: offset is the number of
+// bytes read before the error, so the offending byte is the one before it.
+// At the end of the input it is the position after the last character
+// that is not white space (where the document was cut short).
+func lineColumn(data []byte, offset int64) (line, col int) {
+	at := int(offset) - 1
+	if offset >= int64(len(data)) || at < 0 {
+		at = len(bytes.TrimRight(data, " \t\r\n"))
+	}
+	before := data[:at]
+	line = 1 + bytes.Count(before, []byte{'\n'})
+	start := bytes.LastIndexByte(before, '\n') + 1
+	return line, utf8.RuneCount(before[start:]) + 1
 }
 
 // EscapePointer escapes one reference token of a JSON Pointer (RFC 6901).

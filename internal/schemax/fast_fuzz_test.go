@@ -10,6 +10,7 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v5"
 
+	"github.com/axgate/axgate/internal/fixtures"
 	"github.com/axgate/axgate/internal/jsonx"
 	"github.com/axgate/axgate/internal/schemax"
 	"github.com/axgate/axgate/manifest"
@@ -23,16 +24,19 @@ type fastSchema struct {
 	fast *schemax.Fast
 }
 
-// fastSchemas compiles the parameter schemas of every shared example
-// manifest (../shared/spec/axag/valid-*.json) and of the project's own test
-// manifests, each with and without additionalProperties: false.
+// fastSchemas compiles the parameter schemas of the project's own test
+// manifests and, when it is there, of the reference corpus's examples
+// (../shared/spec/axag/valid-*.json), each with and without
+// additionalProperties: false.
 func fastSchemas(tb testing.TB) []fastSchema {
 	tb.Helper()
-	files, _ := filepath.Glob(filepath.Join("..", "..", "..", "shared", "spec", "axag", "valid-*.json"))
-	if len(files) == 0 {
-		tb.Skip("no shared example manifests at ../shared/spec/axag (run from the project's worktree)")
+	files := []string{
+		fixtures.Manifest("shop-basic.json"),
+		fixtures.Manifest("shop-full.json"),
+		filepath.Join("..", "..", "testdata", "policy", "hotel.json"),
 	}
-	files = append(files, filepath.Join("..", "..", "testdata", "policy", "hotel.json"))
+	corpus, _ := filepath.Glob(filepath.Join(fixtures.CorpusDir(), "valid-*.json"))
+	files = append(files, corpus...)
 	var out []fastSchema
 	for _, f := range files {
 		m, err := manifest.LoadFile(f)
@@ -101,7 +105,7 @@ func FuzzFastPathAgreesWithV5(f *testing.F) {
 	})
 }
 
-// TestFastPathCoversExampleManifests: every shared example manifest's
+// TestFastPathCoversExampleManifests: every example manifest's
 // parameter schemas compile to a fast path (none silently falls back to v5
 // on every call).
 func TestFastPathCoversExampleManifests(t *testing.T) {

@@ -34,10 +34,10 @@ const (
 // clientCaps are the capabilities the link's client session offered the
 // gateway, nil for the gateway's own session or when it offered none.
 func (l *link) clientCaps() *mcp.ClientCapabilities {
-	if l.front == nil || l.g.cfg.toolsOnly {
+	if l.client == nil || l.g.cfg.toolsOnly {
 		return nil
 	}
-	if ip := l.front.InitializeParams(); ip != nil {
+	if ip := l.client.InitializeParams(); ip != nil {
 		return ip.Capabilities
 	}
 	return nil
@@ -81,8 +81,8 @@ func (l *link) upstreamIdentity() []any {
 			attrs = append(attrs, "upstream_name", ir.ServerInfo.Name, "upstream_version", ir.ServerInfo.Version)
 		}
 	}
-	if l.front != nil && l.front.ID() != "" {
-		attrs = append(attrs, "session", l.front.ID())
+	if l.client != nil && l.client.ID() != "" {
+		attrs = append(attrs, "session", l.client.ID())
 	}
 	return attrs
 }
@@ -134,7 +134,7 @@ func (l *link) receiveAsks(next mcp.MethodHandler) mcp.MethodHandler {
 			if l.forwards(method) {
 				l.logAsk(method)
 				p, _ := req.GetParams().(*mcp.ListRootsParams)
-				return askClient(ctx, l, func(ctx context.Context) (*mcp.ListRootsResult, error) { return l.front.ListRoots(ctx, p) })
+				return askClient(ctx, l, func(ctx context.Context) (*mcp.ListRootsResult, error) { return l.client.ListRoots(ctx, p) })
 			}
 		}
 		return next(ctx, method, req)

@@ -182,8 +182,14 @@ type benchTarget struct {
 	relay    *tcpRelay
 	gw       *gateway.Gateway
 	enf      *axgate.Enforcer
+	// sdkFront is a second gateway with the direct path off
+	// (gateway.WithoutDirect): path=gateway-sdk.
+	sdkFront *httptest.Server
+	sdkGW    *gateway.Gateway
+	sdkEnf   *axgate.Enforcer
 	direct   []*mcp.ClientSession // one per agent
 	gateway  []*mcp.ClientSession
+	sdkOnly  []*mcp.ClientSession
 	proxied  []*mcp.ClientSession
 	relayed  []*mcp.ClientSession
 }
@@ -249,6 +255,8 @@ func newBenchTarget(tb testing.TB, work time.Duration, clients int) *benchTarget
 	t := &benchTarget{upstream: benchUpstream(work)}
 	t.enf, t.gw = benchGateway(tb, t.upstream.URL)
 	t.front = countingServer(t.gw.Handler())
+	t.sdkEnf, t.sdkGW = benchGateway(tb, t.upstream.URL, gateway.WithoutDirect())
+	t.sdkFront = countingServer(t.sdkGW.Handler())
 	t.proxy = benchProxy(t.upstream.URL)
 	t.relay = benchRelay(t.upstream.URL)
 	hc := benchHTTPClient()
@@ -256,7 +264,7 @@ func newBenchTarget(tb testing.TB, work time.Duration, clients int) *benchTarget
 		for _, s := range []struct {
 			url string
 			to  *[]*mcp.ClientSession
-		}{{t.upstream.URL, &t.direct}, {t.front.URL + "/mcp", &t.gateway}, {t.proxy.URL, &t.proxied}, {t.relay.URL, &t.relayed}} {
+		}{{t.upstream.URL, &t.direct}, {t.front.URL + "/mcp", &t.gateway}, {t.proxy.URL, &t.proxied}, {t.relay.URL, &t.relayed}, {t.sdkFront.URL + "/mcp", &t.sdkOnly}} {
 			cs, err := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "v1"}, nil).
 				Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: s.url, HTTPClient: hc}, nil)
 			if err != nil {
@@ -274,7 +282,7 @@ func newBenchTarget(tb testing.TB, work time.Duration, clients int) *benchTarget
 // benchGateway is the benchmark's gateway in front of upstream: an
 // in-memory enforcer of benchManifest, a fixed principal. The caller closes
 // both.
-func benchGateway(tb testing.TB, upstream string) (*axgate.Enforcer, *gateway.Gateway) {
+func benchGateway(tb testing.TB, upstream string, opts ...gateway.Option) (*axgate.Enforcer, *gateway.Gateway) {
 	tb.Helper()
 	m, err := manifest.Parse([]byte(benchManifest))
 	if err != nil {
@@ -284,8 +292,8 @@ func benchGateway(tb testing.TB, upstream string) (*axgate.Enforcer, *gateway.Ga
 	if err != nil {
 		tb.Fatal(err)
 	}
-	gw, err := gateway.New(enf, gateway.Upstream{URL: upstream},
-		gateway.WithPrincipal(mcpgate.StaticPrincipal(middleware.Principal{ID: "agent", Roles: []string{"user"}})))
+	opts = append([]gateway.Option{gateway.WithPrincipal(mcpgate.StaticPrincipal(middleware.Principal{ID: "agent", Roles: []string{"user"}}))}, opts...)
+	gw, err := gateway.New(enf, gateway.Upstream{URL: upstream}, opts...)
 	if err != nil {
 		enf.Close()
 		tb.Fatal(err)
@@ -294,9 +302,12 @@ func benchGateway(tb testing.TB, upstream string) (*axgate.Enforcer, *gateway.Ga
 }
 
 func (t *benchTarget) close() {
-	for _, cs := range slices.Concat(t.direct, t.gateway, t.proxied, t.relayed) {
+	for _, cs := range slices.Concat(t.direct, t.gateway, t.proxied, t.relayed, t.sdkOnly) {
 		cs.Close()
 	}
+	t.sdkFront.Close()
+	t.sdkGW.Close()
+	t.sdkEnf.Close()
 	t.relay.Close()
 	t.proxy.Close()
 	t.front.Close()
@@ -331,7 +342,8 @@ func readOnce(ctx context.Context, cs *mcp.ClientSession) error {
 // the hop itself costs. path=proxy goes through httputil's reverse proxy,
 // which reads each HTTP request and answer but checks nothing: what any
 // hop that can see the call costs on this machine, the floor of the
-// gateway's cost.
+// gateway's cost. path=gateway-sdk is the gateway with its direct path
+// off (gateway.WithoutDirect): the go-sdk's server and client on the hop.
 func BenchmarkGatewayRead(b *testing.B) {
 	for _, work := range benchWork() {
 		for _, clients := range benchClients() {
@@ -351,6 +363,10 @@ func BenchmarkGatewayRead(b *testing.B) {
 			b.Run(name+"/path=gateway", func(b *testing.B) {
 				t := target(b, work, clients)
 				benchRead(b, t.gateway, t.upstream, t.front)
+			})
+			b.Run(name+"/path=gateway-sdk", func(b *testing.B) {
+				t := target(b, work, clients)
+				benchRead(b, t.sdkOnly, t.upstream, t.sdkFront)
 			})
 		}
 	}
@@ -433,7 +449,7 @@ func TestBenchTargetsAnswerAlike(t *testing.T) {
 	t.Parallel()
 	tg := newBenchTarget(t, 0, 2)
 	ctx := context.Background()
-	for _, cs := range slices.Concat(tg.direct, tg.gateway, tg.proxied, tg.relayed) {
+	for _, cs := range slices.Concat(tg.direct, tg.gateway, tg.proxied, tg.relayed, tg.sdkOnly) {
 		if err := readOnce(ctx, cs); err != nil {
 			t.Fatal(err)
 		}
@@ -456,7 +472,8 @@ func TestBenchTargetsAnswerAlike(t *testing.T) {
 // turn. The difference between direct and relay is what the hop's bytes
 // cost; between relay and proxy, reading and writing one more HTTP request
 // and response; between proxy and gateway, the gateway's reading, checking
-// and forwarding of the call. upstream=json answers with a JSON body,
+// and forwarding of the call; between gateway and gateway-sdk (the direct
+// path off), what the direct path saves. upstream=json answers with a JSON body,
 // upstream=sse with an event stream, as the SDK's servers do.
 func BenchmarkGatewayHop(b *testing.B) {
 	for _, sse := range []bool{false, true} {
@@ -467,6 +484,7 @@ func BenchmarkGatewayHop(b *testing.B) {
 			{"relay", t.relay.URL, t.relaySession, t.version},
 			{"proxy", t.proxy.URL, t.proxySession, t.version},
 			{"gateway", t.front.URL + "/mcp", t.gatewaySession, t.version},
+			{"gateway-sdk", t.sdkFront.URL + "/mcp", t.sdkSession, t.version},
 		} {
 			b.Run(name+"/path="+path.name, func(b *testing.B) {
 				hc := benchHTTPClient()
@@ -487,10 +505,10 @@ func BenchmarkGatewayHop(b *testing.B) {
 // hopTarget is BenchmarkGatewayHop's upstream and gateway, with a session
 // on each.
 type hopTarget struct {
-	upstream, front, proxy                                    *httptest.Server
-	relay                                                     *tcpRelay
-	directSession, gatewaySession, proxySession, relaySession string
-	version                                                   string
+	upstream, front, proxy, sdkFront                                      *httptest.Server
+	relay                                                                 *tcpRelay
+	directSession, gatewaySession, proxySession, relaySession, sdkSession string
+	version                                                               string
 }
 
 // hopAnswer is the read tool's answer, as a plain handler writes it.
@@ -533,11 +551,15 @@ func newHopTarget(b *testing.B, sse bool) *hopTarget {
 	b.Cleanup(proxy.Close)
 	relay := benchRelay(sdk.URL)
 	b.Cleanup(relay.Close)
-	t := &hopTarget{upstream: sdk, front: front, proxy: proxy, relay: relay}
+	sdkEnf, sdkGW := benchGateway(b, sdk.URL, gateway.WithoutDirect())
+	b.Cleanup(func() { sdkGW.Close(); sdkEnf.Close() })
+	sdkFront := httptest.NewServer(sdkGW.Handler())
+	b.Cleanup(sdkFront.Close)
+	t := &hopTarget{upstream: sdk, front: front, proxy: proxy, relay: relay, sdkFront: sdkFront}
 	for _, s := range []struct {
 		url string
 		id  *string
-	}{{sdk.URL, &t.directSession}, {front.URL + "/mcp", &t.gatewaySession}, {proxy.URL, &t.proxySession}, {relay.URL, &t.relaySession}} {
+	}{{sdk.URL, &t.directSession}, {front.URL + "/mcp", &t.gatewaySession}, {proxy.URL, &t.proxySession}, {relay.URL, &t.relaySession}, {sdkFront.URL + "/mcp", &t.sdkSession}} {
 		cs, err := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "v1"}, nil).Connect(context.Background(),
 			&mcp.StreamableClientTransport{Endpoint: s.url, HTTPClient: benchHTTPClient()},
 			&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})

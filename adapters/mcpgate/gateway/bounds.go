@@ -2,19 +2,14 @@ package gateway
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"math"
 	"mime"
 	"net/http"
-	"os"
-	"os/exec"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -43,19 +38,20 @@ const (
 	reasonToolsUnverified axerr.Reason = "tools_unverified"
 )
 
-// errMessageTooLarge is why an upstream connection was cut: one of its
-// messages was larger than WithMaxMessageBytes.
-var errMessageTooLarge = errors.New("the upstream sent a message larger than the gateway's bound")
+// errMessageTooLarge is why an HTTP upstream's connection was cut: one of
+// its messages was larger than WithMaxMessageBytes (a command upstream's:
+// childproc.ErrTooLarge).
+var errMessageTooLarge = errors.New("gateway: upstream message larger than the bound")
 
 // errTooManyTools is why a tool list was refused.
-var errTooManyTools = errors.New("the upstream's tool list is larger than the gateway's bound")
+var errTooManyTools = errors.New("gateway: upstream tool list larger than the bound")
 
 // errTooManyPending answers an upstream request to the client beyond
 // WithMaxPendingUpstreamRequests.
-var errTooManyPending = errors.New("the gateway has as many of this upstream's requests to the client pending as it allows")
+var errTooManyPending = errors.New("gateway: too many upstream requests to the client pending")
 
 // errCircuitOpen is why an upstream start was not tried.
-var errCircuitOpen = errors.New("upstream starts are failing; waiting before the next one")
+var errCircuitOpen = errors.New("gateway: upstream starts failing, backing off")
 
 // sessionKey is whom a client session counts against: the caller's user id
 // and tenant.
@@ -225,152 +221,6 @@ func (t boundedTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	resp.Body = &boundedBody{ReadCloser: resp.Body, limit: t.limit, cut: t.cut, sse: mt == "text/event-stream"}
 	return resp, nil
-}
-
-// boundedLines cuts a stdio upstream whose line (one JSON-RPC message) is
-// longer than limit.
-type boundedLines struct {
-	r     io.ReadCloser
-	limit int64
-	cut   *atomic.Bool
-	n     int64
-	// kill stops the child: after a cut line the stream cannot be read
-	// on, and a child blocked writing the rest would not exit.
-	kill func()
-}
-
-func (b *boundedLines) Read(p []byte) (int, error) {
-	n, err := b.r.Read(p)
-	for _, c := range p[:n] {
-		if c == '\n' {
-			b.n = 0
-			continue
-		}
-		if b.n++; b.n > b.limit {
-			b.cut.Store(true)
-			b.kill()
-			return 0, errMessageTooLarge
-		}
-	}
-	return n, err
-}
-
-func (b *boundedLines) Close() error { return b.r.Close() }
-
-// childStdin is the child's standard input; closing it stops the child:
-// stdin closed, then SIGTERM, then SIGKILL, as the SDK's CommandTransport
-// does, but each signal to every process of the child's session (ownGroup,
-// signalGroup); and once the child has exited, what is left of it is
-// killed: the upstream is the child and all it started, and a gateway that
-// starts a child for each session must not leave their processes behind.
-type childStdin struct {
-	io.WriteCloser
-	cmd  *exec.Cmd
-	once sync.Once
-	err  error
-	// exited records the child's exit once Close has waited for it, for
-	// the error of a child that exited before it answered (exitedFirst).
-	exited *atomic.Pointer[os.ProcessState]
-}
-
-const terminateAfter = 5 * time.Second
-
-// childWaitDelay is how long the gateway still copies a child's standard
-// error after the child exited (exec.Cmd.WaitDelay).
-const childWaitDelay = 2 * time.Second
-
-func (c *childStdin) Close() error {
-	c.once.Do(func() {
-		c.WriteCloser.Close()
-		exited := make(chan error, 1)
-		go func() { exited <- c.cmd.Wait() }()
-		// The session's id stays the child's while any of its processes
-		// runs, so the last SIGKILL, after Wait, reaches only what the
-		// child left.
-		defer signalGroup(c.cmd, syscall.SIGKILL)
-		defer func() {
-			// Wait has returned (its result was received): ProcessState
-			// is set.
-			if c.exited != nil && c.cmd.ProcessState != nil {
-				c.exited.Store(c.cmd.ProcessState)
-			}
-		}()
-		select {
-		case c.err = <-exited:
-			return
-		case <-time.After(terminateAfter):
-		}
-		if signalGroup(c.cmd, syscall.SIGTERM) {
-			select {
-			case c.err = <-exited:
-				return
-			case <-time.After(terminateAfter):
-			}
-		}
-		signalGroup(c.cmd, syscall.SIGKILL)
-		c.err = <-exited
-	})
-	return c.err
-}
-
-// commandTransport starts the child of a command upstream and speaks to it
-// over its standard input and output, with lines bounded to limit bytes.
-type commandTransport struct {
-	cmd    *exec.Cmd
-	limit  int64
-	cut    *atomic.Bool
-	exited atomic.Pointer[os.ProcessState] // set once the child was waited for
-}
-
-// exitedFirst words the error of a session that did not start on t: for a
-// command upstream whose child has exited, its exit status (its standard
-// error went to the Upstream's Stderr); else err.
-func exitedFirst(t mcp.Transport, err error) error {
-	if ct, ok := t.(*commandTransport); ok {
-		if ps := ct.exited.Load(); ps != nil {
-			return fmt.Errorf("the upstream command exited (%v) before it answered initialize: %w", ps, err)
-		}
-	}
-	return err
-}
-
-func (t *commandTransport) Connect(ctx context.Context) (mcp.Connection, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err // the link closed meanwhile: start no child for it
-	}
-	stdout, err := t.cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	stdin, err := t.cmd.StdinPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := t.cmd.Start(); err != nil {
-		return nil, err
-	}
-	t2 := &mcp.IOTransport{
-		Reader:        &boundedLines{r: io.NopCloser(stdout), limit: t.limit, cut: t.cut, kill: func() { signalGroup(t.cmd, syscall.SIGKILL) }},
-		Writer:        &childStdin{WriteCloser: stdin, cmd: t.cmd, exited: &t.exited},
-		MaxLineLength: int(t.limit) + 1,
-	}
-	return t2.Connect(ctx)
-}
-
-// childEnv is the environment of a command upstream's child: PATH and HOME
-// of the gateway, then the Upstream's Env; or the gateway's whole
-// environment with InheritEnv.
-func childEnv(up Upstream) []string {
-	if up.InheritEnv {
-		return append(os.Environ(), up.Env...)
-	}
-	var env []string
-	for _, k := range []string{"PATH", "HOME"} {
-		if v, ok := os.LookupEnv(k); ok {
-			env = append(env, k+"="+v)
-		}
-	}
-	return append(env, up.Env...)
 }
 
 // maxProgressToken bounds the length of a progress token forwarded upstream.

@@ -186,7 +186,7 @@ func sdkTakes(r *http.Request, l *link) bool {
 		return false // the SDK refuses it: DNS rebinding protection
 	}
 	switch {
-	case l.front.InitializeParams() == nil || l.version == "" || r.Header.Get(headerProtocolVersion) != l.version:
+	case l.client.InitializeParams() == nil || l.version == "" || r.Header.Get(headerProtocolVersion) != l.version:
 		// The version the session agreed on, not the one the client asked
 		// for in its initialize (the SDK refuses a version it does not
 		// speak).
@@ -359,7 +359,7 @@ func (g *Gateway) serveDirect(w http.ResponseWriter, r *http.Request, l *link, d
 	}
 	defer l.endDirect(id)
 	req := &mcp.CallToolRequest{
-		Session: l.front,
+		Session: l.client,
 		Params:  &mcp.CallToolParamsRaw{Name: d.name, Arguments: d.args, Meta: d.meta},
 		Extra:   &mcp.RequestExtra{TokenInfo: auth.TokenInfoFromContext(r.Context()), Header: r.Header},
 	}
@@ -601,7 +601,7 @@ func (g *Gateway) registerHTTP(l *link, sessionID, userID, version string) {
 	l.touch()
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if !g.closed && g.links[l.front] == l {
+	if !g.closed && g.links[l.client] == l {
 		g.byID[sessionID] = l
 	}
 }

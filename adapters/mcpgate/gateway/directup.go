@@ -26,7 +26,7 @@ var errSessionLost = errors.New("the upstream no longer knows the session")
 // directVersion is the protocol version of cs when a call on it may take
 // the direct path to the upstream (see direct.go), or "".
 func (l *link) directVersion(cs *mcp.ClientSession) string {
-	if l.g.up.URL == "" || l.g.up.HTTPClient == nil || cs.ID() == "" {
+	if l.g.cfg.sdkOnly || l.g.up.URL == "" || l.g.up.HTTPClient == nil || cs.ID() == "" {
 		return ""
 	}
 	ir := cs.InitializeResult()
@@ -159,18 +159,39 @@ func (l *link) post(ctx context.Context, sessionID, version string, body []byte)
 	if err != nil {
 		return nil, err
 	}
-	switch resp.StatusCode {
-	case http.StatusOK, http.StatusAccepted:
-	case http.StatusNotFound:
-		discard(resp)
-		return nil, errSessionLost
-	default:
-		discard(resp)
-		return nil, fmt.Errorf("the upstream answered HTTP %d", resp.StatusCode)
+	if err := l.statusError(resp); err != nil {
+		return nil, err
 	}
 	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	resp.Body = &boundedBody{ReadCloser: resp.Body, limit: g.cfg.maxMessageBytes, cut: new(atomic.Bool), sse: mt == "text/event-stream"}
 	return resp, nil
+}
+
+// statusError is what an answer of the upstream with a status other than
+// 200 and 202 means, in the order the SDK's client reads it: 429, 500, 502,
+// 503 and 504 are passing (the upstream is unavailable for now); otherwise
+// a JSON-RPC error in the body is the upstream's answer; a 404 is a session
+// the upstream no longer knows; anything else, a failure.
+func (l *link) statusError(resp *http.Response) error {
+	switch code := resp.StatusCode; code {
+	case http.StatusOK, http.StatusAccepted:
+		return nil
+	case http.StatusTooManyRequests, http.StatusInternalServerError, http.StatusBadGateway,
+		http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		discard(resp)
+		return fmt.Errorf("the upstream answered HTTP %d", code)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, l.g.cfg.maxMessageBytes))
+	if err == nil {
+		if m, err := readMessage(raw); err == nil && m.Method == "" && m.ID != nil && m.Error != nil {
+			return m.Error
+		}
+	}
+	if resp.StatusCode == http.StatusNotFound {
+		return errSessionLost
+	}
+	return fmt.Errorf("the upstream answered HTTP %d", resp.StatusCode)
 }
 
 var (
@@ -422,7 +443,7 @@ func (l *link) upstreamNotification(ctx context.Context, method string, params j
 		notify[mcp.ProgressNotificationParams](ctx, l, method, params)
 		return
 	}
-	if l.front == nil || l.g.cfg.toolsOnly {
+	if l.client == nil || l.g.cfg.toolsOnly {
 		return
 	}
 	switch method {
@@ -444,7 +465,7 @@ func (l *link) upstreamNotification(ctx context.Context, method string, params j
 	case "notifications/elicitation/complete":
 		var p mcp.ElicitationCompleteParams
 		if l.forwards(methodElicit) && decodeParams(params, &p) == nil {
-			l.front.NotifyElicitationComplete(ctx, &p)
+			l.client.NotifyElicitationComplete(ctx, &p)
 		}
 	}
 }
@@ -508,7 +529,7 @@ func (l *link) upstreamRequest(ctx context.Context, method string, params json.R
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}
 		}
 		l.logAsk(method)
-		return pending(ctx, l, func(ctx context.Context) (any, error) { return l.front.Elicit(ctx, &p) })
+		return pending(ctx, l, func(ctx context.Context) (any, error) { return l.client.Elicit(ctx, &p) })
 	case methodCreateMessage:
 		if !l.forwards(method) {
 			return nil, l.refuseAsk(method)
@@ -518,7 +539,7 @@ func (l *link) upstreamRequest(ctx context.Context, method string, params json.R
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}
 		}
 		l.logAsk(method)
-		return pending(ctx, l, func(ctx context.Context) (any, error) { return l.front.CreateMessage(ctx, &p) })
+		return pending(ctx, l, func(ctx context.Context) (any, error) { return l.client.CreateMessage(ctx, &p) })
 	case methodListRoots:
 		if !l.forwards(method) {
 			return l.g.operatorRoots(), nil
@@ -528,7 +549,7 @@ func (l *link) upstreamRequest(ctx context.Context, method string, params json.R
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}
 		}
 		l.logAsk(method)
-		return pending(ctx, l, func(ctx context.Context) (any, error) { return l.front.ListRoots(ctx, &p) })
+		return pending(ctx, l, func(ctx context.Context) (any, error) { return l.client.ListRoots(ctx, &p) })
 	}
 	return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "method not found: " + method}
 }

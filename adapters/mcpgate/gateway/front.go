@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/axgate/axgate/adapters/mcpgate"
+	"github.com/axgate/axgate/adapters/mcpgate/internal/childproc"
 	"github.com/axgate/axgate/adapters/wire"
 	axerr "github.com/axgate/axgate/errors"
 	"github.com/axgate/axgate/manifest"
@@ -69,107 +70,29 @@ func (g *Gateway) newFront(local bool) *front {
 	return f
 }
 
-// receive answers tools/list itself, refuses a tool the manifest does not
-// name, and passes everything that is not a tool on to the session's
-// upstream.
+// receive admits a client session at its initialize, answers the tool
+// methods itself (a tool the manifest does not name is refused), and
+// passes resources, prompts, completions and logging on to the session's
+// upstream only as far as the manifest and the chain allow.
 func (f *front) receive(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		ss, _ := req.GetSession().(*mcp.ServerSession)
-		if ss == nil {
+		switch {
+		case ss == nil:
 			return next(ctx, method, req)
-		}
-		if method != "initialize" && !f.g.admitted(ss) {
-			// The SDK takes a few messages on a session that was never
-			// initialized (ping, notifications, logging/setLevel,
-			// resources/subscribe and unsubscribe), and a POST without a
-			// session id makes such a session. The gateway admits a
-			// session, counting it against WithMaxSessions, at its
-			// initialize: one it has not admitted gets nothing from the
-			// upstream, neither a child nor an upstream session.
-			if method == "ping" || strings.HasPrefix(method, "notifications/") {
-				return next(ctx, method, req)
-			}
-			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: fmt.Sprintf("method %q is invalid before the session is initialized", method)}
+		case method == "initialize":
+			return f.initialize(ctx, ss, req, next)
+		case !f.g.admitted(ss):
+			return beforeInitialize(ctx, method, req, next)
 		}
 		switch method {
-		case "initialize":
-			// A session counts against the bounds of WithMaxSessions from
-			// its initialize; a refused one is never initialized, and the
-			// SDK closes it.
-			key := ""
-			if p, err := f.principalOf(ctx, ss, req.GetExtra()); err == nil {
-				key = sessionKey(p)
-			}
-			counted, e := f.g.admit(ss, key)
-			if e != nil {
-				return nil, sessionRefusal(e)
-			}
-			res, err := next(ctx, method, req)
-			if err != nil {
-				// A failed initialize of a new session uncounts it; a
-				// second initialize of an open session (the SDK refuses
-				// it as a duplicate) leaves it counted.
-				if counted {
-					f.g.release(ss)
-				}
-				return res, err
-			}
-			l := f.g.linkFor(f, ss)
-			if f.g.probeless {
-				// The session's child is the only one (New started none):
-				// the client's initialize is answered once it runs, its
-				// pins checked, with its capabilities.
-				if err := f.g.awaitUpstream(ctx, l); err != nil {
-					if counted {
-						f.g.release(ss)
-					}
-					f.g.dropLink(ss, l)
-					return nil, upstreamNotStarted(err)
-				}
-			}
-			version := ""
-			if ir, ok := res.(*mcp.InitializeResult); ok {
-				ir.Capabilities = f.g.frontCaps()
-				version = ir.ProtocolVersion
-			}
-			if f == f.g.httpFront {
-				userID := ""
-				if ex := req.GetExtra(); ex != nil && ex.TokenInfo != nil {
-					userID = ex.TokenInfo.UserID
-				}
-				f.g.registerHTTP(l, ss.ID(), userID, version)
-			}
-			return res, nil
-		case "tools/list":
-			if r, ok := req.(*mcp.ListToolsRequest); ok {
-				return f.listTools(ctx, r)
-			}
-		case "tools/call":
-			// A tool the manifest declares is registered on the server and
-			// reaches callTool through the SDK (which asks clients on older
-			// protocols the confirmation question itself); any other name
-			// is refused here, by the chain's intent gate.
-			if r, ok := req.(*mcp.CallToolRequest); ok && r.Params != nil && f.g.m.Tool(r.Params.Name) == nil {
-				return f.callTool(ctx, r)
-			}
+		case "tools/list", "tools/call":
+			return f.tool(ctx, method, req, next)
 		case "notifications/roots/list_changed":
-			// The client's roots are not the upstream's unless the
-			// operator forwards them (asks.go): dropped otherwise.
-			if l := f.g.linkFor(f, ss); l.forwards(methodListRoots) {
-				l.notifyRootsChanged(ctx)
-			}
+			f.rootsChanged(ctx, ss)
 		case "logging/setLevel":
-			// The front answers it itself (it keeps the level) once the
-			// upstream took it.
-			if f.g.cfg.toolsOnly {
-				return nil, notFound(method)
-			}
-			if p, ok := req.GetParams().(*mcp.SetLoggingLevelParams); ok && p != nil {
-				if _, err := f.toUpstream(ctx, ss, func(ctx context.Context, cs *mcp.ClientSession) (mcp.Result, error) {
-					return nil, cs.SetLoggingLevel(ctx, clean(p))
-				}); err != nil {
-					return nil, err
-				}
+			if err := f.setLevel(ctx, ss, req); err != nil {
+				return nil, err
 			}
 		default:
 			// Resources, prompts and completions: only what the manifest
@@ -182,6 +105,110 @@ func (f *front) receive(next mcp.MethodHandler) mcp.MethodHandler {
 		}
 		return next(ctx, method, req)
 	}
+}
+
+// beforeInitialize handles a message of a session the gateway has not
+// admitted: the SDK takes a few (ping, notifications, logging/setLevel,
+// resources/subscribe and unsubscribe) on a session that was never
+// initialized, and a POST without a session id makes such a session. Only
+// ping and notifications reach the SDK; nothing reaches the upstream,
+// neither a child nor an upstream session.
+func beforeInitialize(ctx context.Context, method string, req mcp.Request, next mcp.MethodHandler) (mcp.Result, error) {
+	if method == "ping" || strings.HasPrefix(method, "notifications/") {
+		return next(ctx, method, req)
+	}
+	return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: fmt.Sprintf("method %q is invalid before the session is initialized", method)}
+}
+
+// initialize admits the session, counting it against the bounds of
+// WithMaxSessions, or refuses it (the SDK then closes it); it links the
+// session to its upstream and answers with the gateway's capabilities.
+func (f *front) initialize(ctx context.Context, ss *mcp.ServerSession, req mcp.Request, next mcp.MethodHandler) (mcp.Result, error) {
+	key := ""
+	if p, err := f.principalOf(ctx, ss, req.GetExtra()); err == nil {
+		key = sessionKey(p)
+	}
+	counted, e := f.g.admit(ss, key)
+	if e != nil {
+		return nil, sessionRefusal(e)
+	}
+	res, err := next(ctx, "initialize", req)
+	if err != nil {
+		// A failed initialize of a new session uncounts it; a second
+		// initialize of an open session (the SDK refuses it as a
+		// duplicate) leaves it counted.
+		if counted {
+			f.g.release(ss)
+		}
+		return res, err
+	}
+	l := f.g.linkFor(f, ss)
+	if f.g.probeless {
+		// The session's child is the only one (New started none): the
+		// client's initialize is answered once it runs, its pins checked,
+		// with its capabilities.
+		if err := f.g.awaitUpstream(ctx, l); err != nil {
+			if counted {
+				f.g.release(ss)
+			}
+			f.g.dropLink(ss, l)
+			return nil, upstreamNotStarted(err)
+		}
+	}
+	version := ""
+	if ir, ok := res.(*mcp.InitializeResult); ok {
+		ir.Capabilities = f.g.frontCaps()
+		version = ir.ProtocolVersion
+	}
+	if f == f.g.httpFront {
+		userID := ""
+		if ex := req.GetExtra(); ex != nil && ex.TokenInfo != nil {
+			userID = ex.TokenInfo.UserID
+		}
+		f.g.registerHTTP(l, ss.ID(), userID, version)
+	}
+	return res, nil
+}
+
+// tool answers tools/list, and refuses a tools/call of a tool the manifest
+// does not name, by the chain's intent gate. A tool the manifest declares
+// is registered on the server and reaches callTool through the SDK (which
+// asks clients on older protocols the confirmation question itself).
+func (f *front) tool(ctx context.Context, method string, req mcp.Request, next mcp.MethodHandler) (mcp.Result, error) {
+	switch r := req.(type) {
+	case *mcp.ListToolsRequest:
+		return f.listTools(ctx, r)
+	case *mcp.CallToolRequest:
+		if r.Params != nil && f.g.m.Tool(r.Params.Name) == nil {
+			return f.callTool(ctx, r)
+		}
+	}
+	return next(ctx, method, req)
+}
+
+// rootsChanged tells the upstream that the client's roots changed, when
+// the operator forwards them (asks.go); the client's roots are not the
+// upstream's otherwise.
+func (f *front) rootsChanged(ctx context.Context, ss *mcp.ServerSession) {
+	if l := f.g.linkFor(f, ss); l.forwards(methodListRoots) {
+		l.notifyRootsChanged(ctx)
+	}
+}
+
+// setLevel forwards logging/setLevel to the upstream; the front answers it
+// itself (it keeps the level) once the upstream took it.
+func (f *front) setLevel(ctx context.Context, ss *mcp.ServerSession, req mcp.Request) error {
+	if f.g.cfg.toolsOnly {
+		return notFound("logging/setLevel")
+	}
+	p, ok := req.GetParams().(*mcp.SetLoggingLevelParams)
+	if !ok || p == nil {
+		return nil
+	}
+	_, err := f.toUpstream(ctx, ss, func(ctx context.Context, cs *mcp.ClientSession) (mcp.Result, error) {
+		return nil, cs.SetLoggingLevel(ctx, clean(p))
+	})
+	return err
 }
 
 // toUpstream forwards a request that is not a tool call to the session's
@@ -364,8 +391,8 @@ func (g *Gateway) forward(ctx context.Context, call *middleware.Call) (middlewar
 	}
 	if span := trace.SpanFromContext(ctx); span.IsRecording() {
 		attrs := []attribute.KeyValue{attribute.String("mcp.method.name", "tools/call")}
-		if ob.link.front != nil && ob.link.front.ID() != "" {
-			attrs = append(attrs, attribute.String("mcp.session.id", ob.link.front.ID()))
+		if ob.link.client != nil && ob.link.client.ID() != "" {
+			attrs = append(attrs, attribute.String("mcp.session.id", ob.link.client.ID()))
 		}
 		span.SetAttributes(attrs...)
 	}
@@ -501,14 +528,14 @@ func (g *Gateway) upstreamContext(ctx context.Context) (context.Context, func())
 func (g *Gateway) callFailed(ctx context.Context, call *middleware.Call, l *link, err error) error {
 	var re *jsonrpc.Error
 	switch {
-	case errors.As(err, &re):
+	case errors.As(err, &re) && !transportRejected(re):
 		// The TypeScript SDK's RequestTimeout; any other JSON-RPC error
 		// (invalid params, an unknown tool, the server's own failure) is
 		// what the upstream will answer again, unless its text says the
 		// cause is passing.
 		retry := re.Code == rpcRequestTimeout || transient(re.Message)
 		return notRetryableUnless(axerr.New(axerr.CodeToolFailed, "the upstream server refused the call: "+bound(re.Message)).WithIntent(call.Intent()), retry)
-	case errors.Is(err, errMessageTooLarge) || l.cutTooLarge():
+	case errors.Is(err, errMessageTooLarge) || errors.Is(err, childproc.ErrTooLarge) || l.cutTooLarge():
 		return resultTooLarge(call.Intent(), g.cfg.maxMessageBytes)
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
 		return callTimedOut(call.Intent(), g.cfg.callTimeout)
@@ -517,6 +544,14 @@ func (g *Gateway) callFailed(ctx context.Context, call *middleware.Call, l *link
 	}
 	g.cfg.logger.Warn("upstream call failed", "tool", call.Tool, "error", err)
 	return unavailable(call.Intent())
+}
+
+// transportRejected reports whether re is the go-sdk client's own error
+// for an upstream answer of HTTP 429, 500, 502, 503 or 504
+// (jsonrpc2.ErrRejected), which it takes as passing: the upstream is
+// unavailable for now, as the direct path reports it, not refusing the call.
+func transportRejected(re *jsonrpc.Error) bool {
+	return re.Code == -32005 && re.Message == "rejected by transport"
 }
 
 // rpcRequestTimeout is the JSON-RPC error code of a request that timed out

@@ -23,6 +23,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/axgate/axgate"
+	"github.com/axgate/axgate/adapters/httpgate"
 	"github.com/axgate/axgate/adapters/mcpgate"
 	axerr "github.com/axgate/axgate/errors"
 	"github.com/axgate/axgate/gates"
@@ -349,14 +350,19 @@ func (g *Gateway) buildHandler() http.Handler {
 	mux := http.NewServeMux()
 	var h http.Handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.httpFront.server },
 		&mcp.StreamableHTTPOptions{SessionTimeout: g.cfg.sessionTimeout, Logger: g.cfg.logger})
-	h = g.directCalls(h)
+	if !g.cfg.sdkOnly {
+		h = g.directCalls(h)
+	}
 	h = checkStandardHeaders(h) // before both paths read the body
 	h = limitBody(h, g.cfg.maxMessageBytes)
 	if g.cfg.bearer != nil {
 		metaURL, _ := metadataURL(g.cfg.resource.Resource) // checked by New
-		h = auth.RequireBearerToken(mcpgate.BearerVerifier(g.cfg.bearer), &auth.RequireBearerTokenOptions{
+		h = auth.RequireBearerToken(mcpgate.BearerVerifier(verifiedBearer(g.cfg.bearer)), &auth.RequireBearerTokenOptions{
 			ResourceMetadataURL: metaURL,
 		})(h)
+		// Outside the SDK's check, which answers a refusal in plain text:
+		// a refused caller gets the AXAG envelope, as for every refusal.
+		h = refuseUnauthenticated(g.cfg.bearer, metaURL, h)
 		meta := auth.ProtectedResourceMetadataHandler(g.cfg.resource)
 		mux.Handle("/.well-known/oauth-protected-resource", meta)
 		if u, err := url.Parse(g.cfg.resource.Resource); err == nil && u.Path != "" && u.Path != "/" {
@@ -367,6 +373,47 @@ func (g *Gateway) buildHandler() http.Handler {
 	mux.Handle("/mcp", h)
 	mux.HandleFunc("GET /healthz", g.health)
 	return mux
+}
+
+// verifiedKey keys the principal refuseUnauthenticated verified, so that
+// the SDK's bearer check does not verify the token a second time.
+type verifiedKey struct{}
+
+// refuseUnauthenticated answers a request whose bearer token authenticate
+// refuses with 401 and the AXAG error envelope (the reason, and for a
+// token of another audience the audience expected), with the challenge
+// WWW-Authenticate: Bearer resource_metadata="…" (RFC 9728; with
+// error="invalid_token" when a token came and was refused, RFC 6750). The
+// principal of an accepted one goes on in the request's context.
+func refuseUnauthenticated(authenticate func(*http.Request) (middleware.Principal, error), metaURL string, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p, err := authenticate(r)
+		if err == nil {
+			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), verifiedKey{}, p)))
+			return
+		}
+		e, ok := axerr.As(err)
+		if !ok {
+			e = axerr.New(axerr.CodeUnauthenticated, "the request is not authenticated: "+err.Error()).WithCause(err)
+		}
+		challenge := fmt.Sprintf("Bearer resource_metadata=%q", metaURL)
+		if reason, _ := e.Details["reason"].(string); reason != "" && reason != string(reasons.MissingToken) {
+			challenge += `, error="invalid_token"`
+		}
+		w.Header().Set("WWW-Authenticate", challenge)
+		httpgate.WriteError(w, e)
+	})
+}
+
+// verifiedBearer is authenticate, answered from the request's context when
+// refuseUnauthenticated already verified its token.
+func verifiedBearer(authenticate func(*http.Request) (middleware.Principal, error)) func(*http.Request) (middleware.Principal, error) {
+	return func(r *http.Request) (middleware.Principal, error) {
+		if p, ok := r.Context().Value(verifiedKey{}).(middleware.Principal); ok {
+			return p, nil
+		}
+		return authenticate(r)
+	}
 }
 
 // metadataURL is where the protected resource metadata of resource is

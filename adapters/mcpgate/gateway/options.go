@@ -88,6 +88,11 @@ type config struct {
 	forwardClientRoots bool
 	allowSampling      bool
 	allowElicitation   bool
+
+	// sdkOnly sends every request through the SDK's server and client,
+	// never the direct path (withoutDirect: the benchmark's and the
+	// conformance suite's baseline).
+	sdkOnly bool
 }
 
 // Defaults of the options.
@@ -478,3 +483,8 @@ func WithRelistInterval(d time.Duration) Option {
 		}
 	}
 }
+
+// withoutDirect turns the direct path off: every request goes through the
+// SDK's server and client. The gateway benchmark and the conformance suite
+// compare the two paths with it.
+func withoutDirect() Option { return func(c *config) { c.sdkOnly = true } }

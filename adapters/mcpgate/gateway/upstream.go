@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"os/exec"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,55 +13,81 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"golang.org/x/time/rate"
 
+	"github.com/axgate/axgate/adapters/mcpgate/internal/childproc"
 	"github.com/axgate/axgate/middleware"
 )
 
 // errNotConnected is why a link that never connected is down.
-var errNotConnected = errors.New("not connected yet")
+var errNotConnected = errors.New("gateway: not connected yet")
 
 // link is one upstream session, kept connected: the upstream session of
-// one client session (front set), or the gateway's own (front nil). A
+// one client session (client set), or the gateway's own (client nil). A
 // session that ends — the child process died, the HTTP session was lost —
 // is connected again after a back-off that doubles on each failure in a
 // row; for a command upstream that starts a new child. In the meantime
-// current is nil and calls are refused as unavailable.
+// there is no current session and calls are refused as unavailable.
 type link struct {
-	g       *Gateway
-	f       *front
-	front   *mcp.ServerSession
-	client  *mcp.Client
-	ctx     context.Context
-	cancel  context.CancelFunc
-	done    chan struct{} // run has returned
-	first   chan struct{} // the first attempt to connect has ended
-	firstMu sync.Once
+	g *Gateway
+	// srv is the front the client session came in through, and client
+	// that session; both nil for the gateway's own link.
+	srv    *front
+	client *mcp.ServerSession
+	// ctx ends when the link closes; cancel ends it.
+	ctx    context.Context
+	cancel context.CancelFunc
 
-	// refresh serializes the tool lists of one session; lists counts
-	// those that succeeded, under refresh.
-	refresh sync.Mutex
-	lists   int
+	conn        linkConn  // the upstream session and its reconnection
+	tools       linkTools // the upstream's tools and their freshness
+	directCalls           // the direct path's bookkeeping (direct.go)
+	callBounds            // what bounds the session's calls and messages
 
-	mu     sync.Mutex
-	closed bool
-	cs     *mcp.ClientSession // nil while down
-	err    error              // why it is down
-	tools  map[string]*mcp.Tool
-	sendUp mcp.MethodHandler // the client's sending method handler
+	// subscriber is the caller of the session's last resources/subscribe
+	// the upstream took: resource updates reach the client only for what
+	// it may read (passesNotification).
+	subscriber atomic.Pointer[middleware.Principal]
+}
 
-	// stale is set from the upstream's notifications/tools/list_changed
-	// until a list that began after it is checked; gen counts those
-	// notifications. settled is closed (and replaced) when a list ends;
-	// relistErr is why the last one failed.
-	stale     bool
-	gen       uint64
-	settled   chan struct{}
-	relistErr error
-	wake      chan struct{} // a list is due
-	limiter   *rate.Limiter // of the lists after notifications
+// linkConn is a link's connection to the upstream: the current session,
+// or why there is none.
+type linkConn struct {
+	sdk       *mcp.Client   // the go-sdk client that connects to the upstream
+	stopped   chan struct{} // run has returned
+	tried     chan struct{} // the first attempt to connect has ended
+	triedOnce sync.Once
 
+	mu      sync.Mutex
+	closed  bool
+	session *mcp.ClientSession // nil while down
+	err     error              // why it is down
+	sendUp  mcp.MethodHandler  // the client's sending method handler
+}
+
+// linkTools is what a link knows of the upstream's tools. stale is set
+// from the upstream's notifications/tools/list_changed until a list that
+// began after it is checked; changes counts those notifications.
+type linkTools struct {
+	// listing serializes the lists of one session; listed counts those
+	// that succeeded, under listing.
+	listing sync.Mutex
+	listed  int
+
+	mu      sync.Mutex
+	offered map[string]*mcp.Tool // the last list, by name
+	stale   bool
+	changes uint64
+	settled chan struct{} // closed (and replaced) when a list ends
+	listErr error         // why the last list failed
+
+	due         chan struct{} // a list is due
+	relistLimit *rate.Limiter // of the lists after notifications
+}
+
+// directCalls is the direct path's bookkeeping of a client session
+// (direct.go).
+type directCalls struct {
 	// userID is the user the client session was started by, version the
 	// protocol version it agreed on, and lastPOST when the SDK last saw a
-	// POST of it (direct.go).
+	// POST of it.
 	userID   string
 	version  string
 	lastPOST atomic.Int64
@@ -75,12 +100,10 @@ type link struct {
 	inflightMu sync.Mutex
 	inflight   map[string]context.CancelFunc // by requestKey
 	inflightN  atomic.Int32
+}
 
-	// subscriber is the caller of the session's last resources/subscribe
-	// the upstream took: resource updates reach the client only for what
-	// it may read (passesNotification).
-	subscriber atomic.Pointer[middleware.Principal]
-
+// callBounds bound what one session holds of the gateway.
+type callBounds struct {
 	calls    slots       // tools/call in flight (WithMaxCallsPerSession)
 	pending  slots       // upstream requests to the client (WithMaxPendingUpstreamRequests)
 	tooLarge atomic.Bool // the session was cut for a message over the bound
@@ -88,24 +111,27 @@ type link struct {
 	askLogs *rate.Limiter // of the log lines of the upstream's requests to the client (asks.go)
 }
 
-func (g *Gateway) newLink(f *front, ss *mcp.ServerSession) *link {
+func (g *Gateway) newLink(srv *front, client *mcp.ServerSession) *link {
 	ctx, cancel := context.WithCancel(context.Background())
-	l := &link{g: g, f: f, front: ss, ctx: ctx, cancel: cancel, done: make(chan struct{}), first: make(chan struct{}), err: errNotConnected,
-		settled: make(chan struct{}), wake: make(chan struct{}, 1),
-		limiter: rate.NewLimiter(rate.Every(g.cfg.relistInterval), 1),
-		calls:   newSlots(g.cfg.maxCallsPerSession),
-		pending: newSlots(g.cfg.maxPendingUpstream),
-		askLogs: rate.NewLimiter(rate.Every(time.Second), askLogBurst),
+	l := &link{g: g, srv: srv, client: client, ctx: ctx, cancel: cancel,
+		conn: linkConn{stopped: make(chan struct{}), tried: make(chan struct{}), err: errNotConnected},
+		tools: linkTools{settled: make(chan struct{}), due: make(chan struct{}, 1),
+			relistLimit: rate.NewLimiter(rate.Every(g.cfg.relistInterval), 1)},
+		callBounds: callBounds{
+			calls:   newSlots(g.cfg.maxCallsPerSession),
+			pending: newSlots(g.cfg.maxPendingUpstream),
+			askLogs: rate.NewLimiter(rate.Every(time.Second), askLogBurst),
+		},
 	}
-	l.client = mcp.NewClient(g.cfg.impl, l.clientOptions())
-	l.client.AddSendingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
-		l.sendUp = next
+	l.conn.sdk = mcp.NewClient(g.cfg.impl, l.clientOptions())
+	l.conn.sdk.AddSendingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		l.conn.sendUp = next
 		return next
 	})
 	// The SDK's client answers roots/list with these, unless they are
 	// the client's (receiveAsks).
-	l.client.AddRoots(g.operatorRoots().Roots...)
-	l.client.AddReceivingMiddleware(l.receiveAsks)
+	l.conn.sdk.AddRoots(g.operatorRoots().Roots...)
+	l.conn.sdk.AddReceivingMiddleware(l.receiveAsks)
 	return l
 }
 
@@ -126,7 +152,7 @@ func (l *link) clientOptions() *mcp.ClientOptions {
 		// Fixed for as long as the gateway runs: no list_changed.
 		opts.Capabilities.RootsV2 = &mcp.RootCapabilities{}
 	}
-	if l.front == nil || l.g.cfg.toolsOnly {
+	if l.client == nil || l.g.cfg.toolsOnly {
 		return opts
 	}
 	opts.PromptListChangedHandler = func(ctx context.Context, req *mcp.PromptListChangedRequest) {
@@ -155,16 +181,16 @@ func (l *link) clientOptions() *mcp.ClientOptions {
 		e := *caps.Elicitation
 		opts.Capabilities.Elicitation = &e
 		opts.ElicitationHandler = func(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
-			return askClient(ctx, l, func(ctx context.Context) (*mcp.ElicitResult, error) { return l.front.Elicit(ctx, req.Params) })
+			return askClient(ctx, l, func(ctx context.Context) (*mcp.ElicitResult, error) { return l.client.Elicit(ctx, req.Params) })
 		}
 		opts.ElicitationCompleteHandler = func(ctx context.Context, req *mcp.ElicitationCompleteNotificationRequest) {
-			l.front.NotifyElicitationComplete(ctx, req.Params)
+			l.client.NotifyElicitationComplete(ctx, req.Params)
 		}
 	}
 	if l.forwards(methodCreateMessage) {
 		opts.CreateMessageHandler = func(ctx context.Context, req *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
 			return askClient(ctx, l, func(ctx context.Context) (*mcp.CreateMessageResult, error) {
-				return l.front.CreateMessage(ctx, req.Params)
+				return l.client.CreateMessage(ctx, req.Params)
 			})
 		}
 	}
@@ -177,10 +203,10 @@ func (l *link) clientOptions() *mcp.ClientOptions {
 
 // toFront sends an upstream notification to the link's client session.
 func toFront[P mcp.Params](ctx context.Context, l *link, method string, p P) {
-	if l.front == nil || l.f == nil || l.f.send == nil {
+	if l.client == nil || l.srv == nil || l.srv.send == nil {
 		return
 	}
-	if _, err := l.f.send(ctx, method, &mcp.ServerRequest[P]{Session: l.front, Params: p}); err != nil {
+	if _, err := l.srv.send(ctx, method, &mcp.ServerRequest[P]{Session: l.client, Params: p}); err != nil {
 		l.g.cfg.logger.Debug("forwarding a notification to the client failed", "method", method, "error", err)
 	}
 }
@@ -195,9 +221,9 @@ func (l *link) notifyToolsChanged() {
 // notifyRootsChanged tells the upstream that the client's roots changed.
 func (l *link) notifyRootsChanged(ctx context.Context) {
 	cs := l.current()
-	l.mu.Lock()
-	send := l.sendUp
-	l.mu.Unlock()
+	l.conn.mu.Lock()
+	send := l.conn.sendUp
+	l.conn.mu.Unlock()
 	if cs == nil || send == nil {
 		return
 	}
@@ -250,17 +276,25 @@ func (l *link) transport() mcp.Transport {
 		bounded.Transport = boundedTransport{next: next, limit: limit, cut: &l.tooLarge}
 		return &mcp.StreamableClientTransport{Endpoint: g.up.URL, HTTPClient: &bounded, MaxEventSize: int(limit) + 1}
 	}
-	cmd := exec.Command(g.up.Command, g.up.Args...)
-	cmd.Env = childEnv(g.up)
-	cmd.Dir = g.up.Dir
-	cmd.Stderr = g.up.Stderr
-	// A child may leave a helper running (a daemon, a browser) that keeps
-	// its standard error open: Wait, which copies that stream to Stderr,
-	// would wait for the helper to exit, and with it the child's stop, New
-	// and Close. Once the child has exited, its stream gets this long.
-	cmd.WaitDelay = childWaitDelay
-	ownGroup(cmd)
-	return &commandTransport{cmd: cmd, limit: limit, cut: &l.tooLarge}
+	return childproc.NewTransport(childproc.Command{
+		Path:   g.up.Command,
+		Args:   g.up.Args,
+		Env:    childproc.Env(g.up.InheritEnv, g.up.Env),
+		Dir:    g.up.Dir,
+		Stderr: g.up.Stderr,
+	}, limit, &l.tooLarge)
+}
+
+// exitedFirst words the error of a session that did not start on t: for a
+// command upstream whose child has exited, its exit status (its standard
+// error went to the Upstream's Stderr); else err.
+func exitedFirst(t mcp.Transport, err error) error {
+	if ct, ok := t.(*childproc.Transport); ok {
+		if ps := ct.Exited(); ps != nil {
+			return fmt.Errorf("the upstream command exited (%v) before it answered initialize: %w", ps, err)
+		}
+	}
+	return err
 }
 
 func (l *link) start() {
@@ -271,19 +305,19 @@ func (l *link) start() {
 // stopUnstarted leaves a link that will never connect (the gateway is
 // closed) in its final state.
 func (l *link) stopUnstarted() {
-	l.mu.Lock()
-	l.closed = true
-	l.mu.Unlock()
+	l.conn.mu.Lock()
+	l.conn.closed = true
+	l.conn.mu.Unlock()
 	l.cancel()
 	l.markFirst()
-	close(l.done)
+	close(l.conn.stopped)
 }
 
-func (l *link) markFirst() { l.firstMu.Do(func() { close(l.first) }) }
+func (l *link) markFirst() { l.conn.triedOnce.Do(func() { close(l.conn.tried) }) }
 
 // run keeps the session connected until the link is closed.
 func (l *link) run() {
-	defer close(l.done)
+	defer close(l.conn.stopped)
 	defer l.markFirst()
 	delay := l.g.cfg.backoffMin
 	for attempt := 0; ; attempt++ {
@@ -346,13 +380,13 @@ func (l *link) connect() (*mcp.ClientSession, error) {
 	// asking the person anything while it serves a call.
 	opts := &mcp.ClientSessionOptions{ProtocolVersion: upstreamProtocolVersion}
 	t := l.transport()
-	cs, err := l.client.Connect(ctx, t, opts)
+	cs, err := l.conn.sdk.Connect(ctx, t, opts)
 	var rpcErr *jsonrpc.Error
 	if err != nil && errors.As(err, &rpcErr) && ctx.Err() == nil {
 		// An upstream that refuses the version with sessions (one that
 		// speaks only the stateless protocol): the SDK's own choice.
 		t = l.transport()
-		cs, err = l.client.Connect(ctx, t, nil)
+		cs, err = l.conn.sdk.Connect(ctx, t, nil)
 	}
 	if err != nil {
 		return nil, exitedFirst(t, err)
@@ -366,27 +400,27 @@ func (l *link) connect() (*mcp.ClientSession, error) {
 
 // up makes cs the current session, unless the link was closed meanwhile.
 func (l *link) up(cs *mcp.ClientSession) bool {
-	l.mu.Lock()
-	if l.closed {
-		l.mu.Unlock()
+	l.conn.mu.Lock()
+	if l.conn.closed {
+		l.conn.mu.Unlock()
 		cs.Close()
 		return false
 	}
-	l.cs, l.err = cs, nil
-	l.mu.Unlock()
+	l.conn.session, l.conn.err = cs, nil
+	l.conn.mu.Unlock()
 	return true
 }
 
 func (l *link) down(cs *mcp.ClientSession, err error) {
 	if err == nil {
-		err = errors.New("the upstream closed the session")
+		err = errors.New("gateway: upstream closed the session")
 	}
-	l.mu.Lock()
-	if l.cs == cs {
-		l.cs = nil
+	l.conn.mu.Lock()
+	if l.conn.session == cs {
+		l.conn.session = nil
 	}
-	l.err = err
-	l.mu.Unlock()
+	l.conn.err = err
+	l.conn.mu.Unlock()
 }
 
 // listTools lists the session's tools, at most WithMaxUpstreamTools of
@@ -394,33 +428,33 @@ func (l *link) down(cs *mcp.ClientSession, err error) {
 // disabled as changed: which of its definitions the upstream runs is not
 // known.
 func (l *link) listTools(ctx context.Context, cs *mcp.ClientSession) error {
-	l.refresh.Lock()
-	defer l.refresh.Unlock()
-	l.mu.Lock()
-	gen := l.gen
-	l.mu.Unlock()
+	l.tools.listing.Lock()
+	defer l.tools.listing.Unlock()
+	l.tools.mu.Lock()
+	gen := l.tools.changes
+	l.tools.mu.Unlock()
 	err := l.list(ctx, cs)
 	if err == nil {
 		// At start (the gateway's own session), and at every list after
 		// the first of a session: a re-list.
-		l.g.reportMissing("tool", l.g.order, func(name string) bool { _, ok := l.offered()[name]; return ok }, l.front == nil || l.lists > 0)
-		if l.front == nil || (l.g.probeless && l.lists == 0) {
+		l.g.reportMissing("tool", l.g.order, func(name string) bool { _, ok := l.offered()[name]; return ok }, l.client == nil || l.tools.listed > 0)
+		if l.client == nil || (l.g.probeless && l.tools.listed == 0) {
 			// At start: the gateway's own session, or a local client's
 			// first (New starts no child of its own then).
-			l.reportMissingEntries(ctx, cs, l.front == nil)
+			l.reportMissingEntries(ctx, cs, l.client == nil)
 		}
-		l.lists++
+		l.tools.listed++
 	}
-	l.mu.Lock()
+	l.tools.mu.Lock()
 	if err == nil {
-		l.relistErr = nil
-		l.stale = l.gen != gen // a change came in while listing
+		l.tools.listErr = nil
+		l.tools.stale = l.tools.changes != gen // a change came in while listing
 	} else {
-		l.relistErr = err
+		l.tools.listErr = err
 	}
-	close(l.settled)
-	l.settled = make(chan struct{})
-	l.mu.Unlock()
+	close(l.tools.settled)
+	l.tools.settled = make(chan struct{})
+	l.tools.mu.Unlock()
 	return err
 }
 
@@ -459,21 +493,21 @@ func (l *link) list(ctx context.Context, cs *mcp.ClientSession) error {
 		}
 	}
 	l.g.checkPins(tools)
-	l.mu.Lock()
-	l.tools = tools
-	l.mu.Unlock()
+	l.tools.mu.Lock()
+	l.tools.offered = tools
+	l.tools.mu.Unlock()
 	return nil
 }
 
 // toolsChanged marks the session's tools stale when the upstream says they
 // changed, and asks relists for a new list: calls wait for it.
 func (l *link) toolsChanged() {
-	l.mu.Lock()
-	l.stale = true
-	l.gen++
-	l.mu.Unlock()
+	l.tools.mu.Lock()
+	l.tools.stale = true
+	l.tools.changes++
+	l.tools.mu.Unlock()
 	select {
-	case l.wake <- struct{}{}:
+	case l.tools.due <- struct{}{}:
 	default: // a list is due already: notifications coalesce
 	}
 }
@@ -488,11 +522,11 @@ func (l *link) relists() {
 		select {
 		case <-l.ctx.Done():
 			return
-		case <-l.wake:
+		case <-l.tools.due:
 		case <-retry:
 		}
 		retry = nil
-		if l.limiter.Wait(l.ctx) != nil {
+		if l.tools.relistLimit.Wait(l.ctx) != nil {
 			return
 		}
 		cs := l.current()
@@ -519,18 +553,18 @@ func (l *link) relists() {
 // awaitFresh waits, at most timeout, until the session's tools are not
 // stale; it fails when the last list failed.
 func (l *link) awaitFresh(ctx context.Context, timeout time.Duration) error {
-	l.mu.Lock()
-	stale, err := l.stale, l.relistErr
-	l.mu.Unlock()
+	l.tools.mu.Lock()
+	stale, err := l.tools.stale, l.tools.listErr
+	l.tools.mu.Unlock()
 	if err != nil || !stale {
 		return err // the common case: no timer to set
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	for {
-		l.mu.Lock()
-		stale, err, settled := l.stale, l.relistErr, l.settled
-		l.mu.Unlock()
+		l.tools.mu.Lock()
+		stale, err, settled := l.tools.stale, l.tools.listErr, l.tools.settled
+		l.tools.mu.Unlock()
 		if err != nil {
 			return err
 		}
@@ -553,16 +587,16 @@ func (l *link) cutTooLarge() bool { return l.tooLarge.Load() }
 // session, or why there is none.
 func (l *link) session(ctx context.Context) (*mcp.ClientSession, error) {
 	select {
-	case <-l.first:
+	case <-l.conn.tried:
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.cs == nil {
-		return nil, l.err
+	l.conn.mu.Lock()
+	defer l.conn.mu.Unlock()
+	if l.conn.session == nil {
+		return nil, l.conn.err
 	}
-	return l.cs, nil
+	return l.conn.session, nil
 }
 
 // ready reports whether a call on the link waits for nothing before its
@@ -571,7 +605,7 @@ func (l *link) session(ctx context.Context) (*mcp.ClientSession, error) {
 // It waits for the first connection at most wait.
 func (l *link) ready(ctx context.Context, wait time.Duration) bool {
 	select {
-	case <-l.first:
+	case <-l.conn.tried:
 	default:
 		if wait <= 0 {
 			return false
@@ -579,38 +613,41 @@ func (l *link) ready(ctx context.Context, wait time.Duration) bool {
 		t := time.NewTimer(wait)
 		defer t.Stop()
 		select {
-		case <-l.first:
+		case <-l.conn.tried:
 		case <-t.C:
 			return false
 		case <-ctx.Done():
 			return false
 		}
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.cs != nil && !l.stale && l.relistErr == nil
+	if l.current() == nil {
+		return false
+	}
+	l.tools.mu.Lock()
+	defer l.tools.mu.Unlock()
+	return !l.tools.stale && l.tools.listErr == nil
 }
 
 // current is the session, nil while down.
 func (l *link) current() *mcp.ClientSession {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.cs
+	l.conn.mu.Lock()
+	defer l.conn.mu.Unlock()
+	return l.conn.session
 }
 
 // offered is the tools the session listed last, by name.
 func (l *link) offered() map[string]*mcp.Tool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.tools
+	l.tools.mu.Lock()
+	defer l.tools.mu.Unlock()
+	return l.tools.offered
 }
 
 // lastError is why the link is down, or fallback.
 func (l *link) lastError(fallback error) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.err != nil && l.err != errNotConnected {
-		return l.err
+	l.conn.mu.Lock()
+	defer l.conn.mu.Unlock()
+	if l.conn.err != nil && l.conn.err != errNotConnected {
+		return l.conn.err
 	}
 	return fallback
 }
@@ -629,14 +666,14 @@ func (l *link) whileOpen(ctx context.Context) (context.Context, func()) {
 }
 
 func (l *link) close() {
-	l.mu.Lock()
-	l.closed = true
-	cs := l.cs
-	l.cs = nil
-	l.mu.Unlock()
+	l.conn.mu.Lock()
+	l.conn.closed = true
+	cs := l.conn.session
+	l.conn.session = nil
+	l.conn.mu.Unlock()
 	l.cancel()
 	if cs != nil {
 		cs.Close()
 	}
-	<-l.done
+	<-l.conn.stopped
 }

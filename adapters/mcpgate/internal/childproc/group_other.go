@@ -1,6 +1,6 @@
 //go:build !unix
 
-package gateway
+package childproc
 
 import (
 	"os"

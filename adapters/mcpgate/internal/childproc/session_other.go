@@ -1,6 +1,6 @@
 //go:build unix && !linux
 
-package gateway
+package childproc
 
 // sessionMembers lists nothing where there is no /proc to list a session
 // from: the child's process group is signalled, not the rest of its
