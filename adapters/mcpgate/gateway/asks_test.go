@@ -12,10 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/axgate/axgate/adapters/mcpgate/gateway"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-
-	"github.com/axgate/axgate/adapters/mcpgate/gateway"
 )
 
 // askingUpstream is a hostile upstream whose ask_note, a tool the manifest
@@ -95,6 +94,7 @@ func askNote(t *testing.T, cs *mcp.ClientSession, path string) string {
 // elicitation is not offered, so the upstream cannot ask. The client, which
 // offers both, is never asked; the upstream's tool result still arrives.
 func TestUpstreamRequestsRefusedByDefault(t *testing.T) {
+	t.Parallel()
 	for _, path := range []string{"direct", "sdk"} {
 		t.Run(path, func(t *testing.T) {
 			upURL, codes := askingUpstream(t)
@@ -122,6 +122,7 @@ func TestUpstreamRequestsRefusedByDefault(t *testing.T) {
 // AllowUpstreamElicitation, the upstream's requests reach the client, each
 // logged with the upstream's identity.
 func TestUpstreamRequestsAllowed(t *testing.T) {
+	t.Parallel()
 	for _, path := range []string{"direct", "sdk"} {
 		t.Run(path, func(t *testing.T) {
 			upURL, _ := askingUpstream(t)
@@ -150,6 +151,7 @@ func TestUpstreamRequestsAllowed(t *testing.T) {
 // TestGatewayConfirmationStillAsks: the gateway's own confirmation question
 // (a confirmation_required call) is asked without AllowUpstreamElicitation.
 func TestGatewayConfirmationStillAsks(t *testing.T) {
+	t.Parallel()
 	up, upURL := httpUpstream(t)
 	g := newGateway(t, gateway.Upstream{URL: upURL}, "")
 	var asked atomic.Int32
@@ -169,6 +171,7 @@ func TestGatewayConfirmationStillAsks(t *testing.T) {
 // flood of requests does not flood the gateway's log: each session logs
 // a burst of them, then one a second.
 func TestUpstreamRequestsLogBounded(t *testing.T) {
+	t.Parallel()
 	const n = 300
 	srv := mcp.NewServer(&mcp.Implementation{Name: "hostile", Version: "6.6.6"}, nil)
 	srv.AddTool(askNoteTool, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {

@@ -26,6 +26,7 @@ import (
 // challenge. Before, the go-sdk answered in plain text: "invalid token: the
 // bearer token is not valid (wrong audience)".
 func TestBearerRefusalIsTheAXAGEnvelope(t *testing.T) {
+	t.Parallel()
 	pub, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
 		t.Fatal(err)

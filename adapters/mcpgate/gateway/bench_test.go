@@ -22,24 +22,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"github.com/axgate/axgate"
 	"github.com/axgate/axgate/adapters/mcpgate"
 	"github.com/axgate/axgate/adapters/mcpgate/gateway"
 	"github.com/axgate/axgate/manifest"
 	"github.com/axgate/axgate/middleware"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
-
-// The gateway benchmark: a read tool called through the gateway and on the
-// same upstream directly, interleaved in one run (see bench/README.md).
-//
-// Everything runs in this one process on loopback: the upstream (a go-sdk
-// server with a "read" tool over streamable HTTP), the gateway (an
-// in-memory enforcer, a manifest that allows "read") and the agents (go-sdk
-// clients, one session each, kept open for the whole run). The gateway hop
-// therefore spends CPU on the same cores as the agents and the upstream,
-// which the direct path does not.
 
 // benchManifest allows the one read tool, to any caller.
 const benchManifest = `{
@@ -180,7 +169,8 @@ type copyBuffers struct{}
 
 var copyBufferPool = sync.Pool{New: func() any { return new([32 << 10]byte) }}
 
-func (copyBuffers) Get() []byte  { return copyBufferPool.Get().(*[32 << 10]byte)[:] }
+func (copyBuffers) Get() []byte { return copyBufferPool.Get().(*[32 << 10]byte)[:] }
+
 func (copyBuffers) Put(b []byte) { copyBufferPool.Put((*[32 << 10]byte)(b)) }
 
 // benchTarget is one upstream, the gateway in front of it, and a plain
@@ -456,6 +446,7 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 // gateway) and every session, so that the benchmark does not time
 // refusals.
 func TestBenchTargetsAnswerAlike(t *testing.T) {
+	t.Parallel()
 	tg := newBenchTarget(t, 0, 2)
 	ctx := context.Background()
 	for _, cs := range slices.Concat(tg.direct, tg.gateway, tg.proxied, tg.relayed, tg.sdkOnly) {

@@ -4,8 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -15,67 +16,173 @@ import (
 	"testing"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"github.com/axgate/axgate"
 	"github.com/axgate/axgate/adapters/mcpgate/gateway"
 	"github.com/axgate/axgate/manifest"
-	"github.com/axgate/axgate/middleware"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// The callers of the bound tests: carol in two tenants.
-func init() {
-	principals["t1-carol-token"] = middleware.Principal{ID: "carol", Tenant: "t1", Roles: []string{"user"}}
-	principals["t2-carol-token"] = middleware.Principal{ID: "carol", Tenant: "t2", Roles: []string{"user"}}
-}
-
-// tryConnect is connect that returns the error of a refused session.
-func tryConnect(t *testing.T, url, token string, opts *mcp.ClientOptions) (*mcp.ClientSession, error) {
-	client := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "v1"}, opts)
-	cs, err := client.Connect(context.Background(), &mcp.StreamableClientTransport{
-		Endpoint: url, HTTPClient: &http.Client{Transport: bearer{token, http.DefaultTransport}}, MaxRetries: -1,
-	}, nil)
-	if err == nil {
-		t.Cleanup(func() { cs.Close() })
+// TestUpstreamCancelNotificationsBounded: the notifications/cancelled sent
+// upstream for ended direct calls are bounded in number.
+//
+// The fault: every direct call whose context ends before the answer
+// (WithCallTimeout, or the client's cancellation) starts a goroutine that
+// POSTs notifications/cancelled upstream and waits up to 5 s for its answer
+// (cancelUpstream); none of them counts anywhere, and the call's slot is
+// free once the call returned. An upstream that answers its calls late and
+// holds those POSTs open has the gateway keep a goroutine and an upstream
+// connection per cancelled call, beyond the 256 the drains are bounded to.
+func TestUpstreamCancelNotificationsBounded(t *testing.T) {
+	t.Parallel()
+	_, sdk := notesHandler()
+	var held, maxHeld atomic.Int64
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			body, _ := io.ReadAll(r.Body)
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			switch methodOf(body) {
+			case "notifications/cancelled":
+				now := held.Add(1)
+				for old := maxHeld.Load(); now > old && !maxHeld.CompareAndSwap(old, now); old = maxHeld.Load() {
+				}
+				<-r.Context().Done()
+				held.Add(-1)
+				return
+			case "tools/call":
+				if bytes.Contains(body, []byte(`"stall"`)) {
+					<-r.Context().Done()
+					return
+				}
+			}
+		}
+		sdk.ServeHTTP(w, r)
+	}))
+	t.Cleanup(hs.Close)
+	g := newGateway(t, gateway.Upstream{URL: hs.URL}, "", gateway.WithCallTimeout(100*time.Millisecond),
+		gateway.WithMaxCallsPerSession(100), gateway.WithMaxCallsPerPrincipal(100))
+	cs := connect(t, serve(t, g), "alice-token", nil)
+	const calls = 400
+	sem := make(chan struct{}, 50)
+	done := make(chan struct{}, calls)
+	start := time.Now()
+	for range calls {
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; done <- struct{}{} }()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			cs.CallTool(ctx, &mcp.CallToolParams{Name: "read_note", Arguments: map[string]any{"name": "stall"}})
+		}()
 	}
-	return cs, err
+	for range calls {
+		<-done
+	}
+	t.Logf("%d timed-out calls in %s; notifications/cancelled held open at once: %d (max %d)", calls, time.Since(start).Round(time.Millisecond), held.Load(), maxHeld.Load())
+	if n := maxHeld.Load(); n > 256 {
+		t.Errorf("the gateway held %d upstream POSTs (goroutines, connections) of cancellations open at once, past the 256 of its drains", n)
+	}
 }
 
-// callWithin is call with a deadline, so that a gateway that hangs fails
-// the test rather than stalling it.
-func callWithin(t *testing.T, cs *mcp.ClientSession, tool string, args any) *mcp.CallToolResult {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+// holdReads makes the upstream hold each resources/read until release is
+// closed, and report it on held.
+func holdReads(t *testing.T, up *notes) (held chan struct{}, unhold func()) {
+	held, release := make(chan struct{}, 100), make(chan struct{})
+	var once sync.Once
+	unhold = func() { once.Do(func() { close(release) }) }
+	t.Cleanup(unhold) // before the upstream's server is closed
+	up.setHook(func(ctx context.Context, method string, next func() (mcp.Result, error)) (mcp.Result, error) {
+		if method == "resources/read" {
+			held <- struct{}{}
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+		}
+		return next()
+	})
+	return held, unhold
+}
+
+// TestPassthroughRequestsBoundedPerCaller: requests that are not tool calls
+// count against the caller's bound of calls in flight.
+//
+// The fault: requests that are not tool calls (resources/read here) also
+// reach the upstream and hold a connection to it while it answers; one
+// caller cannot keep more of them in flight than its bound of calls,
+// whatever the upstream's pace.
+func TestPassthroughRequestsBoundedPerCaller(t *testing.T) {
+	t.Parallel()
+	up, upURL := httpUpstream(t)
+	held, unhold := holdReads(t, up)
+	const perSession = 2
+	g := newGateway(t, gateway.Upstream{URL: upURL}, "", gateway.WithMaxCallsPerSession(perSession), gateway.WithMaxCallsPerPrincipal(3))
+	cs := connect(t, serve(t, g), "alice-token", nil)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer unhold()
+	inFlight, refused := 0, 0
+	for range 3 * perSession {
+		returned := make(chan error, 1)
+		wg.Go(func() {
+			_, err := cs.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: "notes://readme"})
+			returned <- err
+		})
+		select {
+		case <-held:
+			inFlight++
+			if inFlight > perSession {
+				t.Fatalf("one session keeps %d resources/read in flight upstream, over its bound of %d calls", inFlight, perSession)
+			}
+		case err := <-returned:
+			if err == nil {
+				t.Fatal("a read answered while the upstream holds every read")
+			}
+			if r := axagData(t, err); r.Details["reason"] != "too_many_calls" {
+				t.Fatalf("refused with %+v, want reason too_many_calls", r)
+			}
+			refused++
+		}
+	}
+	if refused == 0 {
+		t.Fatal("no read was refused")
+	}
+	unhold()
+	wg.Wait()
+	// Once they ended, reads pass again.
+	if _, err := cs.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: "notes://readme"}); err != nil {
+		t.Errorf("a read after the held ones ended: %v", err)
+	}
+}
+
+// TestPassthroughRequestTimesOut: a request that is not a tool call is
+// refused after WithCallTimeout when the upstream never answers.
+//
+// The fault: an upstream that never answers a resources/read does not hold
+// the caller's request (and its slot) for ever: it is refused after
+// WithCallTimeout, as a tool call is.
+func TestPassthroughRequestTimesOut(t *testing.T) {
+	t.Parallel()
+	up, upURL := httpUpstream(t)
+	holdReads(t, up)
+	g := newGateway(t, gateway.Upstream{URL: upURL}, "", gateway.WithCallTimeout(300*time.Millisecond))
+	cs := connect(t, serve(t, g), "alice-token", nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
-	if err != nil {
-		t.Fatalf("%s: %v", tool, err)
+	_, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "notes://readme"})
+	if err == nil || ctx.Err() != nil {
+		t.Fatalf("a read the upstream never answers: %v (the test's own deadline: %v)", err, ctx.Err())
 	}
-	return res
-}
-
-// axagData is the AXAG envelope in a JSON-RPC error's data.
-func axagData(t *testing.T, err error) refusal {
-	t.Helper()
-	var re *jsonrpc.Error
-	if !errors.As(err, &re) {
-		t.Fatalf("want a JSON-RPC error, got %v", err)
+	if r := axagData(t, err); r.Details["reason"] != "upstream_timeout" {
+		t.Fatalf("refused with %+v, want reason upstream_timeout", r)
 	}
-	var data struct {
-		Error refusal `json:"error"`
-	}
-	if json.Unmarshal(re.Data, &data); data.Error.Code == "" {
-		// Some envelopes are the refusal itself.
-		json.Unmarshal(re.Data, &data.Error)
-	}
-	return data.Error
 }
 
 // TestMaxSessions: beyond the bounds, in total and per caller, a new
 // session is refused with a clear error; open sessions go on, and a place
 // is freed when one ends.
 func TestMaxSessions(t *testing.T) {
+	t.Parallel()
 	_, upURL := httpUpstream(t)
 	g := newGateway(t, gateway.Upstream{URL: upURL}, "", gateway.WithMaxSessions(3, 2))
 	url := serve(t, g)
@@ -115,6 +222,7 @@ func TestMaxSessions(t *testing.T) {
 // TestMaxSessionsBoundsChildren: a command upstream runs one child per
 // session, so the session bound bounds the children.
 func TestMaxSessionsBoundsChildren(t *testing.T) {
+	t.Parallel()
 	g := newGateway(t, stdioUpstream(), "", gateway.WithMaxSessions(2, 2))
 	url := serve(t, g)
 	a, b := connect(t, url, "alice-token", nil), connect(t, url, "bob-token", nil)
@@ -140,6 +248,7 @@ func (s *switchable) RoundTrip(r *http.Request) (*http.Response, error) {
 // TestSessionBoundToTenant: a session opened as carol of tenant t1 cannot
 // be continued with the token of carol of t2; and each counts apart.
 func TestSessionBoundToTenant(t *testing.T) {
+	t.Parallel()
 	_, upURL := httpUpstream(t)
 	g := newGateway(t, gateway.Upstream{URL: upURL}, "", gateway.WithMaxSessions(10, 1))
 	url := serve(t, g)
@@ -170,6 +279,7 @@ func TestSessionBoundToTenant(t *testing.T) {
 // TestResultTooLarge: an upstream answer over the bound is refused, over
 // HTTP and over stdio, and the gateway connects again.
 func TestResultTooLarge(t *testing.T) {
+	t.Parallel()
 	_, upURL := httpUpstream(t)
 	for name, up := range map[string]gateway.Upstream{"http": {URL: upURL}, "stdio": stdioUpstream()} {
 		t.Run(name, func(t *testing.T) {
@@ -192,6 +302,7 @@ func TestResultTooLarge(t *testing.T) {
 // TestRequestBodyBounded: a client's request body over the bound is
 // refused with 413 before the SDK reads it.
 func TestRequestBodyBounded(t *testing.T) {
+	t.Parallel()
 	_, upURL := httpUpstream(t)
 	g := newGateway(t, gateway.Upstream{URL: upURL}, "", gateway.WithMaxMessageBytes(64<<10))
 	url := serve(t, g)
@@ -213,6 +324,7 @@ func TestRequestBodyBounded(t *testing.T) {
 // TestCallTimeout: a call to an upstream that does not answer is refused
 // after the call timeout.
 func TestCallTimeout(t *testing.T) {
+	t.Parallel()
 	up, upURL := httpUpstream(t)
 	t.Cleanup(up.unstall) // before the upstream's server is closed
 	g := newGateway(t, gateway.Upstream{URL: upURL}, "", gateway.WithCallTimeout(300*time.Millisecond))
@@ -223,6 +335,7 @@ func TestCallTimeout(t *testing.T) {
 // TestMaxCallsPerSession: a session cannot have more calls in flight than
 // its bound; another session is not affected.
 func TestMaxCallsPerSession(t *testing.T) {
+	t.Parallel()
 	up, upURL := httpUpstream(t)
 	t.Cleanup(up.unstall) // a failing test does not hang on the stalled calls
 	g := newGateway(t, gateway.Upstream{URL: upURL}, "", gateway.WithMaxCallsPerSession(2))
@@ -267,6 +380,8 @@ func newEnforcer(t *testing.T) *axgate.Enforcer {
 // TestToolListBounded: an upstream whose tools/list never ends, or lists
 // too many tools, is refused.
 func TestToolListBounded(t *testing.T) {
+	// Not parallel: listing pages up to the bound is CPU work that other
+	// tests would slow past the connect timeout.
 	up, upURL := httpUpstream(t)
 	up.setHook(func(_ context.Context, method string, next func() (mcp.Result, error)) (mcp.Result, error) {
 		if method != "tools/list" {
@@ -299,6 +414,7 @@ func TestToolListBounded(t *testing.T) {
 // TestPendingUpstreamRequests: the upstream cannot have more of its
 // questions to one client pending than the bound.
 func TestPendingUpstreamRequests(t *testing.T) {
+	t.Parallel()
 	_, upURL := httpUpstream(t)
 	g := newGateway(t, gateway.Upstream{URL: upURL}, "", gateway.WithMaxPendingUpstreamRequests(1), gateway.AllowUpstreamElicitation())
 	var n atomic.Int32
@@ -341,6 +457,7 @@ func gateListing(up *notes) (seen chan struct{}, open chan struct{}) {
 // and the new list, a call of the changed tool waits, and is refused once
 // the list shows the change; it never reaches the upstream.
 func TestChangedToolRefusedBeforeRelist(t *testing.T) {
+	t.Parallel()
 	up, upURL := httpUpstream(t)
 	g := newGateway(t, gateway.Upstream{URL: upURL}, pinOf(t, upURL, "write_note"))
 	cs := connect(t, serve(t, g), "alice-token", &mcp.ClientOptions{ElicitationHandler: accept})
@@ -380,6 +497,7 @@ func TestChangedToolRefusedBeforeRelist(t *testing.T) {
 // session's tools stay refused (fail closed) until a list succeeds; then
 // the change is seen.
 func TestChangedToolRefusedWhenRelistFails(t *testing.T) {
+	t.Parallel()
 	up, upURL := httpUpstream(t)
 	g := newGateway(t, gateway.Upstream{URL: upURL}, pinOf(t, upURL, "write_note"))
 	cs := connect(t, serve(t, g), "alice-token", &mcp.ClientOptions{ElicitationHandler: accept})
@@ -421,6 +539,7 @@ func TestChangedToolRefusedWhenRelistFails(t *testing.T) {
 // TestDuplicateToolListing: a tool listed twice, the changed definition
 // first, is refused as changed.
 func TestDuplicateToolListing(t *testing.T) {
+	t.Parallel()
 	up, upURL := httpUpstream(t)
 	pin := pinOf(t, upURL, "write_note")
 	up.setHook(func(_ context.Context, method string, next func() (mcp.Result, error)) (mcp.Result, error) {
@@ -444,6 +563,7 @@ func TestDuplicateToolListing(t *testing.T) {
 // TestProgressToken: only a string of bounded length or an integer is
 // forwarded as the progress token.
 func TestProgressToken(t *testing.T) {
+	t.Parallel()
 	up, upURL := httpUpstream(t)
 	g := newGateway(t, gateway.Upstream{URL: upURL}, "")
 	cs := connect(t, serve(t, g), "alice-token", nil)
@@ -472,6 +592,7 @@ func TestProgressToken(t *testing.T) {
 // TestCommandEnv: a command upstream's child gets PATH, HOME and the
 // Upstream's Env, not the gateway's other variables.
 func TestCommandEnv(t *testing.T) {
+	// Not parallel: t.Setenv.
 	t.Setenv("AXGATE_GATEWAY_TEST_SECRET", "s3cret")
 	g := newGateway(t, stdioUpstream(), "")
 	cs := connect(t, serve(t, g), "alice-token", nil)
@@ -491,6 +612,7 @@ func TestCommandEnv(t *testing.T) {
 // TestListChangedFloodCoalesced: a flood of list_changed notifications
 // causes one new list, not one per notification.
 func TestListChangedFloodCoalesced(t *testing.T) {
+	t.Parallel()
 	up, upURL := httpUpstream(t)
 	var lists atomic.Int32
 	up.setHook(func(_ context.Context, method string, next func() (mcp.Result, error)) (mcp.Result, error) {
@@ -508,10 +630,8 @@ func TestListChangedFloodCoalesced(t *testing.T) {
 	if _, err := cs.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: "notes://flood"}); err != nil {
 		t.Fatal(err)
 	}
-	for end := time.Now().Add(20 * time.Second); lists.Load() == before; time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(end) {
-			t.Fatal("the flood caused no new list")
-		}
+	if !eventually(20*time.Second, func() bool { return lists.Load() != before }) {
+		t.Fatal("the flood caused no new list")
 	}
 	// More round trips to the upstream, for any further lists to arrive.
 	for range 5 {
@@ -527,6 +647,7 @@ func TestListChangedFloodCoalesced(t *testing.T) {
 // TestRestartStormBounded: when the upstream's child keeps failing, new
 // sessions do not each start a child: the gateway-wide back-off holds them.
 func TestRestartStormBounded(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	okFile, startsFile := filepath.Join(dir, "ok"), filepath.Join(dir, "starts")
 	if err := os.WriteFile(okFile, nil, 0o600); err != nil {
@@ -555,6 +676,7 @@ func TestRestartStormBounded(t *testing.T) {
 // TestMaxCallsPerPrincipal: a caller cannot have more calls in flight over
 // all its sessions than its bound; another caller is not affected.
 func TestMaxCallsPerPrincipal(t *testing.T) {
+	t.Parallel()
 	up, upURL := httpUpstream(t)
 	t.Cleanup(up.unstall) // a failing test does not hang on the stalled calls
 	g := newGateway(t, gateway.Upstream{URL: upURL}, "", gateway.WithMaxCallsPerPrincipal(2))

@@ -150,6 +150,7 @@ type conformanceStep struct {
 }
 
 func TestDirectConformance(t *testing.T) {
+	t.Parallel()
 	paths, err := filepath.Glob(filepath.Join("testdata", "conformance", "*.txtar"))
 	if err != nil || len(paths) == 0 {
 		t.Fatalf("no conformance cases: %v", err)

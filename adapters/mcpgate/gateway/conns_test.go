@@ -16,6 +16,7 @@ import (
 // opening one per call: with http.DefaultClient (2 idle connections per
 // host) a third of the calls opened a new TCP connection.
 func TestUpstreamConnectionsReused(t *testing.T) {
+	t.Parallel()
 	const sessions, rounds = 16, 25
 	tg := newBenchTarget(t, 0, sessions)
 	ctx := context.Background()
@@ -59,6 +60,7 @@ func TestUpstreamConnectionsReused(t *testing.T) {
 // front's handler cancelled that read and closed the connection (15 to 45
 // of 100 calls opened a new one).
 func TestUpstreamConnectionKeptAfterCall(t *testing.T) {
+	t.Parallel()
 	const calls = 100
 	tg := newBenchTarget(t, time.Millisecond, 1) // a tool that takes a while loses the race more often
 	ctx := context.Background()
@@ -84,6 +86,7 @@ func TestUpstreamConnectionKeptAfterCall(t *testing.T) {
 // TestUpstreamCallCancelled checks that a client that cancels its call
 // still cancels the upstream's: the upstream tool sees its context end.
 func TestUpstreamCallCancelled(t *testing.T) {
+	t.Parallel()
 	started, cancelled := make(chan struct{}, 1), make(chan struct{}, 1)
 	srv := mcp.NewServer(&mcp.Implementation{Name: "slow", Version: "v1"}, nil)
 	mcp.AddTool(srv, &mcp.Tool{Name: "read"}, func(ctx context.Context, _ *mcp.CallToolRequest, _ readArgs) (*mcp.CallToolResult, any, error) {

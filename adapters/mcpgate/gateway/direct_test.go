@@ -10,58 +10,54 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"github.com/axgate/axgate/adapters/mcpgate/gateway"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// The direct path (direct.go): the common tool call is served without the
-// SDK's server on the front and without its client to the upstream. These
-// tests show which calls take it, and that what it answers is what the
-// SDK's path answers.
-
-// wire records the HTTP exchanges of a client: the content type of each
-// answer to a tools/call, by tool.
-type wire struct {
-	next http.RoundTripper
-	mu   sync.Mutex
-	seen map[string][]string // tool -> content types of the answers
-}
-
-func (w *wire) RoundTrip(r *http.Request) (*http.Response, error) {
-	var tool string
-	if r.Body != nil && r.Method == http.MethodPost {
-		body, _ := io.ReadAll(r.Body)
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		var m struct {
-			Method string `json:"method"`
-			Params struct {
-				Name string `json:"name"`
-			} `json:"params"`
+// TestDirectCallSurvivesSlowFirstConnect: a direct call that waits for its
+// session's first upstream connection succeeds, the session kept.
+//
+// The fault: a direct call waits for the session's first upstream connection
+// (callTool: l.session), which WithCallTimeout does not bound
+// (WithConnectTimeout does). The SDK, which sees none of the direct call,
+// closed the busy session as idle meanwhile, and the call was refused as
+// upstream_unavailable. Through the SDK its POST holds the SDK's idle timer.
+func TestDirectCallSurvivesSlowFirstConnect(t *testing.T) {
+	t.Parallel()
+	_, sdk := notesHandler()
+	var slow atomic.Bool
+	const timeout = 2 * time.Second
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if slow.Load() && r.Method == http.MethodPost && r.Header.Get("Mcp-Session-Id") == "" {
+			time.Sleep(timeout + timeout/2) // a slow initialize: an upstream that loads a while
 		}
-		if json.Unmarshal(body, &m) == nil && m.Method == "tools/call" {
-			tool = m.Params.Name
-		}
+		sdk.ServeHTTP(w, r)
+	}))
+	t.Cleanup(hs.Close)
+	g := newGateway(t, gateway.Upstream{URL: hs.URL}, "", gateway.WithSessionTimeout(timeout), gateway.WithCallTimeout(timeout/8))
+	url := serve(t, g)
+	slow.Store(true)
+	cs := connect(t, url, "alice-token", nil)
+	version := cs.InitializeResult().ProtocolVersion
+	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read_note","arguments":{"name":"hello"}}}`
+	code, _, got := postCall(t, url, "alice-token", cs.ID(), version, body)
+	if code != http.StatusOK {
+		t.Fatalf("the call answered HTTP %d %v", code, got)
 	}
-	resp, err := w.next.RoundTrip(r)
-	if err == nil && tool != "" {
-		w.mu.Lock()
-		if w.seen == nil {
-			w.seen = map[string][]string{}
-		}
-		w.seen[tool] = append(w.seen[tool], resp.Header.Get("Content-Type"))
-		w.mu.Unlock()
+	if r, _ := got["result"].(map[string]any); r == nil || r["isError"] == true {
+		t.Errorf("the call, busy all along, was refused: %v", got)
 	}
-	return resp, err
-}
-
-func (w *wire) answers(tool string) []string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return append([]string(nil), w.seen[tool]...)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := cs.ListTools(ctx, nil); err != nil && strings.Contains(err.Error(), "not found") {
+		t.Errorf("the SDK closed the session while its call ran: %v", err)
+	} else if err != nil {
+		t.Errorf("tools/list after the call: %v", err)
+	}
 }
 
 // upstreamIDs records the JSON-RPC ids of the tools/call requests an
@@ -101,25 +97,13 @@ func (u *upstreamIDs) of(tool string) []string {
 	return append([]string(nil), u.ids[tool]...)
 }
 
-// connectVia is connect with the client's HTTP exchanges recorded.
-func connectVia(t *testing.T, url, token string, w *wire, opts *mcp.ClientOptions) *mcp.ClientSession {
-	t.Helper()
-	w.next = bearer{token, http.DefaultTransport}
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "v1"}, opts).Connect(context.Background(),
-		&mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: w}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cs.Close() })
-	return cs
-}
-
 // TestDirectPath: a read is answered by the gateway itself (one JSON body,
 // where the SDK's server answers with an event stream) and reaches the
 // upstream as the gateway's own request (a string id, where the SDK's
 // client numbers its requests); a write that needs confirmation goes
 // through the SDK, which can ask the person. Both are enforced alike.
 func TestDirectPath(t *testing.T) {
+	t.Parallel()
 	up, sdk := notesHandler()
 	ids := &upstreamIDs{next: sdk}
 	hs := httptest.NewServer(ids)
@@ -151,45 +135,11 @@ func TestDirectPath(t *testing.T) {
 	}
 }
 
-// postCall sends a tools/call on a session as raw HTTP and returns the
-// status, the content type and the JSON-RPC response (from a JSON body or
-// the first event of a stream).
-func postCall(t *testing.T, url, token, session, version, body string) (int, string, map[string]any) {
-	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("Mcp-Session-Id", session)
-	req.Header.Set("Mcp-Protocol-Version", version)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	ct := resp.Header.Get("Content-Type")
-	if strings.HasPrefix(ct, "text/event-stream") {
-		for _, line := range strings.Split(string(raw), "\n") {
-			if d, ok := strings.CutPrefix(line, "data: "); ok {
-				raw = []byte(d)
-				break
-			}
-		}
-	}
-	var m map[string]any
-	if resp.StatusCode == http.StatusOK {
-		if err := json.Unmarshal(raw, &m); err != nil {
-			t.Fatalf("%s: %s", err, raw)
-		}
-	}
-	return resp.StatusCode, ct, m
-}
-
 // TestDirectAnswersAsTheSDK: the same calls, once on the direct path and
 // once through the SDK (a progress token sends a call there), get the same
 // JSON-RPC answer: results, refusals, an upstream's failure.
 func TestDirectAnswersAsTheSDK(t *testing.T) {
+	t.Parallel()
 	_, upURL := httpUpstream(t)
 	g := newGateway(t, gateway.Upstream{URL: upURL}, "")
 	url := serve(t, g)
@@ -228,6 +178,7 @@ func TestDirectAnswersAsTheSDK(t *testing.T) {
 // direct path and through the SDK alike; otherwise it is not, keeps the
 // upstream's text, and does not tell the agent to try again later.
 func TestUpstreamToolErrorRetryable(t *testing.T) {
+	t.Parallel()
 	_, upURL := httpUpstream(t)
 	g := newGateway(t, gateway.Upstream{URL: upURL}, "")
 	url := serve(t, g)
@@ -265,6 +216,7 @@ func TestUpstreamToolErrorRetryable(t *testing.T) {
 // TestDirectSessionUser: a session started by alice is not served to bob's
 // token on the direct path either (the SDK answers 403).
 func TestDirectSessionUser(t *testing.T) {
+	t.Parallel()
 	up, upURL := httpUpstream(t)
 	g := newGateway(t, gateway.Upstream{URL: upURL}, "")
 	url := serve(t, g)
@@ -294,6 +246,7 @@ func TestDirectSessionUser(t *testing.T) {
 // timeout that a call could outlast the SDK's timer by, no call takes the
 // direct path.
 func TestDirectSessionTimeout(t *testing.T) {
+	t.Parallel()
 	_, upURL := httpUpstream(t)
 	const timeout = 2 * time.Second
 	g := newGateway(t, gateway.Upstream{URL: upURL}, "", gateway.WithSessionTimeout(timeout), gateway.WithCallTimeout(timeout/8))
@@ -377,6 +330,7 @@ func craftedUpstream(t *testing.T) (*notes, string) {
 // a JSON-RPC error is the tool's failure, and a session the upstream forgot
 // is connected again.
 func TestDirectUpstreamAnswers(t *testing.T) {
+	t.Parallel()
 	_, upURL := craftedUpstream(t)
 	g := newGateway(t, gateway.Upstream{URL: upURL}, "")
 	logs := make(chan string, 4)
@@ -424,6 +378,7 @@ func TestDirectUpstreamAnswers(t *testing.T) {
 // version with sessions is connected with the SDK's own choice (the
 // stateless protocol), and its calls go through the SDK's client.
 func TestUpstreamWithoutSessions(t *testing.T) {
+	t.Parallel()
 	n := newNotes()
 	srv := n.server()
 	sdk := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{Stateless: true})
@@ -461,6 +416,7 @@ func TestUpstreamWithoutSessions(t *testing.T) {
 // saw the call, would not do), and an id already in flight on the session
 // is refused as the SDK refuses it.
 func TestDirectCancel(t *testing.T) {
+	t.Parallel()
 	up, sdk := notesHandler()
 	ids := &upstreamIDs{next: sdk}
 	hs := httptest.NewServer(ids)

@@ -14,6 +14,7 @@ import (
 // declared URI that the session's subscriber may read (none before it
 // subscribed), a list change only of a kind the manifest declares.
 func TestResourceUpdatesFiltered(t *testing.T) {
+	t.Parallel()
 	m, err := manifest.Parse([]byte(`{"version": "1.0.0", "actions": [],
 	 "resources": [{"intent": "payroll.file", "entity": "payroll", "description": "d", "uri": "payroll://all", "required_roles": ["hr"]},
 	               {"intent": "docs.read", "entity": "docs", "description": "d", "uri_prefix": "docs://"}]}`))

@@ -2,9 +2,19 @@ package gateway
 
 import (
 	"context"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // ServeLocal serves one local client over t, as ServeStdio does over stdio.
 func ServeLocal(g *Gateway, ctx context.Context, t mcp.Transport) error { return g.serveLocal(ctx, t) }
+
+// ExpireReady ages Ready's last outcome past readyFor, as if that time had
+// passed: the next Ready starts a new check (unless the last one still
+// closes its session).
+func ExpireReady(g *Gateway) {
+	g.ready.mu.Lock()
+	defer g.ready.mu.Unlock()
+	g.ready.at = time.Now().Add(-readyFor)
+}

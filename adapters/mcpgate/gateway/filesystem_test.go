@@ -3,11 +3,8 @@ package gateway_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -15,12 +12,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
-
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/modelcontextprotocol/go-sdk/oauthex"
 
 	"github.com/axgate/axgate"
 	"github.com/axgate/axgate/adapters/httpgate"
@@ -29,103 +22,16 @@ import (
 	"github.com/axgate/axgate/manifest"
 	"github.com/axgate/axgate/middleware"
 	"github.com/axgate/axgate/token"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/modelcontextprotocol/go-sdk/oauthex"
 )
-
-// exampleDir holds the manifest of @modelcontextprotocol/server-filesystem
-// and the npm package files that pin its version.
-var exampleDir = filepath.Join("..", "..", "..", "examples", "mcpgateway")
-
-// exampleInstall is examples/mcpgateway installed with npm ci, once per
-// test binary (TestMain removes it).
-var exampleInstall struct {
-	once sync.Once
-	dir  string
-	err  error
-}
-
-// installExample installs the pinned @modelcontextprotocol/server-filesystem
-// and TypeScript SDK of examples/mcpgateway (its package-lock.json) into a
-// temporary folder with npm ci, and returns node and that folder;
-// AXGATE_MCPGATEWAY_NODE_DIR names a folder where that was done instead. It
-// skips without node and npm, and in -short mode.
-func installExample(t *testing.T) (node, dir string) {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("the end-to-end tests against @modelcontextprotocol/server-filesystem install it with npm: not in -short mode")
-	}
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Skip("node is not installed: the end-to-end tests against @modelcontextprotocol/server-filesystem need it")
-	}
-	if d := os.Getenv("AXGATE_MCPGATEWAY_NODE_DIR"); d != "" {
-		return node, d
-	}
-	npm, err := exec.LookPath("npm")
-	if err != nil {
-		t.Skip("npm is not installed: the end-to-end tests against @modelcontextprotocol/server-filesystem need it")
-	}
-	exampleInstall.once.Do(func() {
-		exampleInstall.dir, exampleInstall.err = npmCI(npm)
-	})
-	if exampleInstall.err != nil {
-		t.Fatal(exampleInstall.err)
-	}
-	return node, exampleInstall.dir
-}
-
-func npmCI(npm string) (string, error) {
-	dir, err := os.MkdirTemp("", "axgate-mcpgateway-")
-	if err != nil {
-		return "", err
-	}
-	for _, f := range []string{"package.json", "package-lock.json"} {
-		data, err := os.ReadFile(filepath.Join(exampleDir, f))
-		if err != nil {
-			return dir, err
-		}
-		if err := os.WriteFile(filepath.Join(dir, f), data, 0o600); err != nil {
-			return dir, err
-		}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, npm, "ci", "--no-audit", "--no-fund", "--ignore-scripts")
-	cmd.Dir = dir
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return dir, fmt.Errorf("npm ci of examples/mcpgateway: %v\n%s", err, out)
-	}
-	return dir, nil
-}
-
-// serverFilesystem is the program of the installed server.
-func serverFilesystem(t *testing.T) (node, program string) {
-	t.Helper()
-	node, dir := installExample(t)
-	return node, filepath.Join(dir, "node_modules", "@modelcontextprotocol", "server-filesystem", "dist", "index.js")
-}
-
-// fsPrincipals: carol may read, alice may also write, bob approves.
-var fsPrincipals = map[string]middleware.Principal{
-	"carol-token": {ID: "carol"},
-	"alice-token": {ID: "alice", Roles: []string{"editor"}},
-	"bob-token":   {ID: "bob", Roles: []string{"editor", "admin"}},
-}
-
-func fsAuthenticate(r *http.Request) (middleware.Principal, error) {
-	token, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	p, ok := fsPrincipals[token]
-	if !ok {
-		return middleware.Principal{}, errors.New("unknown token")
-	}
-	p.Claims = map[string]any{"exp": float64(time.Now().Add(time.Hour).Unix())}
-	return p, nil
-}
 
 // TestServerFilesystem runs the gateway in front of a real third-party MCP
 // server nobody here wrote, @modelcontextprotocol/server-filesystem (a
 // child per client session, over stdio), with examples/mcpgateway/axag.json
 // (its tools pinned), driven by the Go SDK's client over streamable HTTP.
 func TestServerFilesystem(t *testing.T) {
+	t.Parallel()
 	node, program := serverFilesystem(t)
 	root, err := filepath.EvalSymlinks(t.TempDir())
 	if err != nil {
@@ -256,6 +162,7 @@ func sameSet(a, b []string) bool {
 // (AXGATE_PRINT_PINS=1), to update examples/mcpgateway/axag.json when the
 // pinned version changes (axgate manifest init writes them too).
 func TestServerFilesystemPins(t *testing.T) {
+	t.Parallel()
 	if os.Getenv("AXGATE_PRINT_PINS") == "" {
 		t.Skip("set AXGATE_PRINT_PINS=1 to print the pins")
 	}
@@ -286,6 +193,7 @@ func TestServerFilesystemPins(t *testing.T) {
 // and over stdio, the test binary serving the gateway
 // (serveFilesystemStdio).
 func TestServerFilesystemNodeClient(t *testing.T) {
+	t.Parallel()
 	node, dir := installExample(t)
 	program := filepath.Join(dir, "node_modules", "@modelcontextprotocol", "server-filesystem", "dist", "index.js")
 	script, err := os.ReadFile(filepath.Join(exampleDir, "client.test.mjs"))
@@ -341,34 +249,4 @@ func TestServerFilesystemNodeClient(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the TypeScript client failed: %v", err)
 	}
-}
-
-// serveFilesystemStdio is the test binary as the gateway on stdio in front
-// of server-filesystem, for the local user alice (an editor): what a
-// desktop client starts. It returns the exit code.
-func serveFilesystemStdio() int {
-	fail := func(err error) int {
-		fmt.Fprintln(os.Stderr, "gateway:", err)
-		return 1
-	}
-	m, err := manifest.LoadFile(os.Getenv("AXGATE_TEST_MANIFEST"))
-	if err != nil {
-		return fail(err)
-	}
-	enf, err := axgate.New(m)
-	if err != nil {
-		return fail(err)
-	}
-	defer enf.Close()
-	g, err := gateway.New(enf, gateway.Upstream{
-		Command: os.Getenv("AXGATE_TEST_NODE"), Args: []string{os.Getenv("AXGATE_TEST_PROGRAM"), os.Getenv("AXGATE_TEST_ROOT")},
-	}, gateway.WithLocalPrincipal(fsPrincipals["alice-token"]))
-	if err != nil {
-		return fail(err)
-	}
-	defer g.Close()
-	if err := g.ServeStdio(context.Background()); err != nil {
-		return fail(err)
-	}
-	return 0
 }

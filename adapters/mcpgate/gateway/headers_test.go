@@ -8,9 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"github.com/axgate/axgate/adapters/mcpgate/gateway"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // postWith posts body on a session as raw HTTP with headers added, and
@@ -49,6 +48,7 @@ func postWith(t *testing.T, url, session, version, body string, headers map[stri
 // on the direct path and the SDK's, and the upstream never sees the call.
 // Headers that match the body pass.
 func TestStandardHeadersMatchTheBody(t *testing.T) {
+	t.Parallel()
 	up, upURL := httpUpstream(t)
 	g := newGateway(t, gateway.Upstream{URL: upURL}, "")
 	url := serve(t, g)
@@ -111,6 +111,7 @@ func TestStandardHeadersMatchTheBody(t *testing.T) {
 // result says so to caches (cacheScope "private", as MCP 2026-07-28's
 // caching hints provide), and is stale at once (ttlMs 0).
 func TestListsPrivateToCaches(t *testing.T) {
+	t.Parallel()
 	_, upURL := httpUpstream(t)
 	g := newGateway(t, gateway.Upstream{URL: upURL}, "")
 	url := serve(t, g)

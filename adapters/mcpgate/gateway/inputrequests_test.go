@@ -65,6 +65,7 @@ func inputRequestingUpstream(t *testing.T, typed bool) string {
 // the direct path and the SDK's, and the call fails (AXGATE_TOOL_FAILED):
 // the gateway never relays the answers to the upstream.
 func TestUpstreamInputRequestsNeverReachTheClient(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		path  string
 		typed bool
@@ -135,6 +136,7 @@ func inputRequestingPayroll(t *testing.T) string {
 // with inputRequests ask the client's person and model nothing: the
 // request fails.
 func TestUpstreamInputRequestsOfEntriesNeverReachTheClient(t *testing.T) {
+	t.Parallel()
 	g := newGatewayFor(t, payrollManifest, gateway.Upstream{URL: inputRequestingPayroll(t)})
 	var sampled, elicited atomic.Int32
 	cs := connect(t, serve(t, g), "hana-token", &mcp.ClientOptions{

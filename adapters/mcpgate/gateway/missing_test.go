@@ -7,9 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"github.com/axgate/axgate/adapters/mcpgate/gateway"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // notOfferedLines counts the warnings about archive_note, the manifest's
@@ -28,6 +27,7 @@ func notOfferedLines(lg *logs) int {
 // logged, naming it, when the gateway starts and again when the upstream's
 // tools are listed again; the tools it offers are not.
 func TestMissingToolLogged(t *testing.T) {
+	t.Parallel()
 	up, upURL := httpUpstream(t)
 	var lg logs
 	g := newGateway(t, gateway.Upstream{URL: upURL}, "", gateway.WithLogger(slog.New(slog.NewTextHandler(&lg, nil))))
@@ -60,6 +60,7 @@ func TestMissingToolLogged(t *testing.T) {
 // templates that the upstream does not list are logged at start, naming
 // each; those it lists are not.
 func TestMissingEntriesLogged(t *testing.T) {
+	t.Parallel()
 	_, upURL := payrollUpstream(t)
 	doc := []byte(strings.Replace(string(payrollManifest), `"prompts": [`, `"prompts": [
   {"intent": "payroll.forecast", "entity": "payroll", "description": "Next year.", "name": "payroll_forecast"},`, 1))

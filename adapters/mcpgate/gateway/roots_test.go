@@ -14,12 +14,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/modelcontextprotocol/go-sdk/oauthex"
-
 	"github.com/axgate/axgate"
 	"github.com/axgate/axgate/adapters/mcpgate/gateway"
 	"github.com/axgate/axgate/manifest"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/modelcontextprotocol/go-sdk/oauthex"
 )
 
 // TestRootsChangedBounded: with ForwardClientRoots, a client's
@@ -27,6 +26,7 @@ import (
 // WithCallTimeout, as a call is: an upstream that does not take it loses
 // the request, and the session goes on.
 func TestRootsChangedBounded(t *testing.T) {
+	t.Parallel()
 	_, sdk := notesHandler()
 	arrived, gaveUp := make(chan struct{}, 1), make(chan struct{}, 1)
 	release := make(chan struct{})
@@ -123,6 +123,7 @@ func folders(t *testing.T) (shared, outside, sharedFile, outsideFile string) {
 // lists only that folder as allowed, refuses to read a file outside it, and
 // never asks the caller for its roots. Over streamable HTTP and over stdio.
 func TestClientRootsNeverWidenTheUpstream(t *testing.T) {
+	t.Parallel()
 	for _, front := range []string{"http", "stdio"} {
 		t.Run(front, func(t *testing.T) {
 			shared, outside, sharedFile, outsideFile := folders(t)
@@ -215,6 +216,7 @@ func (s *stderrLines) Write(p []byte) (int, error) {
 // is what server-filesystem may read, in place of the one it was started
 // with, whatever roots the caller declares.
 func TestOperatorRootsAreTheUpstreams(t *testing.T) {
+	t.Parallel()
 	shared, operator, sharedFile, operatorFile := folders(t)
 	updated := &stderrLines{want: "Updated allowed directories from MCP roots", seen: make(chan struct{}, 1)}
 	g := fsGateway(t, shared, updated, gateway.WithRoots(&mcp.Root{URI: "file://" + operator}))
@@ -254,6 +256,7 @@ func TestOperatorRootsAreTheUpstreams(t *testing.T) {
 // TestRootsOptionsChecked: an operator root that is not a file:// URI of
 // an absolute path, and operator roots with the client's, fail New.
 func TestRootsOptionsChecked(t *testing.T) {
+	t.Parallel()
 	_, upURL := httpUpstream(t)
 	for _, opts := range [][]gateway.Option{
 		{gateway.WithRoots(&mcp.Root{URI: "https://example.com/"})},

@@ -5,15 +5,14 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/trace"
-	tracenoop "go.opentelemetry.io/otel/trace/noop"
-
 	"github.com/axgate/axgate"
 	"github.com/axgate/axgate/adapters/mcpgate/gateway"
 	"github.com/axgate/axgate/manifest"
 	"github.com/axgate/axgate/middleware"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
 )
 
 // spans records the attributes of every span the chain starts.
@@ -53,6 +52,7 @@ func (sp span) SetAttributes(kv ...attribute.KeyValue) {
 // TestSpanAttributes: the span of a forwarded call carries the MCP method
 // and the client's session id (OpenTelemetry's MCP conventions).
 func TestSpanAttributes(t *testing.T) {
+	t.Parallel()
 	_, upURL := httpUpstream(t)
 	m, err := manifest.Parse(manifestFor(t, ""))
 	if err != nil {

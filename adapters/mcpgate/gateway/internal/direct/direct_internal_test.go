@@ -13,6 +13,7 @@ import (
 // TestParseDirect: what the direct path reads itself, and what it leaves
 // to the SDK.
 func TestParseDirect(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		body string
 		ok   bool
@@ -61,6 +62,7 @@ func TestParseDirect(t *testing.T) {
 // data over several lines, comments, other fields and event types, a last
 // line without its end.
 func TestEventReader(t *testing.T) {
+	t.Parallel()
 	stream := ": hello\n\n" +
 		"event: message\r\ndata: {\"a\":1}\r\n\r\n" +
 		"event: ping\ndata: skipped\n\n" +
@@ -80,7 +82,7 @@ func TestEventReader(t *testing.T) {
 		got = append(got, string(d))
 	}
 	// "data" alone is an event with empty data: skipped, as the SDK's
-	// client skips it (a priming event, TestAttack3PrimingEvent).
+	// client skips it (a priming event, TestDirectSkipsPrimingEvent).
 	want := []string{`{"a":1}`, "{\"b\":\n2}"}
 	if strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Errorf("events %q, want %q", got, want)
@@ -90,6 +92,7 @@ func TestEventReader(t *testing.T) {
 // TestDecodeToolResult: the common result is decoded as the SDK decodes
 // it, and any other by the SDK.
 func TestDecodeToolResult(t *testing.T) {
+	t.Parallel()
 	for _, raw := range []string{
 		`{"content":[{"type":"text","text":"a\"b"}]}`,
 		`{"content":[],"structuredContent":{"n":1,"m":[true,null]},"isError":false,"_meta":{"k":"v"}}`,
@@ -121,6 +124,7 @@ func TestDecodeToolResult(t *testing.T) {
 
 // TestEncodeToolResult: the direct path writes a result as the SDK does.
 func TestEncodeToolResult(t *testing.T) {
+	t.Parallel()
 	for _, r := range []*mcp.CallToolResult{
 		{Content: []mcp.Content{}},
 		{Content: []mcp.Content{&mcp.TextContent{Text: "a \"quoted\" <b>&é\u2028"}}},
@@ -148,6 +152,7 @@ func TestEncodeToolResult(t *testing.T) {
 // TestEncodeCall: the direct path writes a tools/call as json.Marshal
 // does.
 func TestEncodeCall(t *testing.T) {
+	t.Parallel()
 	for _, p := range []*mcp.CallToolParams{
 		{Name: "read", Arguments: json.RawMessage(`{"path":"a"}`)},
 		{Name: "r\"e<ad>", Arguments: json.RawMessage(`{ "path" : [1, 2] }`), Meta: mcp.Meta{"progressToken": "p", "traceparent": "00-x"}},
@@ -178,6 +183,7 @@ func TestEncodeCall(t *testing.T) {
 // a string by its decoded text, never a string and an integer alike, and
 // only with the key spelled as the SDK reads it.
 func TestParseCancelled(t *testing.T) {
+	t.Parallel()
 	cancel := func(requestID string) string {
 		return `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":` + requestID + `}}`
 	}

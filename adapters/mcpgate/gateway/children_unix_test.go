@@ -3,51 +3,42 @@
 package gateway_test
 
 import (
-	"bytes"
 	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/oauthex"
-
-	"github.com/axgate/axgate"
 	"github.com/axgate/axgate/adapters/mcpgate/gateway"
-	"github.com/axgate/axgate/manifest"
 )
 
-// newGatewayErr is newGateway for a goroutine: it returns New's error
-// instead of failing the test. The caller closes the gateway (its in-memory
-// enforcer is left to the garbage collector: t.Cleanup may not be called
-// from a goroutine that outlives the test).
-func newGatewayErr(t *testing.T, up gateway.Upstream, opts ...gateway.Option) (*gateway.Gateway, error) {
-	m, err := manifest.Parse(manifestFor(t, ""))
-	if err != nil {
-		return nil, err
-	}
-	enf, err := axgate.New(m)
-	if err != nil {
-		return nil, err
-	}
-	base := []gateway.Option{
-		gateway.WithBearer(authenticate, &oauthex.ProtectedResourceMetadata{
-			Resource: "https://gw.example.com/mcp", AuthorizationServers: []string{"https://id.example.com"},
-		}),
-		gateway.WithRestartBackoff(300*time.Millisecond, time.Second),
-		gateway.WithConnectTimeout(20 * time.Second),
-	}
-	g, err := gateway.New(enf, up, append(base, opts...)...)
-	if err != nil {
-		enf.Close()
-		return nil, err
-	}
-	return g, nil
+// TestStopKillsOwnGroupHelper: stopping a child stops a helper it started in
+// a process group of its own within its session.
+//
+// The fault: the gateway stops a command upstream's child by signalling its
+// process group (ownGroup, signalGroup in procgroup_unix.go). A process the
+// child starts in a process group of its own, without leaving the session
+// (setpgid, not setsid: Go's exec with SysProcAttr.Setpgid, as the gateway
+// itself starts its children; Python's subprocess with process_group=0; a
+// shell with job control, set -m), is in no group the gateway signals, and
+// outlives the stop of the child, New, the session and Close. Unlike a
+// daemon (setsid), it has not left the child's session, which the gateway
+// could make the child's own (Setsid) and then stop whole: every process of
+// that session, whatever its group. Here New's pin-checking child starts
+// such a helper, and the helper still runs after New stopped the child.
+func TestStopKillsOwnGroupHelper(t *testing.T) {
+	t.Parallel()
+	pids := pidFile(t)
+	script := helperEnv + `=own-group "$TEST_BIN" </dev/null >/dev/null 2>&1 &
+while [ ! -s "$PID_FILE" ]; do sleep 0.01; done
+exec "$TEST_BIN"`
+	up := gateway.Upstream{Command: "sh", Args: []string{"-c", script}, Stderr: io.Discard,
+		Env: []string{upstreamEnv + "=stdio", pidsEnv + "=" + pids, "PID_FILE=" + pids, "TEST_BIN=" + os.Args[0]}}
+	wantNewStopsAll(t, up, pids)
 }
 
 // helperUpstream is a command upstream whose child starts a helper process
@@ -62,18 +53,22 @@ func helperUpstream(t *testing.T) gateway.Upstream {
 	if _, err := exec.LookPath("setsid"); err != nil {
 		t.Skip("no setsid command to start a helper in a session of its own")
 	}
-	script := `setsid sleep 60 </dev/null >/dev/null & echo $! >>"$AX9_PIDS"; exec "$AX9_BIN"`
+	script := `setsid sleep 60 </dev/null >/dev/null & echo $! >>"$PID_FILE"; exec "$TEST_BIN"`
 	return gateway.Upstream{Command: "sh", Args: []string{"-c", script}, Stderr: io.Discard,
-		Env: []string{upstreamEnv + "=stdio", "AX9_PIDS=" + pids, "AX9_BIN=" + os.Args[0]}}
+		Env: []string{upstreamEnv + "=stdio", "PID_FILE=" + pids, "TEST_BIN=" + os.Args[0]}}
 }
 
-// TestAttack9HelperHangsNew: the child of a command upstream started a
-// background helper that keeps the child's standard error open. New closes
-// its pin-checking child once it has checked it, and that close waits for
-// exec.Cmd.Wait, which waits (no WaitDelay) until the copy of the child's
-// stderr ends: until the helper exits. So New, and with it axgate mcp's
-// start, hangs for as long as the helper lives (forever for a daemon).
-func TestAttack9HelperHangsNew(t *testing.T) {
+// TestNewNotHeldByHelperHoldingStderr: New returns although a helper of its
+// pin-checking child keeps the child's stderr open.
+//
+// The fault: the child of a command upstream started a background helper
+// that keeps the child's standard error open. New closes its pin-checking
+// child once it has checked it, and that close waits for exec.Cmd.Wait,
+// which waits (no WaitDelay) until the copy of the child's stderr ends:
+// until the helper exits. So New, and with it axgate mcp's start, hangs for
+// as long as the helper lives (forever for a daemon).
+func TestNewNotHeldByHelperHoldingStderr(t *testing.T) {
+	t.Parallel()
 	up := helperUpstream(t)
 	type built struct {
 		g   *gateway.Gateway
@@ -104,20 +99,24 @@ func TestAttack9HelperHangsNew(t *testing.T) {
 	}
 }
 
-// TestAttack9WrapperChildOutlivesStop: the command of an upstream is often
-// a wrapper (sh -c, npx, uvx) whose own child does part of the work. The
-// gateway stops "the child" with stdin closed, then SIGTERM and SIGKILL to
-// that one process only (childStdin.Close): the wrapper's children are not
-// in a process group the gateway signals, so they outlive it. Here New's
-// pin-checking child is a shell that, after the server ended, still waits
-// on a process of its own; New stops the shell, and the process runs on,
-// orphaned, after New has returned: the children of a command upstream are
-// not bounded by its sessions, nor stopped by Close.
-func TestAttack9WrapperChildOutlivesStop(t *testing.T) {
+// TestStopKillsWrapperChildren: stopping a command upstream's child stops
+// the processes its wrapper (sh -c, npx) started.
+//
+// The fault: the command of an upstream is often a wrapper (sh -c, npx, uvx)
+// whose own child does part of the work. The gateway stops "the child" with
+// stdin closed, then SIGTERM and SIGKILL to that one process only
+// (childStdin.Close): the wrapper's children are not in a process group the
+// gateway signals, so they outlive it. Here New's pin-checking child is a
+// shell that, after the server ended, still waits on a process of its own;
+// New stops the shell, and the process runs on, orphaned, after New has
+// returned: the children of a command upstream are not bounded by its
+// sessions, nor stopped by Close.
+func TestStopKillsWrapperChildren(t *testing.T) {
+	t.Parallel()
 	pids := pidFile(t)
-	script := `"$AX9_BIN"; sleep 60 >/dev/null 2>&1 & echo $! >>"$AX9_PIDS"; wait`
+	script := `"$TEST_BIN"; sleep 60 >/dev/null 2>&1 & echo $! >>"$PID_FILE"; wait`
 	up := gateway.Upstream{Command: "sh", Args: []string{"-c", script}, Stderr: io.Discard,
-		Env: []string{upstreamEnv + "=stdio", "AX9_PIDS=" + pids, "AX9_BIN=" + os.Args[0]}}
+		Env: []string{upstreamEnv + "=stdio", "PID_FILE=" + pids, "TEST_BIN=" + os.Args[0]}}
 	wantNewStopsAll(t, up, pids)
 }
 
@@ -142,20 +141,23 @@ func wantNewStopsAll(t *testing.T, up gateway.Upstream, pids string) {
 	}
 }
 
-// TestAttack9BeforeInitializeStartsChildren: the SDK takes a few messages
-// on a session that is not initialized: notifications (only calls are
-// refused before initialize) and the calls logging/setLevel,
-// resources/subscribe and resources/unsubscribe (server.go handle skips
-// its initialization check for them); a POST without Mcp-Session-Id makes
-// a new session for them. The front answers
-// notifications/roots/list_changed and those calls by calling linkFor,
-// which starts the session's upstream link: for a command upstream a new
-// child process (for an HTTP upstream a new upstream session). Such a
-// session was never admitted (admit runs at initialize), so WithMaxSessions,
-// the documented bound of the children, does not count it: any caller
-// with a token starts as many children at once as it sends such POSTs,
-// beside the sessions the bound allows.
-func TestAttack9BeforeInitializeStartsChildren(t *testing.T) {
+// TestNoChildBeforeInitialize: requests on a session that is not initialized
+// start no child process.
+//
+// The fault: the SDK takes a few messages on a session that is not
+// initialized: notifications (only calls are refused before initialize) and
+// the calls logging/setLevel, resources/subscribe and resources/unsubscribe
+// (server.go handle skips its initialization check for them); a POST without
+// Mcp-Session-Id makes a new session for them. The front answers
+// notifications/roots/list_changed and those calls by calling linkFor, which
+// starts the session's upstream link: for a command upstream a new child
+// process (for an HTTP upstream a new upstream session). Such a session was
+// never admitted (admit runs at initialize), so WithMaxSessions, the
+// documented bound of the children, does not count it: any caller with a
+// token starts as many children at once as it sends such POSTs, beside the
+// sessions the bound allows.
+func TestNoChildBeforeInitialize(t *testing.T) {
+	t.Parallel()
 	startsFile := filepath.Join(t.TempDir(), "starts")
 	up := stdioUpstream()
 	up.Env = append(up.Env, startsFileEnv+"="+startsFile)
@@ -202,27 +204,9 @@ func TestAttack9BeforeInitializeStartsChildren(t *testing.T) {
 	}
 }
 
-// running reports whether process pid runs: it exists and is not a zombie
-// (a process killed after its parent ended waits, a zombie, for init to
-// reap it; on some machines init does not reap at once).
-func running(pid int) bool {
-	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return alive(pid) // no /proc: ask the kernel
-	}
-	// The state follows the command's name, which is in parentheses.
-	i := bytes.LastIndexByte(stat, ')')
-	return i < 0 || i+2 >= len(stat) || stat[i+2] != 'Z'
-}
-
 // stillRuns reports whether process pid still runs a moment after it was
 // signalled: a signalled process ends when it is next scheduled, which on
 // a busy machine can take a while.
 func stillRuns(pid int) bool {
-	for end := time.Now().Add(5 * time.Second); running(pid); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(end) {
-			return true
-		}
-	}
-	return false
+	return !eventually(5*time.Second, func() bool { return !running(pid) })
 }
