@@ -527,6 +527,7 @@ func serveMCP(ctx context.Context, e *env, c mcpConfig, ops *opsFlags, conf conf
 		return failf(e, "mcp", "%s", startError(err))
 	}
 	defer enf.Close()
+	shared.logVolatileTokens("mcp")
 
 	var (
 		bearer httpgate.PrincipalFunc

@@ -281,6 +281,7 @@ func newGateway(ctx context.Context, c serveConfig, up *url.URL, log *slog.Logge
 		return nil, err
 	}
 	g.loaded.Store(l)
+	shared.logVolatileTokens("serve")
 	return g, nil
 }
 
