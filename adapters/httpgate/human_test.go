@@ -299,9 +299,15 @@ func TestHumanBearerTakesPeoplesTokensOnly(t *testing.T) {
 		c := f.claims()
 		c["aud"] = aud
 		r := confirm(f.sign(t, c, nil))
-		r.wantRefusal(t, axerr.CodeUnauthenticated)
-		if r.status != http.StatusUnauthorized || r.details()["reason"] != string(token.ReasonAudience) || r.body["token"] != nil {
+		// Not wantRefusal, whose callers authenticate by a header: here
+		// bearer authentication is what failed, and the 401 says so with
+		// its challenge.
+		if r.status != http.StatusUnauthorized || r.code() != string(axerr.CodeUnauthenticated) ||
+			r.details()["reason"] != string(token.ReasonAudience) || r.body["token"] != nil {
 			t.Errorf("%s at the human endpoint: %d %s", name, r.status, r.raw)
+		}
+		if ch := r.header.Get("WWW-Authenticate"); !strings.HasPrefix(ch, "Bearer ") || !strings.Contains(ch, `error="invalid_token"`) {
+			t.Errorf("%s at the human endpoint: WWW-Authenticate %q, want a Bearer challenge with invalid_token", name, ch)
 		}
 	}
 	c := f.claims()
