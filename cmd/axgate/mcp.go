@@ -210,32 +210,44 @@ func (c *mcpConfig) confirmationHelp(humanURL string) func(*middleware.Call) str
 			ways = append(ways, fmt.Sprintf(`a person POSTs {"tool": %q, "arguments": …these arguments…} to %s/confirmations with their bearer token and passes on the token it answers`, call.Tool, humanURL))
 		}
 		if c.signingKey != "" {
-			cmd := []string{"axgate token confirmation --key SIGNING_KEY", "--sub " + shellQuote(call.Principal.ID)}
-			if call.Principal.Tenant != "" {
-				cmd = append(cmd, "--tenant "+shellQuote(call.Principal.Tenant))
-			}
-			if c.issuer != token.DefaultIssuer {
-				cmd = append(cmd, "--iss "+shellQuote(c.issuer))
-			}
-			if c.audience != token.DefaultAudience {
-				cmd = append(cmd, "--aud "+shellQuote(c.audience))
-			}
-			cmd = append(cmd, "--intent "+shellQuote(call.Intent()))
-			if args := compactJSON(call.Arguments); args != "" && len(args) <= maxInlineArgs && printableASCII(args) {
-				cmd = append(cmd, "--args "+shellQuote(args))
-			} else {
-				cmd = append(cmd, "--args-file ARGS.json (these exact arguments as JSON)")
-			}
-			ways = append(ways, "the person runs `"+strings.Join(cmd, " ")+"`, where SIGNING_KEY is the gateway's --signing-key file (keep it out of the agent's reach)")
+			ways = append(ways, "the person runs `"+c.confirmationCommand(call, "SIGNING_KEY")+"`, where SIGNING_KEY is the gateway's --signing-key file (keep it out of the agent's reach)")
 		}
 		if c.jwks != "" || c.jwksURL != "" {
-			ways = append(ways, "the issuer of the gateway's --jwks keys signs a confirmation token for these exact arguments")
+			// The same claims as a --signing-key token: without the command
+			// a person who made the --jwks keys with "axgate keys gen"
+			// guesses the audience (the resource URL over HTTP) and fails.
+			ways = append(ways, "the issuer of the gateway's --jwks keys signs a confirmation token for these exact arguments, e.g. `"+
+				c.confirmationCommand(call, "PRIVATE_KEY")+"`, where PRIVATE_KEY is the private key of a --jwks key (\"axgate keys gen\" writes it beside the JWKS)")
 		}
 		if len(ways) == 0 {
 			return "This gateway was started without --signing-key, --human or --jwks, so no token made outside it is accepted: restart it with --signing-key KEY (\"axgate keys gen\" makes one), and the person mints one with \"axgate token confirmation --key KEY …\"."
 		}
 		return "To confirm: " + strings.Join(ways, "; or ") + "."
 	}
+}
+
+// confirmationCommand is the "axgate token confirmation" command line that
+// mints a token this gateway accepts for call, signed with the key file
+// named by the placeholder key: the caller, tenant, issuer and audience the
+// gateway checks, the intent and the arguments.
+func (c *mcpConfig) confirmationCommand(call *middleware.Call, key string) string {
+	cmd := []string{"axgate token confirmation --key " + key, "--sub " + shellQuote(call.Principal.ID)}
+	if call.Principal.Tenant != "" {
+		cmd = append(cmd, "--tenant "+shellQuote(call.Principal.Tenant))
+	}
+	if c.issuer != token.DefaultIssuer {
+		cmd = append(cmd, "--iss "+shellQuote(c.issuer))
+	}
+	if c.audience != token.DefaultAudience {
+		cmd = append(cmd, "--aud "+shellQuote(c.audience))
+	}
+	cmd = append(cmd, "--intent "+shellQuote(call.Intent()))
+	if args := compactJSON(call.Arguments); args != "" && len(args) <= maxInlineArgs && printableASCII(args) {
+		cmd = append(cmd, "--args "+shellQuote(args))
+	} else {
+		cmd = append(cmd, "--args-file ARGS.json (these exact arguments as JSON)")
+	}
+	return strings.Join(cmd, " ")
 }
 
 // shellQuote quotes s for a POSIX shell, when it needs quoting.
