@@ -76,7 +76,9 @@ and nothing is asked inline (the agent's own client would answer for
 them), unless --inline-confirmation. The refusal says how the person makes
 the token the call then carries in _meta["axag/confirmation"]: with
 --signing-key KEY, "axgate token confirmation --key KEY --sub USER --intent
-INTENT --args JSON" (the refusal spells it out for the call); with --human,
+INTENT --args JSON" (the refusal spells it out for the call, with --aud
+when the gateway's audience is not "axgate", as over HTTP); with --jwks,
+the same command signed with the private key of a --jwks key; with --human,
 POST /confirmations. --human ADDR serves the endpoints people
 confirm and approve with (POST /confirmations, GET /approvals, POST
 /approvals/{id}). They take people's tokens only: bearer JWTs of
