@@ -142,6 +142,13 @@ func (c *Confirmation) refused(call *middleware.Call, digest string, err error) 
 	}
 	e := c.missing(call, digest, axerr.Reason(te.Reason))
 	e.Message = "the confirmation token " + te.Reason.Describe() + "; ask the person to confirm this call again"
+	if te.Reason == token.ReasonAudience && c.cfg.Verifier != nil {
+		// Whoever mints the token needs the audience, as for a bearer
+		// token of the wrong audience (httpgate).
+		aud := c.cfg.Verifier.Audience()
+		e.Message = fmt.Sprintf("the confirmation token is meant for another audience: this server accepts only tokens whose aud names %q; ask the person to confirm this call again", aud)
+		e.With("expected_audience", aud)
+	}
 	if te.Claim != "" {
 		e.With("claim", te.Claim)
 	}
