@@ -262,11 +262,6 @@ func (v *Verifier) MaxLifetime() time.Duration { return v.cfg.MaxLifetime }
 // Leeway returns the clock skew allowed.
 func (v *Verifier) Leeway() time.Duration { return v.cfg.Leeway }
 
-// Audience returns the audience a token must name (aud); it is no secret,
-// and a refusal names it so that the token's issuer can mint one that
-// passes.
-func (v *Verifier) Audience() string { return v.cfg.Audience }
-
 // Verify checks a token and returns its claims, or a *TokenError.
 func (v *Verifier) Verify(token string) (*Claims, error) {
 	if len(token) > v.cfg.MaxBytes {

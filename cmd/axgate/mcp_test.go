@@ -507,6 +507,13 @@ func TestMCPHTTPConfirmationWithJWKS(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the command %q: %v", line, err)
 	}
+	// A token of axgate token's default audience is refused with the one
+	// expected.
+	defaultAud := slices.DeleteFunc(slices.Clone(words[2:]), func(w string) bool { return w == "--aud" || w == gw.url })
+	d = refused(t, callTool(t, cs, "write_file", write, middleware.Credentials{Confirmation: mint(t, defaultAud...)}), "AXAG_CONFIRMATION_MISSING", "wrong_audience")
+	if d["expected_audience"] != gw.url {
+		t.Errorf("a token of the default audience: expected_audience %v, want %s", d["expected_audience"], gw.url)
+	}
 	tok := mint(t, words[2:]...)
 	if res := callTool(t, cs, "write_file", write, middleware.Credentials{Confirmation: tok}); res.IsError {
 		t.Fatalf("the write with the token the command minted: %s", resultText(res))

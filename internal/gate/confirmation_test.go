@@ -366,7 +366,7 @@ func TestConfirmationOfAnotherAudienceNamesTheExpectedOne(t *testing.T) {
 	c.Credentials.Confirmation = f.signEd(t, nil, claims)
 	err := f.passAndCommit(t.Context(), c)
 	d := tkRefusal(t, err, axerr.CodeConfirmationMissing, http.StatusPreconditionRequired)
-	want := f.verifier.Audience()
+	want := token.DefaultAudience // the fixture's verifier's
 	if d["reason"] != "wrong_audience" || d["expected_audience"] != want {
 		t.Fatalf("details %v, want reason wrong_audience and expected_audience %q", d, want)
 	}
