@@ -646,6 +646,7 @@ func serveMCP(ctx context.Context, e *env, c mcpConfig, ops *opsFlags, conf conf
 	}
 
 	if c.stdio {
+		shared.logNotes("mcp")
 		log.Info("axgate mcp: serving on stdio", "manifest", c.manifest, "tools", len(m.Actions), "upstream", upstreamName, "user", c.localUser)
 		err := gw.ServeStdio(ctx)
 		shutdown(log, c.shutdownTimeout, humanSrv)
@@ -664,6 +665,7 @@ func serveMCP(ctx context.Context, e *env, c mcpConfig, ops *opsFlags, conf conf
 	srv.WriteTimeout = 0
 	mcpServed := make(chan error, 1)
 	go func() { mcpServed <- rt.serve(srv, ln) }()
+	shared.logNotes("mcp")
 	log.Info("axgate mcp: listening", "addr", rt.scheme()+"://"+ln.Addr().String()+"/mcp", "resource", c.resourceURL,
 		"manifest", c.manifest, "tools", len(m.Actions), "upstream", upstreamName)
 	select {
