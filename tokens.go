@@ -268,7 +268,7 @@ func (e *Enforcer) tokenStages() ([]middleware.Stage, error) {
 		store = gate.NewMemoryApprovalStore(gate.MemoryApprovalOptions{})
 	}
 	issuer := token.Issuer{Signer: signer, Issuer: o.Issuer, Audience: o.Audience}
-	conf, err := gate.NewConfirmation(gate.ConfirmationConfig{Verifier: cv, Replay: replay, Threshold: o.ConfirmationThreshold})
+	conf, err := gate.NewConfirmation(gate.ConfirmationConfig{Verifier: cv, Audience: o.Audience, Replay: replay, Threshold: o.ConfirmationThreshold})
 	if err != nil {
 		return nil, err
 	}

@@ -86,7 +86,7 @@ type enforcerState struct {
 	redis     *redisstore.Stores // nil without --redis; closed by close
 	remote    *token.RemoteKeySet
 	devSigner *token.Signer // the ephemeral key when no key is configured
-	volatile  bool          // spent tokens live in memory: a restart voids them
+	inMemory  bool          // spent tokens are kept in memory (no --redis)
 }
 
 // gatewayState is the state the gates keep: in Redis with --redis, in
@@ -125,10 +125,8 @@ func openEnforcerState(ctx context.Context, c enforcerConfig, cmd string, mustSi
 		// would let a confirmation token be used again after every SIGHUP.
 		// A restart makes new ones: the gates then refuse every token
 		// issued before it (issued_before_start), which the operator
-		// should hear of before a person does (logVolatileTokens, once the
-		// start has succeeded, so that a failing start prints its error
-		// first).
-		s.volatile = true
+		// should hear of before a person does (logNotes, once started).
+		s.inMemory = true
 		// The gates compare iat, which has whole seconds, with the second
 		// the store was made in: a token the process before minted and
 		// spent in that very second (a crash, an immediate restart) would
@@ -166,14 +164,6 @@ func openEnforcerState(ctx context.Context, c enforcerConfig, cmd string, mustSi
 		s.remote = ks
 	}
 	return s, nil
-}
-
-// logVolatileTokens says, for a state without Redis, that a restart voids
-// the outstanding tokens; cmd names the command.
-func (s *enforcerState) logVolatileTokens(cmd string) {
-	if s.volatile {
-		s.log.Info("axgate " + cmd + ": spent confirmation and approval tokens are kept in memory, so a restart voids the outstanding ones; --redis (with persistence) keeps them across restarts")
-	}
 }
 
 // keys returns the key set that verifies tokens as it is now (a --jwks
@@ -239,6 +229,15 @@ func (s *enforcerState) options(keys token.KeySet) ([]axgate.Option, error) {
 
 // close releases the Redis connection and stops the JWK Set refresh. The
 // memory stores hold no resources: nothing to close.
+// logNotes logs, once the command has started, what the operator should
+// know of the state: that spent tokens are kept in memory. Not at open: a
+// start that then fails (a bad manifest or key file) shows its error first.
+func (s *enforcerState) logNotes(cmd string) {
+	if s.inMemory {
+		s.log.Info("axgate " + cmd + ": spent confirmation and approval tokens are kept in memory, so a restart voids the outstanding ones; --redis (with persistence) keeps them across restarts")
+	}
+}
+
 func (s *enforcerState) close() {
 	if s.remote != nil {
 		s.remote.Close()

@@ -76,7 +76,9 @@ and nothing is asked inline (the agent's own client would answer for
 them), unless --inline-confirmation. The refusal says how the person makes
 the token the call then carries in _meta["axag/confirmation"]: with
 --signing-key KEY, "axgate token confirmation --key KEY --sub USER --intent
-INTENT --args JSON" (the refusal spells it out for the call); with --human,
+INTENT --args JSON" (the refusal spells it out for the call, with --aud
+when the gateway's audience is not "axgate", as over HTTP); with --jwks,
+the same command signed with the private key of a --jwks key; with --human,
 POST /confirmations. --human ADDR serves the endpoints people
 confirm and approve with (POST /confirmations, GET /approvals, POST
 /approvals/{id}). They take people's tokens only: bearer JWTs of
@@ -210,32 +212,44 @@ func (c *mcpConfig) confirmationHelp(humanURL string) func(*middleware.Call) str
 			ways = append(ways, fmt.Sprintf(`a person POSTs {"tool": %q, "arguments": …these arguments…} to %s/confirmations with their bearer token and passes on the token it answers`, call.Tool, humanURL))
 		}
 		if c.signingKey != "" {
-			cmd := []string{"axgate token confirmation --key SIGNING_KEY", "--sub " + shellQuote(call.Principal.ID)}
-			if call.Principal.Tenant != "" {
-				cmd = append(cmd, "--tenant "+shellQuote(call.Principal.Tenant))
-			}
-			if c.issuer != token.DefaultIssuer {
-				cmd = append(cmd, "--iss "+shellQuote(c.issuer))
-			}
-			if c.audience != token.DefaultAudience {
-				cmd = append(cmd, "--aud "+shellQuote(c.audience))
-			}
-			cmd = append(cmd, "--intent "+shellQuote(call.Intent()))
-			if args := compactJSON(call.Arguments); args != "" && len(args) <= maxInlineArgs && printableASCII(args) {
-				cmd = append(cmd, "--args "+shellQuote(args))
-			} else {
-				cmd = append(cmd, "--args-file ARGS.json (these exact arguments as JSON)")
-			}
-			ways = append(ways, "the person runs `"+strings.Join(cmd, " ")+"`, where SIGNING_KEY is the gateway's --signing-key file (keep it out of the agent's reach)")
+			ways = append(ways, "the person runs `"+c.confirmationCommand(call, "SIGNING_KEY")+"`, where SIGNING_KEY is the gateway's --signing-key file (keep it out of the agent's reach)")
 		}
 		if c.jwks != "" || c.jwksURL != "" {
-			ways = append(ways, "the issuer of the gateway's --jwks keys signs a confirmation token for these exact arguments")
+			// The same claims as a --signing-key token: without the command
+			// a person who made the --jwks keys with "axgate keys gen"
+			// guesses the audience (the resource URL over HTTP) and fails.
+			ways = append(ways, "the issuer of the gateway's --jwks keys signs a confirmation token for these exact arguments, e.g. `"+
+				c.confirmationCommand(call, "PRIVATE_KEY")+"`, where PRIVATE_KEY is the private key of a --jwks key (\"axgate keys gen\" writes it beside the JWKS)")
 		}
 		if len(ways) == 0 {
 			return "This gateway was started without --signing-key, --human or --jwks, so no token made outside it is accepted: restart it with --signing-key KEY (\"axgate keys gen\" makes one), and the person mints one with \"axgate token confirmation --key KEY …\"."
 		}
 		return "To confirm: " + strings.Join(ways, "; or ") + "."
 	}
+}
+
+// confirmationCommand is the "axgate token confirmation" command line that
+// mints a token this gateway accepts for call, signed with the key file
+// named by the placeholder key: the caller, tenant, issuer and audience the
+// gateway checks, the intent and the arguments.
+func (c *mcpConfig) confirmationCommand(call *middleware.Call, key string) string {
+	cmd := []string{"axgate token confirmation --key " + key, "--sub " + shellQuote(call.Principal.ID)}
+	if call.Principal.Tenant != "" {
+		cmd = append(cmd, "--tenant "+shellQuote(call.Principal.Tenant))
+	}
+	if c.issuer != token.DefaultIssuer {
+		cmd = append(cmd, "--iss "+shellQuote(c.issuer))
+	}
+	if c.audience != token.DefaultAudience {
+		cmd = append(cmd, "--aud "+shellQuote(c.audience))
+	}
+	cmd = append(cmd, "--intent "+shellQuote(call.Intent()))
+	if args := compactJSON(call.Arguments); args != "" && len(args) <= maxInlineArgs && printableASCII(args) {
+		cmd = append(cmd, "--args "+shellQuote(args))
+	} else {
+		cmd = append(cmd, "--args-file ARGS.json (these exact arguments as JSON)")
+	}
+	return strings.Join(cmd, " ")
 }
 
 // shellQuote quotes s for a POSIX shell, when it needs quoting.
@@ -527,7 +541,6 @@ func serveMCP(ctx context.Context, e *env, c mcpConfig, ops *opsFlags, conf conf
 		return failf(e, "mcp", "%s", startError(err))
 	}
 	defer enf.Close()
-	shared.logVolatileTokens("mcp")
 
 	var (
 		bearer httpgate.PrincipalFunc
@@ -633,6 +646,7 @@ func serveMCP(ctx context.Context, e *env, c mcpConfig, ops *opsFlags, conf conf
 	}
 
 	if c.stdio {
+		shared.logNotes("mcp")
 		log.Info("axgate mcp: serving on stdio", "manifest", c.manifest, "tools", len(m.Actions), "upstream", upstreamName, "user", c.localUser)
 		err := gw.ServeStdio(ctx)
 		shutdown(log, c.shutdownTimeout, humanSrv)
@@ -651,6 +665,7 @@ func serveMCP(ctx context.Context, e *env, c mcpConfig, ops *opsFlags, conf conf
 	srv.WriteTimeout = 0
 	mcpServed := make(chan error, 1)
 	go func() { mcpServed <- rt.serve(srv, ln) }()
+	shared.logNotes("mcp")
 	log.Info("axgate mcp: listening", "addr", rt.scheme()+"://"+ln.Addr().String()+"/mcp", "resource", c.resourceURL,
 		"manifest", c.manifest, "tools", len(m.Actions), "upstream", upstreamName)
 	select {

@@ -483,6 +483,46 @@ func TestMCPStdioConfirmationWithoutElicitation(t *testing.T) {
 	}
 }
 
+// TestMCPHTTPConfirmationWithJWKS: over HTTP with only --jwks (keys from
+// axgate keys gen), a client that cannot ask the person is refused a write
+// with a command that mints a token the gateway accepts: it names the
+// audience the gateway checks (its resource URL, not the default "axgate"
+// the command would otherwise sign for), and the call made again with the
+// token it prints runs.
+func TestMCPHTTPConfirmationWithJWKS(t *testing.T) {
+	_, notes, command := filesystemRoot(t)
+	pki := newServePKI(t)
+	gw := startMCP(t, childEnviron(), "--manifest", gatewayManifest, "--upstream-command", command, "--jwks", pki.jwks)
+	cs := agent(t, gw.url, mint(t, "principal", "--key", pki.key, "--sub", "alice", "--roles", "editor", "--aud", gw.url), nil)
+	write := map[string]any{"path": notes, "content": "confirmed by the key holder"}
+
+	d := refused(t, callTool(t, cs, "write_file", write), "AXAG_CONFIRMATION_MISSING", "")
+	how, _ := d["how_to_confirm"].(string)
+	_, line, ok := strings.Cut(how, "`")
+	line, _, ok2 := strings.Cut(line, "`")
+	if !ok || !ok2 || !strings.HasPrefix(line, "axgate token confirmation --key PRIVATE_KEY --sub alice ") || !strings.Contains(line, "--aud "+gw.url) {
+		t.Fatalf("how_to_confirm names no command with the gateway's audience %s: %q", gw.url, how)
+	}
+	words, err := splitCommand(strings.Replace(line, "PRIVATE_KEY", strconv.Quote(pki.key), 1))
+	if err != nil {
+		t.Fatalf("the command %q: %v", line, err)
+	}
+	// A token of axgate token's default audience is refused with the one
+	// expected.
+	defaultAud := slices.DeleteFunc(slices.Clone(words[2:]), func(w string) bool { return w == "--aud" || w == gw.url })
+	d = refused(t, callTool(t, cs, "write_file", write, middleware.Credentials{Confirmation: mint(t, defaultAud...)}), "AXAG_CONFIRMATION_MISSING", "wrong_audience")
+	if d["expected_audience"] != gw.url {
+		t.Errorf("a token of the default audience: expected_audience %v, want %s", d["expected_audience"], gw.url)
+	}
+	tok := mint(t, words[2:]...)
+	if res := callTool(t, cs, "write_file", write, middleware.Credentials{Confirmation: tok}); res.IsError {
+		t.Fatalf("the write with the token the command minted: %s", resultText(res))
+	}
+	if got := fileContent(notes); got != "confirmed by the key holder" {
+		t.Fatalf("the file holds %q", got)
+	}
+}
+
 // TestMCPChildEnvironment checks what a command upstream inherits: PATH,
 // HOME and the --upstream-env pairs, never the gateway's other variables
 // (its secrets); and that shutdown stops the child.

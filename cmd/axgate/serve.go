@@ -170,6 +170,7 @@ func runServe(ctx context.Context, e *env, args []string) int {
 	srv := newServer(gw, c, log)
 	served := make(chan error, 1)
 	go func() { served <- rt.serve(srv, ln) }()
+	gw.shared.logNotes("serve")
 	log.Info("axgate serve: listening", "addr", rt.scheme()+"://"+ln.Addr().String(), "manifest", c.manifest,
 		"tools", gw.current().toolCount, "upstream", redactURL(c.upstream))
 
@@ -281,7 +282,6 @@ func newGateway(ctx context.Context, c serveConfig, up *url.URL, log *slog.Logge
 		return nil, err
 	}
 	g.loaded.Store(l)
-	shared.logVolatileTokens("serve")
 	return g, nil
 }
 

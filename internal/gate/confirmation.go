@@ -1,6 +1,7 @@
 package gate
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -25,6 +26,10 @@ type ConfirmationConfig struct {
 	// Verifier checks confirmation tokens (type TypConfirmation). When nil,
 	// no token is accepted and only MCP elicitation can confirm a call.
 	Verifier *token.Verifier
+	// Audience is the aud the Verifier requires (token.DefaultAudience
+	// when empty): a refused token of another audience names it, as the
+	// one to mint; it is no secret.
+	Audience string
 	// Replay records used token ids. Required.
 	Replay token.ReplayStore
 	// Threshold is the risk level from which confirmation is required even
@@ -142,6 +147,13 @@ func (c *Confirmation) refused(call *middleware.Call, digest string, err error) 
 	}
 	e := c.missing(call, digest, axerr.Reason(te.Reason))
 	e.Message = "the confirmation token " + te.Reason.Describe() + "; ask the person to confirm this call again"
+	if te.Reason == reasons.TokenAudience {
+		// Whoever mints the token needs the audience, as for a bearer
+		// token of the wrong audience (httpgate).
+		aud := cmp.Or(c.cfg.Audience, token.DefaultAudience)
+		e.Message = fmt.Sprintf("the confirmation token is meant for another audience: this server accepts only tokens whose aud names %q; ask the person to confirm this call again", aud)
+		e.With("expected_audience", aud)
+	}
 	if te.Claim != "" {
 		e.With("claim", te.Claim)
 	}

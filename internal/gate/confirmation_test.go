@@ -11,6 +11,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -351,6 +352,29 @@ func TestConfirmationTokenAttacks(t *testing.T) {
 			t.Fatalf("Verify = %v, want %s", err, reasons.TokenAlgorithm)
 		}
 	})
+}
+
+// TestConfirmationOfAnotherAudienceNamesTheExpectedOne: a confirmation
+// token minted for another audience (axgate token's default, at a gateway
+// whose audience is its URL) is refused with the audience the verifier
+// expects, in the message and in details.expected_audience, so that the
+// person can mint one that passes; the audience is no secret.
+func TestConfirmationOfAnotherAudienceNamesTheExpectedOne(t *testing.T) {
+	f := newTkFixture(t)
+	const args = `{"order_id":"o-1","amount":25}`
+	claims := f.claims(t, "order.refund", args)
+	claims["aud"] = []string{"http://127.0.0.1:8080/mcp"}
+	c := f.call("order.refund", args)
+	c.Credentials.Confirmation = f.signEd(t, nil, claims)
+	err := f.passAndCommit(t.Context(), c)
+	d := tkRefusal(t, err, axerr.CodeConfirmationMissing, http.StatusPreconditionRequired)
+	want := token.DefaultAudience // the fixture's verifier's
+	if d["reason"] != "wrong_audience" || d["expected_audience"] != want {
+		t.Fatalf("details %v, want reason wrong_audience and expected_audience %q", d, want)
+	}
+	if e, _ := axerr.As(err); !strings.Contains(e.Message, strconv.Quote(want)) {
+		t.Errorf("the message does not name the audience %q: %q", want, e.Message)
+	}
 }
 
 func TestConfirmationTokenAccepted(t *testing.T) {
