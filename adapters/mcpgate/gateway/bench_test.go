@@ -58,7 +58,7 @@ func benchUpstream(work time.Duration) *httptest.Server {
 	mcp.AddTool(srv, &mcp.Tool{Name: "read", Description: "Read one document by its path."},
 		func(ctx context.Context, req *mcp.CallToolRequest, in readArgs) (*mcp.CallToolResult, any, error) {
 			if work > 0 {
-				time.Sleep(work) // a file or database read, simulated
+				time.Sleep(work) // a file or database read, simulated: the work the benchmark measures, not a wait
 			}
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: benchDoc}}}, nil, nil
 		})

@@ -207,15 +207,16 @@ func TestMaxSessions(t *testing.T) {
 	}
 	// A session that ends frees its place.
 	a1.Close()
-	for end := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		cs, err := tryConnect(t, url, "bob-token", nil)
-		if err == nil {
-			cs.Close()
-			break
+	var cerr error
+	if !eventually(20*time.Second, func() bool {
+		var cs *mcp.ClientSession
+		if cs, cerr = tryConnect(t, url, "bob-token", nil); cerr != nil {
+			return false
 		}
-		if time.Now().After(end) {
-			t.Fatalf("no place after a session ended: %v", err)
-		}
+		cs.Close()
+		return true
+	}) {
+		t.Fatalf("no place after a session ended: %v", cerr)
 	}
 }
 
@@ -286,14 +287,12 @@ func TestResultTooLarge(t *testing.T) {
 			g := newGateway(t, up, "", gateway.WithMaxMessageBytes(64<<10))
 			cs := connect(t, serve(t, g), "alice-token", nil)
 			wantRefusal(t, callWithin(t, cs, "read_note", map[string]any{"name": "huge"}), "AXGATE_TOOL_FAILED", "result_too_large")
-			for end := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-				res := callWithin(t, cs, "read_note", map[string]any{"name": "hello"})
-				if !res.IsError {
-					break
-				}
-				if time.Now().After(end) {
-					t.Fatalf("no read after the large answer: %s", text(res))
-				}
+			var res *mcp.CallToolResult
+			if !eventually(20*time.Second, func() bool {
+				res = callWithin(t, cs, "read_note", map[string]any{"name": "hello"})
+				return !res.IsError
+			}) {
+				t.Fatalf("no read after the large answer: %s", text(res))
 			}
 		})
 	}
@@ -521,15 +520,15 @@ func TestChangedToolRefusedWhenRelistFails(t *testing.T) {
 		t.Fatal("a call of the changed tool reached the upstream after the list failed")
 	}
 	up.setHook(nil)
-	for end := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+	if !eventually(20*time.Second, func() bool {
 		res := callWithin(t, cs, "write_note", map[string]any{"name": "a", "text": "c"})
 		if refusalOf(t, res).Code == "AXGATE_TOOL_CHANGED" {
-			break
+			return true
 		}
 		wantRefusal(t, res, "AXGATE_STORE_UNAVAILABLE", "tools_unverified")
-		if time.Now().After(end) {
-			t.Fatal("the change was not seen once the list worked again")
-		}
+		return false
+	}) {
+		t.Fatal("the change was not seen once the list worked again")
 	}
 	if n := len(up.seenTool("write_note")); n != before {
 		t.Fatal("a call of the changed tool reached the upstream")

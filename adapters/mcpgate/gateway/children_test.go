@@ -52,17 +52,15 @@ func TestStdioUpstreamRestart(t *testing.T) {
 	}
 	wantRefusal(t, call(t, cs, "read_note", map[string]any{"name": "hello"}), "AXGATE_STORE_UNAVAILABLE", "upstream_unavailable")
 
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	if !eventually(20*time.Second, func() bool {
 		res := call(t, cs, "read_note", map[string]any{"name": "hello"})
 		if !res.IsError {
-			break
+			return true
 		}
 		wantRefusal(t, res, "AXGATE_STORE_UNAVAILABLE", "upstream_unavailable")
-		if time.Now().After(deadline) {
-			t.Fatal("the upstream was not restarted")
-		}
-		time.Sleep(50 * time.Millisecond)
+		return false
+	}) {
+		t.Fatal("the upstream was not restarted")
 	}
 	newPID := pidOf(t, cs)
 	if newPID == pid {

@@ -196,7 +196,9 @@ func TestNoChildBeforeInitialize(t *testing.T) {
 	cs := connect(t, url, "alice-token", nil)
 	pidOf(t, cs)
 	// A child writes its line first thing; one started for a POST above
-	// may still be on its way: wait a little for it.
+	// may still be on its way: wait a little for it. A sleep, on purpose:
+	// this checks that a real child process does not start, and no event
+	// marks a start that does not happen.
 	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
 		if n := starts() - before; n > 1 {
 			t.Fatalf("six POSTs without a session (no initialize), and one session under WithMaxSessions(1, 1), started %d upstream children", n)

@@ -33,7 +33,9 @@ func TestDirectCallSurvivesSlowFirstConnect(t *testing.T) {
 	const timeout = 2 * time.Second
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if slow.Load() && r.Method == http.MethodPost && r.Header.Get("Mcp-Session-Id") == "" {
-			time.Sleep(timeout + timeout/2) // a slow initialize: an upstream that loads a while
+			// A slow initialize, an upstream that loads a while: it must
+			// outlast the go-sdk's idle timer, which runs in real time.
+			time.Sleep(timeout + timeout/2)
 		}
 		sdk.ServeHTTP(w, r)
 	}))
@@ -253,6 +255,8 @@ func TestDirectSessionTimeout(t *testing.T) {
 	url := serve(t, g)
 	w := &wire{}
 	cs := connectVia(t, url, "alice-token", w, nil)
+	// Calls spread over twice the SDK's idle timeout: that timer is the
+	// go-sdk's, in real time on a real listener, with no hook to drive it.
 	for end := time.Now().Add(2 * timeout); time.Now().Before(end); time.Sleep(timeout / 10) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "read_note", Arguments: map[string]any{"name": "hello"}})
@@ -270,7 +274,8 @@ func TestDirectSessionTimeout(t *testing.T) {
 	if direct == 0 {
 		t.Fatal("no call took the direct path: the test shows nothing")
 	}
-	// Idle now: the SDK closes it.
+	// Idle now: the SDK closes it, once its idle timer (real time, the
+	// go-sdk's, with no hook) has run out.
 	time.Sleep(timeout + timeout/2)
 	version := cs.InitializeResult().ProtocolVersion
 	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read_note","arguments":{"name":"hello"}}}`
@@ -361,16 +366,12 @@ func TestDirectUpstreamAnswers(t *testing.T) {
 	}
 
 	wantRefusal(t, call(t, cs, "read_note", map[string]any{"name": "lost"}), "AXGATE_STORE_UNAVAILABLE", "upstream_unavailable")
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		res := call(t, cs, "read_note", map[string]any{"name": "hello"})
-		if !res.IsError {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no new upstream session after the lost one: %s", text(res))
-		}
-		time.Sleep(50 * time.Millisecond)
+	var last *mcp.CallToolResult
+	if !eventually(20*time.Second, func() bool {
+		last = call(t, cs, "read_note", map[string]any{"name": "hello"})
+		return !last.IsError
+	}) {
+		t.Fatalf("no new upstream session after the lost one: %s", text(last))
 	}
 }
 

@@ -18,3 +18,17 @@ func ExpireReady(g *Gateway) {
 	defer g.ready.mu.Unlock()
 	g.ready.at = time.Now().Add(-readyFor)
 }
+
+// Sessions returns the number of client sessions linked to the upstream.
+func Sessions(g *Gateway) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.links)
+}
+
+// ReadyChecking reports whether a readiness check runs.
+func ReadyChecking(g *Gateway) bool {
+	g.ready.mu.Lock()
+	defer g.ready.mu.Unlock()
+	return g.ready.busy
+}

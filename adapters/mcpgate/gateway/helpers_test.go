@@ -553,7 +553,7 @@ func versionsServer(versions []string) int {
 	})
 	err := s.Run(context.Background(), &mcp.StdioTransport{})
 	if d, e := time.ParseDuration(os.Getenv(lingerEnv)); e == nil {
-		time.Sleep(d) // still busy a while after its standard input ended
+		time.Sleep(d) // a real process still busy after its standard input ended: the behaviour under test
 	}
 	if err != nil {
 		return 1

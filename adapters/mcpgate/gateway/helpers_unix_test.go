@@ -34,6 +34,8 @@ func processHelper(mode string) int {
 		return hopHelper()
 	}
 	appendPID()
+	// A real process that runs until killed (what the test checks); the
+	// minute bounds one a failing test leaves behind.
 	time.Sleep(60 * time.Second)
 	return 0
 }

@@ -114,15 +114,10 @@ func TestPinCheckedAgainBeforeForwarding(t *testing.T) {
 	go func() {
 		defer close(changed)
 		<-pulled
-		for end := time.Now().Add(20 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		eventually(20*time.Second, func() bool {
 			res, err := watcher.ListTools(context.Background(), nil)
-			if err != nil {
-				return
-			}
-			if !slices.ContainsFunc(res.Tools, func(tl *mcp.Tool) bool { return tl.Name == "write_note" }) {
-				return
-			}
-		}
+			return err != nil || !slices.ContainsFunc(res.Tools, func(tl *mcp.Tool) bool { return tl.Name == "write_note" })
+		})
 	}()
 	res := callWithin(t, cs, "write_note", map[string]any{"name": "a", "text": "during"})
 	if !res.IsError {

@@ -21,12 +21,11 @@ import (
 // and returns its last answer.
 func readyWithin(g *gateway.Gateway, d time.Duration, ready bool) error {
 	var err error
-	for end := time.Now().Add(d); ; time.Sleep(10 * time.Millisecond) {
+	eventually(d, func() bool {
 		err = g.Ready(context.Background())
-		if (err == nil) == ready || time.Now().After(end) {
-			return err
-		}
-	}
+		return (err == nil) == ready
+	})
+	return err
 }
 
 // TestReadyAfterClientHangsUpDuringConnect: a client that hangs up while its
@@ -146,7 +145,9 @@ func TestReadyRecoversWithUpstream(t *testing.T) {
 		t.Fatal("the upstream is down and a session cannot connect, yet Ready() = nil: the test shows nothing")
 	}
 	cs.Close()
-	time.Sleep(200 * time.Millisecond)
+	if !eventually(10*time.Second, func() bool { return gateway.Sessions(g) == 0 }) {
+		t.Fatal("the closed session is still linked")
+	}
 	down.Store(false)
 	if err := readyWithin(g, 3*time.Second, true); err != nil {
 		t.Errorf("the upstream is back (the healthz says %q), yet Ready() = %v", health(t, url), err)
@@ -182,11 +183,8 @@ func TestReadyReportsUpstreamRefusingCalls(t *testing.T) {
 		t.Fatalf("a call: %s", text(res))
 	}
 	down.Store(true)
-	for i := range 3 {
+	for range 3 {
 		wantRefusal(t, callWithin(t, cs, "read_note", map[string]any{"name": "hello"}), "AXGATE_STORE_UNAVAILABLE", "upstream_unavailable")
-		if i == 0 {
-			time.Sleep(500 * time.Millisecond)
-		}
 	}
 	if err := readyWithin(g, 2*time.Second, false); err == nil {
 		t.Errorf("every call is refused as upstream_unavailable, yet Ready() = nil (healthz: %s)", health(t, url))
@@ -299,13 +297,14 @@ func TestReadyNotHeldBySlowDelete(t *testing.T) {
 	url := controlled(t, &mode)
 	g := newGateway(t, gateway.Upstream{URL: url}, "", gateway.WithConnectTimeout(time.Second))
 	mode.Store("hangdelete")
-	gateway.ExpireReady(g)                                  // past Ready's cache
-	readyBounded(t, g, 100*time.Millisecond, 3*time.Second) // WithConnectTimeout is 1 s
+	gateway.ExpireReady(g)            // past Ready's cache
+	readyBounded(t, g, 3*time.Second) // WithConnectTimeout is 1 s
 }
 
-// readyBounded calls Ready as two callers at once: a patient one, and after
-// head one whose ctx ends after 200 ms. Neither may wait longer than limit.
-func readyBounded(t *testing.T, g *gateway.Gateway, head, limit time.Duration) {
+// readyBounded calls Ready as two callers at once: a patient one, and once
+// its check runs, one whose ctx ends after 200 ms. Neither may wait longer
+// than limit.
+func readyBounded(t *testing.T, g *gateway.Gateway, limit time.Duration) {
 	t.Helper()
 	done := make(chan time.Duration, 1)
 	go func() {
@@ -313,7 +312,10 @@ func readyBounded(t *testing.T, g *gateway.Gateway, head, limit time.Duration) {
 		g.Ready(context.Background())
 		done <- time.Since(start)
 	}()
-	time.Sleep(head)
+	// The second caller comes once the first one's check runs.
+	if !eventually(10*time.Second, func() bool { return gateway.ReadyChecking(g) }) {
+		t.Fatal("the first caller started no readiness check")
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	start := time.Now()
@@ -348,8 +350,8 @@ func TestReadyNotHeldByStubbornChild(t *testing.T) {
 			// on a busy machine; the fault took 10 s more than it.
 			g := newGateway(t, up, "", gateway.WithConnectTimeout(2*time.Second))
 			os.Remove(ok)
-			gateway.ExpireReady(g)                                  // past Ready's cache
-			readyBounded(t, g, 200*time.Millisecond, 4*time.Second) // WithConnectTimeout is 2 s
+			gateway.ExpireReady(g)            // past Ready's cache
+			readyBounded(t, g, 4*time.Second) // WithConnectTimeout is 2 s
 			// The probe's child is stopped after Ready answered, as the SDK
 			// stops one (stdin closed, SIGTERM, SIGKILL: ~10 s for this
 			// one), and Close waits for that.
@@ -400,12 +402,12 @@ func TestCloseStopsReadyProbeChild(t *testing.T) {
 // pollReady polls Ready until it reports an error, and returns how long
 // after since that took (or the whole budget).
 func pollReady(g *gateway.Gateway, since time.Time, budget time.Duration) (time.Duration, error) {
-	for end := time.Now().Add(budget); ; time.Sleep(100 * time.Millisecond) {
-		err := g.Ready(context.Background())
-		if err != nil || time.Now().After(end) {
-			return time.Since(since), err
-		}
-	}
+	var err error
+	eventually(budget, func() bool {
+		err = g.Ready(context.Background())
+		return err != nil
+	})
+	return time.Since(since), err
 }
 
 // TestReadyNotStaleWhileCommandProbeStops: Ready stops reporting a cached
@@ -463,6 +465,7 @@ func TestReadyNotStaleWhileHTTPProbeCloses(t *testing.T) {
 	t.Parallel()
 	_, sdk := notesHandler()
 	var armed, hang atomic.Bool
+	var listed atomic.Int32 // tools/list requests seen before arming
 	stop := make(chan struct{})
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if hang.Load() {
@@ -474,6 +477,9 @@ func TestReadyNotStaleWhileHTTPProbeCloses(t *testing.T) {
 		}
 		body, _ := io.ReadAll(r.Body)
 		r.Body = io.NopCloser(bytes.NewReader(body))
+		if !armed.Load() && bytes.Contains(body, []byte(`"tools/list"`)) {
+			listed.Add(1)
+		}
 		if armed.Load() && bytes.Contains(body, []byte(`"tools/list"`)) {
 			// This one is answered; every request after it waits. (Set
 			// before the answer: after it, the probe could have its
@@ -487,7 +493,10 @@ func TestReadyNotStaleWhileHTTPProbeCloses(t *testing.T) {
 	const timeout = time.Second
 	g := newGateway(t, gateway.Upstream{URL: hs.URL}, "", gateway.WithConnectTimeout(timeout))
 
-	time.Sleep(200 * time.Millisecond)
+	// New's own session has listed the tools: the next list is the probe's.
+	if !eventually(10*time.Second, func() bool { return listed.Load() > 0 }) {
+		t.Fatal("the gateway's own session listed no tools")
+	}
 	armed.Store(true)
 	if err := g.Ready(context.Background()); err != nil {
 		t.Fatalf("Ready: %v", err)
@@ -519,11 +528,12 @@ func TestReady(t *testing.T) {
 	// until polls Ready until ok says its outcome is the one wanted (it
 	// keeps an outcome for a while).
 	until := func(ok func(error) bool) error {
-		for end := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-			if err := g.Ready(ctx); ok(err) || time.Now().After(end) {
-				return err
-			}
-		}
+		var err error
+		eventually(10*time.Second, func() bool {
+			err = g.Ready(ctx)
+			return ok(err)
+		})
+		return err
 	}
 
 	down.Store(true)

@@ -128,6 +128,8 @@ func TestRefusedForeignPostKeepsSessionAlive(t *testing.T) {
 	defer close(stop)
 	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read_note","arguments":{"name":"hello"}}}`
 	direct := 0
+	// Calls spread over twice the SDK's idle timeout: that timer is the
+	// go-sdk's, in real time on a real listener, with no hook to drive it.
 	for end := time.Now().Add(2 * timeout); time.Now().Before(end); time.Sleep(timeout / 10) {
 		code, ct, got := postCall(t, url, "alice-token", cs.ID(), version, body)
 		if code != http.StatusOK {
