@@ -10,7 +10,6 @@ import (
 	"sync/atomic"
 
 	axerr "github.com/axgate/axgate/errors"
-	"github.com/axgate/axgate/gates"
 	"github.com/axgate/axgate/internal/gate"
 	"github.com/axgate/axgate/manifest"
 	"github.com/axgate/axgate/middleware"
@@ -95,10 +94,6 @@ func (e *Enforcer) assemble() error {
 	post := []middleware.Stage{gate.Commit()}
 	post = append(post, add(e.postStages())...)
 	if len(errs) > 0 {
-		var unbound *gates.UnboundError
-		if errors.As(errors.Join(errs...), &unbound) {
-			errs = append(errs, errUnboundFix)
-		}
 		return fmt.Errorf("axgate: %w", errors.Join(errs...))
 	}
 	if e.cfg.editPre != nil {
@@ -119,11 +114,6 @@ func (e *Enforcer) assemble() error {
 	}
 	return nil
 }
-
-// errUnboundFix follows an *gates.UnboundError in New's error: the ways
-// out, named as the caller will type them.
-var errUnboundFix = errors.New("to fix: bind each condition to a check with axgate.WithCondition (both sides), WithPrecondition or WithPreconditionExpr (WithPostcondition or WithPostconditionExpr for postconditions); " +
-	"or build anyway with axgate.WithUnboundConditions() (axgate serve --allow-unbound-conditions), which lets the calls pass those conditions unchecked, recording a warning")
 
 // perAction returns inv wrapped in stages, built for each action on its
 // first call with only the stages that apply to it. With telemetry it also
@@ -285,8 +275,9 @@ func (e *Enforcer) Wrap(tool middleware.Invoker) middleware.Invoker {
 }
 
 // ErrWrapped is the error the adapters' constructors return, wrapped with
-// the tool's name, for a tool that an enforcer has already wrapped.
-var ErrWrapped = errors.New("the tool is already wrapped by an enforcer (the result of Enforcer.Wrap): pass the bare tool, the adapter wraps it")
+// the tool's name, for a tool that an enforcer has already wrapped (the
+// result of Enforcer.Wrap): they take the bare tool and wrap it themselves.
+var ErrWrapped = errors.New("axgate: tool already wrapped by an enforcer")
 
 // Wrapped reports whether inv is a tool an enforcer has wrapped (what
 // Enforcer.Wrap returned). Wrapping it again is refused: see Wrap.

@@ -97,11 +97,11 @@ func (e *Enforcer) shadowActions() (map[*manifest.Action]bool, error) {
 	}
 	for _, intent := range o.ForceIntents {
 		if a := e.m.Action(intent); a == nil || !set[a] {
-			return nil, fmt.Errorf("shadow mode: ForceIntents names %s, which is not an action in shadow mode", intent)
+			return nil, fmt.Errorf("shadow mode: ForceIntents names %s, not in shadow mode", intent)
 		}
 	}
 	if len(critical) > 0 && !o.Force {
-		return nil, fmt.Errorf("shadow mode: refused for the critical actions %s (set ShadowOptions.Force to run them unenforced anyway, or leave them out of ShadowOptions.Intents)", strings.Join(critical, ", "))
+		return nil, fmt.Errorf("shadow mode: critical actions %s need ShadowOptions.Force", strings.Join(critical, ", "))
 	}
 	return set, nil
 }

@@ -24,10 +24,10 @@ type Issuer struct {
 
 func (ti Issuer) base(sub, intent, tenant, digest string, lifetime time.Duration) (Claims, time.Time, error) {
 	if ti.Signer == nil {
-		return Claims{}, time.Time{}, errors.New("no signing key is configured")
+		return Claims{}, time.Time{}, errors.New("token: no signing key")
 	}
 	if lifetime <= 0 {
-		return Claims{}, time.Time{}, errors.New("token lifetime must be positive")
+		return Claims{}, time.Time{}, errors.New("token: lifetime must be positive")
 	}
 	now := time.Now
 	if ti.Now != nil {

@@ -76,10 +76,10 @@ type Key struct {
 // Validate reports whether the key's material fits its algorithm.
 func (k Key) Validate() error {
 	if k.Algorithm == "" {
-		return fmt.Errorf("key %q: no algorithm", k.ID)
+		return fmt.Errorf("token: key %q: no algorithm", k.ID)
 	}
 	if err := keyFitsAlgorithm(k.Algorithm, k.Public); err != nil {
-		return fmt.Errorf("key %q: %w", k.ID, err)
+		return fmt.Errorf("token: key %q: %w", k.ID, err)
 	}
 	return nil
 }
@@ -184,7 +184,7 @@ func NewKeySet(keys ...Key) (*StaticKeySet, error) {
 			return nil, err
 		}
 		if _, dup := s.byID[k.ID]; dup {
-			return nil, fmt.Errorf("key id %q appears twice", k.ID)
+			return nil, fmt.Errorf("token: key id %q appears twice", k.ID)
 		}
 		s.byID[k.ID] = k
 	}
@@ -411,13 +411,13 @@ type Signer struct {
 func NewSigner(kid string, private any) (*Signer, error) {
 	alg, err := algorithmFor(private)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("token: %w", err)
 	}
 	var pub any
 	switch k := private.(type) {
 	case ed25519.PrivateKey:
 		if len(k) != ed25519.PrivateKeySize {
-			return nil, errors.New("malformed Ed25519 private key")
+			return nil, errors.New("token: malformed Ed25519 private key")
 		}
 		pub = k.Public()
 	case *ecdsa.PrivateKey:
@@ -428,7 +428,7 @@ func NewSigner(kid string, private any) (*Signer, error) {
 		private = append([]byte(nil), k...)
 		pub = private
 	case ed25519.PublicKey, *ecdsa.PublicKey, *rsa.PublicKey:
-		return nil, fmt.Errorf("a signer needs a private key, not %T", private)
+		return nil, fmt.Errorf("token: a signer needs a private key, not %T", private)
 	}
 	public := Key{ID: kid, Algorithm: alg, Public: pub}
 	if err := public.Validate(); err != nil {
@@ -436,7 +436,7 @@ func NewSigner(kid string, private any) (*Signer, error) {
 	}
 	m := jwt.GetSigningMethod(alg)
 	if m == nil {
-		return nil, fmt.Errorf("unsupported algorithm %q", alg)
+		return nil, fmt.Errorf("token: unsupported algorithm %q", alg)
 	}
 	return &Signer{kid: kid, alg: alg, method: m, key: private, public: public}, nil
 }
@@ -482,13 +482,13 @@ func MarshalJWKS(keys ...Key) ([]byte, error) {
 	set := jwkset.JWKSMarshal{Keys: make([]jwkset.JWKMarshal, 0, len(keys))}
 	for _, k := range keys {
 		if _, secret := k.Public.([]byte); secret {
-			return nil, fmt.Errorf("key %q is a shared secret and cannot be published", k.ID)
+			return nil, fmt.Errorf("token: key %q is a shared secret and cannot be published", k.ID)
 		}
 		jwk, err := jwkset.NewJWKFromKey(k.Public, jwkset.JWKOptions{Metadata: jwkset.JWKMetadataOptions{
 			ALG: jwkset.ALG(k.Algorithm), KID: k.ID, USE: jwkset.UseSig,
 		}})
 		if err != nil {
-			return nil, fmt.Errorf("key %q: %w", k.ID, err)
+			return nil, fmt.Errorf("token: key %q: %w", k.ID, err)
 		}
 		set.Keys = append(set.Keys, jwk.Marshal())
 	}
@@ -517,7 +517,7 @@ func ParseSigningKey(data []byte, kid string) (*Signer, error) {
 	if strings.HasPrefix(trimmed, "{") {
 		var m jwkset.JWKMarshal
 		if err := json.Unmarshal(data, &m); err != nil {
-			return nil, fmt.Errorf("private JWK is not valid JSON: %w", err)
+			return nil, fmt.Errorf("token: private JWK is not valid JSON: %w", err)
 		}
 		jwk, err := jwkset.NewJWKFromMarshal(m, jwkset.JWKMarshalOptions{Private: true}, jwkset.JWKValidateOptions{})
 		if err != nil {
@@ -531,13 +531,13 @@ func ParseSigningKey(data []byte, kid string) (*Signer, error) {
 			return nil, err
 		}
 		if m.ALG != "" && m.ALG.String() != s.alg {
-			return nil, fmt.Errorf("JWK alg %q does not fit its %s key", m.ALG, s.alg)
+			return nil, fmt.Errorf("token: JWK alg %q does not fit its %s key", m.ALG, s.alg)
 		}
 		return s, nil
 	}
 	block, _ := pem.Decode(data)
 	if block == nil {
-		return nil, errors.New("signing key is neither a JWK nor PEM")
+		return nil, errors.New("token: signing key is neither a JWK nor PEM")
 	}
 	var key any
 	var err error
@@ -549,7 +549,7 @@ func ParseSigningKey(data []byte, kid string) (*Signer, error) {
 	case "RSA PRIVATE KEY":
 		key, err = x509.ParsePKCS1PrivateKey(block.Bytes)
 	default:
-		return nil, fmt.Errorf("unsupported PEM block %q", block.Type)
+		return nil, fmt.Errorf("token: unsupported PEM block %q", block.Type)
 	}
 	if err != nil {
 		return nil, err

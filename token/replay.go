@@ -15,7 +15,7 @@ const defaultReplayEntries = 1 << 20
 // unexpired ids of a tenant as it may. Forgetting an unexpired id would let
 // its token be replayed, so the store refuses instead (and the gate fails
 // closed).
-var ErrReplayStoreFull = errors.New("replay store is full")
+var ErrReplayStoreFull = errors.New("token: replay store is full")
 
 // Purging bounds of memoryReplayStore: each call forgets at most
 // replayPurgeBatch expired ids, and replayPurgeFull more when the caller's
@@ -252,7 +252,7 @@ func (h *expiryHeap) Pop() any {
 
 // ErrReplayed is returned by ReplayStore.Consume when a token id was
 // already used.
-var ErrReplayed = errors.New("token already used")
+var ErrReplayed = errors.New("token: already used")
 
 // TokenUse is one token id to mark used until it expires.
 type Use struct {

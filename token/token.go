@@ -179,13 +179,13 @@ type Verifier struct {
 // NewVerifier checks the configuration and returns a Verifier.
 func NewVerifier(cfg VerifierConfig) (*Verifier, error) {
 	if cfg.Type == "" {
-		return nil, errors.New("verifier: no token type")
+		return nil, errors.New("token: verifier: no token type")
 	}
 	if cfg.Keys == nil {
-		return nil, errors.New("verifier: no keys")
+		return nil, errors.New("token: verifier: no keys")
 	}
 	if cfg.MaxLifetime <= 0 {
-		return nil, errors.New("verifier: the maximum lifetime must be positive")
+		return nil, errors.New("token: verifier: the maximum lifetime must be positive")
 	}
 	if cfg.Issuer == "" {
 		cfg.Issuer = DefaultIssuer
@@ -210,7 +210,7 @@ func NewVerifier(cfg VerifierConfig) (*Verifier, error) {
 	allowed := make(map[string]bool, len(cfg.Algorithms))
 	for _, a := range cfg.Algorithms {
 		if strings.EqualFold(a, "none") || jwt.GetSigningMethod(a) == nil {
-			return nil, fmt.Errorf("verifier: algorithm %q is not supported", a)
+			return nil, fmt.Errorf("token: verifier: algorithm %q is not supported", a)
 		}
 		allowed[a] = true
 	}

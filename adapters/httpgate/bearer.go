@@ -162,8 +162,8 @@ type verified struct {
 }
 
 var (
-	errTypeRefused = errors.New("token type refused")
-	errCrit        = errors.New("crit header refused")
+	errTypeRefused = errors.New("httpgate: token type refused")
+	errCrit        = errors.New("httpgate: crit header refused")
 )
 
 func (b *bearer) principal(r *http.Request) (middleware.Principal, error) {

@@ -46,9 +46,9 @@ type HumanPrincipalFunc func(r *http.Request) (middleware.Principal, error)
 func HumanBearer(cfg BearerConfig, agentsAudience string) (HumanPrincipalFunc, error) {
 	switch {
 	case agentsAudience == "":
-		return nil, errors.New("httpgate: HumanBearer needs the agents' audience, to refuse the tokens agents hold")
+		return nil, errors.New("httpgate: HumanBearer needs the agents' audience")
 	case cfg.Audience == agentsAudience:
-		return nil, fmt.Errorf("httpgate: HumanBearer's audience is the agents' (%q): the people's tokens need an audience of their own, or an agent could confirm and approve its own calls", agentsAudience)
+		return nil, fmt.Errorf("httpgate: HumanBearer's audience is the agents' (%q)", agentsAudience)
 	}
 	pf, err := JWTBearer(cfg)
 	if err != nil {

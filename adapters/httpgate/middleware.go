@@ -157,7 +157,7 @@ func checkWildcards(rt route, a *manifest.Action, ident []*manifest.Parameter) e
 	if bad == nil {
 		return nil
 	}
-	return fmt.Errorf("httpgate: route %q: path value %s is neither a parameter of %q nor a user or tenant argument name, so no gate would check it; declare it as a parameter of the action, or rename it",
+	return fmt.Errorf("httpgate: route %q: path value %s: no gate would check it (not a parameter of %q nor a user or tenant argument)",
 		rt.pattern, strings.Join(bad, ", "), a.ToolName())
 }
 

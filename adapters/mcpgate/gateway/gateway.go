@@ -133,7 +133,7 @@ func New(enf *axgate.Enforcer, upstream Upstream, opts ...Option) (*Gateway, err
 	}
 	cfg := newConfig(opts)
 	if cfg.bearer != nil && (cfg.resource == nil || cfg.resource.Resource == "") {
-		return nil, errors.New("gateway: WithBearer needs the protected resource metadata, with the gateway's URL as Resource")
+		return nil, errors.New("gateway: WithBearer needs resource metadata with a Resource")
 	}
 	if cfg.resource != nil {
 		if _, err := metadataURL(cfg.resource.Resource); err != nil {
@@ -144,7 +144,7 @@ func New(enf *axgate.Enforcer, upstream Upstream, opts ...Option) (*Gateway, err
 		return nil, err
 	}
 	if cfg.forwardClientRoots && len(cfg.roots) > 0 {
-		return nil, errors.New("gateway: WithRoots and ForwardClientRoots contradict each other: the upstream's roots are the operator's or the client's")
+		return nil, errors.New("gateway: WithRoots and ForwardClientRoots exclude each other")
 	}
 	if cfg.forwardClientRoots && !cfg.toolsOnly {
 		cfg.logger.Warn("the clients' roots are forwarded to the upstream (ForwardClientRoots): a client can widen what the upstream reads and writes to any folder it names")

@@ -44,7 +44,7 @@ func (g *Gateway) Ready(ctx context.Context) error {
 	r.mu.Lock()
 	if r.closed {
 		r.mu.Unlock()
-		return errors.New("the gateway is closed")
+		return errors.New("gateway: the gateway is closed")
 	}
 	expired := r.done != nil && time.Since(r.at) >= readyFor
 	switch {
@@ -57,7 +57,7 @@ func (g *Gateway) Ready(ctx context.Context) error {
 		select {
 		case <-r.done:
 			r.mu.Unlock()
-			return errors.New("the last readiness check has not closed its upstream session yet")
+			return errors.New("gateway: the last readiness check has not closed its upstream session yet")
 		default: // its outcome is not known yet: wait for it
 		}
 	case !r.busy && (r.done == nil || expired):
@@ -74,7 +74,7 @@ func (g *Gateway) Ready(ctx context.Context) error {
 		defer r.mu.Unlock()
 		return r.err
 	case <-ctx.Done():
-		return fmt.Errorf("the readiness check did not finish in time: %w", ctx.Err())
+		return fmt.Errorf("gateway: the readiness check did not finish in time: %w", ctx.Err())
 	}
 }
 
@@ -102,7 +102,7 @@ func (g *Gateway) check(ctx context.Context, cancel context.CancelFunc, done cha
 	case o = <-got:
 		waited = true
 	case <-ctx.Done():
-		o.err = fmt.Errorf("the upstream did not start a session within %s: %w", g.cfg.connectTimeout, ctx.Err())
+		o.err = fmt.Errorf("gateway: the upstream did not start a session within %s: %w", g.cfg.connectTimeout, ctx.Err())
 	}
 	r.mu.Lock()
 	r.err, r.at = o.err, time.Now()
@@ -132,10 +132,10 @@ func (g *Gateway) probe(ctx context.Context) (*mcp.ClientSession, error) {
 		cs, err = client.Connect(ctx, l.transport(), nil) // as connect falls back
 	}
 	if err != nil {
-		return nil, fmt.Errorf("the upstream does not start a session: %w", err)
+		return nil, fmt.Errorf("gateway: the upstream does not start a session: %w", err)
 	}
 	if _, err := cs.ListTools(ctx, nil); err != nil {
-		return cs, fmt.Errorf("the upstream does not list its tools: %w", err)
+		return cs, fmt.Errorf("gateway: the upstream does not list its tools: %w", err)
 	}
 	return cs, nil
 }
