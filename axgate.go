@@ -249,18 +249,14 @@ func (e *Enforcer) StagesFor(tool string) ([]string, bool) {
 
 // Wrap returns tool wrapped in the whole chain.
 //
-// Each call passes the stages that apply to its action (a stage's Applies: a
-// read action with no confirmation, approval, rate limit or conditions skips
-// those gates), so that neither the call nor its span pays for gates with
-// nothing to check. A tool error that is not an *axerr.Error becomes
-// AXGATE_TOOL_FAILED with a safe message; the original stays reachable with
-// errors.Unwrap for logs, never for the caller.
+// Each call passes the stages that apply to its action (a stage's Applies).
+// A tool error that is not an *axerr.Error becomes AXGATE_TOOL_FAILED with
+// a safe message; the original stays reachable with errors.Unwrap for logs,
+// never for the caller.
 //
-// Give it the bare tool: a tool Wrap already returned (Wrapped) would run
-// the gates twice, and the second run would find the call's tokens spent
-// by the first. Since Wrap returns no error, such a tool is refused here
-// by an invoker that refuses every call with AXGATE_INTERNAL; the
-// adapters' constructors, which return errors, refuse it at construction.
+// Give it the bare tool: a tool Wrap already returned (Wrapped) is refused
+// by an invoker that refuses every call with AXGATE_INTERNAL (the adapters'
+// constructors return ErrWrapped instead). docs/chain.md says why.
 func (e *Enforcer) Wrap(tool middleware.Invoker) middleware.Invoker {
 	if Wrapped(tool) {
 		return rewrapped{}

@@ -51,9 +51,9 @@ const ShadowMessage = "axgate shadow refusal"
 // Refusals that protect the process itself still refuse: a tool the
 // manifest does not declare (AXAG_INTENT_NOT_FOUND), arguments that are not
 // an I-JSON object within the limits (AXGATE_INVALID_ARGUMENTS,
-// AXGATE_PAYLOAD_TOO_LARGE) and faults of the chain (AXGATE_INTERNAL): the
-// tool cannot run on arguments that are not a value. Enforcer.Check is not
-// in shadow mode: it reports what enforcement would decide.
+// AXGATE_PAYLOAD_TOO_LARGE) and faults of the chain (AXGATE_INTERNAL).
+// Enforcer.Check is not in shadow mode: it reports what enforcement would
+// decide.
 //
 // New refuses shadow mode for an action whose risk_level is critical
 // unless ShadowOptions.Force is set. A later WithShadow replaces an earlier

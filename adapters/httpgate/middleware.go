@@ -38,36 +38,15 @@ import (
 // tenant argument name (Enforcer.IdentityArgs). MustMiddleware panics
 // instead.
 //
-// For a gated request, in order: the trace context is continued; the caller
-// is authenticated (WithPrincipal); the body is read (at most 1 MiB by
-// default), and a non-empty one must be declared JSON (application/json or a
-// +json type, charset utf-8 or none; otherwise 415
-// AXGATE_UNSUPPORTED_MEDIA_TYPE); the arguments are the body's JSON object
-// merged with the path values and query parameters named like the action's
-// parameters or like a user or tenant argument (declared or not; numbers
-// only in canonical spelling, see isNumber); the credentials come from the
-// X-AXAG-Confirmation, X-AXAG-Approval, Idempotency-Key and X-AXAG-Tenant
-// headers. The handler then reads as its body the RFC 8785 canonical
-// encoding of the checked arguments that came from the body, not the bytes
-// sent (path and query stay as they were). A refusal is written with
-// WriteError and the handler is not called. A bound route requested by a
-// path that is not canonical ("/orders/./1"), or but for a trailing slash
-// ("/orders/" for "/orders"), gets a redirect to the canonical path; neither
-// the chain nor the handler runs. A request on a bound path with a method
-// that is not bound there is refused with 405 AXGATE_METHOD_NOT_ALLOWED and
-// an Allow header, unless WithPassThroughMethods names the method.
-//
-// The handler's response is buffered when something after the tool needs
-// it: the action declares postconditions or an output schema (which can
-// still refuse the response), or the request carries an Idempotency-Key (the
-// idempotency gate stores the result to replay it). Otherwise it goes
-// straight to the client and the chain sees a nil result;
-// WithResponseBuffering buffers every response, for a custom stage that
-// reads results. A response with status 500 or more counts as a failed call
-// (an idempotency key may then be used again) and is passed on as the
-// handler wrote it. A result the idempotency gate replays is written as JSON
-// with status 200 and Idempotent-Replayed: true. The handler can read the
-// authenticated principal with PrincipalFrom.
+// A gated request's caller is authenticated (WithPrincipal), its arguments
+// are the JSON body merged with the path values and query parameters named
+// like the action's parameters or a user or tenant argument, and its
+// credentials come from the X-AXAG-* and Idempotency-Key headers. The
+// handler runs only if the chain lets the call through, and then reads as
+// its body the RFC 8785 encoding of the checked arguments from the body;
+// the principal is PrincipalFrom's. A refusal is written with WriteError.
+// A response with status 500 or more counts as a failed call. The request
+// path, body and response rules are docs/http.md's.
 func NewMiddleware(enf *axgate.Enforcer, opts ...Option) (func(http.Handler) http.Handler, error) {
 	if enf == nil {
 		return nil, errors.New("httpgate: nil enforcer")
