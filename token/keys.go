@@ -580,8 +580,8 @@ func LoadSigningKeyFile(path, kid string) (*Signer, error) {
 //
 //	jwt.Parse(raw, token.Keyfunc(keys), jwt.WithExpirationRequired())
 //
-// Errors are *TokenError values (errors.As) telling unknown key, algorithm
-// and critical header apart.
+// Errors are *Error values (errors.As) whose Reason tells unknown key,
+// algorithm and critical header apart.
 func Keyfunc(keys KeySet, algorithms ...string) jwt.Keyfunc {
 	if len(algorithms) == 0 {
 		algorithms = DefaultAlgorithms

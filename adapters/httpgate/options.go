@@ -137,10 +137,9 @@ func WithRequireIntent() Option { return func(c *config) { c.requireRoute = true
 // whose method does not is let through unchecked, as any request on a route
 // that is not bound is. Without it such a request is refused with 405
 // AXGATE_METHOD_NOT_ALLOWED and an Allow header naming the bound methods,
-// and the handler never runs: otherwise a handler bound for POST that also
-// answers PUT would run with no check at all. The common use is a CORS
-// preflight ("OPTIONS"); pass only methods whose handlers do nothing an
-// action's rules should guard. A method that is bound on the path is always
+// and the handler never runs. The common use is a CORS preflight
+// ("OPTIONS"); pass only methods whose handlers do nothing an action's rules
+// should guard. A method that is bound on the path is always
 // gated: this option never exempts it. Pass-through requests are let through
 // also with WithRequireIntent.
 func WithPassThroughMethods(methods ...string) Option {
