@@ -82,7 +82,7 @@ func WithUnmanagedTools(names ...string) Option {
 // call that needs confirmation then needs a signed token (WithCredentials).
 func WithoutToolConfirmation() Option { return func(c *config) { c.noConfirm = true } }
 
-var errNoUser = errors.New("the session has no user")
+var errNoUser = errors.New("adk: the session has no user")
 
 // SessionUser is the default PrincipalFunc: the session's user id.
 func SessionUser(ctx agent.Context) (middleware.Principal, error) {

@@ -62,7 +62,7 @@ func ContextWithPrincipal(ctx context.Context, p middleware.Principal) context.C
 	return context.WithValue(ctx, principalKey{}, p)
 }
 
-var errNoPrincipal = errors.New("no authenticated caller in the context")
+var errNoPrincipal = errors.New("eino: no authenticated caller in the context")
 
 // ContextPrincipal is the default PrincipalFunc: the principal of
 // ContextWithPrincipal.

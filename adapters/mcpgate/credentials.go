@@ -23,7 +23,7 @@ const (
 	ClaimRoles  = "roles"
 )
 
-var errNoTokenInfo = errors.New("the request carries no verified bearer token")
+var errNoTokenInfo = errors.New("mcpgate: no verified bearer token")
 
 // BearerPrincipal is the default PrincipalFunc: the principal of the bearer
 // token the transport verified (the SDK's auth.RequireBearerToken puts it on

@@ -83,7 +83,7 @@ func HTTPContextFunc(authenticate func(*http.Request) (middleware.Principal, err
 	}
 }
 
-var errNoPrincipal = errors.New("no authenticated caller in the context")
+var errNoPrincipal = errors.New("mcpgo: no authenticated caller in the context")
 
 // ContextPrincipal is the default PrincipalFunc: the caller that
 // HTTPContextFunc or ContextWithPrincipal put in the context (for stdio, wrap
