@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/axgate/axgate"
@@ -342,5 +344,77 @@ func TestAgentActionDetailReplacesTheCodes(t *testing.T) {
 	}
 	if txt := e.Text(); strings.Count(txt, "Show the page.") != 1 || !strings.Contains(txt, "Next step: Show the page.") {
 		t.Fatalf("text:\n%s", txt)
+	}
+}
+
+// TestHeldDecisionSpentWithTheTokens: two repeats of an approved call pass
+// every gate at once, each with a confirmation token of its own; the one
+// that loses the approval at the commit spends nothing, so its token still
+// works later. The decision is spent in the same Consume as the tokens.
+func TestHeldDecisionSpentWithTheTokens(t *testing.T) {
+	var arrived sync.WaitGroup
+	var arrivals atomic.Int32
+	arrived.Add(2)
+	barrier := middleware.Stage{Name: "barrier", Interceptor: func(ctx context.Context, c *middleware.Call, next middleware.Invoker) (middleware.Result, error) {
+		if c.Tool == "vault_open" && len(c.Facts.Approvers) > 0 && arrivals.Add(1) <= 2 {
+			arrived.Done()
+			arrived.Wait() // both passed every gate before either commits
+		}
+		return next.Invoke(ctx, c)
+	}}
+	e := tokEnforcer(t, axgate.WithDecisionPages(pagesBase),
+		axgate.WithPreExecution(func(std []middleware.Stage) []middleware.Stage { return append(std, barrier) }))
+	ctx := t.Context()
+	const args = `{"vault":"v1"}`
+	dave := middleware.Principal{ID: "dave", Tenant: "acme", Roles: []string{"admin"}}
+	confirmation := func() string {
+		tok, _, err := e.IssueConfirmation(ctx, tokAlice, "vault_open", []byte(args))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	approve := func() {
+		c := tokCall("vault_open", args, tokAlice)
+		c.Credentials.Confirmation = confirmation()
+		_, err := e.Wrap(&spy{}).Invoke(ctx, c)
+		id := tokRefusal(t, err, axerr.CodeApprovalMissing, 428)["decision_id"].(string)
+		if _, _, _, err := e.Approvals().Decide(ctx, dave, id, true, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	approve()
+	tool := &spy{}
+	toks := []string{confirmation(), confirmation()}
+	errs := make([]error, 2)
+	var done sync.WaitGroup
+	for i := range 2 {
+		done.Go(func() {
+			c := tokCall("vault_open", args, tokAlice)
+			c.Credentials.Confirmation = toks[i]
+			_, errs[i] = e.Wrap(tool).Invoke(ctx, c)
+		})
+	}
+	done.Wait()
+	loser := -1
+	for i, err := range errs {
+		if err != nil {
+			d := tokRefusal(t, err, axerr.CodeApprovalMissing, 428)
+			if d["reason"] != "decision_used" {
+				t.Fatalf("the loser: %v", d)
+			}
+			loser = i
+		}
+	}
+	if loser < 0 || tool.calls.Load() != 1 {
+		t.Fatalf("errors %v, tool ran %d; want one run", errs, tool.calls.Load())
+	}
+	// The loser's confirmation token was not spent: once approved again,
+	// it runs the call.
+	approve()
+	c := tokCall("vault_open", args, tokAlice)
+	c.Credentials.Confirmation = toks[loser]
+	if _, err := e.Wrap(tool).Invoke(ctx, c); err != nil {
+		t.Fatalf("the loser's token afterwards: %v", err)
 	}
 }
