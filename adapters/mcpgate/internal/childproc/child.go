@@ -68,14 +68,14 @@ type Transport struct {
 	// PID namespace's init), known once Connect started it. err is why the
 	// sandbox's command could not be made.
 	sandboxed bool
-	init      *os.Process
+	init      sandboxInit
 	err       error
 }
 
 // NewTransport returns a Transport for c whose lines are bounded to limit
 // bytes; cut is set when a line was over it.
 func NewTransport(c Command, limit int64, cut *atomic.Bool) *Transport {
-	t := &Transport{limit: limit, cut: cut}
+	t := &Transport{limit: limit, cut: cut, init: sandboxInit{fd: -1}}
 	if c.Sandbox != nil {
 		args, err := c.Sandbox.bwrapArgs(c)
 		t.cmd, t.err, t.sandboxed = exec.Command(c.Sandbox.Bwrap, args...), err, true
@@ -92,22 +92,33 @@ func NewTransport(c Command, limit int64, cut *atomic.Bool) *Transport {
 
 // signal sends sig to the child and what it started (signalGroup); for a
 // sandboxed child, SIGKILL kills the sandbox's init, whose end the kernel
-// makes the end of every process of its PID namespace, and another signal
-// goes to the sandbox's processes (signalSandbox).
+// makes the end of every process of its PID namespace (bwrap then exits),
+// and another signal goes to the sandbox's processes (signalSandbox).
 func (t *Transport) signal(sig syscall.Signal) bool {
-	if !t.sandboxed || t.init == nil {
+	if !t.sandboxed {
 		return signalGroup(t.cmd, sig)
 	}
 	if sig == syscall.SIGKILL {
-		// Not bwrap itself: bwrap, the init's parent, reaps it once the
-		// namespace is empty and then exits, so that the child's Wait
-		// returns only once nothing of the sandbox runs.
-		if t.init.Kill() == nil {
+		if t.init.kill() {
 			return true
 		}
-		return signalGroup(t.cmd, sig) // the init has ended: what is left of the session
+		return signalGroup(t.cmd, sig) // no init (ended, or not known): what is left of the session
 	}
 	return signalSandbox(t.cmd, sig)
+}
+
+// settle waits, once bwrap has exited, for the end of the sandbox's init:
+// the kernel ends it only after every other process of its PID namespace,
+// but bwrap exits as soon as the init told it the child's status, before.
+// An init still there after Grace is killed, and waited for Grace more.
+// Without a pidfd (Linux before 5.3) there is nothing to wait on: the
+// session's kill passes (signalGroup) are all there is.
+func (t *Transport) settle() {
+	if !t.init.wait(Grace) {
+		t.init.kill()
+		t.init.wait(Grace)
+	}
+	t.init.close()
 }
 
 // Exited is the child's exit status once the stop waited for it, else nil.
@@ -138,7 +149,7 @@ func (t *Transport) Connect(ctx context.Context) (mcp.Connection, error) {
 	}
 	pipe := &mcp.IOTransport{
 		Reader:        &boundedLines{r: stdout, limit: t.limit, cut: t.cut, kill: func() { t.signal(syscall.SIGKILL) }},
-		Writer:        &childStdin{WriteCloser: stdin, cmd: t.cmd, signal: t.signal, exited: &t.exited},
+		Writer:        &childStdin{WriteCloser: stdin, cmd: t.cmd, signal: t.signal, settle: t.settle, exited: &t.exited},
 		MaxLineLength: int(t.limit) + 1,
 	}
 	return pipe.Connect(ctx)
@@ -180,6 +191,7 @@ type childStdin struct {
 	io.WriteCloser
 	cmd    *exec.Cmd
 	signal func(syscall.Signal) bool
+	settle func()
 	once   sync.Once
 	err    error
 	exited *atomic.Pointer[os.ProcessState]
@@ -194,6 +206,8 @@ func (c *childStdin) Close() error {
 		// runs, so the last SIGKILL, after Wait, reaches only what the
 		// child left.
 		defer c.signal(syscall.SIGKILL)
+		// A sandbox's processes have all ended once its init has.
+		defer c.settle()
 		defer func() {
 			if c.cmd.ProcessState != nil { // Wait has returned
 				c.exited.Store(c.cmd.ProcessState)
@@ -219,7 +233,7 @@ func (c *childStdin) Close() error {
 
 // startSandbox starts bwrap and learns the sandbox's init from bwrap's
 // --info-fd (its pid in the gateway's PID namespace), which it holds as a
-// pidfd where the system has them: the init is signalled, never another
+// pidfd (sandboxInit): the init is signalled and waited for, never another
 // process given its pid since.
 func (t *Transport) startSandbox() error {
 	r, w, err := os.Pipe()
@@ -243,8 +257,6 @@ func (t *Transport) startSandbox() error {
 	if err := json.NewDecoder(r).Decode(&info); err != nil || info.ChildPID <= 0 {
 		return nil // the child's exit says why (the Upstream's Stderr has bwrap's words)
 	}
-	if p, err := os.FindProcess(info.ChildPID); err == nil {
-		t.init = p
-	}
+	t.init.open(info.ChildPID)
 	return nil
 }
