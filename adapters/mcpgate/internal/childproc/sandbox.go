@@ -61,7 +61,7 @@ func FindBwrap(network bool) (string, error) {
 	}
 	bwrap, err := exec.LookPath("bwrap")
 	if err != nil {
-		return "", errors.New("bubblewrap (bwrap) is not in PATH: install it (Debian, Ubuntu: apt-get install bubblewrap)")
+		return "", errors.New("bubblewrap (bwrap) is not in PATH")
 	}
 	truePath, err := exec.LookPath("true")
 	if err != nil {
