@@ -163,6 +163,13 @@ func (s *Sandbox) bwrapArgs(c Command) ([]string, error) {
 	}
 	var mounts []mount
 	visible := func(p string) bool {
+		// Through the links made here first (/bin -> usr/bin).
+		for _, m := range mounts {
+			if m.op == "--symlink" && within(p, m.dst) {
+				p = filepath.Join("/", m.src, strings.TrimPrefix(p, m.dst))
+				break
+			}
+		}
 		return slices.ContainsFunc(mounts, func(m mount) bool {
 			return (m.op == "--ro-bind" || m.op == "--bind") && within(p, m.dst)
 		})

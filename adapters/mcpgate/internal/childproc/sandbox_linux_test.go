@@ -10,12 +10,15 @@ import (
 	"testing"
 )
 
-// testSandbox is a sandbox with the test binary's folder listed, or a skip
-// where bubblewrap cannot run.
+// testSandbox is a sandbox, or a skip where bubblewrap cannot run (a
+// failure with AXGATE_TEST_SANDBOX=required, as in CI).
 func testSandbox(t *testing.T, network bool) *Sandbox {
 	t.Helper()
 	bwrap, err := FindBwrap(network)
 	if err != nil {
+		if os.Getenv("AXGATE_TEST_SANDBOX") == "required" {
+			t.Fatalf("AXGATE_TEST_SANDBOX=required, but: %v", err)
+		}
 		t.Skipf("no sandbox here: %v", err)
 	}
 	return &Sandbox{Bwrap: bwrap, Network: network}
@@ -97,5 +100,25 @@ func TestSandboxShowsOnlyListedPaths(t *testing.T) {
 	}
 	if data, err := os.ReadFile(filepath.Join(ro, "f")); err != nil || string(data) != "content" {
 		t.Errorf("the read-only file changed: %q %v", data, err)
+	}
+}
+
+// TestSandboxRunsAProgramFoundThroughALink: a program found in PATH under
+// /bin, a link to usr/bin on a merged /usr, runs.
+func TestSandboxRunsAProgramFoundThroughALink(t *testing.T) {
+	t.Parallel()
+	fi, err := os.Lstat("/bin")
+	if err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Skip("/bin is no link here")
+	}
+	s := testSandbox(t, false)
+	c := Command{Path: "/bin/sh", Args: []string{"-c", "echo ran"}, Env: []string{"PATH=/bin"}, Sandbox: s}
+	args, err := s.bwrapArgs(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(s.Bwrap, args...).CombinedOutput()
+	if err != nil || strings.TrimSpace(string(out)) != "ran" {
+		t.Errorf("/bin/sh in the sandbox: %v %s (args %q)", err, out, args)
 	}
 }
