@@ -8,8 +8,7 @@ import (
 	"github.com/axgate/axgate/adapters/mcpgate/internal/childproc"
 )
 
-// Sandbox contains the children of a command upstream under bubblewrap
-// (bwrap, Linux).
+// Sandbox contains the children of a command upstream under bubblewrap (bwrap, Linux).
 //
 // Each child runs in a PID namespace of its own, so that its stop ends
 // every process it started, whatever it forks; it sees only the system's

@@ -147,3 +147,67 @@ func TestSandboxedFilesystemCannotReadOutside(t *testing.T) {
 		t.Errorf("the sandboxed server read /etc/shadow: %s", text(res))
 	}
 }
+
+// TestSandboxedSessionChild: a stdio gateway's session child runs in a PID
+// namespace of its own and serves calls; once Close returns, no process of
+// it runs.
+func TestSandboxedSessionChild(t *testing.T) {
+	t.Parallel()
+	requireSandbox(t)
+	mark := newMark(t)
+	up := stdioUpstream()
+	up.Env = append(up.Env, mark)
+	g, err := newGatewayErr(t, up, gateway.WithLocalPrincipal(principals["alice-token"]),
+		gateway.WithSandbox(gateway.Sandbox{Mode: "on", ReadOnly: []string{os.Args[0]}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	cs := localSession(t, g, nil)
+	if res := call(t, cs, "read_note", map[string]any{"name": "hello"}); res.IsError {
+		t.Fatalf("a call through the sandboxed child: %s", text(res))
+	}
+	self, err := os.Readlink("/proc/self/ns/pid")
+	if err != nil {
+		t.Fatal(err)
+	}
+	procs := marked(mark)
+	if len(procs) < 2 {
+		t.Fatalf("processes %v carry the child's environment: want bubblewrap and the child at least", procs)
+	}
+	for _, pid := range procs {
+		if exe, _ := os.Readlink("/proc/" + strconv.Itoa(pid) + "/exe"); filepath.Base(exe) == "bwrap" {
+			continue // bubblewrap itself runs beside the gateway
+		}
+		if ns, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/ns/pid"); err == nil && ns == self {
+			t.Errorf("process %d of the sandboxed child runs in the gateway's PID namespace", pid)
+		}
+	}
+	g.Close()
+	if left := marked(mark); len(left) > 0 {
+		t.Errorf("processes %v of the sandboxed child still run after Close", left)
+	}
+}
+
+// TestSandboxStopOfAStubbornChild: a sandboxed child that outlives its
+// standard input and ignores SIGTERM is ended by the stop's SIGKILL (of the
+// sandbox's init), it and what it started.
+func TestSandboxStopOfAStubbornChild(t *testing.T) {
+	t.Parallel()
+	requireSandbox(t)
+	mark := newMark(t)
+	script := `trap "" TERM
+sleep 300 </dev/null >/dev/null 2>&1 &
+"$TEST_BIN"
+exec sleep 300 </dev/null >/dev/null 2>&1`
+	up := gateway.Upstream{Command: "sh", Args: []string{"-c", script}, Stderr: io.Discard,
+		Env: []string{upstreamEnv + "=stdio", "TEST_BIN=" + os.Args[0], mark}}
+	g, err := newGatewayErr(t, up, gateway.WithSandbox(gateway.Sandbox{Mode: "on", ReadOnly: []string{os.Args[0]}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	if left := marked(mark); len(left) > 0 {
+		t.Errorf("processes %v of the stubborn sandboxed child still run after New stopped it", left)
+	}
+}

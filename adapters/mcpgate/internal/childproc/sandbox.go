@@ -15,11 +15,13 @@ import (
 	"time"
 )
 
-// Sandbox contains a child under bubblewrap (bwrap): a PID namespace of its
-// own, so that stopping it ends every process it started; a filesystem of
-// only the system's programs and libraries (SystemPaths), the command's own
-// program and interpreter, and the paths listed here; no network unless
-// Network. See docs/mcp-gateway.md, "Contained children".
+// Sandbox contains a child under bubblewrap (bwrap).
+//
+// The child gets a PID namespace of its own, so that stopping it ends every
+// process it started; a filesystem of only the system's programs and
+// libraries (SystemPaths), the command's own program and interpreter, and
+// the paths listed here; no network unless Network. See
+// docs/mcp-gateway.md, "Contained children".
 type Sandbox struct {
 	// Bwrap is the path of the bwrap program (FindBwrap).
 	Bwrap string
@@ -32,8 +34,9 @@ type Sandbox struct {
 	Network bool
 }
 
-// SystemPaths are what every sandboxed child sees read-only, where they
-// exist: the system's programs and libraries, and the few files of /etc that
+// SystemPaths are what every sandboxed child sees read-only, where they exist.
+//
+// They are the system's programs and libraries, and the few files of /etc that
 // programs read to run (the dynamic linker's cache, users and groups for
 // their names, the time zone, name resolution, TLS roots, Debian's
 // alternatives). /bin, /sbin and /lib* that are symbolic links (a merged
