@@ -120,6 +120,16 @@ process only, so every token issued before the process started is refused
 (reason issued_before_start), rather than let one spent before a restart
 run again: a restart voids the outstanding tokens.
 
+--sandbox on runs each child under bubblewrap (bwrap, Linux): a PID
+namespace of its own, so that its stop ends whatever it forked; only the
+system's programs and libraries (/usr, /bin, /lib*, a few files of /etc),
+its own program and interpreter, each --sandbox-ro PATH (read-only) and
+--sandbox-rw PATH (writable) visible, with a /proc of its own, a minimal
+/dev and an empty /tmp; no network unless --sandbox-network; no
+capability. Where bwrap is missing or cannot start a sandbox (no user
+namespaces), start fails with why; --sandbox optional then logs a warning
+and runs the children unsandboxed.
+
 SIGINT or SIGTERM stop the gateway: no new connections, calls in flight
 finish (up to --shutdown-timeout), then every upstream session closes and
 every child process stops. The manifest is read once: restart the gateway to
@@ -159,6 +169,8 @@ type mcpConfig struct {
 	forwardClientRoots bool
 	allowSampling      bool
 	allowElicitation   bool
+
+	sandbox sandboxFlags // --sandbox and its paths (sandbox.go)
 }
 
 // rootFlags collects repeated --root DIR, each made absolute.
@@ -327,6 +339,7 @@ func mcpFlags(e *env) (*flag.FlagSet, *mcpConfig, *opsFlags) {
 	fs.BoolVar(&c.allowElicitation, "allow-upstream-elicitation", false, "pass the upstream's elicitation/create to a client that offers elicitation (refused by default; the gateway's own confirmation question is not affected)")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long calls in flight may finish on shutdown")
 	c.register(fs, "", "required aud of every token (default: --resource-url)")
+	c.sandbox.register(fs)
 	ops := addOpsFlags(fs)
 	return fs, &c, ops
 }
@@ -367,6 +380,8 @@ func runMCP(ctx context.Context, e *env, args []string) int {
 		return usageError(e, fs, "--stdio listens nowhere: --tls-cert and --tls-key apply to --human only")
 	case c.stdio && c.anonymous:
 		return usageError(e, fs, "--anonymous is for HTTP; --stdio serves the local user")
+	case c.sandbox.check(c.upstreamCmd != "") != "":
+		return usageError(e, fs, "%s", c.sandbox.check(c.upstreamCmd != ""))
 	case len(c.roots) > 0 && c.forwardClientRoots:
 		return usageError(e, fs, "--root and --forward-client-roots contradict each other: the upstream's roots are the operator's or the client's")
 	case c.human != "" && c.jwks == "" && c.jwksURL == "":
@@ -593,6 +608,7 @@ func serveMCP(ctx context.Context, e *env, c mcpConfig, ops *opsFlags, conf conf
 	if gopts, err = c.askOptions(gopts); err != nil {
 		return failf(e, "mcp", "%v", err)
 	}
+	gopts = c.sandbox.option(gopts)
 	humanURL := ""
 	if humanLn != nil {
 		humanURL = rt.scheme() + "://" + humanLn.Addr().String()
@@ -604,7 +620,7 @@ func serveMCP(ctx context.Context, e *env, c mcpConfig, ops *opsFlags, conf conf
 	}
 	gw, err := mcpgw.New(enf, up, gopts...)
 	if err != nil {
-		return failf(e, "mcp", "%v", err)
+		return failf(e, "mcp", "%v%s", err, c.sandbox.advice(err))
 	}
 	// Stops every upstream session and child process, after the servers
 	// below have stopped.

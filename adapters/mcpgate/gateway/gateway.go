@@ -149,6 +149,11 @@ func New(enf *axgate.Enforcer, upstream Upstream, opts ...Option) (*Gateway, err
 	if cfg.forwardClientRoots && !cfg.toolsOnly {
 		cfg.logger.Warn("the clients' roots are forwarded to the upstream (ForwardClientRoots): a client can widen what the upstream reads and writes to any folder it names")
 	}
+	contained, serr := containChildren(&cfg, upstream)
+	if serr != nil {
+		return nil, serr
+	}
+	cfg.contained = contained
 	g := &Gateway{
 		enf:        enf,
 		m:          enf.Manifest(),

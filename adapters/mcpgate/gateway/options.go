@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/axgate/axgate/adapters/mcpgate"
+	"github.com/axgate/axgate/adapters/mcpgate/internal/childproc"
 	"github.com/axgate/axgate/middleware"
 )
 
@@ -88,6 +89,11 @@ type config struct {
 	forwardClientRoots bool
 	allowSampling      bool
 	allowElicitation   bool
+
+	// sandbox is WithSandbox's; contained is the sandbox New found for
+	// it, nil for none (containChildren).
+	sandbox   Sandbox
+	contained *childproc.Sandbox
 
 	// sdkOnly sends every request through the SDK's server and client,
 	// never the direct path (withoutDirect: the benchmark's and the

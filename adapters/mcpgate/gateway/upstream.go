@@ -264,11 +264,12 @@ func (l *link) transport() mcp.Transport {
 		return &mcp.StreamableClientTransport{Endpoint: g.up.URL, HTTPClient: &bounded, MaxEventSize: int(limit) + 1}
 	}
 	return childproc.NewTransport(childproc.Command{
-		Path:   g.up.Command,
-		Args:   g.up.Args,
-		Env:    childproc.Env(g.up.InheritEnv, g.up.Env),
-		Dir:    g.up.Dir,
-		Stderr: g.up.Stderr,
+		Path:    g.up.Command,
+		Args:    g.up.Args,
+		Env:     childproc.Env(g.up.InheritEnv, g.up.Env),
+		Dir:     g.up.Dir,
+		Stderr:  g.up.Stderr,
+		Sandbox: g.cfg.contained,
 	}, limit, &l.tooLarge)
 }
 

@@ -2,7 +2,9 @@ package childproc
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -34,6 +36,8 @@ type Command struct {
 	Env    []string // its whole environment (see Env)
 	Dir    string   // its working directory; empty is the caller's
 	Stderr io.Writer
+	// Sandbox, when set, runs the child under bubblewrap (see Sandbox).
+	Sandbox *Sandbox
 }
 
 // Env is the environment of a child: PATH and HOME of this process, then
@@ -60,18 +64,61 @@ type Transport struct {
 	limit  int64
 	cut    *atomic.Bool
 	exited atomic.Pointer[os.ProcessState]
+	// sandboxed: cmd is bwrap; init is the sandbox's first process (its
+	// PID namespace's init), known once Connect started it. err is why the
+	// sandbox's command could not be made.
+	sandboxed bool
+	init      sandboxInit
+	err       error
 }
 
 // NewTransport returns a Transport for c whose lines are bounded to limit
 // bytes; cut is set when a line was over it.
 func NewTransport(c Command, limit int64, cut *atomic.Bool) *Transport {
-	cmd := exec.Command(c.Path, c.Args...)
-	cmd.Env = c.Env
-	cmd.Dir = c.Dir
-	cmd.Stderr = c.Stderr
-	cmd.WaitDelay = waitDelay
-	ownGroup(cmd)
-	return &Transport{cmd: cmd, limit: limit, cut: cut}
+	t := &Transport{limit: limit, cut: cut, init: sandboxInit{fd: -1}}
+	if c.Sandbox != nil {
+		args, err := c.Sandbox.bwrapArgs(c)
+		t.cmd, t.err, t.sandboxed = exec.Command(c.Sandbox.Bwrap, args...), err, true
+	} else {
+		t.cmd = exec.Command(c.Path, c.Args...)
+		t.cmd.Dir = c.Dir
+	}
+	t.cmd.Env = c.Env
+	t.cmd.Stderr = c.Stderr
+	t.cmd.WaitDelay = waitDelay
+	ownGroup(t.cmd)
+	return t
+}
+
+// signal sends sig to the child and what it started (signalGroup); for a
+// sandboxed child, SIGKILL kills the sandbox's init, whose end the kernel
+// makes the end of every process of its PID namespace (bwrap then exits),
+// and another signal goes to the sandbox's processes (signalSandbox).
+func (t *Transport) signal(sig syscall.Signal) bool {
+	if !t.sandboxed {
+		return signalGroup(t.cmd, sig)
+	}
+	if sig == syscall.SIGKILL {
+		if t.init.kill() {
+			return true
+		}
+		return signalGroup(t.cmd, sig) // no init (ended, or not known): what is left of the session
+	}
+	return signalSandbox(t.cmd, sig)
+}
+
+// settle waits, once bwrap has exited, for the end of the sandbox's init:
+// the kernel ends it only after every other process of its PID namespace,
+// but bwrap exits as soon as the init told it the child's status, before.
+// An init still there after Grace is killed, and waited for Grace more.
+// Without a pidfd (Linux before 5.3) there is nothing to wait on: the
+// session's kill passes (signalGroup) are all there is.
+func (t *Transport) settle() {
+	if !t.init.wait(Grace) {
+		t.init.kill()
+		t.init.wait(Grace)
+	}
+	t.init.close()
 }
 
 // Exited is the child's exit status once the stop waited for it, else nil.
@@ -90,12 +137,19 @@ func (t *Transport) Connect(ctx context.Context) (mcp.Connection, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := t.cmd.Start(); err != nil {
+	if t.sandboxed {
+		if t.err != nil {
+			return nil, fmt.Errorf("sandbox: %w", t.err)
+		}
+		if err := t.startSandbox(); err != nil {
+			return nil, err
+		}
+	} else if err := t.cmd.Start(); err != nil {
 		return nil, err
 	}
 	pipe := &mcp.IOTransport{
-		Reader:        &boundedLines{r: stdout, limit: t.limit, cut: t.cut, kill: func() { signalGroup(t.cmd, syscall.SIGKILL) }},
-		Writer:        &childStdin{WriteCloser: stdin, cmd: t.cmd, exited: &t.exited},
+		Reader:        &boundedLines{r: stdout, limit: t.limit, cut: t.cut, kill: func() { t.signal(syscall.SIGKILL) }},
+		Writer:        &childStdin{WriteCloser: stdin, cmd: t.cmd, signal: t.signal, settle: t.settle, exited: &t.exited},
 		MaxLineLength: int(t.limit) + 1,
 	}
 	return pipe.Connect(ctx)
@@ -136,6 +190,8 @@ func (b *boundedLines) Close() error { return nil }
 type childStdin struct {
 	io.WriteCloser
 	cmd    *exec.Cmd
+	signal func(syscall.Signal) bool
+	settle func()
 	once   sync.Once
 	err    error
 	exited *atomic.Pointer[os.ProcessState]
@@ -149,7 +205,9 @@ func (c *childStdin) Close() error {
 		// The session's id stays the child's while any of its processes
 		// runs, so the last SIGKILL, after Wait, reaches only what the
 		// child left.
-		defer signalGroup(c.cmd, syscall.SIGKILL)
+		defer c.signal(syscall.SIGKILL)
+		// A sandbox's processes have all ended once its init has.
+		defer c.settle()
 		defer func() {
 			if c.cmd.ProcessState != nil { // Wait has returned
 				c.exited.Store(c.cmd.ProcessState)
@@ -160,15 +218,45 @@ func (c *childStdin) Close() error {
 			return
 		case <-time.After(Grace):
 		}
-		if signalGroup(c.cmd, syscall.SIGTERM) {
+		if c.signal(syscall.SIGTERM) {
 			select {
 			case c.err = <-exited:
 				return
 			case <-time.After(Grace):
 			}
 		}
-		signalGroup(c.cmd, syscall.SIGKILL)
+		c.signal(syscall.SIGKILL)
 		c.err = <-exited
 	})
 	return c.err
+}
+
+// startSandbox starts bwrap and learns the sandbox's init from bwrap's
+// --info-fd (its pid in the gateway's PID namespace), which it holds as a
+// pidfd (sandboxInit): the init is signalled and waited for, never another
+// process given its pid since.
+func (t *Transport) startSandbox() error {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	t.cmd.ExtraFiles = []*os.File{w} // fd 3
+	args := t.cmd.Args
+	t.cmd.Args = append([]string{args[0], "--info-fd", "3"}, args[1:]...)
+	err = t.cmd.Start()
+	w.Close()
+	if err != nil {
+		return err
+	}
+	// bwrap writes the info once the sandbox is set up and closes it; a
+	// bwrap that failed closes it unwritten as it exits.
+	var info struct {
+		ChildPID int `json:"child-pid"`
+	}
+	if err := json.NewDecoder(r).Decode(&info); err != nil || info.ChildPID <= 0 {
+		return nil // the child's exit says why (the Upstream's Stderr has bwrap's words)
+	}
+	t.init.open(info.ChildPID)
+	return nil
 }

@@ -21,3 +21,6 @@ func signalGroup(cmd *exec.Cmd, sig syscall.Signal) bool {
 	}
 	return cmd.Process.Signal(os.Signal(sig)) == nil
 }
+
+// signalSandbox is signalGroup where there is no sandbox.
+func signalSandbox(cmd *exec.Cmd, sig syscall.Signal) bool { return signalGroup(cmd, sig) }

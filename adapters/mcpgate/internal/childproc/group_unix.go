@@ -84,3 +84,19 @@ func killSession(sid int) bool {
 	}
 	return found
 }
+
+// signalSandbox sends sig to the processes of the session of bwrap (the
+// sandbox's processes, in their PID namespace), not to bwrap itself: bwrap
+// does not pass a signal on to its child, and one that ended bwrap would
+// end the sandbox at once (--die-with-parent) rather than let its server
+// stop. The sandbox's init ignores it (an init takes only the signals it
+// handles). It reports whether any of them was there to signal.
+func signalSandbox(cmd *exec.Cmd, sig syscall.Signal) bool {
+	found := false
+	for _, pid := range sessionMembers(cmd.Process.Pid) {
+		if syscall.Kill(pid, sig) == nil {
+			found = true
+		}
+	}
+	return found
+}
