@@ -169,7 +169,10 @@ type ApprovalDecision struct {
 // intent, arguments digest, requester and tenant, so a retry of the same call
 // finds the same request.
 type ApprovalRequest struct {
-	ID         string             `json:"id"`
+	ID string `json:"id"`
+	// Kind is "" or "approval" for an approval request, "confirmation" for
+	// a confirmation request (decided by its requester only).
+	Kind       string             `json:"kind,omitempty"`
 	Tool       string             `json:"tool"`
 	Intent     string             `json:"intent"`
 	Requester  string             `json:"requester"`
