@@ -413,4 +413,3 @@ func (h *humanHandler) decisionError(w http.ResponseWriter, r *http.Request, err
 		h.errorPage(w, r, status, "Refused", e.Message)
 	}
 }
-
