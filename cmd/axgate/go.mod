@@ -40,6 +40,8 @@ require (
 	golang.org/x/sync v0.23.0 // indirect
 )
 
+require github.com/oauth2-proxy/mockoidc v0.0.0-20261103160011-e06ed0b7cb7f
+
 require (
 	cel.dev/cel-go v0.33.2 // indirect
 	cel.dev/expr v0.25.2 // indirect

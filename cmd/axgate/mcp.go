@@ -139,6 +139,7 @@ protocol's).`
 // mcpConfig is what the flags of mcp say.
 type mcpConfig struct {
 	enforcerConfig
+	pages                    pagesFlags // --human-url, --oidc-*: the pages of --human
 	manifest                 string
 	upstreamURL, upstreamCmd string
 	upstreamArgs             []string // the words of upstreamCmd after the program
@@ -317,6 +318,7 @@ func mcpFlags(e *env) (*flag.FlagSet, *mcpConfig, *opsFlags) {
 	fs.BoolVar(&c.keepUncheckedContent, "keep-unchecked-content", false, "pass an upstream result's content blocks on as they are, also where an output_schema or postconditions checked only its structuredContent")
 	fs.StringVar(&c.human, "human", "", "address of the endpoints people confirm and approve with (needs --human-audience, and --jwks or --jwks-url); off by default")
 	fs.StringVar(&c.humanAudience, "human-audience", "", "with --human: the required aud of the tokens people bring there, distinct from --audience (the agents' tokens are refused there)")
+	c.pages.register(fs, false)
 	fs.BoolVar(&c.inlineConfirmation, "inline-confirmation", false, "with --human: ask the client's person to confirm inline (MCP elicitation) too; the agent's own client then answers for them")
 	fs.StringVar(&c.localUser, "local-user", "", "with --stdio: the local user the calls are made for (required)")
 	fs.StringVar(&c.localTenant, "local-tenant", "", "with --stdio: the local user's tenant")
@@ -369,9 +371,11 @@ func runMCP(ctx context.Context, e *env, args []string) int {
 		return usageError(e, fs, "--anonymous is for HTTP; --stdio serves the local user")
 	case len(c.roots) > 0 && c.forwardClientRoots:
 		return usageError(e, fs, "--root and --forward-client-roots contradict each other: the upstream's roots are the operator's or the client's")
-	case c.human != "" && c.jwks == "" && c.jwksURL == "":
+	case c.pages.check(c.human) != "":
+		return usageError(e, fs, "%s", c.pages.check(c.human))
+	case c.human != "" && c.jwks == "" && c.jwksURL == "" && c.pages.oidcIssuer == "":
 		return usageError(e, fs, "--human needs --jwks or --jwks-url: the people who confirm and approve must be authenticated")
-	case c.human != "" && c.humanAudience == "":
+	case c.human != "" && c.humanAudience == "" && c.pages.oidcIssuer == "":
 		return usageError(e, fs, "--human needs --human-audience: the endpoints that mint confirmations and approvals take people's tokens only, of an audience of their own, distinct from --audience (the agents')")
 	case c.human == "" && c.inlineConfirmation:
 		return usageError(e, fs, "--inline-confirmation is for --human (without it the gateway asks inline anyway): give --human too, or drop it")
@@ -493,6 +497,10 @@ func serveMCP(ctx context.Context, e *env, c mcpConfig, ops *opsFlags, conf conf
 			return failf(e, "mcp", "--human: %v", err)
 		}
 		defer humanLn.Close()
+		if c.pages.oidcIssuer != "" {
+			// Before the notifier is made: its links lead to the pages.
+			rt.humanBase = c.pages.baseURL(rt.scheme(), humanLn.Addr().String())
+		}
 	}
 	if c.audience == "" {
 		c.audience = c.resourceURL
@@ -536,6 +544,10 @@ func serveMCP(ctx context.Context, e *env, c mcpConfig, ops *opsFlags, conf conf
 		return failf(e, "mcp", "%v", err)
 	}
 	opts = append(opts, ropts...)
+	if humanLn != nil && c.pages.oidcIssuer != "" {
+		// People sign in to the pages: refusals name each call's page.
+		opts = append(opts, axgate.WithDecisionPages(rt.humanBase))
+	}
 	enf, err := axgate.New(m, opts...)
 	if err != nil {
 		return failf(e, "mcp", "%s", startError(err))
@@ -551,7 +563,7 @@ func serveMCP(ctx context.Context, e *env, c mcpConfig, ops *opsFlags, conf conf
 			return failf(e, "mcp", "%v", err)
 		}
 	}
-	if humanLn != nil {
+	if humanLn != nil && c.humanAudience != "" {
 		// Tokens of the people's own audience only: an agent's token
 		// (--audience) would confirm and approve its own calls.
 		people, err = httpgate.HumanBearer(httpgate.BearerConfig{Keyfunc: token.Keyfunc(keys), Issuer: c.issuer, Audience: c.humanAudience}, c.audience)
@@ -636,7 +648,11 @@ func serveMCP(ctx context.Context, e *env, c mcpConfig, ops *opsFlags, conf conf
 	var humanSrv *http.Server
 	served := make(chan error, 2)
 	if humanLn != nil {
-		humanSrv = newServer(httpgate.NewHumanHandler(enf, people, httpgate.WithLogger(log)), serveConfig{}, log)
+		popts, err := c.pages.options(rt.humanBase)
+		if err != nil {
+			return failf(e, "mcp", "%v", err)
+		}
+		humanSrv = newServer(httpgate.NewHumanHandler(enf, people, append(popts, httpgate.WithLogger(log))...), serveConfig{}, log)
 		go func() { served <- fmt.Errorf("--human: %w", rt.serve(humanSrv, humanLn)) }()
 		log.Info("axgate mcp: people confirm and approve at", "addr", rt.scheme()+"://"+humanLn.Addr().String(), "audience", c.humanAudience)
 	}
