@@ -91,6 +91,13 @@ mints (confirmations given by elicitation, those of --human) are signed with
 accepts. With --stdio, tokens name the audience "axgate" unless --audience
 says otherwise.
 
+With --oidc-issuer and --oidc-client-id (--oidc-client-secret-file), --human
+also serves the pages for people (docs/human-pages.md), and --human-audience
+is then optional: people sign in with that OpenID Connect provider, see the
+calls waiting for them and confirm, approve or deny each; a refused call
+names its page (details.decision_url, under --human-url) and the same call
+repeated after the decision runs once without a token.
+
 Resources, prompts and completions reach the upstream only as the manifest
 declares them (its "resources" and "prompts", each with the access fields
 of an action): the lists show a caller only what it may use, a read, get,
