@@ -38,13 +38,13 @@ type pagesRig struct {
 	ran           *atomic.Int64
 }
 
-func newPagesRig(t *testing.T, opts ...httpgate.Option) *pagesRig {
+func newPagesRig(t *testing.T, eopts []axgate.Option, opts ...httpgate.Option) *pagesRig {
 	t.Helper()
 	m, err := manifest.LoadFile(filepath.Join("testdata", "pages.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	enf, err := axgate.New(m, axgate.WithTokens(axgate.TokenOptions{Issuer: "test", Audience: "test"}))
+	enf, err := axgate.New(m, append(eopts, axgate.WithTokens(axgate.TokenOptions{Issuer: "test", Audience: "test"}))...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +179,7 @@ func (p *person) decide(id, decision string) page {
 }
 
 func TestPagesSendSignedOutPeopleToSignInAndBack(t *testing.T) {
-	rig := newPagesRig(t)
+	rig := newPagesRig(t, nil)
 	id := rig.approvalRequest(t, "carol", `{"iban":"DE1","amount":10}`)
 	alice := rig.newPerson(t)
 	r := alice.do("GET", "/requests/"+id, nil)
@@ -196,7 +196,7 @@ func TestPagesSendSignedOutPeopleToSignInAndBack(t *testing.T) {
 }
 
 func TestPagesInboxListsTheTenantsRequestsOnly(t *testing.T) {
-	rig := newPagesRig(t)
+	rig := newPagesRig(t, nil)
 	id := rig.approvalRequest(t, "carol", `{"iban":"DE1","amount":10}`)
 	alice, mallory := rig.newPerson(t), rig.newPerson(t)
 	alice.signIn("alice")
@@ -210,7 +210,7 @@ func TestPagesInboxListsTheTenantsRequestsOnly(t *testing.T) {
 }
 
 func TestPagesShowTheExactArgumentsEscaped(t *testing.T) {
-	rig := newPagesRig(t)
+	rig := newPagesRig(t, nil)
 	long := strings.Repeat("x", 500)
 	// The script in the IBAN; a javascript: URL and a long value in the
 	// IBAN of a second request.
@@ -245,7 +245,7 @@ func TestPagesShowTheExactArgumentsEscaped(t *testing.T) {
 }
 
 func TestPagesHeadersForbidScriptFramingAndCaching(t *testing.T) {
-	rig := newPagesRig(t)
+	rig := newPagesRig(t, nil)
 	alice := rig.newPerson(t)
 	alice.signIn("alice")
 	for _, path := range []string{"/", "/signin", "/requests/nope"} {
@@ -269,7 +269,7 @@ func TestPagesHeadersForbidScriptFramingAndCaching(t *testing.T) {
 }
 
 func TestPagesRefuseCrossSitePosts(t *testing.T) {
-	rig := newPagesRig(t)
+	rig := newPagesRig(t, nil)
 	id := rig.approvalRequest(t, "carol", `{"iban":"DE1","amount":10}`)
 	alice := rig.newPerson(t)
 	alice.signIn("alice")
@@ -303,7 +303,7 @@ func TestPagesRefuseCrossSitePosts(t *testing.T) {
 }
 
 func TestPagesSignInStartsANewSession(t *testing.T) {
-	rig := newPagesRig(t)
+	rig := newPagesRig(t, nil)
 	// The attacker's own session id, planted in the victim's browser.
 	mallory := rig.newPerson(t)
 	mallory.signIn("mallory")
@@ -329,7 +329,7 @@ func TestPagesSignInStartsANewSession(t *testing.T) {
 }
 
 func TestPagesSignOutEndsTheSession(t *testing.T) {
-	rig := newPagesRig(t)
+	rig := newPagesRig(t, nil)
 	alice := rig.newPerson(t)
 	alice.signIn("alice")
 	u, _ := url.Parse(rig.people.URL)
@@ -345,7 +345,7 @@ func TestPagesSignOutEndsTheSession(t *testing.T) {
 }
 
 func TestPagesOfAnotherTenantAreNotFound(t *testing.T) {
-	rig := newPagesRig(t)
+	rig := newPagesRig(t, nil)
 	id := rig.approvalRequest(t, "carol", `{"iban":"DE1","amount":10}`)
 	mallory := rig.newPerson(t)
 	mallory.signIn("mallory")
@@ -361,7 +361,7 @@ func TestPagesOfAnotherTenantAreNotFound(t *testing.T) {
 }
 
 func TestPagesRefuseApprovingOnesOwnRequest(t *testing.T) {
-	rig := newPagesRig(t)
+	rig := newPagesRig(t, nil)
 	// alice holds the role and makes the call herself.
 	id := rig.approvalRequest(t, "alice", `{"iban":"DE1","amount":10}`)
 	alice := rig.newPerson(t)
@@ -376,7 +376,7 @@ func TestPagesRefuseApprovingOnesOwnRequest(t *testing.T) {
 }
 
 func TestPagesRefuseAReplayedDecision(t *testing.T) {
-	rig := newPagesRig(t)
+	rig := newPagesRig(t, nil)
 	id := rig.approvalRequest(t, "carol", `{"iban":"DE1","amount":10}`)
 	alice := rig.newPerson(t)
 	alice.signIn("alice")
@@ -393,7 +393,7 @@ func TestPagesRefuseAReplayedDecision(t *testing.T) {
 }
 
 func TestPagesTwoApproversThenADenialVetoes(t *testing.T) {
-	rig := newPagesRig(t)
+	rig := newPagesRig(t, nil)
 	id := rig.approvalRequest(t, "carol", `{"iban":"DE1","amount":10}`)
 	alice, bob := rig.newPerson(t), rig.newPerson(t)
 	alice.signIn("alice")
@@ -422,7 +422,7 @@ func TestPagesTwoApproversThenADenialVetoes(t *testing.T) {
 }
 
 func TestPagesSignInGoesNowhereElse(t *testing.T) {
-	rig := newPagesRig(t)
+	rig := newPagesRig(t, nil)
 	for _, next := range []string{"https://evil.example/", "//evil.example/x", `/\evil.example`, "javascript:alert(1)", "/requests/../../x", "/approvals"} {
 		r := rig.newPerson(t).do("POST", "/signin", url.Values{"user": {"alice"}, "next": {next}})
 		if r.status != http.StatusSeeOther || r.header.Get("Location") != "/" {
@@ -432,12 +432,61 @@ func TestPagesSignInGoesNowhereElse(t *testing.T) {
 }
 
 func TestPagesDevSignInOnlyWhenAskedFor(t *testing.T) {
-	rig := newPagesRig(t, httpgate.WithLimits(0, 0))
+	rig := newPagesRig(t, nil, httpgate.WithLimits(0, 0))
 	p := rig.newPerson(t)
 	if r := p.do("POST", "/signin", url.Values{"user": {"alice"}}); r.status != http.StatusNotFound {
 		t.Fatalf("dev sign-in without DevSignIn: %d", r.status)
 	}
 	if r := p.do("GET", "/", nil); r.status != http.StatusNotFound {
 		t.Fatalf("inbox without a sign-in: %d", r.status)
+	}
+}
+
+// confirmationRequest makes carol's write_file call, refused for her
+// confirmation, and returns the request's id.
+func (rig *pagesRig) confirmationRequest(t *testing.T, args string) string {
+	t.Helper()
+	status, details := rig.call(t, "carol", "write_file", args)
+	id, _ := details["decision_id"].(string)
+	if status != http.StatusPreconditionRequired || id == "" {
+		t.Fatalf("the write was not refused with a decision id: %d %v", status, details)
+	}
+	return id
+}
+
+func TestPagesConfirmationOfOnesOwnCallOnly(t *testing.T) {
+	rig := newPagesRig(t, []axgate.Option{axgate.WithDecisionPages("http://people.test/")})
+	args := `{"path":"/tmp/x","content":"<img src=x onerror=alert(1)>{{path}}"}`
+	id := rig.confirmationRequest(t, args)
+	carol, alice := rig.newPerson(t), rig.newPerson(t)
+	carol.signIn("carol")
+	alice.signIn("alice")
+	r := carol.do("GET", "/requests/"+id, nil)
+	if r.status != 200 || strings.Contains(r.body, "<img") || !strings.Contains(r.body, "&lt;img src=x onerror=alert(1)&gt;{{path}} to /tmp/x?") {
+		t.Fatalf("the requester's page (placeholders filled once, escaped): %d\n%s", r.status, r.body)
+	}
+	// Another person of the tenant neither sees nor confirms it.
+	if r := alice.do("GET", "/requests/"+id, nil); r.status != http.StatusNotFound {
+		t.Fatalf("alice sees carol's confirmation: %d", r.status)
+	}
+	if r := alice.decide(id, "confirm"); r.status != http.StatusNotFound {
+		t.Fatalf("alice confirms carol's call: %d %s", r.status, r.body)
+	}
+	if r := carol.decide(id, "approve"); r.status != http.StatusBadRequest {
+		t.Fatalf("approve on a confirmation: %d", r.status)
+	}
+	form := url.Values{"decision": {"confirm"}, "csrf": {carol.csrf()}}
+	if r := carol.do("POST", "/requests/"+id, form); r.status != http.StatusSeeOther {
+		t.Fatalf("carol confirms: %d %s", r.status, r.body)
+	}
+	// Replaying the decision decides nothing more.
+	if r := carol.do("POST", "/requests/"+id, form); r.status != http.StatusConflict {
+		t.Fatalf("the replayed confirmation: %d %s", r.status, r.body)
+	}
+	if status, _ := rig.call(t, "carol", "write_file", args); status != http.StatusOK || rig.ran.Load() != 1 {
+		t.Fatalf("the repeat: %d, ran %d", status, rig.ran.Load())
+	}
+	if status, _ := rig.call(t, "carol", "write_file", args); status != http.StatusPreconditionRequired || rig.ran.Load() != 1 {
+		t.Fatalf("a second repeat: %d, ran %d", status, rig.ran.Load())
 	}
 }
