@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net/http"
 	"net/url"
 	"os"
 	"strings"
@@ -79,4 +80,21 @@ func (p *pagesFlags) options(base string) ([]httpgate.Option, error) {
 	return []httpgate.Option{httpgate.WithOIDCSignIn(httpgate.OIDCConfig{
 		Issuer: p.oidcIssuer, ClientID: p.oidcClientID, ClientSecret: secret, RedirectURL: cb,
 	})}, nil
+}
+
+// mount serves h under the path of base (the pages' public URL), so that a
+// proxy that forwards /people/… unchanged reaches the pages of
+// https://host/people/ and their links keep the prefix.
+func mount(h http.Handler, base string) http.Handler {
+	u, err := url.Parse(base)
+	if err != nil {
+		return h
+	}
+	prefix := strings.TrimRight(u.Path, "/")
+	if prefix == "" {
+		return h
+	}
+	mux := http.NewServeMux()
+	mux.Handle(prefix+"/", http.StripPrefix(prefix, h))
+	return mux
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
@@ -70,13 +71,14 @@ func TestServeHumanPagesConfirmThenRepeat(t *testing.T) {
 	up := &fakeUpstream{answer: map[string]func() (int, string){}}
 	upSrv := httptest.NewServer(up)
 	defer upSrv.Close()
+	humanAddr := freeAddr(t)
 	rs := startServe(t, nil, "--manifest", filepath.Join("testdata", "serve", "shop.json"), "--upstream", upSrv.URL,
 		"--jwks", pki.jwks, "--listen", "127.0.0.1:0", "--precondition", `cart is not empty=args.cart_id != ""`,
-		"--human", "127.0.0.1:0", "--oidc-issuer", op.Issuer(), "--oidc-client-id", op.Config().ClientID,
+		"--human", humanAddr, "--human-url", "http://"+humanAddr+"/people/", "--oidc-issuer", op.Issuer(), "--oidc-client-id", op.Config().ClientID,
 		"--oidc-client-secret-file", secret)
 	line := rs.log.waitFor(t, "people sign in, confirm and approve at")
 	m := regexp.MustCompile(`url=(http://\S+/)`).FindStringSubmatch(line)
-	if m == nil {
+	if m == nil || m[1] != "http://"+humanAddr+"/people/" {
 		t.Fatalf("no pages URL in %q", line)
 	}
 	pages := m[1]
@@ -123,4 +125,15 @@ func TestServeHumanPagesConfirmThenRepeat(t *testing.T) {
 	if n := len(up.called()); n != 1 {
 		t.Fatalf("the upstream ran %d times", n)
 	}
+}
+
+// freeAddr is a loopback address with a port free a moment ago.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
 }

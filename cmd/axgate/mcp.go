@@ -659,7 +659,7 @@ func serveMCP(ctx context.Context, e *env, c mcpConfig, ops *opsFlags, conf conf
 		if err != nil {
 			return failf(e, "mcp", "%v", err)
 		}
-		humanSrv = newServer(httpgate.NewHumanHandler(enf, people, append(popts, httpgate.WithLogger(log))...), serveConfig{}, log)
+		humanSrv = newServer(mount(httpgate.NewHumanHandler(enf, people, append(popts, httpgate.WithLogger(log))...), rt.humanBase), serveConfig{}, log)
 		go func() { served <- fmt.Errorf("--human: %w", rt.serve(humanSrv, humanLn)) }()
 		log.Info("axgate mcp: people confirm and approve at", "addr", rt.scheme()+"://"+humanLn.Addr().String(), "audience", c.humanAudience)
 	}

@@ -378,7 +378,7 @@ func (g *gateway) load() (*loadedManifest, error) {
 		// No HumanPrincipalFunc: serve takes no people's bearer tokens,
 		// so the JSON endpoints beside the pages refuse (401); people
 		// sign in to the pages.
-		l.human = httpgate.NewHumanHandler(enf, nil, append(popts, httpgate.WithLogger(g.log))...)
+		l.human = mount(httpgate.NewHumanHandler(enf, nil, append(popts, httpgate.WithLogger(g.log))...), c.humanBase)
 	}
 	return l, nil
 }
