@@ -38,6 +38,11 @@ func TestBrowserConfirmThenTheRepeatRunsOnce(t *testing.T) {
 	rg := newRig(t, decisionPages)
 	path := rg.refusedToPage()
 	carol := rg.person()
+	// Her inbox lists her own call waiting for her confirmation.
+	rg.visit(carol, "carol", "/")
+	if inbox := rg.text(carol, "main"); !strings.Contains(inbox, "Confirmation: file.write") {
+		t.Fatalf("carol's inbox:\n%s", inbox)
+	}
 	rg.visit(carol, "carol", path)
 	if args := rg.text(carol, "#arguments"); !strings.Contains(args, `"/srv/notes/plan.txt"`) || !strings.Contains(args, `"ship on Friday <b>not</b> Monday"`) {
 		t.Fatalf("the exact arguments are not shown:\n%s", args)
