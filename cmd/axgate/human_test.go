@@ -37,6 +37,13 @@ func TestHumanPagesFlagsUsage(t *testing.T) {
 			t.Errorf("%v: exit %d, %s", c.args, code, stderr)
 		}
 	}
+	// With a sign-in, mcp's --human needs neither --human-audience nor a
+	// key set: the flags pass, and the missing manifest is what fails.
+	_, stderr, code := cli(t, nil, "mcp", "--manifest", "no-such.json", "--upstream-url", "http://x/mcp", "--anonymous",
+		"--human", "127.0.0.1:0", "--oidc-issuer", "http://op.example", "--oidc-client-id", "c")
+	if code == exitOK || !strings.Contains(stderr, "--manifest no-such.json") || strings.Contains(stderr, "--human needs") {
+		t.Errorf("mcp --human with --oidc-issuer: exit %d, %s", code, stderr)
+	}
 }
 
 // personAtProvider is a person at the test's OpenID provider.
