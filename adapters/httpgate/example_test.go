@@ -90,5 +90,5 @@ func ExampleWithOIDCSignIn() {
 	rec := httptest.NewRecorder()
 	mux.ServeHTTP(rec, httptest.NewRequest("GET", "/people/requests/r1", nil))
 	fmt.Println(rec.Code, rec.Header().Get("Location"))
-	// Output: 303 /people/signin?next=/requests/r1
+	// Output: 303 /people/signin?next=%2Frequests%2Fr1
 }

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"html/template"
 	"net/http"
+	"net/url"
 	"regexp"
 	"slices"
 	"strings"
@@ -156,12 +157,8 @@ func (h *humanHandler) signedInOr(w http.ResponseWriter, r *http.Request) (*sess
 		return nil, false
 	}
 	next := safeNext(r.URL.Path)
-	http.Redirect(w, r, basePath(r)+"/signin?next="+urlQueryEscape(next), http.StatusSeeOther)
+	http.Redirect(w, r, basePath(r)+"/signin?"+url.Values{"next": {next}}.Encode(), http.StatusSeeOther)
 	return nil, false
-}
-
-func urlQueryEscape(s string) string {
-	return strings.NewReplacer("%", "%25", "&", "%26", "+", "%2B", "#", "%23", "?", "%3F", " ", "%20").Replace(s)
 }
 
 // inbox lists the requests the person may decide and their own pending

@@ -183,7 +183,7 @@ func TestPagesSendSignedOutPeopleToSignInAndBack(t *testing.T) {
 	id := rig.approvalRequest(t, "carol", `{"iban":"DE1","amount":10}`)
 	alice := rig.newPerson(t)
 	r := alice.do("GET", "/requests/"+id, nil)
-	if r.status != http.StatusSeeOther || r.header.Get("Location") != "/signin?next=/requests/"+id {
+	if r.status != http.StatusSeeOther || r.header.Get("Location") != "/signin?next=%2Frequests%2F"+id {
 		t.Fatalf("signed out: %d %q", r.status, r.header.Get("Location"))
 	}
 	r = alice.do("POST", "/signin", url.Values{"user": {"alice"}, "next": {"/requests/" + id}})
