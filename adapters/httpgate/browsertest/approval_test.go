@@ -19,8 +19,9 @@ func (rg *rig) payout(args string) string {
 }
 
 func TestBrowserTwoOfTwoApprovalByTwoPeople(t *testing.T) {
-	rg := newRig(t)
-	id := rg.payout(`{"iban":"DE89 3704 0044 0532 0130 00","amount":1250.00}`)
+	rg := newRig(t, decisionPages)
+	const args = `{"iban":"DE89 3704 0044 0532 0130 00","amount":1250.00}`
+	id := rg.payout(args)
 	alice, bob, carol := rg.person(), rg.person(), rg.person()
 
 	// alice signs in at the provider from the inbox, and finds the request.
@@ -58,10 +59,17 @@ func TestBrowserTwoOfTwoApprovalByTwoPeople(t *testing.T) {
 	if d := rg.text(bob, "#decisions"); !strings.Contains(d, "alice") || !strings.Contains(d, "bob") {
 		t.Fatalf("who decided: %q", d)
 	}
+	// carol's agent repeats the call: it runs once, without a token.
+	if status, details := rg.call("carol", "payout_send", args); status != http.StatusOK || rg.ran.Load() != 1 {
+		t.Fatalf("the repeat after two approvals: %d %v, ran %d", status, details, rg.ran.Load())
+	}
+	if status, _ := rg.call("carol", "payout_send", args); status != http.StatusPreconditionRequired || rg.ran.Load() != 1 {
+		t.Fatalf("a second repeat: %d, ran %d", status, rg.ran.Load())
+	}
 }
 
 func TestBrowserADenialVetoes(t *testing.T) {
-	rg := newRig(t)
+	rg := newRig(t, decisionPages)
 	id := rg.payout(`{"iban":"DE1","amount":5}`)
 	alice, bob := rg.person(), rg.person()
 	rg.visit(alice, "alice", "/requests/"+id)
