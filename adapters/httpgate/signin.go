@@ -42,7 +42,8 @@ type OIDCConfig struct {
 	// space-separated string), as in BearerConfig; default "tenant" and
 	// "roles". The person is the token's "sub".
 	TenantClaim, RolesClaim string
-	// HTTPClient talks to the provider; default http.DefaultClient.
+	// HTTPClient talks to the provider; default a client with a 15 s
+	// timeout.
 	HTTPClient *http.Client
 }
 
@@ -125,8 +126,13 @@ func (o *oidcSignIn) client() *http.Client {
 	if o.cfg.HTTPClient != nil {
 		return o.cfg.HTTPClient
 	}
-	return http.DefaultClient
+	return defaultOIDCClient
 }
+
+// defaultOIDCClient talks to the provider when OIDCConfig has no client:
+// bounded in time, so that a provider that hangs does not hold sign-ins
+// (and the discovery's lock) forever.
+var defaultOIDCClient = &http.Client{Timeout: 15 * time.Second}
 
 // principal maps an ID token's claims to the person, as JWTBearer maps a
 // bearer token's.
