@@ -325,7 +325,6 @@ func mcpFlags(e *env) (*flag.FlagSet, *mcpConfig, *opsFlags) {
 	fs.BoolVar(&c.keepUncheckedContent, "keep-unchecked-content", false, "pass an upstream result's content blocks on as they are, also where an output_schema or postconditions checked only its structuredContent")
 	fs.StringVar(&c.human, "human", "", "address of the endpoints people confirm and approve with (needs --human-audience, and --jwks or --jwks-url); off by default")
 	fs.StringVar(&c.humanAudience, "human-audience", "", "with --human: the required aud of the tokens people bring there, distinct from --audience (the agents' tokens are refused there)")
-	c.pages.register(fs, false)
 	fs.BoolVar(&c.inlineConfirmation, "inline-confirmation", false, "with --human: ask the client's person to confirm inline (MCP elicitation) too; the agent's own client then answers for them")
 	fs.StringVar(&c.localUser, "local-user", "", "with --stdio: the local user the calls are made for (required)")
 	fs.StringVar(&c.localTenant, "local-tenant", "", "with --stdio: the local user's tenant")
@@ -336,6 +335,7 @@ func mcpFlags(e *env) (*flag.FlagSet, *mcpConfig, *opsFlags) {
 	fs.BoolVar(&c.allowElicitation, "allow-upstream-elicitation", false, "pass the upstream's elicitation/create to a client that offers elicitation (refused by default; the gateway's own confirmation question is not affected)")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long calls in flight may finish on shutdown")
 	c.register(fs, "", "required aud of every token (default: --resource-url)")
+	c.pages.register(fs, false)
 	ops := addOpsFlags(fs)
 	return fs, &c, ops
 }
