@@ -397,16 +397,16 @@ func nonNil(s []string) []string {
 	return append([]string(nil), s...)
 }
 
-// HumanHandlerLinks returns links to the decision endpoint of the human handler mounted at base.
+// HumanHandlerLinks returns links to the page of each request, served by the human handler mounted at base.
 //
-// That is httpgate.NewHumanHandler's POST {base}/approvals/{id}, which
-// takes {"approve": true} or {"approve": false} from an authenticated
-// approver: both links are that URL, for a UI or a chat integration that
-// posts the decision on the person's behalf.
+// That is httpgate.NewHumanHandler's GET {base}/requests/{id}, where the
+// person signs in and sees the call before confirming, approving or
+// denying it: both links are that page (a decision is never one click in a
+// chat message).
 func HumanHandlerLinks(base string) LinksFunc {
 	base = strings.TrimRight(base, "/")
 	return func(req gates.ApprovalRequest) (string, string) {
-		u := base + "/approvals/" + url.PathEscape(req.ID)
+		u := base + "/requests/" + url.PathEscape(req.ID)
 		return u, u
 	}
 }

@@ -168,7 +168,7 @@ func TestWebhookFromTheApprovalGate(t *testing.T) {
 	want := notify.Payload{Type: "approval.requested", RequestID: reqID.(string), Tenant: "acme", Intent: "payout.send",
 		Tool: "payout_send", RiskLevel: "low", Requester: "alice", SideEffects: []string{"money_moved"},
 		Message: "Send 250 to <@channel> Bob?", ApprovalsNeeded: 1, ApprovalRoles: []string{"finance"},
-		ApproveURL: "https://ops.example/axgate/approvals/" + reqID.(string), DenyURL: "https://ops.example/axgate/approvals/" + reqID.(string)}
+		ApproveURL: "https://ops.example/axgate/requests/" + reqID.(string), DenyURL: "https://ops.example/axgate/requests/" + reqID.(string)}
 	p.ArgsSHA256, p.CreatedAt, p.ExpiresAt = "", time.Time{}, time.Time{}
 	gotJSON, _ := json.Marshal(p)
 	wantJSON, _ := json.Marshal(want)
@@ -349,7 +349,7 @@ func TestSlackEscapesValues(t *testing.T) {
 	if strings.Contains(text, "<!here") || strings.Contains(text, "<https://evil") {
 		t.Errorf("slack text lets a value forge markup: %q", text)
 	}
-	if !strings.Contains(text, "&lt;!here|x&gt; &amp; &lt;https://evil|click&gt;") || !strings.Contains(text, "<https://ops.example/approvals/r1|Approve>") {
+	if !strings.Contains(text, "&lt;!here|x&gt; &amp; &lt;https://evil|click&gt;") || !strings.Contains(text, "<https://ops.example/requests/r1|Approve>") {
 		t.Errorf("slack text = %q", text)
 	}
 }

@@ -63,3 +63,32 @@ func ExampleNewMiddleware() {
 	// 200 updated o-7 with {"quantity":3}
 	// 400 {"error":{"code":"AXAG_OUT_OF_RANGE",
 }
+
+// The pages for people under /people/ of a UI's server, with the operator's
+// OpenID Connect provider: docs/human-pages.md.
+func ExampleWithOIDCSignIn() {
+	m, err := manifest.Parse([]byte(exampleManifest))
+	if err != nil {
+		log.Fatal(err)
+	}
+	secret := "the client's secret"
+	mux := http.NewServeMux()
+	enf, err := axgate.New(m, axgate.WithDecisionPages("https://axgate.example.com/people/"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	people := httpgate.NewHumanHandler(enf, nil, httpgate.WithOIDCSignIn(httpgate.OIDCConfig{
+		Issuer:       "https://login.example.com/realms/acme",
+		ClientID:     "axgate-people",
+		ClientSecret: secret, // "" for a public client
+		RedirectURL:  "https://axgate.example.com/people/callback",
+	}))
+	mux.Handle("/people/", http.StripPrefix("/people", people))
+
+	// Signed out, a request's page sends the person to sign in, under the
+	// prefix.
+	rec := httptest.NewRecorder()
+	mux.ServeHTTP(rec, httptest.NewRequest("GET", "/people/requests/r1", nil))
+	fmt.Println(rec.Code, rec.Header().Get("Location"))
+	// Output: 303 /people/signin?next=%2Frequests%2Fr1
+}

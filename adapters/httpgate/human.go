@@ -110,22 +110,32 @@ func NewHumanHandler(enf *axgate.Enforcer, person HumanPrincipalFunc, opts ...Op
 		}
 	}
 	cfg := newConfig(append(opts, WithPrincipal(principal)))
-	h := &humanHandler{cfg: cfg, enf: enf, mux: http.NewServeMux()}
+	h := &humanHandler{cfg: cfg, enf: enf, mux: http.NewServeMux(), sessions: newSessions(), crossOrigin: http.NewCrossOriginProtection()}
 	h.mux.HandleFunc("POST /confirmations", h.confirm)
 	h.mux.HandleFunc("GET /approvals", h.pending)
 	h.mux.HandleFunc("POST /approvals/{id}", h.decide)
+	h.mux.HandleFunc("GET /{$}", h.inbox)
+	h.mux.HandleFunc("GET /requests/{id}", h.request)
+	h.mux.HandleFunc("POST /requests/{id}", h.decideForm)
+	h.mux.HandleFunc("GET /signin", h.signInStart)
+	h.mux.HandleFunc("POST /signin", h.devSignIn)
+	h.mux.HandleFunc("GET /callback", h.callback)
+	h.mux.HandleFunc("POST /signout", h.signOut)
 	return h
 }
 
 type humanHandler struct {
-	cfg config
-	enf *axgate.Enforcer
-	mux *http.ServeMux
+	cfg         config
+	enf         *axgate.Enforcer
+	mux         *http.ServeMux
+	sessions    *sessions
+	crossOrigin *http.CrossOriginProtection
 }
 
 func (h *humanHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	// Tokens must never sit in a shared cache.
-	w.Header().Set("Cache-Control", "no-store")
+	// Tokens and pages must never sit in a shared cache, be framed or run
+	// script.
+	setPageHeaders(w.Header())
 	h.mux.ServeHTTP(w, r)
 }
 

@@ -43,6 +43,7 @@ type config struct {
 	propagator   propagation.TextMapPropagator
 	log          *slog.Logger
 	errs         []error
+	signIn       *signIn // the pages' sign-in (NewHumanHandler)
 }
 
 type route struct {

@@ -91,6 +91,13 @@ mints (confirmations given by elicitation, those of --human) are signed with
 accepts. With --stdio, tokens name the audience "axgate" unless --audience
 says otherwise.
 
+With --oidc-issuer and --oidc-client-id (--oidc-client-secret-file), --human
+also serves the pages for people (docs/human-pages.md), and --human-audience
+is then optional: people sign in with that OpenID Connect provider, see the
+calls waiting for them and confirm, approve or deny each; a refused call
+names its page (details.decision_url, under --human-url) and the same call
+repeated after the decision runs once without a token.
+
 Resources, prompts and completions reach the upstream only as the manifest
 declares them (its "resources" and "prompts", each with the access fields
 of an action): the lists show a caller only what it may use, a read, get,
@@ -149,6 +156,7 @@ protocol's).`
 // mcpConfig is what the flags of mcp say.
 type mcpConfig struct {
 	enforcerConfig
+	pages                    pagesFlags // --human-url, --oidc-*: the pages of --human
 	manifest                 string
 	upstreamURL, upstreamCmd string
 	upstreamArgs             []string // the words of upstreamCmd after the program
@@ -340,6 +348,7 @@ func mcpFlags(e *env) (*flag.FlagSet, *mcpConfig, *opsFlags) {
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long calls in flight may finish on shutdown")
 	c.register(fs, "", "required aud of every token (default: --resource-url)")
 	c.sandbox.register(fs)
+	c.pages.register(fs, false)
 	ops := addOpsFlags(fs)
 	return fs, &c, ops
 }
@@ -384,9 +393,11 @@ func runMCP(ctx context.Context, e *env, args []string) int {
 		return usageError(e, fs, "%s", c.sandbox.check(c.upstreamCmd != ""))
 	case len(c.roots) > 0 && c.forwardClientRoots:
 		return usageError(e, fs, "--root and --forward-client-roots contradict each other: the upstream's roots are the operator's or the client's")
-	case c.human != "" && c.jwks == "" && c.jwksURL == "":
+	case c.pages.check(c.human) != "":
+		return usageError(e, fs, "%s", c.pages.check(c.human))
+	case c.human != "" && c.jwks == "" && c.jwksURL == "" && c.pages.oidcIssuer == "":
 		return usageError(e, fs, "--human needs --jwks or --jwks-url: the people who confirm and approve must be authenticated")
-	case c.human != "" && c.humanAudience == "":
+	case c.human != "" && c.humanAudience == "" && c.pages.oidcIssuer == "":
 		return usageError(e, fs, "--human needs --human-audience: the endpoints that mint confirmations and approvals take people's tokens only, of an audience of their own, distinct from --audience (the agents')")
 	case c.human == "" && c.inlineConfirmation:
 		return usageError(e, fs, "--inline-confirmation is for --human (without it the gateway asks inline anyway): give --human too, or drop it")
@@ -508,6 +519,10 @@ func serveMCP(ctx context.Context, e *env, c mcpConfig, ops *opsFlags, conf conf
 			return failf(e, "mcp", "--human: %v", err)
 		}
 		defer humanLn.Close()
+		if c.pages.oidcIssuer != "" {
+			// Before the notifier is made: its links lead to the pages.
+			rt.humanBase = c.pages.baseURL(rt.scheme(), humanLn.Addr().String())
+		}
 	}
 	if c.audience == "" {
 		c.audience = c.resourceURL
@@ -551,6 +566,10 @@ func serveMCP(ctx context.Context, e *env, c mcpConfig, ops *opsFlags, conf conf
 		return failf(e, "mcp", "%v", err)
 	}
 	opts = append(opts, ropts...)
+	if humanLn != nil && c.pages.oidcIssuer != "" {
+		// People sign in to the pages: refusals name each call's page.
+		opts = append(opts, axgate.WithDecisionPages(rt.humanBase))
+	}
 	enf, err := axgate.New(m, opts...)
 	if err != nil {
 		return failf(e, "mcp", "%s", startError(err))
@@ -566,7 +585,7 @@ func serveMCP(ctx context.Context, e *env, c mcpConfig, ops *opsFlags, conf conf
 			return failf(e, "mcp", "%v", err)
 		}
 	}
-	if humanLn != nil {
+	if humanLn != nil && c.humanAudience != "" {
 		// Tokens of the people's own audience only: an agent's token
 		// (--audience) would confirm and approve its own calls.
 		people, err = httpgate.HumanBearer(httpgate.BearerConfig{Keyfunc: token.Keyfunc(keys), Issuer: c.issuer, Audience: c.humanAudience}, c.audience)
@@ -652,7 +671,11 @@ func serveMCP(ctx context.Context, e *env, c mcpConfig, ops *opsFlags, conf conf
 	var humanSrv *http.Server
 	served := make(chan error, 2)
 	if humanLn != nil {
-		humanSrv = newServer(httpgate.NewHumanHandler(enf, people, httpgate.WithLogger(log)), serveConfig{}, log)
+		popts, err := c.pages.options(rt.humanBase)
+		if err != nil {
+			return failf(e, "mcp", "%v", err)
+		}
+		humanSrv = newServer(mount(httpgate.NewHumanHandler(enf, people, append(popts, httpgate.WithLogger(log))...), rt.humanBase), serveConfig{}, log)
 		go func() { served <- fmt.Errorf("--human: %w", rt.serve(humanSrv, humanLn)) }()
 		log.Info("axgate mcp: people confirm and approve at", "addr", rt.scheme()+"://"+humanLn.Addr().String(), "audience", c.humanAudience)
 	}

@@ -68,6 +68,9 @@ type opsRuntime struct {
 	// needs a manifest) and shared by every later one.
 	notifierMu sync.Mutex
 	notifier   *axnotify.Notifier
+	// humanBase is the public URL of the pages for people (--human with a
+	// sign-in): the notifications link to each request's page there.
+	humanBase string
 }
 
 // startOps checks the operations flags and the configuration's enforce:
@@ -157,6 +160,9 @@ func (rt *opsRuntime) notifierFor(m *manifest.Manifest) (gates.Notifier, error) 
 		return rt.notifier.For(m)
 	}
 	o := axnotify.Options{Routes: rt.routes, Manifest: m, Logger: rt.log}
+	if rt.humanBase != "" {
+		o.Links = axnotify.HumanHandlerLinks(rt.humanBase)
+	}
 	if rt.telemetry != nil && rt.telemetry.mp != nil {
 		o.MeterProvider = rt.telemetry.mp
 	}

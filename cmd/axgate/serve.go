@@ -63,9 +63,15 @@ after it, every token issued before the process started is then refused
 --redis (give Redis persistence), spent tokens stay spent across restarts
 and outstanding ones stay valid.
 
-serve has no endpoints that mint tokens: people confirm and approve on the
-host's UI (httpgate.NewHumanHandler, authenticated as people, never with the
-agents' tokens) or with tokens signed elsewhere.
+--human ADDR serves the pages for people (docs/human-pages.md): they sign in
+with the OpenID Connect provider of --oidc-issuer (--oidc-client-id,
+--oidc-client-secret-file; the redirect URI is --human-url plus "callback"),
+see the calls waiting for them and confirm, approve or deny each. A call
+refused for a missing confirmation or approval then names its page
+(details.decision_url, under --human-url), and the same call repeated after
+the person decided runs, once, without a token. The webhooks' links lead
+there too. Without --human, people confirm and approve on the host's UI
+(httpgate.NewHumanHandler) or with tokens signed elsewhere.
 
 SIGINT or SIGTERM stop the server gracefully: no new connections, calls in
 flight finish (up to --shutdown-timeout). Request headers are bounded: at
@@ -88,6 +94,9 @@ type serveConfig struct {
 	enforcerConfig
 	manifest, upstream, listen       string
 	shutdownTimeout, upstreamTimeout time.Duration
+	pages                            pagesFlags
+	// humanBase is the pages' public URL when --human serves them.
+	humanBase string
 	// enforcerOptions are added to every generation's options (telemetry,
 	// the audit sink, shadow mode, webhooks): the operations flags' and
 	// the configuration sections' share. An error fails the load.
@@ -118,6 +127,7 @@ func serveFlags(e *env) (*flag.FlagSet, *serveConfig, *opsFlags) {
 	c.register(fs, token.DefaultAudience, "required aud of every token")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long calls in flight may finish on shutdown")
 	fs.DurationVar(&c.upstreamTimeout, "upstream-timeout", 30*time.Second, "how long a forwarded call may take")
+	c.pages.register(fs, true)
 	ops := addOpsFlags(fs)
 	return fs, &c, ops
 }
@@ -138,6 +148,10 @@ func runServe(ctx context.Context, e *env, args []string) int {
 		return usageError(e, fs, "--upstream is required")
 	case c.checkKeys(true) != "":
 		return usageError(e, fs, "%s", c.checkKeys(true))
+	case c.pages.check(c.pages.human) != "":
+		return usageError(e, fs, "%s", c.pages.check(c.pages.human))
+	case c.pages.human != "" && c.pages.oidcIssuer == "":
+		return usageError(e, fs, "--human needs --oidc-issuer and --oidc-client-id: the people who confirm and approve sign in with your OpenID Connect provider")
 	}
 	up, err := url.Parse(c.upstream)
 	if err != nil || (up.Scheme != "http" && up.Scheme != "https") || up.Host == "" {
@@ -154,6 +168,15 @@ func runServe(ctx context.Context, e *env, args []string) int {
 	}
 	defer rt.close()
 	c.enforcerOptions = rt.enforcerOptions
+	var humanLn net.Listener
+	if c.pages.human != "" {
+		if humanLn, err = net.Listen("tcp", c.pages.human); err != nil {
+			return failf(e, "serve", "--human: %v", err)
+		}
+		defer humanLn.Close()
+		c.humanBase = c.pages.baseURL(rt.scheme(), humanLn.Addr().String())
+		rt.humanBase = c.humanBase
+	}
 	gw, err := newGateway(ctx, c, up, log)
 	if err != nil {
 		return failf(e, "serve", "%s", startError(err))
@@ -168,11 +191,17 @@ func runServe(ctx context.Context, e *env, args []string) int {
 		return failf(e, "serve", "%v", err)
 	}
 	srv := newServer(gw, c, log)
-	served := make(chan error, 1)
+	served := make(chan error, 2)
 	go func() { served <- rt.serve(srv, ln) }()
 	gw.shared.logNotes("serve")
 	log.Info("axgate serve: listening", "addr", rt.scheme()+"://"+ln.Addr().String(), "manifest", c.manifest,
 		"tools", gw.current().toolCount, "upstream", redactURL(c.upstream))
+	var humanSrv *http.Server
+	if humanLn != nil {
+		humanSrv = newServer(http.HandlerFunc(gw.serveHuman), c, log)
+		go func() { served <- fmt.Errorf("--human: %w", rt.serve(humanSrv, humanLn)) }()
+		log.Info("axgate serve: people sign in, confirm and approve at", "url", c.humanBase, "oidc_issuer", redactURL(c.pages.oidcIssuer))
+	}
 
 	signals := e.signals
 	if signals == nil {
@@ -191,6 +220,9 @@ func runServe(ctx context.Context, e *env, args []string) int {
 			log.Info("axgate serve: shutting down", "timeout", c.shutdownTimeout)
 			sctx, cancel := context.WithTimeout(context.Background(), c.shutdownTimeout)
 			defer cancel()
+			if humanSrv != nil {
+				_ = humanSrv.Shutdown(sctx)
+			}
 			if err := srv.Shutdown(sctx); err != nil {
 				return failf(e, "serve", "shutdown: %v", err)
 			}
@@ -260,6 +292,7 @@ type gateway struct {
 type loadedManifest struct {
 	enf       *axgate.Enforcer
 	handler   http.Handler
+	human     http.Handler // the pages for people (--human), nil without
 	toolCount int
 	loadedAt  time.Time
 }
@@ -308,6 +341,9 @@ func (g *gateway) load() (*loadedManifest, error) {
 		}
 		opts = append(opts, more...)
 	}
+	if c.humanBase != "" {
+		opts = append(opts, axgate.WithDecisionPages(c.humanBase))
+	}
 	enf, err := axgate.New(m, opts...)
 	if err != nil {
 		return nil, err
@@ -332,7 +368,19 @@ func (g *gateway) load() (*loadedManifest, error) {
 		enf.Close()
 		return nil, err
 	}
-	return &loadedManifest{enf: enf, handler: ts, toolCount: len(m.Actions), loadedAt: time.Now()}, nil
+	l := &loadedManifest{enf: enf, handler: ts, toolCount: len(m.Actions), loadedAt: time.Now()}
+	if c.humanBase != "" {
+		popts, err := c.pages.options(c.humanBase)
+		if err != nil {
+			enf.Close()
+			return nil, err
+		}
+		// No HumanPrincipalFunc: serve takes no people's bearer tokens,
+		// so the JSON endpoints beside the pages refuse (401); people
+		// sign in to the pages.
+		l.human = mount(httpgate.NewHumanHandler(enf, nil, append(popts, httpgate.WithLogger(g.log))...), c.humanBase)
+	}
+	return l, nil
 }
 
 // reload loads the manifest again; on failure the running one stays.
@@ -360,6 +408,12 @@ func (g *gateway) close() {
 	if g.shared != nil {
 		g.shared.close()
 	}
+}
+
+// serveHuman serves the current generation's pages for people. A reload
+// builds them anew: people signed in before it sign in again.
+func (g *gateway) serveHuman(w http.ResponseWriter, r *http.Request) {
+	g.current().human.ServeHTTP(w, r)
 }
 
 // ServeHTTP serves /healthz and the current generation's tool routes.

@@ -74,6 +74,9 @@ type config struct {
 	redis         string
 	otlp          string
 	bare          bool
+	// pagesURL is the public URL of the pages for people (development
+	// mode: on the shop's own address), set by run once it listens.
+	pagesURL string
 }
 
 func parseFlags(args []string, out io.Writer) (config, error) {
@@ -124,23 +127,26 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		}
 		return err
 	}
+	// Listen first: the refusals name the pages' URL, with the port.
+	ln, err := net.Listen("tcp", cfg.addr)
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
+	base := "http://" + ln.Addr().String()
+	cfg.pagesURL = base + "/"
 	s, err := newShop(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	defer s.close()
-
-	ln, err := net.Listen("tcp", cfg.addr)
-	if err != nil {
-		return err
-	}
-	base := "http://" + ln.Addr().String()
 	srv := newServer(s.handler)
 	switch {
 	case cfg.bare:
 		fmt.Fprintf(out, "UNSAFE: serving the shop's tools WITHOUT axgate on %s (benchmark baseline)\n", base)
 	case s.tokens != nil:
 		fmt.Fprintf(out, "shop: AXAG tool server on %s with development keys (tokens die with the process)\n\n", base)
+		fmt.Fprintf(out, "shop: people confirm and approve at %s/ (development sign-in: pick a person, no password)\n\n", base)
 		printWalkthrough(out, base, s.tokens, map[string]string{
 			"ALICE_CART": cartID(people[0].ID),
 			"BOB_ID":     people[1].ID,
@@ -203,6 +209,11 @@ func newShop(ctx context.Context, cfg config) (*shop, error) {
 		tokens.ApprovalKeys = ks
 	}
 	opts := append(st.conditions(), axgate.WithTokens(tokens))
+	if cfg.principalJWKS == "" && cfg.pagesURL != "" {
+		// Development mode: refusals name each call's page on the
+		// shop's own address (the pages are mounted below).
+		opts = append(opts, axgate.WithDecisionPages(cfg.pagesURL))
+	}
 	if cfg.signingKey != "" {
 		signer, err := token.LoadSigningKeyFile(cfg.signingKey, "")
 		if err != nil {
@@ -306,15 +317,26 @@ func newShop(ctx context.Context, cfg config) (*shop, error) {
 		// provider (-principal-jwks) they are not served here: the host
 		// mounts httpgate.NewHumanHandler on its UI backend, authenticated
 		// by the person's session, where no agent can reach it.
-		people, err := httpgate.HumanBearer(httpgate.BearerConfig{Keyfunc: keyfunc, Issuer: cfg.issuer, Audience: peopleAudience(cfg.audience)}, cfg.audience)
+		bearers, err := httpgate.HumanBearer(httpgate.BearerConfig{Keyfunc: keyfunc, Issuer: cfg.issuer, Audience: peopleAudience(cfg.audience)}, cfg.audience)
 		if err != nil {
 			s.close()
 			return nil, err
 		}
-		human := httpgate.NewHumanHandler(enf, people)
+		// The pages for people, with the development sign-in: anyone who
+		// reaches the shop picks a person (never do this beyond a
+		// developer's machine; a real deployment signs people in with
+		// httpgate.WithOIDCSignIn).
+		var devPeople []middleware.Principal
+		for _, p := range people {
+			devPeople = append(devPeople, middleware.Principal{ID: p.ID, Tenant: p.Tenant, Roles: p.Roles, Claims: map[string]any{"name": p.Name}})
+		}
+		human := httpgate.NewHumanHandler(enf, bearers, httpgate.DevSignIn(devPeople...))
 		mux.Handle("/confirmations", human)
 		mux.Handle("/approvals", human)
 		mux.Handle("/approvals/", human)
+		for _, p := range []string{"GET /{$}", "/requests/", "/signin", "/callback", "/signout"} {
+			mux.Handle(p, human)
+		}
 	}
 	s.handler = mux
 	return s, nil

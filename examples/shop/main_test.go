@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/cookiejar"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -24,6 +26,9 @@ func devShop(t *testing.T, cfg config) *shop {
 	t.Helper()
 	if cfg.issuer == "" {
 		cfg.issuer, cfg.audience = "axgate-shop", "axgate-shop"
+	}
+	if cfg.pagesURL == "" {
+		cfg.pagesURL = "http://shop.test/" // as run sets it
 	}
 	s, err := newShop(context.Background(), cfg)
 	if err != nil {
@@ -270,4 +275,42 @@ func TestConcurrentCartCalls(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+// The walkthrough's refusals name each call's page, where the person signs
+// in with the development sign-in and sees the call.
+func TestPagesWithTheDevSignIn(t *testing.T) {
+	s := devShop(t, config{})
+	ts := httptest.NewServer(s.handler)
+	defer ts.Close()
+	req, _ := http.NewRequest("POST", ts.URL+"/tools/account_delete/call", strings.NewReader(`{"account_id":"`+people[0].ID+`","confirmation_text":"DELETE"}`))
+	req.Header.Set("Authorization", "Bearer "+s.tokens["alice"])
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var env struct {
+		Error struct {
+			Details map[string]any `json:"details"`
+		} `json:"error"`
+	}
+	_ = json.NewDecoder(resp.Body).Decode(&env)
+	resp.Body.Close()
+	page, _ := env.Error.Details["decision_url"].(string)
+	if !strings.HasPrefix(page, "http://shop.test/requests/") {
+		t.Fatalf("the refusal names no page: %v", env.Error.Details)
+	}
+	jar, _ := cookiejar.New(nil)
+	browser := &http.Client{Jar: jar}
+	path := strings.TrimPrefix(page, "http://shop.test")
+	resp, err = browser.PostForm(ts.URL+"/signin", url.Values{"user": {people[0].ID}, "next": {path}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(b), "account.delete") || !strings.Contains(string(b), `value="confirm"`) {
+		t.Fatalf("alice's page: %d\n%s", resp.StatusCode, b)
+	}
 }
