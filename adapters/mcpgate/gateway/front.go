@@ -130,6 +130,18 @@ func (f *front) initialize(ctx context.Context, ss *mcp.ServerSession, req mcp.R
 	if p, err := f.principalOf(ctx, ss, req.GetExtra()); err == nil {
 		key = sessionKey(p)
 	}
+	// With TokenExchange the upstream session is the caller's: a caller
+	// whose token cannot be exchanged is refused here, before any link
+	// (whose failing starts would hold back the others').
+	var caller *upcreds.Caller
+	if f.g.perCaller() {
+		caller = callerOf(f, ctx, ss, req.GetExtra())
+		if caller != nil {
+			if _, err := f.g.creds.Authorization(upcreds.WithCaller(ctx, caller)); err != nil {
+				return nil, sessionRefusal(credentialsRefused("", err))
+			}
+		}
+	}
 	counted, e := f.g.admit(ss, key)
 	if e != nil {
 		return nil, sessionRefusal(e)
@@ -143,10 +155,6 @@ func (f *front) initialize(ctx context.Context, ss *mcp.ServerSession, req mcp.R
 			f.g.release(ss)
 		}
 		return res, err
-	}
-	var caller *upcreds.Caller
-	if f.g.perCaller() {
-		caller = callerOf(f, ctx, ss, req.GetExtra())
 	}
 	l := f.g.linkWith(f, ss, caller)
 	if f.g.probeless {
