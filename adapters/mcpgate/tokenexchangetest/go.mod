@@ -49,7 +49,3 @@ require (
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260928230214-8a89bd6388cc // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )
-
-replace github.com/axgate/axgate v0.1.0 => ../../..
-
-replace github.com/axgate/axgate/adapters/mcpgate v0.1.0 => ..
