@@ -39,10 +39,10 @@ type UpstreamCredentials struct {
 	TokenExchange *TokenExchange
 }
 
-// TokenExchange configures the RFC 8693 token exchange of each caller's
-// bearer token (the one the gateway verified, WithBearer) for a token of
-// the upstream's audience.
+// TokenExchange configures the RFC 8693 token exchange of each caller's token.
 //
+// The caller's bearer token (the one the gateway verified, WithBearer) is
+// exchanged for a token of the upstream's audience.
 // The gateway authenticates at TokenURL as ClientID with ClientSecret
 // (HTTP Basic), sends the caller's token as the subject token (an access
 // token) and asks for an access token of Audience (and Resource), with

@@ -1,5 +1,6 @@
-// Package upcreds holds the gateway's own credentials to an upstream MCP
-// server: static headers and environment variables read from files, an
+// Package upcreds holds the gateway's own credentials to an upstream MCP server.
+//
+// They are static headers and environment variables read from files, an
 // OAuth 2.0 client credentials token, and per-caller tokens obtained by
 // RFC 8693 token exchange. It never forwards the caller's own token: the
 // HTTP requests it sees carry none (the gateway strips them), and it
