@@ -241,66 +241,12 @@ const manifestDoc = `{
 // tokens, a second call hits the cache, and a refused exchange refuses
 // the call before anything reaches the upstream.
 func TestTokenExchangePerCaller(t *testing.T) {
-	i := newIDP(t)
-	as, issuer := startAS(t, i)
-	up, upURL := startUpstream(t, issuer)
-
-	m, err := manifest.Parse([]byte(manifestDoc))
-	if err != nil {
-		t.Fatal(err)
-	}
-	enf, err := axgate.New(m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { enf.Close() })
-	bearer, err := httpgate.JWTBearer(httpgate.BearerConfig{Keyfunc: token.Keyfunc(i.keys), Issuer: "https://id.example.com", Audience: gatewayAud})
-	if err != nil {
-		t.Fatal(err)
-	}
-	te := &gateway.TokenExchange{TokenURL: issuer + "/oauth/token", ClientID: gatewayClient, ClientSecret: gatewaySecret, Audience: upstreamAud}
+	r := newRig(t)
+	as, up := r.as, r.up
 	var logs strings.Builder
 	var logMu sync.Mutex
-	g, err := gateway.New(enf, gateway.Upstream{URL: upURL, Credentials: &gateway.UpstreamCredentials{
-		// The gateway's own session (the pins at start) has no caller: the
-		// gateway's service user.
-		ClientCredentials: &clientcredentials.Config{TokenURL: issuer + "/oauth/token", ClientID: "sid1", ClientSecret: "verysecret"},
-		TokenExchange:     te,
-	}}, gateway.WithBearer(bearer, &oauthex.ProtectedResourceMetadata{Resource: gatewayAud}),
-		gateway.WithLogger(slog.New(slog.NewTextHandler(lockedWriter{&logMu, &logs}, &slog.HandlerOptions{Level: slog.LevelDebug}))))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { g.Close() })
-	hs := httptest.NewServer(g.Handler())
-	t.Cleanup(hs.Close)
-	gwURL := hs.URL + "/mcp"
-
-	callerTokens := map[string]string{"alice": i.token(t, "alice"), "bob": i.token(t, "bob"), "mallory": i.token(t, "mallory")}
-	connect := func(user string) (*mcp.ClientSession, error) {
-		c := mcp.NewClient(&mcp.Implementation{Name: user, Version: "v1"}, nil)
-		return c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: gwURL,
-			HTTPClient: &http.Client{Transport: withBearer{callerTokens[user], http.DefaultTransport}}}, nil)
-	}
-	whoami := func(cs *mcp.ClientSession) string {
-		t.Helper()
-		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "whoami", Arguments: map[string]any{}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if res.IsError {
-			raw, _ := json.Marshal(res)
-			t.Fatalf("whoami refused: %s", raw)
-		}
-		var out struct {
-			Sub string `json:"sub"`
-		}
-		raw, _ := json.Marshal(res.StructuredContent)
-		if err := json.Unmarshal(raw, &out); err != nil {
-			t.Fatal(err)
-		}
-		return out.Sub
-	}
+	r.start(t, 0, slog.New(slog.NewTextHandler(lockedWriter{&logMu, &logs}, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	callerTokens, connect, whoami := r.callerTokens, r.connect, func(cs *mcp.ClientSession) string { t.Helper(); return r.whoami(t, cs) }
 
 	alice, err := connect("alice")
 	if err != nil {
@@ -360,6 +306,136 @@ func TestTokenExchangePerCaller(t *testing.T) {
 		if strings.Contains(logs.String(), tok) {
 			t.Errorf("a caller's token is in the gateway's log")
 		}
+	}
+}
+
+// rig is the authorization server, the upstream and the callers' IdP;
+// start adds a gateway in front of the upstream.
+type rig struct {
+	idp          *idp
+	as           *asStorage
+	issuer       string
+	up           *upstream
+	upURL        string
+	gwURL        string
+	callerTokens map[string]string
+}
+
+func newRig(t *testing.T) *rig {
+	r := &rig{idp: newIDP(t)}
+	r.as, r.issuer = startAS(t, r.idp)
+	r.up, r.upURL = startUpstream(t, r.issuer)
+	r.callerTokens = map[string]string{"alice": r.idp.token(t, "alice"), "bob": r.idp.token(t, "bob"), "mallory": r.idp.token(t, "mallory")}
+	return r
+}
+
+// start serves a gateway that exchanges the callers' tokens, keeping at
+// most maxCallers of them (0: the default).
+func (r *rig) start(t *testing.T, maxCallers int, logger *slog.Logger) {
+	t.Helper()
+	m, err := manifest.Parse([]byte(manifestDoc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	enf, err := axgate.New(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { enf.Close() })
+	bearer, err := httpgate.JWTBearer(httpgate.BearerConfig{Keyfunc: token.Keyfunc(r.idp.keys), Issuer: "https://id.example.com", Audience: gatewayAud})
+	if err != nil {
+		t.Fatal(err)
+	}
+	te := &gateway.TokenExchange{TokenURL: r.issuer + "/oauth/token", ClientID: gatewayClient, ClientSecret: gatewaySecret,
+		Audience: upstreamAud, MaxCallers: maxCallers}
+	g, err := gateway.New(enf, gateway.Upstream{URL: r.upURL, Credentials: &gateway.UpstreamCredentials{
+		// The gateway's own session (the pins at start) has no caller: the
+		// gateway's service user.
+		ClientCredentials: &clientcredentials.Config{TokenURL: r.issuer + "/oauth/token", ClientID: "sid1", ClientSecret: "verysecret"},
+		TokenExchange:     te,
+	}}, gateway.WithBearer(bearer, &oauthex.ProtectedResourceMetadata{Resource: gatewayAud}), gateway.WithLogger(logger))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Close() })
+	hs := httptest.NewServer(g.Handler())
+	t.Cleanup(hs.Close)
+	r.gwURL = hs.URL + "/mcp"
+}
+
+func (r *rig) connect(user string) (*mcp.ClientSession, error) {
+	c := mcp.NewClient(&mcp.Implementation{Name: user, Version: "v1"}, nil)
+	return c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: r.gwURL,
+		HTTPClient: &http.Client{Transport: withBearer{r.callerTokens[user], http.DefaultTransport}}}, nil)
+}
+
+// call calls whoami as cs's caller.
+func (r *rig) call(t *testing.T, cs *mcp.ClientSession) *mcp.CallToolResult {
+	t.Helper()
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "whoami", Arguments: map[string]any{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// whoami is whom the upstream saw cs's call for.
+func (r *rig) whoami(t *testing.T, cs *mcp.ClientSession) string {
+	t.Helper()
+	res := r.call(t, cs)
+	if res.IsError {
+		raw, _ := json.Marshal(res)
+		t.Fatalf("whoami refused: %s", raw)
+	}
+	var out struct {
+		Sub string `json:"sub"`
+	}
+	raw, _ := json.Marshal(res.StructuredContent)
+	if err := json.Unmarshal(raw, &out); err != nil {
+		t.Fatal(err)
+	}
+	return out.Sub
+}
+
+// TestTokenExchangeCacheBoundRefusedCall: with room for one caller's
+// token, bob's evicts alice's; her next call exchanges again, and when the
+// authorization server now refuses her, that call is refused with reason
+// upstream_credentials and does not reach the upstream.
+func TestTokenExchangeCacheBoundRefusedCall(t *testing.T) {
+	r := newRig(t)
+	r.start(t, 1, slog.New(slog.DiscardHandler))
+	alice, err := r.connect("alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer alice.Close()
+	if got := r.whoami(t, alice); got != "alice" {
+		t.Fatalf("alice's call reached the upstream for %q", got)
+	}
+	bob, err := r.connect("bob")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bob.Close()
+	if got := r.whoami(t, bob); got != "bob" {
+		t.Fatalf("bob's call reached the upstream for %q", got)
+	}
+	r.as.mu.Lock()
+	r.as.refused["alice"] = true
+	r.as.mu.Unlock()
+	r.up.mu.Lock()
+	before := len(r.up.calls)
+	r.up.mu.Unlock()
+
+	res := r.call(t, alice)
+	raw, _ := json.Marshal(res)
+	if !res.IsError || !strings.Contains(string(raw), `upstream_credentials`) || !strings.Contains(string(raw), `access_denied`) {
+		t.Errorf("alice's call after her exchange is refused: %s, want a refusal with reason upstream_credentials naming access_denied", raw)
+	}
+	r.up.mu.Lock()
+	defer r.up.mu.Unlock()
+	if len(r.up.calls) != before {
+		t.Errorf("a call whose exchange was refused reached the upstream: %v", r.up.calls[before:])
 	}
 }
 
