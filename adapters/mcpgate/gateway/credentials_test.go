@@ -92,6 +92,49 @@ func TestUpstreamHeaderFilesReachUpstreamNeverLogged(t *testing.T) {
 	}
 }
 
+// TestUpstreamEnvFilesReachChild: a command upstream's child gets the
+// variable read from a file; a child started after ReloadCredentials gets
+// the new value; neither is logged.
+func TestUpstreamEnvFilesReachChild(t *testing.T) {
+	t.Parallel()
+	f := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(f, []byte("env-secret-one\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var logs strings.Builder
+	var logMu sync.Mutex
+	up := stdioUpstream()
+	up.Credentials = &gateway.UpstreamCredentials{EnvFiles: map[string]string{"NOTES_TOKEN": f}}
+	g := newGateway(t, up, "", gateway.WithLogger(slog.New(slog.NewTextHandler(lockedWriter{&logMu, &logs}, &slog.HandlerOptions{Level: slog.LevelDebug}))))
+	url := serve(t, g)
+	childEnv := func() string {
+		t.Helper()
+		cs := connect(t, url, "alice-token", nil)
+		rr, err := cs.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: "notes://env"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rr.Contents[0].Text
+	}
+	if env := childEnv(); !strings.Contains(env, "NOTES_TOKEN=env-secret-one") {
+		t.Errorf("the child's environment lacks NOTES_TOKEN from the file:\n%s", env)
+	}
+	if err := os.WriteFile(f, []byte("env-secret-two"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.ReloadCredentials(); err != nil {
+		t.Fatal(err)
+	}
+	if env := childEnv(); !strings.Contains(env, "NOTES_TOKEN=env-secret-two") {
+		t.Errorf("a child started after the reload lacks the new value:\n%s", env)
+	}
+	logMu.Lock()
+	defer logMu.Unlock()
+	if strings.Contains(logs.String(), "env-secret") {
+		t.Error("the log holds the value")
+	}
+}
+
 // TestUpstreamCredentialsRefusedForTheOtherKind: New refuses environment
 // files for an HTTP upstream, headers for a command, and a file it cannot
 // read.
