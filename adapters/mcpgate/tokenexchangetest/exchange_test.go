@@ -241,11 +241,22 @@ const manifestDoc = `{
 // tokens, a second call hits the cache, and a refused exchange refuses
 // the call before anything reaches the upstream.
 func TestTokenExchangePerCaller(t *testing.T) {
+	for path, opts := range map[string][]gateway.Option{
+		"direct path": nil,
+		// A call timeout over an eighth of the session timeout sends every
+		// call through the SDK's server and client.
+		"SDK path": {gateway.WithCallTimeout(time.Minute), gateway.WithSessionTimeout(2 * time.Minute)},
+	} {
+		t.Run(path, func(t *testing.T) { testTokenExchangePerCaller(t, opts) })
+	}
+}
+
+func testTokenExchangePerCaller(t *testing.T, opts []gateway.Option) {
 	r := newRig(t)
 	as, up := r.as, r.up
 	var logs strings.Builder
 	var logMu sync.Mutex
-	r.start(t, 0, slog.New(slog.NewTextHandler(lockedWriter{&logMu, &logs}, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	r.start(t, 0, slog.New(slog.NewTextHandler(lockedWriter{&logMu, &logs}, &slog.HandlerOptions{Level: slog.LevelDebug})), opts...)
 	callerTokens, connect, whoami := r.callerTokens, r.connect, func(cs *mcp.ClientSession) string { t.Helper(); return r.whoami(t, cs) }
 
 	alice, err := connect("alice")
@@ -331,7 +342,7 @@ func newRig(t *testing.T) *rig {
 
 // start serves a gateway that exchanges the callers' tokens, keeping at
 // most maxCallers of them (0: the default).
-func (r *rig) start(t *testing.T, maxCallers int, logger *slog.Logger) {
+func (r *rig) start(t *testing.T, maxCallers int, logger *slog.Logger, opts ...gateway.Option) {
 	t.Helper()
 	m, err := manifest.Parse([]byte(manifestDoc))
 	if err != nil {
@@ -353,7 +364,7 @@ func (r *rig) start(t *testing.T, maxCallers int, logger *slog.Logger) {
 		// gateway's service user.
 		ClientCredentials: &clientcredentials.Config{TokenURL: r.issuer + "/oauth/token", ClientID: "sid1", ClientSecret: "verysecret"},
 		TokenExchange:     te,
-	}}, gateway.WithBearer(bearer, &oauthex.ProtectedResourceMetadata{Resource: gatewayAud}), gateway.WithLogger(logger))
+	}}, append([]gateway.Option{gateway.WithBearer(bearer, &oauthex.ProtectedResourceMetadata{Resource: gatewayAud}), gateway.WithLogger(logger)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
