@@ -2,9 +2,11 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"golang.org/x/oauth2/clientcredentials"
@@ -42,16 +44,18 @@ type UpstreamCredentials struct {
 // TokenExchange configures the RFC 8693 token exchange of each caller's token.
 //
 // The caller's bearer token (the one the gateway verified, WithBearer) is
-// exchanged for a token of the upstream's audience.
-// The gateway authenticates at TokenURL as ClientID with ClientSecret
-// (HTTP Basic), sends the caller's token as the subject token (an access
-// token) and asks for an access token of Audience (and Resource), with
-// Scopes. It keeps each caller's token (by tenant and user) until it
-// expires (a minute when the endpoint says no expiry), for at most
-// MaxCallers callers (default 10000; the least recently used goes first).
-// A call whose exchange fails is refused and does not reach the upstream
-// (AXGATE_STORE_UNAVAILABLE, reason upstream_credentials). Calls without a
-// caller (the gateway's own session) use ClientCredentials, or no token.
+// exchanged for a token of the upstream's audience: the gateway
+// authenticates at TokenURL as ClientID with ClientSecret (HTTP Basic),
+// sends the caller's token as the subject token (an access token) and asks
+// for an access token of Audience (and Resource, if set), with Scopes.
+//
+// Each caller's token (by tenant and user) is kept until it expires (a
+// minute when the endpoint gives no expiry), never past the expiry (exp)
+// of the caller's own token, for at most MaxCallers callers (default
+// 10000; the least recently used goes first). A caller whose exchange fails
+// is refused and nothing of it reaches the upstream
+// (AXGATE_STORE_UNAVAILABLE, reason upstream_credentials). Requests without
+// a caller (the gateway's own session) use ClientCredentials, or no token.
 type TokenExchange struct {
 	TokenURL     string
 	ClientID     string
@@ -122,7 +126,30 @@ func callerOf(f *front, ctx context.Context, ss *mcp.ServerSession, extra *mcp.R
 	if err != nil || p.ID == "" {
 		return nil
 	}
-	return &upcreds.Caller{Key: sessionKey(p), Token: tok}
+	return &upcreds.Caller{Key: sessionKey(p), Token: tok, Expires: claimTime(p.Claims["exp"])}
+}
+
+// claimTime is a NumericDate claim (exp) as a time, or zero.
+func claimTime(v any) time.Time {
+	var secs float64
+	switch n := v.(type) {
+	case float64:
+		secs = n
+	case int64:
+		secs = float64(n)
+	case json.Number:
+		f, err := n.Float64()
+		if err != nil {
+			return time.Time{}
+		}
+		secs = f
+	default:
+		return time.Time{}
+	}
+	if secs <= 0 {
+		return time.Time{}
+	}
+	return time.Unix(int64(secs), 0)
 }
 
 // bearerToken is the token of an Authorization header of the Bearer scheme.

@@ -172,10 +172,13 @@ func (s *Set) Env() []string {
 func (s *Set) PerCaller() bool { return s != nil && s.ex != nil }
 
 // Caller is the caller of a request to the upstream: Key identifies it
-// (its tenant and user), Token is the bearer token the gateway verified.
+// (its tenant and user), Token is the bearer token the gateway verified,
+// Expires when that token expires (zero: unknown). An exchanged token is
+// not kept past the caller's own.
 type Caller struct {
-	Key   string
-	Token string
+	Key     string
+	Token   string
+	Expires time.Time
 }
 
 type callerKey struct{}
@@ -334,10 +337,13 @@ func (x *exchanger) cached(key string) *oauth2.Token {
 	return e.tok
 }
 
-func (x *exchanger) keep(key string, tok *oauth2.Token) {
+func (x *exchanger) keep(key string, tok *oauth2.Token, callerExpires time.Time) {
 	expires := tok.Expiry
 	if expires.IsZero() {
 		expires = time.Now().Add(noExpiryTTL)
+	}
+	if !callerExpires.IsZero() && callerExpires.Before(expires) {
+		expires = callerExpires
 	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
@@ -391,7 +397,7 @@ func (x *exchanger) token(ctx context.Context, c *Caller) (*oauth2.Token, error)
 		if tok.AccessToken == "" {
 			return nil, &Error{Exchange: true, err: errors.New("the token endpoint answered without an access token")}
 		}
-		x.keep(c.Key, tok)
+		x.keep(c.Key, tok, c.Expires)
 		return tok, nil
 	})
 	select {
