@@ -1,10 +1,15 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // TestUpstreamCredsFlags: the credentials flags of axgate mcp build the
@@ -62,5 +67,37 @@ func TestUpstreamCredsFlags(t *testing.T) {
 	}
 	if _, err := parse("--upstream-header-file", "NOPATH"); err == nil || !strings.Contains(err.Error(), "NAME=PATH") {
 		t.Errorf("--upstream-header-file NOPATH: %v", err)
+	}
+}
+
+// TestMCPUpstreamEnvFile: --upstream-env-file gives the child the
+// variable read from the file, and the value is not in the log.
+func TestMCPUpstreamEnvFile(t *testing.T) {
+	secretFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(secretFile, []byte("tok-from-file-42\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	gw := startMCP(t, childEnviron(), "--manifest", filepath.Join("testdata", "mcp", "env.axag.json"), "--anonymous",
+		"--upstream-command", strconv.Quote(os.Args[0]), "--upstream-env", testAs+"=env-upstream",
+		"--upstream-env-file", "NOTES_TOKEN="+secretFile)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "v1"}, nil).Connect(context.Background(),
+		&mcp.StreamableClientTransport{Endpoint: gw.url}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	res := callTool(t, cs, "env", map[string]any{})
+	if res.IsError {
+		t.Fatalf("env: %s", resultText(res))
+	}
+	raw, _ := json.Marshal(res.StructuredContent)
+	if !strings.Contains(string(raw), "NOTES_TOKEN=tok-from-file-42") {
+		t.Errorf("the child's environment lacks NOTES_TOKEN from the file: %s", raw)
+	}
+	if code := gw.stop(); code != exitOK {
+		t.Fatalf("exit %d:\n%s", code, gw.log.all())
+	}
+	if strings.Contains(gw.log.all(), "tok-from-file") {
+		t.Error("the log holds the value")
 	}
 }
