@@ -33,6 +33,10 @@ const (
 // DefaultMaxCallers bounds the exchanged tokens kept, one per caller.
 const DefaultMaxCallers = 10000
 
+// tokenTimeout bounds a request to a token endpoint: one that hangs
+// fails the calls waiting on it rather than holding them.
+const tokenTimeout = 30 * time.Second
+
 // noExpiryTTL is how long an exchanged token that came without expires_in
 // is kept.
 const noExpiryTTL = time.Minute
@@ -54,8 +58,8 @@ type Config struct {
 	EnvFiles          map[string]string
 	ClientCredentials *clientcredentials.Config
 	Exchange          *Exchange
-	// HTTPClient carries the requests to the token endpoints (nil: the
-	// default client).
+	// HTTPClient carries the requests to the token endpoints (nil: a
+	// client with a timeout of tokenTimeout).
 	HTTPClient *http.Client
 }
 
@@ -73,6 +77,9 @@ type Set struct {
 // New reads the files of cfg and returns its Set.
 func New(cfg Config) (*Set, error) {
 	s := &Set{headerFiles: cfg.HeaderFiles, envFiles: cfg.EnvFiles, httpClient: cfg.HTTPClient}
+	if s.httpClient == nil {
+		s.httpClient = &http.Client{Timeout: tokenTimeout}
+	}
 	for name := range cfg.HeaderFiles {
 		if name == "" || !validHeaderName(name) {
 			return nil, fmt.Errorf("upstream credentials: %q is not an HTTP header name", name)
@@ -261,10 +268,7 @@ func (s *Set) Authorization(ctx context.Context) (string, error) {
 func bearer(t *oauth2.Token) string { return "Bearer " + t.AccessToken }
 
 func (s *Set) tokenContext(ctx context.Context) context.Context {
-	if s.httpClient != nil {
-		return context.WithValue(ctx, oauth2.HTTPClient, s.httpClient)
-	}
-	return ctx
+	return context.WithValue(ctx, oauth2.HTTPClient, s.httpClient)
 }
 
 // Transport sets the Set's headers and Authorization on each request, and
