@@ -161,6 +161,7 @@ type mcpConfig struct {
 	upstreamURL, upstreamCmd string
 	upstreamArgs             []string // the words of upstreamCmd after the program
 	upstreamEnv              envFlags
+	upstreamCreds            upstreamCreds // mcpcreds.go
 	listen, resourceURL      string
 	stdio, toolsOnly         bool
 	keepUncheckedContent     bool
@@ -330,6 +331,7 @@ func mcpFlags(e *env) (*flag.FlagSet, *mcpConfig, *opsFlags) {
 	fs.StringVar(&c.upstreamURL, "upstream-url", "", "the upstream's streamable HTTP endpoint, e.g. http://127.0.0.1:9000/mcp")
 	fs.StringVar(&c.upstreamCmd, "upstream-command", "", `the upstream's command line, run as a child over stdio, e.g. "node server.js /srv/files" (split into words, never run by a shell)`)
 	fs.Var(&c.upstreamEnv, "upstream-env", "add NAME=VALUE to the child's environment, which otherwise holds only PATH and HOME (repeatable)")
+	c.upstreamCreds.register(fs)
 	fs.StringVar(&c.listen, "listen", "127.0.0.1:8080", "address to listen on (port 0 picks a free one; the log says which)")
 	fs.BoolVar(&c.stdio, "stdio", false, "serve one client on standard input and output, as the local user, instead of listening")
 	fs.StringVar(&c.resourceURL, "resource-url", "", "the gateway's public URL of /mcp, for the protected resource metadata (default http(s)://LISTEN/mcp)")
@@ -636,6 +638,9 @@ func serveMCP(ctx context.Context, e *env, c mcpConfig, ops *opsFlags, conf conf
 	up := mcpgw.Upstream{URL: c.upstreamURL}
 	if c.upstreamCmd != "" {
 		up = mcpgw.Upstream{Command: c.upstreamCmd, Args: c.upstreamArgs, Env: c.childEnv(e.getenv), Stderr: stderr}
+	}
+	if up.Credentials, err = c.upstreamCreds.build(); err != nil {
+		return failf(e, "mcp", "%v", err)
 	}
 	gw, err := mcpgw.New(enf, up, gopts...)
 	if err != nil {

@@ -186,4 +186,10 @@ const (
 	// child process being restarted, a connection refused)
 	// (AXGATE_STORE_UNAVAILABLE, retryable).
 	UpstreamUnavailable axerr.Reason = "upstream_unavailable"
+	// UpstreamCredentials: no credential for the upstream could be had.
+	//
+	// The token exchange of the caller's token, or the client credentials
+	// grant, failed; the call was not sent (AXGATE_STORE_UNAVAILABLE;
+	// retryable unless the token endpoint refused).
+	UpstreamCredentials axerr.Reason = "upstream_credentials"
 )

@@ -17,6 +17,7 @@ import (
 
 	"github.com/axgate/axgate/adapters/mcpgate"
 	"github.com/axgate/axgate/adapters/mcpgate/gateway/internal/direct"
+	"github.com/axgate/axgate/adapters/mcpgate/gateway/internal/upcreds"
 	"github.com/axgate/axgate/adapters/mcpgate/internal/childproc"
 	axerr "github.com/axgate/axgate/errors"
 	"github.com/axgate/axgate/internal/wire"
@@ -129,6 +130,18 @@ func (f *front) initialize(ctx context.Context, ss *mcp.ServerSession, req mcp.R
 	if p, err := f.principalOf(ctx, ss, req.GetExtra()); err == nil {
 		key = sessionKey(p)
 	}
+	// With TokenExchange the upstream session is the caller's: a caller
+	// whose token cannot be exchanged is refused here, before any link
+	// (whose failing starts would hold back the others').
+	var caller *upcreds.Caller
+	if f.g.perCaller() {
+		caller = callerOf(f, ctx, ss, req.GetExtra())
+		if caller != nil {
+			if _, err := f.g.creds.Authorization(upcreds.WithCaller(ctx, caller)); err != nil {
+				return nil, sessionRefusal(credentialsRefused("", err))
+			}
+		}
+	}
 	counted, e := f.g.admit(ss, key)
 	if e != nil {
 		return nil, sessionRefusal(e)
@@ -143,7 +156,7 @@ func (f *front) initialize(ctx context.Context, ss *mcp.ServerSession, req mcp.R
 		}
 		return res, err
 	}
-	l := f.g.linkFor(f, ss)
+	l := f.g.linkWith(f, ss, caller)
 	if f.g.probeless {
 		// The session's child is the only one (New started none): the
 		// client's initialize is answered once it runs, its pins checked,
@@ -344,6 +357,9 @@ func (f *front) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Ca
 		if _, ok := l.offered()[req.Params.Name]; !ok {
 			return mcpgate.Refusal(notOffered(a)), nil
 		}
+		if f.g.perCaller() {
+			ctx = f.withCaller(ctx, l, req)
+		}
 		ctx = context.WithValue(ctx, outboundKey{}, &outbound{link: l, progress: progressToken(req.Params.GetProgressToken())})
 	}
 	return f.handler(ctx, req)
@@ -376,6 +392,9 @@ func (g *Gateway) forward(ctx context.Context, call *middleware.Call) (middlewar
 	}
 	if g.isChanged(call.Tool) && call.Action != nil {
 		return middleware.Result{}, toolChanged(call.Action)
+	}
+	if err := g.upstreamCredential(ctx); err != nil {
+		return middleware.Result{}, credentialsRefused(call.Intent(), err)
 	}
 	canon, err := call.CanonicalArguments()
 	if err != nil {

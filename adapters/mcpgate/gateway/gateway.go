@@ -25,6 +25,7 @@ import (
 	"github.com/axgate/axgate/adapters/httpgate"
 	"github.com/axgate/axgate/adapters/mcpgate"
 	"github.com/axgate/axgate/adapters/mcpgate/gateway/internal/direct"
+	"github.com/axgate/axgate/adapters/mcpgate/gateway/internal/upcreds"
 	axerr "github.com/axgate/axgate/errors"
 	"github.com/axgate/axgate/gates"
 	"github.com/axgate/axgate/internal/gate"
@@ -59,6 +60,8 @@ type Gateway struct {
 	// ownClient is the HTTP client the gateway made for an HTTP upstream
 	// given without one; Close closes its idle connections.
 	ownClient *http.Client
+	// creds are the upstream's credentials (credentials.go), nil without.
+	creds *upcreds.Set
 
 	mu      sync.Mutex
 	closed  bool
@@ -174,6 +177,14 @@ func New(enf *axgate.Enforcer, upstream Upstream, opts ...Option) (*Gateway, err
 		g.ownClient = newUpstreamClient()
 		g.up.HTTPClient = g.ownClient
 	}
+	var err error
+	if g.creds, err = newCredentials(upstream); err != nil {
+		return nil, err
+	}
+	if g.creds != nil && upstream.URL != "" {
+		// Both paths (the SDK's transport, the direct path) send through it.
+		g.up.HTTPClient = withCredentials(g.up.HTTPClient, g.creds)
+	}
 	userArgs, tenantArgs := enf.IdentityArgs()
 	g.access = gate.NewAccess(g.m, gates.AccessOptions{UserArgs: userArgs, TenantArgs: tenantArgs})
 	for _, t := range enf.Tools() {
@@ -198,7 +209,6 @@ func New(enf *axgate.Enforcer, upstream Upstream, opts ...Option) (*Gateway, err
 	})
 	g.entries = enf.Wrap(middleware.InvokerFunc(g.forwardEntry))
 	meter := cfg.meter.Meter("github.com/axgate/axgate/adapters/mcpgate/gateway")
-	var err error
 	if g.changedCount, err = meter.Int64Counter("axgate.gateway.tool_changed",
 		metric.WithDescription("Tools disabled because the upstream's definition no longer matches the manifest's upstream_sha256 pin"),
 		metric.WithUnit("{tool}")); err != nil {
@@ -489,12 +499,21 @@ func (g *Gateway) frontCaps() *mcp.ServerCapabilities {
 // linkFor returns the upstream session of a client session, starting it on
 // first use. It ends when the client session ends.
 func (g *Gateway) linkFor(f *front, ss *mcp.ServerSession) *link {
+	return g.linkWith(f, ss, nil)
+}
+
+// linkWith is linkFor, the upstream session started as caller's
+// (TokenExchange) when it starts now.
+func (g *Gateway) linkWith(f *front, ss *mcp.ServerSession, caller *upcreds.Caller) *link {
 	g.mu.Lock()
 	if l := g.links[ss]; l != nil {
 		g.mu.Unlock()
 		return l
 	}
 	l := g.newLink(f, ss)
+	if caller != nil {
+		l.caller.Store(caller)
+	}
 	if g.closed {
 		g.mu.Unlock()
 		l.stopUnstarted()

@@ -49,6 +49,11 @@ type Upstream struct {
 	Dir string
 	// Stderr receives the child's standard error (nil: discarded).
 	Stderr io.Writer
+
+	// Credentials are the gateway's own credentials to the upstream
+	// (UpstreamCredentials): headers and tokens for an HTTP upstream,
+	// environment variables for a command's child.
+	Credentials *UpstreamCredentials
 }
 
 // Option configures a Gateway.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/axgate/axgate/adapters/mcpgate/gateway/internal/direct"
+	"github.com/axgate/axgate/adapters/mcpgate/gateway/internal/upcreds"
 	"github.com/axgate/axgate/adapters/mcpgate/internal/childproc"
 	"github.com/axgate/axgate/middleware"
 )
@@ -52,6 +54,10 @@ type link struct {
 	// the upstream took: resource updates reach the client only for what
 	// it may read (passesNotification).
 	subscriber atomic.Pointer[middleware.Principal]
+	// caller is the client session's caller last seen, whose token the
+	// upstream session's requests without a caller of their own carry
+	// (TokenExchange; credentials.go).
+	caller atomic.Pointer[upcreds.Caller]
 }
 
 // linkConn is a link's connection to the upstream: the current session,
@@ -259,6 +265,9 @@ func (l *link) transport() mcp.Transport {
 		if next == nil {
 			next = http.DefaultTransport
 		}
+		if g.creds.PerCaller() {
+			next = linkCaller{l: l, next: next}
+		}
 		bounded := *hc
 		bounded.Transport = boundedTransport{next: next, limit: limit, cut: &l.tooLarge}
 		return &mcp.StreamableClientTransport{Endpoint: g.up.URL, HTTPClient: &bounded, MaxEventSize: int(limit) + 1}
@@ -266,7 +275,7 @@ func (l *link) transport() mcp.Transport {
 	return childproc.NewTransport(childproc.Command{
 		Path:    g.up.Command,
 		Args:    g.up.Args,
-		Env:     childproc.Env(g.up.InheritEnv, g.up.Env),
+		Env:     childproc.Env(g.up.InheritEnv, append(slices.Clone(g.up.Env), g.creds.Env()...)),
 		Dir:     g.up.Dir,
 		Stderr:  g.up.Stderr,
 		Sandbox: g.cfg.contained,
