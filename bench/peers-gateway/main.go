@@ -151,7 +151,11 @@ func (r *runner) setup() {
 	write(r.jwks, set)
 	write(r.manifest, mustRead("testdata/manifest.json"))
 	write(r.authz, mustRead("testdata/authz.json"))
-	fmt.Printf("# peers-gateway: %s, %d rounds × %s per engine and row\n", time.Now().UTC().Format(time.RFC3339), r.rounds, r.duration)
+	what := fmt.Sprintf("%d rounds × %s per engine and row", r.rounds, r.duration)
+	if r.verify {
+		what = "the checks only"
+	}
+	fmt.Printf("# peers-gateway: %s, %s\n", time.Now().UTC().Format(time.RFC3339), what)
 	fmt.Printf("# load average at start: %s", loadavg())
 }
 

@@ -244,6 +244,9 @@ func (r *runner) runMCP() {
 		proto string
 	}
 	engines := map[set][]engine{}
+	if r.verify { // the checks run on the first work only
+		r.works = r.works[:1]
+	}
 	for _, w := range r.works {
 		for _, p := range r.protos {
 			engines[set{w, p}] = r.startMCPEngines(w, p)

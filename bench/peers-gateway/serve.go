@@ -329,6 +329,13 @@ func (r *runner) runShared() {
 	for i := range toks {
 		toks[i] = r.bearer("agent", fmt.Sprintf("t%05d", i), "reader")
 	}
+	// Warm the agents' connections to both replicas and the replicas'
+	// connections to Redis.
+	for i := range 4 * len(r.agents) * 8 {
+		if code, b, err := post(base(i%2), "stat", readBody, auth(toks[i%len(toks)])); err != nil || code != http.StatusOK {
+			fatalf("stat: HTTP %d %.200s %v", code, b, err)
+		}
+	}
 	type shRow struct {
 		kind     string
 		replicas int
