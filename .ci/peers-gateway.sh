@@ -42,10 +42,18 @@ go vet .
 go build -o "$work/peers-gateway" .
 thv=()
 if [ -z "${NO_TOOLHIVE:-}" ]; then
-	echo "-- build thvgate (ToolHive; the first build compiles ~1,300 packages)"
+	# thvgate is a module of its own, so that ToolHive's requirements and
+	# axgate's do not raise each other's versions: it builds with exactly
+	# the versions ToolHive v0.47.0 was released with.
+	echo "-- build thvgate (ToolHive v0.47.0; a first build compiles ~1,300 packages)"
 	start=$(date +%s)
-	nice -n 19 go build -o "$work/thvgate" ./thvgate
-	go vet ./thvgate
+	(
+		cd thvgate
+		export GOTOOLCHAIN="${THV_GOTOOLCHAIN:-local}"
+		go mod tidy -diff || { echo "bench/peers-gateway/thvgate: run (cd bench/peers-gateway/thvgate && GOWORK=off go mod tidy) and commit" >&2; exit 1; }
+		nice -n 19 go build -o "$work/thvgate" .
+		go vet .
+	)
 	echo "   built in $(($(date +%s) - start)) s"
 	thv=(-thvgate "$work/thvgate")
 fi

@@ -221,6 +221,8 @@ func short(how string) string {
 		}
 		return code
 	}
+	how = strings.TrimPrefix(how, `error: calling "tools/call": sending "tools/call": `)
+	how = strings.Replace(how, "rejected by transport: ", "HTTP ", 1)
 	if len(how) > 60 {
 		how = how[:60] + "…"
 	}
