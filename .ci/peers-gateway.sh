@@ -58,9 +58,11 @@ if [ -z "${NO_TOOLHIVE:-}" ]; then
 	thv=(-thvgate "$work/thvgate")
 fi
 
-redis="${AXGATE_REDIS_URL:-redis://127.0.0.1:6379}"
-redis="${redis%/*}"
-[[ "$redis" == redis://* ]] || redis="redis://127.0.0.1:6379"
+# The server of AXGATE_REDIS_URL (its database number dropped: the run uses 9).
+redis="redis://127.0.0.1:6379"
+if [[ "${AXGATE_REDIS_URL:-}" =~ ^(redis://[^/]+)(/[0-9]*)?$ ]]; then
+	redis="${BASH_REMATCH[1]}"
+fi
 hostport="${redis#redis://}"
 hostport="${hostport##*@}"
 sections=mcp,serve,shared

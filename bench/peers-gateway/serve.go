@@ -207,9 +207,22 @@ func flushDB(redisURL string) {
 		fatalf("redis: %v", err)
 	}
 	defer c.Close()
+	replies := 2
+	if u.User != nil { // AUTH [user] password first
+		pw, _ := u.User.Password()
+		args := []string{"AUTH", pw}
+		if name := u.User.Username(); name != "" {
+			args = []string{"AUTH", name, pw}
+		}
+		fmt.Fprintf(c, "*%d\r\n", len(args))
+		for _, a := range args {
+			fmt.Fprintf(c, "$%d\r\n%s\r\n", len(a), a)
+		}
+		replies++
+	}
 	fmt.Fprintf(c, "SELECT %s\r\nFLUSHDB\r\n", db)
 	br := bufio.NewReader(c)
-	for range 2 {
+	for range replies {
 		line, err := br.ReadString('\n')
 		if err != nil || !strings.HasPrefix(line, "+OK") {
 			fatalf("redis: %q %v", line, err)
@@ -244,7 +257,9 @@ func (r *runner) runShared() {
 		httpAddr := freeAddr()
 		ctr := r.startSelf("redis-counter-"+name, "redis-counter", "-target", u.Host, "-http", httpAddr)
 		counters = append(counters, httpAddr)
-		replicas = append(replicas, r.startServe("axgate-serve-"+name, upURL, "redis://"+ctr.addr+u.Path))
+		via := *u // the same Redis URL, through the counter
+		via.Host = ctr.addr
+		replicas = append(replicas, r.startServe("axgate-serve-"+name, upURL, via.String()))
 	}
 	// Tokens issued before a replica started are refused when the replica
 	// keeps its replay store in memory; with Redis they are not, but wait a
