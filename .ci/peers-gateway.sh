@@ -9,7 +9,8 @@
 # the workspace, as users get it.
 #
 #   bash .ci/peers-gateway.sh            the full comparison (5 rounds × 2 s per
-#                                        engine and row; about 25 minutes):
+#                                        engine and row; about 10 minutes
+#                                        after the builds):
 #                                        run it on a quiet machine
 #   bash .ci/peers-gateway.sh --verify   tidy check, vet, build, and every engine
 #                                        checked on every protocol (allowed and
