@@ -99,6 +99,7 @@ func main() {
 	}
 	current = r
 	r.setup()
+	defer os.RemoveAll(r.dir) // kept when the run fails (fatalf names it)
 	defer r.stopAll()
 	if r.sections["mcp"] {
 		r.runMCP()

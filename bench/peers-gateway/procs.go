@@ -132,6 +132,9 @@ func fatalf(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "peers-gateway: "+format+"\n", args...)
 	if current != nil {
 		current.stopAll()
+		if current.dir != "" {
+			fmt.Fprintf(os.Stderr, "peers-gateway: the processes' logs are in %s\n", current.dir)
+		}
 	}
 	os.Exit(1)
 }
