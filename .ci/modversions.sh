@@ -46,7 +46,9 @@ while read -r gomod; do
 	fi
 # bench/peers is outside go.work on purpose (OPA and cedar-go would raise the
 # workspace's versions) and requires nothing tagged: .ci/peers.sh checks it.
-done < <(find . -name go.mod -not -path './.git/*' -not -path '*/testdata/*' -not -path './bench/peers/*' | sort)
+# bench/peers-gateway (and its thvgate) likewise, for ToolHive:
+# .ci/peers-gateway.sh checks them.
+done < <(find . -name go.mod -not -path './.git/*' -not -path '*/testdata/*' -not -path './bench/peers/*' -not -path './bench/peers-gateway/*' | sort)
 
 # canonical prints "require path version", "replace path [version] => target"
 # either alone or inside a "( ... )" block: one line per directive.
