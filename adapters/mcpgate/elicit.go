@@ -14,6 +14,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	axerr "github.com/axgate/axgate/errors"
 	"github.com/axgate/axgate/internal/gate"
 	"github.com/axgate/axgate/middleware"
 	"github.com/axgate/axgate/token"
@@ -22,6 +23,11 @@ import (
 // ConfirmationInputID is the id of the confirmation question in an
 // input-required result (MCP multi round-trip requests).
 const ConfirmationInputID = "axag/confirmation"
+
+// DecisionInputID is the id of the URL-mode elicitation request that sends
+// the person to the page of a call waiting for their decision (MCP multi
+// round-trip requests; URL-mode elicitation on older protocols).
+const DecisionInputID = "axag/decision"
 
 // defaultElicitationTTL is how long the person has to answer a confirmation
 // question asked inline, unless WithElicitationTTL says otherwise.
@@ -124,6 +130,10 @@ type questionState struct {
 	Args      string `json:"args_sha256"`
 	Expires   int64  `json:"exp"`
 	ID        string `json:"jti"`
+	// Kind is "" for a confirmation question asked by form, "decision"
+	// for a person sent to the page of the call: the state of one is
+	// never taken for the other.
+	Kind string `json:"kind,omitempty"`
 }
 
 // stateFor describes call, or fails when its arguments cannot be digested.
@@ -199,7 +209,8 @@ func (k *elicitKeys) verify(ctx context.Context, state string, want questionStat
 	return nil
 }
 
-// elicitation asks for a confirmation through the MCP client.
+// elicitation asks for a confirmation through the MCP client, or sends
+// the person to the page of the call.
 //
 // The SDK's multi round-trip requests do the asking: on the first pass, ask
 // records the question and the handler answers "input required" with an
@@ -214,8 +225,18 @@ func (k *elicitKeys) verify(ctx context.Context, state string, want questionStat
 // proves that the server asked: it is signed with the adapter's key, names
 // the one call it was asked about (tool, intent, principal, tenant, digest of
 // the arguments), expires, and is taken once.
+//
+// A form question is asked only where the client's answer is trusted to
+// be the person's (not WithoutElicitation). A call refused for a decision
+// held on a page (details "decision_url", axgate.WithDecisionPages) is
+// answered, for a client that declares URL-mode elicitation, with a
+// URL-mode request for that page: the client's answer there only says that
+// the person went to it; the call's retry runs when the person decided
+// there, and is refused otherwise.
 type elicitation struct {
 	keys     *elicitKeys
+	form     bool // the client may be asked a form question
+	url      bool // the client can be sent to a page (URL mode)
 	answered bool
 	accepted bool
 	state    string // the answer's request state
@@ -223,25 +244,36 @@ type elicitation struct {
 	asked    string // the request state of the question asked
 	invalid  bool   // the answer's state was refused
 	storeErr error  // the replay store failed
+
+	// decided: the call comes back from the page of its decision, with
+	// decisionState.
+	decided       bool
+	decisionState string
 }
 
-// elicitation returns nil when the client cannot be asked.
+// elicitation returns nil when the client can be neither asked nor sent to
+// a page.
 func (c config) elicitation(req *mcp.CallToolRequest) *elicitation {
-	if c.noElicitation {
-		return nil
-	}
 	caps := req.ClientCapabilities()
-	if caps == nil || caps.Elicitation == nil {
-		return nil
-	}
-	if caps.Elicitation.Form == nil && caps.Elicitation.URL != nil {
-		return nil // URL mode only: it cannot show a yes/no question.
-	}
 	el := &elicitation{keys: c.elicit}
-	if r, ok := req.Params.InputResponses[ConfirmationInputID].(*mcp.ElicitResult); ok && r != nil {
-		el.answered = true
-		el.accepted = r.Action == "accept"
-		el.state = req.Params.RequestState
+	if r, ok := req.Params.InputResponses[DecisionInputID].(*mcp.ElicitResult); ok && r != nil {
+		el.decided = true
+		el.decisionState = req.Params.RequestState
+	}
+	if caps != nil && caps.Elicitation != nil {
+		el.url = caps.Elicitation.URL != nil
+		// URL mode only cannot show a yes/no question.
+		el.form = !c.noElicitation && (caps.Elicitation.Form != nil || caps.Elicitation.URL == nil)
+	}
+	if el.form {
+		if r, ok := req.Params.InputResponses[ConfirmationInputID].(*mcp.ElicitResult); ok && r != nil {
+			el.answered = true
+			el.accepted = r.Action == "accept"
+			el.state = req.Params.RequestState
+		}
+	}
+	if !el.form && !el.url && !el.decided {
+		return nil
 	}
 	return el
 }
@@ -268,6 +300,57 @@ func (el *elicitation) ask(ctx context.Context, call *middleware.Call, message s
 	}
 	el.question = message
 	return false, ErrElicitationPending
+}
+
+// checkDecision verifies the request state the call came back from the
+// page of its decision with: issued by this adapter (or a replica sharing
+// WithElicitationKey) for exactly this call, unexpired, taken once.
+func (el *elicitation) checkDecision(ctx context.Context, call *middleware.Call) error {
+	want, err := stateFor(call)
+	if err != nil {
+		return err
+	}
+	want.Kind = decisionKind
+	return el.keys.verify(ctx, el.decisionState, want)
+}
+
+// decisionKind marks the request state of a person sent to a page.
+const decisionKind = "decision"
+
+// sendToPage is the result that sends the person to the page of the call
+// refused by ae (its details name the page), or nil when the client cannot
+// be sent there.
+func (el *elicitation) sendToPage(call *middleware.Call, ae *axerr.Error) (*mcp.CallToolResult, error) {
+	if el == nil || !el.url || el.decided {
+		return nil, nil
+	}
+	if ae.Code != axerr.CodeConfirmationMissing && ae.Code != axerr.CodeApprovalMissing {
+		return nil, nil
+	}
+	page, _ := ae.Details["decision_url"].(string)
+	id, _ := ae.Details["decision_id"].(string)
+	if page == "" {
+		return nil, nil
+	}
+	want, err := stateFor(call)
+	if err != nil {
+		return nil, err
+	}
+	want.Kind = decisionKind
+	state, err := el.keys.sign(want)
+	if err != nil {
+		return nil, err
+	}
+	msg := "Please confirm or deny this call on its page: " + ae.Message
+	if ae.Code == axerr.CodeApprovalMissing {
+		msg = "This call waits for approval on its page: " + ae.Message
+	}
+	return &mcp.CallToolResult{
+		InputRequests: mcp.InputRequestMap{
+			DecisionInputID: &mcp.ElicitParams{Mode: "url", Message: msg, URL: page, ElicitationID: id},
+		},
+		RequestState: state,
+	}, nil
 }
 
 // inputRequired is the result that asks the person.
