@@ -305,12 +305,14 @@ func (el *elicitation) ask(ctx context.Context, call *middleware.Call, message s
 // checkDecision verifies the request state the call came back from the
 // page of its decision with: issued by this adapter (or a replica sharing
 // WithElicitationKey) for exactly this call, unexpired, taken once.
-func (el *elicitation) checkDecision(ctx context.Context, call *middleware.Call) error {
+// The chain has not run yet, so the call's intent is the manifest's
+// action of its tool (intent: "" when there is none, which no state names).
+func (el *elicitation) checkDecision(ctx context.Context, call *middleware.Call, intent string) error {
 	want, err := stateFor(call)
 	if err != nil {
 		return err
 	}
-	want.Kind = decisionKind
+	want.Intent, want.Kind = intent, decisionKind
 	return el.keys.verify(ctx, el.decisionState, want)
 }
 

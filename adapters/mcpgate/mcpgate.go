@@ -208,7 +208,11 @@ func (c config) handler(e *axgate.Enforcer, tool middleware.Invoker) mcp.ToolHan
 			// Back from the page of the call's decision: the state must be
 			// this call's, and the decision held for it is what counts (the
 			// chain runs again, asking nothing).
-			if serr := el.checkDecision(ctx, call); serr != nil {
+			intent := ""
+			if a := e.Manifest().Tool(call.Tool); a != nil {
+				intent = a.Intent
+			}
+			if serr := el.checkDecision(ctx, call, intent); serr != nil {
 				if errors.Is(serr, ErrElicitationStateInvalid) {
 					return c.refuse(decisionStateInvalid())
 				}

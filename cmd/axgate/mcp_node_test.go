@@ -54,7 +54,7 @@ func TestMCPNodeClient(t *testing.T) {
 
 	pki := newServePKI(t)
 	gw := startMCP(t, childEnviron(), "--manifest", manifestPath, "--upstream-command", upstream,
-		"--jwks", pki.jwks, "--human", "127.0.0.1:0", "--human-audience", "axgate-people", "--inline-confirmation")
+		"--jwks", pki.jwks, "--human", "127.0.0.1:0", "--human-audience", "axgate-people", "--trust-client-elicitation")
 	tokens := map[string]string{}
 	for name, roles := range map[string]string{"carol-token": "", "alice-token": "editor", "bob-token": "editor,admin"} {
 		args := []string{"principal", "--key", pki.key, "--sub", strings.TrimSuffix(name, "-token"), "--aud", gw.url}
