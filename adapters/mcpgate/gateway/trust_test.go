@@ -5,12 +5,15 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"testing"
 
 	"github.com/axgate/axgate"
 	"github.com/axgate/axgate/adapters/mcpgate/gateway"
+	axerr "github.com/axgate/axgate/errors"
 	"github.com/axgate/axgate/manifest"
+	"github.com/axgate/axgate/middleware"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
 )
@@ -105,4 +108,121 @@ func TestClientElicitationIsNotThePersons(t *testing.T) {
 			}
 		})
 	}
+}
+
+// heldDecision stands in for the decision of axgate.WithDecisionPages (the
+// core's side of issue 30): until the person decided, write_file is refused
+// with AXAG_CONFIRMATION_MISSING naming the page of the call; once they
+// confirmed, the same call passes once, with no token in hand.
+type heldDecision struct {
+	mu                sync.Mutex
+	decided, executed bool
+}
+
+const decisionPage = "http://people.example/requests/d-1"
+
+func (h *heldDecision) decide() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.decided, h.executed = true, false
+}
+
+func (h *heldDecision) option() axgate.Option {
+	return axgate.WithPreExecution(func(std []middleware.Stage) []middleware.Stage {
+		var out []middleware.Stage
+		for _, s := range std {
+			if s.Name != middleware.StageConfirmation {
+				out = append(out, s)
+			}
+		}
+		return append(out, middleware.Stage{Name: middleware.StageConfirmation, Interceptor: func(ctx context.Context, call *middleware.Call, next middleware.Invoker) (middleware.Result, error) {
+			if call.Tool != "write_file" {
+				return next.Invoke(ctx, call)
+			}
+			h.mu.Lock()
+			pass := h.decided && !h.executed
+			if pass {
+				h.executed = true
+			}
+			h.mu.Unlock()
+			if !pass {
+				return middleware.Result{}, axerr.New(axerr.CodeConfirmationMissing, "write_file needs the person's confirmation").
+					With("decision_id", "d-1").With("decision_url", decisionPage).
+					With("agent_action", "Show decision_url to the user, then call again with the same arguments.")
+			}
+			return next.Invoke(ctx, call)
+		}})
+	})
+}
+
+// TestDecisionPageThroughTheGateway: through the gateway (in front of the
+// real server-filesystem, over streamable HTTP), a client that declares
+// URL-mode elicitation is sent to the page of a write waiting for the
+// person's decision, and the write runs once they decided there; a client
+// that cannot be sent there gets the refusal naming the page, and the same
+// call repeated after the decision writes, once. The Go SDK's client asks
+// for MCP 2026-07-28 and falls back to the front's 2025-11-25.
+func TestDecisionPageThroughTheGateway(t *testing.T) {
+	t.Parallel()
+	node, program := serverFilesystem(t)
+	m, err := manifest.LoadFile(filepath.Join(exampleDir, "axag.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &heldDecision{}
+	enf, err := axgate.New(m, h.option())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { enf.Close() })
+	g, err := gateway.New(enf, gateway.Upstream{Command: node, Args: []string{program, root}, Stderr: io.Discard},
+		gateway.WithBearer(fsAuthenticate, &oauthex.ProtectedResourceMetadata{Resource: "https://gw.example.com/mcp"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Close() })
+	url := serve(t, g)
+
+	var sentTo []string
+	browser := connect(t, url, "alice-token", &mcp.ClientOptions{
+		Capabilities: &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{URL: &mcp.URLElicitationCapabilities{}}},
+		ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			sentTo = append(sentTo, req.Params.Mode+" "+req.Params.URL)
+			h.decide() // the person decides on the page
+			return &mcp.ElicitResult{Action: "accept"}, nil
+		},
+	})
+	if v := browser.InitializeResult().ProtocolVersion; v != "2025-11-25" {
+		t.Errorf("the session speaks %s", v)
+	}
+	path := filepath.Join(root, "page.txt")
+	if res := call(t, browser, "write_file", map[string]any{"path": path, "content": "decided on the page"}); res.IsError {
+		t.Fatalf("the write decided on its page: %s", text(res))
+	}
+	if len(sentTo) != 1 || sentTo[0] != "url "+decisionPage {
+		t.Errorf("the client was sent to %q", sentTo)
+	}
+	if data, err := os.ReadFile(path); err != nil || string(data) != "decided on the page" {
+		t.Errorf("the file holds %q (%v)", data, err)
+	}
+
+	plain := connect(t, url, "alice-token", nil)
+	other := filepath.Join(root, "plain.txt")
+	args := map[string]any{"path": other, "content": "decided later"}
+	r := wantRefusal(t, call(t, plain, "write_file", args), "AXAG_CONFIRMATION_MISSING", "")
+	if r.Details["decision_url"] != decisionPage || r.Details["agent_action"] == nil {
+		t.Errorf("the refusal does not name the page: %v", r.Details)
+	}
+	if _, err := os.Stat(other); err == nil {
+		t.Fatal("written before the decision")
+	}
+	h.decide()
+	if res := call(t, plain, "write_file", args); res.IsError {
+		t.Fatalf("the repeated call after the decision: %s", text(res))
+	}
+	wantRefusal(t, call(t, plain, "write_file", args), "AXAG_CONFIRMATION_MISSING", "")
 }
