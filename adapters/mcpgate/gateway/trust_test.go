@@ -3,11 +3,17 @@ package gateway_test
 import (
 	"context"
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/axgate/axgate"
 	"github.com/axgate/axgate/adapters/mcpgate/gateway"
@@ -110,24 +116,53 @@ func TestClientElicitationIsNotThePersons(t *testing.T) {
 	}
 }
 
-// heldDecision stands in for the decision of axgate.WithDecisionPages (the
-// core's side of issue 30): until the person decided, write_file is refused
-// with AXAG_CONFIRMATION_MISSING naming the page of the call; once they
-// confirmed, the same call passes once, with no token in hand.
-type heldDecision struct {
-	mu                sync.Mutex
-	decided, executed bool
+// heldDecisions stands in for the decisions of axgate.WithDecisionPages
+// (the core's side of issue 30, built by another branch): until the person
+// decided, write_file is refused with AXAG_CONFIRMATION_MISSING naming the
+// page of the call (decision_id, decision_url, agent_action); once they
+// confirmed, the same call (same arguments) passes once, with no token in
+// hand; once they denied, it is refused with reason declined. Either way the
+// next call records a new request. It serves the pages' POST
+// /requests/{id} (decision=confirm|deny) as a person's browser would post
+// it, without the sign-in and CSRF of the real pages.
+type heldDecisions struct {
+	mu    sync.Mutex
+	base  string            // the pages' base URL, ending in "/"
+	calls map[string]string // request id → "", "confirm" or "deny"
 }
 
-const decisionPage = "http://people.example/requests/d-1"
+func newHeldDecisions(t *testing.T) *heldDecisions {
+	h := &heldDecisions{calls: map[string]string{}}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /requests/{id}", func(w http.ResponseWriter, r *http.Request) {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		d := r.FormValue("decision")
+		if _, ok := h.calls[r.PathValue("id")]; !ok || (d != "confirm" && d != "deny") {
+			http.Error(w, "no such request", http.StatusNotFound)
+			return
+		}
+		h.calls[r.PathValue("id")] = d
+		w.WriteHeader(http.StatusSeeOther)
+	})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	h.base = srv.URL + "/"
+	return h
+}
 
-func (h *heldDecision) decide() {
+// decideAll gives decision to every pending request.
+func (h *heldDecisions) decideAll(decision string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.decided, h.executed = true, false
+	for id, d := range h.calls {
+		if d == "" {
+			h.calls[id] = decision
+		}
+	}
 }
 
-func (h *heldDecision) option() axgate.Option {
+func (h *heldDecisions) option() axgate.Option {
 	return axgate.WithPreExecution(func(std []middleware.Stage) []middleware.Stage {
 		var out []middleware.Stage
 		for _, s := range std {
@@ -139,18 +174,28 @@ func (h *heldDecision) option() axgate.Option {
 			if call.Tool != "write_file" {
 				return next.Invoke(ctx, call)
 			}
+			digest, err := call.ArgsSHA256()
+			if err != nil {
+				return middleware.Result{}, err
+			}
+			id := digest[:16]
 			h.mu.Lock()
-			pass := h.decided && !h.executed
-			if pass {
-				h.executed = true
+			d, ok := h.calls[id]
+			if d != "" {
+				delete(h.calls, id)
+			} else if !ok {
+				h.calls[id] = ""
 			}
 			h.mu.Unlock()
-			if !pass {
-				return middleware.Result{}, axerr.New(axerr.CodeConfirmationMissing, "write_file needs the person's confirmation").
-					With("decision_id", "d-1").With("decision_url", decisionPage).
-					With("agent_action", "Show decision_url to the user, then call again with the same arguments.")
+			switch d {
+			case "confirm":
+				return next.Invoke(ctx, call)
+			case "deny":
+				return middleware.Result{}, axerr.New(axerr.CodeConfirmationMissing, "the person denied this call").WithReason("declined")
 			}
-			return next.Invoke(ctx, call)
+			return middleware.Result{}, axerr.New(axerr.CodeConfirmationMissing, "write_file needs the person's confirmation").
+				With("decision_id", id).With("decision_url", h.base+"requests/"+id).
+				With("agent_action", "Show decision_url to the user, then call again with the same arguments.")
 		}})
 	})
 }
@@ -173,7 +218,7 @@ func TestDecisionPageThroughTheGateway(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &heldDecision{}
+	h := newHeldDecisions(t)
 	enf, err := axgate.New(m, h.option())
 	if err != nil {
 		t.Fatal(err)
@@ -192,7 +237,7 @@ func TestDecisionPageThroughTheGateway(t *testing.T) {
 		Capabilities: &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{URL: &mcp.URLElicitationCapabilities{}}},
 		ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
 			sentTo = append(sentTo, req.Params.Mode+" "+req.Params.URL)
-			h.decide() // the person decides on the page
+			h.decideAll("confirm") // the person decides on the page
 			return &mcp.ElicitResult{Action: "accept"}, nil
 		},
 	})
@@ -203,7 +248,7 @@ func TestDecisionPageThroughTheGateway(t *testing.T) {
 	if res := call(t, browser, "write_file", map[string]any{"path": path, "content": "decided on the page"}); res.IsError {
 		t.Fatalf("the write decided on its page: %s", text(res))
 	}
-	if len(sentTo) != 1 || sentTo[0] != "url "+decisionPage {
+	if len(sentTo) != 1 || !strings.HasPrefix(sentTo[0], "url "+h.base+"requests/") {
 		t.Errorf("the client was sent to %q", sentTo)
 	}
 	if data, err := os.ReadFile(path); err != nil || string(data) != "decided on the page" {
@@ -214,15 +259,71 @@ func TestDecisionPageThroughTheGateway(t *testing.T) {
 	other := filepath.Join(root, "plain.txt")
 	args := map[string]any{"path": other, "content": "decided later"}
 	r := wantRefusal(t, call(t, plain, "write_file", args), "AXAG_CONFIRMATION_MISSING", "")
-	if r.Details["decision_url"] != decisionPage || r.Details["agent_action"] == nil {
+	if page, _ := r.Details["decision_url"].(string); !strings.HasPrefix(page, h.base+"requests/") || r.Details["agent_action"] == nil {
 		t.Errorf("the refusal does not name the page: %v", r.Details)
 	}
 	if _, err := os.Stat(other); err == nil {
 		t.Fatal("written before the decision")
 	}
-	h.decide()
+	h.decideAll("confirm")
 	if res := call(t, plain, "write_file", args); res.IsError {
 		t.Fatalf("the repeated call after the decision: %s", text(res))
 	}
 	wantRefusal(t, call(t, plain, "write_file", args), "AXAG_CONFIRMATION_MISSING", "")
+}
+
+// TestDecisionPagesTypeScriptClients drives the gateway, in front of
+// server-filesystem, with the official TypeScript SDK clients
+// (examples/mcpgateway/decision.test.mjs): @modelcontextprotocol/client 2.4.0
+// (2026-07-28 and multi round-trip requests; it falls back to the front's
+// 2025-11-25) and @modelcontextprotocol/sdk 1.32.2 declaring URL-mode
+// elicitation are sent to the page of the write, the person decides there,
+// the retry writes once and a denial writes nothing; a client without
+// elicitation gets the page in the refusal and its repeat after the
+// decision writes once.
+func TestDecisionPagesTypeScriptClients(t *testing.T) {
+	t.Parallel()
+	node, dir := installExample(t)
+	program := filepath.Join(dir, "node_modules", "@modelcontextprotocol", "server-filesystem", "dist", "index.js")
+	script, err := os.ReadFile(filepath.Join(exampleDir, "decision.test.mjs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Beside its node_modules, where its imports resolve.
+	scriptPath := filepath.Join(dir, "decision-"+strconv.Itoa(os.Getpid())+".test.mjs")
+	if err := os.WriteFile(scriptPath, script, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Remove(scriptPath)
+	root, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := manifest.LoadFile(filepath.Join(exampleDir, "axag.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHeldDecisions(t)
+	enf, err := axgate.New(m, h.option())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer enf.Close()
+	g, err := gateway.New(enf, gateway.Upstream{Command: node, Args: []string{program, root}, Stderr: io.Discard},
+		gateway.WithBearer(fsAuthenticate, &oauthex.ProtectedResourceMetadata{Resource: "https://gw.example.com/mcp"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, "--test", filepath.Base(scriptPath))
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "MCP_URL="+serve(t, g), "ROOT="+root, "BEARER=alice-token")
+	out, err := cmd.CombinedOutput()
+	t.Logf("node --test decision.test.mjs:\n%s", out)
+	if err != nil {
+		t.Fatalf("the TypeScript clients failed: %v", err)
+	}
 }
