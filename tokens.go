@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
+	"strings"
 	"time"
 
 	axerr "github.com/axgate/axgate/errors"
@@ -97,6 +99,9 @@ type tokenConfig struct {
 	sharedSecret  bool
 	replay        token.ReplayStore
 	approvalStore gates.ApprovalStore
+	// pages is the base URL of the decision pages (WithDecisionPages),
+	// with its trailing slash; "" when not set.
+	pages string
 
 	// errs are option errors reported by New.
 	errs []error
@@ -160,6 +165,43 @@ func WithJWKSFile(path string) Option {
 // WithReplayStore sets where used token ids are recorded (default: in
 // memory, one process). Use a shared store with several replicas.
 func WithReplayStore(s token.ReplayStore) Option { return func(c *config) { c.tokens.replay = s } }
+
+// WithDecisionPages holds people's decisions server-side, bound to the exact call.
+//
+// baseURL is the public URL where the human pages are mounted
+// (httpgate.NewHumanHandler), e.g. "https://ops.example/axgate/"; a slash
+// is added when it lacks one, and New fails unless it is an absolute http
+// or https URL without query or fragment. Then a call refused with
+// AXAG_CONFIRMATION_MISSING (no token, not a check) records a confirmation
+// request in the approval store (Kind "confirmation", decided by its
+// requester alone through Approvals().Decide), as a call refused with
+// AXAG_APPROVAL_MISSING records an approval request; both refusals carry
+// details decision_id, decision_url (baseURL + "requests/" + id) and an
+// agent_action telling the agent to show the page to the user. The same
+// call repeated after the decision (confirmed, or approved by enough
+// approvers) runs once without a token: the commit spends the decision
+// with the call's tokens and moves the request to executed, so of
+// concurrent repeats one runs, and a later one is refused and opens a new
+// request. A denial keeps the call refused. Tokens in hand work as without
+// it. Confirmation requests count in the requester's quota and the
+// tenant's capacity as approval requests do (ApprovalOptions).
+func WithDecisionPages(baseURL string) Option {
+	return func(c *config) {
+		u, err := url.Parse(baseURL)
+		switch {
+		case err != nil:
+			c.tokens.errs = append(c.tokens.errs, fmt.Errorf("decision pages: %w", err))
+			return
+		case u.Scheme != "http" && u.Scheme != "https", u.Host == "", u.RawQuery != "", u.Fragment != "", u.User != nil:
+			c.tokens.errs = append(c.tokens.errs, fmt.Errorf("decision pages: %q is not an absolute http(s) URL without query, fragment or user", baseURL))
+			return
+		}
+		if !strings.HasSuffix(baseURL, "/") {
+			baseURL += "/"
+		}
+		c.tokens.pages = baseURL
+	}
+}
 
 // WithApprovalStore sets where approval requests are kept (default: a
 // memstore.NewApprovalStore for one process, at most 100,000 requests per
@@ -268,16 +310,21 @@ func (e *Enforcer) tokenStages() ([]middleware.Stage, error) {
 		store = gate.NewMemoryApprovalStore(gate.MemoryApprovalOptions{})
 	}
 	issuer := token.Issuer{Signer: signer, Issuer: o.Issuer, Audience: o.Audience}
-	conf, err := gate.NewConfirmation(gate.ConfirmationConfig{Verifier: cv, Audience: o.Audience, Replay: replay, Threshold: o.ConfirmationThreshold})
-	if err != nil {
-		return nil, err
-	}
 	ao := tc.approvals
 	appr, err := gate.NewApproval(gate.ApprovalConfig{
 		Verifier: av, Replay: replay, Store: store, Notifier: ao.Notifier,
 		RequestTTL: ao.RequestTTL, Issuer: issuer, TokenLifetime: approvalLife,
 		Quota: ao.Quota, NotificationsPerMinute: ao.NotificationsPerMinute,
+		Pages: tc.pages, ConfirmationLifetime: confirmLife,
 	})
+	if err != nil {
+		return nil, err
+	}
+	var requests *gate.Approval
+	if tc.pages != "" {
+		requests = appr
+	}
+	conf, err := gate.NewConfirmation(gate.ConfirmationConfig{Verifier: cv, Audience: o.Audience, Replay: replay, Threshold: o.ConfirmationThreshold, Requests: requests})
 	if err != nil {
 		return nil, err
 	}
@@ -321,7 +368,10 @@ func (e *Enforcer) Approvals() *Approvals { return &Approvals{e.tokens.approval}
 
 // Pending lists, a page at a time, the pending requests the approver may decide.
 //
-// They come oldest first. cursor is "" for the first page, else the next
+// Those are the approval requests of the approver's tenant that one of
+// their roles may approve and that are not their own, and (with
+// WithDecisionPages) their own pending confirmation requests. They come
+// oldest first. cursor is "" for the first page, else the next
 // cursor of the page before; limit is at most 100 (50 when 0). next is "" after
 // the last page.
 func (a *Approvals) Pending(ctx context.Context, approver middleware.Principal, cursor string, limit int) (page []gates.ApprovalRequest, next string, err error) {
@@ -329,15 +379,26 @@ func (a *Approvals) Pending(ctx context.Context, approver middleware.Principal, 
 }
 
 // Request returns one approval request, with the call's arguments, to
-// viewer: its requester, or an approver who may decide it.
+// viewer: its requester, or an approver who may decide it. A confirmation
+// request is shown to its requester only; to anyone else it reads as
+// unknown (reason request_not_found).
 func (a *Approvals) Request(ctx context.Context, viewer middleware.Principal, id string) (gates.ApprovalRequest, error) {
 	return a.g.Request(ctx, viewer, id)
 }
 
-// Decide records an approver's approval (approve true) or denial of a
-// pending request, and returns the request as it now stands and, on
+// Decide records a person's decision on a pending request: approve or deny.
+//
+// For an approval request it returns the request as it now stands and, on
 // approval, a signed approval token for the requester's call with its
 // expiry.
+//
+// A confirmation request (Kind "confirmation", WithDecisionPages) is decided
+// by its requester only (anyone else: reason request_not_found, as for a
+// request of another tenant); confirming returns no token: the same call
+// repeated runs on the request once, within the confirmation lifetime
+// (TokenOptions.ConfirmationLifetime), and a denial refuses it (reason
+// declined) as long. The transport must have authenticated person as a
+// person (the human endpoints), never as the agent making the call.
 func (a *Approvals) Decide(ctx context.Context, approver middleware.Principal, id string, approve bool, reason string) (req gates.ApprovalRequest, token string, expiresAt time.Time, err error) {
 	return a.g.Decide(ctx, approver, id, approve, reason)
 }

@@ -115,6 +115,9 @@ const notRetryableAction = "Do not call again with the same arguments: change wh
 
 // agentAction is what the envelope and the text say an agent does next.
 func (e *Error) agentAction() string {
+	if a, ok := e.Details[DetailAgentAction].(string); ok && a != "" {
+		return a
+	}
 	if e.retry != nil && !*e.retry && e.Code.Retryable() {
 		return notRetryableAction
 	}
@@ -163,9 +166,15 @@ type Envelope struct {
 	Error Body `json:"error"`
 }
 
+// DetailAgentAction is the details key of the envelope's agent action. A
+// refusal whose Details set it to a non-empty string says that instead of
+// its code's AgentAction (a refusal that names a page for the person, say).
+const DetailAgentAction = "agent_action"
+
 // Envelope renders e as the AXAG error response. Details always carry
-// "retryable" and "agent_action"; "intent", "suggestion", "violations",
-// "retry_after" (whole seconds, rounded up) and "gate" appear when set.
+// "retryable" and "agent_action" (the code's, unless Details set their
+// own); "intent", "suggestion", "violations", "retry_after" (whole seconds,
+// rounded up) and "gate" appear when set.
 func (e *Error) Envelope() Envelope {
 	d := make(map[string]any, len(e.Details)+7)
 	for k, v := range e.Details {
@@ -345,7 +354,9 @@ func (e *Error) Text() string {
 	for k, v := range e.Details {
 		switch v.(type) {
 		case string, bool, int, int64, float64, json.Number:
-			keys = append(keys, k)
+			if k != DetailAgentAction { // the "Next step" line
+				keys = append(keys, k)
+			}
 		}
 	}
 	sort.Strings(keys)

@@ -165,11 +165,17 @@ type ApprovalDecision struct {
 	At       time.Time `json:"at"`
 }
 
-// ApprovalRequest is a call waiting for approval. Its ID is derived from
-// intent, arguments digest, requester and tenant, so a retry of the same call
-// finds the same request.
+// ApprovalRequest is a call waiting for approval, or for its requester's
+// confirmation. Its ID is derived from intent, arguments digest, requester,
+// tenant and kind, so a retry of the same call finds the same request.
 type ApprovalRequest struct {
-	ID         string             `json:"id"`
+	ID string `json:"id"`
+	// Kind is "" or "approval" for a request that approvers decide, and
+	// "confirmation" for a confirmation request (recorded with
+	// axgate.WithDecisionPages): Count 1, no Roles, decided by its
+	// requester alone. Both kinds share the store, the requester's quota
+	// and the tenant's capacity.
+	Kind       string             `json:"kind,omitempty"`
 	Tool       string             `json:"tool"`
 	Intent     string             `json:"intent"`
 	Requester  string             `json:"requester"`
@@ -273,6 +279,11 @@ type ApprovalFilter struct {
 	AnyTenant bool
 	// Roles, when set, keeps requests that any of these roles may approve.
 	Roles []string
+	// Decider, when set, keeps only the requests this principal may
+	// decide: their own confirmation requests (Kind "confirmation"), and
+	// the approval requests of others that one of Roles may approve (none
+	// when Roles is empty).
+	Decider string
 	// State, when set, keeps only requests in that state.
 	State ApprovalState
 }

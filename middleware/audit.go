@@ -58,9 +58,12 @@ type AuditRecord struct {
 	Arguments json.RawMessage
 
 	// ConfirmationJTI is the id of the confirmation token the call presented,
-	// and ConfirmationElicited whether the person confirmed inline instead.
-	ConfirmationJTI      string
-	ConfirmationElicited bool
+	// and ConfirmationElicited whether the person confirmed inline instead;
+	// ConfirmationRequestID the confirmation request the person decided on
+	// a decision page, when the call ran on it.
+	ConfirmationJTI       string
+	ConfirmationElicited  bool
+	ConfirmationRequestID string
 	// Approvers are the ids of the people whose approvals the call carried,
 	// and ApprovalRequestID the approval request they answered.
 	Approvers         []string
@@ -171,6 +174,9 @@ func (s slogAudit) Audit(ctx context.Context, r AuditRecord) {
 	if r.ConfirmationJTI != "" || r.ConfirmationElicited {
 		rec.AddAttrs(slog.String("confirmation_jti", r.ConfirmationJTI), slog.Bool("confirmation_elicited", r.ConfirmationElicited))
 	}
+	if r.ConfirmationRequestID != "" {
+		rec.AddAttrs(slog.String("confirmation_request_id", r.ConfirmationRequestID))
+	}
 	if len(r.Approvers) > 0 || r.ApprovalRequestID != "" {
 		rec.AddAttrs(slog.Any("approvers", nonNil(r.Approvers)), slog.String("approval_request_id", r.ApprovalRequestID))
 	}
@@ -201,24 +207,25 @@ func nonNil(s []string) []string {
 // span, if any.
 func auditRecord(ctx context.Context, call *Call, a *manifest.Action, o outcome, start, end time.Time, args json.RawMessage) AuditRecord {
 	r := AuditRecord{
-		Time:                 end,
-		Duration:             end.Sub(start),
-		Tool:                 boundedToolName(call.Tool), // the caller's choice for an undeclared tool, as on the span
-		CallID:               call.ID,
-		PrincipalID:          call.Principal.ID,
-		Tenant:               call.Principal.Tenant,
-		Decision:             o.decision,
-		Code:                 o.code,
-		Gate:                 o.gate,
-		CheckOnly:            call.CheckOnly(),
-		Params:               paramNames(call),
-		Arguments:            args,
-		ConfirmationJTI:      call.Facts.ConfirmationJTI,
-		ConfirmationElicited: call.Facts.ConfirmationElicited,
-		Approvers:            call.Facts.Approvers,
-		ApprovalRequestID:    call.Facts.ApprovalRequestID,
-		Replayed:             call.Facts.Replayed,
-		Warnings:             call.Facts.Warnings,
+		Time:                  end,
+		Duration:              end.Sub(start),
+		Tool:                  boundedToolName(call.Tool), // the caller's choice for an undeclared tool, as on the span
+		CallID:                call.ID,
+		PrincipalID:           call.Principal.ID,
+		Tenant:                call.Principal.Tenant,
+		Decision:              o.decision,
+		Code:                  o.code,
+		Gate:                  o.gate,
+		CheckOnly:             call.CheckOnly(),
+		Params:                paramNames(call),
+		Arguments:             args,
+		ConfirmationJTI:       call.Facts.ConfirmationJTI,
+		ConfirmationElicited:  call.Facts.ConfirmationElicited,
+		ConfirmationRequestID: call.Facts.ConfirmationRequestID,
+		Approvers:             call.Facts.Approvers,
+		ApprovalRequestID:     call.Facts.ApprovalRequestID,
+		Replayed:              call.Facts.Replayed,
+		Warnings:              call.Facts.Warnings,
 	}
 	if a != nil {
 		r.Intent = a.Intent

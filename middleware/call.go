@@ -137,8 +137,12 @@ type Credentials struct {
 type Facts struct {
 	ConfirmationJTI      string
 	ConfirmationElicited bool
-	Approvers            []string
-	ApprovalRequestID    string
+	// ConfirmationRequestID is the confirmation request whose decision
+	// (the person confirmed on the decision page, axgate.WithDecisionPages)
+	// the call ran on, without a token.
+	ConfirmationRequestID string
+	Approvers             []string
+	ApprovalRequestID     string
 	// Replayed is true when the idempotency gate answered with a stored result.
 	Replayed bool
 	// Warnings are things a gate let pass but wants recorded (an unbound

@@ -45,6 +45,10 @@ var errClosed = errors.New("notify: the notifier is closed")
 type Payload struct {
 	// Type is EventApprovalRequested.
 	Type string `json:"type"`
+	// Kind is "confirmation" for a confirmation request
+	// (axgate.WithDecisionPages), which only its requester decides, with
+	// no roles; absent for an approval request.
+	Kind string `json:"kind,omitempty"`
 	// RequestID identifies the approval request; receivers should treat it
 	// as the delivery's idempotency key.
 	RequestID string `json:"request_id"`
@@ -365,7 +369,7 @@ func (n *Notifier) match(tenant, intent string) []Endpoint {
 // payload describes req with what the manifest says of its action.
 func (n *Notifier) payload(m *manifest.Manifest, req gates.ApprovalRequest) Payload {
 	p := Payload{
-		Type: EventApprovalRequested, RequestID: req.ID, Tenant: req.Tenant, Intent: req.Intent,
+		Type: EventApprovalRequested, Kind: req.Kind, RequestID: req.ID, Tenant: req.Tenant, Intent: req.Intent,
 		Tool: req.Tool, Requester: req.Requester, ApprovalsNeeded: req.Count,
 		ApprovalRoles: nonNil(req.Roles), ArgsSHA256: req.ArgsSHA256,
 		CreatedAt: req.CreatedAt, ExpiresAt: req.ExpiresAt, Coalesced: req.Coalesced,
@@ -420,7 +424,11 @@ func encode(p Payload, f Format) ([]byte, error) {
 // cannot forge a link or a mention.
 func slackText(p Payload) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "*Approval requested* for `%s` (risk %s) by %s", slackEscape(p.Intent), slackEscape(p.RiskLevel), slackEscape(p.Requester))
+	what := "Approval"
+	if p.Kind == "confirmation" {
+		what = "Confirmation"
+	}
+	fmt.Fprintf(&b, "*%s requested* for `%s` (risk %s) by %s", what, slackEscape(p.Intent), slackEscape(p.RiskLevel), slackEscape(p.Requester))
 	if p.Tenant != "" {
 		fmt.Fprintf(&b, " in tenant %s", slackEscape(p.Tenant))
 	}
@@ -428,8 +436,13 @@ func slackText(p Payload) string {
 	if len(p.SideEffects) > 0 {
 		fmt.Fprintf(&b, "\nSide effects: %s", slackEscape(strings.Join(p.SideEffects, ", ")))
 	}
-	fmt.Fprintf(&b, "\nNeeds %d approval(s) from: %s. Request %s, expires %s.", p.ApprovalsNeeded,
-		slackEscape(strings.Join(p.ApprovalRoles, ", ")), slackEscape(p.RequestID), p.ExpiresAt.UTC().Format(time.RFC3339))
+	if p.Kind == "confirmation" {
+		fmt.Fprintf(&b, "\nNeeds the confirmation of %s. Request %s, expires %s.", slackEscape(p.Requester),
+			slackEscape(p.RequestID), p.ExpiresAt.UTC().Format(time.RFC3339))
+	} else {
+		fmt.Fprintf(&b, "\nNeeds %d approval(s) from: %s. Request %s, expires %s.", p.ApprovalsNeeded,
+			slackEscape(strings.Join(p.ApprovalRoles, ", ")), slackEscape(p.RequestID), p.ExpiresAt.UTC().Format(time.RFC3339))
+	}
 	if p.ApproveURL != "" {
 		fmt.Fprintf(&b, "\n<%s|Approve>", slackEscape(p.ApproveURL))
 	}

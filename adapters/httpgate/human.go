@@ -242,7 +242,9 @@ func (h *humanHandler) decide(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	resp := TokenResponse{ID: id, Approved: req.Approve}
-	if *req.Approve {
+	if *req.Approve && tok != "" {
+		// A confirmation request decided here mints no token: the same
+		// call repeated runs on it (axgate.WithDecisionPages).
 		resp.Token, resp.ExpiresAt = tok, &exp
 	}
 	writeJSON(w, http.StatusOK, resp)

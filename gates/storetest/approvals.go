@@ -494,6 +494,142 @@ func TestApprovalStore(t *testing.T, newStore func(t *testing.T) gates.ApprovalS
 		}
 	})
 
+	confirmation := func(id, requester string, created int) gates.ApprovalRequest {
+		r := request(id, "acme", created)
+		r.Kind, r.Requester = "confirmation", requester
+		return r
+	}
+
+	t.Run("ConfirmationRequestKeepsItsKind", func(t *testing.T) {
+		s := newStore(t)
+		r := confirmation("c1", "user-1", 0)
+		sameRequest(t, "Create", create(t, s, r), r)
+		sameRequest(t, "Get", get(t, s, "c1"), r)
+		list, _, err := s.List(ctx(t), gates.ApprovalFilter{Tenant: "acme"}, "", 0)
+		if err != nil || len(list) != 1 {
+			t.Fatalf("List = %v, %v", list, err)
+		}
+		sameRequest(t, "List", list[0], r)
+	})
+
+	t.Run("ListDeciderFilter", func(t *testing.T) {
+		s := newStore(t)
+		mine := request("appr-mine", "acme", 0, "manager")
+		mine.Requester = "boss"
+		create(t, s, mine)
+		create(t, s, request("appr-manager", "acme", 1, "manager"))
+		create(t, s, request("appr-finance", "acme", 2, "finance"))
+		create(t, s, confirmation("conf-boss", "boss", 3))
+		create(t, s, confirmation("conf-other", "user-1", 4))
+		other := confirmation("conf-globex", "boss", 5)
+		other.Tenant = "globex"
+		create(t, s, other)
+		for _, tc := range []struct {
+			filter gates.ApprovalFilter
+			want   []string
+		}{
+			// The approvals boss may decide (not their own), and boss's own
+			// confirmations.
+			{gates.ApprovalFilter{Tenant: "acme", Roles: []string{"manager"}, Decider: "boss"}, []string{"appr-manager", "conf-boss"}},
+			// Without roles, only one's own confirmations.
+			{gates.ApprovalFilter{Tenant: "acme", Decider: "boss"}, []string{"conf-boss"}},
+			// Never one's own approval requests (user-1 asked for the
+			// approvals besides appr-mine).
+			{gates.ApprovalFilter{Tenant: "acme", Decider: "user-1", Roles: []string{"finance", "manager"}}, []string{"appr-mine", "conf-other"}},
+			// Roles alone never select confirmation requests.
+			{gates.ApprovalFilter{Tenant: "acme", Roles: []string{"manager"}}, []string{"appr-mine", "appr-manager"}},
+		} {
+			list, _, err := s.List(ctx(t), tc.filter, "", 0)
+			if err != nil {
+				t.Fatalf("List(%+v): %v", tc.filter, err)
+			}
+			var ids []string
+			for _, r := range list {
+				ids = append(ids, r.ID)
+			}
+			if !slices.Equal(ids, tc.want) {
+				t.Errorf("List(%+v) = %q, want %q", tc.filter, ids, tc.want)
+			}
+		}
+	})
+
+	t.Run("ConfirmationsCountInTheQuota", func(t *testing.T) {
+		s := newStore(t)
+		const quota = 2
+		if _, _, err := s.Create(ctx(t), confirmation("c1", "user-1", 0), quota); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := s.Create(ctx(t), request("a1", "acme", 1, "manager"), quota); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := s.Create(ctx(t), confirmation("c2", "user-1", 2), quota); !isQuota(err) {
+			t.Fatalf("a third request of either kind over a quota of 2 = %v, want a *gates.QuotaError", err)
+		}
+	})
+
+	t.Run("ExecutedOnce", func(t *testing.T) {
+		// The commit of a call that runs on a held decision moves its
+		// request from approved to executed with Update: of concurrent
+		// commits exactly one may.
+		s := newStore(t)
+		create(t, s, confirmation("c1", "user-1", 0))
+		if _, err := s.Update(ctx(t), "c1", decide("user-1", true)); err != nil {
+			t.Fatal(err)
+		}
+		errTaken := errors.New("already executed")
+		errs := race(Concurrency, func(int) error {
+			_, err := s.Update(ctx(t), "c1", func(r *gates.ApprovalRequest) error {
+				if r.State != gates.ApprovalApproved {
+					return errTaken
+				}
+				r.State = gates.ApprovalExecuted
+				return nil
+			})
+			if errors.Is(err, gates.ErrInvalidTransition) {
+				return errTaken // the request was already executed when read
+			}
+			return err
+		})
+		ok, taken, other := count(errs, errTaken)
+		if other != nil {
+			t.Fatal(other)
+		}
+		if ok != 1 || taken != Concurrency-1 {
+			t.Fatalf("%d concurrent moves to executed: %d succeeded; want exactly 1", Concurrency, ok)
+		}
+		if got := get(t, s, "c1"); got.State != gates.ApprovalExecuted {
+			t.Fatalf("state %s, want executed", got.State)
+		}
+		// The same call asked again opens a new request.
+		again := confirmation("c1", "user-1", 1)
+		if _, created, err := s.Create(ctx(t), again, 0); err != nil || !created {
+			t.Fatalf("Create after executed = %v, %v; want a new request", created, err)
+		}
+	})
+
+	t.Run("DeniedConfirmationLapses", func(t *testing.T) {
+		// A denied confirmation request expires at the denial and keeps
+		// its call refused until KeepUntil; then it is replaced.
+		s := newStore(t)
+		r := confirmation("c1", "user-1", 0)
+		r.CreatedAt = time.Now().Add(-time.Minute)
+		create(t, s, r)
+		_, err := s.Update(ctx(t), "c1", func(r *gates.ApprovalRequest) error {
+			now := time.Now()
+			r.State, r.ExpiresAt, r.KeepUntil = gates.ApprovalDenied, now, now.Add(time.Hour)
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		again := confirmation("c1", "user-1", 1)
+		again.CreatedAt = time.Now()
+		got, created, err := s.Create(ctx(t), again, 0)
+		if err != nil || created || got.State != gates.ApprovalDenied {
+			t.Fatalf("Create during the denial = %s, %v, %v; want the denial", got.State, created, err)
+		}
+	})
+
 	t.Run("ListPages", func(t *testing.T) {
 		s := newStore(t)
 		var want []string

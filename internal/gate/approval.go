@@ -63,6 +63,17 @@ type ApprovalConfig struct {
 	NotificationsPerMinute int
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
+	// Pages, when set, is the base URL (ending with a slash) of the pages
+	// where people decide requests (axgate.WithDecisionPages): refusals name
+	// the page of their request (decision_id, decision_url, agent_action),
+	// and a call whose request is approved runs on it once, without tokens.
+	// The confirmation gate records confirmation requests through this gate
+	// (ConfirmationConfig.Requests).
+	Pages string
+	// ConfirmationLifetime is how long a confirmed confirmation request may
+	// be run on, and how long a denied one refuses its call (default
+	// token.DefaultConfirmationLifetime).
+	ConfirmationLifetime time.Duration
 }
 
 // Defaults of ApprovalConfig.
@@ -113,6 +124,9 @@ func NewApproval(cfg ApprovalConfig) (*Approval, error) {
 	}
 	if cfg.NotificationsPerMinute == 0 {
 		cfg.NotificationsPerMinute = DefaultNotificationsPerMinute
+	}
+	if cfg.ConfirmationLifetime <= 0 {
+		cfg.ConfirmationLifetime = token.DefaultConfirmationLifetime
 	}
 	veto := cfg.TokenLifetime
 	if v := cfg.Verifier; v != nil {
@@ -210,7 +224,26 @@ func (g *Approval) intercept(ctx context.Context, call *middleware.Call, next mi
 				return middleware.Result{}, e
 			}
 		}
-		return middleware.Result{}, g.missing(ctx, call, digest, reqID, need, approvers, rejected)
+		req, notified, err := g.open(ctx, call, g.record(call, digest, reqID, need))
+		switch {
+		case err != nil:
+			return middleware.Result{}, err
+		case Vetoed(&req, g.cfg.Now()):
+			return middleware.Result{}, g.denied(call, reqID)
+		case g.cfg.Pages != "" && usable(&req, g.cfg.Now()):
+			// Approved on the page by enough approvers: the call runs on
+			// the request itself, once.
+			call.Facts.Approvers = heldApprovers(&req)
+			ctx = g.runOnDecision(ctx, call, &req, func() *axerr.Error {
+				call.Facts.Approvers = nil // they did not count
+				e := g.missingError(call, digest, reqID, need, nil, rejected).WithReason(reasons.DecisionUsed)
+				e.With("request_state", string(ApprovalExecuted))
+				e.Message = "the approval of this call was used by a call that ran; the same call needs a new approval"
+				return e
+			})
+			return next.Invoke(ctx, call)
+		}
+		return middleware.Result{}, g.missingFor(call, req, notified, digest, reqID, need, approvers, rejected)
 	}
 	sorted := slices.Clone(approvers)
 	sort.Strings(sorted)
@@ -386,85 +419,97 @@ func (g *Approval) invalid(call *middleware.Call, reqID string, reason axerr.Rea
 	return e
 }
 
-// missing records (or finds) the approval request, notifies approvers of a
-// new one, and returns AXAG_APPROVAL_MISSING. A check-only call records
-// nothing and notifies no one; it reports the state of an existing request.
+// record is the approval request a call without enough approvals opens.
+func (g *Approval) record(call *middleware.Call, digest, reqID string, need int) ApprovalRequest {
+	a, p := call.Action, call.Principal
+	now := g.cfg.Now()
+	return ApprovalRequest{
+		ID:         reqID,
+		Tool:       call.Tool,
+		Intent:     a.Intent,
+		Requester:  p.ID,
+		Tenant:     p.Tenant,
+		ArgsSHA256: digest,
+		Arguments:  append([]byte(nil), call.Arguments...),
+		Roles:      slices.Clone(a.ApprovalRoles),
+		Count:      need,
+		State:      ApprovalPending,
+		CreatedAt:  now,
+		ExpiresAt:  now.Add(g.cfg.RequestTTL),
+	}
+}
+
+// open records rec (or finds the request of the same call) and notifies of
+// a new one; notified says whether it was notified (nil: not new, or no
+// notifier). A check-only call records nothing and notifies no one: it gets
+// the existing request, or one in state "not_requested".
 //
 // A new request is a side effect of the call: it is bounded by the
 // requester's quota (counted by the store, atomically with the create) and
-// charges the action's rate limit and cooldown, as a call that runs does. A
-// call a denial vetoes opens no request.
-func (g *Approval) missing(ctx context.Context, call *middleware.Call, digest, reqID string, need int, approvers []string, rejected []rejectedToken) error {
-	a, p := call.Action, call.Principal
-	var (
-		req      ApprovalRequest
-		created  bool
-		err      error
-		notified *bool
-	)
+// charges the action's rate limit and cooldown, as a call that runs does.
+// The caller refuses a call a denial vetoes (Vetoed): no request is opened
+// for it.
+func (g *Approval) open(ctx context.Context, call *middleware.Call, rec ApprovalRequest) (req ApprovalRequest, notified *bool, err error) {
 	now := g.cfg.Now()
+	created := false
 	if call.CheckOnly() {
-		req, err = g.cfg.Store.Get(ctx, reqID)
+		req, err = g.cfg.Store.Get(ctx, rec.ID)
 		if errors.Is(err, ErrNotFound) {
-			req, err = ApprovalRequest{ID: reqID, State: "not_requested"}, nil
+			req, err = ApprovalRequest{ID: rec.ID, Kind: rec.Kind, State: "not_requested"}, nil
 		}
 	} else {
-		req, created, err = g.cfg.Store.Create(ctx, ApprovalRequest{
-			ID:         reqID,
-			Tool:       call.Tool,
-			Intent:     a.Intent,
-			Requester:  p.ID,
-			Tenant:     p.Tenant,
-			ArgsSHA256: digest,
-			Arguments:  append([]byte(nil), call.Arguments...),
-			Roles:      slices.Clone(a.ApprovalRoles),
-			Count:      need,
-			State:      ApprovalPending,
-			CreatedAt:  now,
-			ExpiresAt:  now.Add(g.cfg.RequestTTL),
-		}, max(g.cfg.Quota, 0))
+		req, created, err = g.cfg.Store.Create(ctx, rec, max(g.cfg.Quota, 0))
 	}
 	var qe *QuotaError
 	if errors.As(err, &qe) {
-		return g.overQuota(call, qe.RetryAfter)
+		return ApprovalRequest{}, nil, g.overQuota(call, qe.RetryAfter)
 	}
 	if err != nil {
-		return StoreUnavailable(a.Intent, "the approval store", err)
+		return ApprovalRequest{}, nil, StoreUnavailable(call.Intent(), "the approval store", err)
 	}
-	if Vetoed(&req, now) {
-		return g.denied(call, reqID)
+	if !created {
+		return req, nil, nil
 	}
-	if created {
-		if rc := pendingRateCharge(ctx, call); rc != nil {
-			if e := rc.take(ctx, 1); e != nil {
-				// The charge is refused: withdraw the request (a cancelled
-				// request is replaced when the call is asked again).
-				_, _ = g.cfg.Store.Update(ctx, reqID, func(r *ApprovalRequest) error {
-					if r.State != ApprovalPending {
-						return errNoChange
-					}
-					r.State = ApprovalCancelled
-					return nil
-				})
-				return e
-			}
-		}
-		if g.cfg.Notifier != nil {
-			if n, ok := g.notify.admit(req.Tenant, now); ok {
-				note := req
-				note.Coalesced = n
-				ok := g.cfg.Notifier.ApprovalRequested(ctx, note) == nil
-				notified = &ok
-			} else {
-				held := false
-				notified = &held
-			}
+	if rc := pendingRateCharge(ctx, call); rc != nil {
+		if e := rc.take(ctx, 1); e != nil {
+			// The charge is refused: withdraw the request (a cancelled
+			// request is replaced when the call is asked again).
+			_, _ = g.cfg.Store.Update(ctx, rec.ID, func(r *ApprovalRequest) error {
+				if r.State != ApprovalPending {
+					return errNoChange
+				}
+				r.State = ApprovalCancelled
+				return nil
+			})
+			return ApprovalRequest{}, nil, e
 		}
 	}
+	if g.cfg.Notifier != nil {
+		if n, ok := g.notify.admit(req.Tenant, now); ok {
+			note := req
+			note.Coalesced = n
+			ok := g.cfg.Notifier.ApprovalRequested(ctx, note) == nil
+			notified = &ok
+		} else {
+			held := false
+			notified = &held
+		}
+	}
+	return req, notified, nil
+}
+
+// missingFor is AXAG_APPROVAL_MISSING for the call whose request is req.
+func (g *Approval) missingFor(call *middleware.Call, req ApprovalRequest, notified *bool, digest, reqID string, need int, approvers []string, rejected []rejectedToken) *axerr.Error {
 	e := g.missingError(call, digest, reqID, need, approvers, rejected)
 	e.With("request_state", string(req.State))
 	if notified != nil {
 		e.With("approvers_notified", *notified)
+	}
+	if req.State == "not_requested" && e.Details != nil {
+		// No page to show for a request not made (a check).
+		delete(e.Details, DetailDecisionID)
+		delete(e.Details, DetailDecisionURL)
+		delete(e.Details, axerr.DetailAgentAction)
 	}
 	switch req.State {
 	case ApprovalDenied:
@@ -582,6 +627,10 @@ func (g *Approval) missingError(call *middleware.Call, digest, reqID string, nee
 	if v := g.cfg.Verifier; v != nil {
 		e.With("max_token_lifetime", int(v.MaxLifetime()/time.Second))
 	}
+	if g.cfg.Pages != "" {
+		withPage(e, g.cfg.Pages, reqID, approvePageAction)
+		e.Suggestion = "Show the person the page " + DecisionURL(g.cfg.Pages, reqID) + ": once enough approvers approved this call there, call again with the same arguments (no token is needed)."
+	}
 	return e
 }
 
@@ -601,15 +650,18 @@ func (g *Approval) Decide(ctx context.Context, approver middleware.Principal, re
 	if approver.ID == "" {
 		return ApprovalRequest{}, "", time.Time{}, axerr.New(axerr.CodeUnauthenticated, "an approver must be authenticated")
 	}
-	if approve && g.cfg.Issuer.Signer == nil {
-		return ApprovalRequest{}, "", time.Time{}, axerr.New(axerr.CodeInternal, "no signing key is configured, so approval tokens cannot be issued")
-	}
 	req, err := g.cfg.Store.Get(ctx, requestID)
 	if errors.Is(err, ErrNotFound) {
 		return ApprovalRequest{}, "", time.Time{}, requestNotFound(requestID)
 	}
 	if err != nil {
 		return ApprovalRequest{}, "", time.Time{}, StoreUnavailable("", "the approval store", err)
+	}
+	if IsConfirmation(&req) {
+		return g.confirm(ctx, approver, req, approve, reason)
+	}
+	if approve && g.cfg.Issuer.Signer == nil {
+		return ApprovalRequest{}, "", time.Time{}, axerr.New(axerr.CodeInternal, "no signing key is configured, so approval tokens cannot be issued")
 	}
 	if err := g.mayDecide(approver, req); err != nil {
 		return ApprovalRequest{}, "", time.Time{}, err
@@ -622,6 +674,9 @@ func (g *Approval) Decide(ctx context.Context, approver middleware.Principal, re
 	// that a run or denial from now on voids it, whatever the clocks.
 	jti := rand.Text()
 	req, err = g.cfg.Store.Update(ctx, requestID, func(r *ApprovalRequest) error {
+		if IsConfirmation(r) {
+			return requestNotFound(r.ID) // cannot happen: ids differ by kind
+		}
 		if err := g.mayDecide(approver, *r); err != nil {
 			return err
 		}
@@ -752,18 +807,24 @@ func distinctApprovals(r ApprovalRequest) int {
 // Pending lists, a page at a time, the pending requests the approver may decide.
 //
 // They come oldest first; each is of the approver's tenant (for an
-// approver without a tenant, of none), names one of the approver's roles
-// and is not the approver's own. cursor is "" for the first page, else the
+// approver without a tenant, of none), and is either an approval request
+// that names one of the approver's roles and is not the approver's own, or
+// (with decision pages) a confirmation request of the approver's own.
+// cursor is "" for the first page, else the
 // next cursor of the page before; limit is at most MaxApprovalPage
 // (DefaultApprovalPage when 0 or less). next is "" after the last page; a
 // page may be short (even empty) while next is not. The store is asked for
 // exactly that tenant, never for every tenant's requests. A cursor the
 // store did not hand out is refused with AXGATE_INVALID_ARGUMENTS (400).
 func (g *Approval) Pending(ctx context.Context, approver middleware.Principal, cursor string, limit int) (page []ApprovalRequest, next string, err error) {
-	if approver.ID == "" || len(approver.Roles) == 0 {
+	if approver.ID == "" || (len(approver.Roles) == 0 && g.cfg.Pages == "") {
 		return []ApprovalRequest{}, "", nil
 	}
-	all, next, err := g.cfg.Store.List(ctx, ApprovalFilter{Tenant: approver.Tenant, Roles: slices.Clone(approver.Roles), State: ApprovalPending}, cursor, PageLimit(limit))
+	f := ApprovalFilter{Tenant: approver.Tenant, Roles: slices.Clone(approver.Roles), State: ApprovalPending}
+	if g.cfg.Pages != "" {
+		f.Decider = approver.ID
+	}
+	all, next, err := g.cfg.Store.List(ctx, f, cursor, PageLimit(limit))
 	if errors.Is(err, ErrBadCursor) {
 		return nil, "", axerr.New(axerr.CodeInvalidArguments, "the cursor is not one this inbox handed out").
 			WithReason(reasons.InvalidCursor).WithSuggestion("Start again without a cursor.")
@@ -773,7 +834,16 @@ func (g *Approval) Pending(ctx context.Context, approver middleware.Principal, c
 	}
 	out := make([]ApprovalRequest, 0, len(all))
 	for _, r := range all {
-		if r.Requester != approver.ID && r.Tenant == approver.Tenant && approver.HasRole(r.Roles...) {
+		if r.Tenant != approver.Tenant {
+			continue
+		}
+		if IsConfirmation(&r) {
+			if g.cfg.Pages != "" && r.Requester == approver.ID {
+				out = append(out, r)
+			}
+			continue
+		}
+		if r.Requester != approver.ID && approver.HasRole(r.Roles...) {
 			out = append(out, r)
 		}
 	}
@@ -783,7 +853,8 @@ func (g *Approval) Pending(ctx context.Context, approver middleware.Principal, c
 // Request returns the approval request with this id to viewer.
 //
 // The viewer must be its requester or someone who may decide it (of its
-// tenant, holding one of its roles). An unknown id, and a request of another
+// tenant, holding one of its roles); a confirmation request only to its
+// requester (to anyone else it reads as unknown). An unknown id, and a request of another
 // tenant, are AXAG_APPROVAL_INVALID with reason request_not_found; anyone
 // else of the tenant gets reason not_allowed, and neither learns anything of
 // the request.
@@ -801,6 +872,11 @@ func (g *Approval) Request(ctx context.Context, viewer middleware.Principal, id 
 	switch {
 	case viewer.Tenant != req.Tenant:
 		return ApprovalRequest{}, requestNotFound(id)
+	case IsConfirmation(&req):
+		if err := mayConfirm(viewer, req); err != nil {
+			return ApprovalRequest{}, err
+		}
+		return req, nil
 	case viewer.ID == req.Requester, viewer.HasRole(req.Roles...):
 		return req, nil
 	}
@@ -812,7 +888,7 @@ func (g *Approval) Request(ctx context.Context, viewer middleware.Principal, id 
 func (g *Approval) Cancel(ctx context.Context, requester middleware.Principal, id string) error {
 	_, err := g.cfg.Store.Update(ctx, id, func(r *ApprovalRequest) error {
 		switch {
-		case r.Tenant != requester.Tenant:
+		case r.Tenant != requester.Tenant, IsConfirmation(r) && r.Requester != requester.ID:
 			return requestNotFound(id)
 		case r.Requester != requester.ID:
 			return decideError(reasons.NotRequester, id, "only the requester can cancel an approval request")

@@ -36,6 +36,10 @@ type ConfirmationConfig struct {
 	// without confirmation_required (default high). Critical actions always
 	// need it.
 	Threshold manifest.RiskLevel
+	// Requests, when set with decision pages (ApprovalConfig.Pages), records
+	// a confirmation request for a call without a token and lets the call
+	// run once its requester confirmed it there.
+	Requests *Approval
 }
 
 // Confirmation is the gate for actions that need a person's confirmation.
@@ -88,19 +92,14 @@ func (c *Confirmation) intercept(ctx context.Context, call *middleware.Call, nex
 	}
 	raw := call.Credentials.Confirmation
 	if raw == "" {
+		if r := c.cfg.Requests; r != nil && r.cfg.Pages != "" {
+			return c.confirmOnPage(ctx, call, digest, next)
+		}
 		if call.Elicit == nil || call.CheckOnly() {
 			// Check never asks a person: it reports what the call lacks.
 			return middleware.Result{}, c.missing(call, digest, "")
 		}
-		accepted, err := call.Elicit(ctx, c.Message(call))
-		switch {
-		case err != nil:
-			return middleware.Result{}, c.missing(call, digest, reasons.ElicitationFailed).WithCause(err)
-		case !accepted:
-			return middleware.Result{}, c.missing(call, digest, reasons.Declined)
-		}
-		call.Facts.ConfirmationElicited = true
-		return next.Invoke(ctx, call)
+		return c.elicit(ctx, call, digest, next)
 	}
 	if c.cfg.Verifier == nil {
 		return middleware.Result{}, c.missing(call, digest, axerr.Reason(reasons.TokenUnknownKey))
@@ -137,6 +136,21 @@ func (c *Confirmation) intercept(ctx context.Context, call *middleware.Call, nex
 		use:     token.Use{ID: key, Expires: c.cfg.Verifier.SpentUntil(claims), Tenant: claims.Tenant},
 		refusal: &replayed,
 	})
+	return next.Invoke(ctx, call)
+}
+
+// elicit asks the person inline through the transport (call.Elicit, which
+// only a transport that may ask the person sets) and lets the call go on
+// when they accept.
+func (c *Confirmation) elicit(ctx context.Context, call *middleware.Call, digest string, next middleware.Invoker) (middleware.Result, error) {
+	accepted, err := call.Elicit(ctx, c.Message(call))
+	switch {
+	case err != nil:
+		return middleware.Result{}, c.missing(call, digest, reasons.ElicitationFailed).WithCause(err)
+	case !accepted:
+		return middleware.Result{}, c.missing(call, digest, reasons.Declined)
+	}
+	call.Facts.ConfirmationElicited = true
 	return next.Invoke(ctx, call)
 }
 

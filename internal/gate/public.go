@@ -210,10 +210,20 @@ func Matches(f ApprovalFilter, r *ApprovalRequest) bool {
 		return false
 	case f.State != "" && r.State != f.State:
 		return false
-	case len(f.Roles) > 0 && !slices.ContainsFunc(r.Roles, func(role string) bool { return slices.Contains(f.Roles, role) }):
+	case f.Decider != "":
+		if r.Kind == KindConfirmation {
+			return r.Requester == f.Decider
+		}
+		return r.Requester != f.Decider && len(f.Roles) > 0 && anyRole(f.Roles, r.Roles)
+	case len(f.Roles) > 0 && !anyRole(f.Roles, r.Roles):
 		return false
 	}
 	return true
+}
+
+// anyRole reports whether have and want share a role.
+func anyRole(have, want []string) bool {
+	return slices.ContainsFunc(want, func(role string) bool { return slices.Contains(have, role) })
 }
 
 // Retained is how long a store keeps r at least: until it expires, or until

@@ -117,8 +117,13 @@ const (
 // (AXAG_CONFIRMATION_MISSING). A confirmation refused for its token carries
 // the token's reason (token.Reason).
 const (
-	// Declined: the person asked (through MCP elicitation) declined.
+	// Declined: the person asked (through MCP elicitation, or on the
+	// confirmation page of the call) declined.
 	Declined axerr.Reason = "declined"
+	// DecisionUsed: the decision held for the call (its confirmation or
+	// approval request, decided on a page) was used by a call that ran;
+	// the same call needs a new decision (also AXAG_APPROVAL_MISSING).
+	DecisionUsed axerr.Reason = "decision_used"
 	// ElicitationFailed: the person could not be asked.
 	ElicitationFailed axerr.Reason = "elicitation_failed"
 	// ElicitationStateInvalid: the answer to the confirmation question
