@@ -329,6 +329,11 @@ func (el *elicitation) sendToPage(call *middleware.Call, ae *axerr.Error) (*mcp.
 	if ae.Code != axerr.CodeConfirmationMissing && ae.Code != axerr.CodeApprovalMissing {
 		return nil, nil
 	}
+	if ae.Details["reason"] != nil {
+		// Decided already (declined, vetoed, used by a call that ran):
+		// the refusal says what to do, the page has nothing to ask.
+		return nil, nil
+	}
 	page, _ := ae.Details["decision_url"].(string)
 	id, _ := ae.Details["decision_id"].(string)
 	if page == "" {

@@ -12,16 +12,17 @@
 //   page (details.decision_url), and the agent calls again after the
 //   person decided.
 //
-// The person is this script: it posts the decision (confirm or deny) to the
-// page's URL, as the person's browser would (the page itself, its sign-in and
-// CSRF are the human pages' tests). Then the call's retry writes the file,
-// once; a second retry is refused; a denial leaves no file.
+// The person is this script: it decides (confirm or deny) the request the
+// page shows, with the JSON endpoint beside the pages (POST
+// /approvals/{id}), as the person (the pages themselves, their sign-in and
+// CSRF are the human pages' browser tests). Then the call's retry writes the
+// file, once; a second retry is refused; a denial leaves no file.
 //
-// Environment: MCP_URL (the gateway's /mcp), ROOT (the directory the server
-// may touch), BEARER (alice's bearer token, an editor), DECIDE_HEADERS (JSON
-// of the headers a person's decision carries). The Go test
-// TestDecisionPagesTypeScriptClients in adapters/mcpgate/gateway sets them
-// and runs this file with node --test.
+// Environment: MCP_URL (the gateway's /mcp), HUMAN_URL (the JSON endpoints
+// for people), ROOT (the directory the server may touch), BEARER (alice's
+// bearer token as the agent, an editor), PERSON (alice's token as a person,
+// at HUMAN_URL). The Go test TestDecisionPagesTypeScriptClients in
+// adapters/mcpgate/gateway sets them and runs this file with node --test.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -31,20 +32,18 @@ import { StreamableHTTPClientTransport as Transport1 } from '@modelcontextprotoc
 import { ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 import { Client as Client2, StreamableHTTPClientTransport as Transport2 } from '@modelcontextprotocol/client';
 
-const { MCP_URL, ROOT, BEARER } = process.env;
-const DECIDE_HEADERS = JSON.parse(process.env.DECIDE_HEADERS ?? '{}');
-assert.ok(MCP_URL && ROOT && BEARER, 'MCP_URL, ROOT and BEARER must be set');
+const { MCP_URL, HUMAN_URL, ROOT, BEARER, PERSON } = process.env;
+assert.ok(MCP_URL && HUMAN_URL && ROOT && BEARER && PERSON, 'MCP_URL, HUMAN_URL, ROOT, BEARER and PERSON must be set');
 const auth = { headers: { Authorization: `Bearer ${BEARER}` } };
 
-// decideOn posts the person's decision to the page of the call.
-async function decideOn(url, decision) {
-  const res = await fetch(url, {
+// decide gives the person's decision on request id (the page's request).
+async function decide(id, decision) {
+  const res = await fetch(`${HUMAN_URL}/approvals/${encodeURIComponent(id)}`, {
     method: 'POST',
-    headers: { 'Content-Type': 'application/x-www-form-urlencoded', ...DECIDE_HEADERS },
-    body: new URLSearchParams({ decision }).toString(),
-    redirect: 'manual',
+    headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${PERSON}` },
+    body: JSON.stringify({ approve: decision === 'confirm' }),
   });
-  assert.ok(res.status < 400, `deciding ${decision} at ${url}: HTTP ${res.status} ${await res.text()}`);
+  assert.ok(res.status < 400, `deciding ${decision} on ${id}: HTTP ${res.status} ${await res.text()}`);
 }
 
 // person answers URL-mode elicitation: it records the page, decides there
@@ -55,8 +54,9 @@ function person() {
     const params = req.params;
     assert.equal(params.mode, 'url', `a URL-mode request, got ${JSON.stringify(params)}`);
     p.pages.push(params.url);
+    assert.ok(params.url.endsWith(`/requests/${params.elicitationId}`), `the page of request ${params.elicitationId}: ${params.url}`);
     if (p.decision) {
-      await decideOn(params.url, p.decision);
+      await decide(params.elicitationId, p.decision);
     }
     return { action: 'accept' };
   };
@@ -110,15 +110,14 @@ for (const [name, connect] of Object.entries(clients)) {
       assert.equal(p.pages.length, 1);
       assert.match(p.pages[0], /\/requests\/[^/]+$/);
 
-      // The decision was for one call: the same call again is sent to the
-      // page again, and refused when the person does not decide.
+      // The decision was for one call: the same call again is refused when
+      // the person does not decide again.
       fs.rmSync(file);
       p.decision = undefined;
       const again = refusal(await c.callTool({ name: 'write_file', arguments: args }));
       assert.equal(again.code, 'AXAG_CONFIRMATION_MISSING');
       assert.ok(again.details.decision_url, 'the refusal names the page');
       assert.equal(exists(file), false, 'a second retry wrote the file');
-      assert.equal(p.pages.length, 2);
 
       // Deny: nothing is written.
       const denied = path.join(ROOT, `${name.replace(/\W+/g, '-')}-denied.txt`);
@@ -143,7 +142,7 @@ test('a client without elicitation: the refusal names the page, the repeat after
     assert.equal(first.code, 'AXAG_CONFIRMATION_MISSING');
     assert.ok(first.details.decision_url && first.details.agent_action, `the refusal names the page: ${JSON.stringify(first.details)}`);
     assert.equal(exists(file), false);
-    await decideOn(first.details.decision_url, 'confirm');
+    await decide(first.details.decision_id, 'confirm');
     const res = await c.callTool({ name: 'write_file', arguments: args });
     assert.notEqual(res.isError, true, `the repeat after the decision: ${JSON.stringify(res)}`);
     assert.equal(fs.readFileSync(file, 'utf8'), args.content);
@@ -153,7 +152,7 @@ test('a client without elicitation: the refusal names the page, the repeat after
 
     const denied = path.join(ROOT, 'plain-denied.txt');
     const ask = refusal(await c.callTool({ name: 'write_file', arguments: { path: denied, content: 'denied' } }));
-    await decideOn(ask.details.decision_url, 'deny');
+    await decide(ask.details.decision_id, 'deny');
     const no = refusal(await c.callTool({ name: 'write_file', arguments: { path: denied, content: 'denied' } }));
     assert.equal(no.code, 'AXAG_CONFIRMATION_MISSING');
     assert.equal(exists(denied), false, 'a denied write wrote the file');

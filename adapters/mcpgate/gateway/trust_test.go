@@ -3,23 +3,22 @@ package gateway_test
 import (
 	"context"
 	"io"
-	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/axgate/axgate"
+	"github.com/axgate/axgate/adapters/httpgate"
 	"github.com/axgate/axgate/adapters/mcpgate/gateway"
-	axerr "github.com/axgate/axgate/errors"
+	"github.com/axgate/axgate/gates/memstore"
 	"github.com/axgate/axgate/manifest"
-	"github.com/axgate/axgate/middleware"
+	"github.com/axgate/axgate/token"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
 )
@@ -116,110 +115,21 @@ func TestClientElicitationIsNotThePersons(t *testing.T) {
 	}
 }
 
-// heldDecisions stands in for the decisions of axgate.WithDecisionPages
-// (the core's side of issue 30, built by another branch): until the person
-// decided, write_file is refused with AXAG_CONFIRMATION_MISSING naming the
-// page of the call (decision_id, decision_url, agent_action); once they
-// confirmed, the same call (same arguments) passes once, with no token in
-// hand; once they denied, it is refused with reason declined. Either way the
-// next call records a new request. It serves the pages' POST
-// /requests/{id} (decision=confirm|deny) as a person's browser would post
-// it, without the sign-in and CSRF of the real pages.
-type heldDecisions struct {
-	mu    sync.Mutex
-	base  string            // the pages' base URL, ending in "/"
-	calls map[string]string // request id → "", "confirm" or "deny"
-}
+// pagesBase is where the enforcers of these tests say the pages for people
+// are (axgate.WithDecisionPages); the person decides through the enforcer
+// (Approvals().Decide) or its JSON endpoint (httpgate.NewHumanHandler).
+const pagesBase = "http://people.example/"
 
-func newHeldDecisions(t *testing.T) *heldDecisions {
-	h := &heldDecisions{calls: map[string]string{}}
-	mux := http.NewServeMux()
-	mux.HandleFunc("POST /requests/{id}", func(w http.ResponseWriter, r *http.Request) {
-		h.mu.Lock()
-		defer h.mu.Unlock()
-		d := r.FormValue("decision")
-		if _, ok := h.calls[r.PathValue("id")]; !ok || (d != "confirm" && d != "deny") {
-			http.Error(w, "no such request", http.StatusNotFound)
-			return
-		}
-		h.calls[r.PathValue("id")] = d
-		w.WriteHeader(http.StatusSeeOther)
-	})
-	srv := httptest.NewServer(mux)
-	t.Cleanup(srv.Close)
-	h.base = srv.URL + "/"
-	return h
-}
-
-// decideAll gives decision to every pending request.
-func (h *heldDecisions) decideAll(decision string) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for id, d := range h.calls {
-		if d == "" {
-			h.calls[id] = decision
-		}
-	}
-}
-
-func (h *heldDecisions) option() axgate.Option {
-	return axgate.WithPreExecution(func(std []middleware.Stage) []middleware.Stage {
-		var out []middleware.Stage
-		for _, s := range std {
-			if s.Name != middleware.StageConfirmation {
-				out = append(out, s)
-			}
-		}
-		return append(out, middleware.Stage{Name: middleware.StageConfirmation, Interceptor: func(ctx context.Context, call *middleware.Call, next middleware.Invoker) (middleware.Result, error) {
-			if call.Tool != "write_file" {
-				return next.Invoke(ctx, call)
-			}
-			digest, err := call.ArgsSHA256()
-			if err != nil {
-				return middleware.Result{}, err
-			}
-			id := digest[:16]
-			h.mu.Lock()
-			d, ok := h.calls[id]
-			if d != "" {
-				delete(h.calls, id)
-			} else if !ok {
-				h.calls[id] = ""
-			}
-			h.mu.Unlock()
-			switch d {
-			case "confirm":
-				return next.Invoke(ctx, call)
-			case "deny":
-				return middleware.Result{}, axerr.New(axerr.CodeConfirmationMissing, "the person denied this call").WithReason("declined")
-			}
-			return middleware.Result{}, axerr.New(axerr.CodeConfirmationMissing, "write_file needs the person's confirmation").
-				With("decision_id", id).With("decision_url", h.base+"requests/"+id).
-				With("agent_action", "Show decision_url to the user, then call again with the same arguments.")
-		}})
-	})
-}
-
-// TestDecisionPageThroughTheGateway: through the gateway (in front of the
-// real server-filesystem, over streamable HTTP), a client that declares
-// URL-mode elicitation is sent to the page of a write waiting for the
-// person's decision, and the write runs once they decided there; a client
-// that cannot be sent there gets the refusal naming the page, and the same
-// call repeated after the decision writes, once. The Go SDK's client asks
-// for MCP 2026-07-28 and falls back to the front's 2025-11-25.
-func TestDecisionPageThroughTheGateway(t *testing.T) {
-	t.Parallel()
+// decisionsGateway is a gateway in front of server-filesystem (the folder
+// root) whose enforcer holds decisions for the pages, with opts.
+func decisionsGateway(t *testing.T, root string, enfOpts ...axgate.Option) (*axgate.Enforcer, *gateway.Gateway) {
+	t.Helper()
 	node, program := serverFilesystem(t)
 	m, err := manifest.LoadFile(filepath.Join(exampleDir, "axag.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	root, err := filepath.EvalSymlinks(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := newHeldDecisions(t)
-	enf, err := axgate.New(m, h.option())
+	enf, err := axgate.New(m, append([]axgate.Option{axgate.WithDecisionPages(pagesBase)}, enfOpts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,14 +140,39 @@ func TestDecisionPageThroughTheGateway(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { g.Close() })
+	return enf, g
+}
+
+// TestDecisionPagesThroughTheGateway: through the gateway (in front of the
+// real server-filesystem, over streamable HTTP, the enforcer with
+// axgate.WithDecisionPages), a client that declares URL-mode elicitation is
+// sent to the page of a write waiting for the person's decision, and the
+// write runs once they confirmed there; a denial writes nothing. A client
+// that cannot be sent there gets the refusal naming the page, and the same
+// call repeated after the decision writes, once; a second repeat is
+// refused. The Go SDK's client asks for MCP 2026-07-28 and falls back to
+// the front's 2025-11-25.
+func TestDecisionPagesThroughTheGateway(t *testing.T) {
+	t.Parallel()
+	root, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	enf, g := decisionsGateway(t, root)
 	url := serve(t, g)
+	alice := fsPrincipals["alice-token"]
+	ctx := context.Background()
 
 	var sentTo []string
+	decision := true
 	browser := connect(t, url, "alice-token", &mcp.ClientOptions{
 		Capabilities: &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{URL: &mcp.URLElicitationCapabilities{}}},
-		ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+		ElicitationHandler: func(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
 			sentTo = append(sentTo, req.Params.Mode+" "+req.Params.URL)
-			h.decideAll("confirm") // the person decides on the page
+			// The person decides on the page.
+			if _, _, _, err := enf.Approvals().Decide(ctx, alice, req.Params.ElicitationID, decision, ""); err != nil {
+				t.Errorf("deciding %s: %v", req.Params.ElicitationID, err)
+			}
 			return &mcp.ElicitResult{Action: "accept"}, nil
 		},
 	})
@@ -245,31 +180,90 @@ func TestDecisionPageThroughTheGateway(t *testing.T) {
 		t.Errorf("the session speaks %s", v)
 	}
 	path := filepath.Join(root, "page.txt")
-	if res := call(t, browser, "write_file", map[string]any{"path": path, "content": "decided on the page"}); res.IsError {
-		t.Fatalf("the write decided on its page: %s", text(res))
+	args := map[string]any{"path": path, "content": "decided on the page"}
+	if res := call(t, browser, "write_file", args); res.IsError {
+		t.Fatalf("the write confirmed on its page: %s", text(res))
 	}
-	if len(sentTo) != 1 || !strings.HasPrefix(sentTo[0], "url "+h.base+"requests/") {
+	if len(sentTo) != 1 || !strings.HasPrefix(sentTo[0], "url "+pagesBase+"requests/cnf_") {
 		t.Errorf("the client was sent to %q", sentTo)
 	}
 	if data, err := os.ReadFile(path); err != nil || string(data) != "decided on the page" {
 		t.Errorf("the file holds %q (%v)", data, err)
 	}
+	denied := filepath.Join(root, "denied.txt")
+	decision = false
+	r := wantRefusal(t, call(t, browser, "write_file", map[string]any{"path": denied, "content": "no"}), "AXAG_CONFIRMATION_MISSING", "declined")
+	if _, err := os.Stat(denied); err == nil || len(sentTo) != 2 {
+		t.Fatalf("a denied write: %v, sent to the page %d times; %v", err, len(sentTo), r.Details)
+	}
 
 	plain := connect(t, url, "alice-token", nil)
 	other := filepath.Join(root, "plain.txt")
-	args := map[string]any{"path": other, "content": "decided later"}
-	r := wantRefusal(t, call(t, plain, "write_file", args), "AXAG_CONFIRMATION_MISSING", "")
-	if page, _ := r.Details["decision_url"].(string); !strings.HasPrefix(page, h.base+"requests/") || r.Details["agent_action"] == nil {
+	args = map[string]any{"path": other, "content": "decided later"}
+	r = wantRefusal(t, call(t, plain, "write_file", args), "AXAG_CONFIRMATION_MISSING", "")
+	id, _ := r.Details["decision_id"].(string)
+	if r.Details["decision_url"] != pagesBase+"requests/"+id || r.Details["agent_action"] == nil {
 		t.Errorf("the refusal does not name the page: %v", r.Details)
 	}
 	if _, err := os.Stat(other); err == nil {
 		t.Fatal("written before the decision")
 	}
-	h.decideAll("confirm")
+	if _, _, _, err := enf.Approvals().Decide(ctx, alice, id, true, ""); err != nil {
+		t.Fatal(err)
+	}
 	if res := call(t, plain, "write_file", args); res.IsError {
 		t.Fatalf("the repeated call after the decision: %s", text(res))
 	}
-	wantRefusal(t, call(t, plain, "write_file", args), "AXAG_CONFIRMATION_MISSING", "")
+	if err := os.Remove(other); err != nil {
+		t.Fatal(err)
+	}
+	r = refusalOf(t, call(t, plain, "write_file", args))
+	if r.Code != "AXAG_CONFIRMATION_MISSING" {
+		t.Errorf("a second repeat: %s %v", r.Code, r.Details)
+	}
+	if _, err := os.Stat(other); err == nil {
+		t.Fatal("a second repeat wrote the file")
+	}
+}
+
+// TestDecisionPagesRepeatOnAnotherReplica: two gateways whose enforcers
+// share their stores (as replicas share Redis; cmd/axgate's
+// TestMCPDecisionRepeatOnAnotherReplica runs it on Redis): the call refused
+// on one, decided, repeated on the other, writes once; repeated again on
+// either, it is refused.
+func TestDecisionPagesRepeatOnAnotherReplica(t *testing.T) {
+	t.Parallel()
+	root, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	replay := token.NewMemoryReplayStore(token.MemoryReplayOptions{})
+	approvals := memstore.NewApprovalStore(memstore.ApprovalOptions{})
+	shared := []axgate.Option{axgate.WithReplayStore(replay), axgate.WithApprovalStore(approvals)}
+	enfA, gA := decisionsGateway(t, root, shared...)
+	_, gB := decisionsGateway(t, root, shared...)
+	a, b := connect(t, serve(t, gA), "alice-token", nil), connect(t, serve(t, gB), "alice-token", nil)
+	path := filepath.Join(root, "replica.txt")
+	args := map[string]any{"path": path, "content": "written by replica B"}
+	r := wantRefusal(t, call(t, a, "write_file", args), "AXAG_CONFIRMATION_MISSING", "")
+	id, _ := r.Details["decision_id"].(string)
+	if _, _, _, err := enfA.Approvals().Decide(context.Background(), fsPrincipals["alice-token"], id, true, ""); err != nil {
+		t.Fatal(err)
+	}
+	if res := call(t, b, "write_file", args); res.IsError {
+		t.Fatalf("the repeat on replica B: %s", text(res))
+	}
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	for name, cs := range map[string]*mcp.ClientSession{"A": a, "B": b} {
+		if r := refusalOf(t, call(t, cs, "write_file", args)); r.Code != "AXAG_CONFIRMATION_MISSING" {
+			t.Errorf("another repeat on replica %s: %s %v", name, r.Code, r.Details)
+		}
+	}
+	if _, err := os.Stat(path); err == nil {
+		t.Fatal("a repeat after the one that ran wrote the file")
+	}
 }
 
 // TestDecisionPagesTypeScriptClients drives the gateway, in front of
@@ -277,14 +271,14 @@ func TestDecisionPageThroughTheGateway(t *testing.T) {
 // (examples/mcpgateway/decision.test.mjs): @modelcontextprotocol/client 2.4.0
 // (2026-07-28 and multi round-trip requests; it falls back to the front's
 // 2025-11-25) and @modelcontextprotocol/sdk 1.32.2 declaring URL-mode
-// elicitation are sent to the page of the write, the person decides there,
-// the retry writes once and a denial writes nothing; a client without
-// elicitation gets the page in the refusal and its repeat after the
-// decision writes once.
+// elicitation are sent to the page of the write, the person decides (the
+// JSON endpoint of httpgate.NewHumanHandler), the retry writes once, a
+// second is refused, a denial writes nothing; a client without elicitation
+// gets the page in the refusal and its repeat after the decision writes
+// once.
 func TestDecisionPagesTypeScriptClients(t *testing.T) {
 	t.Parallel()
 	node, dir := installExample(t)
-	program := filepath.Join(dir, "node_modules", "@modelcontextprotocol", "server-filesystem", "dist", "index.js")
 	script, err := os.ReadFile(filepath.Join(exampleDir, "decision.test.mjs"))
 	if err != nil {
 		t.Fatal(err)
@@ -299,28 +293,16 @@ func TestDecisionPagesTypeScriptClients(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := manifest.LoadFile(filepath.Join(exampleDir, "axag.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := newHeldDecisions(t)
-	enf, err := axgate.New(m, h.option())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer enf.Close()
-	g, err := gateway.New(enf, gateway.Upstream{Command: node, Args: []string{program, root}, Stderr: io.Discard},
-		gateway.WithBearer(fsAuthenticate, &oauthex.ProtectedResourceMetadata{Resource: "https://gw.example.com/mcp"}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Close()
+	enf, g := decisionsGateway(t, root)
+	human := httptest.NewServer(httpgate.NewHumanHandler(enf, fsAuthenticate))
+	defer human.Close()
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, node, "--test", filepath.Base(scriptPath))
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "MCP_URL="+serve(t, g), "ROOT="+root, "BEARER=alice-token")
+	cmd.Env = append(os.Environ(), "MCP_URL="+serve(t, g), "HUMAN_URL="+human.URL, "ROOT="+root,
+		"BEARER=alice-token", "PERSON=alice-token")
 	out, err := cmd.CombinedOutput()
 	t.Logf("node --test decision.test.mjs:\n%s", out)
 	if err != nil {
