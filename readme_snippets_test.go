@@ -226,6 +226,48 @@ func TestREADMEIssuingTokens(t *testing.T) {
 	}
 }
 
+// TestREADMEDecidedOnAPage runs docs/tokens.md's "Decided on a page: no token to carry".
+func TestREADMEDecidedOnAPage(t *testing.T) {
+	readmeDir(t)
+	ctx := context.Background()
+	m, lerr := manifest.LoadFile("axag.json")
+	if lerr != nil {
+		t.Fatal(lerr)
+	}
+	principal := middleware.Principal{ID: "alice", Tenant: "acme"}
+	approver := middleware.Principal{ID: "fiona", Tenant: "acme", Roles: []string{"finance"}}
+	args := json.RawMessage(`{"order_id":"o-1","amount":25}`)
+	var ran int
+	refund := middleware.InvokerFunc(func(context.Context, *middleware.Call) (middleware.Result, error) {
+		ran++
+		return middleware.Result{}, nil
+	})
+
+	e, _ := axgate.New(m, axgate.WithDecisionPages("https://ops.example/axgate/"))
+	refundCall := func() *middleware.Call { return middleware.NewCall("order_refund", args, principal) }
+
+	_, err := e.Wrap(refund).Invoke(ctx, refundCall()) // 428 AXAG_CONFIRMATION_MISSING
+	ae, _ := axerr.As(err)                             // details: decision_id "cnf_…", request_state "pending",
+	// decision_url "https://ops.example/axgate/requests/cnf_…", agent_action "Show decision_url to the user …"
+
+	// The person, signed in on the page (which calls the workflow for them), confirms:
+	_, _, _, err = e.Approvals().Decide(ctx, principal, ae.Details["decision_id"].(string), true, "")
+
+	_, err = e.Wrap(refund).Invoke(ctx, refundCall()) // 428 AXAG_APPROVAL_MISSING: the action needs an approval too
+	ae, _ = axerr.As(err)                             // its page: decision_url ".../requests/apr_…"
+	_, _, _, err = e.Approvals().Decide(ctx, approver, ae.Details["decision_id"].(string), true, "ok")
+
+	_, err = e.Wrap(refund).Invoke(ctx, refundCall()) // runs, with no token: once
+	_, err = e.Wrap(refund).Invoke(ctx, refundCall()) // 428 again: a new confirmation request
+
+	if ran != 1 || !axerr.Is(err, axerr.CodeConfirmationMissing) || ae.Code != axerr.CodeApprovalMissing {
+		t.Fatalf("the refund ran %d times (want once); last refusal %v", ran, err)
+	}
+	if inbox, _, _ := e.Approvals().Pending(ctx, principal, "", 0); len(inbox) != 1 || inbox[0].Kind != "confirmation" {
+		t.Fatalf("alice's inbox after the run: %+v; want a new confirmation request", inbox)
+	}
+}
+
 // mintConfirmation is the README's golang-jwt snippet.
 func mintConfirmation(now time.Time, ed25519PrivateKey ed25519.PrivateKey) (string, error) {
 	claims := jwt.MapClaims{

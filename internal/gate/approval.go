@@ -531,12 +531,16 @@ func (g *Approval) overQuota(call *middleware.Call, retryAfter time.Duration) *a
 	if retryAfter < time.Second {
 		retryAfter = time.Second
 	}
-	e := axerr.Newf(axerr.CodeRateLimited, "the caller already has %d approval requests pending; no new one is opened until one is decided or expires", g.cfg.Quota).
+	what := "approval requests"
+	if g.cfg.Pages != "" {
+		what = "approval or confirmation requests" // one quota for both kinds
+	}
+	e := axerr.Newf(axerr.CodeRateLimited, "the caller already has %d %s pending; no new one is opened until one is decided or expires", g.cfg.Quota, what).
 		WithIntent(call.Intent()).
 		WithReason(reasons.ApprovalQuota).
 		With("quota", g.cfg.Quota)
 	e.RetryAfter = retryAfter
-	e.Suggestion = fmt.Sprintf("Wait %d seconds, or until a pending approval request is decided, then call again.", e.RetryAfterSeconds())
+	e.Suggestion = fmt.Sprintf("Wait %d seconds, or until a pending request is decided, then call again.", e.RetryAfterSeconds())
 	e.Gate = StageApproval
 	return e
 }
