@@ -436,10 +436,15 @@ func TestConfirmationRefusalWithoutElicitationSaysHow(t *testing.T) {
 				t.Errorf("refusal %s: %q; want it to say %q", env.Error.Code, env.Error.Message, tc.why)
 			}
 			sugg, _ := d["suggestion"].(string)
-			for _, want := range []string{`_meta["axag/confirmation"]`, "supports MCP elicitation", "Run: mint-a-token order.place"} {
+			for _, want := range []string{`_meta["axag/confirmation"]`, "Run: mint-a-token order.place"} {
 				if !strings.Contains(sugg, want) {
 					t.Errorf("suggestion does not say %q: %q", want, sugg)
 				}
+			}
+			// Where nobody is asked inline, no client would help: the
+			// suggestion does not send the agent looking for one.
+			if got := strings.Contains(sugg, "supports MCP elicitation"); got != (tc.name == "the client has no elicitation") {
+				t.Errorf("suggestion names a client that supports MCP elicitation: %v: %q", got, sugg)
 			}
 			if d["how_to_confirm"] != "Run: mint-a-token order.place" || d["token_meta_key"] != "axag/confirmation" || d["elicitation"] != false {
 				t.Errorf("details %v", d)

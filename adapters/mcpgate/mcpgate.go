@@ -275,11 +275,14 @@ func (c config) cannotAsk(call *middleware.Call, err error) error {
 		return err
 	}
 	why := "the client cannot ask the person inline (it does not support MCP elicitation)"
+	cannotCarry := ": use a client that supports MCP elicitation, and the person is asked inline."
 	if c.noElicitation {
+		// Not asked inline whatever the client: no client helps.
 		why = "the person is not asked inline here"
+		cannotCarry = "."
 	}
 	ae.Message = "this call needs the person's confirmation, and " + why
-	ae.Suggestion += " The token goes in the call's _meta[\"" + wire.MetaConfirmation + "\"]; a client that cannot set _meta cannot carry it: use a client that supports MCP elicitation, and the person is asked inline."
+	ae.Suggestion += " The token goes in the call's _meta[\"" + wire.MetaConfirmation + "\"]; a client that cannot set _meta cannot carry it" + cannotCarry
 	ae.With("elicitation", false).With("token_meta_key", wire.MetaConfirmation)
 	if c.confirmHelp != nil {
 		if h := c.confirmHelp(call); h != "" {

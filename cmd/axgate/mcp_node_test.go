@@ -70,7 +70,7 @@ func TestMCPNodeClient(t *testing.T) {
 	// The stdio gateway the script starts: this test binary as axgate.
 	stdio := filepath.Join(dir, "axgate-stdio.sh")
 	script := "#!/bin/sh\nexec " + strconv.Quote(os.Args[0]) + " mcp --stdio --manifest " + strconv.Quote(manifestPath) +
-		" --upstream-command " + strconv.Quote(upstream) + " --local-user alice --local-roles editor\n"
+		" --upstream-command " + strconv.Quote(upstream) + " --local-user alice --local-roles editor --trust-client-elicitation\n"
 	if err := os.WriteFile(stdio, []byte(script), 0o700); err != nil {
 		t.Fatal(err)
 	}
