@@ -3,15 +3,12 @@ package mcpgate
 import (
 	"bytes"
 	"context"
-	"crypto/hmac"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
-	"strings"
 	"time"
 
+	"github.com/golang-jwt/jwt/v5"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	axerr "github.com/axgate/axgate/errors"
@@ -123,17 +120,15 @@ func (k *elicitKeys) init() {
 // the one call it was asked about, until when, and a random id that makes
 // each question answerable once.
 type questionState struct {
-	Tool      string `json:"tool"`
-	Intent    string `json:"intent"`
-	Principal string `json:"sub"`
-	Tenant    string `json:"tenant"`
-	Args      string `json:"args_sha256"`
-	Expires   int64  `json:"exp"`
-	ID        string `json:"jti"`
+	Tool      string
+	Intent    string
+	Principal string
+	Tenant    string
+	Args      string
 	// Kind is "" for a confirmation question asked by form, "decision"
 	// for a person sent to the page of the call: the state of one is
 	// never taken for the other.
-	Kind string `json:"kind,omitempty"`
+	Kind string
 }
 
 // stateFor describes call, or fails when its arguments cannot be digested.
@@ -145,29 +140,35 @@ func stateFor(call *middleware.Call) (questionState, error) {
 	return questionState{Tool: call.Tool, Intent: call.Intent(), Principal: call.Principal.ID, Tenant: call.Principal.Tenant, Args: digest}, nil
 }
 
-// stateMACContext separates these MACs from any other use of the key.
-const stateMACContext = "axgate/mcpgate/elicitation-state/v1\x00"
+// stateAudience separates these states from any other use of the key: a
+// state names it as its audience, and no other one is taken.
+const stateAudience = "axgate/mcpgate/elicitation-state/v1"
 
-func (k *elicitKeys) mac(payload string) []byte {
-	m := hmac.New(sha256.New, k.key)
-	m.Write([]byte(stateMACContext))
-	m.Write([]byte(payload))
-	return m.Sum(nil)
+// stateClaims is a questionState as the claims of the JWT (HS256, with the
+// adapter's key) that is the request state.
+type stateClaims struct {
+	Tool   string `json:"tool"`
+	Intent string `json:"intent"`
+	Tenant string `json:"tenant"`
+	Args   string `json:"args_sha256"`
+	Kind   string `json:"kind,omitempty"`
+	jwt.RegisteredClaims
 }
 
-// sign returns the request state of a new question about s: base64url(JSON)
-// "." base64url(HMAC-SHA256).
+// sign returns the request state of a new question about s: a JWT signed
+// with HMAC-SHA256 (golang-jwt), naming the call, until when, and a random
+// id.
 func (k *elicitKeys) sign(s questionState) (string, error) {
 	var id [16]byte
 	rand.Read(id[:])
-	s.ID = base64.RawURLEncoding.EncodeToString(id[:])
-	s.Expires = k.now().Add(k.ttl).Unix()
-	raw, err := json.Marshal(s)
-	if err != nil {
-		return "", err
-	}
-	payload := base64.RawURLEncoding.EncodeToString(raw)
-	return payload + "." + base64.RawURLEncoding.EncodeToString(k.mac(payload)), nil
+	claims := stateClaims{Tool: s.Tool, Intent: s.Intent, Tenant: s.Tenant, Args: s.Args, Kind: s.Kind,
+		RegisteredClaims: jwt.RegisteredClaims{
+			Subject:   s.Principal,
+			Audience:  jwt.ClaimStrings{stateAudience},
+			ExpiresAt: jwt.NewNumericDate(k.now().Add(k.ttl)),
+			ID:        base64.RawURLEncoding.EncodeToString(id[:]),
+		}}
+	return jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString(k.key)
 }
 
 // verify reports whether state is a question this adapter asked about
@@ -175,28 +176,19 @@ func (k *elicitKeys) sign(s questionState) (string, error) {
 // id, so that no other answer is taken for it). It fails with
 // ErrElicitationStateInvalid, or with the replay store's failure.
 func (k *elicitKeys) verify(ctx context.Context, state string, want questionState) error {
-	payload, sig, ok := strings.Cut(state, ".")
-	if !ok {
+	var got stateClaims
+	_, err := jwt.ParseWithClaims(state, &got, func(*jwt.Token) (any, error) { return k.key, nil },
+		jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}), jwt.WithExpirationRequired(),
+		jwt.WithAudience(stateAudience), jwt.WithTimeFunc(k.now))
+	if err != nil || got.ID == "" || got.ExpiresAt == nil {
 		return ErrElicitationStateInvalid
 	}
-	mac, err := base64.RawURLEncoding.DecodeString(sig)
-	if err != nil || !hmac.Equal(mac, k.mac(payload)) {
-		return ErrElicitationStateInvalid
-	}
-	raw, err := base64.RawURLEncoding.DecodeString(payload)
-	if err != nil {
-		return ErrElicitationStateInvalid
-	}
-	var got questionState
-	if err := json.Unmarshal(raw, &got); err != nil || got.ID == "" {
-		return ErrElicitationStateInvalid
-	}
-	expires := time.Unix(got.Expires, 0)
+	expires := got.ExpiresAt.Time
 	if !k.now().Before(expires) {
 		return ErrElicitationStateInvalid
 	}
-	want.Expires, want.ID = got.Expires, got.ID
-	if got != want {
+	if (questionState{Tool: got.Tool, Intent: got.Intent, Principal: got.Subject, Tenant: got.Tenant, Args: got.Args, Kind: got.Kind}) !=
+		(questionState{Tool: want.Tool, Intent: want.Intent, Principal: want.Principal, Tenant: want.Tenant, Args: want.Args, Kind: want.Kind}) {
 		return ErrElicitationStateInvalid
 	}
 	err = k.replay.Consume(ctx, []token.Use{{ID: "mcpgate-elicitation:" + got.ID, Expires: expires, Tenant: got.Tenant}})

@@ -282,12 +282,18 @@ func TestElicitationForgedStateIsRefused(t *testing.T) {
 			wantStateRefused(t, a.call("order_place", orderArgs, forged, accept), a, 0)
 		}
 	}
-	// A genuine state whose content was edited no longer matches its MAC.
+	// A genuine state (a JWT) whose content was edited no longer matches
+	// its MAC; one that says it is unsigned is refused.
 	state := a.ask("order_place", orderArgs)
-	payload, mac, _ := strings.Cut(state, ".")
-	raw, _ := base64.RawURLEncoding.DecodeString(payload)
+	parts := strings.Split(state, ".")
+	if len(parts) != 3 {
+		t.Fatalf("the state is not a JWT: %q", state)
+	}
+	raw, _ := base64.RawURLEncoding.DecodeString(parts[1])
 	edited := strings.Replace(string(raw), `"exp":`, `"exp":9`, 1)
-	wantStateRefused(t, a.call("order_place", orderArgs, base64.RawURLEncoding.EncodeToString([]byte(edited))+"."+mac, accept), a, 0)
+	wantStateRefused(t, a.call("order_place", orderArgs, parts[0]+"."+base64.RawURLEncoding.EncodeToString([]byte(edited))+"."+parts[2], accept), a, 0)
+	none := base64.RawURLEncoding.EncodeToString([]byte(`{"alg":"none","typ":"JWT"}`))
+	wantStateRefused(t, a.call("order_place", orderArgs, none+"."+parts[1]+".", accept), a, 0)
 }
 
 func TestElicitationStateIsBoundToTheCall(t *testing.T) {
