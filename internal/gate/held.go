@@ -105,7 +105,37 @@ func (g *Approval) runOnDecision(ctx context.Context, call *middleware.Call, req
 // executeHeld is the commit of a call that runs on a held decision: it
 // moves the request from approved to executed (a compare-and-set in the
 // store), or refuses when the decision is no longer there to use.
+//
+// The decision is spent already (with the call's tokens), so a store that
+// fails here would leave the request approved with its decision used up,
+// refusing the same call (decision_used) until the request lapses: the
+// change is tried again, a few times, even when the call's context ends.
 func (g *Approval) executeHeld(ctx context.Context, call *middleware.Call, id string, refuse func() *axerr.Error) error {
+	var err error
+	for attempt := range heldAttempts {
+		if attempt > 0 {
+			actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), heldRetryTimeout)
+			err = g.executeOnce(actx, call, id, refuse)
+			cancel()
+		} else {
+			err = g.executeOnce(ctx, call, id, refuse)
+		}
+		if _, refused := axerr.As(err); err == nil || (refused && !axerr.Is(err, axerr.CodeStoreUnavailable)) {
+			return err
+		}
+	}
+	return err
+}
+
+// heldAttempts bounds the tries of executeHeld; heldRetryTimeout bounds each
+// try after the first.
+const (
+	heldAttempts     = 3
+	heldRetryTimeout = 2 * time.Second
+)
+
+// executeOnce is one try of executeHeld.
+func (g *Approval) executeOnce(ctx context.Context, call *middleware.Call, id string, refuse func() *axerr.Error) error {
 	now := g.cfg.Now()
 	var refusal *axerr.Error
 	_, err := g.cfg.Store.Update(ctx, id, func(r *ApprovalRequest) error {

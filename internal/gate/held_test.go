@@ -2,7 +2,9 @@ package gate_test
 
 import (
 	"context"
+	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -31,6 +33,7 @@ type heldChain struct {
 	f     *tkFixture
 	clock *heldClock
 	appr  *gate.Approval
+	store *flakyApprovals
 	runs  int
 	chain middleware.Invoker
 }
@@ -38,7 +41,8 @@ type heldChain struct {
 func newHeldChain(t *testing.T) *heldChain {
 	t.Helper()
 	h := &heldChain{f: newTkFixture(t), clock: &heldClock{now: time.Now()}}
-	store := gate.NewMemoryApprovalStore(gate.MemoryApprovalOptions{Now: h.clock.Now})
+	h.store = &flakyApprovals{ApprovalStore: gate.NewMemoryApprovalStore(gate.MemoryApprovalOptions{Now: h.clock.Now})}
+	store := h.store
 	var err error
 	h.appr, err = gate.NewApproval(gate.ApprovalConfig{
 		Replay: h.f.persistent, Store: store, Issuer: token.Issuer{Signer: h.f.signer, Now: h.clock.Now},
@@ -57,6 +61,20 @@ func newHeldChain(t *testing.T) *heldChain {
 	})
 	h.chain = middleware.Build(tool, nil, conf.Stage(), h.appr.Stage(), gate.Commit())
 	return h
+}
+
+// flakyApprovals fails the next Update when failNext is set, before it
+// writes anything (a timeout, say).
+type flakyApprovals struct {
+	gate.ApprovalStore
+	failNext atomic.Bool
+}
+
+func (s *flakyApprovals) Update(ctx context.Context, id string, fn func(*gate.ApprovalRequest) error) (gate.ApprovalRequest, error) {
+	if s.failNext.CompareAndSwap(true, false) {
+		return gate.ApprovalRequest{}, errors.New("store timed out")
+	}
+	return s.ApprovalStore.Update(ctx, id, fn)
 }
 
 // refund calls order.refund as alice and returns the refusal's details (nil
@@ -116,5 +134,24 @@ func TestDeclinedRequestLapses(t *testing.T) {
 	}
 	if h.runs != 0 {
 		t.Fatalf("ran %d", h.runs)
+	}
+}
+
+// TestExecutedAfterAStoreHiccup: the decision is spent with the tokens; when
+// the approval store fails to record the run, the change is tried again, so
+// the call runs and the request does not stay approved with its decision
+// used up.
+func TestExecutedAfterAStoreHiccup(t *testing.T) {
+	h := newHeldChain(t)
+	id := h.refund(t)["decision_id"].(string)
+	if _, _, _, err := h.appr.Decide(t.Context(), h.f.alice, id, true, ""); err != nil {
+		t.Fatal(err)
+	}
+	h.store.failNext.Store(true)
+	if d := h.refund(t); d != nil || h.runs != 1 {
+		t.Fatalf("repeat over a store hiccup: %v, ran %d", d, h.runs)
+	}
+	if d := h.refund(t); d["request_state"] != "pending" || h.runs != 1 {
+		t.Fatalf("the next repeat: %v, ran %d; want a new request", d, h.runs)
 	}
 }
