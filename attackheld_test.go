@@ -3,6 +3,7 @@ package axgate_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"regexp"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/axgate/axgate"
 	axerr "github.com/axgate/axgate/errors"
 	"github.com/axgate/axgate/gates"
+	"github.com/axgate/axgate/gates/memstore"
 	"github.com/axgate/axgate/middleware"
 	"github.com/axgate/axgate/token"
 )
@@ -258,4 +260,55 @@ func TestHeldDecisionCannotBeDecidedAgainOrRevived(t *testing.T) {
 	if _, err := e.Wrap(tool).Invoke(ctx, tokCall("payout_send", `{"amount":9}`, tokAlice)); !axerr.Is(err, axerr.CodeApprovalInvalid) || tool.calls.Load() != 0 {
 		t.Fatalf("repeat after the veto: %v", err)
 	}
+}
+
+// TestSelfDecidedConfirmationsStayInTheQuota: a requester who decides their
+// own confirmation requests (confirming without running, or denying) does
+// not escape the quota: those requests stay in the store, so without it one
+// person would fill their tenant's share and refuse everyone else's calls
+// (store full). A confirmed request leaves the count when its call runs.
+func TestSelfDecidedConfirmationsStayInTheQuota(t *testing.T) {
+	store := memstore.NewApprovalStore(memstore.ApprovalOptions{MaxRequests: 6})
+	e := tokEnforcer(t, axgate.WithDecisionPages(pagesBase), axgate.WithApprovalStore(store),
+		axgate.WithApprovals(axgate.ApprovalOptions{Quota: 2}))
+	ctx := t.Context()
+	opened := 0
+	var confirmed []string
+	for i := range 10 {
+		args := fmt.Sprintf(`{"order_id":"o-%d","amount":1}`, i)
+		_, err := e.Wrap(&spy{}).Invoke(ctx, tokCall("order_refund", args, tokAlice))
+		if ae, ok := axerr.As(err); ok && ae.Code == axerr.CodeRateLimited {
+			if d := ae.Envelope().Error.Details; d["reason"] != "approval_quota" {
+				t.Fatalf("call %d: %v", i, d)
+			}
+			continue
+		}
+		if axerr.Is(err, axerr.CodeStoreUnavailable) {
+			break // the tenant's share is full
+		}
+		d := tokRefusal(t, err, axerr.CodeConfirmationMissing, http.StatusPreconditionRequired)
+		id, _ := d["decision_id"].(string)
+		opened++
+		confirm := i%2 == 0
+		if _, _, _, err := e.Approvals().Decide(ctx, tokAlice, id, confirm, ""); err != nil {
+			t.Fatal(err)
+		}
+		if confirm {
+			confirmed = append(confirmed, args)
+		}
+	}
+	if opened > 2 {
+		t.Errorf("alice opened %d confirmation requests under a quota of 2 by deciding them herself", opened)
+	}
+	_, err := e.Wrap(&spy{}).Invoke(ctx, tokCall("order_refund", `{"order_id":"b-1","amount":1}`, tokBob))
+	if d := tokRefusal(t, err, axerr.CodeConfirmationMissing, http.StatusPreconditionRequired); d["request_state"] != "pending" {
+		t.Fatalf("bob after alice's loop: %v", d)
+	}
+	// Running a confirmed call frees its place in alice's quota.
+	tool := &spy{}
+	if _, err := e.Wrap(tool).Invoke(ctx, tokCall("order_refund", confirmed[0], tokAlice)); err != nil || tool.calls.Load() != 1 {
+		t.Fatalf("the confirmed call: %v", err)
+	}
+	_, err = e.Wrap(&spy{}).Invoke(ctx, tokCall("order_refund", `{"order_id":"a-new","amount":1}`, tokAlice))
+	tokRefusal(t, err, axerr.CodeConfirmationMissing, http.StatusPreconditionRequired)
 }

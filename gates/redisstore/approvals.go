@@ -107,15 +107,22 @@ const sweepStep = 16
 
 // casScript replaces the request under KEYS[1] by ARGV[2], kept ARGV[3]
 // milliseconds, only if it still reads ARGV[1]; when ARGV[4] is "1" (the
-// request is no longer pending) it drops its id ARGV[5] from the
-// requester's pending set KEYS[2]. It returns 1 when replaced, 0 when
+// request no longer counts in its requester's quota) it drops its id
+// ARGV[5] from the requester's pending set KEYS[2], else it scores the id
+// there with ARGV[6] (until when it counts: gate.QuotaUntil), keeping the
+// set at least as long as the request. It returns 1 when replaced, 0 when
 // someone else wrote first and -1 when the request is gone.
 var casScript = redis.NewScript(`
 local cur = redis.call('GET', KEYS[1])
 if not cur then return -1 end
 if cur ~= ARGV[1] then return 0 end
 redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
-if ARGV[4] == '1' then redis.call('ZREM', KEYS[2], ARGV[5]) end
+if ARGV[4] == '1' then
+  redis.call('ZREM', KEYS[2], ARGV[5])
+else
+  redis.call('ZADD', KEYS[2], ARGV[6], ARGV[5])
+  if redis.call('PTTL', KEYS[2]) < tonumber(ARGV[3]) then redis.call('PEXPIRE', KEYS[2], ARGV[3]) end
+end
 return 1
 `)
 
@@ -280,11 +287,14 @@ func (s *approvalStore) Update(ctx context.Context, id string, fn func(*gates.Ap
 		if err != nil {
 			return gates.ApprovalRequest{}, fmt.Errorf("redisstore: encode approval request: %w", err)
 		}
-		left := "0"
-		if req.State != gates.ApprovalPending {
-			left = "1"
+		// The pending set counts the requester's requests in the quota
+		// (gate.QuotaUntil): pending ones, and confirmation requests
+		// their requester decided while the store keeps them.
+		left, until := "1", int64(0)
+		if gate.CountsInQuota(&req, time.Now()) {
+			left, until = "0", gate.QuotaUntil(&req).UnixMilli()
 		}
-		n, err := casScript.Run(ctx, s.rdb, []string{key, s.pendingSet(&req)}, old, data, s.ttl(&req), left, id).Int()
+		n, err := casScript.Run(ctx, s.rdb, []string{key, s.pendingSet(&req)}, old, data, s.ttl(&req), left, id, until).Int()
 		if err != nil {
 			return gates.ApprovalRequest{}, storeErr("write approval request", err)
 		}
