@@ -14,6 +14,7 @@ import (
 	axerr "github.com/axgate/axgate/errors"
 	"github.com/axgate/axgate/gates"
 	"github.com/axgate/axgate/gates/memstore"
+	"github.com/axgate/axgate/manifest"
 	"github.com/axgate/axgate/middleware"
 	"github.com/axgate/axgate/token"
 )
@@ -311,4 +312,74 @@ func TestSelfDecidedConfirmationsStayInTheQuota(t *testing.T) {
 	}
 	_, err = e.Wrap(&spy{}).Invoke(ctx, tokCall("order_refund", `{"order_id":"a-new","amount":1}`, tokAlice))
 	tokRefusal(t, err, axerr.CodeConfirmationMissing, http.StatusPreconditionRequired)
+}
+
+// TestCheckWithElicitRecordsAndSpendsNothing: a check-only call through a
+// transport that may ask the person inline (call.Elicit) neither asks,
+// nor records a request, nor spends a held decision, for a confirmation or
+// an approval.
+func TestCheckWithElicitRecordsAndSpendsNothing(t *testing.T) {
+	e := tokEnforcer(t, axgate.WithDecisionPages(pagesBase))
+	ctx := t.Context()
+	asked := 0
+	check := func(tool, args string) error {
+		c := tokCall(tool, args, tokAlice)
+		c.Elicit = func(context.Context, string) (bool, error) { asked++; return true, nil }
+		return e.Check(ctx, c)
+	}
+	const args = `{"order_id":"o-7","amount":2}`
+	if err := check("order_refund", args); !axerr.Is(err, axerr.CodeConfirmationMissing) {
+		t.Fatalf("check: %v", err)
+	}
+	if err := check("payout_send", `{"amount":3}`); !axerr.Is(err, axerr.CodeApprovalMissing) {
+		t.Fatalf("check: %v", err)
+	}
+	if inbox, _, _ := e.Approvals().Pending(ctx, tokAlice, "", 0); len(inbox) != 0 || asked != 0 {
+		t.Fatalf("checks recorded %+v, asked %d", inbox, asked)
+	}
+	id := pageRequest(t, e, "order_refund", args, tokAlice, axerr.CodeConfirmationMissing)
+	if _, _, _, err := e.Approvals().Decide(ctx, tokAlice, id, true, ""); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if err := check("order_refund", args); err != nil {
+			t.Fatalf("check of the confirmed call: %v", err)
+		}
+	}
+	if r, _ := e.Approvals().Request(ctx, tokAlice, id); r.State != gates.ApprovalApproved || asked != 0 {
+		t.Fatalf("after checks: %s, asked %d", r.State, asked)
+	}
+	tool := &spy{}
+	if _, err := e.Wrap(tool).Invoke(ctx, tokCall("order_refund", args, tokAlice)); err != nil || tool.calls.Load() != 1 {
+		t.Fatalf("the run after checks: %v", err)
+	}
+}
+
+// TestDecisionBindsTheIntent: a confirmation of one action does not count
+// for another action called with the very same arguments.
+func TestDecisionBindsTheIntent(t *testing.T) {
+	m, err := manifest.Parse([]byte(`{"version":"1.0.0","actions":[
+	 {"intent":"doc.delete","entity":"doc","action_type":"delete","description":"Delete a doc","risk_level":"high","confirmation_required":true,
+	  "required_parameters":[{"name":"id","type":"string"}]},
+	 {"intent":"doc.archive","entity":"doc","action_type":"write","description":"Archive a doc","risk_level":"high","confirmation_required":true,
+	  "required_parameters":[{"name":"id","type":"string"}]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := axgate.New(m, axgate.WithDecisionPages(pagesBase))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	ctx := t.Context()
+	const args = `{"id":"d-1"}`
+	id := pageRequest(t, e, "doc_archive", args, tokAlice, axerr.CodeConfirmationMissing)
+	if _, _, _, err := e.Approvals().Decide(ctx, tokAlice, id, true, ""); err != nil {
+		t.Fatal(err)
+	}
+	tool := &spy{}
+	_, err = e.Wrap(tool).Invoke(ctx, tokCall("doc_delete", args, tokAlice))
+	if d := tokRefusal(t, err, axerr.CodeConfirmationMissing, 428); d["decision_id"] == id || tool.calls.Load() != 0 {
+		t.Fatalf("doc_delete ran on doc_archive's confirmation: %v", d)
+	}
 }
