@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/axgate/axgate/gates"
+	"github.com/axgate/axgate/middleware"
 )
 
 // ApprovalStore is a gates.ApprovalStore on Redis.
@@ -29,13 +31,19 @@ import (
 // follow the approval state machine (a decided request stays decided), a pending
 // request past its expiry reads as expired, and creating a request whose id
 // belongs to a Replaceable request replaces it.
-type approvalStore struct{ base }
+type approvalStore struct {
+	base
+	// salt names the positions a cursor holds (List): a name is the same
+	// for the same position, so that listing again holds no more of them,
+	// and not one a reader could derive from a guessed request.
+	salt string
+}
 
 var _ gates.ApprovalStore = (*approvalStore)(nil)
 
 // NewApprovalStore returns an ApprovalStore on client.
 func NewApprovalStore(client redis.UniversalClient, opts Options) gates.ApprovalStore {
-	return &approvalStore{newBase(client, opts)}
+	return &approvalStore{base: newBase(client, opts), salt: rand.Text()}
 }
 
 // maxUpdateAttempts bounds the compare-and-set loop of Update when writers
@@ -319,17 +327,32 @@ const listRounds = 4
 // time (ZRANGE … BYLEX LIMIT, then MGET of that slice): at most listRounds
 // pairs of round trips, so a page may be short. Members whose request is
 // gone, was replaced, or is pending past its expiry leave the index on the
-// way (one more round trip when there are any).
+// way (one more round trip when there are any). A page that ends on a
+// request the filter does not show hands out a cursor naming a position
+// held in Redis for 15 minutes, not that request's id (one more round trip
+// each way).
 func (s *approvalStore) List(ctx context.Context, f gates.ApprovalFilter, cursor string, limit int) ([]gates.ApprovalRequest, string, error) {
 	limit = gate.PageLimit(limit)
-	if cursor != "" && !validMember(cursor) {
-		return nil, "", fmt.Errorf("redisstore: %w: %q", gates.ErrBadCursor, cursor)
-	}
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
 	index := s.tenantIndex(f.Tenant)
 	if f.Tenant == "" && f.AnyTenant {
 		index = s.allIndex()
+	}
+	if token, ok := strings.CutPrefix(cursor, heldCursor); ok {
+		// A position the filter does not show, held in Redis (see below).
+		v, err := s.rdb.Get(ctx, s.key("apr:cursor:", token)).Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return nil, "", storeErr("list approval requests", err)
+		}
+		held, member, ok := strings.Cut(v, "\n")
+		if err != nil || !ok || held != index {
+			return nil, "", fmt.Errorf("redisstore: %w: %q", gates.ErrBadCursor, cursor)
+		}
+		cursor = member
+	}
+	if cursor != "" && !validMember(cursor) {
+		return nil, "", fmt.Errorf("redisstore: %w: %q", gates.ErrBadCursor, cursor)
 	}
 	var (
 		out  []gates.ApprovalRequest
@@ -397,8 +420,28 @@ func (s *approvalStore) List(ctx context.Context, f gates.ApprovalFilter, cursor
 		// listing.
 		s.rdb.ZRem(ctx, index, gone...)
 	}
+	if next != "" && (len(out) == 0 || inboxMember(&out[len(out)-1]) != next) {
+		// The page ends on a request the filter does not show (another
+		// person's confirmation request, a request for other roles): its
+		// member (creation time and id) must not reach the reader. The
+		// position is held in Redis for a while under a name derived
+		// from it with this store's random salt (listing the same page
+		// again holds nothing more), and the cursor is that name.
+		token := middleware.DigestCanonical([]byte(gate.StateKey("cursor", s.salt, index, next)))
+		if err := s.rdb.Set(ctx, s.key("apr:cursor:", token), index+"\n"+next, cursorLifetime).Err(); err != nil {
+			return nil, "", storeErr("list approval requests", err)
+		}
+		next = heldCursor + token
+	}
 	return out, next, nil
 }
+
+// heldCursor marks a cursor that names a position held in Redis rather
+// than an inbox member; cursorLifetime is how long such a position is held.
+const (
+	heldCursor     = "~"
+	cursorLifetime = 15 * time.Minute
+)
 
 // validMember reports whether cursor has the form of an inbox member.
 func validMember(cursor string) bool {

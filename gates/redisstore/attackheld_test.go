@@ -2,6 +2,8 @@ package redisstore_test
 
 import (
 	"context"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -184,5 +186,69 @@ func TestRestartWithAMemoryReplayStoreRunsADecisionOnce(t *testing.T) {
 	}
 	if n := tool.n.Load(); n != 1 {
 		t.Fatalf("the tool ran %d times on one confirmation", n)
+	}
+}
+
+// TestInboxCursorNamesNoHiddenRequest: a person's inbox pages over Redis
+// hand out cursors that name only requests the person may see: the
+// confirmation requests of another person of the tenant, which are never
+// shown to them, do not leak through next_cursor.
+func TestInboxCursorNamesNoHiddenRequest(t *testing.T) {
+	r := sharedKeyReplicas(t, 1)
+	e := r[0]
+	tool := &counterTool{}
+	// bob (finance) may decide alice's approval requests; carol's
+	// confirmation requests are hers alone.
+	carol := middleware.Principal{ID: "carol", Tenant: "acme", Roles: []string{"clerk"}}
+	var hidden []string
+	approval := func(i int) {
+		if _, err := decCall(e, tool, "payout_send", `{"amount":`+strconv.Itoa(i+1)+`}`, decAlice); !axerr.Is(err, axerr.CodeApprovalMissing) {
+			t.Fatal(err)
+		}
+	}
+	approval(0)
+	for i := range 12 {
+		_, err := decCall(e, tool, "file_write", `{"path":"/tmp/c`+strconv.Itoa(i)+`"}`, carol)
+		_, _, d := envelopeDetails(t, err)
+		hidden = append(hidden, d["decision_id"].(string))
+	}
+	approval(1)
+	cursor, pages := "", 0
+	for {
+		page, next, err := e.Approvals().Pending(context.Background(), decBob, cursor, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range page {
+			if p.Kind == "confirmation" {
+				t.Fatalf("bob sees carol's confirmation %s", p.ID)
+			}
+		}
+		for _, h := range hidden {
+			if next != "" && strings.Contains(next, h) {
+				t.Fatalf("bob's next cursor %q names carol's confirmation request", next)
+			}
+		}
+		pages++
+		if strings.HasPrefix(next, "~") {
+			// A held position is no cursor for another tenant's inbox,
+			// and a made-up one is refused.
+			mallory := middleware.Principal{ID: "mallory", Tenant: "globex", Roles: []string{"finance"}}
+			for _, p := range []middleware.Principal{mallory} {
+				if _, _, err := e.Approvals().Pending(context.Background(), p, next, 2); !axerr.Is(err, axerr.CodeInvalidArguments) {
+					t.Fatalf("bob's cursor in %s's inbox: %v", p.Tenant, err)
+				}
+			}
+			if _, _, err := e.Approvals().Pending(context.Background(), decBob, "~made-up", 2); !axerr.Is(err, axerr.CodeInvalidArguments) {
+				t.Fatalf("a made-up cursor: %v", err)
+			}
+		}
+		if next == "" || pages > 20 {
+			break
+		}
+		cursor = next
+	}
+	if pages < 2 {
+		t.Fatalf("%d pages", pages)
 	}
 }
