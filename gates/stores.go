@@ -294,8 +294,10 @@ type ApprovalStore interface {
 	// Replaceable; it returns the stored request and whether it was created
 	// now. A replaced request passes its void on (Inherit). With quota > 0,
 	// a new request is created only while its requester (Requester and
-	// Tenant) holds fewer than quota pending requests, counted atomically
-	// with the create; otherwise Create returns a *QuotaError and
+	// Tenant) holds fewer than quota requests that count (pending ones,
+	// and confirmation requests decided but still kept for the decision:
+	// confirmed until they expire, denied until KeepUntil), counted
+	// atomically with the create; otherwise Create returns a *QuotaError and
 	// stores nothing. The existing request of the same call is returned
 	// whatever the quota.
 	Create(ctx context.Context, req ApprovalRequest, quota int) (ApprovalRequest, bool, error)

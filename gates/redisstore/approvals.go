@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/axgate/axgate/gates"
+	"github.com/axgate/axgate/middleware"
 )
 
 // ApprovalStore is a gates.ApprovalStore on Redis.
@@ -29,13 +31,19 @@ import (
 // follow the approval state machine (a decided request stays decided), a pending
 // request past its expiry reads as expired, and creating a request whose id
 // belongs to a Replaceable request replaces it.
-type approvalStore struct{ base }
+type approvalStore struct {
+	base
+	// salt names the positions a cursor holds (List): a name is the same
+	// for the same position, so that listing again holds no more of them,
+	// and not one a reader could derive from a guessed request.
+	salt string
+}
 
 var _ gates.ApprovalStore = (*approvalStore)(nil)
 
 // NewApprovalStore returns an ApprovalStore on client.
 func NewApprovalStore(client redis.UniversalClient, opts Options) gates.ApprovalStore {
-	return &approvalStore{newBase(client, opts)}
+	return &approvalStore{base: newBase(client, opts), salt: rand.Text()}
 }
 
 // maxUpdateAttempts bounds the compare-and-set loop of Update when writers
@@ -107,15 +115,22 @@ const sweepStep = 16
 
 // casScript replaces the request under KEYS[1] by ARGV[2], kept ARGV[3]
 // milliseconds, only if it still reads ARGV[1]; when ARGV[4] is "1" (the
-// request is no longer pending) it drops its id ARGV[5] from the
-// requester's pending set KEYS[2]. It returns 1 when replaced, 0 when
+// request no longer counts in its requester's quota) it drops its id
+// ARGV[5] from the requester's pending set KEYS[2], else it scores the id
+// there with ARGV[6] (until when it counts: gate.QuotaUntil), keeping the
+// set at least as long as the request. It returns 1 when replaced, 0 when
 // someone else wrote first and -1 when the request is gone.
 var casScript = redis.NewScript(`
 local cur = redis.call('GET', KEYS[1])
 if not cur then return -1 end
 if cur ~= ARGV[1] then return 0 end
 redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
-if ARGV[4] == '1' then redis.call('ZREM', KEYS[2], ARGV[5]) end
+if ARGV[4] == '1' then
+  redis.call('ZREM', KEYS[2], ARGV[5])
+else
+  redis.call('ZADD', KEYS[2], ARGV[6], ARGV[5])
+  if redis.call('PTTL', KEYS[2]) < tonumber(ARGV[3]) then redis.call('PEXPIRE', KEYS[2], ARGV[3]) end
+end
 return 1
 `)
 
@@ -280,11 +295,14 @@ func (s *approvalStore) Update(ctx context.Context, id string, fn func(*gates.Ap
 		if err != nil {
 			return gates.ApprovalRequest{}, fmt.Errorf("redisstore: encode approval request: %w", err)
 		}
-		left := "0"
-		if req.State != gates.ApprovalPending {
-			left = "1"
+		// The pending set counts the requester's requests in the quota
+		// (gate.QuotaUntil): pending ones, and confirmation requests
+		// their requester decided while the store keeps them.
+		left, until := "1", int64(0)
+		if gate.CountsInQuota(&req, time.Now()) {
+			left, until = "0", gate.QuotaUntil(&req).UnixMilli()
 		}
-		n, err := casScript.Run(ctx, s.rdb, []string{key, s.pendingSet(&req)}, old, data, s.ttl(&req), left, id).Int()
+		n, err := casScript.Run(ctx, s.rdb, []string{key, s.pendingSet(&req)}, old, data, s.ttl(&req), left, id, until).Int()
 		if err != nil {
 			return gates.ApprovalRequest{}, storeErr("write approval request", err)
 		}
@@ -309,17 +327,32 @@ const listRounds = 4
 // time (ZRANGE … BYLEX LIMIT, then MGET of that slice): at most listRounds
 // pairs of round trips, so a page may be short. Members whose request is
 // gone, was replaced, or is pending past its expiry leave the index on the
-// way (one more round trip when there are any).
+// way (one more round trip when there are any). A page that ends on a
+// request the filter does not show hands out a cursor naming a position
+// held in Redis for 15 minutes, not that request's id (one more round trip
+// each way).
 func (s *approvalStore) List(ctx context.Context, f gates.ApprovalFilter, cursor string, limit int) ([]gates.ApprovalRequest, string, error) {
 	limit = gate.PageLimit(limit)
-	if cursor != "" && !validMember(cursor) {
-		return nil, "", fmt.Errorf("redisstore: %w: %q", gates.ErrBadCursor, cursor)
-	}
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
 	index := s.tenantIndex(f.Tenant)
 	if f.Tenant == "" && f.AnyTenant {
 		index = s.allIndex()
+	}
+	if token, ok := strings.CutPrefix(cursor, heldCursor); ok {
+		// A position the filter does not show, held in Redis (see below).
+		v, err := s.rdb.Get(ctx, s.key("apr:cursor:", token)).Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return nil, "", storeErr("list approval requests", err)
+		}
+		held, member, ok := strings.Cut(v, "\n")
+		if err != nil || !ok || held != index {
+			return nil, "", fmt.Errorf("redisstore: %w: %q", gates.ErrBadCursor, cursor)
+		}
+		cursor = member
+	}
+	if cursor != "" && !validMember(cursor) {
+		return nil, "", fmt.Errorf("redisstore: %w: %q", gates.ErrBadCursor, cursor)
 	}
 	var (
 		out  []gates.ApprovalRequest
@@ -387,8 +420,28 @@ func (s *approvalStore) List(ctx context.Context, f gates.ApprovalFilter, cursor
 		// listing.
 		s.rdb.ZRem(ctx, index, gone...)
 	}
+	if next != "" && (len(out) == 0 || inboxMember(&out[len(out)-1]) != next) {
+		// The page ends on a request the filter does not show (another
+		// person's confirmation request, a request for other roles): its
+		// member (creation time and id) must not reach the reader. The
+		// position is held in Redis for a while under a name derived
+		// from it with this store's random salt (listing the same page
+		// again holds nothing more), and the cursor is that name.
+		token := middleware.DigestCanonical([]byte(gate.StateKey("cursor", s.salt, index, next)))
+		if err := s.rdb.Set(ctx, s.key("apr:cursor:", token), index+"\n"+next, cursorLifetime).Err(); err != nil {
+			return nil, "", storeErr("list approval requests", err)
+		}
+		next = heldCursor + token
+	}
 	return out, next, nil
 }
+
+// heldCursor marks a cursor that names a position held in Redis rather
+// than an inbox member; cursorLifetime is how long such a position is held.
+const (
+	heldCursor     = "~"
+	cursorLifetime = 15 * time.Minute
+)
 
 // validMember reports whether cursor has the form of an inbox member.
 func validMember(cursor string) bool {

@@ -326,6 +326,56 @@ func TestApprovalStore(t *testing.T, newStore func(t *testing.T) gates.ApprovalS
 		}
 	})
 
+	t.Run("QuotaKeepsSelfDecidedConfirmations", func(t *testing.T) {
+		// A confirmation request, decided by its requester alone, counts
+		// in their quota while the store keeps it for its decision:
+		// confirmed and not run (until it expires), denied (while the
+		// denial stands). It leaves the count when its call runs.
+		s := newStore(t)
+		conf := func(id string) gates.ApprovalRequest {
+			r := request(id, "acme", 0)
+			r.Kind = "confirmation"
+			return r
+		}
+		for _, approve := range []bool{true, false} {
+			id := fmt.Sprint("conf-", approve)
+			if _, created, err := s.Create(ctx(t), conf(id), 1); err != nil || !created {
+				t.Fatalf("Create(%s) = %v, %v", id, created, err)
+			}
+			if _, err := s.Update(ctx(t), id, func(r *gates.ApprovalRequest) error {
+				r.Decisions = append(r.Decisions, gates.ApprovalDecision{Approver: r.Requester, Approve: approve, At: base})
+				if approve {
+					r.State, r.ExpiresAt = gates.ApprovalApproved, time.Now().Add(time.Hour)
+				} else {
+					r.State, r.ExpiresAt, r.KeepUntil = gates.ApprovalDenied, time.Now(), time.Now().Add(time.Hour)
+				}
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if _, _, err := s.Create(ctx(t), conf(id+"-next"), 1); !isQuota(err) {
+				t.Fatalf("Create after the requester decided %s = %v; want the quota", id, err)
+			}
+			if approve {
+				if _, err := s.Update(ctx(t), id, func(r *gates.ApprovalRequest) error {
+					r.State = gates.ApprovalExecuted
+					return nil
+				}); err != nil {
+					t.Fatal(err)
+				}
+				if _, created, err := s.Create(ctx(t), conf(id+"-after-run"), 1); err != nil || !created {
+					t.Fatalf("Create after the confirmed call ran = %v, %v", created, err)
+				}
+				if _, err := s.Update(ctx(t), id+"-after-run", func(r *gates.ApprovalRequest) error {
+					r.State = gates.ApprovalCancelled
+					return nil
+				}); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	})
+
 	t.Run("QuotaSkipsLapsedRequests", func(t *testing.T) {
 		s := newStore(t)
 		old := request("lapsed", "acme", 0, "manager")

@@ -664,14 +664,16 @@ func (g *Approval) Decide(ctx context.Context, approver middleware.Principal, re
 	if IsConfirmation(&req) {
 		return g.confirm(ctx, approver, req, approve, reason)
 	}
-	if approve && g.cfg.Issuer.Signer == nil {
-		return ApprovalRequest{}, "", time.Time{}, axerr.New(axerr.CodeInternal, "no signing key is configured, so approval tokens cannot be issued")
-	}
 	if err := g.mayDecide(approver, req); err != nil {
 		return ApprovalRequest{}, "", time.Time{}, err
 	}
 	if decidedBy(req, approver.ID) {
 		return ApprovalRequest{}, "", time.Time{}, alreadyDecided(req)
+	}
+	// After mayDecide: to a person of another tenant, a request reads as
+	// unknown whatever the configuration.
+	if approve && g.cfg.Issuer.Signer == nil {
+		return ApprovalRequest{}, "", time.Time{}, axerr.New(axerr.CodeInternal, "no signing key is configured, so approval tokens cannot be issued")
 	}
 	roles := approverRoles(approver, req)
 	// The token's jti is recorded on the request before it is signed, so

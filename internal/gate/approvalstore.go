@@ -123,8 +123,9 @@ type approvalShard struct {
 	order []*approvalEntry
 	// due: every record, by the end of its retention, for the purge.
 	due approvalHeap
-	// pending: the ids (and expiries) of each requester's pending
-	// requests, for the quota.
+	// pending: the ids of each requester's requests that count in the
+	// quota (pending ones, and their decided confirmation requests:
+	// QuotaUntil), with until when they count.
 	pending map[string]map[string]time.Time
 }
 
@@ -287,7 +288,7 @@ func (s *MemoryApprovalStore) Create(ctx context.Context, req ApprovalRequest, q
 		set := sh.pending[rk]
 		oldest := time.Time{}
 		for id, exp := range set {
-			if e, ok := sh.reqs[id]; !ok || e.r.State != ApprovalPending || lapsed(&e.r, now) {
+			if e, ok := sh.reqs[id]; !ok || !CountsInQuota(&e.r, now) {
 				delete(set, id)
 				continue
 			}
@@ -382,12 +383,12 @@ func (s *MemoryApprovalStore) Update(ctx context.Context, id string, fn func(*Ap
 		e.r = cloneRequest(&work)
 		heap.Fix(&sh.due, e.heap)
 	}
-	if e.r.State != ApprovalPending {
+	if !CountsInQuota(&e.r, now) {
 		sh.unpend(&e.r)
 	} else if set := sh.pending[requesterKey(&e.r)]; set != nil {
-		set[id] = e.r.ExpiresAt // the quota's retry_after follows a new expiry
+		set[id] = QuotaUntil(&e.r) // the quota's retry_after follows a new expiry
 	} else {
-		sh.pending[requesterKey(&e.r)] = map[string]time.Time{id: e.r.ExpiresAt}
+		sh.pending[requesterKey(&e.r)] = map[string]time.Time{id: QuotaUntil(&e.r)}
 	}
 	out := cloneRequest(&e.r)
 	sh.settle(e)

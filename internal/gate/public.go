@@ -139,6 +139,38 @@ func Vetoed(r *ApprovalRequest, now time.Time) bool {
 	return r.State == ApprovalDenied && now.Before(r.KeepUntil)
 }
 
+// QuotaUntil is until when r counts in its requester's quota; zero when it does not count.
+//
+// A pending request counts until it expires. A confirmation request, which
+// its requester decides alone, also counts once decided while the store
+// must keep it: confirmed and not run, until it expires; denied, while its
+// denial stands (KeepUntil). Otherwise a requester who decides their own
+// requests could keep opening new ones past the quota and fill the
+// tenant's share of the store.
+func QuotaUntil(r *ApprovalRequest) time.Time {
+	switch {
+	case r.State == ApprovalPending:
+		return r.ExpiresAt
+	case r.Kind != KindConfirmation:
+		return time.Time{}
+	case r.State == ApprovalApproved:
+		return r.ExpiresAt
+	case r.State == ApprovalDenied:
+		return r.KeepUntil
+	}
+	return time.Time{}
+}
+
+// CountsInQuota reports whether r counts in its requester's quota at now
+// (QuotaUntil; a pending request without an expiry counts).
+func CountsInQuota(r *ApprovalRequest, now time.Time) bool {
+	until := QuotaUntil(r)
+	if r.State == ApprovalPending && until.IsZero() {
+		return true
+	}
+	return now.Before(until)
+}
+
 // StateKey builds a store key from a kind and parts. Each part is written
 // with its length in front, so no part can be forged to look like two
 // ("a:b" + "c" never equals "a" + "b:c"); stores may add their own prefix.
