@@ -17,6 +17,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -24,6 +25,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -222,9 +224,19 @@ func flagSuggestions(fs *flag.FlagSet, name string) []string {
 	var out []string
 	for _, n := range names {
 		first, _, _ := strings.Cut(n, "-")
-		if first != n && closest(word, []string{first}) != "" && len(out) < 3 {
-			out = append(out, "--"+n)
+		if first != n && closest(word, []string{first}) != "" {
+			out = append(out, n)
 		}
+	}
+	// The three broadest flags of that family (fewest words, then
+	// shortest), shown in alphabetical order.
+	slices.SortStableFunc(out, func(a, b string) int {
+		return cmp.Or(cmp.Compare(strings.Count(a, "-"), strings.Count(b, "-")), cmp.Compare(len(a), len(b)), strings.Compare(a, b))
+	})
+	out = out[:min(len(out), 3)]
+	slices.Sort(out)
+	for i, n := range out {
+		out[i] = "--" + n
 	}
 	return out
 }
