@@ -150,8 +150,9 @@ func decisionsGateway(t *testing.T, root string, enfOpts ...axgate.Option) (*axg
 // write runs once they confirmed there; a denial writes nothing. A client
 // that cannot be sent there gets the refusal naming the page, and the same
 // call repeated after the decision writes, once; a second repeat is
-// refused. The Go SDK's client asks for MCP 2026-07-28 and falls back to
-// the front's 2025-11-25.
+// refused. The Go SDK's client speaks MCP 2026-07-28 (stateless: the
+// URL-mode request is an input_required result its multi round-trip
+// middleware answers and retries).
 func TestDecisionPagesThroughTheGateway(t *testing.T) {
 	t.Parallel()
 	root, err := filepath.EvalSymlinks(t.TempDir())
@@ -176,7 +177,7 @@ func TestDecisionPagesThroughTheGateway(t *testing.T) {
 			return &mcp.ElicitResult{Action: "accept"}, nil
 		},
 	})
-	if v := browser.InitializeResult().ProtocolVersion; v != "2025-11-25" {
+	if v := browser.InitializeResult().ProtocolVersion; v != "2026-07-28" {
 		t.Errorf("the session speaks %s", v)
 	}
 	path := filepath.Join(root, "page.txt")
