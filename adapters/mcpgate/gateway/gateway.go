@@ -390,7 +390,7 @@ func (g *Gateway) buildHandler() http.Handler {
 		sessions = g.directPath.Handler(sessions)
 	}
 	stateless := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.statelessFront.server },
-		&mcp.StreamableHTTPOptions{Stateless: true, Logger: g.cfg.logger})
+		&mcp.StreamableHTTPOptions{Stateless: true, PropagateRequestCancellation: true, Logger: g.cfg.logger})
 	var h http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if statelessRequest(r) {
 			stateless.ServeHTTP(w, r)

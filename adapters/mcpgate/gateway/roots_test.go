@@ -175,7 +175,7 @@ func connectFront(t *testing.T, g *gateway.Gateway, front string, client *mcp.Cl
 		go gateway.ServeLocal(g, ctx, st)
 		tr = ct
 	}
-	cs, err := client.Connect(ctx, tr, nil)
+	cs, err := client.Connect(ctx, tr, onSession)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -230,3 +230,91 @@ func TestStatelessDecisionPage(t *testing.T) {
 		t.Errorf("the write ran %d times, want 1", got)
 	}
 }
+
+// TestStatelessResourcesPromptsUnderPolicy: resources, prompts and
+// completions of a 2026-07-28 client pass as on a session: only what the
+// manifest declares, to a caller the chain allows; nothing else reaches
+// the upstream. Subscriptions are not served statelessly.
+func TestStatelessResourcesPromptsUnderPolicy(t *testing.T) {
+	t.Parallel()
+	up, upURL := payrollUpstream(t)
+	url := serve(t, newGatewayFor(t, payrollManifest, gateway.Upstream{URL: upURL}))
+	ctx := context.Background()
+	eve, hana := connectStateless(t, url, "eve-token", nil), connectStateless(t, url, "hana-token", nil)
+	for what, do := range entryRequests {
+		if strings.HasPrefix(what, "resources/subscribe") {
+			continue // subscriptions/listen on 2026-07-28: TestStatelessListenRefused
+		}
+		if got, err := do(ctx, eve); err == nil {
+			t.Errorf("%s: eve got %q", what, got)
+		} else if r := axagData(t, err); r.Code != "AXAG_ROLE_INSUFFICIENT" {
+			t.Errorf("%s: eve refused with %+v; want AXAG_ROLE_INSUFFICIENT", what, r)
+		}
+		if got, err := do(ctx, hana); err != nil || got != salaries {
+			t.Errorf("%s: hana got %q, %v", what, got, err)
+		}
+	}
+	for what, do := range undeclaredRequests {
+		if strings.HasPrefix(what, "resources/subscribe") || strings.HasPrefix(what, "resources/unsubscribe") {
+			continue // subscriptions/listen on 2026-07-28: TestStatelessListenRefused
+		}
+		err := do(ctx, hana)
+		if err == nil {
+			t.Errorf("%s: not refused", what)
+			continue
+		}
+		if r := axagData(t, err); r.Code != "AXAG_INTENT_NOT_FOUND" {
+			t.Errorf("%s: refused with %+v; want AXAG_INTENT_NOT_FOUND", what, r)
+		}
+	}
+	if n := len(up.saw("resources/read")); n != 2 {
+		t.Errorf("the upstream saw %d reads; want hana's 2", n)
+	}
+	for _, m := range []string{"resources/subscribe", "resources/unsubscribe"} {
+		if got := up.saw(m); len(got) != 0 {
+			t.Errorf("the upstream saw %v", got)
+		}
+	}
+	for _, r := range append(up.saw("resources/read"), up.saw("prompts/get")...) {
+		if strings.Contains(r, "secret") || strings.Contains(r, "exfiltrate") || strings.Contains(r, "..") {
+			t.Errorf("the upstream saw %s", r)
+		}
+	}
+}
+
+// TestStatelessListenRefused: a 2026-07-28 subscriptions/listen (what
+// resources/subscribe became) is refused: nothing of the upstream is sent
+// to a stateless client but its answers, and the discover result announces
+// no list changes or subscriptions.
+func TestStatelessListenRefused(t *testing.T) {
+	t.Parallel()
+	up, upURL := payrollUpstream(t)
+	url := serve(t, newGatewayFor(t, payrollManifest, gateway.Upstream{URL: upURL}))
+	hana := connectStateless(t, url, "hana-token", nil)
+	caps := hana.InitializeResult().Capabilities
+	if caps.Tools == nil || caps.Tools.ListChanged || caps.Resources == nil || caps.Resources.Subscribe || caps.Resources.ListChanged || caps.Logging != nil {
+		t.Errorf("discover announces %+v", caps)
+	}
+	body := `{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen","params":{"notifications":{"resourceSubscriptions":["payroll://all"]},` +
+		`"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"raw","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}}}}`
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer hana-token")
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Protocol-Version", statelessVersion)
+	req.Header.Set("Mcp-Method", "subscriptions/listen")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	resp, err := http.DefaultClient.Do(req.WithContext(ctx))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if !strings.Contains(string(raw), "-32601") {
+		t.Errorf("subscriptions/listen: %d %s", resp.StatusCode, raw)
+	}
+	if got := up.saw("resources/subscribe"); len(got) != 0 {
+		t.Errorf("the upstream saw %v", got)
+	}
+}
