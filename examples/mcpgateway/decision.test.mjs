@@ -54,9 +54,12 @@ function person() {
     const params = req.params;
     assert.equal(params.mode, 'url', `a URL-mode request, got ${JSON.stringify(params)}`);
     p.pages.push(params.url);
-    assert.ok(params.url.endsWith(`/requests/${params.elicitationId}`), `the page of request ${params.elicitationId}: ${params.url}`);
+    // 2026-07-28 dropped elicitationId from URL-mode requests (there is no
+    // elicitation/complete to key): the page's URL names the request.
+    const id = params.elicitationId ?? decodeURIComponent(new URL(params.url).pathname.split('/').pop());
+    assert.ok(params.url.endsWith(`/requests/${id}`), `the page of request ${id}: ${params.url}`);
     if (p.decision) {
-      await decide(params.elicitationId, p.decision);
+      await decide(id, p.decision);
     }
     return { action: 'accept' };
   };
