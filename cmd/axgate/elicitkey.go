@@ -12,11 +12,13 @@ import (
 // a key of its own, never the signing key itself.
 const elicitationKeyInfo = "axgate mcp elicitation state v1"
 
-// elicitationKey derives the key that signs the request state of the
-// gateway's questions and decision pages (mcpgate.WithElicitationKey) from
-// the --signing-key file, with HKDF-SHA256 over its private JWK: replicas
-// given the same --signing-key accept each other's request state (an MCP
-// 2026-07-28 retry that lands on another replica), and no other key does.
+// elicitationKey derives mcpgate's elicitation key from the --signing-key file.
+//
+// The key signs the request state of the gateway's questions and decision
+// pages (mcpgate.WithElicitationKey); it is HKDF-SHA256 over the private
+// JWK: replicas given the same --signing-key accept each other's request
+// state (an MCP 2026-07-28 retry that lands on another replica), and no
+// other key does.
 func elicitationKey(path string) ([]byte, error) {
 	signer, err := loadSigner(path, "")
 	if err != nil {

@@ -707,9 +707,10 @@ func notOffered(a *manifest.Action) *axerr.Error {
 		WithSuggestion("Call tools/list and use one of the tools it lists.")
 }
 
-// legacyVersions are the protocol versions the front speaks: those with
-// sessions (up to 2025-11-25), since each client session maps to one
-// upstream session. A client on a newer version falls back to them.
+// legacyVersions are the protocol versions the session front speaks: those
+// with sessions (up to 2025-11-25), since each client session maps to one
+// upstream session. Newer requests go to the stateless front
+// (statelessVersions).
 func legacyVersions() []string {
 	return slices.DeleteFunc(mcp.SupportedProtocolVersions(), func(v string) bool { return v >= "2026-07-28" })
 }
