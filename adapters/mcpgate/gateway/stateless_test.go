@@ -318,3 +318,39 @@ func TestStatelessListenRefused(t *testing.T) {
 		t.Errorf("the upstream saw %v", got)
 	}
 }
+
+// TestStatelessCallerLinkCountsAndExpires: a stateless caller's upstream
+// session counts as one of its sessions (WithMaxSessions): with one per
+// caller, alice's stateless requests hold hers, and her session is refused
+// until the link has been idle for WithSessionTimeout; then her session
+// holds it, and a stateless request of hers is refused. Bob's are his own.
+func TestStatelessCallerLinkCountsAndExpires(t *testing.T) {
+	t.Parallel()
+	_, up := httpUpstream(t)
+	url := serve(t, newGateway(t, gateway.Upstream{URL: up}, "", gateway.WithMaxSessions(10, 1), gateway.WithSessionTimeout(300*time.Millisecond)))
+	alice := connectStateless(t, url, "alice-token", nil)
+	if res := call(t, alice, "read_note", map[string]any{"name": "hello"}); res.IsError {
+		t.Fatalf("read_note: %s", text(res))
+	}
+	if _, err := tryConnect(t, url, "alice-token", nil); err == nil {
+		t.Fatal("alice opened a session beside her stateless one, past her bound of 1")
+	}
+	if res := call(t, connectStateless(t, url, "bob-token", nil), "read_note", map[string]any{"name": "hello"}); res.IsError {
+		t.Fatalf("bob's read_note: %s", text(res))
+	}
+	var session *mcp.ClientSession
+	if !eventually(20*time.Second, func() bool {
+		cs, err := tryConnect(t, url, "alice-token", nil)
+		session = cs
+		return err == nil
+	}) {
+		t.Fatal("alice's idle stateless link never gave her session back")
+	}
+	if res := call(t, session, "read_note", map[string]any{"name": "hello"}); res.IsError {
+		t.Fatalf("read_note on the session: %s", text(res))
+	}
+	_, err := alice.CallTool(context.Background(), &mcp.CallToolParams{Name: "read_note", Arguments: map[string]any{"name": "hello"}})
+	if err == nil || !strings.Contains(err.Error(), "open sessions") {
+		t.Errorf("a stateless request past alice's bound: %v", err)
+	}
+}
