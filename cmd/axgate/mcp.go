@@ -553,7 +553,7 @@ func serveMCP(ctx context.Context, e *env, c mcpConfig, ops *opsFlags, conf conf
 	}
 	defer shared.close()
 	if c.signingKey == "" && c.redis != "" {
-		log.Warn("axgate mcp: no --signing-key: the tokens this gateway mints (confirmations, approvals of --human) are signed with a key of this process, which other replicas do not accept")
+		log.Warn("axgate mcp: no --signing-key: the tokens this gateway mints (confirmations, approvals of --human) and the request state of its input_required answers (MCP 2026-07-28) are signed with a key of this process, which other replicas do not accept")
 	}
 	keys, err := shared.keys()
 	if err != nil {
@@ -642,7 +642,19 @@ func serveMCP(ctx context.Context, e *env, c mcpConfig, ops *opsFlags, conf conf
 	if humanLn != nil {
 		humanURL = rt.scheme() + "://" + humanLn.Addr().String()
 	}
-	gopts = append(gopts, mcpgw.WithMCPOptions(mcpgate.WithConfirmationHelp(c.confirmationHelp(humanURL))))
+	// The request state of a question or a decision page (MCP 2026-07-28's
+	// input_required) is taken once in the shared replay store, and with
+	// --signing-key signed with a key derived from it: another replica
+	// given the same key accepts the retry.
+	mcpOpts := []mcpgate.Option{mcpgate.WithConfirmationHelp(c.confirmationHelp(humanURL)), mcpgate.WithElicitationReplayStore(shared.state.replay)}
+	if c.signingKey != "" {
+		key, err := elicitationKey(c.signingKey)
+		if err != nil {
+			return failf(e, "mcp", "%v", err)
+		}
+		mcpOpts = append(mcpOpts, mcpgate.WithElicitationKey(key))
+	}
+	gopts = append(gopts, mcpgw.WithMCPOptions(mcpOpts...))
 	up := mcpgw.Upstream{URL: c.upstreamURL}
 	if c.upstreamCmd != "" {
 		up = mcpgw.Upstream{Command: c.upstreamCmd, Args: c.upstreamArgs, Env: c.childEnv(e.getenv), Stderr: stderr}

@@ -2,10 +2,10 @@
 // axgate gateway, in front of @modelcontextprotocol/server-filesystem, where
 // the write waits for the person's decision on the page of the call:
 //
-// - @modelcontextprotocol/client 2.x, negotiating with server/discover (it
-//   speaks MCP 2026-07-28 and its multi round-trip requests; the gateway's
-//   front answers with the 2025-11-25 era, which it falls back to), and
-//   declaring URL-mode elicitation: the gateway sends it to the page;
+// - @modelcontextprotocol/client 2.x, negotiating with server/discover: it
+//   speaks MCP 2026-07-28 (no session; the gateway serves it statelessly)
+//   and its multi round-trip requests, and declares URL-mode elicitation:
+//   the gateway answers input_required with the page of the call;
 // - @modelcontextprotocol/sdk 1.x on 2025-11-25, declaring URL-mode
 //   elicitation: the same;
 // - @modelcontextprotocol/sdk 1.x with no elicitation: the refusal names the
@@ -54,9 +54,12 @@ function person() {
     const params = req.params;
     assert.equal(params.mode, 'url', `a URL-mode request, got ${JSON.stringify(params)}`);
     p.pages.push(params.url);
-    assert.ok(params.url.endsWith(`/requests/${params.elicitationId}`), `the page of request ${params.elicitationId}: ${params.url}`);
+    // 2026-07-28 dropped elicitationId from URL-mode requests (there is no
+    // elicitation/complete to key): the page's URL names the request.
+    const id = params.elicitationId ?? decodeURIComponent(new URL(params.url).pathname.split('/').pop());
+    assert.ok(params.url.endsWith(`/requests/${id}`), `the page of request ${id}: ${params.url}`);
     if (p.decision) {
-      await decide(params.elicitationId, p.decision);
+      await decide(id, p.decision);
     }
     return { action: 'accept' };
   };
@@ -74,8 +77,8 @@ function exists(file) {
 }
 
 const clients = {
-  // The 2.x client, probing with server/discover: it gets the gateway's
-  // 2025-11-25 and takes URL-mode elicitation.
+  // The 2.x client, probing with server/discover: it gets 2026-07-28, and
+  // the page comes as input_required (multi round-trip requests).
   async 'client 2.4.0'(p) {
     const c = new Client2(
       { name: 'axgate-decision-test', version: '0.0.1' },
@@ -93,13 +96,16 @@ const clients = {
   },
 };
 
+// The protocol version each client must negotiate: no fallback.
+const versions = { 'client 2.4.0': '2026-07-28', 'sdk 1.32.2': '2025-11-25' };
+
 for (const [name, connect] of Object.entries(clients)) {
   test(`${name}: sent to the page, the retry writes once, a denial writes nothing`, async () => {
     const p = person();
     const c = await connect(p);
     try {
       const version = c.getNegotiatedProtocolVersion?.() ?? '2025-11-25';
-      assert.equal(version, '2025-11-25', 'the gateway front speaks the 2025-11-25 era');
+      assert.equal(version, versions[name], `${name} negotiates ${versions[name]}`);
       const file = path.join(ROOT, `${name.replace(/\W+/g, '-')}.txt`);
       const args = { path: file, content: `confirmed on the page by ${name}` };
 

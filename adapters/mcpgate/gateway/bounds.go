@@ -89,7 +89,7 @@ func (g *Gateway) admitted(ss *mcp.ServerSession) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	_, ok := g.sessionKeys[ss]
-	return ok
+	return ok || g.ephemeral[ss] != nil
 }
 
 // release uncounts a client session.
@@ -112,6 +112,9 @@ func (g *Gateway) takeCall(ss *mcp.ServerSession) (key string, ok bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	key = g.sessionKeys[ss]
+	if cl := g.ephemeral[ss]; cl != nil {
+		key = cl.key
+	}
 	if g.callsOf[key] >= g.cfg.maxCallsPerPrincipal {
 		return key, false
 	}

@@ -256,7 +256,7 @@ func TestSessionBoundToTenant(t *testing.T) {
 	var tok switchable
 	tok.token.Store("t1-carol-token")
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "v1"}, nil).Connect(context.Background(),
-		&mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: &tok}, MaxRetries: -1}, nil)
+		&mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: &tok}, MaxRetries: -1}, onSession)
 	if err != nil {
 		t.Fatal(err)
 	}

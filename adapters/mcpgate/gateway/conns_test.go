@@ -84,9 +84,20 @@ func TestUpstreamConnectionKeptAfterCall(t *testing.T) {
 }
 
 // TestUpstreamCallCancelled checks that a client that cancels its call
-// still cancels the upstream's: the upstream tool sees its context end.
+// still cancels the upstream's: the upstream tool sees its context end, on
+// a session (notifications/cancelled) and on MCP 2026-07-28 (the client
+// ends its POST).
 func TestUpstreamCallCancelled(t *testing.T) {
 	t.Parallel()
+	for _, version := range []string{"2025-11-25", "2026-07-28"} {
+		t.Run(version, func(t *testing.T) {
+			t.Parallel()
+			upstreamCallCancelled(t, version)
+		})
+	}
+}
+
+func upstreamCallCancelled(t *testing.T, version string) {
 	started, cancelled := make(chan struct{}, 1), make(chan struct{}, 1)
 	srv := mcp.NewServer(&mcp.Implementation{Name: "slow", Version: "v1"}, nil)
 	mcp.AddTool(srv, &mcp.Tool{Name: "read"}, func(ctx context.Context, _ *mcp.CallToolRequest, _ readArgs) (*mcp.CallToolResult, any, error) {
@@ -102,11 +113,14 @@ func TestUpstreamCallCancelled(t *testing.T) {
 	front := httptest.NewServer(g.Handler())
 	t.Cleanup(front.Close)
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "v1"}, nil).
-		Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: front.URL + "/mcp"}, nil)
+		Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: front.URL + "/mcp"}, &mcp.ClientSessionOptions{ProtocolVersion: version})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cs.Close() })
+	if got := cs.InitializeResult().ProtocolVersion; got != version {
+		t.Fatalf("negotiated %s, want %s", got, version)
+	}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -20,6 +20,14 @@
 // cannot be reached. The child's environment is the gateway's PATH and
 // HOME plus Upstream.Env (Upstream.InheritEnv passes all of it).
 //
+// Over HTTP a client of MCP 2026-07-28, which has no session, is served
+// by the go-sdk's stateless handler through the same front; its caller
+// (tenant and user) has one upstream session, reused by the caller's
+// requests, counted as one of its sessions, and closed after
+// WithSessionTimeout without a request. Callers never share one. Such a
+// client gets none of the upstream's notifications, and the upstream
+// cannot ask it anything.
+//
 // # Tools
 //
 // tools/list shows the manifest's tools that the upstream offers and this

@@ -29,7 +29,11 @@ import (
 // (the principal from the bearer token), one for stdio (the local
 // principal).
 type front struct {
-	g         *Gateway
+	g *Gateway
+	// stateless is the front of MCP 2026-07-28 and later over HTTP
+	// (stateless.go): no sessions, each request on its own, its upstream
+	// the caller's link.
+	stateless bool
 	server    *mcp.Server
 	principal mcpgate.PrincipalFunc
 	// handler runs a tools/call through the enforcer's whole chain
@@ -41,16 +45,20 @@ type front struct {
 	send mcp.MethodHandler
 }
 
-func (g *Gateway) newFront(local bool) *front {
-	f := &front{g: g, principal: g.cfg.principal}
+func (g *Gateway) newFront(local, stateless bool) *front {
+	f := &front{g: g, principal: g.cfg.principal, stateless: stateless}
 	if local {
 		f.principal = mcpgate.StaticPrincipal(*g.cfg.local)
+	}
+	versions := legacyVersions()
+	if stateless {
+		versions = statelessVersions()
 	}
 	noop := func(context.Context, *mcp.SubscribeRequest) error { return nil }
 	srv := mcp.NewServer(g.cfg.impl, &mcp.ServerOptions{
 		Logger:                    g.cfg.logger,
-		Capabilities:              &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
-		SupportedProtocolVersions: legacyVersions(),
+		Capabilities:              &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: !stateless}},
+		SupportedProtocolVersions: versions,
 		// The upstream keeps the subscriptions (receive forwards them);
 		// the front only acknowledges them.
 		SubscribeHandler:   noop,
@@ -71,7 +79,11 @@ func (g *Gateway) newFront(local bool) *front {
 		f.send = next
 		return next
 	})
-	srv.AddReceivingMiddleware(f.receive)
+	if stateless {
+		srv.AddReceivingMiddleware(f.receiveStateless)
+	} else {
+		srv.AddReceivingMiddleware(f.receive)
+	}
 	srv.AddReceivingMiddleware(privateLists) // outermost: it sees every answer
 	f.server = srv
 	return f

@@ -53,7 +53,10 @@ type Gateway struct {
 
 	httpFront  *front
 	localFront *front
-	handler    http.Handler
+	// statelessFront serves MCP 2026-07-28 and later over HTTP
+	// (stateless.go).
+	statelessFront *front
+	handler        http.Handler
 
 	changedCount metric.Int64Counter
 	restartCount metric.Int64Counter
@@ -81,6 +84,10 @@ type Gateway struct {
 	// against; perKey counts them by caller (WithMaxSessions).
 	sessionKeys map[*mcp.ServerSession]string
 	perKey      map[string]int
+	// callers are the stateless callers' links, by sessionKey; ephemeral
+	// the link of each stateless request in flight, by its session.
+	callers   map[string]*callerLink
+	ephemeral map[*mcp.ServerSession]*callerLink
 	// callsOf counts the calls in flight by caller.
 	callsOf map[string]int
 	// starts is the gateway-wide back-off of upstream starts.
@@ -169,6 +176,8 @@ func New(enf *axgate.Enforcer, upstream Upstream, opts ...Option) (*Gateway, err
 
 		sessionKeys: map[*mcp.ServerSession]string{},
 		perKey:      map[string]int{},
+		callers:     map[string]*callerLink{},
+		ephemeral:   map[*mcp.ServerSession]*callerLink{},
 		callsOf:     map[string]int{},
 		starts:      &breaker{min: cfg.backoffMin, max: cfg.backoffMax},
 		byID:        map[string]*link{},
@@ -228,8 +237,9 @@ func New(enf *axgate.Enforcer, upstream Upstream, opts ...Option) (*Gateway, err
 		if err := checkCommand(upstream); err != nil {
 			return nil, fmt.Errorf("gateway: the upstream cannot be started: %w", err)
 		}
-		g.httpFront = g.newFront(false)
-		g.localFront = g.newFront(true)
+		g.httpFront = g.newFront(false, false)
+		g.statelessFront = g.newFront(false, true)
+		g.localFront = g.newFront(true, false)
 		g.handler = g.buildHandler()
 		return g, nil
 	}
@@ -257,9 +267,10 @@ func New(enf *axgate.Enforcer, upstream Upstream, opts ...Option) (*Gateway, err
 		g.control = control
 	}
 
-	g.httpFront = g.newFront(false)
+	g.httpFront = g.newFront(false, false)
+	g.statelessFront = g.newFront(false, true)
 	if cfg.local != nil {
-		g.localFront = g.newFront(true)
+		g.localFront = g.newFront(true, false)
 	}
 	g.handler = g.buildHandler()
 	return g, nil
@@ -345,6 +356,7 @@ func (g *Gateway) Close() error {
 	if g.control != nil {
 		links = append(links, g.control)
 	}
+	links = append(links, g.closeCallersLocked()...)
 	g.links = map[*mcp.ServerSession]*link{}
 	g.byID = map[string]*link{}
 	g.mu.Unlock()
@@ -358,7 +370,7 @@ func (g *Gateway) Close() error {
 	if g.ownClient != nil {
 		g.ownClient.CloseIdleConnections()
 	}
-	for _, f := range []*front{g.httpFront, g.localFront} {
+	for _, f := range []*front{g.httpFront, g.localFront, g.statelessFront} {
 		if f == nil {
 			continue
 		}
@@ -372,11 +384,20 @@ func (g *Gateway) Close() error {
 // buildHandler assembles the HTTP routes.
 func (g *Gateway) buildHandler() http.Handler {
 	mux := http.NewServeMux()
-	var h http.Handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.httpFront.server },
+	var sessions http.Handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.httpFront.server },
 		&mcp.StreamableHTTPOptions{SessionTimeout: g.cfg.sessionTimeout, Logger: g.cfg.logger})
 	if !g.cfg.sdkOnly {
-		h = g.directPath.Handler(h)
+		sessions = g.directPath.Handler(sessions)
 	}
+	stateless := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.statelessFront.server },
+		&mcp.StreamableHTTPOptions{Stateless: true, PropagateRequestCancellation: true, Logger: g.cfg.logger})
+	var h http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if statelessRequest(r) {
+			stateless.ServeHTTP(w, r)
+			return
+		}
+		sessions.ServeHTTP(w, r)
+	})
 	h = checkStandardHeaders(h) // before both paths read the body
 	h = limitBody(h, g.cfg.maxMessageBytes)
 	if g.cfg.bearer != nil {
@@ -509,6 +530,10 @@ func (g *Gateway) linkWith(f *front, ss *mcp.ServerSession, caller *upcreds.Call
 	if l := g.links[ss]; l != nil {
 		g.mu.Unlock()
 		return l
+	}
+	if cl := g.ephemeral[ss]; cl != nil {
+		g.mu.Unlock()
+		return cl.l
 	}
 	l := g.newLink(f, ss)
 	if caller != nil {
@@ -682,9 +707,10 @@ func notOffered(a *manifest.Action) *axerr.Error {
 		WithSuggestion("Call tools/list and use one of the tools it lists.")
 }
 
-// legacyVersions are the protocol versions the front speaks: those with
-// sessions (up to 2025-11-25), since each client session maps to one
-// upstream session. A client on a newer version falls back to them.
+// legacyVersions are the protocol versions the session front speaks: those
+// with sessions (up to 2025-11-25), since each client session maps to one
+// upstream session. Newer requests go to the stateless front
+// (statelessVersions).
 func legacyVersions() []string {
 	return slices.DeleteFunc(mcp.SupportedProtocolVersions(), func(v string) bool { return v >= "2026-07-28" })
 }

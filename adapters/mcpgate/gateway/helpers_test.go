@@ -272,13 +272,20 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	return b.next.RoundTrip(r)
 }
 
-// connect is an agent of the caller with token, with the Go SDK's client.
+// onSession makes the Go SDK's client speak MCP 2025-11-25, with a session:
+// the tests that use it pin the session path (its notifications, the
+// upstream's requests to the client, the direct path, the session bounds).
+// stateless_test.go has the clients of 2026-07-28.
+var onSession = &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"}
+
+// connect is an agent of the caller with token, with the Go SDK's client,
+// on a session (onSession).
 func connect(t *testing.T, url, token string, opts *mcp.ClientOptions) *mcp.ClientSession {
 	t.Helper()
 	client := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "v1"}, opts)
 	cs, err := client.Connect(context.Background(), &mcp.StreamableClientTransport{
 		Endpoint: url, HTTPClient: &http.Client{Transport: bearer{token, http.DefaultTransport}},
-	}, nil)
+	}, onSession)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -855,7 +862,7 @@ func tryConnect(t *testing.T, url, token string, opts *mcp.ClientOptions) (*mcp.
 	client := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "v1"}, opts)
 	cs, err := client.Connect(context.Background(), &mcp.StreamableClientTransport{
 		Endpoint: url, HTTPClient: &http.Client{Transport: bearer{token, http.DefaultTransport}}, MaxRetries: -1,
-	}, nil)
+	}, onSession)
 	if err == nil {
 		t.Cleanup(func() { cs.Close() })
 	}
@@ -938,7 +945,7 @@ func connectVia(t *testing.T, url, token string, w *wire, opts *mcp.ClientOption
 	t.Helper()
 	w.next = bearer{token, http.DefaultTransport}
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "v1"}, opts).Connect(context.Background(),
-		&mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: w}}, nil)
+		&mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: w}}, onSession)
 	if err != nil {
 		t.Fatal(err)
 	}

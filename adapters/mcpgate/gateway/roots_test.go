@@ -48,7 +48,7 @@ func TestRootsChangedBounded(t *testing.T) {
 	g := newGateway(t, gateway.Upstream{URL: hs.URL}, "", gateway.WithCallTimeout(500*time.Millisecond), gateway.ForwardClientRoots())
 	client := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "v1"}, nil)
 	cs, err := client.Connect(context.Background(),
-		&mcp.StreamableClientTransport{Endpoint: serve(t, g), HTTPClient: &http.Client{Transport: bearer{"alice-token", http.DefaultTransport}}}, nil)
+		&mcp.StreamableClientTransport{Endpoint: serve(t, g), HTTPClient: &http.Client{Transport: bearer{"alice-token", http.DefaultTransport}}}, onSession)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +175,7 @@ func connectFront(t *testing.T, g *gateway.Gateway, front string, client *mcp.Cl
 		go gateway.ServeLocal(g, ctx, st)
 		tr = ct
 	}
-	cs, err := client.Connect(ctx, tr, nil)
+	cs, err := client.Connect(ctx, tr, onSession)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -224,7 +224,7 @@ func TestOperatorRootsAreTheUpstreams(t *testing.T) {
 	client.AddRoots(&mcp.Root{URI: "file:///"})
 	carol, err := client.Connect(context.Background(), &mcp.StreamableClientTransport{
 		Endpoint: serve(t, g), HTTPClient: &http.Client{Transport: bearer{"carol-token", http.DefaultTransport}},
-	}, nil)
+	}, onSession)
 	if err != nil {
 		t.Fatal(err)
 	}

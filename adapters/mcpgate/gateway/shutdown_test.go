@@ -64,7 +64,7 @@ func TestCloseCancelsPendingElicitation(t *testing.T) {
 			})
 			cs, err := client.Connect(context.Background(), &mcp.StreamableClientTransport{
 				Endpoint: front.URL + "/mcp", HTTPClient: &http.Client{Transport: bearer{"alice-token", http.DefaultTransport}},
-			}, nil)
+			}, onSession)
 			if err != nil {
 				t.Fatal(err)
 			}

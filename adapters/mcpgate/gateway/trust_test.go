@@ -150,8 +150,8 @@ func decisionsGateway(t *testing.T, root string, enfOpts ...axgate.Option) (*axg
 // write runs once they confirmed there; a denial writes nothing. A client
 // that cannot be sent there gets the refusal naming the page, and the same
 // call repeated after the decision writes, once; a second repeat is
-// refused. The Go SDK's client asks for MCP 2026-07-28 and falls back to
-// the front's 2025-11-25.
+// refused. The client is on a session (2025-11-25): the go-sdk asks it
+// with elicitation/create in URL mode (stateless_test.go has 2026-07-28).
 func TestDecisionPagesThroughTheGateway(t *testing.T) {
 	t.Parallel()
 	root, err := filepath.EvalSymlinks(t.TempDir())
@@ -269,8 +269,8 @@ func TestDecisionPagesRepeatOnAnotherReplica(t *testing.T) {
 // TestDecisionPagesTypeScriptClients drives the gateway, in front of
 // server-filesystem, with the official TypeScript SDK clients
 // (examples/mcpgateway/decision.test.mjs): @modelcontextprotocol/client 2.4.0
-// (2026-07-28 and multi round-trip requests; it falls back to the front's
-// 2025-11-25) and @modelcontextprotocol/sdk 1.32.2 declaring URL-mode
+// (2026-07-28, stateless, and multi round-trip requests: the page comes as
+// input_required) and @modelcontextprotocol/sdk 1.32.2 declaring URL-mode
 // elicitation are sent to the page of the write, the person decides (the
 // JSON endpoint of httpgate.NewHumanHandler), the retry writes once, a
 // second is refused, a denial writes nothing; a client without elicitation

@@ -26,6 +26,9 @@ import (
 // session.
 const upstreamProtocolVersion = "2025-11-25"
 
+// own reports whether l is the gateway's own upstream session.
+func (l *link) own() bool { return l.client == nil && l.callerKey == "" }
+
 // errNotConnected is why a link that never connected is down.
 var errNotConnected = errors.New("gateway: not connected yet")
 
@@ -41,6 +44,9 @@ type link struct {
 	// that session; both nil for the gateway's own link.
 	srv    *front
 	client *mcp.ServerSession
+	// callerKey is the caller of a stateless caller's link (client nil
+	// too: stateless.go), "" otherwise.
+	callerKey string
 	// ctx ends when the link closes; cancel ends it.
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -434,11 +440,11 @@ func (l *link) listTools(ctx context.Context, cs *mcp.ClientSession) error {
 	if err == nil {
 		// At start (the gateway's own session), and at every list after
 		// the first of a session: a re-list.
-		l.g.reportMissing("tool", l.g.order, func(name string) bool { _, ok := l.offered()[name]; return ok }, l.client == nil || l.tools.listed > 0)
-		if l.client == nil || (l.g.probeless && l.tools.listed == 0) {
+		l.g.reportMissing("tool", l.g.order, func(name string) bool { _, ok := l.offered()[name]; return ok }, l.own() || l.tools.listed > 0)
+		if l.own() || (l.g.probeless && l.tools.listed == 0) {
 			// At start: the gateway's own session, or a local client's
 			// first (New starts no child of its own then).
-			l.reportMissingEntries(ctx, cs, l.client == nil)
+			l.reportMissingEntries(ctx, cs, l.own())
 		}
 		l.tools.listed++
 	}
