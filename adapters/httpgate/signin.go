@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/coreos/go-oidc/v3/oidc"
+	"github.com/golang-jwt/jwt/v5"
 	"golang.org/x/oauth2"
 
 	"github.com/axgate/axgate/middleware"
@@ -164,12 +165,12 @@ func (o *oidcSignIn) principal(claims map[string]any) (middleware.Principal, err
 
 // Bounds of the session store.
 const (
-	sessionLifetime   = 8 * time.Hour
-	maxSessions       = 10000
-	signInLifetime    = 10 * time.Minute
-	maxPendingSignIns = 1000
-	sessionCookie     = "axgate_session"
-	signInCookie      = "axgate_signin"
+	sessionLifetime = 8 * time.Hour
+	maxSessions     = 10000
+	signInLifetime  = 10 * time.Minute
+	maxTakenSignIns = 10000
+	sessionCookie   = "axgate_session"
+	signInCookie    = "axgate_signin"
 )
 
 // session is a signed-in person: who they are, and the token their forms
@@ -181,24 +182,39 @@ type session struct {
 }
 
 // pendingSignIn is a sign-in sent to the provider and not yet back: the
-// PKCE verifier, the nonce, where to go afterwards, and the value of the
-// cookie of the browser that started it.
+// PKCE verifier, the nonce, and where to go afterwards. It is kept by the
+// browser that started it, in its sign-in cookie (a JWT the handler signs,
+// named by the sign-in's state), not by the server: a flood of sign-ins
+// started by others fills no store and evicts no one's sign-in.
 type pendingSignIn struct {
-	verifier, nonce, next, browser string
-	expires                        time.Time
+	verifier, nonce, next string
 }
 
+// pendingClaims is a pendingSignIn as the claims of the sign-in cookie.
+type pendingClaims struct {
+	Verifier string `json:"pkce"`
+	Nonce    string `json:"nonce"`
+	Next     string `json:"next"`
+	jwt.RegisteredClaims
+}
+
+// signInAudience separates the sign-in cookie from any other use of the key.
+const signInAudience = "axgate/httpgate/signin/v1"
+
 // sessions is the server-side session store, bounded: the oldest session
-// (pending sign-in) goes when a new one would exceed the bound.
+// goes when a new one would exceed the bound. It also keeps the states of
+// the sign-ins that came back, until they expire, so that each is taken
+// once.
 type sessions struct {
-	mu      sync.Mutex
-	byID    map[string]*session
-	pending map[string]*pendingSignIn // by state
-	now     func() time.Time
+	mu   sync.Mutex
+	byID map[string]*session
+	used map[string]time.Time // sign-in states taken, until they expire
+	key  []byte               // signs the sign-in cookies
+	now  func() time.Time
 }
 
 func newSessions() *sessions {
-	return &sessions{byID: map[string]*session{}, pending: map[string]*pendingSignIn{}, now: time.Now}
+	return &sessions{byID: map[string]*session{}, used: map[string]time.Time{}, key: []byte(rand.Text() + rand.Text()), now: time.Now}
 }
 
 // start creates a session for p under a new random id (never one the
@@ -241,34 +257,41 @@ func (s *sessions) end(id string) {
 	delete(s.byID, id)
 }
 
-// begin records a sign-in sent to the provider and returns its state.
-func (s *sessions) begin(p *pendingSignIn) string {
+// begin returns the state of a new sign-in and the value of the
+// browser's sign-in cookie that holds it.
+func (s *sessions) begin(p *pendingSignIn) (state, cookie string, err error) {
+	state = rand.Text() + rand.Text()
+	claims := pendingClaims{Verifier: p.verifier, Nonce: p.nonce, Next: p.next, RegisteredClaims: jwt.RegisteredClaims{
+		ID: state, Audience: jwt.ClaimStrings{signInAudience}, ExpiresAt: jwt.NewNumericDate(s.now().Add(signInLifetime)),
+	}}
+	cookie, err = jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString(s.key)
+	return state, cookie, err
+}
+
+// finish takes the sign-in of state, once, if the browser's sign-in
+// cookie is the one begin gave for it and it has not expired.
+func (s *sessions) finish(state, cookie string) (*pendingSignIn, bool) {
+	if state == "" || cookie == "" {
+		return nil, false
+	}
+	var c pendingClaims
+	_, err := jwt.ParseWithClaims(cookie, &c, func(*jwt.Token) (any, error) { return s.key, nil },
+		jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}), jwt.WithExpirationRequired(),
+		jwt.WithAudience(signInAudience), jwt.WithTimeFunc(s.now))
+	if err != nil || c.ExpiresAt == nil || subtle.ConstantTimeCompare([]byte(state), []byte(c.ID)) != 1 {
+		return nil, false
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
-	if len(s.pending) >= maxPendingSignIns {
-		evict(s.pending, now, func(v *pendingSignIn) time.Time { return v.expires })
-	}
-	p.expires = now.Add(signInLifetime)
-	state := rand.Text() + rand.Text()
-	s.pending[state] = p
-	return state
-}
-
-// finish takes the pending sign-in of state, once, if browser is the
-// browser that began it and it has not expired.
-func (s *sessions) finish(state, browser string) (*pendingSignIn, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	p, ok := s.pending[state]
-	if !ok {
+	if _, taken := s.used[state]; taken {
 		return nil, false
 	}
-	delete(s.pending, state)
-	if browser == "" || subtle.ConstantTimeCompare([]byte(browser), []byte(p.browser)) != 1 || !s.now().Before(p.expires) {
-		return nil, false
+	if len(s.used) >= maxTakenSignIns {
+		evict(s.used, now, func(v time.Time) time.Time { return v })
 	}
-	return p, true
+	s.used[state] = c.ExpiresAt.Time
+	return &pendingSignIn{verifier: c.Verifier, nonce: c.Nonce, next: c.Next}, true
 }
 
 // evict drops the expired entries of m, or the one expiring first if none
@@ -386,9 +409,14 @@ func (h *humanHandler) signInStart(w http.ResponseWriter, r *http.Request) {
 		h.errorPage(w, r, http.StatusBadGateway, "Sign-in is unavailable", "The identity provider could not be reached. Try again later.")
 		return
 	}
-	p := &pendingSignIn{verifier: oauth2.GenerateVerifier(), nonce: rand.Text(), next: next, browser: rand.Text() + rand.Text()}
-	state := h.sessions.begin(p)
-	h.setCookie(w, r, signInCookie, p.browser, signInLifetime)
+	p := &pendingSignIn{verifier: oauth2.GenerateVerifier(), nonce: rand.Text(), next: next}
+	state, cookie, err := h.sessions.begin(p)
+	if err != nil {
+		h.cfg.log.Error("httpgate: sign-in", "err", err)
+		h.errorPage(w, r, http.StatusInternalServerError, "Sign-in is unavailable", "Try again later.")
+		return
+	}
+	h.setCookie(w, r, signInCookie, cookie, signInLifetime)
 	http.Redirect(w, r, oc.AuthCodeURL(state, oauth2.S256ChallengeOption(p.verifier), oidc.Nonce(p.nonce)), http.StatusFound)
 }
 

@@ -67,6 +67,11 @@ func sessionKey(p middleware.Principal) string {
 func (g *Gateway) admit(ss *mcp.ServerSession, key string) (counted bool, refused *axerr.Error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	return g.admitLocked(ss, key)
+}
+
+// admitLocked is admit with g.mu held.
+func (g *Gateway) admitLocked(ss *mcp.ServerSession, key string) (counted bool, refused *axerr.Error) {
 	if _, ok := g.sessionKeys[ss]; ok {
 		return false, nil // already counted
 	}

@@ -140,18 +140,24 @@ func (g *Gateway) acquireCaller(ctx context.Context, f *front, ss *mcp.ServerSes
 			}
 		}
 	}
+	// Another request of the caller may have started the link meanwhile:
+	// looking for it and counting a new one are one step, so that the
+	// caller's requests arriving together start one link, never count as
+	// two sessions (refused past the caller's bound, or taking another
+	// caller's place under the gateway's).
 	slot := new(mcp.ServerSession)
-	if _, e := g.admit(slot, key); e != nil {
-		return sessionRefusal(e)
-	}
 	g.mu.Lock()
-	if g.closed || g.callers[key] != nil {
+	if g.closed {
 		g.mu.Unlock()
-		g.release(slot)
-		if g.useCaller(ss, key) {
-			return nil
-		}
 		return mcpgate.JSONRPCError(unavailable(""))
+	}
+	if g.useCallerLocked(ss, key) {
+		g.mu.Unlock()
+		return nil
+	}
+	if _, e := g.admitLocked(slot, key); e != nil {
+		g.mu.Unlock()
+		return sessionRefusal(e)
 	}
 	l := g.newLink(f, nil)
 	l.callerKey = key
@@ -171,6 +177,11 @@ func (g *Gateway) acquireCaller(ctx context.Context, f *front, ss *mcp.ServerSes
 func (g *Gateway) useCaller(ss *mcp.ServerSession, key string) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	return g.useCallerLocked(ss, key)
+}
+
+// useCallerLocked is useCaller with g.mu held.
+func (g *Gateway) useCallerLocked(ss *mcp.ServerSession, key string) bool {
 	cl := g.callers[key]
 	if cl == nil || g.closed {
 		return false
