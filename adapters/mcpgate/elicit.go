@@ -3,17 +3,15 @@ package mcpgate
 import (
 	"bytes"
 	"context"
-	"crypto/hmac"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
-	"strings"
 	"time"
 
+	"github.com/golang-jwt/jwt/v5"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	axerr "github.com/axgate/axgate/errors"
 	"github.com/axgate/axgate/internal/gate"
 	"github.com/axgate/axgate/middleware"
 	"github.com/axgate/axgate/token"
@@ -22,6 +20,11 @@ import (
 // ConfirmationInputID is the id of the confirmation question in an
 // input-required result (MCP multi round-trip requests).
 const ConfirmationInputID = "axag/confirmation"
+
+// DecisionInputID is the id of the URL-mode elicitation request that sends
+// the person to the page of a call waiting for their decision (MCP multi
+// round-trip requests; URL-mode elicitation on older protocols).
+const DecisionInputID = "axag/decision"
 
 // defaultElicitationTTL is how long the person has to answer a confirmation
 // question asked inline, unless WithElicitationTTL says otherwise.
@@ -117,13 +120,15 @@ func (k *elicitKeys) init() {
 // the one call it was asked about, until when, and a random id that makes
 // each question answerable once.
 type questionState struct {
-	Tool      string `json:"tool"`
-	Intent    string `json:"intent"`
-	Principal string `json:"sub"`
-	Tenant    string `json:"tenant"`
-	Args      string `json:"args_sha256"`
-	Expires   int64  `json:"exp"`
-	ID        string `json:"jti"`
+	Tool      string
+	Intent    string
+	Principal string
+	Tenant    string
+	Args      string
+	// Kind is "" for a confirmation question asked by form, "decision"
+	// for a person sent to the page of the call: the state of one is
+	// never taken for the other.
+	Kind string
 }
 
 // stateFor describes call, or fails when its arguments cannot be digested.
@@ -135,29 +140,35 @@ func stateFor(call *middleware.Call) (questionState, error) {
 	return questionState{Tool: call.Tool, Intent: call.Intent(), Principal: call.Principal.ID, Tenant: call.Principal.Tenant, Args: digest}, nil
 }
 
-// stateMACContext separates these MACs from any other use of the key.
-const stateMACContext = "axgate/mcpgate/elicitation-state/v1\x00"
+// stateAudience separates these states from any other use of the key: a
+// state names it as its audience, and no other one is taken.
+const stateAudience = "axgate/mcpgate/elicitation-state/v1"
 
-func (k *elicitKeys) mac(payload string) []byte {
-	m := hmac.New(sha256.New, k.key)
-	m.Write([]byte(stateMACContext))
-	m.Write([]byte(payload))
-	return m.Sum(nil)
+// stateClaims is a questionState as the claims of the JWT (HS256, with the
+// adapter's key) that is the request state.
+type stateClaims struct {
+	Tool   string `json:"tool"`
+	Intent string `json:"intent"`
+	Tenant string `json:"tenant"`
+	Args   string `json:"args_sha256"`
+	Kind   string `json:"kind,omitempty"`
+	jwt.RegisteredClaims
 }
 
-// sign returns the request state of a new question about s: base64url(JSON)
-// "." base64url(HMAC-SHA256).
+// sign returns the request state of a new question about s: a JWT signed
+// with HMAC-SHA256 (golang-jwt), naming the call, until when, and a random
+// id.
 func (k *elicitKeys) sign(s questionState) (string, error) {
 	var id [16]byte
 	rand.Read(id[:])
-	s.ID = base64.RawURLEncoding.EncodeToString(id[:])
-	s.Expires = k.now().Add(k.ttl).Unix()
-	raw, err := json.Marshal(s)
-	if err != nil {
-		return "", err
-	}
-	payload := base64.RawURLEncoding.EncodeToString(raw)
-	return payload + "." + base64.RawURLEncoding.EncodeToString(k.mac(payload)), nil
+	claims := stateClaims{Tool: s.Tool, Intent: s.Intent, Tenant: s.Tenant, Args: s.Args, Kind: s.Kind,
+		RegisteredClaims: jwt.RegisteredClaims{
+			Subject:   s.Principal,
+			Audience:  jwt.ClaimStrings{stateAudience},
+			ExpiresAt: jwt.NewNumericDate(k.now().Add(k.ttl)),
+			ID:        base64.RawURLEncoding.EncodeToString(id[:]),
+		}}
+	return jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString(k.key)
 }
 
 // verify reports whether state is a question this adapter asked about
@@ -165,28 +176,19 @@ func (k *elicitKeys) sign(s questionState) (string, error) {
 // id, so that no other answer is taken for it). It fails with
 // ErrElicitationStateInvalid, or with the replay store's failure.
 func (k *elicitKeys) verify(ctx context.Context, state string, want questionState) error {
-	payload, sig, ok := strings.Cut(state, ".")
-	if !ok {
+	var got stateClaims
+	_, err := jwt.ParseWithClaims(state, &got, func(*jwt.Token) (any, error) { return k.key, nil },
+		jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}), jwt.WithExpirationRequired(),
+		jwt.WithAudience(stateAudience), jwt.WithTimeFunc(k.now))
+	if err != nil || got.ID == "" || got.ExpiresAt == nil {
 		return ErrElicitationStateInvalid
 	}
-	mac, err := base64.RawURLEncoding.DecodeString(sig)
-	if err != nil || !hmac.Equal(mac, k.mac(payload)) {
-		return ErrElicitationStateInvalid
-	}
-	raw, err := base64.RawURLEncoding.DecodeString(payload)
-	if err != nil {
-		return ErrElicitationStateInvalid
-	}
-	var got questionState
-	if err := json.Unmarshal(raw, &got); err != nil || got.ID == "" {
-		return ErrElicitationStateInvalid
-	}
-	expires := time.Unix(got.Expires, 0)
+	expires := got.ExpiresAt.Time
 	if !k.now().Before(expires) {
 		return ErrElicitationStateInvalid
 	}
-	want.Expires, want.ID = got.Expires, got.ID
-	if got != want {
+	if (questionState{Tool: got.Tool, Intent: got.Intent, Principal: got.Subject, Tenant: got.Tenant, Args: got.Args, Kind: got.Kind}) !=
+		(questionState{Tool: want.Tool, Intent: want.Intent, Principal: want.Principal, Tenant: want.Tenant, Args: want.Args, Kind: want.Kind}) {
 		return ErrElicitationStateInvalid
 	}
 	err = k.replay.Consume(ctx, []token.Use{{ID: "mcpgate-elicitation:" + got.ID, Expires: expires, Tenant: got.Tenant}})
@@ -199,7 +201,8 @@ func (k *elicitKeys) verify(ctx context.Context, state string, want questionStat
 	return nil
 }
 
-// elicitation asks for a confirmation through the MCP client.
+// elicitation asks for a confirmation through the MCP client, or sends
+// the person to the page of the call.
 //
 // The SDK's multi round-trip requests do the asking: on the first pass, ask
 // records the question and the handler answers "input required" with an
@@ -214,8 +217,18 @@ func (k *elicitKeys) verify(ctx context.Context, state string, want questionStat
 // proves that the server asked: it is signed with the adapter's key, names
 // the one call it was asked about (tool, intent, principal, tenant, digest of
 // the arguments), expires, and is taken once.
+//
+// A form question is asked only where the client's answer is trusted to
+// be the person's (not WithoutElicitation). A call refused for a decision
+// held on a page (details "decision_url", axgate.WithDecisionPages) is
+// answered, for a client that declares URL-mode elicitation, with a
+// URL-mode request for that page: the client's answer there only says that
+// the person went to it; the call's retry runs when the person decided
+// there, and is refused otherwise.
 type elicitation struct {
 	keys     *elicitKeys
+	form     bool // the client may be asked a form question
+	url      bool // the client can be sent to a page (URL mode)
 	answered bool
 	accepted bool
 	state    string // the answer's request state
@@ -223,25 +236,36 @@ type elicitation struct {
 	asked    string // the request state of the question asked
 	invalid  bool   // the answer's state was refused
 	storeErr error  // the replay store failed
+
+	// decided: the call comes back from the page of its decision, with
+	// decisionState.
+	decided       bool
+	decisionState string
 }
 
-// elicitation returns nil when the client cannot be asked.
+// elicitation returns nil when the client can be neither asked nor sent to
+// a page.
 func (c config) elicitation(req *mcp.CallToolRequest) *elicitation {
-	if c.noElicitation {
-		return nil
-	}
 	caps := req.ClientCapabilities()
-	if caps == nil || caps.Elicitation == nil {
-		return nil
-	}
-	if caps.Elicitation.Form == nil && caps.Elicitation.URL != nil {
-		return nil // URL mode only: it cannot show a yes/no question.
-	}
 	el := &elicitation{keys: c.elicit}
-	if r, ok := req.Params.InputResponses[ConfirmationInputID].(*mcp.ElicitResult); ok && r != nil {
-		el.answered = true
-		el.accepted = r.Action == "accept"
-		el.state = req.Params.RequestState
+	if r, ok := req.Params.InputResponses[DecisionInputID].(*mcp.ElicitResult); ok && r != nil {
+		el.decided = true
+		el.decisionState = req.Params.RequestState
+	}
+	if caps != nil && caps.Elicitation != nil {
+		el.url = caps.Elicitation.URL != nil
+		// URL mode only cannot show a yes/no question.
+		el.form = !c.noElicitation && (caps.Elicitation.Form != nil || caps.Elicitation.URL == nil)
+	}
+	if el.form {
+		if r, ok := req.Params.InputResponses[ConfirmationInputID].(*mcp.ElicitResult); ok && r != nil {
+			el.answered = true
+			el.accepted = r.Action == "accept"
+			el.state = req.Params.RequestState
+		}
+	}
+	if !el.form && !el.url && !el.decided {
+		return nil
 	}
 	return el
 }
@@ -268,6 +292,64 @@ func (el *elicitation) ask(ctx context.Context, call *middleware.Call, message s
 	}
 	el.question = message
 	return false, ErrElicitationPending
+}
+
+// checkDecision verifies the request state the call came back from the
+// page of its decision with: issued by this adapter (or a replica sharing
+// WithElicitationKey) for exactly this call, unexpired, taken once.
+// The chain has not run yet, so the call's intent is the manifest's
+// action of its tool (intent: "" when there is none, which no state names).
+func (el *elicitation) checkDecision(ctx context.Context, call *middleware.Call, intent string) error {
+	want, err := stateFor(call)
+	if err != nil {
+		return err
+	}
+	want.Intent, want.Kind = intent, decisionKind
+	return el.keys.verify(ctx, el.decisionState, want)
+}
+
+// decisionKind marks the request state of a person sent to a page.
+const decisionKind = "decision"
+
+// sendToPage is the result that sends the person to the page of the call
+// refused by ae (its details name the page), or nil when the client cannot
+// be sent there.
+func (el *elicitation) sendToPage(call *middleware.Call, ae *axerr.Error) (*mcp.CallToolResult, error) {
+	if el == nil || !el.url || el.decided {
+		return nil, nil
+	}
+	if ae.Code != axerr.CodeConfirmationMissing && ae.Code != axerr.CodeApprovalMissing {
+		return nil, nil
+	}
+	if ae.Details["reason"] != nil {
+		// Decided already (declined, vetoed, used by a call that ran):
+		// the refusal says what to do, the page has nothing to ask.
+		return nil, nil
+	}
+	page, _ := ae.Details["decision_url"].(string)
+	id, _ := ae.Details["decision_id"].(string)
+	if page == "" {
+		return nil, nil
+	}
+	want, err := stateFor(call)
+	if err != nil {
+		return nil, err
+	}
+	want.Kind = decisionKind
+	state, err := el.keys.sign(want)
+	if err != nil {
+		return nil, err
+	}
+	msg := "Please confirm or deny this call on its page: " + ae.Message
+	if ae.Code == axerr.CodeApprovalMissing {
+		msg = "This call waits for approval on its page: " + ae.Message
+	}
+	return &mcp.CallToolResult{
+		InputRequests: mcp.InputRequestMap{
+			DecisionInputID: &mcp.ElicitParams{Mode: "url", Message: msg, URL: page, ElicitationID: id},
+		},
+		RequestState: state,
+	}, nil
 }
 
 // inputRequired is the result that asks the person.

@@ -282,12 +282,18 @@ func TestElicitationForgedStateIsRefused(t *testing.T) {
 			wantStateRefused(t, a.call("order_place", orderArgs, forged, accept), a, 0)
 		}
 	}
-	// A genuine state whose content was edited no longer matches its MAC.
+	// A genuine state (a JWT) whose content was edited no longer matches
+	// its MAC; one that says it is unsigned is refused.
 	state := a.ask("order_place", orderArgs)
-	payload, mac, _ := strings.Cut(state, ".")
-	raw, _ := base64.RawURLEncoding.DecodeString(payload)
+	parts := strings.Split(state, ".")
+	if len(parts) != 3 {
+		t.Fatalf("the state is not a JWT: %q", state)
+	}
+	raw, _ := base64.RawURLEncoding.DecodeString(parts[1])
 	edited := strings.Replace(string(raw), `"exp":`, `"exp":9`, 1)
-	wantStateRefused(t, a.call("order_place", orderArgs, base64.RawURLEncoding.EncodeToString([]byte(edited))+"."+mac, accept), a, 0)
+	wantStateRefused(t, a.call("order_place", orderArgs, parts[0]+"."+base64.RawURLEncoding.EncodeToString([]byte(edited))+"."+parts[2], accept), a, 0)
+	none := base64.RawURLEncoding.EncodeToString([]byte(`{"alg":"none","typ":"JWT"}`))
+	wantStateRefused(t, a.call("order_place", orderArgs, none+"."+parts[1]+".", accept), a, 0)
 }
 
 func TestElicitationStateIsBoundToTheCall(t *testing.T) {
@@ -436,10 +442,15 @@ func TestConfirmationRefusalWithoutElicitationSaysHow(t *testing.T) {
 				t.Errorf("refusal %s: %q; want it to say %q", env.Error.Code, env.Error.Message, tc.why)
 			}
 			sugg, _ := d["suggestion"].(string)
-			for _, want := range []string{`_meta["axag/confirmation"]`, "supports MCP elicitation", "Run: mint-a-token order.place"} {
+			for _, want := range []string{`_meta["axag/confirmation"]`, "Run: mint-a-token order.place"} {
 				if !strings.Contains(sugg, want) {
 					t.Errorf("suggestion does not say %q: %q", want, sugg)
 				}
+			}
+			// Where nobody is asked inline, no client would help: the
+			// suggestion does not send the agent looking for one.
+			if got := strings.Contains(sugg, "supports MCP elicitation"); got != (tc.name == "the client has no elicitation") {
+				t.Errorf("suggestion names a client that supports MCP elicitation: %v: %q", got, sugg)
 			}
 			if d["how_to_confirm"] != "Run: mint-a-token order.place" || d["token_meta_key"] != "axag/confirmation" || d["elicitation"] != false {
 				t.Errorf("details %v", d)

@@ -72,9 +72,13 @@ func WithPrincipal(f PrincipalFunc) Option { return func(c *config) { c.principa
 // which every client shows to the model.
 func WithJSONRPCParamErrors() Option { return func(c *config) { c.rpcParamErrors = true } }
 
-// WithoutElicitation never asks the person inline, even when the client can:
-// a confirmation then always needs a signed token. Use it when the client is
-// not trusted to show the question to the person itself.
+// WithoutElicitation never asks the confirmation question by form elicitation, even when the client can.
+//
+// A confirmation then needs a signed token, or a decision the person gave
+// on the page of the call (axgate.WithDecisionPages: a client that declares
+// URL-mode elicitation is still sent there, since the answer that counts is
+// given on the page, not by the client). Use it when the client is not
+// trusted to show the question to the person itself.
 func WithoutElicitation() Option { return func(c *config) { c.noElicitation = true } }
 
 // WithConfirmationHelp says how a person confirms a call where they cannot be asked inline.
@@ -200,13 +204,36 @@ func (c config) handler(e *axgate.Enforcer, tool middleware.Invoker) mcp.ToolHan
 		call.Credentials = creds
 
 		el := c.elicitation(req)
-		if el != nil {
+		if el != nil && el.decided {
+			// Back from the page of the call's decision: the state must be
+			// this call's, and the decision held for it is what counts (the
+			// chain runs again, asking nothing).
+			intent := ""
+			if a := e.Manifest().Tool(call.Tool); a != nil {
+				intent = a.Intent
+			}
+			if serr := el.checkDecision(ctx, call, intent); serr != nil {
+				if errors.Is(serr, ErrElicitationStateInvalid) {
+					return c.refuse(decisionStateInvalid())
+				}
+				return c.refuse(serr)
+			}
+		} else if el != nil && el.form {
 			call.Elicit = func(ctx context.Context, message string) (bool, error) { return el.ask(ctx, call, message) }
 		}
 		res, err := inv.Invoke(ctx, call)
 		if err != nil {
+			if ae, ok := axerr.As(err); ok {
+				page, perr := el.sendToPage(call, ae)
+				if perr != nil {
+					return c.refuse(perr)
+				}
+				if page != nil {
+					return page, nil
+				}
+			}
 			switch {
-			case el == nil:
+			case el == nil || !el.form:
 				err = c.cannotAsk(call, err)
 			case el.question != "":
 				// The confirmation gate asked and no answer was there yet:
@@ -242,15 +269,20 @@ func (c config) refuse(err error) (*mcp.CallToolResult, error) {
 // reason and are left as they are.
 func (c config) cannotAsk(call *middleware.Call, err error) error {
 	ae, ok := axerr.As(err)
-	if !ok || ae.Code != axerr.CodeConfirmationMissing || ae.Details["reason"] != nil {
+	if !ok || ae.Code != axerr.CodeConfirmationMissing || ae.Details["reason"] != nil || ae.Details["decision_url"] != nil {
+		// A refusal that names the page of the call already says how
+		// the person decides.
 		return err
 	}
 	why := "the client cannot ask the person inline (it does not support MCP elicitation)"
+	cannotCarry := ": use a client that supports MCP elicitation, and the person is asked inline."
 	if c.noElicitation {
+		// Not asked inline whatever the client: no client helps.
 		why = "the person is not asked inline here"
+		cannotCarry = "."
 	}
 	ae.Message = "this call needs the person's confirmation, and " + why
-	ae.Suggestion += " The token goes in the call's _meta[\"" + wire.MetaConfirmation + "\"]; a client that cannot set _meta cannot carry it: use a client that supports MCP elicitation, and the person is asked inline."
+	ae.Suggestion += " The token goes in the call's _meta[\"" + wire.MetaConfirmation + "\"]; a client that cannot set _meta cannot carry it" + cannotCarry
 	ae.With("elicitation", false).With("token_meta_key", wire.MetaConfirmation)
 	if c.confirmHelp != nil {
 		if h := c.confirmHelp(call); h != "" {
@@ -271,6 +303,14 @@ func stateInvalid(err error) *axerr.Error {
 	ae.Message = "the answer to the confirmation question does not belong to this call"
 	ae.Suggestion = "Call the tool again without requestState and inputResponses: the person is asked again about these exact arguments."
 	return ae.WithReason(reasons.ElicitationStateInvalid)
+}
+
+// decisionStateInvalid refuses a call that came back from a decision page
+// with a request state not issued for it.
+func decisionStateInvalid() *axerr.Error {
+	return axerr.New(axerr.CodeConfirmationMissing, "the request state of this call was not issued for it, expired, or was already used").
+		WithSuggestion("Call the tool again without requestState and inputResponses.").
+		WithReason(reasons.ElicitationStateInvalid)
 }
 
 func unauthenticated(err error) *axerr.Error {

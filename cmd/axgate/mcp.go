@@ -69,11 +69,14 @@ With --stdio the gateway serves one client on its standard input and output
 --local-tenant, --local-roles): stdio has no authentication of its own. The
 log goes to standard error.
 
-A call that needs the person's confirmation asks them inline (MCP
-elicitation) when the client can ask, and is refused with
-AXAG_CONFIRMATION_MISSING otherwise; with --human, people confirm there
-and nothing is asked inline (the agent's own client would answer for
-them), unless --inline-confirmation. The refusal says how the person makes
+A call that needs the person's confirmation is refused with
+AXAG_CONFIRMATION_MISSING: the client is the agent's, and its answer to a
+question asked inline (MCP form elicitation) could be its own, not the
+person's. --trust-client-elicitation (for --stdio on the person's own
+desktop; a warning at start over HTTP) asks a client that supports form
+elicitation inline instead, and its answer confirms the call; approvals
+never come from elicitation. --inline-confirmation is a deprecated name of
+--trust-client-elicitation. The refusal says how the person makes
 the token the call then carries in _meta["axag/confirmation"]: with
 --signing-key KEY, "axgate token confirmation --key KEY --sub USER --intent
 INTENT --args JSON" (the refusal spells it out for the call, with --aud
@@ -166,6 +169,7 @@ type mcpConfig struct {
 	keepUncheckedContent     bool
 	human, humanAudience     string
 	inlineConfirmation       bool
+	trustClientElicitation   bool
 	localUser, localTenant   string
 	localRoles               string
 	shutdownTimeout          time.Duration
@@ -337,7 +341,8 @@ func mcpFlags(e *env) (*flag.FlagSet, *mcpConfig, *opsFlags) {
 	fs.BoolVar(&c.keepUncheckedContent, "keep-unchecked-content", false, "pass an upstream result's content blocks on as they are, also where an output_schema or postconditions checked only its structuredContent")
 	fs.StringVar(&c.human, "human", "", "address of the endpoints people confirm and approve with (needs --human-audience, and --jwks or --jwks-url); off by default")
 	fs.StringVar(&c.humanAudience, "human-audience", "", "with --human: the required aud of the tokens people bring there, distinct from --audience (the agents' tokens are refused there)")
-	fs.BoolVar(&c.inlineConfirmation, "inline-confirmation", false, "with --human: ask the client's person to confirm inline (MCP elicitation) too; the agent's own client then answers for them")
+	fs.BoolVar(&c.trustClientElicitation, "trust-client-elicitation", false, "ask the person inline (MCP form elicitation) and take the client's answer as theirs: only where the client is the person's own app (--stdio on a desktop); off by default")
+	fs.BoolVar(&c.inlineConfirmation, "inline-confirmation", false, "deprecated: --trust-client-elicitation")
 	fs.StringVar(&c.localUser, "local-user", "", "with --stdio: the local user the calls are made for (required)")
 	fs.StringVar(&c.localTenant, "local-tenant", "", "with --stdio: the local user's tenant")
 	fs.StringVar(&c.localRoles, "local-roles", "", "with --stdio: the local user's roles, comma-separated")
@@ -399,8 +404,6 @@ func runMCP(ctx context.Context, e *env, args []string) int {
 		return usageError(e, fs, "--human needs --jwks or --jwks-url: the people who confirm and approve must be authenticated")
 	case c.human != "" && c.humanAudience == "" && c.pages.oidcIssuer == "":
 		return usageError(e, fs, "--human needs --human-audience: the endpoints that mint confirmations and approvals take people's tokens only, of an audience of their own, distinct from --audience (the agents')")
-	case c.human == "" && c.inlineConfirmation:
-		return usageError(e, fs, "--inline-confirmation is for --human (without it the gateway asks inline anyway): give --human too, or drop it")
 	case c.human == "" && c.humanAudience != "":
 		return usageError(e, fs, "--human-audience is the audience of the tokens --human takes: give --human too")
 	case c.humanAudience != "" && c.humanAudience == c.agentsAudience():
@@ -618,11 +621,16 @@ func serveMCP(ctx context.Context, e *env, c mcpConfig, ops *opsFlags, conf conf
 	if c.keepUncheckedContent {
 		gopts = append(gopts, mcpgw.KeepUncheckedContent())
 	}
-	if c.human != "" && !c.inlineConfirmation {
-		// People confirm at --human, with people's tokens: the question
-		// asked inline goes to the agent's own client, which can answer
-		// accept itself, and so confirm what no person saw.
-		gopts = append(gopts, mcpgw.WithMCPOptions(mcpgate.WithoutElicitation()))
+	if c.inlineConfirmation {
+		log.Warn("--inline-confirmation is deprecated: it is --trust-client-elicitation now; rename the flag")
+	}
+	if c.trustClientElicitation || c.inlineConfirmation {
+		// The operator's word that the client is the person's own app:
+		// its answer to the question asked inline counts as theirs.
+		gopts = append(gopts, mcpgw.WithTrustClientElicitation())
+		if !c.stdio {
+			log.Warn("axgate mcp: --trust-client-elicitation over HTTP: a client's answer to the confirmation question counts as the person's, and a client (or a program behind it) can answer accept by itself; use it only where every client is the person's own app")
+		}
 	}
 	if gopts, err = c.askOptions(gopts); err != nil {
 		return failf(e, "mcp", "%v", err)

@@ -54,7 +54,7 @@ func TestMCPNodeClient(t *testing.T) {
 
 	pki := newServePKI(t)
 	gw := startMCP(t, childEnviron(), "--manifest", manifestPath, "--upstream-command", upstream,
-		"--jwks", pki.jwks, "--human", "127.0.0.1:0", "--human-audience", "axgate-people", "--inline-confirmation")
+		"--jwks", pki.jwks, "--human", "127.0.0.1:0", "--human-audience", "axgate-people", "--trust-client-elicitation")
 	tokens := map[string]string{}
 	for name, roles := range map[string]string{"carol-token": "", "alice-token": "editor", "bob-token": "editor,admin"} {
 		args := []string{"principal", "--key", pki.key, "--sub", strings.TrimSuffix(name, "-token"), "--aud", gw.url}
@@ -70,7 +70,7 @@ func TestMCPNodeClient(t *testing.T) {
 	// The stdio gateway the script starts: this test binary as axgate.
 	stdio := filepath.Join(dir, "axgate-stdio.sh")
 	script := "#!/bin/sh\nexec " + strconv.Quote(os.Args[0]) + " mcp --stdio --manifest " + strconv.Quote(manifestPath) +
-		" --upstream-command " + strconv.Quote(upstream) + " --local-user alice --local-roles editor\n"
+		" --upstream-command " + strconv.Quote(upstream) + " --local-user alice --local-roles editor --trust-client-elicitation\n"
 	if err := os.WriteFile(stdio, []byte(script), 0o700); err != nil {
 		t.Fatal(err)
 	}

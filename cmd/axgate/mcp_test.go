@@ -270,7 +270,7 @@ func TestMCPServerFilesystemHTTP(t *testing.T) {
 	root, notes, command := filesystemRoot(t)
 	pki := newServePKI(t)
 	gw := startMCP(t, childEnviron(), "--manifest", gatewayManifest, "--upstream-command", command,
-		"--jwks", pki.jwks, "--human", "127.0.0.1:0", "--human-audience", "axgate-people", "--inline-confirmation")
+		"--jwks", pki.jwks, "--human", "127.0.0.1:0", "--human-audience", "axgate-people", "--trust-client-elicitation")
 	// The audience is the resource URL by default; --human takes tokens of
 	// the people's audience.
 	mintFor := func(aud, sub string, roles ...string) string {
@@ -384,10 +384,10 @@ func TestMCPServerFilesystemHTTP(t *testing.T) {
 // with the Go SDK's client over the process's standard input and output.
 func TestMCPServerFilesystemStdio(t *testing.T) {
 	_, notes, command := filesystemRoot(t)
-	run := func(t *testing.T, opts *mcp.ClientOptions, roles string) *mcp.ClientSession {
+	run := func(t *testing.T, opts *mcp.ClientOptions, roles string, flags ...string) *mcp.ClientSession {
 		t.Helper()
-		cmd := exec.Command(os.Args[0], "mcp", "--stdio", "--manifest", gatewayManifest, "--upstream-command", command,
-			"--local-user", "alice", "--local-roles", roles)
+		cmd := exec.Command(os.Args[0], append([]string{"mcp", "--stdio", "--manifest", gatewayManifest, "--upstream-command", command,
+			"--local-user", "alice", "--local-roles", roles}, flags...)...)
 		cmd.Env = append(os.Environ(), testAs+"=axgate")
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
@@ -415,12 +415,19 @@ func TestMCPServerFilesystemStdio(t *testing.T) {
 		t.Fatalf("read_text_file: %s", resultText(res))
 	}
 	refused(t, callTool(t, plain, "write_file", map[string]any{"path": notes, "content": "unconfirmed"}), "AXAG_CONFIRMATION_MISSING", "")
-	no := run(t, &mcp.ClientOptions{ElicitationHandler: declineAll}, "editor")
+	// By default the client's answer is not the person's: not asked.
+	robot := run(t, &mcp.ClientOptions{ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+		t.Error("the client was asked to confirm without --trust-client-elicitation")
+		return &mcp.ElicitResult{Action: "accept"}, nil
+	}}, "editor")
+	refused(t, callTool(t, robot, "write_file", map[string]any{"path": notes, "content": "robot"}), "AXAG_CONFIRMATION_MISSING", "")
+	// The desktop is the person's own app: --trust-client-elicitation.
+	no := run(t, &mcp.ClientOptions{ElicitationHandler: declineAll}, "editor", "--trust-client-elicitation")
 	refused(t, callTool(t, no, "write_file", map[string]any{"path": notes, "content": "declined"}), "AXAG_CONFIRMATION_MISSING", "declined")
 	if got := fileContent(notes); got != "hello\n" {
 		t.Fatalf("a refused write changed the file: %q", got)
 	}
-	yes := run(t, &mcp.ClientOptions{ElicitationHandler: acceptAll}, "editor")
+	yes := run(t, &mcp.ClientOptions{ElicitationHandler: acceptAll}, "editor", "--trust-client-elicitation")
 	if res := callTool(t, yes, "write_file", map[string]any{"path": notes, "content": "confirmed"}); res.IsError {
 		t.Fatalf("confirmed write: %s", resultText(res))
 	}
@@ -654,7 +661,6 @@ func TestMCPUsage(t *testing.T) {
 		{[]string{"--manifest", m, "--upstream-command", "node s.js", "--anonymous", "--human", ":0"}, "--human needs --jwks"},
 		{[]string{"--manifest", m, "--upstream-command", "node s.js", "--jwks", "j.json", "--human", ":0"}, "--human needs --human-audience"},
 		{[]string{"--manifest", m, "--upstream-command", "node s.js", "--jwks", "j.json", "--human-audience", "people"}, "give --human too"},
-		{[]string{"--manifest", m, "--upstream-command", "node s.js", "--jwks", "j.json", "--inline-confirmation"}, "--inline-confirmation is for --human"},
 		{[]string{"--manifest", m, "--upstream-command", "node s.js", "--jwks", "j.json", "--human", ":0", "--human-audience", "a", "--audience", "a"}, "are both \"a\""},
 		{[]string{"--manifest", m, "--upstream-command", "node s.js", "--jwks", "j.json", "--human", ":0", "--human-audience", "https://gw.example/mcp", "--resource-url", "https://gw.example/mcp"}, "are both"},
 		{[]string{"--manifest", m, "--upstream-command", "node s.js", "--stdio", "--local-user", "a", "--jwks", "j.json", "--human", ":0", "--human-audience", "axgate"}, "are both"},

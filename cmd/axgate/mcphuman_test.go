@@ -277,8 +277,10 @@ func TestMCPSpentTokensStaySpentAcrossARestartWithRedis(t *testing.T) {
 // elicitation and accepts every question itself, is not asked, and its call
 // is refused for want of a confirmation (AXAG_CONFIRMATION_MISSING), as at
 // --human with its token.
-// --inline-confirmation, the operator's word that the clients' answers are
-// people's, asks the client again.
+// --trust-client-elicitation, the operator's word that the clients'
+// answers are people's, asks the client again, and says at start that this
+// is HTTP; --inline-confirmation, its deprecated name, does the same and
+// says it is deprecated.
 func TestMCPHumanConfirmationsAreNotAnsweredByTheAgentsClient(t *testing.T) {
 	upURL, _ := newEchoUpstream(t)
 	pki := newHumanPKI(t)
@@ -301,15 +303,21 @@ func TestMCPHumanConfirmationsAreNotAnsweredByTheAgentsClient(t *testing.T) {
 	}
 	gw.stop(t)
 
-	gw = startGatewayProcess(t, append(pki.gatewayArgs(upURL), "--inline-confirmation")...)
-	alice = agent(t, gw.url, pki.aliceAgent, &mcp.ClientOptions{ElicitationHandler: selfAccept})
-	refused(t, callTool(t, alice, "say", say), "AXAG_APPROVAL_MISSING", "")
-	select {
-	case <-asked:
-	default:
-		t.Error("with --inline-confirmation the client was not asked")
+	for _, flag := range []string{"--trust-client-elicitation", "--inline-confirmation"} {
+		gw = startGatewayProcess(t, append(pki.gatewayArgs(upURL), flag)...)
+		gw.log.waitFor(t, "--trust-client-elicitation over HTTP")
+		if flag == "--inline-confirmation" {
+			gw.log.waitFor(t, "--inline-confirmation is deprecated")
+		}
+		alice = agent(t, gw.url, pki.aliceAgent, &mcp.ClientOptions{ElicitationHandler: selfAccept})
+		refused(t, callTool(t, alice, "say", say), "AXAG_APPROVAL_MISSING", "")
+		select {
+		case <-asked:
+		default:
+			t.Errorf("with %s the client was not asked", flag)
+		}
+		gw.stop(t)
 	}
-	gw.stop(t)
 }
 
 // TestMCPSpentTokensStaySpentAcrossARestartInTheSameSecond: a confirmation

@@ -215,6 +215,7 @@ func replay(t *testing.T, c *conformanceCase, opts ...gateway.Option) (answers [
 		gateway.WithMaxMessageBytes(conformanceMaxBytes),
 		gateway.WithCallTimeout(conformanceCallTimeout),
 		gateway.WithMaxCallsPerSession(c.options.MaxCallsPerSession),
+		gateway.WithTrustClientElicitation(),
 	}, opts...)
 	g, err := gateway.New(enf, gateway.Upstream{URL: up.URL}, opts...)
 	if err != nil {

@@ -81,13 +81,16 @@ func (g *Gateway) directVersion(cs *mcp.ClientSession) string {
 }
 
 // directTools are the tools whose calls may take the direct path: those
-// whose chain has no confirmation stage (it is the only stage that asks the
-// person through the client).
+// whose chain has neither a confirmation nor an approval stage. Those are
+// the stages that involve the person through the client: the confirmation
+// question, and the URL-mode request that sends the person to the page of
+// a call waiting for a decision (mcpgate, axgate.WithDecisionPages), which
+// only the SDK's path asks and takes the answer of.
 func directTools(names []string, stagesFor func(string) ([]string, bool)) map[string]bool {
 	out := map[string]bool{}
 	for _, name := range names {
 		stages, ok := stagesFor(name)
-		if ok && !slices.Contains(stages, middleware.StageConfirmation) {
+		if ok && !slices.Contains(stages, middleware.StageConfirmation) && !slices.Contains(stages, middleware.StageApproval) {
 			out[name] = true
 		}
 	}

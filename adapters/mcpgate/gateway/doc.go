@@ -39,6 +39,19 @@
 // until the new list is checked, and are refused (reason tools_unverified)
 // while it cannot be listed.
 //
+// # People
+//
+// A client's answer to the confirmation question (form elicitation) is
+// not the person's: the gateway asks none unless WithTrustClientElicitation.
+// With axgate.WithDecisionPages on the enforcer, a call waiting for a
+// person's decision is answered, for a client that declares URL-mode
+// elicitation, with a URL-mode request for the page of the call (an
+// input_required result on MCP 2026-07-28; elicitation/create on older
+// versions, after which the call is checked again); other clients get
+// the 428 refusal naming the page (details decision_url), and the same
+// call repeated after the decision runs once. Approvals never come from
+// elicitation.
+//
 // # Everything else
 //
 // Resources, prompts and completions reach the upstream only as the

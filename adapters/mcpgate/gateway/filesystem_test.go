@@ -56,7 +56,7 @@ func TestServerFilesystem(t *testing.T) {
 	defer enf.Close()
 	var lg logs
 	g, err := gateway.New(enf, gateway.Upstream{Command: node, Args: []string{program, root}, Stderr: io.Discard},
-		gateway.WithBearer(fsAuthenticate, &oauthex.ProtectedResourceMetadata{Resource: "https://gw.example.com/mcp"}),
+		gateway.WithBearer(fsAuthenticate, &oauthex.ProtectedResourceMetadata{Resource: "https://gw.example.com/mcp"}), gateway.WithTrustClientElicitation(),
 		gateway.WithLogger(slog.New(slog.NewTextHandler(&lg, nil))))
 	if err != nil {
 		t.Fatal(err)
@@ -228,7 +228,7 @@ func TestServerFilesystemNodeClient(t *testing.T) {
 	}
 	defer enf.Close()
 	g, err := gateway.New(enf, gateway.Upstream{Command: node, Args: []string{program, root}, Stderr: io.Discard},
-		gateway.WithBearer(fsAuthenticate, &oauthex.ProtectedResourceMetadata{Resource: "https://gw.example.com/mcp"}))
+		gateway.WithBearer(fsAuthenticate, &oauthex.ProtectedResourceMetadata{Resource: "https://gw.example.com/mcp"}), gateway.WithTrustClientElicitation())
 	if err != nil {
 		t.Fatal(err)
 	}

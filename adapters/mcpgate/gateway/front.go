@@ -57,6 +57,11 @@ func (g *Gateway) newFront(local bool) *front {
 		SetCacheable:       privateCacheable,
 	})
 	opts := append(slices.Clone(g.cfg.mcpOpts), mcpgate.WithPrincipal(f.principal))
+	if !g.cfg.trustClientElicitation {
+		// The trust rule: the client is the agent's, and its answer to a
+		// form question is not the person's (WithTrustClientElicitation).
+		opts = append(opts, mcpgate.WithoutElicitation())
+	}
 	f.handler = mcpgate.ToolHandler(g.enf, middleware.InvokerFunc(g.forward), opts...)
 	for _, name := range g.order {
 		srv.AddTool(g.defs[name], f.callTool)

@@ -241,6 +241,9 @@ func newGatewayFor(t *testing.T, doc []byte, up gateway.Upstream, opts ...gatewa
 		}),
 		gateway.WithRestartBackoff(300*time.Millisecond, time.Second),
 		gateway.WithConnectTimeout(20 * time.Second),
+		// The tests of the inline question trust the client, as a desktop
+		// app would be (trust_test.go pins the default).
+		gateway.WithTrustClientElicitation(),
 	}
 	g, err := gateway.New(enf, up, append(base, opts...)...)
 	if err != nil {
@@ -1243,7 +1246,7 @@ func serveFilesystemStdio() int {
 	defer enf.Close()
 	g, err := gateway.New(enf, gateway.Upstream{
 		Command: os.Getenv("AXGATE_TEST_NODE"), Args: []string{os.Getenv("AXGATE_TEST_PROGRAM"), os.Getenv("AXGATE_TEST_ROOT")},
-	}, gateway.WithLocalPrincipal(fsPrincipals["alice-token"]))
+	}, gateway.WithLocalPrincipal(fsPrincipals["alice-token"]), gateway.WithTrustClientElicitation())
 	if err != nil {
 		return fail(err)
 	}

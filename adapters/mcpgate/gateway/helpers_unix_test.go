@@ -72,6 +72,9 @@ func newGatewayErr(t *testing.T, up gateway.Upstream, opts ...gateway.Option) (*
 		}),
 		gateway.WithRestartBackoff(300*time.Millisecond, time.Second),
 		gateway.WithConnectTimeout(20 * time.Second),
+		// The tests of the inline question trust the client, as a desktop
+		// app would be (trust_test.go pins the default).
+		gateway.WithTrustClientElicitation(),
 	}
 	g, err := gateway.New(enf, up, append(base, opts...)...)
 	if err != nil {

@@ -95,6 +95,11 @@ type config struct {
 	sandbox   Sandbox
 	contained *childproc.Sandbox
 
+	// trustClientElicitation lets the client's answer to the gateway's
+	// confirmation question (form elicitation) count as the person's
+	// (WithTrustClientElicitation).
+	trustClientElicitation bool
+
 	// sdkOnly sends every request through the SDK's server and client,
 	// never the direct path (withoutDirect: the benchmark's and the
 	// conformance suite's baseline).
@@ -253,6 +258,20 @@ func AllowUpstreamSampling() Option { return func(c *config) { c.allowSampling =
 // upstream wants in the gateway's name. The gateway's own confirmation
 // question (a confirmation_required call) is asked either way.
 func AllowUpstreamElicitation() Option { return func(c *config) { c.allowElicitation = true } }
+
+// WithTrustClientElicitation lets a client's answer to the confirmation question count as the person's.
+//
+// By default the gateway never asks its confirmation question by form
+// elicitation: the client is the agent's, and a client (or a program
+// behind it) can answer "accept" by itself, confirming a call no person
+// saw. A call that needs the person's confirmation then needs a token a
+// person gave (a page of axgate.WithDecisionPages, a signed confirmation),
+// and a client that declares URL-mode elicitation is sent to the call's
+// page. With this option a client that supports form elicitation is asked
+// inline and its answer confirms the call: use it only where the client is
+// the person's own app (stdio on their desktop). Approvals never come
+// from elicitation.
+func WithTrustClientElicitation() Option { return func(c *config) { c.trustClientElicitation = true } }
 
 // KeepUncheckedContent passes an upstream result on as the upstream wrote it.
 //

@@ -103,7 +103,7 @@ func TestPinCheckedAgainBeforeForwarding(t *testing.T) {
 	g, err := gateway.New(enf, gateway.Upstream{URL: upURL},
 		gateway.WithBearer(authenticate, &oauthex.ProtectedResourceMetadata{
 			Resource: "https://gw.example.com/mcp", AuthorizationServers: []string{"https://id.example.com"},
-		}))
+		}), gateway.WithTrustClientElicitation())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -89,7 +89,7 @@ func fsGateway(t *testing.T, dir string, stderr io.Writer, opts ...gateway.Optio
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { enf.Close() })
-	base := []gateway.Option{gateway.WithBearer(fsAuthenticate, &oauthex.ProtectedResourceMetadata{Resource: "https://gw.example.com/mcp"})}
+	base := []gateway.Option{gateway.WithBearer(fsAuthenticate, &oauthex.ProtectedResourceMetadata{Resource: "https://gw.example.com/mcp"}), gateway.WithTrustClientElicitation()}
 	g, err := gateway.New(enf, gateway.Upstream{Command: node, Args: []string{program, dir}, Stderr: stderr}, append(base, opts...)...)
 	if err != nil {
 		t.Fatal(err)
