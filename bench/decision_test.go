@@ -18,6 +18,7 @@ import (
 	"github.com/axgate/axgate"
 	"github.com/axgate/axgate/adapters/httpgate"
 	axerr "github.com/axgate/axgate/errors"
+	"github.com/axgate/axgate/gates/redisstore"
 	"github.com/axgate/axgate/manifest"
 	"github.com/axgate/axgate/middleware"
 )
@@ -51,7 +52,8 @@ var csrfField = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
 //
 // store=memory keeps the requests in memory; store=redis in Redis
 // (gates/redisstore: approvals and used tokens; skipped without
-// AXGATE_REDIS_URL). allocs/op counts both ends (clients and servers).
+// AXGATE_REDIS_URL); rt/op counts its round trips per op. allocs/op counts
+// both ends (clients and servers).
 func BenchmarkDecisionRoundTrip(b *testing.B) {
 	m, err := manifest.Parse([]byte(decisionBenchManifest))
 	if err != nil {
@@ -76,8 +78,10 @@ func BenchmarkDecisionRoundTrip(b *testing.B) {
 					pagesSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { pages.ServeHTTP(w, r) }))
 					b.Cleanup(pagesSrv.Close)
 					opts := []axgate.Option{axgate.WithDecisionPages(pagesSrv.URL + "/")}
+					var rt *roundTrips
 					if store == "redis" {
-						rs, _ := redisBenchStores(b)
+						var rs *redisstore.Stores
+						rs, rt = redisBenchStores(b)
 						opts = append(opts, axgate.WithApprovalStore(rs.Approvals), axgate.WithReplayStore(rs.Replay))
 					}
 					enf, err := axgate.New(m, opts...)
@@ -117,6 +121,9 @@ func BenchmarkDecisionRoundTrip(b *testing.B) {
 						return res
 					}
 					ctx := context.Background()
+					if rt != nil {
+						rt.Reset()
+					}
 					b.ReportAllocs()
 					b.ResetTimer()
 					for b.Loop() {
@@ -172,6 +179,9 @@ func BenchmarkDecisionRoundTrip(b *testing.B) {
 						if res.StatusCode != http.StatusOK {
 							b.Fatalf("the retry: %d", res.StatusCode)
 						}
+					}
+					if rt != nil {
+						b.ReportMetric(float64(rt.Count())/float64(b.N), "rt/op")
 					}
 				})
 			}
