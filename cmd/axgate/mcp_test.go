@@ -384,13 +384,14 @@ func TestMCPServerFilesystemHTTP(t *testing.T) {
 // with the Go SDK's client over the process's standard input and output.
 func TestMCPServerFilesystemStdio(t *testing.T) {
 	_, notes, command := filesystemRoot(t)
+	stderrOf := map[*mcp.ClientSession]*bytes.Buffer{}
 	run := func(t *testing.T, opts *mcp.ClientOptions, roles string, flags ...string) *mcp.ClientSession {
 		t.Helper()
 		cmd := exec.Command(os.Args[0], append([]string{"mcp", "--stdio", "--manifest", gatewayManifest, "--upstream-command", command,
 			"--local-user", "alice", "--local-roles", roles}, flags...)...)
 		cmd.Env = append(os.Environ(), testAs+"=axgate")
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
+		stderr := &bytes.Buffer{}
+		cmd.Stderr = stderr
 		cs, err := mcp.NewClient(&mcp.Implementation{Name: "desktop", Version: "v1"}, opts).Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)
 		if err != nil {
 			t.Fatalf("%v\n%s", err, stderr.String())
@@ -401,6 +402,7 @@ func TestMCPServerFilesystemStdio(t *testing.T) {
 				t.Logf("axgate mcp --stdio:\n%s", stderr.String())
 			}
 		})
+		stderrOf[cs] = stderr
 		return cs
 	}
 	reader := run(t, nil, "")
@@ -435,6 +437,12 @@ func TestMCPServerFilesystemStdio(t *testing.T) {
 		t.Fatalf("after a confirmed write the file holds %q", got)
 	}
 	refused(t, callTool(t, plain, "read_media_file", map[string]any{"path": notes}), "AXAG_INTENT_NOT_FOUND", "")
+	// The warning of --trust-client-elicitation is for HTTP: a stdio
+	// client is the person's own app. Read once the process ended.
+	yes.Close()
+	if log := stderrOf[yes].String(); strings.Contains(log, "trust-client-elicitation") || !strings.Contains(log, "serving on stdio") {
+		t.Errorf("axgate mcp --stdio --trust-client-elicitation logged:\n%s", log)
+	}
 }
 
 // TestMCPStdioConfirmationWithoutElicitation: a stdio client that cannot
