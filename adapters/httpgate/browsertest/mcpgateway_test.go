@@ -3,6 +3,7 @@ package browsertest
 import (
 	"bufio"
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
@@ -23,14 +24,18 @@ import (
 	"github.com/axgate/axgate/middleware"
 )
 
-// The people of the end-to-end test, all of tenant acme: alice asks (her
-// agent's bearer token and her sign-in are the same person) and is an admin
-// too, so that only the requester rule keeps her from approving her own
-// call; bob and dave are the two approvers.
-var gatewayPeople = map[string]middleware.Principal{
-	"alice": {ID: "alice", Tenant: "acme", Roles: []string{"editor", "admin"}},
-	"bob":   {ID: "bob", Tenant: "acme", Roles: []string{"admin"}},
-	"dave":  {ID: "dave", Tenant: "acme", Roles: []string{"admin"}},
+// gatewayPeople are the people of the end-to-end test, all of tenant acme:
+// alice asks (her agent's bearer token and her sign-in are the same person)
+// and is an admin too, so that only the requester rule keeps her from
+// approving her own call; bob and dave are the two approvers. Their IDs end
+// in run, so that runs sharing a Redis database keep apart (a caller's
+// pending requests count against a quota there for a day).
+func gatewayPeople(run string) map[string]middleware.Principal {
+	return map[string]middleware.Principal{
+		"alice": {ID: "alice-" + run, Tenant: "acme", Roles: []string{"editor", "admin"}},
+		"bob":   {ID: "bob-" + run, Tenant: "acme", Roles: []string{"admin"}},
+		"dave":  {ID: "dave-" + run, Tenant: "acme", Roles: []string{"admin"}},
+	}
 }
 
 // exampleDir is the example whose package.json pins the TypeScript clients
@@ -75,8 +80,9 @@ func TestEndToEndThroughAxgateMCP(t *testing.T) {
 	// Keys and the agents' bearer tokens, by the binary's own commands.
 	keys := filepath.Join(work, "keys")
 	run(t, bin, "keys", "gen", "--alg", "ES256", "--out", keys)
+	cast := gatewayPeople(strings.ToLower(rand.Text()[:8]))
 	bearer := func(who string) string {
-		p := gatewayPeople[who]
+		p := cast[who]
 		return strings.TrimSpace(run(t, bin, "token", "principal", "--key", filepath.Join(keys, "signing-key.pem"),
 			"--sub", p.ID, "--tenant", p.Tenant, "--roles", strings.Join(p.Roles, ","), "--aud", "axgate-agents", "--ttl", "1h"))
 	}
@@ -106,12 +112,12 @@ func TestEndToEndThroughAxgateMCP(t *testing.T) {
 	ag := startAgent(t, node, modules)
 	browser := startChromium(t)
 	people := map[string]context.Context{}
-	for who := range gatewayPeople {
+	for who := range cast {
 		ctx, cancel := chromedp.NewContext(browser, chromedp.WithNewBrowserContext())
 		t.Cleanup(cancel)
 		people[who] = ctx
 	}
-	b := &pageBrowser{t: t, op: op, people: people}
+	b := &pageBrowser{t: t, op: op, people: people, cast: cast}
 
 	for _, sdk := range []struct{ name, kind string }{{"client 2.4.0", "client"}, {"sdk 1.32.2", "sdk"}} {
 		t.Run("confirm on the page/"+sdk.name, func(t *testing.T) {
@@ -196,7 +202,7 @@ func TestEndToEndThroughAxgateMCP(t *testing.T) {
 		page := confirmed(move)
 
 		b.visit("bob", page)
-		if got := b.text("bob", "#requester"); got != "alice" {
+		if got := b.text("bob", "#requester"); got != cast["alice"].ID {
 			t.Fatalf("bob's page names %q as the requester", got)
 		}
 		b.click("bob", "#approve")
@@ -216,7 +222,7 @@ func TestEndToEndThroughAxgateMCP(t *testing.T) {
 		if got := b.text("dave", "#state"); got != "approved" {
 			t.Fatalf("after dave: state %q", got)
 		}
-		if d := b.text("dave", "#decisions"); !strings.Contains(d, "bob") || !strings.Contains(d, "dave") {
+		if d := b.text("dave", "#decisions"); !strings.Contains(d, cast["bob"].ID) || !strings.Contains(d, cast["dave"].ID) {
 			t.Fatalf("who decided: %q", d)
 		}
 		if res := ag.call(t, "plain", "move_file", move, nil); res.IsError || !fileExists(dst) || fileExists(src) {
@@ -628,12 +634,13 @@ type pageBrowser struct {
 	t      *testing.T
 	op     *mockoidc.MockOIDC
 	people map[string]context.Context
+	cast   map[string]middleware.Principal
 }
 
 // visit opens page as who, signing in at the provider when the pages ask.
 func (b *pageBrowser) visit(who, page string) {
 	b.t.Helper()
-	signInNext(b.op, gatewayPeople[who])
+	signInNext(b.op, b.cast[who])
 	if err := chromedp.Do(b.people[who], chromedp.Navigate(page), chromedp.WaitVisible(chromedp.CSS("main"))); err != nil {
 		b.t.Fatalf("%s opening %s: %v", who, page, err)
 	}
