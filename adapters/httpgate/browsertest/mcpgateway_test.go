@@ -57,8 +57,9 @@ var exampleDir = filepath.Join("..", "..", "..", "examples", "mcpgateway")
 //   - move_file (alice confirms, then a 2-of-2 approval:
 //     testdata/mcpgateway.axag.json), a client without elicitation: each
 //     refusal names its page; alice confirms, bob approves, alice (the
-//     requester, an admin too) is not offered to approve, dave approves, and
-//     the repeat moves the file once; bob's denial vetoes another move.
+//     requester, an admin too) is not offered to approve and her browser's
+//     posted Approve is refused (403), dave approves, and the repeat moves
+//     the file once; bob's denial vetoes another move.
 //   - With AXGATE_REDIS_URL (database 12), a second replica sharing Redis:
 //     refused on A, confirmed on A's page, the repeat on replica B writes
 //     the file, once.
@@ -213,6 +214,11 @@ func TestEndToEndThroughAxgateMCP(t *testing.T) {
 		b.visit("alice", page)
 		if b.has("alice", "#approve") || !strings.Contains(b.text("alice", "#note"), "your own call") {
 			t.Fatalf("the requester is offered to approve her own call:\n%s", b.text("alice", "main"))
+		}
+		// Nor when her browser posts an Approve the page does not offer
+		// (same origin, her session's CSRF token): refused.
+		if got := b.forge("alice", "approve"); !strings.Contains(got, "someone else must approve it") {
+			t.Fatalf("the requester's own approval, posted: %s", got)
 		}
 		if ag.call(t, "plain", "move_file", move, nil).refused(t, "AXAG_APPROVAL_MISSING"); fileExists(dst) {
 			t.Fatal("moved with one approval of two")
@@ -662,6 +668,34 @@ func (b *pageBrowser) has(who, sel string) bool {
 		b.t.Fatalf("%s looking for %s: %v", who, sel, err)
 	}
 	return len(ids) > 0
+}
+
+// forge makes who's browser post decision for the request of the page it
+// shows, with the session's CSRF token (of the sign-out form), a form the
+// page does not offer; it returns the text of the answer.
+func (b *pageBrowser) forge(who, decision string) string {
+	b.t.Helper()
+	// DevTools evaluates the script: the page's CSP forbids its own.
+	js := fmt.Sprintf(`(() => {
+		const f = document.createElement('form');
+		f.method = 'post';
+		f.action = location.pathname;
+		for (const [k, v] of [['decision', %q], ['csrf', document.querySelector('input[name=csrf]').value]]) {
+			const i = document.createElement('input');
+			i.type = 'hidden'; i.name = k; i.value = v;
+			f.appendChild(i);
+		}
+		document.body.appendChild(f);
+		f.submit();
+		return true;
+	})()`, decision)
+	if _, err := chromedp.Run(b.people[who], chromedp.Evaluate[bool](js)); err != nil {
+		b.t.Fatalf("%s posting %s: %v", who, decision, err)
+	}
+	if err := chromedp.Do(b.people[who], chromedp.WaitNotPresent(chromedp.CSS("#state")), chromedp.WaitVisible(chromedp.CSS("main"))); err != nil {
+		b.t.Fatalf("%s waiting for the answer to %s: %v", who, decision, err)
+	}
+	return b.text(who, "main")
 }
 
 // click presses the decision button sel and waits for the page it leads to
