@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/json"
@@ -184,7 +185,7 @@ func (s *approvalStore) Create(ctx context.Context, req gates.ApprovalRequest, q
 		return gates.ApprovalRequest{}, false, fmt.Errorf("redisstore: %w: a new request must be pending, not %s", gates.ErrInvalidTransition, req.State)
 	}
 	req.Coalesced = 0
-	data, err := json.Marshal(req)
+	data, err := encodeRequest(req)
 	if err != nil {
 		return gates.ApprovalRequest{}, false, fmt.Errorf("redisstore: encode approval request: %w", err)
 	}
@@ -229,7 +230,7 @@ func (s *approvalStore) Create(ctx context.Context, req gates.ApprovalRequest, q
 		// meanwhile, and keep its void.
 		replaced, replacedMember = cur, inboxMember(&old)
 		req.Inherit(&old)
-		if data, err = json.Marshal(req); err != nil {
+		if data, err = encodeRequest(req); err != nil {
 			return gates.ApprovalRequest{}, false, fmt.Errorf("redisstore: encode approval request: %w", err)
 		}
 	}
@@ -291,7 +292,7 @@ func (s *approvalStore) Update(ctx context.Context, id string, fn func(*gates.Ap
 			return gates.ApprovalRequest{}, fmt.Errorf("%w: the request is already %s", gates.ErrInvalidTransition, state)
 		}
 		req.Coalesced = 0
-		data, err := json.Marshal(req)
+		data, err := encodeRequest(req)
 		if err != nil {
 			return gates.ApprovalRequest{}, fmt.Errorf("redisstore: encode approval request: %w", err)
 		}
@@ -470,4 +471,18 @@ func decodeRequest(data []byte, now time.Time) (gates.ApprovalRequest, error) {
 // serve a new request.
 func lapsedAt(r *gates.ApprovalRequest, now time.Time) bool {
 	return !r.ExpiresAt.IsZero() && !now.Before(r.ExpiresAt)
+}
+
+// encodeRequest is req as stored: JSON without encoding/json's HTML
+// escaping, so that Arguments, a json.RawMessage, keep the bytes the call
+// carried ("<" stays "<", not "\u003c"): the pages show a person the
+// arguments exactly as sent, from whichever store.
+func encodeRequest(req gates.ApprovalRequest) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(req); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }

@@ -373,3 +373,37 @@ func TestOpen(t *testing.T) {
 // owner is the caller the store tests charge idempotency records to, with a
 // quota they never reach.
 var owner = gates.IdempotencyOwner{Tenant: "acme", Principal: "user-1", Quota: 1000}
+
+// TestApprovalArgumentsKeepTheirBytes: a request's arguments come back from
+// Redis as the call carried them, "<", ">" and "&" included (not spelled
+// "\u003c" by encoding/json's HTML escaping), whether created, replaced or
+// updated: the pages show them to the person who decides.
+func TestApprovalArgumentsKeepTheirBytes(t *testing.T) {
+	c := redistest.Client(t)
+	s := stores(t, c, redisstore.Options{})
+	ctx := t.Context()
+	const args = `{"content":"ship <b>Friday</b> & not Monday","path":"/srv/a>b.txt"}`
+	now := time.Now()
+	req := gates.ApprovalRequest{ID: "cnf_bytes", Tenant: "acme", Requester: "carol", Count: 1, Kind: "confirmation",
+		Arguments: json.RawMessage(args), CreatedAt: now, ExpiresAt: now.Add(time.Hour)}
+	if _, _, err := s.Approvals.Create(ctx, req, 0); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Approvals.Get(ctx, req.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got.Arguments) != args {
+		t.Fatalf("created: arguments %s, want %s", got.Arguments, args)
+	}
+	got, err = s.Approvals.Update(ctx, req.ID, func(r *gates.ApprovalRequest) error {
+		r.State = gates.ApprovalDenied
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err = s.Approvals.Get(ctx, req.ID); err != nil || string(got.Arguments) != args {
+		t.Fatalf("updated: arguments %s (%v), want %s", got.Arguments, err, args)
+	}
+}

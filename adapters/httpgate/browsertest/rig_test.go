@@ -101,6 +101,14 @@ func newRig(t *testing.T, opts ...func(pagesURL string) axgate.Option) *rig {
 	rg.tools = httptest.NewServer(ts)
 	t.Cleanup(rg.tools.Close)
 
+	rg.browser = startChromium(t)
+	return rg
+}
+
+// startChromium starts Debian's Chromium, headless, for the test: its
+// browser context; person contexts are made from it.
+func startChromium(t *testing.T) context.Context {
+	t.Helper()
 	alloc, cancel := chromedp.NewExecAllocator(context.Background(),
 		chromedp.ExecPath(chromium),
 		chromedp.Flag("headless", true),
@@ -120,8 +128,7 @@ func newRig(t *testing.T, opts ...func(pagesURL string) axgate.Option) *rig {
 	if err := chromedp.Do(browser); err != nil {
 		t.Fatalf("starting %s: %v", chromium, err)
 	}
-	rg.browser = browser
-	return rg
+	return browser
 }
 
 // person is one person's browser context: cookies of their own.
@@ -137,13 +144,18 @@ func (rg *rig) visit(ctx context.Context, user, path string) {
 	rg.t.Helper()
 	p := people[user]
 	// The provider signs in the next queued user: only this one.
-	rg.op.UserQueue.Lock()
-	rg.op.UserQueue.Queue = nil
-	rg.op.UserQueue.Unlock()
-	rg.op.QueueUser(&oidcUser{sub: p.ID, tenant: p.Tenant, roles: p.Roles})
+	signInNext(rg.op, p)
 	if err := chromedp.Do(ctx, chromedp.Navigate(rg.pages.URL+path), chromedp.WaitVisible(chromedp.CSS("main"))); err != nil {
 		rg.t.Fatalf("%s opening %s: %v", user, path, err)
 	}
+}
+
+// signInNext makes p the one person the provider signs in next.
+func signInNext(op *mockoidc.MockOIDC, p middleware.Principal) {
+	op.UserQueue.Lock()
+	op.UserQueue.Queue = nil
+	op.UserQueue.Unlock()
+	op.QueueUser(&oidcUser{sub: p.ID, tenant: p.Tenant, roles: p.Roles})
 }
 
 // text is the text of the element sel of the person's page.
