@@ -120,11 +120,16 @@ func TestEndToEndThroughAxgateMCP(t *testing.T) {
 	}
 	b := &pageBrowser{t: t, op: op, people: people, cast: cast}
 
-	for _, sdk := range []struct{ name, kind string }{{"client 2.4.0", "client"}, {"sdk 1.32.2", "sdk"}} {
+	// The 2.x client asks for the stateless protocol (input_required with
+	// the page, requestState on the retry), the 1.x client for sessions
+	// (URL-mode elicitation/create): each must get the one it asked for.
+	for _, sdk := range []struct{ name, kind, version string }{{"client 2.4.0", "client", "2026-07-28"}, {"sdk 1.32.2", "sdk", "2025-11-25"}} {
 		t.Run("confirm on the page/"+sdk.name, func(t *testing.T) {
 			id := "url-" + sdk.kind
 			version := ag.connect(t, id, sdk.kind, a.mcp, aliceAgent, true)
-			t.Logf("%s negotiated MCP %s with axgate mcp", sdk.name, version)
+			if version != sdk.version {
+				t.Fatalf("%s negotiated MCP %s with axgate mcp, want %s", sdk.name, version, sdk.version)
+			}
 			file := filepath.Join(root, sdk.kind+".txt")
 			write := map[string]any{"path": file, "content": "written by " + sdk.name + " once alice confirmed <b>on the page</b>"}
 
