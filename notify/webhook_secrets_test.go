@@ -34,7 +34,7 @@ func (s *syncBuffer) String() string {
 // logs only the endpoint's scheme and host — but a delivery that fails in
 // the transport (receiver down) logs the HTTP client's error, which quotes
 // the whole URL. The log must not hold the webhook's path or query.
-func TestAttack2FailedDeliveryLogLeaksWebhookPath(t *testing.T) {
+func TestFailedDeliveryLogHidesWebhookPath(t *testing.T) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -71,7 +71,7 @@ func TestAttack2FailedDeliveryLogLeaksWebhookPath(t *testing.T) {
 // Attack: a receiver reads its key from a variable that is unset, so it
 // calls Verify with an empty secret. Anyone can compute the HMAC with an
 // empty key, so Verify must refuse rather than accept a forged body.
-func TestAttack2VerifyWithEmptySecretAcceptsForgery(t *testing.T) {
+func TestVerifyWithEmptySecretRefusesForgery(t *testing.T) {
 	forged := []byte(`{"request_id":"forged","intent":"payout.send"}`)
 	now := time.Now()
 	header := notify.Sign(nil, forged, now)

@@ -10,7 +10,7 @@ import (
 // secret a configuration holds: a webhook URL's query (?token=…), a Slack
 // URL or a password in a URL the parser refuses, or a bad webhook URL
 // quoted in the error.
-func TestAttack2ConfigCheckPrintsNoSecret(t *testing.T) {
+func TestConfigCheckPrintsNoSecret(t *testing.T) {
 	const secret = "S3CRETtok"
 	cases := []struct {
 		name    string
@@ -57,7 +57,7 @@ notify:
 // millions of values ("billion laughs": N webhooks that are each an alias
 // of one with M tenants that is itself an alias) is read N×M times;
 // config check (and serve, mcp) must refuse it rather than build it.
-func TestAttack2ConfigAliasBomb(t *testing.T) {
+func TestConfigAliasBombRefused(t *testing.T) {
 	const n, m = 1000, 1000
 	var b strings.Builder
 	b.WriteString("notify:\n  webhooks:\n    - &w {url: \"https://hooks.example.com/x\", format: slack, tenants: &t [")
@@ -82,7 +82,7 @@ func TestAttack2ConfigAliasBomb(t *testing.T) {
 // far larger than any configuration (a config path that names a device
 // such as /dev/zero would be read forever). Each is refused with a clear
 // error, without a crash.
-func TestAttack2ConfigHostileShapes(t *testing.T) {
+func TestConfigHostileShapesRefused(t *testing.T) {
 	deep := "notify: " + strings.Repeat("[", 5000) + strings.Repeat("]", 5000) + "\n"
 	huge := "upstream: http://tools:9000\n" + strings.Repeat("# padding padding padding padding padding padding\n", 2<<20/50)
 	for name, body := range map[string]string{"deep": deep, "huge": huge} {
@@ -99,7 +99,7 @@ func TestAttack2ConfigHostileShapes(t *testing.T) {
 // Attack: an --upstream (serve) or --upstream-url (mcp) with a password and
 // a wrong scheme is quoted in the usage error, which lands in CI and
 // container logs.
-func TestAttack2UpstreamErrorHidesPassword(t *testing.T) {
+func TestUpstreamErrorHidesPassword(t *testing.T) {
 	const secret = "S3CRETpw"
 	m := projectManifest("shop-basic.json")
 	for _, args := range [][]string{

@@ -13,7 +13,7 @@ import (
 // (gen_ai.tool.name); the audit record (file, stdout, OTLP logs) must too,
 // or a caller writes a megabyte, or an argument value, into the audit log
 // with every refused call.
-func TestAttack2AuditToolNameOfUnknownToolIsBounded(t *testing.T) {
+func TestAuditToolNameOfUnknownToolIsBounded(t *testing.T) {
 	r := newTelemetryRig(t, middleware.TelemetryConfig{}, true)
 	smuggled := "card=4111111111111111;" + strings.Repeat("A", 64<<10)
 	call := middleware.NewCall(smuggled, json.RawMessage(`{}`), middleware.Principal{ID: "alice"})
