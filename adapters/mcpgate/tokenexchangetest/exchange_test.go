@@ -375,9 +375,68 @@ func (r *rig) start(t *testing.T, maxCallers int, logger *slog.Logger, opts ...g
 }
 
 func (r *rig) connect(user string) (*mcp.ClientSession, error) {
+	return r.connectOn(user, onSession)
+}
+
+// onSession makes the client speak MCP 2025-11-25, with a session (the
+// exchange happens at its initialize); nil lets it ask for 2026-07-28,
+// stateless (the exchange happens at the caller's first request).
+var onSession = &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"}
+
+// connectOn connects user's client with opts.
+func (r *rig) connectOn(user string, opts *mcp.ClientSessionOptions) (*mcp.ClientSession, error) {
 	c := mcp.NewClient(&mcp.Implementation{Name: user, Version: "v1"}, nil)
 	return c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: r.gwURL,
-		HTTPClient: &http.Client{Transport: withBearer{r.callerTokens[user], http.DefaultTransport}}}, nil)
+		HTTPClient: &http.Client{Transport: withBearer{r.callerTokens[user], http.DefaultTransport}}}, opts)
+}
+
+// TestTokenExchangeStatelessCaller: a 2026-07-28 caller (no session, no
+// initialize) reaches the upstream with its own exchanged token too, and a
+// caller whose exchange is refused is refused at its call, with the
+// reason, and reaches nothing.
+func TestTokenExchangeStatelessCaller(t *testing.T) {
+	r := newRig(t)
+	r.start(t, 0, slog.New(slog.DiscardHandler))
+	alice, err := r.connectOn("alice", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer alice.Close()
+	if v := alice.InitializeResult().ProtocolVersion; v != "2026-07-28" {
+		t.Fatalf("alice's client negotiated %s, want 2026-07-28", v)
+	}
+	if got := r.whoami(t, alice); got != "alice" {
+		t.Errorf("alice's stateless call reached the upstream for %q", got)
+	}
+	r.up.mu.Lock()
+	seen, calls := len(r.up.tokens), len(r.up.calls)
+	for user, tok := range r.callerTokens {
+		if r.up.tokens[tok] {
+			t.Errorf("the upstream saw %s's own token", user)
+		}
+	}
+	r.up.mu.Unlock()
+
+	mallory, err := r.connectOn("mallory", nil)
+	if err == nil {
+		defer mallory.Close()
+		res, cerr := mallory.CallTool(context.Background(), &mcp.CallToolParams{Name: "whoami", Arguments: map[string]any{}})
+		raw, _ := json.Marshal(res)
+		var re *jsonrpc.Error
+		switch {
+		case errors.As(cerr, &re) && strings.Contains(string(re.Data), `"reason":"upstream_credentials"`):
+		case cerr == nil && res.IsError && strings.Contains(string(raw), "upstream_credentials"):
+		default:
+			t.Errorf("mallory's stateless call: %v %s, want a refusal with reason upstream_credentials", cerr, raw)
+		}
+	} else if re := (*jsonrpc.Error)(nil); !errors.As(err, &re) || !strings.Contains(string(re.Data), `"reason":"upstream_credentials"`) {
+		t.Errorf("mallory's connect: %v, want it to succeed or be refused with reason upstream_credentials", err)
+	}
+	r.up.mu.Lock()
+	if len(r.up.calls) != calls || len(r.up.tokens) != seen {
+		t.Errorf("mallory's refused call reached the upstream")
+	}
+	r.up.mu.Unlock()
 }
 
 // call calls whoami as cs's caller.
