@@ -268,16 +268,12 @@ func (s *upstreamSet) same(n Named, base config) *backend {
 	return nil
 }
 
-// upstreamFields are the fields of c an upstream's options set.
-func upstreamFields(c config) map[string]any {
-	out := map[string]any{}
-	v := reflect.ValueOf(c)
-	for i := range v.NumField() {
-		if name := v.Type().Field(i).Name; upstreamOnlyOptions[name] {
-			out[name] = reflect.ValueOf(c).Field(i).Interface()
-		}
-	}
-	return out
+// upstreamFields are the fields of c an upstream's options set
+// (upstreamOnlyOptions).
+func upstreamFields(c config) []any {
+	return []any{c.callTimeout, c.connectTimeout, c.maxToolPages, c.maxTools, c.relistInterval,
+		c.backoffMin, c.backoffMax, c.sandbox, c.roots, c.forwardClientRoots, c.allowSampling,
+		c.allowElicitation, c.keepUncheckedContent}
 }
 
 // sameUpstream reports whether two Upstreams reach the same server the
