@@ -204,9 +204,10 @@ func New(enf *axgate.Enforcer, upstream Upstream, opts ...Option) (*Gateway, err
 		g.defs[t.Name] = def
 		g.order = append(g.order, t.Name)
 	}
+	tools := directTools(g.order, enf.StagesFor)
 	g.directPath = direct.New(direct.Config{
 		Sessions:        httpSessions{g},
-		Tools:           directTools(g.order, enf.StagesFor),
+		Tools:           tools,
 		SessionTimeout:  cfg.sessionTimeout,
 		CallTimeout:     cfg.callTimeout,
 		Body:            unreadBody,
@@ -215,6 +216,11 @@ func New(enf *axgate.Enforcer, upstream Upstream, opts ...Option) (*Gateway, err
 		MaxMessageBytes: cfg.maxMessageBytes,
 		Bound:           g.boundResponse,
 		Drains:          &g.drains,
+
+		StatelessVersions: statelessVersions(),
+		StatelessTools:    statelessDirectTools(tools, g.defs),
+		StatelessCall:     g.statelessCall,
+		ServerInfo:        cfg.impl,
 	})
 	g.entries = enf.Wrap(middleware.InvokerFunc(g.forwardEntry))
 	meter := cfg.meter.Meter("github.com/axgate/axgate/adapters/mcpgate/gateway")
@@ -389,8 +395,11 @@ func (g *Gateway) buildHandler() http.Handler {
 	if !g.cfg.sdkOnly {
 		sessions = g.directPath.Handler(sessions)
 	}
-	stateless := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.statelessFront.server },
+	var stateless http.Handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.statelessFront.server },
 		&mcp.StreamableHTTPOptions{Stateless: true, PropagateRequestCancellation: true, Logger: g.cfg.logger})
+	if !g.cfg.sdkOnly {
+		stateless = g.directPath.Stateless(stateless)
+	}
 	var h http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if statelessRequest(r) {
 			stateless.ServeHTTP(w, r)
