@@ -245,7 +245,7 @@ func TestStatelessDirectTakesTheGoSDKClientsCalls(t *testing.T) {
 		}{
 			{"read_note", map[string]any{"name": "hello"}},
 			{"read_note", map[string]any{"name": 42}},
-			{"delete_note", map[string]any{"name": "hello"}},
+			{"fail_note", map[string]any{}},
 		} {
 			res := callWithin(t, cs, call.tool, call.args)
 			raw, _ := json.Marshal(res)
