@@ -192,6 +192,11 @@ type benchTarget struct {
 	sdkOnly  []*mcp.ClientSession
 	proxied  []*mcp.ClientSession
 	relayed  []*mcp.ClientSession
+	// stateless and statelessSDK are agents on MCP 2026-07-28 (no
+	// session) through the gateway and through the one without its direct
+	// path.
+	stateless    []*mcp.ClientSession
+	statelessSDK []*mcp.ClientSession
 }
 
 var (
@@ -262,11 +267,17 @@ func newBenchTarget(tb testing.TB, work time.Duration, clients int) *benchTarget
 	hc := benchHTTPClient()
 	for range clients {
 		for _, s := range []struct {
-			url string
-			to  *[]*mcp.ClientSession
-		}{{t.upstream.URL, &t.direct}, {t.front.URL + "/mcp", &t.gateway}, {t.proxy.URL, &t.proxied}, {t.relay.URL, &t.relayed}, {t.sdkFront.URL + "/mcp", &t.sdkOnly}} {
+			url     string
+			to      *[]*mcp.ClientSession
+			version string
+		}{{t.upstream.URL, &t.direct, ""}, {t.front.URL + "/mcp", &t.gateway, ""}, {t.proxy.URL, &t.proxied, ""}, {t.relay.URL, &t.relayed, ""}, {t.sdkFront.URL + "/mcp", &t.sdkOnly, ""},
+			{t.front.URL + "/mcp", &t.stateless, statelessVersion}, {t.sdkFront.URL + "/mcp", &t.statelessSDK, statelessVersion}} {
+			var opts *mcp.ClientSessionOptions
+			if s.version != "" {
+				opts = &mcp.ClientSessionOptions{ProtocolVersion: s.version}
+			}
 			cs, err := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "v1"}, nil).
-				Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: s.url, HTTPClient: hc}, nil)
+				Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: s.url, HTTPClient: hc}, opts)
 			if err != nil {
 				tb.Fatal(err)
 			}
@@ -302,7 +313,7 @@ func benchGateway(tb testing.TB, upstream string, opts ...gateway.Option) (*axga
 }
 
 func (t *benchTarget) close() {
-	for _, cs := range slices.Concat(t.direct, t.gateway, t.proxied, t.relayed, t.sdkOnly) {
+	for _, cs := range slices.Concat(t.direct, t.gateway, t.proxied, t.relayed, t.sdkOnly, t.stateless, t.statelessSDK) {
 		cs.Close()
 	}
 	t.sdkFront.Close()
@@ -344,6 +355,8 @@ func readOnce(ctx context.Context, cs *mcp.ClientSession) error {
 // hop that can see the call costs on this machine, the floor of the
 // gateway's cost. path=gateway-sdk is the gateway with its direct path
 // off (gateway.WithoutDirect): the go-sdk's server and client on the hop.
+// path=stateless and path=stateless-sdk are agents on MCP 2026-07-28 (no
+// session, each call on its own) through the two gateways.
 func BenchmarkGatewayRead(b *testing.B) {
 	for _, work := range benchWork() {
 		for _, clients := range benchClients() {
@@ -367,6 +380,14 @@ func BenchmarkGatewayRead(b *testing.B) {
 			b.Run(name+"/path=gateway-sdk", func(b *testing.B) {
 				t := target(b, work, clients)
 				benchRead(b, t.sdkOnly, t.upstream, t.sdkFront)
+			})
+			b.Run(name+"/path=stateless", func(b *testing.B) {
+				t := target(b, work, clients)
+				benchRead(b, t.stateless, t.upstream, t.front)
+			})
+			b.Run(name+"/path=stateless-sdk", func(b *testing.B) {
+				t := target(b, work, clients)
+				benchRead(b, t.statelessSDK, t.upstream, t.sdkFront)
 			})
 		}
 	}
@@ -449,7 +470,7 @@ func TestBenchTargetsAnswerAlike(t *testing.T) {
 	t.Parallel()
 	tg := newBenchTarget(t, 0, 2)
 	ctx := context.Background()
-	for _, cs := range slices.Concat(tg.direct, tg.gateway, tg.proxied, tg.relayed, tg.sdkOnly) {
+	for _, cs := range slices.Concat(tg.direct, tg.gateway, tg.proxied, tg.relayed, tg.sdkOnly, tg.stateless, tg.statelessSDK) {
 		if err := readOnce(ctx, cs); err != nil {
 			t.Fatal(err)
 		}

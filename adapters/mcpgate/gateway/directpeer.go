@@ -6,6 +6,7 @@ import (
 	"mime"
 	"net/http"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -108,6 +109,35 @@ func directTools(names []string, stagesFor func(string) ([]string, bool)) map[st
 		}
 	}
 	return out
+}
+
+// statelessDirectTools are the tools whose stateless calls may take the
+// direct path: those of tools whose definition has no parameter mirrored
+// in an Mcp-Param-* header (x-mcp-header), which the SDK compares with the
+// arguments.
+func statelessDirectTools(tools map[string]bool, defs map[string]*mcp.Tool) map[string]bool {
+	out := map[string]bool{}
+	for name := range tools {
+		raw, err := json.Marshal(defs[name])
+		if err == nil && !strings.Contains(string(raw), "x-mcp-header") {
+			out[name] = true
+		}
+	}
+	return out
+}
+
+// statelessCall runs a stateless tools/call of the direct path as
+// receiveStateless runs one the SDK hands it: the caller's link found or
+// started for it, then callTool. The request's session is one of its own,
+// never connected, that keys the link for the call's length.
+func (g *Gateway) statelessCall(ctx context.Context, params *mcp.CallToolParamsRaw, extra *mcp.RequestExtra) (*mcp.CallToolResult, error) {
+	f := g.statelessFront
+	ss := new(mcp.ServerSession)
+	if err := g.acquireCaller(ctx, f, ss, extra); err != nil {
+		return nil, err
+	}
+	defer g.releaseCaller(ss)
+	return f.callTool(ctx, &mcp.CallToolRequest{Session: ss, Params: params, Extra: extra})
 }
 
 // unreadBody is the body of r as limitBody read it, when nothing of it has

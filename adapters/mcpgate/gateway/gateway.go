@@ -78,8 +78,10 @@ type Gateway struct {
 	// directFront is the direct path of tool calls (internal/direct), its
 	// front; it is made again when Reload changes the tools. byID are the
 	// streamable HTTP sessions by session id, for it.
-	directFront atomic.Pointer[http.Handler]
-	sdk         http.Handler // the go-sdk's handler of the session front
+	directFront atomic.Pointer[directFront]
+	// sdk and sdkStateless are the go-sdk's handlers of the session and
+	// the stateless front.
+	sdk, sdkStateless http.Handler
 	byID        map[string]*session
 
 	// drains counts the upstream work after a call returned, the direct
@@ -168,6 +170,8 @@ func build(upstreams []Named, multi bool, opts []Option) (*Gateway, error) {
 	g.ups.Store(set)
 	g.syncTools(nil, set)
 	g.sdk = g.sdkSessions()
+	g.sdkStateless = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.statelessFront.server },
+		&mcp.StreamableHTTPOptions{Stateless: true, PropagateRequestCancellation: true, Logger: g.cfg.logger})
 	g.setDirectFront(set)
 	g.handler = g.buildHandler()
 	return g, nil
@@ -227,8 +231,20 @@ func (g *Gateway) syncTools(old, set *upstreamSet) {
 	}
 }
 
-// setDirectFront makes the direct path's front for the tools of set.
+// directFront is the direct path's front for the tools of the upstreams
+// now: its handlers of the session and the stateless front.
+type directFront struct{ sessions, stateless http.Handler }
+
+// setDirectFront makes the direct path's front for the tools of set. The
+// calls it takes go to the front's callTool, which routes them as the
+// SDK's.
 func (g *Gateway) setDirectFront(set *upstreamSet) {
+	defs := map[string]*mcp.Tool{}
+	for _, b := range set.list {
+		for _, def := range b.pol().defs {
+			defs[def.Name] = def
+		}
+	}
 	p := direct.New(direct.Config{
 		Sessions:       httpSessions{g},
 		Tools:          set.direct,
@@ -236,9 +252,13 @@ func (g *Gateway) setDirectFront(set *upstreamSet) {
 		CallTimeout:    g.cfg.callTimeout,
 		Body:           unreadBody,
 		Drains:         &g.drains,
+
+		StatelessVersions: statelessVersions(),
+		StatelessTools:    statelessDirectTools(set.direct, defs),
+		StatelessCall:     g.statelessCall,
+		ServerInfo:        g.cfg.impl,
 	})
-	h := p.Handler(g.sdk)
-	g.directFront.Store(&h)
+	g.directFront.Store(&directFront{sessions: p.Handler(g.sdk), stateless: p.Stateless(g.sdkStateless)})
 }
 
 // checkCommand checks what can be checked of a command upstream without
@@ -335,10 +355,12 @@ func (g *Gateway) buildHandler() http.Handler {
 	mux := http.NewServeMux()
 	sessions := g.sdk
 	if !g.cfg.sdkOnly {
-		sessions = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { (*g.directFront.Load()).ServeHTTP(w, r) })
+		sessions = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { g.directFront.Load().sessions.ServeHTTP(w, r) })
 	}
-	stateless := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.statelessFront.server },
-		&mcp.StreamableHTTPOptions{Stateless: true, PropagateRequestCancellation: true, Logger: g.cfg.logger})
+	stateless := g.sdkStateless
+	if !g.cfg.sdkOnly {
+		stateless = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { g.directFront.Load().stateless.ServeHTTP(w, r) })
+	}
 	var h http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if statelessRequest(r) {
 			stateless.ServeHTTP(w, r)
