@@ -82,7 +82,7 @@ type Gateway struct {
 	// sdk and sdkStateless are the go-sdk's handlers of the session and
 	// the stateless front.
 	sdk, sdkStateless http.Handler
-	byID        map[string]*session
+	byID              map[string]*session
 
 	// drains counts the upstream work after a call returned, the direct
 	// path's and upstreamContext's.

@@ -42,8 +42,9 @@ type Named struct {
 // Named.Prefix is empty.
 const DefaultToolSeparator = "_"
 
-// NewMulti returns a gateway that serves several upstreams behind one
-// endpoint: tools/list is the union, per caller, of what each upstream
+// NewMulti returns a gateway that serves several upstreams behind one endpoint.
+//
+// tools/list is the union, per caller, of what each upstream
 // offers and its manifest allows, each tool under its upstream's prefix; a
 // call goes to the upstream whose prefix is the longest its name starts
 // with, through that upstream's enforcer, with the upstream's own name of
@@ -296,8 +297,10 @@ func sameWriter(a, b Upstream) (same bool) {
 	return a.Stderr == b.Stderr
 }
 
-// Reload replaces the gateway's upstreams with upstreams (for New's
-// gateway, one Named with an empty Name and Prefix). An upstream whose
+// Reload replaces the gateway's upstreams with upstreams.
+//
+// For New's gateway, upstreams is one Named with an empty Name and
+// Prefix. An upstream whose
 // Named is unchanged keeps its sessions; one whose Enforcer alone changed
 // keeps them and is enforced with the new manifest from the next call
 // (the clients are told their tools changed); one that changed otherwise,
