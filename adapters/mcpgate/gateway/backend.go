@@ -17,6 +17,7 @@ import (
 	"github.com/axgate/axgate/adapters/mcpgate"
 	"github.com/axgate/axgate/adapters/mcpgate/gateway/internal/direct"
 	"github.com/axgate/axgate/adapters/mcpgate/gateway/internal/upcreds"
+	axerr "github.com/axgate/axgate/errors"
 	"github.com/axgate/axgate/gates"
 	"github.com/axgate/axgate/internal/gate"
 	"github.com/axgate/axgate/manifest"
@@ -362,4 +363,14 @@ func (s *upstreamSet) template(tmpl string) (*backend, *manifest.Resource) {
 // sortByPrefix orders upstreams the longest prefix first.
 func sortByPrefix(list []*backend) {
 	slices.SortStableFunc(list, func(a, b *backend) int { return len(b.prefix) - len(a.prefix) })
+}
+
+// unavailable is the refusal of a call of b while it is down; with
+// several upstreams, its details name it (upstream).
+func (b *backend) unavailable(intent string) *axerr.Error {
+	e := unavailable(intent)
+	if b.g.multi {
+		e = e.With("upstream", b.name)
+	}
+	return e
 }

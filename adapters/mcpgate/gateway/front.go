@@ -409,7 +409,7 @@ func (f *front) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Ca
 		}
 		defer f.g.putCall(key)
 		if _, err := l.session(ctx); err != nil {
-			return mcpgate.Refusal(unavailable(a.Intent)), nil
+			return mcpgate.Refusal(b.unavailable(a.Intent)), nil
 		}
 		// The upstream said its tools changed: wait for the new list to be
 		// checked against the pins; a list that failed trusts none.
@@ -450,7 +450,7 @@ func (b *backend) forward(ctx context.Context, call *middleware.Call) (middlewar
 	}
 	cs := l.current()
 	if cs == nil {
-		return middleware.Result{}, unavailable(call.Intent())
+		return middleware.Result{}, b.unavailable(call.Intent())
 	}
 	// A last look before the call leaves: the chain may have run a while
 	// since callTool checked (a slow store, a precondition), and a
@@ -635,7 +635,7 @@ func (b *backend) callFailed(ctx context.Context, call *middleware.Call, l *link
 		return err // the tool boundary words a cancellation
 	}
 	b.cfg.logger.Warn("upstream call failed", "tool", call.Tool, "error", err)
-	return unavailable(call.Intent())
+	return b.unavailable(call.Intent())
 }
 
 // transportRejected reports whether re is the go-sdk client's own error

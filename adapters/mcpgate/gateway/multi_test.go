@@ -259,7 +259,10 @@ func TestMultiOneUpstreamDown(t *testing.T) {
 		}
 	}
 	downA.Store(true)
-	wantRefusal(t, call(t, cs, "a_read_note", map[string]any{"name": "hello"}), "AXGATE_STORE_UNAVAILABLE", "upstream_unavailable")
+	r := wantRefusal(t, call(t, cs, "a_read_note", map[string]any{"name": "hello"}), "AXGATE_STORE_UNAVAILABLE", "upstream_unavailable")
+	if r.Details["upstream"] != "a" {
+		t.Errorf("the refusal names upstream %v, want a", r.Details["upstream"])
+	}
 	if res := call(t, cs, "b_read_note", map[string]any{"name": "hello"}); res.IsError {
 		t.Fatalf("b_read_note while a is down: %s", text(res))
 	}
