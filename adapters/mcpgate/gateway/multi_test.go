@@ -17,6 +17,8 @@ import (
 	"github.com/axgate/axgate"
 	"github.com/axgate/axgate/adapters/mcpgate/gateway"
 	"github.com/axgate/axgate/manifest"
+	"github.com/axgate/axgate/middleware"
+	"go.opentelemetry.io/otel/attribute"
 )
 
 // toolsOnlyManifest is manifestFor without its resources and prompts, for
@@ -317,6 +319,13 @@ func TestMultiPinsPerUpstream(t *testing.T) {
 	for len(changed) > 0 {
 		<-changed
 	}
+	var listsOfA atomic.Int32
+	na.setHook(func(ctx context.Context, method string, next func() (mcp.Result, error)) (mcp.Result, error) {
+		if method == "tools/list" {
+			listsOfA.Add(1)
+		}
+		return next()
+	})
 	nb.rugPull()
 	select {
 	case <-changed:
@@ -329,6 +338,9 @@ func TestMultiPinsPerUpstream(t *testing.T) {
 	}
 	if len(na.seenTool("write_note")) != 0 {
 		t.Error("a's disabled write_note reached a")
+	}
+	if n := listsOfA.Load(); n != 0 {
+		t.Errorf("b's list_changed re-listed a %d times", n)
 	}
 }
 
@@ -410,5 +422,77 @@ func TestMultiReloadKeepsUnchanged(t *testing.T) {
 	}
 	if got := pidOf(t, cs); got == pid {
 		t.Error("c's session kept its child across a change of c")
+	}
+}
+
+// TestMultiSpanNamesTheUpstream: with several upstreams, the span of a
+// forwarded call names its upstream (axgate.upstream), and only that
+// upstream's chain records the call.
+func TestMultiSpanNamesTheUpstream(t *testing.T) {
+	t.Parallel()
+	_, urlA := httpUpstream(t)
+	_, urlB := httpUpstream(t)
+	traced := func(tp *spans) *axgate.Enforcer {
+		m, err := manifest.Parse(toolsOnlyManifest(t, ""))
+		if err != nil {
+			t.Fatal(err)
+		}
+		enf, err := axgate.New(m, axgate.WithTelemetry(middleware.TelemetryConfig{TracerProvider: tp}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { enf.Close() })
+		return enf
+	}
+	tpA, tpB := &spans{attrs: map[attribute.Key]string{}}, &spans{attrs: map[attribute.Key]string{}}
+	g := newMulti(t, []gateway.Named{
+		{Name: "a", Enforcer: traced(tpA), Upstream: gateway.Upstream{URL: urlA}},
+		{Name: "b", Enforcer: traced(tpB), Upstream: gateway.Upstream{URL: urlB}},
+	})
+	cs := connect(t, serve(t, g), "alice-token", nil)
+	if res := call(t, cs, "b_read_note", map[string]any{"name": "hello"}); res.IsError {
+		t.Fatalf("b_read_note: %s", text(res))
+	}
+	tpB.mu.Lock()
+	got := tpB.attrs["axgate.upstream"]
+	tpB.mu.Unlock()
+	if got != "b" {
+		t.Errorf("the call's span names upstream %q, want b", got)
+	}
+	tpA.mu.Lock()
+	defer tpA.mu.Unlock()
+	if len(tpA.attrs) != 0 {
+		t.Errorf("a's chain recorded b's call: %v", tpA.attrs)
+	}
+}
+
+// TestReloadOfNewsGateway: New's gateway reloads as one unnamed upstream:
+// a new manifest for the same upstream applies from the next call, and
+// the session keeps its child.
+func TestReloadOfNewsGateway(t *testing.T) {
+	t.Parallel()
+	up := stdioUpstream()
+	g := newGatewayFor(t, manifestFor(t, ""), up)
+	cs := connect(t, serve(t, g), "bob-token", nil)
+	pid := pidOf(t, cs)
+	if !slices.Contains(listNames(t, cs), "delete_note") {
+		t.Fatal("bob is not listed delete_note")
+	}
+	var doc map[string]any
+	json.Unmarshal(manifestFor(t, ""), &doc)
+	doc["actions"] = slices.DeleteFunc(doc["actions"].([]any), func(x any) bool { return x.(map[string]any)["operation_id"] == "delete_note" })
+	raw, _ := json.Marshal(doc)
+	if err := g.Reload(context.Background(), []gateway.Named{{Enforcer: enforcerOf(t, raw), Upstream: up}}); err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(listNames(t, cs), "delete_note") {
+		t.Error("the reloaded manifest's list shows delete_note")
+	}
+	wantRefusal(t, call(t, cs, "delete_note", map[string]any{"name": "hello"}), "AXAG_INTENT_NOT_FOUND", "")
+	if got := pidOf(t, cs); got != pid {
+		t.Errorf("the session's child changed across a manifest Reload: %d, was %d", got, pid)
+	}
+	if err := g.Reload(context.Background(), []gateway.Named{{Name: "x", Enforcer: enforcerOf(t, raw), Upstream: up, Options: []gateway.Option{gateway.ToolsOnly()}}}); err == nil || !strings.Contains(err.Error(), "ToolsOnly") {
+		t.Errorf("a front option in a Reload: %v, want it named", err)
 	}
 }
