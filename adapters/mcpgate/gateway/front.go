@@ -249,18 +249,24 @@ func (f *front) setLevel(ctx context.Context, ss *mcp.ServerSession, req mcp.Req
 	if !ok || p == nil {
 		return nil
 	}
-	// Every upstream's level: one that refuses it fails the request.
-	var errs []error
-	for _, b := range f.g.set().list {
+	// Every upstream's level; the request fails only when none took it
+	// (one down upstream does not keep the others' logs at their level).
+	list := f.g.set().list
+	var first error
+	failed := 0
+	for _, b := range list {
 		_, err := f.toUpstream(ctx, ss, b, func(ctx context.Context, cs *mcp.ClientSession) (mcp.Result, error) {
 			return nil, cs.SetLoggingLevel(ctx, clean(p))
 		})
 		if err != nil {
-			errs = append(errs, err)
+			failed++
+			if first == nil {
+				first = err
+			}
 		}
 	}
-	if len(errs) > 0 {
-		return errs[0]
+	if failed == len(list) {
+		return first
 	}
 	return nil
 }
@@ -387,12 +393,25 @@ func (f *front) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Ca
 	pol := b.pol()
 	if name != req.Params.Name {
 		// The upstream's enforcer checks, and the upstream gets, its own
-		// name of the tool.
+		// name of the tool. The request state of a confirmation question
+		// is this upstream's only (stateOf).
 		r, p := *req, *req.Params
 		p.Name = name
+		p.RequestState = b.stateIn(p.RequestState)
 		r.Params = &p
 		req = &r
+		res, err := f.callOf(ctx, req, b, pol)
+		if res != nil && res.RequestState != "" {
+			res.RequestState = b.stateOut(res.RequestState)
+		}
+		return res, err
 	}
+	return f.callOf(ctx, req, b, pol)
+}
+
+// callOf is callTool of b's tool, named as b names it.
+func (f *front) callOf(ctx context.Context, req *mcp.CallToolRequest, b *backend, pol *policy) (*mcp.CallToolResult, error) {
+	name := req.Params.Name
 	if a := pol.m.Tool(name); a != nil {
 		if pol.isChanged(name) {
 			return mcpgate.Refusal(toolChanged(a)), nil

@@ -1,6 +1,7 @@
 package gateway_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
 
 	"github.com/axgate/axgate"
+	"github.com/axgate/axgate/adapters/mcpgate"
 	"github.com/axgate/axgate/adapters/mcpgate/gateway"
 	"github.com/axgate/axgate/manifest"
 	"github.com/axgate/axgate/middleware"
@@ -494,5 +496,42 @@ func TestReloadOfNewsGateway(t *testing.T) {
 	}
 	if err := g.Reload(context.Background(), []gateway.Named{{Name: "x", Enforcer: enforcerOf(t, raw), Upstream: up, Options: []gateway.Option{gateway.ToolsOnly()}}}); err == nil || !strings.Contains(err.Error(), "ToolsOnly") {
 		t.Errorf("a front option in a Reload: %v, want it named", err)
+	}
+}
+
+// TestMultiConfirmationBoundToItsUpstream: the person's answer to the
+// confirmation question about one upstream's call does not pass the same
+// call (tool, intent, arguments) of another upstream, even when their
+// chains share an elicitation key (as replicas do); it passes its own.
+func TestMultiConfirmationBoundToItsUpstream(t *testing.T) {
+	t.Parallel()
+	na, urlA := httpUpstream(t)
+	nb, urlB := httpUpstream(t)
+	key := bytes.Repeat([]byte{7}, mcpgate.ElicitationKeySize)
+	g := newMulti(t, []gateway.Named{
+		{Name: "a", Enforcer: enforcerOf(t, toolsOnlyManifest(t, "")), Upstream: gateway.Upstream{URL: urlA}},
+		{Name: "b", Enforcer: enforcerOf(t, toolsOnlyManifest(t, "")), Upstream: gateway.Upstream{URL: urlB}},
+	}, gateway.WithTrustClientElicitation(), gateway.WithMCPOptions(mcpgate.WithElicitationKey(key)))
+	cs := connectStateless(t, serve(t, g), "alice-token", &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{Form: &mcp.FormElicitationCapabilities{}}})
+	args := map[string]any{"name": "n", "text": "x"}
+	res := call(t, cs, "a_write_note", args)
+	if !res.NeedsInput() || res.RequestState == "" {
+		t.Fatalf("want a's confirmation question, got %+v (%s)", res, text(res))
+	}
+	accept := mcp.InputResponseMap{mcpgate.ConfirmationInputID: &mcp.ElicitResult{Action: "accept"}}
+	ctx := context.Background()
+	other, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "b_write_note", Arguments: args, RequestState: res.RequestState, InputResponses: accept})
+	if err == nil && !other.IsError && !other.NeedsInput() {
+		t.Errorf("a's answer passed b's call: %s", text(other))
+	}
+	if n := len(nb.seenTool("write_note")); n != 0 {
+		t.Fatalf("b saw %d writes confirmed for a", n)
+	}
+	own, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "a_write_note", Arguments: args, RequestState: res.RequestState, InputResponses: accept})
+	if err != nil || own.IsError || own.NeedsInput() {
+		t.Fatalf("a's own answer: %v %+v (%s)", err, own, text(own))
+	}
+	if n := len(na.seenTool("write_note")); n != 1 {
+		t.Errorf("a saw %d writes, want 1", n)
 	}
 }
