@@ -343,6 +343,7 @@ func (g *Gateway) Reload(ctx context.Context, upstreams []Named) error {
 			b.named = upstreams[i]
 		}
 	}
+	before := frontToolNames(old)
 	for b, p := range pols {
 		b.policy.Store(p)
 	}
@@ -404,7 +405,7 @@ func (g *Gateway) Reload(ctx context.Context, upstreams []Named) error {
 			l.b.checkPins(offered)
 		}
 	}
-	g.syncTools(old, set)
+	g.syncTools(before, set)
 	g.setDirectFront(set)
 	var wg sync.WaitGroup
 	for _, l := range closing {
