@@ -609,8 +609,10 @@ func (p *policy) mayCall(pr middleware.Principal, tool string) bool {
 
 // Refusals the gateway makes before the chain runs.
 
-func toolChanged(a *manifest.Action) *axerr.Error {
-	return axerr.Newf(axerr.CodeToolChanged, "the upstream's definition of %s changed since the manifest pinned it; the tool is disabled", a.ToolName()).
+// toolChanged and notOffered name the tool as the client does (front: with
+// its upstream's prefix).
+func toolChanged(a *manifest.Action, front string) *axerr.Error {
+	return axerr.Newf(axerr.CodeToolChanged, "the upstream's definition of %s changed since the manifest pinned it; the tool is disabled", front).
 		WithIntent(a.Intent).
 		WithReason(reasons.UpstreamChanged)
 }
@@ -621,8 +623,8 @@ func unavailable(intent string) *axerr.Error {
 		WithReason(reasons.UpstreamUnavailable)
 }
 
-func notOffered(a *manifest.Action) *axerr.Error {
-	return axerr.Newf(axerr.CodeIntentNotFound, "the upstream MCP server does not offer %s", a.ToolName()).
+func notOffered(a *manifest.Action, front string) *axerr.Error {
+	return axerr.Newf(axerr.CodeIntentNotFound, "the upstream MCP server does not offer %s", front).
 		WithIntent(a.Intent).
 		WithSuggestion("Call tools/list and use one of the tools it lists.")
 }

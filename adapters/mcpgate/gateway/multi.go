@@ -2,11 +2,15 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/axgate/axgate"
 	axerr "github.com/axgate/axgate/errors"
@@ -187,6 +191,35 @@ func checkFrontNames(list []*backend, pols map[*backend]*policy) error {
 func unknownTool(name string) *axerr.Error {
 	return axerr.Newf(axerr.CodeIntentNotFound, "no upstream serves a tool named %q", bound(name)).
 		WithSuggestion("Call tools/list and use one of the tools it lists.")
+}
+
+// unknownToolOf is the refusal of a call of a tool b's manifest does not
+// declare, named as the client did, suggesting b's tools under its prefix.
+func unknownToolOf(front string, b *backend, pol *policy) *axerr.Error {
+	names := make([]string, 0, len(pol.order))
+	for _, name := range pol.order {
+		names = append(names, pol.defs[name].Name)
+	}
+	slices.Sort(names)
+	e := axerr.Newf(axerr.CodeIntentNotFound, "no tool named %q", bound(front)).With("tool", bound(front))
+	if len(names) > 0 {
+		e = e.WithSuggestion("Call one of: " + strings.Join(names, ", "))
+	}
+	return e
+}
+
+// refusedAs reports whether res is a refusal (the AXAG envelope) with code.
+func refusedAs(res *mcp.CallToolResult, code axerr.Code) bool {
+	raw, err := json.Marshal(res.StructuredContent)
+	if err != nil {
+		return false
+	}
+	var env struct {
+		Error struct {
+			Code string `json:"code"`
+		} `json:"error"`
+	}
+	return json.Unmarshal(raw, &env) == nil && env.Error.Code == string(code)
 }
 
 // upstreamOnlyOptions are the fields of config that Named.Options may set:

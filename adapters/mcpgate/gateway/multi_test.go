@@ -161,7 +161,16 @@ func TestMultiRoutesCallsByPrefix(t *testing.T) {
 	}
 	wantRefusal(t, call(t, cs, "zz_read_note", map[string]any{"name": "hello"}), "AXAG_INTENT_NOT_FOUND", "")
 	wantRefusal(t, call(t, cs, "read_note", map[string]any{"name": "hello"}), "AXAG_INTENT_NOT_FOUND", "")
-	wantRefusal(t, call(t, cs, "a_secret_dump", map[string]any{}), "AXAG_INTENT_NOT_FOUND", "")
+	// Refused by a's chain, named as the client named it, the tools it
+	// may call suggested under their prefix.
+	res = call(t, cs, "a_secret_dump", map[string]any{})
+	if r := wantRefusal(t, res, "AXAG_INTENT_NOT_FOUND", ""); !strings.Contains(r.Message, `"a_secret_dump"`) ||
+		!strings.Contains(text(res), "a_read_note") || strings.Contains(text(res), " read_note") {
+		t.Errorf("the refusal does not name the tools as the client does: %s", text(res))
+	}
+	if r := wantRefusal(t, call(t, cs, "a_archive_note", map[string]any{"name": "x"}), "AXAG_INTENT_NOT_FOUND", ""); !strings.Contains(r.Message, "a_archive_note") {
+		t.Errorf("a tool a does not offer is refused as %q, not by its name at the front", r.Message)
+	}
 	// The parameter gate of a's manifest: maxLength 40.
 	res = call(t, cs, "a_read_note", map[string]any{"name": strings.Repeat("x", 41)})
 	if !res.IsError {
