@@ -183,6 +183,27 @@ func checkFrontNames(list []*backend, pols map[*backend]*policy) error {
 			resources[key] = b
 		}
 	}
+	// A URI two manifests match would go to whichever comes first: an
+	// exact URI under another's prefix, two prefixes one under the other.
+	for _, b := range list {
+		for _, o := range list {
+			if o == b {
+				continue
+			}
+			for _, r := range polOf(b).m.Resources {
+				if r.URI != "" {
+					if x, _ := polOf(o).m.Resource(r.URI); x != nil {
+						return fmt.Errorf("gateway: upstreams %s and %s both declare the resource %q", o.name, b.name, r.URI)
+					}
+				}
+				for _, x := range polOf(o).m.Resources {
+					if r.URIPrefix != "" && x.URIPrefix != "" && strings.HasPrefix(r.URIPrefix, x.URIPrefix) {
+						return fmt.Errorf("gateway: upstreams %s and %s declare the resources under %q and %q, one within the other", o.name, b.name, x.URIPrefix, r.URIPrefix)
+					}
+				}
+			}
+		}
+	}
 	return nil
 }
 

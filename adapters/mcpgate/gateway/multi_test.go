@@ -41,6 +41,25 @@ func toolsOnlyManifest(t testing.TB, pin string) []byte {
 	return raw
 }
 
+// withResource is toolsOnlyManifest with the one resource entry (JSON).
+func withResource(t testing.TB, entry string) []byte {
+	t.Helper()
+	var doc map[string]any
+	if err := json.Unmarshal(toolsOnlyManifest(t, ""), &doc); err != nil {
+		t.Fatal(err)
+	}
+	var r any
+	if err := json.Unmarshal([]byte(entry), &r); err != nil {
+		t.Fatal(err)
+	}
+	doc["resources"] = []any{r}
+	raw, err := json.Marshal(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return raw
+}
+
 // enforcerOf is the enforcer of the manifest doc, closed with the test.
 func enforcerOf(t testing.TB, doc []byte) *axgate.Enforcer {
 	t.Helper()
@@ -239,6 +258,10 @@ func TestMultiCollisionRefused(t *testing.T) {
 			[]string{"WithMaxSessions"}},
 		"resource twice": {[]gateway.Named{{Name: "one", Enforcer: enforcerOf(t, manifestFor(t, "")), Upstream: up}, {Name: "two", Enforcer: enforcerOf(t, manifestFor(t, "")), Upstream: up}},
 			[]string{"one", "two", "notes://"}},
+		"resource under a prefix": {[]gateway.Named{{Name: "one", Enforcer: enforcerOf(t, manifestFor(t, "")), Upstream: up}, {Name: "two", Enforcer: enforcerOf(t, withResource(t, `{"intent": "readme.read", "entity": "readme", "description": "d", "uri": "notes://readme"}`)), Upstream: up}},
+			[]string{"one", "two", "notes://readme"}},
+		"prefix under a prefix": {[]gateway.Named{{Name: "one", Enforcer: enforcerOf(t, manifestFor(t, "")), Upstream: up}, {Name: "two", Enforcer: enforcerOf(t, withResource(t, `{"intent": "readme.read", "entity": "readme", "description": "d", "uri_prefix": "notes://docs/"}`)), Upstream: up}},
+			[]string{"one", "two", "notes://docs/"}},
 		"bad prefix": {[]gateway.Named{{Name: "one", Prefix: "x/", Enforcer: tools(), Upstream: up}},
 			[]string{"x/"}},
 		"no name": {[]gateway.Named{{Enforcer: tools(), Upstream: up}, {Name: "two", Enforcer: tools(), Upstream: up}},
