@@ -403,7 +403,7 @@ func TestMultiStatelessCaller(t *testing.T) {
 func TestMultiReloadKeepsUnchanged(t *testing.T) {
 	t.Parallel()
 	_, urlA := httpUpstream(t)
-	_, urlB := httpUpstream(t)
+	urlB, sessionsOf := upstreamSessions(t)
 	a := gateway.Named{Name: "a", Enforcer: enforcerOf(t, toolsOnlyManifest(t, "")), Upstream: gateway.Upstream{URL: urlA}}
 	b := gateway.Named{Name: "b", Enforcer: enforcerOf(t, toolsOnlyManifest(t, "")), Upstream: gateway.Upstream{URL: urlB}}
 	c := gateway.Named{Name: "c", Enforcer: enforcerOf(t, manifestFor(t, "")), Upstream: stdioUpstream()}
@@ -412,6 +412,9 @@ func TestMultiReloadKeepsUnchanged(t *testing.T) {
 	ctx := context.Background()
 	pid := pidOf(t, cs)
 	before := listNames(t, cs)
+	if res := call(t, cs, "b_read_note", map[string]any{"name": "hello"}); res.IsError {
+		t.Fatalf("b_read_note: %s", text(res))
+	}
 
 	// Broken: a collision. Nothing changes.
 	bad := b
@@ -437,6 +440,12 @@ func TestMultiReloadKeepsUnchanged(t *testing.T) {
 	if got := pidOf(t, cs); got != pid {
 		t.Errorf("c's child changed across a Reload that kept c: %d, was %d", got, pid)
 	}
+	if res := call(t, cs, "b_read_note", map[string]any{"name": "hello"}); res.IsError {
+		t.Fatalf("b_read_note after Reload: %s", text(res))
+	}
+	if got := sessionsOf("hello"); len(got) != 2 || got[0] == "" || got[0] != got[1] {
+		t.Errorf("b's upstream sessions across a Reload of its manifest alone: %v; want one kept", got)
+	}
 	names := listNames(t, cs)
 	if slices.Contains(names, "b_delete_note") || !slices.Contains(names, "b_read_note") || slices.Contains(names, "a_read_note") {
 		t.Errorf("after Reload: %v; want b without delete_note, no a", names)
@@ -456,6 +465,17 @@ func TestMultiReloadKeepsUnchanged(t *testing.T) {
 	}
 	if got := pidOf(t, cs); got == pid {
 		t.Error("c's session kept its child across a change of c")
+	}
+
+	// a comes back: the open session lists and calls it.
+	if err := g.Reload(ctx, []gateway.Named{b2, c2, a}); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(listNames(t, cs), "a_read_note") {
+		t.Error("an upstream added by Reload is not listed to an open session")
+	}
+	if res := call(t, cs, "a_read_note", map[string]any{"name": "hello"}); res.IsError {
+		t.Errorf("a_read_note after a came back: %s", text(res))
 	}
 }
 
