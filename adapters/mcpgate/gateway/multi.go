@@ -80,6 +80,11 @@ func (g *Gateway) newBackends(upstreams []Named, old *upstreamSet) ([]*backend, 
 		}
 		b, err := g.newBackend(n, g.cfg)
 		if err != nil {
+			for _, made := range list {
+				if old == nil || !slices.Contains(old.list, made) {
+					made.stop()
+				}
+			}
 			if n.Name != "" {
 				return nil, fmt.Errorf("%w (upstream %s)", err, n.Name)
 			}
@@ -88,6 +93,11 @@ func (g *Gateway) newBackends(upstreams []Named, old *upstreamSet) ([]*backend, 
 		list = append(list, b)
 	}
 	if err := checkFrontNames(list, nil); err != nil {
+		for _, b := range list {
+			if old == nil || !slices.Contains(old.list, b) {
+				b.stop()
+			}
+		}
 		return nil, err
 	}
 	return list, nil
@@ -384,6 +394,9 @@ func (g *Gateway) Reload(ctx context.Context, upstreams []Named) error {
 		}
 	}
 	if err := checkFrontNames(list, pols); err != nil {
+		for _, b := range fresh {
+			b.stop()
+		}
 		return err
 	}
 	if err := startWithin(ctx, fresh); err != nil {
