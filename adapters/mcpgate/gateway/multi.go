@@ -372,7 +372,9 @@ func sameWriter(a, b Upstream) (same bool) {
 // that is new is connected before Reload returns, its sessions started at
 // the sessions' next requests. Everything is checked, and new upstreams
 // connected, before anything changes: on error nothing has. Options of
-// the front cannot change.
+// the front cannot change. A replaced enforcer may still run the calls in
+// flight when Reload returns: close it once they end (after
+// WithCallTimeout).
 func (g *Gateway) Reload(ctx context.Context, upstreams []Named) error {
 	g.reloading.Lock()
 	defer g.reloading.Unlock()
