@@ -587,3 +587,28 @@ func TestMultiConfirmationBoundToItsUpstream(t *testing.T) {
 		t.Errorf("a saw %d writes, want 1", n)
 	}
 }
+
+// TestMultiLocalClient: a stdio gateway (the local principal) in front of
+// two command upstreams starts no child of its own: the client's session
+// has one child per upstream, each checked before the initialize is
+// answered, and the calls route to each.
+func TestMultiLocalClient(t *testing.T) {
+	t.Parallel()
+	g := newMulti(t, []gateway.Named{
+		{Name: "x", Enforcer: enforcerOf(t, toolsOnlyManifest(t, "")), Upstream: stdioUpstream()},
+		{Name: "y", Enforcer: enforcerOf(t, manifestFor(t, "")), Upstream: stdioUpstream()},
+	}, gateway.WithLocalPrincipal(middleware.Principal{ID: "alice", Roles: []string{"user"}}))
+	cs := localSession(t, g, nil)
+	names := listNames(t, cs)
+	if !slices.Contains(names, "x_read_note") || !slices.Contains(names, "y_read_note") || slices.Contains(names, "x_delete_note") {
+		t.Fatalf("the local client's list: %v", names)
+	}
+	for _, tool := range []string{"x_read_note", "y_read_note"} {
+		if res := call(t, cs, tool, map[string]any{"name": "hello"}); res.IsError {
+			t.Errorf("%s: %s", tool, text(res))
+		}
+	}
+	if pid := pidOf(t, cs); !alive(pid) {
+		t.Errorf("y's child %d is not running", pid)
+	}
+}
