@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"errors"
+	"hash/fnv"
 	"io"
 	"log"
 	"log/slog"
@@ -44,13 +45,23 @@ type balanced struct {
 	status                int
 }
 
+// routing is how the balancer picks a replica.
+type routing int
+
+const (
+	roundRobin routing = iota // each request to the next replica
+	learnt                    // a session's requests to the replica that began it (learnt from its answer)
+	hashed                    // a session's requests by a hash of Mcp-Session-Id
+)
+
 // balancer is an HTTP balancer (net/http/httputil.ReverseProxy) in front of
-// the replicas: round-robin per request, or with affinity on Mcp-Session-Id
-// (learnt from the answer that names a new session; a request without one
-// goes round-robin). It records every request it passed on.
+// the replicas: round-robin per request, or with affinity on Mcp-Session-Id,
+// learnt from the answer that names a new session or hashed; a request
+// without a session goes round-robin. It records every request it passed
+// on.
 type balancer struct {
 	replicas []*url.URL
-	affinity bool
+	routing  routing
 	proxy    *httputil.ReverseProxy
 
 	mu       sync.Mutex
@@ -63,13 +74,13 @@ type replicaKey struct{}
 
 // newBalancer listens on a loopback port of its own; serve starts it once
 // the replicas are known.
-func newBalancer(t *testing.T, affinity bool) (*balancer, net.Listener) {
+func newBalancer(t *testing.T, routing routing) (*balancer, net.Listener) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &balancer{affinity: affinity, sessions: map[string]int{}}
+	b := &balancer{routing: routing, sessions: map[string]int{}}
 	b.proxy = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(b.replicas[pr.In.Context().Value(replicaKey{}).(int)])
@@ -88,7 +99,7 @@ func newBalancer(t *testing.T, affinity bool) (*balancer, net.Listener) {
 			session := resp.Request.Header.Get("Mcp-Session-Id")
 			b.mu.Lock()
 			defer b.mu.Unlock()
-			if id := resp.Header.Get("Mcp-Session-Id"); b.affinity && id != "" && session == "" {
+			if id := resp.Header.Get("Mcp-Session-Id"); b.routing == learnt && id != "" && session == "" {
 				b.sessions[id] = i
 			}
 			b.log = append(b.log, balanced{replica: i, method: resp.Request.Header.Get("Mcp-Method"), name: resp.Request.Header.Get("Mcp-Name"),
@@ -116,9 +127,15 @@ func (b *balancer) serve(t *testing.T, ln net.Listener, urls ...string) string {
 }
 
 func (b *balancer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	session := r.Header.Get("Mcp-Session-Id")
 	b.mu.Lock()
-	i, ok := b.sessions[r.Header.Get("Mcp-Session-Id")]
-	if !ok || !b.affinity {
+	i, ok := b.sessions[session]
+	switch {
+	case b.routing == hashed && session != "":
+		h := fnv.New32a()
+		h.Write([]byte(session))
+		i = int(h.Sum32() % uint32(len(b.replicas)))
+	case b.routing != learnt || !ok:
 		i = b.next % len(b.replicas)
 		b.next++
 	}
@@ -316,7 +333,7 @@ func TestMCPReplicasShareCallsAndDecisionsBehindARoundRobin(t *testing.T) {
 	agentToken := mint(t, "principal", "--key", pki.key, "--sub", alice.sub, "--tenant", tenant, "--roles", "editor", "--aud", agentsAudience)
 	personToken := mint(t, "principal", "--key", pki.key, "--sub", alice.sub, "--tenant", tenant, "--roles", "editor", "--aud", peopleAudience)
 
-	lb, ln := newBalancer(t, false)
+	lb, ln := newBalancer(t, roundRobin)
 	resource := "http://" + ln.Addr().String() + "/mcp"
 	args := []string{"--manifest", replicasManifest, "--upstream-url", upURL, "--redis", redisURL,
 		"--jwks", pki.jwks, "--signing-key", pki.key, "--audience", agentsAudience, "--resource-url", resource,
@@ -495,8 +512,9 @@ func TestMCPSessionsNeedAffinityOnMcpSessionId(t *testing.T) {
 			&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 	}
 
-	sticky, stickyLn := newBalancer(t, true)
-	plain, plainLn := newBalancer(t, false)
+	sticky, stickyLn := newBalancer(t, learnt)
+	plain, plainLn := newBalancer(t, roundRobin)
+	hash, hashLn := newBalancer(t, hashed)
 	args := func(ln net.Listener) []string {
 		return []string{"--manifest", replicasManifest, "--upstream-url", upURL, "--redis", redisURL,
 			"--jwks", pki.jwks, "--signing-key", pki.key, "--audience", agentsAudience, "--resource-url", "http://" + ln.Addr().String() + "/mcp",
@@ -590,6 +608,35 @@ func TestMCPSessionsNeedAffinityOnMcpSessionId(t *testing.T) {
 	if len(lost) == 0 || lost[0].replica != 1 {
 		t.Errorf("requests through the plain round-robin: %+v, want replica 1 answering 404 to the session replica 0 began", plain.requests())
 	}
+
+	// Hashing Mcp-Session-Id is no affinity: the replica that began a
+	// session (the initialize, which has no id yet) is not the one its id
+	// hashes to, for about half of the sessions, and those fail as above.
+	hashURL := hash.serve(t, hashLn, a.url, b.url)
+	worked, failed := 0, 0
+	for range 20 {
+		cs, err := pinned(hashURL)
+		if err == nil {
+			sessions = append(sessions, cs)
+			_, err = cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "peek", Arguments: map[string]any{"text": "hashed"}})
+		}
+		switch {
+		case err == nil:
+			worked++
+		case errors.Is(err, mcp.ErrSessionMissing):
+			failed++
+		default:
+			t.Fatalf("a session through a balancer hashing Mcp-Session-Id: %v", err)
+		}
+		if worked > 0 && failed > 0 {
+			break
+		}
+	}
+	t.Logf("hashed: %d worked, %d failed", worked, failed)
+	if failed == 0 {
+		t.Errorf("20 sessions through a balancer hashing Mcp-Session-Id all worked (%d): the replica of each was the one its id hashes to", worked)
+	}
+
 	for _, cs := range sessions {
 		cs.Close()
 	}
