@@ -417,6 +417,7 @@ func TestMCPReplicasShareCallsAndDecisionsBehindARoundRobin(t *testing.T) {
 	if res := retry(); !res.IsError {
 		t.Errorf("the same request state again, on replica %d, ran: %s", lb.lastCall(t), resultText(res))
 	}
+	refused(t, callTool(t, cs, "pay", pay), "AXAG_APPROVAL_MISSING", "")
 	if n := runs("pay", "approved"); n != 1 {
 		t.Errorf("the approved pay ran %d times, want 1", n)
 	}
