@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"hash/fnv"
 	"io"
 	"log"
@@ -250,27 +251,36 @@ func (u personWithRoles) Claims(_ []string, base *mockoidc.IDTokenClaims) (jwt.C
 // call (a browser of their own) and decides there (confirm, approve).
 func decideOnPage(t *testing.T, op *mockoidc.MockOIDC, person personWithRoles, page, decision string) {
 	t.Helper()
+	if err := signInAndDecide(op, person, page, decision); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// signInAndDecide is decideOnPage for any goroutine: it returns what went
+// wrong.
+func signInAndDecide(op *mockoidc.MockOIDC, person personWithRoles, page, decision string) error {
 	op.QueueUser(person)
 	jar, _ := cookiejar.New(nil)
 	browser := &http.Client{Jar: jar}
 	resp, err := browser.Get(page)
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	html, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	csrf := regexp.MustCompile(`name="csrf" value="([^"]+)"`).FindSubmatch(html)
 	if resp.StatusCode != http.StatusOK || resp.Request.URL.String() != page || csrf == nil {
-		t.Fatalf("%s signed in: %d at %s\n%s", person.sub, resp.StatusCode, resp.Request.URL, html)
+		return fmt.Errorf("%s signed in: %d at %s\n%s", person.sub, resp.StatusCode, resp.Request.URL, html)
 	}
 	resp, err = browser.PostForm(page, url.Values{"decision": {decision}, "csrf": {string(csrf[1])}})
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("%s deciding %s on %s: %d", person.sub, decision, page, resp.StatusCode)
+		return fmt.Errorf("%s deciding %s on %s: %d", person.sub, decision, page, resp.StatusCode)
 	}
+	return nil
 }
 
 // replicaRedis is the URL of the replica tests' Redis database (10), or
@@ -422,6 +432,32 @@ func TestMCPReplicasShareCallsAndDecisionsBehindARoundRobin(t *testing.T) {
 		t.Errorf("the approved pay ran %d times, want 1", n)
 	}
 
+	// The go-sdk client as it comes (it takes input_required itself): sent
+	// to the page of one replica, where the admin approves; its own retry
+	// reaches the other replica and runs, once.
+	var sentTo []string
+	auto := connectWith(t, lbURL, agentToken, &mcp.ClientOptions{
+		Capabilities: &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{URL: &mcp.URLElicitationCapabilities{}}},
+		ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			sentTo = append(sentTo, req.Params.URL)
+			if err := signInAndDecide(op, bob, req.Params.URL, "approve"); err != nil {
+				return nil, err
+			}
+			return &mcp.ElicitResult{Action: "accept"}, nil
+		},
+	})
+	before := len(lb.calls("tools/call", "pay"))
+	if res := callTool(t, auto, "pay", map[string]any{"text": "auto"}); res.IsError {
+		t.Fatalf("the go-sdk's own retry after the approval: %s", resultText(res))
+	}
+	tries := lb.calls("tools/call", "pay")[before:]
+	if len(sentTo) != 1 || len(tries) != 2 || !strings.HasPrefix(sentTo[0], pagesOf(tries[0].replica)) || tries[0].replica == tries[1].replica {
+		t.Errorf("sent to %q; the call and its retry reached %+v, want the page of the first replica and the retry on the other", sentTo, tries)
+	}
+	if n := runs("pay", "auto"); n != 1 {
+		t.Errorf("the go-sdk's approved pay ran %d times, want 1", n)
+	}
+
 	// A confirmation token: spent on one replica, refused by the other.
 	confirm := func(text string) middleware.Credentials {
 		t.Helper()
@@ -446,7 +482,7 @@ func TestMCPReplicasShareCallsAndDecisionsBehindARoundRobin(t *testing.T) {
 	}
 	// A fresh token sent to both replicas at once: one of them runs it.
 	fresh := confirm("race")
-	before := len(lb.calls("tools/call", "say"))
+	before = len(lb.calls("tools/call", "say"))
 	results := make(chan *mcp.CallToolResult, 2)
 	for range 2 {
 		go func() {
