@@ -312,13 +312,16 @@ func replicaRedis(t *testing.T) string {
 // balancer that sends each request to the next replica. Through it, the
 // go-sdk's client negotiates MCP 2026-07-28 (no session) and:
 //   - its plain calls run, answered by both replicas;
-//   - a call held for the person's confirmation, confirmed on the page of
-//     the replica that refused it, runs when repeated on the other replica,
-//     once: the next repeat is refused;
+//   - a call held for the person's confirmation names the same request on
+//     either replica; confirmed on the page of the replica that refused it,
+//     it runs when repeated on the other replica, once: the next repeat is
+//     refused;
 //   - a call held for an admin's approval (input_required, its request
 //     state signed by one replica), approved on that replica's page, runs
 //     when the client's retry with that state reaches the other replica,
-//     once: the same state again is refused;
+//     once: the same state again is refused, and so is a plain repeat; the
+//     go-sdk's client as it comes (it retries input_required itself) is
+//     sent to one replica's page and its retry runs on the other, once;
 //   - a confirmation token, spent through one replica, is refused by the
 //     other (already_used); a fresh one sent to both replicas at once runs
 //     the call once.
@@ -380,6 +383,12 @@ func TestMCPReplicasShareCallsAndDecisionsBehindARoundRobin(t *testing.T) {
 	page, _ := d["decision_url"].(string)
 	if !strings.HasPrefix(page, pagesOf(held)) {
 		t.Fatalf("the refusal of replica %d names %q, want its page under %s", held, page, pagesOf(held))
+	}
+	// Repeated on the other replica before the person decided: the same
+	// request, the same page.
+	again := refused(t, callTool(t, cs, "say", say), "AXAG_CONFIRMATION_MISSING", "")
+	if lb.lastCall(t) == held || again["decision_id"] != d["decision_id"] {
+		t.Fatalf("the repeat before the decision, on replica %d, names request %v; want replica %d's request %v", lb.lastCall(t), again["decision_id"], held, d["decision_id"])
 	}
 	decideOnPage(t, op, alice, page, "confirm")
 	lb.nextIs(t, cs, 1-held)
