@@ -33,7 +33,8 @@ import (
 )
 
 // replicasManifest declares countingUpstream's tools: peek (a read anyone
-// runs), say (the person confirms) and pay (an admin approves).
+// runs), tick (a read three times a minute), say (the person confirms) and
+// pay (an admin approves).
 var replicasManifest = filepath.Join("testdata", "mcp", "replicas.axag.json")
 
 // balanced is one request the balancer passed on: to which replica, the
@@ -206,7 +207,7 @@ func countingUpstream(t *testing.T) (string, func(tool, text string) int) {
 	type out struct {
 		Done string `json:"done"`
 	}
-	for _, tool := range []string{"peek", "say", "pay"} {
+	for _, tool := range []string{"peek", "tick", "say", "pay"} {
 		mcp.AddTool(s, &mcp.Tool{Name: tool, Description: tool + "s the text."},
 			func(_ context.Context, _ *mcp.CallToolRequest, a in) (*mcp.CallToolResult, out, error) {
 				mu.Lock()
@@ -312,6 +313,7 @@ func replicaRedis(t *testing.T) string {
 // balancer that sends each request to the next replica. Through it, the
 // go-sdk's client negotiates MCP 2026-07-28 (no session) and:
 //   - its plain calls run, answered by both replicas;
+//   - a rate limit holds across the replicas, not once per replica;
 //   - a call held for the person's confirmation names the same request on
 //     either replica; confirmed on the page of the replica that refused it,
 //     it runs when repeated on the other replica, once: the next repeat is
@@ -374,6 +376,25 @@ func TestMCPReplicasShareCallsAndDecisionsBehindARoundRobin(t *testing.T) {
 	}
 	if served[0] == 0 || served[1] == 0 {
 		t.Fatalf("the replicas answered %v of the peek calls, want some each", served)
+	}
+
+	// A rate limit (3/minute) holds across the replicas: three ticks, then
+	// refused by either.
+	for i := range 5 {
+		res := callTool(t, cs, "tick", map[string]any{"text": "tick"})
+		if i < 3 && res.IsError {
+			t.Fatalf("tick %d: %s", i+1, resultText(res))
+		}
+		if i >= 3 {
+			refused(t, res, "AXAG_RATE_LIMITED", "")
+		}
+	}
+	served = map[int]int{}
+	for _, c := range lb.calls("tools/call", "tick") {
+		served[c.replica]++
+	}
+	if n := runs("tick", "tick"); n != 3 || served[0] == 0 || served[1] == 0 {
+		t.Errorf("tick ran %d times, want 3; the replicas answered %v of the calls, want some each", n, served)
 	}
 
 	// A confirmation on one replica's page, the repeat on the other.
@@ -583,7 +604,7 @@ func TestMCPSessionsNeedAffinityOnMcpSessionId(t *testing.T) {
 			t.Fatalf("negotiated %q, session %q; want 2025-11-25 with a session", v, cs.ID())
 		}
 		text := "sticky" + string(rune('a'+i))
-		if tools := listed(t, cs); strings.Join(tools, " ") != "pay peek say" {
+		if tools := listed(t, cs); strings.Join(tools, " ") != "pay peek say tick" {
 			t.Errorf("listed %v", tools)
 		}
 		if res := callTool(t, cs, "peek", map[string]any{"text": text}); res.IsError {
