@@ -123,7 +123,7 @@ func (h *humanHandler) render(w http.ResponseWriter, r *http.Request, status int
 	d.Base = basePath(r)
 	d.Status = status
 	if d.Person == nil {
-		if _, s, ok := h.current(r); ok {
+		if s, _ := h.current(r); s != nil {
 			d.Person, d.CSRF = &s.person, s.csrf
 		}
 	}
@@ -145,7 +145,12 @@ func (h *humanHandler) errorPage(w http.ResponseWriter, r *http.Request, status 
 // signedInOr returns the session, or sends the person to sign in (a GET)
 // or refuses (a POST).
 func (h *humanHandler) signedInOr(w http.ResponseWriter, r *http.Request) (*session, bool) {
-	if _, s, ok := h.current(r); ok {
+	s, err := h.current(r)
+	if err != nil {
+		h.unavailable(w, r)
+		return nil, false
+	}
+	if s != nil {
 		return s, true
 	}
 	if h.cfg.signIn == nil {
