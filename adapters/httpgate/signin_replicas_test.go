@@ -217,7 +217,7 @@ func TestPagesShortCookieKeyFailsEverySignIn(t *testing.T) {
 type failingReplay struct{}
 
 func (failingReplay) Consume(context.Context, []token.Use) error { return errors.New("down") }
-func (failingReplay) Used(context.Context, string) (bool, error)  { return false, errors.New("down") }
+func (failingReplay) Used(context.Context, string) (bool, error) { return false, errors.New("down") }
 
 // twoBrowsers returns a new browser (cookie jar) on each replica's side.
 func twoBrowsers(onA, onB func() *person) (*person, *person) {
