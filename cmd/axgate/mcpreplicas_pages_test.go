@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"crypto/rand"
 	"io"
 	"net/http"
@@ -13,6 +14,8 @@ import (
 	"testing"
 
 	"github.com/oauth2-proxy/mockoidc"
+
+	"github.com/axgate/axgate/token"
 )
 
 // TestMCPReplicasPagesSignInWhicheverReplicaAnswers: two axgate mcp
@@ -178,5 +181,42 @@ func TestMCPReplicasPagesSignInWhicheverReplicaAnswers(t *testing.T) {
 	}
 	for _, r := range replicas {
 		r.stop(t)
+	}
+}
+
+// TestPagesCookieKeyFromTheSigningKey: the pages' cookie key is the same
+// for one --signing-key file, another for another, and neither the
+// elicitation key derived from the same file nor the key's own bytes.
+func TestPagesCookieKeyFromTheSigningKey(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name string) string {
+		s, err := token.GenerateDevKey("k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		jwk, err := s.MarshalPrivateJWK()
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, jwk, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	a, b := write("a.jwk"), write("b.jwk")
+	ka1, err := pagesCookieKey(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ka2, _ := pagesCookieKey(a)
+	kb, _ := pagesCookieKey(b)
+	ea, _ := elicitationKey(a)
+	raw, _ := os.ReadFile(a)
+	if len(ka1) != 32 || !bytes.Equal(ka1, ka2) || bytes.Equal(ka1, kb) || bytes.Equal(ka1, ea[:32]) || bytes.Contains(raw, ka1) {
+		t.Errorf("keys: %x %x %x (elicitation %x)", ka1, ka2, kb, ea)
+	}
+	if _, err := pagesCookieKey(filepath.Join(dir, "missing.jwk")); err == nil {
+		t.Error("a missing --signing-key file gave a key")
 	}
 }
