@@ -182,8 +182,11 @@ const (
 	// maxCookieBytes bounds the session cookie (browsers keep about 4 KiB
 	// of a cookie): a person whose roles would not fit is not signed in.
 	maxCookieBytes = 3800
-	// CookieKeySize is the least length of OIDCConfig.CookieKey.
+	// cookieKeySize is the least length of OIDCConfig.CookieKey.
 	cookieKeySize = 32
+	// cookieLeeway is the clock skew between replicas a cookie's times
+	// are given.
+	cookieLeeway = 30 * time.Second
 )
 
 // session is a signed-in person: who they are, the session's id, and the
@@ -281,7 +284,7 @@ func (s *sessions) parse(raw, aud string, claims jwt.Claims) bool {
 	}
 	_, err := jwt.ParseWithClaims(raw, claims, func(*jwt.Token) (any, error) { return s.key, nil },
 		jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}), jwt.WithExpirationRequired(),
-		jwt.WithIssuedAt(), jwt.WithAudience(aud), jwt.WithTimeFunc(s.now))
+		jwt.WithIssuedAt(), jwt.WithLeeway(cookieLeeway), jwt.WithAudience(aud), jwt.WithTimeFunc(s.now))
 	if err != nil {
 		return false
 	}
