@@ -205,6 +205,8 @@ type session struct {
 // started by others fills no store and evicts no one's sign-in.
 type pendingSignIn struct {
 	verifier, nonce, next string
+	state                 string    // the sign-in's state (the cookie's JWT id)
+	expires               time.Time // the cookie's expiry
 }
 
 // pendingClaims is a pendingSignIn as the claims of the sign-in cookie.
@@ -371,25 +373,33 @@ func (s *sessions) begin(p *pendingSignIn) (state, cookie string, err error) {
 	return state, cookie, err
 }
 
-// finish takes the sign-in of state, once across the replicas sharing the
-// replay store, if the browser's sign-in cookie is the one begin gave for
-// it and it has not expired. It returns nil when it may not, or errStore.
-func (s *sessions) finish(ctx context.Context, state, cookie string) (*pendingSignIn, error) {
+// pending returns the sign-in of state if the browser's sign-in cookie is
+// the one begin gave for it and it has not expired, or nil. It records
+// nothing: take does, once the provider has confirmed the sign-in, so that
+// callbacks made up by anyone (a sign-in cookie costs a GET) fill no store.
+func (s *sessions) pending(state, cookie string) *pendingSignIn {
 	if state == "" {
-		return nil, nil
+		return nil
 	}
 	var c pendingClaims
 	if !s.parse(cookie, signInAudience, &c) || subtle.ConstantTimeCompare([]byte(state), []byte(c.ID)) != 1 {
-		return nil, nil
+		return nil
 	}
-	err := s.replay.Consume(ctx, []token.Use{{ID: signInUse + state, Expires: c.ExpiresAt.Time, Tenant: pagesTenant}})
+	return &pendingSignIn{verifier: c.Verifier, nonce: c.Nonce, next: c.Next, state: c.ID, expires: c.ExpiresAt.Time}
+}
+
+// take records the sign-in taken, once across the replicas sharing the
+// replay store, until it would have expired: false when it was taken
+// before, or errStore.
+func (s *sessions) take(ctx context.Context, p *pendingSignIn) (bool, error) {
+	err := s.replay.Consume(ctx, []token.Use{{ID: signInUse + p.state, Expires: p.expires, Tenant: pagesTenant}})
 	switch {
 	case errors.Is(err, token.ErrReplayed):
-		return nil, nil
+		return false, nil
 	case err != nil:
-		return nil, fmt.Errorf("%w: %w", errStore, err)
+		return false, fmt.Errorf("%w: %w", errStore, err)
 	}
-	return &pendingSignIn{verifier: c.Verifier, nonce: c.Nonce, next: c.Next}, nil
+	return true, nil
 }
 
 // nextPath matches where a sign-in may send the person afterwards: the
@@ -514,13 +524,8 @@ func (h *humanHandler) callback(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := r.URL.Query()
-	p, err := h.sessions.finish(r.Context(), q.Get("state"), cookieValue(r, signInCookie))
+	p := h.sessions.pending(q.Get("state"), cookieValue(r, signInCookie))
 	h.setCookie(w, r, signInCookie, "", 0)
-	if err != nil {
-		h.cfg.log.Error("httpgate: sign-in", "err", err)
-		h.unavailable(w, r)
-		return
-	}
 	if p == nil {
 		h.errorPage(w, r, http.StatusBadRequest, "Sign-in failed", "This sign-in was not started in this browser, or took too long. Sign in again.")
 		return
@@ -547,6 +552,15 @@ func (h *humanHandler) callback(w http.ResponseWriter, r *http.Request) {
 	if err != nil || subtle.ConstantTimeCompare([]byte(idt.Nonce), []byte(p.nonce)) != 1 {
 		h.cfg.log.Warn("httpgate: sign-in: ID token refused", "err", err)
 		h.errorPage(w, r, http.StatusUnauthorized, "Sign-in failed", "The identity provider's answer did not verify. Sign in again.")
+		return
+	}
+	// Each sign-in is taken once, whichever replica its callback reaches.
+	if first, err := h.sessions.take(r.Context(), p); err != nil {
+		h.cfg.log.Error("httpgate: sign-in", "err", err)
+		h.unavailable(w, r)
+		return
+	} else if !first {
+		h.errorPage(w, r, http.StatusBadRequest, "Sign-in failed", "This sign-in was already used. Sign in again.")
 		return
 	}
 	var claims map[string]any

@@ -10,6 +10,18 @@ import (
 	"github.com/axgate/axgate/token"
 )
 
+// finish is the callback's pending then take.
+func (s *sessions) finish(ctx context.Context, state, cookie string) (*pendingSignIn, error) {
+	p := s.pending(state, cookie)
+	if p == nil {
+		return nil, nil
+	}
+	if ok, err := s.take(ctx, p); !ok {
+		return nil, err
+	}
+	return p, nil
+}
+
 func TestPendingSignInIsBoundToItsBrowserAndUsedOnce(t *testing.T) {
 	ctx := context.Background()
 	s := newSessions(nil, nil)
