@@ -619,3 +619,94 @@ func rawRead(hc *http.Client, url, session, version string) error {
 	}
 	return nil
 }
+
+// upstreamsTarget is BenchmarkGatewayUpstreams's: a one-upstream gateway
+// (New) and a five-upstream one (NewMulti), each with an agent's session;
+// kept for the process, so that -count rounds interleave on the same.
+type upstreamsTarget struct {
+	one, five *mcp.ClientSession
+}
+
+var (
+	upstreamsOnce sync.Once
+	upstreams     *upstreamsTarget
+)
+
+func newUpstreamsTarget(b *testing.B) *upstreamsTarget {
+	b.Helper()
+	principal := gateway.WithPrincipal(mcpgate.StaticPrincipal(middleware.Principal{ID: "agent", Roles: []string{"user"}}))
+	enforcer := func() *axgate.Enforcer {
+		m, err := manifest.Parse([]byte(benchManifest))
+		if err != nil {
+			b.Fatal(err)
+		}
+		enf, err := axgate.New(m)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return enf
+	}
+	var named []gateway.Named
+	for i := range 5 {
+		named = append(named, gateway.Named{Name: fmt.Sprintf("u%d", i), Enforcer: enforcer(), Upstream: gateway.Upstream{URL: benchUpstream(0).URL}})
+	}
+	one, err := gateway.New(enforcer(), gateway.Upstream{URL: benchUpstream(0).URL}, principal)
+	if err != nil {
+		b.Fatal(err)
+	}
+	five, err := gateway.NewMulti(named, principal)
+	if err != nil {
+		b.Fatal(err)
+	}
+	t := &upstreamsTarget{}
+	hc := benchHTTPClient()
+	for _, s := range []struct {
+		g  *gateway.Gateway
+		to **mcp.ClientSession
+	}{{one, &t.one}, {five, &t.five}} {
+		front := httptest.NewServer(s.g.Handler())
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "v1"}, nil).
+			Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: front.URL + "/mcp", HTTPClient: hc}, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		*s.to = cs
+	}
+	return t
+}
+
+// BenchmarkGatewayUpstreams is one call through a gateway with five
+// upstreams (NewMulti; the call goes to the third, u2_read) against the
+// same call through the one-upstream gateway (New), in the same run: what
+// routing by prefix costs (issue 31: within 5 %). One agent, its calls one
+// after another, the upstream doing no work. -count runs each
+// sub-benchmark's rounds in a row: run the test binary several times
+// (bench/README.md) for rounds that interleave.
+func BenchmarkGatewayUpstreams(b *testing.B) {
+	upstreamsOnce.Do(func() { upstreams = newUpstreamsTarget(b) })
+	for _, c := range []struct {
+		name string
+		cs   *mcp.ClientSession
+		tool string
+	}{{"upstreams=1", upstreams.one, "read"}, {"upstreams=5", upstreams.five, "u2_read"}} {
+		b.Run(c.name, func(b *testing.B) {
+			ctx := context.Background()
+			params := &mcp.CallToolParams{Name: c.tool, Arguments: map[string]any{"path": "docs/intro.md"}}
+			b.ReportAllocs()
+			cpu0, n := processCPU(), 0
+			for b.Loop() {
+				res, err := c.cs.CallTool(ctx, params)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if res.IsError || len(res.Content) != 1 {
+					b.Fatalf("%s failed: %+v", c.tool, res.Content)
+				}
+				n++
+			}
+			// The process's CPU time per call (agent, gateway, upstream):
+			// steadier than the wall time on a shared machine.
+			b.ReportMetric(float64((processCPU()-cpu0).Microseconds())/float64(n), "cpu-µs/call")
+		})
+	}
+}
