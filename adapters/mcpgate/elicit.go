@@ -129,15 +129,19 @@ type questionState struct {
 	// for a person sent to the page of the call: the state of one is
 	// never taken for the other.
 	Kind string
+	// Scope is what the call is served for beyond the tool: the upstream
+	// of a gateway with several (statescope), whose chains may share the
+	// key; "" for none.
+	Scope string
 }
 
 // stateFor describes call, or fails when its arguments cannot be digested.
-func stateFor(call *middleware.Call) (questionState, error) {
+func (el *elicitation) stateFor(call *middleware.Call) (questionState, error) {
 	digest, err := call.ArgsSHA256()
 	if err != nil {
 		return questionState{}, err
 	}
-	return questionState{Tool: call.Tool, Intent: call.Intent(), Principal: call.Principal.ID, Tenant: call.Principal.Tenant, Args: digest}, nil
+	return questionState{Tool: call.Tool, Intent: call.Intent(), Principal: call.Principal.ID, Tenant: call.Principal.Tenant, Args: digest, Scope: el.scope}, nil
 }
 
 // stateAudience separates these states from any other use of the key: a
@@ -152,6 +156,7 @@ type stateClaims struct {
 	Tenant string `json:"tenant"`
 	Args   string `json:"args_sha256"`
 	Kind   string `json:"kind,omitempty"`
+	Scope  string `json:"scope,omitempty"`
 	jwt.RegisteredClaims
 }
 
@@ -161,7 +166,7 @@ type stateClaims struct {
 func (k *elicitKeys) sign(s questionState) (string, error) {
 	var id [16]byte
 	rand.Read(id[:])
-	claims := stateClaims{Tool: s.Tool, Intent: s.Intent, Tenant: s.Tenant, Args: s.Args, Kind: s.Kind,
+	claims := stateClaims{Tool: s.Tool, Intent: s.Intent, Tenant: s.Tenant, Args: s.Args, Kind: s.Kind, Scope: s.Scope,
 		RegisteredClaims: jwt.RegisteredClaims{
 			Subject:   s.Principal,
 			Audience:  jwt.ClaimStrings{stateAudience},
@@ -187,8 +192,7 @@ func (k *elicitKeys) verify(ctx context.Context, state string, want questionStat
 	if !k.now().Before(expires) {
 		return ErrElicitationStateInvalid
 	}
-	if (questionState{Tool: got.Tool, Intent: got.Intent, Principal: got.Subject, Tenant: got.Tenant, Args: got.Args, Kind: got.Kind}) !=
-		(questionState{Tool: want.Tool, Intent: want.Intent, Principal: want.Principal, Tenant: want.Tenant, Args: want.Args, Kind: want.Kind}) {
+	if (questionState{Tool: got.Tool, Intent: got.Intent, Principal: got.Subject, Tenant: got.Tenant, Args: got.Args, Kind: got.Kind, Scope: got.Scope}) != want {
 		return ErrElicitationStateInvalid
 	}
 	err = k.replay.Consume(ctx, []token.Use{{ID: "mcpgate-elicitation:" + got.ID, Expires: expires, Tenant: got.Tenant}})
@@ -241,6 +245,10 @@ type elicitation struct {
 	// decisionState.
 	decided       bool
 	decisionState string
+
+	// scope binds the call's request states (statescope): the upstream
+	// of a gateway with several.
+	scope string
 }
 
 // elicitation returns nil when the client can be neither asked nor sent to
@@ -275,7 +283,7 @@ func (c config) elicitation(req *mcp.CallToolRequest, mayAsk bool) *elicitation 
 }
 
 func (el *elicitation) ask(ctx context.Context, call *middleware.Call, message string) (bool, error) {
-	want, err := stateFor(call)
+	want, err := el.stateFor(call)
 	if err != nil {
 		return false, err
 	}
@@ -304,7 +312,7 @@ func (el *elicitation) ask(ctx context.Context, call *middleware.Call, message s
 // The chain has not run yet, so the call's intent is the manifest's
 // action of its tool (intent: "" when there is none, which no state names).
 func (el *elicitation) checkDecision(ctx context.Context, call *middleware.Call, intent string) error {
-	want, err := stateFor(call)
+	want, err := el.stateFor(call)
 	if err != nil {
 		return err
 	}
@@ -335,7 +343,7 @@ func (el *elicitation) sendToPage(call *middleware.Call, ae *axerr.Error) (*mcp.
 	if page == "" {
 		return nil, nil
 	}
-	want, err := stateFor(call)
+	want, err := el.stateFor(call)
 	if err != nil {
 		return nil, err
 	}

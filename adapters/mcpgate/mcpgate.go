@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/axgate/axgate"
+	"github.com/axgate/axgate/adapters/mcpgate/internal/statescope"
 	axerr "github.com/axgate/axgate/errors"
 	"github.com/axgate/axgate/internal/reasons"
 	"github.com/axgate/axgate/internal/wire"
@@ -205,6 +206,9 @@ func (c config) handler(e *axgate.Enforcer, tool middleware.Invoker) mcp.ToolHan
 		call.Credentials = creds
 
 		el := c.elicitation(req, !quiet[req.Params.Name])
+		if el != nil {
+			el.scope = statescope.Of(ctx)
+		}
 		if el != nil && el.decided {
 			// Back from the page of the call's decision: the state must be
 			// this call's, and the decision held for it is what counts (the

@@ -19,6 +19,7 @@ import (
 	"github.com/axgate/axgate/adapters/mcpgate"
 	"github.com/axgate/axgate/adapters/mcpgate/gateway/internal/direct"
 	"github.com/axgate/axgate/adapters/mcpgate/internal/childproc"
+	"github.com/axgate/axgate/adapters/mcpgate/internal/statescope"
 	axerr "github.com/axgate/axgate/errors"
 	"github.com/axgate/axgate/internal/wire"
 	"github.com/axgate/axgate/manifest"
@@ -419,6 +420,11 @@ func (f *front) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Ca
 // callOf is callTool of b's tool, named as b names it (front: as the
 // client does).
 func (f *front) callOf(ctx context.Context, req *mcp.CallToolRequest, b *backend, pol *policy, front string) (*mcp.CallToolResult, error) {
+	if b.g.multi {
+		// The person's answer about this upstream's call is this
+		// upstream's only, even where chains share the elicitation key.
+		ctx = statescope.With(ctx, b.name)
+	}
 	name := req.Params.Name
 	if a := pol.m.Tool(name); a != nil {
 		if pol.isChanged(name) {
