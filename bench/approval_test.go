@@ -85,7 +85,7 @@ func BenchmarkApprovalGate(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				return gate.ApprovalRequestID("refund.issue", d, p.ID, p.Tenant)
+				return gate.ApprovalRequestID("refund.issue", d, p.ID, p.Tenant, "")
 			}
 			requestID(requester("warm", 0)) // load the scripts
 			reset := func() {

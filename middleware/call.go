@@ -175,6 +175,13 @@ type Call struct {
 	Arguments json.RawMessage
 	// Principal is the authenticated caller.
 	Principal Principal
+	// Scope names where the call is served beyond its tool, for the
+	// decisions held for it: a confirmation or approval request held
+	// (axgate.WithDecisionPages) for a call of one scope is never the
+	// request of the same call in another. A gateway with several
+	// upstreams sets it to the upstream's name, so that enforcers sharing
+	// an approval store keep each upstream's decisions apart. "" for none.
+	Scope string
 	// Credentials presented with the call.
 	Credentials Credentials
 	// Action is the manifest action the tool resolves to; the intent gate

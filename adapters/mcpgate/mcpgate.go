@@ -204,6 +204,7 @@ func (c config) handler(e *axgate.Enforcer, tool middleware.Invoker) mcp.ToolHan
 		}
 		call := middleware.NewCall(req.Params.Name, req.Params.Arguments, p)
 		call.Credentials = creds
+		call.Scope = statescope.Of(ctx)
 
 		el := c.elicitation(req, !quiet[req.Params.Name])
 		if el != nil {

@@ -160,7 +160,7 @@ func (g *Approval) intercept(ctx context.Context, call *middleware.Call, next mi
 	}
 	p := call.Principal
 	need := max(a.ApprovalCount, 1)
-	reqID := ApprovalRequestID(a.Intent, digest, p.ID, p.Tenant)
+	reqID := ApprovalRequestID(a.Intent, digest, p.ID, p.Tenant, call.Scope)
 	call.Facts.ApprovalRequestID = reqID
 
 	if n := len(call.Credentials.Approvals); n > max(need, MaxApprovalTokens) {

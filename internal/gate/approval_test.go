@@ -75,7 +75,7 @@ func TestApprovalNofM(t *testing.T) {
 		return c, a.run(ctx, c)
 	}
 	digest, _ := a.call("payout.send", tkPayout).ArgsSHA256()
-	wantID := gate.ApprovalRequestID("payout.send", digest, "alice", "acme")
+	wantID := gate.ApprovalRequestID("payout.send", digest, "alice", "acme", "")
 
 	// None: refused, and a request is recorded once, however often retried.
 	for range 3 {

@@ -61,10 +61,16 @@ func ValidateTransition(from, to ApprovalState) error {
 }
 
 // ApprovalRequestID derives the id of the approval request for a call from
-// what an approval binds: intent, arguments digest, requester and tenant. A
-// retry of the same call gets the same id.
-func ApprovalRequestID(intent, argsSHA256, requester, tenant string) string {
-	doc, _ := json.Marshal([]string{intent, argsSHA256, requester, tenant}) // cannot fail for strings
+// what an approval binds: intent, arguments digest, requester, tenant and
+// the call's scope (middleware.Call.Scope; "" leaves it out, so that the
+// ids of unscoped calls stay as they were). A retry of the same call gets
+// the same id.
+func ApprovalRequestID(intent, argsSHA256, requester, tenant, scope string) string {
+	fields := []string{intent, argsSHA256, requester, tenant}
+	if scope != "" {
+		fields = append(fields, "scope", scope)
+	}
+	doc, _ := json.Marshal(fields) // cannot fail for strings
 	if canon, err := jcs.Transform(doc); err == nil {
 		doc = canon
 	} // else cannot happen for an array of strings: hash the plain encoding

@@ -44,8 +44,12 @@ const (
 // ConfirmationRequestID derives the id of the confirmation request for a
 // call: as ApprovalRequestID, plus the kind, so that the confirmation and the
 // approval of one call are two requests.
-func ConfirmationRequestID(intent, argsSHA256, requester, tenant string) string {
-	doc, _ := json.Marshal([]string{intent, argsSHA256, requester, tenant, KindConfirmation}) // cannot fail for strings
+func ConfirmationRequestID(intent, argsSHA256, requester, tenant, scope string) string {
+	fields := []string{intent, argsSHA256, requester, tenant, KindConfirmation}
+	if scope != "" {
+		fields = append(fields, "scope", scope)
+	}
+	doc, _ := json.Marshal(fields) // cannot fail for strings
 	if canon, err := jcs.Transform(doc); err == nil {
 		doc = canon
 	}
@@ -175,7 +179,7 @@ func (g *Approval) executeOnce(ctx context.Context, call *middleware.Call, id st
 func (c *Confirmation) confirmOnPage(ctx context.Context, call *middleware.Call, digest string, next middleware.Invoker) (middleware.Result, error) {
 	g := c.cfg.Requests
 	p := call.Principal
-	id := ConfirmationRequestID(call.Intent(), digest, p.ID, p.Tenant)
+	id := ConfirmationRequestID(call.Intent(), digest, p.ID, p.Tenant, call.Scope)
 	now := g.cfg.Now()
 	var req ApprovalRequest
 	if call.Elicit != nil && !call.CheckOnly() {
