@@ -14,6 +14,7 @@ import (
 
 	"github.com/axgate/axgate"
 	axerr "github.com/axgate/axgate/errors"
+	"github.com/axgate/axgate/manifest"
 )
 
 // Named is one upstream of a gateway with several (NewMulti).
@@ -209,6 +210,9 @@ func checkFrontNames(list []*backend, pols map[*backend]*policy) error {
 				for _, x := range polOf(o).m.Resources {
 					if r.URIPrefix != "" && x.URIPrefix != "" && strings.HasPrefix(r.URIPrefix, x.URIPrefix) {
 						return fmt.Errorf("gateway: upstreams %s and %s declare the resources under %q and %q, one within the other", o.name, b.name, x.URIPrefix, r.URIPrefix)
+					}
+					if r.URITemplate != "" && x.URI == "" && overlap(uriPattern(r), uriPattern(x)) {
+						return fmt.Errorf("gateway: upstreams %s and %s declare the resources %q and %q, which match the same URIs", o.name, b.name, x.URITemplate+x.URIPrefix, r.URITemplate)
 					}
 				}
 			}
@@ -523,4 +527,114 @@ func (g *Gateway) Upstreams(ctx context.Context) map[string]error {
 		out[b.name] = errs[i]
 	}
 	return out
+}
+
+// A uriElem is one step of a resource's URIs (uriPattern): a literal
+// byte, one or more of a template variable's (varStep), or any bytes at
+// all, the rest under a prefix (restStep).
+type uriElem int
+
+const (
+	varStep  uriElem = -1
+	restStep uriElem = -2
+)
+
+// uriPattern is r's URI template (each {name} a varStep) or its prefix
+// followed by a restStep.
+func uriPattern(r *manifest.Resource) []uriElem {
+	var out []uriElem
+	lit := func(s string) {
+		for i := range len(s) {
+			out = append(out, uriElem(s[i]))
+		}
+	}
+	if r.URIPrefix != "" {
+		lit(r.URIPrefix)
+		return append(out, restStep)
+	}
+	t := r.URITemplate
+	for t != "" {
+		open := strings.IndexByte(t, '{')
+		end := strings.IndexByte(t, '}')
+		if open < 0 || end < open {
+			lit(t)
+			break
+		}
+		lit(t[:open])
+		out = append(out, varStep)
+		t = t[end+1:]
+	}
+	return out
+}
+
+// inVar reports whether a template variable's value may hold c (RFC 3986
+// unreserved, and '%' of an encoded octet: manifest's segment).
+func inVar(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("-._~%", c) >= 0
+}
+
+// overlap reports whether some URI matches both patterns: a search of
+// the pairs of positions both can reach on the same bytes. It errs towards
+// yes (a '%' is taken for any encoded octet).
+func overlap(a, b []uriElem) bool {
+	type pos struct{ i, j int }
+	// accepts reports whether element e (of p, at i) takes byte c, and
+	// the positions it may be at after it: i+1, and i again for a
+	// variable's further bytes or the rest.
+	step := func(p []uriElem, i int, c byte) []int {
+		if i >= len(p) {
+			return nil
+		}
+		switch e := p[i]; e {
+		case varStep:
+			if inVar(c) {
+				return []int{i, i + 1}
+			}
+			return nil
+		case restStep:
+			return []int{i}
+		default:
+			if byte(e) == c {
+				return []int{i + 1}
+			}
+			return nil
+		}
+	}
+	done := func(p []uriElem, i int) bool { return i == len(p) || i == len(p)-1 && p[i] == restStep }
+	// The bytes worth trying: each literal of either, and one a variable
+	// or the rest takes that no literal is.
+	bytes := map[byte]bool{}
+	for _, p := range [][]uriElem{a, b} {
+		for _, e := range p {
+			if e >= 0 {
+				bytes[byte(e)] = true
+			}
+		}
+	}
+	for _, c := range []byte("abcdefghijklmnopqrstuvwxyz0123456789") {
+		if !bytes[c] {
+			bytes[c] = true
+			break
+		}
+	}
+	seen := map[pos]bool{{0, 0}: true}
+	queue := []pos{{0, 0}}
+	for len(queue) > 0 {
+		at := queue[0]
+		queue = queue[1:]
+		if done(a, at.i) && done(b, at.j) && (at.i > 0 || at.j > 0) {
+			return true
+		}
+		for c := range bytes {
+			for _, i := range step(a, at.i, c) {
+				for _, j := range step(b, at.j, c) {
+					if n := (pos{i, j}); !seen[n] {
+						seen[n] = true
+						queue = append(queue, n)
+					}
+				}
+			}
+		}
+	}
+	return false
 }
