@@ -60,11 +60,12 @@ func ValidateTransition(from, to ApprovalState) error {
 	return nil
 }
 
-// ApprovalRequestID derives the id of the approval request for a call from
-// what an approval binds: intent, arguments digest, requester, tenant and
-// the call's scope (middleware.Call.Scope; "" leaves it out, so that the
-// ids of unscoped calls stay as they were). A retry of the same call gets
-// the same id.
+// ApprovalRequestID derives the id of the approval request for a call.
+//
+// It hashes what an approval binds: intent, arguments digest, requester,
+// tenant and the call's scope (middleware.Call.Scope; "" leaves it out, so
+// that the ids of unscoped calls stay as they were). A retry of the same
+// call gets the same id.
 func ApprovalRequestID(intent, argsSHA256, requester, tenant, scope string) string {
 	fields := []string{intent, argsSHA256, requester, tenant}
 	if scope != "" {
