@@ -175,8 +175,12 @@ type ApprovalRequest struct {
 	// axgate.WithDecisionPages): Count 1, no Roles, decided by its
 	// requester alone. Both kinds share the store, the requester's quota
 	// and the tenant's capacity.
-	Kind       string             `json:"kind,omitempty"`
-	Tool       string             `json:"tool"`
+	Kind string `json:"kind,omitempty"`
+	Tool string `json:"tool"`
+	// Scope is where the call is served beyond its tool
+	// (middleware.Call.Scope: the upstream of a gateway with several),
+	// shown on its page; "" for none.
+	Scope      string             `json:"scope,omitempty"`
 	Intent     string             `json:"intent"`
 	Requester  string             `json:"requester"`
 	Tenant     string             `json:"tenant,omitempty"`

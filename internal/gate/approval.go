@@ -426,6 +426,7 @@ func (g *Approval) record(call *middleware.Call, digest, reqID string, need int)
 	return ApprovalRequest{
 		ID:         reqID,
 		Tool:       call.Tool,
+		Scope:      call.Scope,
 		Intent:     a.Intent,
 		Requester:  p.ID,
 		Tenant:     p.Tenant,

@@ -87,6 +87,9 @@ func TestMultiDecisionOnThePageIsItsUpstreamsOnly(t *testing.T) {
 	r := wantRefusal(t, call(t, cs, "a_write_note", args), "AXAG_CONFIRMATION_MISSING", "")
 	id, _ := r.Details["decision_id"].(string)
 	alice := middleware.Principal{ID: "alice", Roles: []string{"user"}}
+	if req, err := enfA.Approvals().Request(context.Background(), alice, id); err != nil || req.Scope != "a" {
+		t.Errorf("a's request %q names scope %q (%v), want a: its page shows the upstream", id, req.Scope, err)
+	}
 	if _, _, _, err := enfA.Approvals().Decide(context.Background(), alice, id, true, ""); err != nil {
 		t.Fatalf("deciding a's call %q: %v", id, err)
 	}
