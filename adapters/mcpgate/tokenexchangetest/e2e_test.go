@@ -1,0 +1,689 @@
+package tokenexchangetest
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+	"github.com/modelcontextprotocol/go-sdk/oauthex"
+	"golang.org/x/oauth2/clientcredentials"
+
+	"github.com/axgate/axgate"
+	"github.com/axgate/axgate/adapters/httpgate"
+	"github.com/axgate/axgate/adapters/mcpgate/gateway"
+	"github.com/axgate/axgate/adapters/mcpgate/internal/childproc"
+	"github.com/axgate/axgate/manifest"
+	"github.com/axgate/axgate/token"
+)
+
+// The callers of the end-to-end test: alice edits, bob only views.
+var e2eRoles = map[string][]string{"alice": {"editor"}, "bob": {"viewer"}}
+
+// TestOneGatewayThreeUpstreams is issue 31's first "done when", every part
+// real: @modelcontextprotocol/server-filesystem (sandboxed under
+// bubblewrap, only its folder visible) and @modelcontextprotocol/server-memory
+// (plain) as command upstreams, pinned by testdata/node/package-lock.json,
+// and a Go upstream over HTTP that takes only tokens of its own audience,
+// which the gateway exchanges per caller (RFC 8693) at zitadel/oidc's
+// authorization server; the callers are the official TypeScript SDK
+// clients (alice on @modelcontextprotocol/client 2.x, MCP 2026-07-28; bob
+// on @modelcontextprotocol/sdk 1.x, 2025-11-25), each with a bearer token
+// of its own and different roles.
+//
+//   - Each lists exactly the tools its roles allow, of the three upstreams,
+//     and calls a tool of each.
+//   - The Go upstream sees, for each caller, a token the authorization
+//     server issued for that caller and the upstream's audience, never a
+//     caller's own token.
+//   - bob's roots (/, and the outside folder) reach server-filesystem,
+//     which then lists / as allowed: reading a file outside its folder still
+//     fails, and its content never reaches bob.
+//   - With server-memory's children killed, its tools are refused with
+//     reason upstream_unavailable while the other two upstreams answer.
+func TestOneGatewayThreeUpstreams(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test skipped in -short mode: it installs the TypeScript SDK clients and two MCP servers with npm")
+	}
+	requireSandbox(t)
+	node, modules := installNode(t)
+	shared, outside := tempDir(t), tempDir(t)
+	sharedFile, outsideFile := filepath.Join(shared, "shared.txt"), filepath.Join(outside, "secret.txt")
+	const secret = "the content outside the folder"
+	for f, content := range map[string]string{sharedFile: "shared content\n", outsideFile: secret + "\n"} {
+		if err := os.WriteFile(f, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	r := &rig{idp: newIDP(t)}
+	r.as, r.issuer = startAS(t, r.idp)
+	r.up, r.upURL = startUpstream(t, r.issuer)
+	r.callerTokens = map[string]string{}
+	for user, roles := range e2eRoles {
+		r.callerTokens[user] = r.idp.tokenWithRoles(t, user, roles)
+	}
+
+	mark := newMark(t)
+	fsLog := &stderrLines{want: "Updated allowed directories from MCP roots", seen: make(chan struct{}, 1)}
+	pkg := func(name string) string {
+		return filepath.Join(modules, "node_modules", "@modelcontextprotocol", name, "dist", "index.js")
+	}
+	ups := []gateway.Named{
+		{
+			Name:     "fs",
+			Enforcer: enforcer(t, "filesystem.axag.json"),
+			Upstream: gateway.Upstream{Command: node, Args: []string{pkg("server-filesystem"), shared}, Stderr: fsLog},
+			// The client's roots reach the server: the sandbox, not the
+			// server's own check, keeps it in its folder.
+			Options: []gateway.Option{gateway.ForwardClientRoots(), gateway.WithSandbox(gateway.Sandbox{Mode: "on",
+				ReadOnly: []string{filepath.Join(modules, "node_modules")}, Writable: []string{shared}})},
+		},
+		{
+			Name:     "memory",
+			Enforcer: enforcer(t, "memory.axag.json"),
+			Upstream: gateway.Upstream{Command: node, Args: []string{pkg("server-memory")},
+				Env: []string{"MEMORY_FILE_PATH=" + filepath.Join(tempDir(t), "memory.jsonl"), mark}},
+			// Once killed, it stays down for the rest of the test.
+			Options: []gateway.Option{gateway.WithRestartBackoff(time.Hour, time.Hour)},
+		},
+		{
+			Name:     "notes",
+			Enforcer: enforcer(t, "notes.axag.json"),
+			Upstream: gateway.Upstream{URL: r.upURL, Credentials: &gateway.UpstreamCredentials{
+				// The gateway's own session (its pins at start) has no
+				// caller: the gateway's service user.
+				ClientCredentials: &clientcredentials.Config{TokenURL: r.issuer + "/oauth/token", ClientID: "sid1", ClientSecret: "verysecret"},
+				TokenExchange: &gateway.TokenExchange{TokenURL: r.issuer + "/oauth/token", ClientID: gatewayClient, ClientSecret: gatewaySecret,
+					Audience: upstreamAud},
+			}},
+		},
+	}
+	front := startGatewayEach(t, r, ups)
+	cl := startClients(t, node, modules)
+
+	// alice on the 2.x client asks for the stateless protocol; bob on 1.x
+	// has sessions, and declares roots (the shared folder, for now).
+	if v := front.connect(t, cl, "alice", "client", r.callerTokens["alice"], nil); v != "2026-07-28" {
+		t.Errorf("alice's 2.x client negotiated MCP %s, want 2026-07-28", v)
+	}
+	if v := front.connect(t, cl, "bob", "sdk", r.callerTokens["bob"], []string{"file://" + shared}); v != "2025-11-25" {
+		t.Errorf("bob's 1.x client negotiated MCP %s, want 2025-11-25", v)
+	}
+
+	t.Run("the union, filtered per caller", func(t *testing.T) {
+		want := map[string][]string{
+			"alice": {"fs_list_allowed_directories", "fs_read_text_file", "fs_write_file", "memory_create_entities", "memory_read_graph", "notes_whoami"},
+			"bob":   {"fs_list_allowed_directories", "fs_read_text_file", "memory_read_graph", "notes_whoami"},
+		}
+		for user, names := range want {
+			if got := front.list(t, cl, user); !slices.Equal(got, names) {
+				t.Errorf("%s lists %q, want exactly %q", user, got, names)
+			}
+		}
+	})
+
+	t.Run("each caller calls each upstream", func(t *testing.T) {
+		for _, user := range []string{"alice", "bob"} {
+			if res := front.call(t, cl, user, "fs_read_text_file", map[string]any{"path": sharedFile}); res.IsError || !strings.Contains(res.text(), "shared content") {
+				t.Errorf("%s reading the shared file: %+v", user, res)
+			}
+			if res := front.call(t, cl, user, "notes_whoami", map[string]any{}); res.IsError || !strings.Contains(res.text(), `"sub":"`+user+`"`) {
+				t.Errorf("%s's whoami: %+v", user, res)
+			}
+		}
+		ent := map[string]any{"entities": []any{map[string]any{"name": "axgate", "entityType": "project", "observations": []any{"written by alice"}}}}
+		if res := front.call(t, cl, "alice", "memory_create_entities", ent); res.IsError {
+			t.Errorf("alice's create_entities: %+v", res)
+		}
+		// bob's own child of server-memory reads the graph file alice's wrote.
+		if res := front.call(t, cl, "bob", "memory_read_graph", map[string]any{}); res.IsError || !strings.Contains(res.text(), "written by alice") {
+			t.Errorf("bob's read_graph: %+v", res)
+		}
+		// What bob's roles do not allow does not happen.
+		if res := front.call(t, cl, "bob", "memory_create_entities", ent); !res.IsError {
+			t.Errorf("bob (viewer) created entities: %+v", res)
+		}
+		if res := front.call(t, cl, "bob", "fs_write_file", map[string]any{"path": filepath.Join(shared, "bob.txt"), "content": "x"}); !res.IsError || fileExists(filepath.Join(shared, "bob.txt")) {
+			t.Errorf("bob (viewer) wrote a file: %+v", res)
+		}
+	})
+
+	t.Run("the Go upstream sees an exchanged token per caller", func(t *testing.T) {
+		r.up.mu.Lock()
+		defer r.up.mu.Unlock()
+		subs := map[string]bool{}
+		for raw := range r.up.tokens {
+			for user, own := range r.callerTokens {
+				if raw == own {
+					t.Errorf("the upstream saw %s's own token", user)
+				}
+			}
+			claims := jwt.MapClaims{}
+			if _, _, err := jwt.NewParser().ParseUnverified(raw, claims); err != nil {
+				t.Errorf("the upstream saw a token that is not a JWT: %v", err)
+				continue
+			}
+			sub, _ := claims.GetSubject()
+			aud, _ := claims.GetAudience()
+			iss, _ := claims.GetIssuer()
+			if !slices.Contains(aud, upstreamAud) || iss != r.issuer {
+				t.Errorf("the upstream saw a token of %s for %q from %q, want audience %s from %s", sub, aud, iss, upstreamAud, r.issuer)
+			}
+			subs[sub] = true
+		}
+		for _, user := range []string{"alice", "bob"} {
+			if !subs[user] {
+				t.Errorf("the upstream saw no token for %s (subjects %v)", user, subs)
+			}
+		}
+		if len(subs) != 3 { // alice, bob and the gateway's service user
+			t.Errorf("the upstream saw tokens for %v, want alice, bob and the gateway's service user", subs)
+		}
+		if !slices.Contains(r.up.calls, "alice") || !slices.Contains(r.up.calls, "bob") {
+			t.Errorf("the upstream's calls were for %q", r.up.calls)
+		}
+	})
+
+	t.Run("widened roots do not widen the sandbox", func(t *testing.T) {
+		// bob widens his roots to / (and the outside folder): the gateway
+		// forwards them to server-filesystem, which asks for them again.
+		front.roots(t, cl, "bob", []string{"file:///", "file://" + outside})
+		bound := time.After(time.Minute) // a bound, not a pause
+		for widened := false; !widened; {
+			select {
+			case <-fsLog.seen:
+			case <-bound:
+				t.Fatalf("server-filesystem never took bob's root /; its log:\n%s", fsLog)
+			}
+			res := front.call(t, cl, "bob", "fs_list_allowed_directories", map[string]any{})
+			widened = !res.IsError && slices.Contains(strings.Split(res.text(), "\n"), "/")
+		}
+		for _, path := range []string{outsideFile, "/etc/shadow", filepath.Join(modules, "package.json")} {
+			res := front.call(t, cl, "bob", "fs_read_text_file", map[string]any{"path": path})
+			if !res.IsError || strings.Contains(res.raw, secret) {
+				t.Errorf("the sandboxed server read %s, outside its folder: %+v", path, res)
+			}
+		}
+		// The folder itself stays readable.
+		if res := front.call(t, cl, "bob", "fs_read_text_file", map[string]any{"path": sharedFile}); res.IsError {
+			t.Errorf("bob reading the shared file after the widening: %+v", res)
+		}
+	})
+
+	t.Run("one upstream killed, the others answer", func(t *testing.T) {
+		pids := marked(mark)
+		if len(pids) == 0 {
+			t.Fatal("no process of server-memory runs")
+		}
+		for _, pid := range pids {
+			if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, user := range []string{"alice", "bob"} {
+			res := front.call(t, cl, user, "memory_read_graph", map[string]any{})
+			if code, reason := res.refusal(); code != "AXGATE_STORE_UNAVAILABLE" || reason != "upstream_unavailable" {
+				t.Errorf("%s's read_graph with server-memory killed: %s, %q, want AXGATE_STORE_UNAVAILABLE, upstream_unavailable: %+v", user, code, reason, res)
+			}
+			if res := front.call(t, cl, user, "fs_read_text_file", map[string]any{"path": sharedFile}); res.IsError || !strings.Contains(res.text(), "shared content") {
+				t.Errorf("%s reading the shared file with server-memory killed: %+v", user, res)
+			}
+			if res := front.call(t, cl, user, "notes_whoami", map[string]any{}); res.IsError || !strings.Contains(res.text(), `"sub":"`+user+`"`) {
+				t.Errorf("%s's whoami with server-memory killed: %+v", user, res)
+			}
+		}
+	})
+}
+
+// tokenWithRoles is a token of the IdP for sub with roles.
+func (i *idp) tokenWithRoles(t *testing.T, sub string, roles []string) string {
+	t.Helper()
+	now := time.Now()
+	tok, err := i.signer.Sign("JWT", jwt.MapClaims{"iss": "https://id.example.com", "sub": sub, "aud": gatewayAud,
+		"iat": now.Unix(), "exp": now.Add(time.Hour).Unix(), "roles": roles})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+// enforcer is an enforcer of testdata/e2e/name.
+func enforcer(t *testing.T, name string) *axgate.Enforcer {
+	t.Helper()
+	m, err := manifest.LoadFile(filepath.Join("testdata", "e2e", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	enf, err := axgate.New(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { enf.Close() })
+	return enf
+}
+
+// gatewayOptions are the options of the test's gateway: the callers'
+// bearer tokens of the IdP.
+func gatewayOptions(t *testing.T, r *rig) []gateway.Option {
+	t.Helper()
+	bearer, err := httpgate.JWTBearer(httpgate.BearerConfig{Keyfunc: token.Keyfunc(r.idp.keys), Issuer: "https://id.example.com", Audience: gatewayAud})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []gateway.Option{gateway.WithBearer(bearer, &oauthex.ProtectedResourceMetadata{Resource: gatewayAud}),
+		gateway.WithLogger(slog.New(slog.DiscardHandler))}
+}
+
+// requireSandbox skips the test where bubblewrap cannot run, unless
+// AXGATE_TEST_SANDBOX=required (CI), where it fails.
+func requireSandbox(t *testing.T) {
+	t.Helper()
+	if _, err := childproc.FindBwrap(false); err != nil {
+		if os.Getenv("AXGATE_TEST_SANDBOX") == "required" {
+			t.Fatalf("AXGATE_TEST_SANDBOX=required, but: %v", err)
+		}
+		t.Skipf("end-to-end test skipped: no sandbox here (apt-get install -y bubblewrap): %v", err)
+	}
+}
+
+// tempDir is a temporary folder, its symbolic links resolved (as
+// server-filesystem compares paths).
+func tempDir(t *testing.T) string {
+	t.Helper()
+	d, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+// newMark is an environment variable that marks a test's processes; those
+// left at the test's end are killed.
+func newMark(t *testing.T) string {
+	mark := "AXGATE_E2E_TEST_MARK=" + strings.ToLower(rand.Text())
+	t.Cleanup(func() {
+		for _, pid := range marked(mark) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+	return mark
+}
+
+// marked lists the running processes whose environment holds mark.
+func marked(mark string) []int {
+	entries, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
+		if err != nil || !slices.ContainsFunc(bytes.Split(env, []byte{0}), func(v []byte) bool { return string(v) == mark }) {
+			continue
+		}
+		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if i := bytes.LastIndexByte(stat, ')'); err == nil && i >= 0 && i+2 < len(stat) && stat[i+2] != 'Z' {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// stderrLines signals each line of a child's standard error that holds
+// want.
+type stderrLines struct {
+	want string
+	seen chan struct{}
+	mu   sync.Mutex
+	rest []byte
+	all  strings.Builder
+}
+
+// String is every line seen.
+func (s *stderrLines) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.all.String()
+}
+
+func (s *stderrLines) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rest = append(s.rest, p...)
+	for {
+		line, rest, ok := bytes.Cut(s.rest, []byte("\n"))
+		if !ok {
+			break
+		}
+		if bytes.Contains(line, []byte(s.want)) {
+			select {
+			case s.seen <- struct{}{}:
+			default:
+			}
+		}
+		s.all.Write(append(line, '\n'))
+		s.rest = rest
+	}
+	return len(p), nil
+}
+
+// installNode is testdata/node's node_modules (npm ci, once per lock
+// file, in the user's cache), or the folder AXGATE_E2E_NODE_DIR names; it
+// skips without node or npm.
+func installNode(t *testing.T) (node, dir string) {
+	t.Helper()
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("end-to-end test skipped: node is not installed (the TypeScript SDK clients and the MCP servers need it)")
+	}
+	if d := os.Getenv("AXGATE_E2E_NODE_DIR"); d != "" {
+		return node, d
+	}
+	npm, err := exec.LookPath("npm")
+	if err != nil {
+		t.Skip("end-to-end test skipped: npm is not installed (to install the TypeScript SDK clients and the MCP servers)")
+	}
+	h := sha256.New()
+	files := map[string][]byte{}
+	for _, f := range []string{"package.json", "package-lock.json"} {
+		data, err := os.ReadFile(filepath.Join("testdata", "node", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		files[f] = data
+		h.Write(data)
+	}
+	parent := filepath.Join(os.TempDir(), "axgate-test")
+	if c, err := os.UserCacheDir(); err == nil {
+		parent = filepath.Join(c, "axgate-test")
+	}
+	final := filepath.Join(parent, "e2e-"+hex.EncodeToString(h.Sum(nil)[:8]))
+	installed := func() bool {
+		_, err := os.Stat(filepath.Join(final, "node_modules", ".package-lock.json"))
+		return err == nil
+	}
+	if installed() {
+		return node, final
+	}
+	if err := os.MkdirAll(parent, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	tmp, err := os.MkdirTemp(parent, "install-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(tmp)
+	for f, data := range files {
+		if err := os.WriteFile(filepath.Join(tmp, f), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// --ignore-scripts: nothing of the dependencies runs at install time.
+	cmd := exec.Command(npm, "ci", "--no-audit", "--no-fund", "--ignore-scripts")
+	cmd.Dir = tmp
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("npm ci of testdata/node: %v\n%s", err, out)
+	}
+	if err := os.Rename(tmp, final); err != nil && !installed() {
+		t.Fatal(err)
+	}
+	return node, final
+}
+
+// clients is testdata/node/client.mjs: TypeScript SDK clients the test
+// drives with JSON lines.
+type clients struct {
+	in     io.Writer
+	mu     sync.Mutex
+	events map[string]chan clientEvent
+	exited chan struct{}
+	stderr *strings.Builder
+}
+
+type clientEvent struct {
+	Ev      string          `json:"ev"`
+	ID      string          `json:"id"`
+	Version string          `json:"version"`
+	Tools   []string        `json:"tools"`
+	Message string          `json:"message"`
+	Result  json.RawMessage `json:"result"`
+}
+
+// outcome is a tool call's result as the client got it.
+type outcome struct {
+	IsError           bool `json:"isError"`
+	StructuredContent struct {
+		Error struct {
+			Code    string         `json:"code"`
+			Details map[string]any `json:"details"`
+		} `json:"error"`
+	} `json:"structuredContent"`
+	Content []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	} `json:"content"`
+	raw string
+}
+
+// text is the text of the result's content.
+func (o *outcome) text() string {
+	var b strings.Builder
+	for _, c := range o.Content {
+		b.WriteString(c.Text)
+	}
+	return b.String()
+}
+
+// refusal is the code and reason of a refusal ("" when it is none).
+func (o *outcome) refusal() (code, reason string) {
+	if !o.IsError {
+		return "", ""
+	}
+	reason, _ = o.StructuredContent.Error.Details["reason"].(string)
+	return o.StructuredContent.Error.Code, reason
+}
+
+func (o *outcome) String() string { return o.raw }
+
+func startClients(t *testing.T, node, modules string) *clients {
+	t.Helper()
+	// A folder of its own whose node_modules is the installation's.
+	dir := t.TempDir()
+	script, err := os.ReadFile(filepath.Join("testdata", "node", "client.mjs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "client.mjs"), script, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(modules, "node_modules"), filepath.Join(dir, "node_modules")); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(node, "client.mjs")
+	cmd.Dir = dir
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &clients{in: in, events: map[string]chan clientEvent{}, exited: make(chan struct{}), stderr: &strings.Builder{}}
+	cmd.Stderr = c.stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		defer close(c.exited)
+		lines := bufio.NewScanner(out)
+		lines.Buffer(nil, 1<<20)
+		for lines.Scan() {
+			var ev clientEvent
+			if err := json.Unmarshal(lines.Bytes(), &ev); err != nil {
+				continue
+			}
+			c.channel(ev.ID) <- ev
+		}
+	}()
+	t.Cleanup(func() {
+		in.(io.Closer).Close()
+		<-c.exited
+		_ = cmd.Wait()
+	})
+	return c
+}
+
+func (c *clients) channel(id string) chan clientEvent {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ch, ok := c.events[id]
+	if !ok {
+		ch = make(chan clientEvent, 16)
+		c.events[id] = ch
+	}
+	return ch
+}
+
+// do sends cmd and returns the answer of its client (at most a minute: a
+// bound, not a pause).
+func (c *clients) do(t *testing.T, cmd map[string]any) clientEvent {
+	t.Helper()
+	line, _ := json.Marshal(cmd)
+	if _, err := c.in.Write(append(line, '\n')); err != nil {
+		t.Fatalf("the clients: %v", err)
+	}
+	id, _ := cmd["id"].(string)
+	select {
+	case ev := <-c.channel(id):
+		if ev.Ev == "error" {
+			t.Fatalf("the client %s: %s", id, ev.Message)
+		}
+		return ev
+	case <-c.exited:
+		t.Fatalf("the clients exited:\n%s", c.stderr.String())
+	case <-time.After(time.Minute):
+		t.Fatalf("no answer from the client %s in a minute", id)
+	}
+	return clientEvent{}
+}
+
+// front is where the callers connect: endpoint by tool prefix ("" for one
+// gateway serving every upstream under its prefix).
+type front struct {
+	endpoints map[string]string
+}
+
+// startGateways serves ups behind one gateway (gateway.NewMulti) on a real
+// listener.
+func startGateways(t *testing.T, r *rig, ups []gateway.Named) *front {
+	t.Helper()
+	g, err := gateway.NewMulti(ups, gatewayOptions(t, r)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Close() })
+	hs := httptest.NewServer(g.Handler())
+	t.Cleanup(hs.Close)
+	return &front{endpoints: map[string]string{"": hs.URL + "/mcp"}}
+}
+
+// startGatewayEach serves each of ups behind a gateway of its own
+// (gateway.New), its tools named with the prefix by the test: the harness
+// until NewMulti is built.
+func startGatewayEach(t *testing.T, r *rig, ups []gateway.Named) *front {
+	t.Helper()
+	f := &front{endpoints: map[string]string{}}
+	for _, u := range ups {
+		g, err := gateway.New(u.Enforcer, u.Upstream, append(gatewayOptions(t, r), u.Options...)...)
+		if err != nil {
+			t.Fatalf("the gateway of %s: %v", u.Name, err)
+		}
+		t.Cleanup(func() { g.Close() })
+		hs := httptest.NewServer(g.Handler())
+		t.Cleanup(hs.Close)
+		f.endpoints[u.Name+gateway.DefaultToolSeparator] = hs.URL + "/mcp"
+	}
+	return f
+}
+
+// connect connects user's client (sdk "client" or "sdk") to every
+// endpoint with bearer, declaring roots: the protocol version negotiated.
+func (f *front) connect(t *testing.T, c *clients, user, sdk, bearer string, roots []string) string {
+	t.Helper()
+	version := ""
+	for prefix, url := range f.endpoints {
+		ev := c.do(t, map[string]any{"op": "connect", "id": user + "@" + prefix, "sdk": sdk, "url": url, "bearer": bearer, "roots": roots})
+		if ev.Ev != "connected" {
+			t.Fatalf("connecting %s to %s: %+v", user, url, ev)
+		}
+		version = ev.Version
+	}
+	return version
+}
+
+// roots replaces user's roots and says they changed, on every endpoint.
+func (f *front) roots(t *testing.T, c *clients, user string, roots []string) {
+	t.Helper()
+	for prefix := range f.endpoints {
+		if ev := c.do(t, map[string]any{"op": "roots", "id": user + "@" + prefix, "roots": roots}); ev.Ev != "roots" {
+			t.Fatalf("%s's roots: %+v", user, ev)
+		}
+	}
+}
+
+// list is the sorted names of the tools user is offered.
+func (f *front) list(t *testing.T, c *clients, user string) []string {
+	t.Helper()
+	var names []string
+	for prefix := range f.endpoints {
+		for _, n := range c.do(t, map[string]any{"op": "list", "id": user + "@" + prefix}).Tools {
+			names = append(names, prefix+n)
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
+// call calls tool as user.
+func (f *front) call(t *testing.T, c *clients, user, tool string, args map[string]any) *outcome {
+	t.Helper()
+	prefix := ""
+	if _, ok := f.endpoints[""]; !ok {
+		p, _, _ := strings.Cut(tool, "_")
+		prefix = p + "_"
+		tool = strings.TrimPrefix(tool, prefix)
+	}
+	ev := c.do(t, map[string]any{"op": "call", "id": user + "@" + prefix, "tool": tool, "args": args})
+	if ev.Ev != "result" {
+		t.Fatalf("%s calling %s: %+v", user, tool, ev)
+	}
+	o := &outcome{raw: string(ev.Result)}
+	if err := json.Unmarshal(ev.Result, o); err != nil {
+		t.Fatalf("%s calling %s: %v", user, tool, err)
+	}
+	return o
+}
