@@ -56,7 +56,8 @@ var e2eRoles = map[string][]string{"alice": {"editor"}, "bob": {"viewer"}}
 //     which then lists / as allowed: reading a file outside its folder still
 //     fails, and its content never reaches bob.
 //   - With server-memory's children killed, its tools are refused with
-//     reason upstream_unavailable while the other two upstreams answer.
+//     reason upstream_unavailable while the other two upstreams answer;
+//     with the Go upstream stopped too, server-filesystem still answers.
 func TestOneGatewayThreeUpstreams(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test skipped in -short mode: it installs the TypeScript SDK clients and two MCP servers with npm")
@@ -247,6 +248,20 @@ func TestOneGatewayThreeUpstreams(t *testing.T) {
 			}
 			if res := front.call(t, cl, user, "notes_whoami", map[string]any{}); res.IsError || !strings.Contains(res.text(), `"sub":"`+user+`"`) {
 				t.Errorf("%s's whoami with server-memory killed: %+v", user, res)
+			}
+		}
+	})
+
+	t.Run("the Go upstream stopped, the others answer", func(t *testing.T) {
+		r.up.srv.CloseClientConnections()
+		r.up.srv.Close()
+		for _, user := range []string{"alice", "bob"} {
+			res := front.call(t, cl, user, "notes_whoami", map[string]any{})
+			if code, reason := res.refusal(); code != "AXGATE_STORE_UNAVAILABLE" || reason != "upstream_unavailable" {
+				t.Errorf("%s's whoami with the Go upstream stopped: %s, %q, want AXGATE_STORE_UNAVAILABLE, upstream_unavailable: %+v", user, code, reason, res)
+			}
+			if res := front.call(t, cl, user, "fs_read_text_file", map[string]any{"path": sharedFile}); res.IsError || !strings.Contains(res.text(), "shared content") {
+				t.Errorf("%s reading the shared file with the Go upstream stopped: %+v", user, res)
 			}
 		}
 	})
