@@ -37,7 +37,8 @@ import (
 var e2eRoles = map[string][]string{"alice": {"editor"}, "bob": {"viewer"}}
 
 // TestOneGatewayThreeUpstreams is issue 31's first "done when", every part
-// real: @modelcontextprotocol/server-filesystem (sandboxed under
+// real but the gateway's process (gateway.NewMulti, in the test, on a real
+// listener): @modelcontextprotocol/server-filesystem (sandboxed under
 // bubblewrap, only its folder visible) and @modelcontextprotocol/server-memory
 // (plain) as command upstreams, pinned by testdata/node/package-lock.json,
 // and a Go upstream over HTTP that takes only tokens of its own audience,
@@ -116,7 +117,7 @@ func TestOneGatewayThreeUpstreams(t *testing.T) {
 			}},
 		},
 	}
-	front := startGatewayEach(t, r, ups)
+	front := startGateway(t, r, ups)
 	cl := startClients(t, node, modules)
 
 	// alice on the 2.x client asks for the stateless protocol; bob on 1.x
@@ -240,8 +241,8 @@ func TestOneGatewayThreeUpstreams(t *testing.T) {
 		}
 		for _, user := range []string{"alice", "bob"} {
 			res := front.call(t, cl, user, "memory_read_graph", map[string]any{})
-			if code, reason := res.refusal(); code != "AXGATE_STORE_UNAVAILABLE" || reason != "upstream_unavailable" {
-				t.Errorf("%s's read_graph with server-memory killed: %s, %q, want AXGATE_STORE_UNAVAILABLE, upstream_unavailable: %+v", user, code, reason, res)
+			if code, reason, up := res.refusal(); code != "AXGATE_STORE_UNAVAILABLE" || reason != "upstream_unavailable" || up != "memory" {
+				t.Errorf("%s's read_graph with server-memory killed: %s, %q of %q, want AXGATE_STORE_UNAVAILABLE, upstream_unavailable of memory: %+v", user, code, reason, up, res)
 			}
 			if res := front.call(t, cl, user, "fs_read_text_file", map[string]any{"path": sharedFile}); res.IsError || !strings.Contains(res.text(), "shared content") {
 				t.Errorf("%s reading the shared file with server-memory killed: %+v", user, res)
@@ -257,8 +258,11 @@ func TestOneGatewayThreeUpstreams(t *testing.T) {
 		r.up.srv.Close()
 		for _, user := range []string{"alice", "bob"} {
 			res := front.call(t, cl, user, "notes_whoami", map[string]any{})
-			if code, reason := res.refusal(); code != "AXGATE_STORE_UNAVAILABLE" || reason != "upstream_unavailable" {
-				t.Errorf("%s's whoami with the Go upstream stopped: %s, %q, want AXGATE_STORE_UNAVAILABLE, upstream_unavailable: %+v", user, code, reason, res)
+			if code, reason, up := res.refusal(); code != "AXGATE_STORE_UNAVAILABLE" || reason != "upstream_unavailable" || up != "notes" {
+				t.Errorf("%s's whoami with the Go upstream stopped: %s, %q of %q, want AXGATE_STORE_UNAVAILABLE, upstream_unavailable of notes: %+v", user, code, reason, up, res)
+			}
+			if code, _, _ := front.call(t, cl, user, "memory_read_graph", map[string]any{}).refusal(); code != "AXGATE_STORE_UNAVAILABLE" {
+				t.Errorf("%s's read_graph with server-memory still down: %s", user, code)
 			}
 			if res := front.call(t, cl, user, "fs_read_text_file", map[string]any{"path": sharedFile}); res.IsError || !strings.Contains(res.text(), "shared content") {
 				t.Errorf("%s reading the shared file with the Go upstream stopped: %+v", user, res)
@@ -512,13 +516,15 @@ func (o *outcome) text() string {
 	return b.String()
 }
 
-// refusal is the code and reason of a refusal ("" when it is none).
-func (o *outcome) refusal() (code, reason string) {
+// refusal is the code, reason and upstream of a refusal ("" when it is
+// none).
+func (o *outcome) refusal() (code, reason, upstream string) {
 	if !o.IsError {
-		return "", ""
+		return "", "", ""
 	}
 	reason, _ = o.StructuredContent.Error.Details["reason"].(string)
-	return o.StructuredContent.Error.Code, reason
+	upstream, _ = o.StructuredContent.Error.Details["upstream"].(string)
+	return o.StructuredContent.Error.Code, reason, upstream
 }
 
 func (o *outcome) String() string { return o.raw }
@@ -606,15 +612,14 @@ func (c *clients) do(t *testing.T, cmd map[string]any) clientEvent {
 	return clientEvent{}
 }
 
-// front is where the callers connect: endpoint by tool prefix ("" for one
-// gateway serving every upstream under its prefix).
+// front is the one gateway's endpoint, where the callers connect.
 type front struct {
-	endpoints map[string]string
+	url string
 }
 
-// startGateways serves ups behind one gateway (gateway.NewMulti) on a real
+// startGateway serves ups behind one gateway (gateway.NewMulti) on a real
 // listener.
-func startGateways(t *testing.T, r *rig, ups []gateway.Named) *front {
+func startGateway(t *testing.T, r *rig, ups []gateway.Named) *front {
 	t.Helper()
 	g, err := gateway.NewMulti(ups, gatewayOptions(t, r)...)
 	if err != nil {
@@ -623,62 +628,33 @@ func startGateways(t *testing.T, r *rig, ups []gateway.Named) *front {
 	t.Cleanup(func() { g.Close() })
 	hs := httptest.NewServer(g.Handler())
 	t.Cleanup(hs.Close)
-	return &front{endpoints: map[string]string{"": hs.URL + "/mcp"}}
+	return &front{url: hs.URL + "/mcp"}
 }
 
-// startGatewayEach serves each of ups behind a gateway of its own
-// (gateway.New), its tools named with the prefix by the test: the harness
-// until NewMulti is built.
-func startGatewayEach(t *testing.T, r *rig, ups []gateway.Named) *front {
-	t.Helper()
-	f := &front{endpoints: map[string]string{}}
-	for _, u := range ups {
-		g, err := gateway.New(u.Enforcer, u.Upstream, append(gatewayOptions(t, r), u.Options...)...)
-		if err != nil {
-			t.Fatalf("the gateway of %s: %v", u.Name, err)
-		}
-		t.Cleanup(func() { g.Close() })
-		hs := httptest.NewServer(g.Handler())
-		t.Cleanup(hs.Close)
-		f.endpoints[u.Name+gateway.DefaultToolSeparator] = hs.URL + "/mcp"
-	}
-	return f
-}
-
-// connect connects user's client (sdk "client" or "sdk") to every
-// endpoint with bearer, declaring roots: the protocol version negotiated.
+// connect connects user's client (sdk "client" or "sdk") with bearer,
+// declaring roots (nil: not the capability): the protocol version
+// negotiated.
 func (f *front) connect(t *testing.T, c *clients, user, sdk, bearer string, roots []string) string {
 	t.Helper()
-	version := ""
-	for prefix, url := range f.endpoints {
-		ev := c.do(t, map[string]any{"op": "connect", "id": user + "@" + prefix, "sdk": sdk, "url": url, "bearer": bearer, "roots": roots})
-		if ev.Ev != "connected" {
-			t.Fatalf("connecting %s to %s: %+v", user, url, ev)
-		}
-		version = ev.Version
+	ev := c.do(t, map[string]any{"op": "connect", "id": user, "sdk": sdk, "url": f.url, "bearer": bearer, "roots": roots})
+	if ev.Ev != "connected" {
+		t.Fatalf("connecting %s: %+v", user, ev)
 	}
-	return version
+	return ev.Version
 }
 
-// roots replaces user's roots and says they changed, on every endpoint.
+// roots replaces user's roots and says they changed.
 func (f *front) roots(t *testing.T, c *clients, user string, roots []string) {
 	t.Helper()
-	for prefix := range f.endpoints {
-		if ev := c.do(t, map[string]any{"op": "roots", "id": user + "@" + prefix, "roots": roots}); ev.Ev != "roots" {
-			t.Fatalf("%s's roots: %+v", user, ev)
-		}
+	if ev := c.do(t, map[string]any{"op": "roots", "id": user, "roots": roots}); ev.Ev != "roots" {
+		t.Fatalf("%s's roots: %+v", user, ev)
 	}
 }
 
 // list is the sorted names of the tools user is offered.
 func (f *front) list(t *testing.T, c *clients, user string) []string {
 	t.Helper()
-	var names []string
-	for prefix := range f.endpoints {
-		for _, n := range c.do(t, map[string]any{"op": "list", "id": user + "@" + prefix}).Tools {
-			names = append(names, prefix+n)
-		}
-	}
+	names := c.do(t, map[string]any{"op": "list", "id": user}).Tools
 	slices.Sort(names)
 	return names
 }
@@ -686,13 +662,7 @@ func (f *front) list(t *testing.T, c *clients, user string) []string {
 // call calls tool as user.
 func (f *front) call(t *testing.T, c *clients, user, tool string, args map[string]any) *outcome {
 	t.Helper()
-	prefix := ""
-	if _, ok := f.endpoints[""]; !ok {
-		p, _, _ := strings.Cut(tool, "_")
-		prefix = p + "_"
-		tool = strings.TrimPrefix(tool, prefix)
-	}
-	ev := c.do(t, map[string]any{"op": "call", "id": user + "@" + prefix, "tool": tool, "args": args})
+	ev := c.do(t, map[string]any{"op": "call", "id": user, "tool": tool, "args": args})
 	if ev.Ev != "result" {
 		t.Fatalf("%s calling %s: %+v", user, tool, ev)
 	}
