@@ -31,7 +31,8 @@ func (m *Manifest) ForUpstream(name string) *Manifest {
 // Union returns one manifest holding the actions, resources and prompts of
 // every one of ms, in order: the manifest of what several upstreams serve
 // together (the pages where people decide on any of their calls). It fails
-// when two declare the same intent, or two actions the same tool name.
+// when two declare the same intent. A tool name two actions share is
+// ambiguous: Tool does not return either.
 func Union(ms ...*Manifest) (*Manifest, error) {
 	out := &Manifest{Form: FormV1}
 	if len(ms) > 0 {
@@ -40,7 +41,7 @@ func Union(ms ...*Manifest) (*Manifest, error) {
 			f.Version, f.GeneratedAt, f.Conformance, f.Source, f.Metadata, f.Form
 	}
 	intents := map[string]bool{}
-	tools := map[string]bool{}
+	tools := map[string]int{}
 	for _, m := range ms {
 		for _, a := range m.Checked() {
 			if intents[a.Intent] {
@@ -49,16 +50,18 @@ func Union(ms ...*Manifest) (*Manifest, error) {
 			intents[a.Intent] = true
 		}
 		for _, a := range m.Actions {
-			if tools[a.toolName] {
-				return nil, fmt.Errorf("manifest: the tool name %q is declared twice", a.toolName)
-			}
-			tools[a.toolName] = true
+			tools[a.toolName]++
 		}
 		out.Actions = append(out.Actions, m.Actions...)
 		out.Resources = append(out.Resources, m.Resources...)
 		out.Prompts = append(out.Prompts, m.Prompts...)
 	}
 	out.index()
+	for name, n := range tools {
+		if n > 1 {
+			delete(out.byTool, name)
+		}
+	}
 	return out, nil
 }
 
