@@ -117,7 +117,7 @@ func resolveUpstreams(cf *configFile, sharedPath string) ([]resolvedUpstream, er
 		u := &cf.upstreams[i]
 		r := resolvedUpstream{cfg: *u}
 		if u.manifest != "" {
-			if err := fileFlag("manifest", u.manifest); err != nil {
+			if err := fileProblem("manifest "+u.manifest, u.manifest); err != nil {
 				fail(u, "%v", err)
 				continue
 			}
@@ -202,7 +202,7 @@ func (c upstreamCredsConfig) build() (*mcpgw.UpstreamCredentials, error) {
 // readSecretFile reads a client secret; the error names the key and the
 // file, never the content.
 func readSecretFile(key, path string) (string, error) {
-	if err := fileFlag(key, path); err != nil {
+	if err := fileProblem(key+" "+path, path); err != nil {
 		return "", err
 	}
 	raw, err := readSmallFile(path)

@@ -132,7 +132,7 @@ func (cf *configFile) readUpstreams(d *yamlDoc, n *yaml.Node) {
 	cf.upstreamsGiven = true
 	for i, it := range items {
 		at := fmt.Sprintf("upstreams[%d]", i)
-		u := upstreamConfig{line: resolve(it).Line}
+		u := upstreamConfig{line: resolve(it).Line, sandbox: sandboxFlags{mode: "off"}}
 		for _, f := range d.fields(it, at, upstreamKeys...) {
 			key := at + "." + f.key
 			switch f.key {
