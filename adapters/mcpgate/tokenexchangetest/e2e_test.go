@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -37,8 +38,10 @@ import (
 var e2eRoles = map[string][]string{"alice": {"editor"}, "bob": {"viewer"}}
 
 // TestOneGatewayThreeUpstreams is issue 31's first "done when", every part
-// real but the gateway's process (gateway.NewMulti, in the test, on a real
-// listener): @modelcontextprotocol/server-filesystem (sandboxed under
+// real, the gateway twice: the axgate binary (built from cmd/axgate) running
+// "axgate mcp --config" with an upstreams: section, and gateway.NewMulti in
+// the test on a real listener. Behind it,
+// @modelcontextprotocol/server-filesystem (sandboxed under
 // bubblewrap, only its folder visible) and @modelcontextprotocol/server-memory
 // (plain) as command upstreams, pinned by testdata/node/package-lock.json,
 // and a Go upstream over HTTP that takes only tokens of its own audience,
@@ -53,9 +56,10 @@ var e2eRoles = map[string][]string{"alice": {"editor"}, "bob": {"viewer"}}
 //   - The Go upstream sees, for each caller, a token the authorization
 //     server issued for that caller and the upstream's audience, never a
 //     caller's own token.
-//   - bob's roots (/, and the outside folder) reach server-filesystem,
-//     which then lists / as allowed: reading a file outside its folder still
-//     fails, and its content never reaches bob.
+//   - bob widens his roots to / (and the outside folder); they reach
+//     server-filesystem (forward_client_roots), which then lists / as
+//     allowed: reading a file outside its folder still fails, and its
+//     content never reaches bob.
 //   - With server-memory's children killed, its tools are refused with
 //     reason upstream_unavailable while the other two upstreams answer;
 //     with the Go upstream stopped too, server-filesystem still answers.
@@ -65,6 +69,26 @@ func TestOneGatewayThreeUpstreams(t *testing.T) {
 	}
 	requireSandbox(t)
 	node, modules := installNode(t)
+	t.Run("axgate mcp --config", func(t *testing.T) { testOneGateway(t, node, modules, startAxgate) })
+	t.Run("gateway.NewMulti", func(t *testing.T) { testOneGateway(t, node, modules, startGateway) })
+}
+
+// e2e is what a gateway of the end-to-end test is started with.
+type e2e struct {
+	r              *rig
+	node, modules  string
+	shared, memory string // server-filesystem's folder, server-memory's file
+	mark           string // in server-memory's environment
+	// stderr takes the standard error of server-filesystem's children.
+	stderr io.Writer
+}
+
+// script is the program of the installed package @modelcontextprotocol/name.
+func (e *e2e) script(name string) string {
+	return filepath.Join(e.modules, "node_modules", "@modelcontextprotocol", name, "dist", "index.js")
+}
+
+func testOneGateway(t *testing.T, node, modules string, start func(*testing.T, *e2e) *front) {
 	shared, outside := tempDir(t), tempDir(t)
 	sharedFile, outsideFile := filepath.Join(shared, "shared.txt"), filepath.Join(outside, "secret.txt")
 	const secret = "the content outside the folder"
@@ -83,41 +107,9 @@ func TestOneGatewayThreeUpstreams(t *testing.T) {
 	}
 
 	mark := newMark(t)
-	fsLog := &stderrLines{want: "Updated allowed directories from MCP roots", seen: make(chan struct{}, 1)}
-	pkg := func(name string) string {
-		return filepath.Join(modules, "node_modules", "@modelcontextprotocol", name, "dist", "index.js")
-	}
-	ups := []gateway.Named{
-		{
-			Name:     "fs",
-			Enforcer: enforcer(t, "filesystem.axag.json"),
-			Upstream: gateway.Upstream{Command: node, Args: []string{pkg("server-filesystem"), shared}, Stderr: fsLog},
-			// The client's roots reach the server: the sandbox, not the
-			// server's own check, keeps it in its folder.
-			Options: []gateway.Option{gateway.ForwardClientRoots(), gateway.WithSandbox(gateway.Sandbox{Mode: "on",
-				ReadOnly: []string{filepath.Join(modules, "node_modules")}, Writable: []string{shared}})},
-		},
-		{
-			Name:     "memory",
-			Enforcer: enforcer(t, "memory.axag.json"),
-			Upstream: gateway.Upstream{Command: node, Args: []string{pkg("server-memory")},
-				Env: []string{"MEMORY_FILE_PATH=" + filepath.Join(tempDir(t), "memory.jsonl"), mark}},
-			// Once killed, it stays down for the rest of the test.
-			Options: []gateway.Option{gateway.WithRestartBackoff(time.Hour, time.Hour)},
-		},
-		{
-			Name:     "notes",
-			Enforcer: enforcer(t, "notes.axag.json"),
-			Upstream: gateway.Upstream{URL: r.upURL, Credentials: &gateway.UpstreamCredentials{
-				// The gateway's own session (its pins at start) has no
-				// caller: the gateway's service user.
-				ClientCredentials: &clientcredentials.Config{TokenURL: r.issuer + "/oauth/token", ClientID: "sid1", ClientSecret: "verysecret"},
-				TokenExchange: &gateway.TokenExchange{TokenURL: r.issuer + "/oauth/token", ClientID: gatewayClient, ClientSecret: gatewaySecret,
-					Audience: upstreamAud},
-			}},
-		},
-	}
-	front := startGateway(t, r, ups)
+	fsLog := &stderrLines{want: "Updated allowed directories from MCP roots", seen: make(chan string, 1)}
+	front := start(t, &e2e{r: r, node: node, modules: modules, shared: shared, memory: filepath.Join(tempDir(t), "memory.jsonl"),
+		mark: mark, stderr: fsLog})
 	cl := startClients(t, node, modules)
 
 	// alice on the 2.x client asks for the stateless protocol; bob on 1.x
@@ -206,6 +198,9 @@ func TestOneGatewayThreeUpstreams(t *testing.T) {
 	t.Run("widened roots do not widen the sandbox", func(t *testing.T) {
 		// bob widens his roots to / (and the outside folder): the gateway
 		// forwards them to server-filesystem, which asks for them again.
+		// (After connecting: the roots/list server-filesystem sends at its
+		// start is forwarded before the 1.x client has opened its stream
+		// for the server's requests, and fails: "stream not connected".)
 		front.roots(t, cl, "bob", []string{"file:///", "file://" + outside})
 		bound := time.After(time.Minute) // a bound, not a pause
 		for widened := false; !widened; {
@@ -372,10 +367,10 @@ func marked(mark string) []int {
 }
 
 // stderrLines signals each line of a child's standard error that holds
-// want.
+// want (the line, or nothing when the last one was not taken yet).
 type stderrLines struct {
 	want string
-	seen chan struct{}
+	seen chan string
 	mu   sync.Mutex
 	rest []byte
 	all  strings.Builder
@@ -397,9 +392,9 @@ func (s *stderrLines) Write(p []byte) (int, error) {
 		if !ok {
 			break
 		}
-		if bytes.Contains(line, []byte(s.want)) {
+		if s.want != "" && bytes.Contains(line, []byte(s.want)) {
 			select {
-			case s.seen <- struct{}{}:
+			case s.seen <- string(line):
 			default:
 			}
 		}
@@ -617,11 +612,41 @@ type front struct {
 	url string
 }
 
-// startGateway serves ups behind one gateway (gateway.NewMulti) on a real
-// listener.
-func startGateway(t *testing.T, r *rig, ups []gateway.Named) *front {
+// startGateway serves the three upstreams behind one gateway
+// (gateway.NewMulti) on a real listener.
+func startGateway(t *testing.T, e *e2e) *front {
 	t.Helper()
-	g, err := gateway.NewMulti(ups, gatewayOptions(t, r)...)
+	ups := []gateway.Named{
+		{
+			Name:     "fs",
+			Enforcer: enforcer(t, "filesystem.axag.json"),
+			Upstream: gateway.Upstream{Command: e.node, Args: []string{e.script("server-filesystem"), e.shared}, Stderr: e.stderr},
+			// The client's roots reach the server: the sandbox, not the
+			// server's own check, keeps it in its folder.
+			Options: []gateway.Option{gateway.ForwardClientRoots(), gateway.WithSandbox(gateway.Sandbox{Mode: "on",
+				ReadOnly: []string{filepath.Join(e.modules, "node_modules")}, Writable: []string{e.shared}})},
+		},
+		{
+			Name:     "memory",
+			Enforcer: enforcer(t, "memory.axag.json"),
+			Upstream: gateway.Upstream{Command: e.node, Args: []string{e.script("server-memory")},
+				Env: []string{"MEMORY_FILE_PATH=" + e.memory, e.mark}},
+			// Once killed, it stays down for the rest of the test.
+			Options: []gateway.Option{gateway.WithRestartBackoff(time.Hour, time.Hour)},
+		},
+		{
+			Name:     "notes",
+			Enforcer: enforcer(t, "notes.axag.json"),
+			Upstream: gateway.Upstream{URL: e.r.upURL, Credentials: &gateway.UpstreamCredentials{
+				// The gateway's own session (its pins at start) has no
+				// caller: the gateway's service user.
+				ClientCredentials: &clientcredentials.Config{TokenURL: e.r.issuer + "/oauth/token", ClientID: "sid1", ClientSecret: "verysecret"},
+				TokenExchange: &gateway.TokenExchange{TokenURL: e.r.issuer + "/oauth/token", ClientID: gatewayClient, ClientSecret: gatewaySecret,
+					Audience: upstreamAud},
+			}},
+		},
+	}
+	g, err := gateway.NewMulti(ups, gatewayOptions(t, e.r)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -671,4 +696,111 @@ func (f *front) call(t *testing.T, c *clients, user, tool string, args map[strin
 		t.Fatalf("%s calling %s: %v", user, tool, err)
 	}
 	return o
+}
+
+// startAxgate runs the axgate binary (built from cmd/axgate) as "axgate mcp
+// --config" with the three upstreams in the configuration file's
+// upstreams: section.
+func startAxgate(t *testing.T, e *e2e) *front {
+	t.Helper()
+	bin := buildAxgate(t)
+	dir := t.TempDir()
+	file := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	jwks, err := e.r.idp.signer.PublicJWKS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	manifests, err := filepath.Abs(filepath.Join("testdata", "e2e"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := func(s string) string { b, _ := json.Marshal(s); return string(b) } // a YAML string
+	tokenURL := q(e.r.issuer + "/oauth/token")
+	config := file("axgate.yaml", `upstreams:
+  - name: fs
+    command: `+q(e.node)+`
+    args: [`+q(e.script("server-filesystem"))+`, `+q(e.shared)+`]
+    manifest: `+q(filepath.Join(manifests, "filesystem.axag.json"))+`
+    # The client's roots reach the server: the sandbox, not the server's
+    # own check, keeps it in its folder.
+    forward_client_roots: true
+    sandbox: {mode: "on", ro: [`+q(filepath.Join(e.modules, "node_modules"))+`], rw: [`+q(e.shared)+`]}
+  - name: memory
+    command: `+q(e.node)+`
+    args: [`+q(e.script("server-memory"))+`]
+    env: [`+q("MEMORY_FILE_PATH="+e.memory)+`, `+q(e.mark)+`]
+    manifest: `+q(filepath.Join(manifests, "memory.axag.json"))+`
+    # Once killed, it stays down for the rest of the test.
+    restart_backoff_min: 1h
+    restart_backoff_max: 1h
+  - name: notes
+    url: `+q(e.r.upURL)+`
+    manifest: `+q(filepath.Join(manifests, "notes.axag.json"))+`
+    credentials:
+      # The gateway's own session (its pins at start): its service user.
+      client_credentials: {token_url: `+tokenURL+`, client_id: sid1, client_secret_file: `+q(file("sid1-secret", "verysecret"))+`}
+      token_exchange: {token_url: `+tokenURL+`, client_id: `+gatewayClient+`, client_secret_file: `+q(file("gateway-secret", gatewaySecret))+`, audience: `+q(upstreamAud)+`}
+`)
+	cmd := exec.Command(bin, "mcp", "--config", config, "--listen", "127.0.0.1:0",
+		"--jwks", file("jwks.json", string(jwks)), "--issuer", "https://id.example.com", "--audience", gatewayAud)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	listening := &stderrLines{want: "axgate mcp: listening", seen: make(chan string, 1)}
+	all := &stderrLines{seen: make(chan string)}
+	copied := make(chan struct{})
+	go func() {
+		defer close(copied)
+		_, _ = io.Copy(io.MultiWriter(e.stderr, listening, all), stderr)
+	}()
+	t.Cleanup(func() {
+		// SIGTERM: axgate mcp stops its children and exits.
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-copied:
+		case <-time.After(time.Minute): // a bound, not a pause
+			_ = cmd.Process.Kill()
+			<-copied
+		}
+		_ = cmd.Wait()
+	})
+	select {
+	case line := <-listening.seen:
+		m := regexp.MustCompile(`addr=(\S+)`).FindStringSubmatch(line)
+		if m == nil {
+			t.Fatalf("axgate mcp's listening line names no address: %s", line)
+		}
+		return &front{url: m[1]}
+	case <-copied:
+		t.Fatalf("axgate mcp exited:\n%s", all)
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("axgate mcp did not listen in two minutes:\n%s", all)
+	}
+	return nil
+}
+
+// buildAxgate builds cmd/axgate (of this workspace) into the test's folder.
+func buildAxgate(t *testing.T) string {
+	t.Helper()
+	gotool, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("end-to-end test skipped: no go command to build cmd/axgate")
+	}
+	bin := filepath.Join(t.TempDir(), "axgate")
+	cmd := exec.Command(gotool, "build", "-o", bin, ".")
+	cmd.Dir = filepath.Join("..", "..", "..", "cmd", "axgate")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/axgate: %v\n%s", err, out)
+	}
+	return bin
 }
