@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http/httptest"
@@ -63,6 +64,8 @@ var e2eRoles = map[string][]string{"alice": {"editor"}, "bob": {"viewer"}}
 //   - With server-memory's children killed, its tools are refused with
 //     reason upstream_unavailable while the other two upstreams answer;
 //     with the Go upstream stopped too, server-filesystem still answers.
+//   - No caller's token, nor any token sent to the Go upstream, is in the
+//     gateway's log.
 func TestOneGatewayThreeUpstreams(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test skipped in -short mode: it installs the TypeScript SDK clients and two MCP servers with npm")
@@ -264,6 +267,25 @@ func testOneGateway(t *testing.T, node, modules string, start func(*testing.T, *
 			}
 		}
 	})
+
+	t.Run("no caller's token in the gateway's log", func(t *testing.T) {
+		log := front.log.String()
+		if !strings.Contains(log, "level=") && !strings.Contains(log, `"level"`) {
+			t.Fatalf("the gateway's log is empty: %q", log)
+		}
+		for user, tok := range r.callerTokens {
+			if strings.Contains(log, tok) {
+				t.Errorf("%s's token is in the gateway's log", user)
+			}
+		}
+		r.up.mu.Lock()
+		defer r.up.mu.Unlock()
+		for tok := range r.up.tokens {
+			if strings.Contains(log, tok) {
+				t.Errorf("a token the gateway sent the Go upstream is in its log")
+			}
+		}
+	})
 }
 
 // tokenWithRoles is a token of the IdP for sub with roles.
@@ -294,15 +316,15 @@ func enforcer(t *testing.T, name string) *axgate.Enforcer {
 }
 
 // gatewayOptions are the options of the test's gateway: the callers'
-// bearer tokens of the IdP.
-func gatewayOptions(t *testing.T, r *rig) []gateway.Option {
+// bearer tokens of the IdP, and its log (debug level) to log.
+func gatewayOptions(t *testing.T, r *rig, log io.Writer) []gateway.Option {
 	t.Helper()
 	bearer, err := httpgate.JWTBearer(httpgate.BearerConfig{Keyfunc: token.Keyfunc(r.idp.keys), Issuer: "https://id.example.com", Audience: gatewayAud})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return []gateway.Option{gateway.WithBearer(bearer, &oauthex.ProtectedResourceMetadata{Resource: gatewayAud}),
-		gateway.WithLogger(slog.New(slog.DiscardHandler))}
+		gateway.WithLogger(slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug})))}
 }
 
 // requireSandbox skips the test where bubblewrap cannot run, unless
@@ -610,6 +632,7 @@ func (c *clients) do(t *testing.T, cmd map[string]any) clientEvent {
 // front is the one gateway's endpoint, where the callers connect.
 type front struct {
 	url string
+	log fmt.Stringer // the gateway's log
 }
 
 // startGateway serves the three upstreams behind one gateway
@@ -646,14 +669,15 @@ func startGateway(t *testing.T, e *e2e) *front {
 			}},
 		},
 	}
-	g, err := gateway.NewMulti(ups, gatewayOptions(t, e.r)...)
+	log := &stderrLines{seen: make(chan string)}
+	g, err := gateway.NewMulti(ups, gatewayOptions(t, e.r, log)...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { g.Close() })
 	hs := httptest.NewServer(g.Handler())
 	t.Cleanup(hs.Close)
-	return &front{url: hs.URL + "/mcp"}
+	return &front{url: hs.URL + "/mcp", log: log}
 }
 
 // connect connects user's client (sdk "client" or "sdk") with bearer,
@@ -780,7 +804,7 @@ func startAxgate(t *testing.T, e *e2e) *front {
 		if m == nil {
 			t.Fatalf("axgate mcp's listening line names no address: %s", line)
 		}
-		return &front{url: m[1]}
+		return &front{url: m[1], log: all}
 	case <-copied:
 		t.Fatalf("axgate mcp exited:\n%s", all)
 	case <-time.After(2 * time.Minute):
