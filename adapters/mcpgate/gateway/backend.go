@@ -374,3 +374,23 @@ func (b *backend) unavailable(intent string) *axerr.Error {
 	}
 	return e
 }
+
+// stateOut tags the request state of a confirmation question about a call
+// of b (the input_required result the client echoes back) with b's name,
+// and stateIn takes the tag off a state that comes back: a state of
+// another upstream's question, or of none, comes back as one that no
+// question has ("-"), which mcpgate refuses. Without it, upstreams whose
+// chains share an elicitation key (mcpgate.WithElicitationKey, as replicas
+// do) would take the person's answer about one upstream's call for the
+// same call (tool, intent, arguments) of another.
+func (b *backend) stateOut(state string) string { return b.name + ":" + state }
+
+func (b *backend) stateIn(state string) string {
+	if state == "" {
+		return ""
+	}
+	if s, ok := strings.CutPrefix(state, b.name+":"); ok {
+		return s
+	}
+	return "-"
+}

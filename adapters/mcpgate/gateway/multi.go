@@ -2,11 +2,15 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/axgate/axgate"
 	axerr "github.com/axgate/axgate/errors"
@@ -76,6 +80,11 @@ func (g *Gateway) newBackends(upstreams []Named, old *upstreamSet) ([]*backend, 
 		}
 		b, err := g.newBackend(n, g.cfg)
 		if err != nil {
+			for _, made := range list {
+				if old == nil || !slices.Contains(old.list, made) {
+					made.stop()
+				}
+			}
 			if n.Name != "" {
 				return nil, fmt.Errorf("%w (upstream %s)", err, n.Name)
 			}
@@ -84,6 +93,11 @@ func (g *Gateway) newBackends(upstreams []Named, old *upstreamSet) ([]*backend, 
 		list = append(list, b)
 	}
 	if err := checkFrontNames(list, nil); err != nil {
+		for _, b := range list {
+			if old == nil || !slices.Contains(old.list, b) {
+				b.stop()
+			}
+		}
 		return nil, err
 	}
 	return list, nil
@@ -179,6 +193,27 @@ func checkFrontNames(list []*backend, pols map[*backend]*policy) error {
 			resources[key] = b
 		}
 	}
+	// A URI two manifests match would go to whichever comes first: an
+	// exact URI under another's prefix, two prefixes one under the other.
+	for _, b := range list {
+		for _, o := range list {
+			if o == b {
+				continue
+			}
+			for _, r := range polOf(b).m.Resources {
+				if r.URI != "" {
+					if x, _ := polOf(o).m.Resource(r.URI); x != nil {
+						return fmt.Errorf("gateway: upstreams %s and %s both declare the resource %q", o.name, b.name, r.URI)
+					}
+				}
+				for _, x := range polOf(o).m.Resources {
+					if r.URIPrefix != "" && x.URIPrefix != "" && strings.HasPrefix(r.URIPrefix, x.URIPrefix) {
+						return fmt.Errorf("gateway: upstreams %s and %s declare the resources under %q and %q, one within the other", o.name, b.name, x.URIPrefix, r.URIPrefix)
+					}
+				}
+			}
+		}
+	}
 	return nil
 }
 
@@ -187,6 +222,35 @@ func checkFrontNames(list []*backend, pols map[*backend]*policy) error {
 func unknownTool(name string) *axerr.Error {
 	return axerr.Newf(axerr.CodeIntentNotFound, "no upstream serves a tool named %q", bound(name)).
 		WithSuggestion("Call tools/list and use one of the tools it lists.")
+}
+
+// unknownToolOf is the refusal of a call of a tool b's manifest does not
+// declare, named as the client did, suggesting b's tools under its prefix.
+func unknownToolOf(front string, b *backend, pol *policy) *axerr.Error {
+	names := make([]string, 0, len(pol.order))
+	for _, name := range pol.order {
+		names = append(names, pol.defs[name].Name)
+	}
+	slices.Sort(names)
+	e := axerr.Newf(axerr.CodeIntentNotFound, "no tool named %q", bound(front)).With("tool", bound(front))
+	if len(names) > 0 {
+		e = e.WithSuggestion("Call one of: " + strings.Join(names, ", "))
+	}
+	return e
+}
+
+// refusedAs reports whether res is a refusal (the AXAG envelope) with code.
+func refusedAs(res *mcp.CallToolResult, code axerr.Code) bool {
+	raw, err := json.Marshal(res.StructuredContent)
+	if err != nil {
+		return false
+	}
+	var env struct {
+		Error struct {
+			Code string `json:"code"`
+		} `json:"error"`
+	}
+	return json.Unmarshal(raw, &env) == nil && env.Error.Code == string(code)
 }
 
 // upstreamOnlyOptions are the fields of config that Named.Options may set:
@@ -308,7 +372,9 @@ func sameWriter(a, b Upstream) (same bool) {
 // that is new is connected before Reload returns, its sessions started at
 // the sessions' next requests. Everything is checked, and new upstreams
 // connected, before anything changes: on error nothing has. Options of
-// the front cannot change.
+// the front cannot change. A replaced enforcer may still run the calls in
+// flight when Reload returns: close it once they end (after
+// WithCallTimeout).
 func (g *Gateway) Reload(ctx context.Context, upstreams []Named) error {
 	g.reloading.Lock()
 	defer g.reloading.Unlock()
@@ -330,6 +396,9 @@ func (g *Gateway) Reload(ctx context.Context, upstreams []Named) error {
 		}
 	}
 	if err := checkFrontNames(list, pols); err != nil {
+		for _, b := range fresh {
+			b.stop()
+		}
 		return err
 	}
 	if err := startWithin(ctx, fresh); err != nil {
@@ -343,6 +412,7 @@ func (g *Gateway) Reload(ctx context.Context, upstreams []Named) error {
 			b.named = upstreams[i]
 		}
 	}
+	before := frontToolNames(old)
 	for b, p := range pols {
 		b.policy.Store(p)
 	}
@@ -404,7 +474,7 @@ func (g *Gateway) Reload(ctx context.Context, upstreams []Named) error {
 			l.b.checkPins(offered)
 		}
 	}
-	g.syncTools(old, set)
+	g.syncTools(before, set)
 	g.setDirectFront(set)
 	var wg sync.WaitGroup
 	for _, l := range closing {
