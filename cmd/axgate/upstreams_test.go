@@ -180,3 +180,29 @@ func TestUpstreamsStartRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestREADMEUpstreamsConfig: the configuration of the README's "Several
+// MCP servers behind one gateway" is valid for axgate mcp as written, and
+// config check shows its three upstreams.
+func TestREADMEUpstreamsConfig(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, block, ok := strings.Cut(string(readme), "<!-- upstreams-config:start -->\n```yaml\n")
+	if !ok {
+		t.Fatal("README.md has no <!-- upstreams-config:start --> yaml block")
+	}
+	block, _, _ = strings.Cut(block, "```\n<!-- upstreams-config:end -->")
+	p := writeConfig(t, block)
+	out, stderr, code := cli(t, nil, "config", "check", "--command", "mcp", p)
+	if code != exitOK {
+		t.Fatalf("the README's configuration: exit %d\n%s%s", code, out, stderr)
+	}
+	for _, want := range []string{"upstream files: command node", "upstream memory: command node", "upstream search: url http://search:9000/mcp (tools search_…)",
+		"manifest: the actions of --manifest whose upstream is files", "env MEMORY_FILE_PATH (values not shown)", "sandbox on ro /opt/mcp rw /srv/files"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("config check does not show %q:\n%s", want, out)
+		}
+	}
+}
