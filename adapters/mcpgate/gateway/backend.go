@@ -17,6 +17,7 @@ import (
 	"github.com/axgate/axgate/adapters/mcpgate"
 	"github.com/axgate/axgate/adapters/mcpgate/gateway/internal/direct"
 	"github.com/axgate/axgate/adapters/mcpgate/gateway/internal/upcreds"
+	axerr "github.com/axgate/axgate/errors"
 	"github.com/axgate/axgate/gates"
 	"github.com/axgate/axgate/internal/gate"
 	"github.com/axgate/axgate/manifest"
@@ -362,4 +363,34 @@ func (s *upstreamSet) template(tmpl string) (*backend, *manifest.Resource) {
 // sortByPrefix orders upstreams the longest prefix first.
 func sortByPrefix(list []*backend) {
 	slices.SortStableFunc(list, func(a, b *backend) int { return len(b.prefix) - len(a.prefix) })
+}
+
+// unavailable is the refusal of a call of b while it is down; with
+// several upstreams, its details name it (upstream).
+func (b *backend) unavailable(intent string) *axerr.Error {
+	e := unavailable(intent)
+	if b.g.multi {
+		e = e.With("upstream", b.name)
+	}
+	return e
+}
+
+// stateOut tags the request state of a confirmation question about a call
+// of b (the input_required result the client echoes back) with b's name,
+// and stateIn takes the tag off a state that comes back: a state of
+// another upstream's question, or of none, comes back as one that no
+// question has ("-"), which mcpgate refuses. Without it, upstreams whose
+// chains share an elicitation key (mcpgate.WithElicitationKey, as replicas
+// do) would take the person's answer about one upstream's call for the
+// same call (tool, intent, arguments) of another.
+func (b *backend) stateOut(state string) string { return b.name + ":" + state }
+
+func (b *backend) stateIn(state string) string {
+	if state == "" {
+		return ""
+	}
+	if s, ok := strings.CutPrefix(state, b.name+":"); ok {
+		return s
+	}
+	return "-"
 }

@@ -679,7 +679,9 @@ func newUpstreamsTarget(b *testing.B) *upstreamsTarget {
 // upstreams (NewMulti; the call goes to the third, u2_read) against the
 // same call through the one-upstream gateway (New), in the same run: what
 // routing by prefix costs (issue 31: within 5 %). One agent, its calls one
-// after another, the upstream doing no work.
+// after another, the upstream doing no work. -count runs each
+// sub-benchmark's rounds in a row: run the test binary several times
+// (bench/README.md) for rounds that interleave.
 func BenchmarkGatewayUpstreams(b *testing.B) {
 	upstreamsOnce.Do(func() { upstreams = newUpstreamsTarget(b) })
 	for _, c := range []struct {
@@ -691,6 +693,7 @@ func BenchmarkGatewayUpstreams(b *testing.B) {
 			ctx := context.Background()
 			params := &mcp.CallToolParams{Name: c.tool, Arguments: map[string]any{"path": "docs/intro.md"}}
 			b.ReportAllocs()
+			cpu0, n := processCPU(), 0
 			for b.Loop() {
 				res, err := c.cs.CallTool(ctx, params)
 				if err != nil {
@@ -699,7 +702,11 @@ func BenchmarkGatewayUpstreams(b *testing.B) {
 				if res.IsError || len(res.Content) != 1 {
 					b.Fatalf("%s failed: %+v", c.tool, res.Content)
 				}
+				n++
 			}
+			// The process's CPU time per call (agent, gateway, upstream):
+			// steadier than the wall time on a shared machine.
+			b.ReportMetric(float64((processCPU()-cpu0).Microseconds())/float64(n), "cpu-µs/call")
 		})
 	}
 }

@@ -44,7 +44,8 @@ func (f *front) entry(ctx context.Context, ss *mcp.ServerSession, method string,
 			// files): the client gets only those of URIs the manifest
 			// declares and the caller may read, whatever the upstream
 			// put beside the one asked for.
-			readable := f.readable(ctx, ss, req, p.URI)
+			from, _, _ := set.resource(p.URI)
+			readable := f.readable(ctx, ss, req, from)
 			kept := res.Contents[:0]
 			for _, c := range res.Contents {
 				if c != nil && readable(c.URI) {
@@ -124,7 +125,7 @@ func (f *front) entry(ctx context.Context, ss *mcp.ServerSession, method string,
 			// A prompt may embed resources (one whose argument is a URI
 			// embeds what it names): the client gets only those the
 			// caller may read, as of a read's answer.
-			readable := f.readable(ctx, ss, req, "")
+			readable := f.readable(ctx, ss, req, b)
 			kept := res.Messages[:0]
 			for _, msg := range res.Messages {
 				if msg == nil {
@@ -222,18 +223,18 @@ func (f *front) entry(ctx context.Context, ss *mcp.ServerSession, method string,
 
 // readable returns whether the caller of req may read a resource URI: a
 // manifest declares it and the caller passes its access gate. A caller who
-// cannot be authenticated may read none. The URIs of an upstream's answer
-// about asked (a URI read) are that upstream's only.
-func (f *front) readable(ctx context.Context, ss *mcp.ServerSession, req mcp.Request, asked string) func(uri string) bool {
+// cannot be authenticated may read none. The URIs of an answer of the
+// upstream from are those its own manifest declares: another upstream's
+// are not its to send.
+func (f *front) readable(ctx context.Context, ss *mcp.ServerSession, req mcp.Request, from *backend) func(uri string) bool {
 	p, err := f.principalOf(ctx, ss, req.GetExtra())
 	set := f.g.set()
-	from, _, _ := set.resource(asked)
 	return func(uri string) bool {
 		if err != nil {
 			return false
 		}
 		b, r, vars := set.resource(uri)
-		return r != nil && (from == nil || b == from) && b.pol().mayUse(p, r.Action, vars)
+		return r != nil && b == from && b.pol().mayUse(p, r.Action, vars)
 	}
 }
 

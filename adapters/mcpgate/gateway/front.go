@@ -249,18 +249,24 @@ func (f *front) setLevel(ctx context.Context, ss *mcp.ServerSession, req mcp.Req
 	if !ok || p == nil {
 		return nil
 	}
-	// Every upstream's level: one that refuses it fails the request.
-	var errs []error
-	for _, b := range f.g.set().list {
+	// Every upstream's level; the request fails only when none took it
+	// (one down upstream does not keep the others' logs at their level).
+	list := f.g.set().list
+	var first error
+	failed := 0
+	for _, b := range list {
 		_, err := f.toUpstream(ctx, ss, b, func(ctx context.Context, cs *mcp.ClientSession) (mcp.Result, error) {
 			return nil, cs.SetLoggingLevel(ctx, clean(p))
 		})
 		if err != nil {
-			errs = append(errs, err)
+			failed++
+			if first == nil {
+				first = err
+			}
 		}
 	}
-	if len(errs) > 0 {
-		return errs[0]
+	if failed == len(list) {
+		return first
 	}
 	return nil
 }
@@ -368,6 +374,7 @@ type outboundKey struct{}
 type outbound struct {
 	link     *link
 	pol      *policy // the policy the call was checked by
+	front    string  // the tool's name at the front
 	progress any
 }
 
@@ -385,17 +392,37 @@ func (f *front) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Ca
 		return mcpgate.Refusal(unknownTool(req.Params.Name)), nil
 	}
 	pol := b.pol()
-	if name != req.Params.Name {
+	front := req.Params.Name
+	if name != front {
 		// The upstream's enforcer checks, and the upstream gets, its own
-		// name of the tool.
+		// name of the tool. The request state of a confirmation question
+		// is this upstream's only (stateOf).
 		r, p := *req, *req.Params
 		p.Name = name
+		p.RequestState = b.stateIn(p.RequestState)
 		r.Params = &p
 		req = &r
+		res, err := f.callOf(ctx, req, b, pol, front)
+		if res != nil && res.RequestState != "" {
+			res.RequestState = b.stateOut(res.RequestState)
+		}
+		if res != nil && res.IsError && pol.m.Tool(name) == nil && refusedAs(res, axerr.CodeIntentNotFound) {
+			// The chain's refusal (audited) names the tools as the
+			// upstream does: the client is told the names it can call.
+			return mcpgate.Refusal(unknownToolOf(front, b, pol)), nil
+		}
+		return res, err
 	}
+	return f.callOf(ctx, req, b, pol, front)
+}
+
+// callOf is callTool of b's tool, named as b names it (front: as the
+// client does).
+func (f *front) callOf(ctx context.Context, req *mcp.CallToolRequest, b *backend, pol *policy, front string) (*mcp.CallToolResult, error) {
+	name := req.Params.Name
 	if a := pol.m.Tool(name); a != nil {
 		if pol.isChanged(name) {
-			return mcpgate.Refusal(toolChanged(a)), nil
+			return mcpgate.Refusal(toolChanged(a, front)), nil
 		}
 		s := f.g.sessionFor(f, req.Session)
 		l := s.link(b)
@@ -409,7 +436,7 @@ func (f *front) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Ca
 		}
 		defer f.g.putCall(key)
 		if _, err := l.session(ctx); err != nil {
-			return mcpgate.Refusal(unavailable(a.Intent)), nil
+			return mcpgate.Refusal(b.unavailable(a.Intent)), nil
 		}
 		// The upstream said its tools changed: wait for the new list to be
 		// checked against the pins; a list that failed trusts none.
@@ -417,15 +444,15 @@ func (f *front) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Ca
 			return mcpgate.Refusal(unverified(a.Intent)), nil
 		}
 		if pol.isChanged(name) {
-			return mcpgate.Refusal(toolChanged(a)), nil
+			return mcpgate.Refusal(toolChanged(a, front)), nil
 		}
 		if _, ok := l.offered()[name]; !ok {
-			return mcpgate.Refusal(notOffered(a)), nil
+			return mcpgate.Refusal(notOffered(a, front)), nil
 		}
 		if b.perCaller() {
 			ctx = f.withCaller(ctx, l, req)
 		}
-		ctx = context.WithValue(ctx, outboundKey{}, &outbound{link: l, pol: pol, progress: progressToken(req.Params.GetProgressToken())})
+		ctx = context.WithValue(ctx, outboundKey{}, &outbound{link: l, pol: pol, front: front, progress: progressToken(req.Params.GetProgressToken())})
 	}
 	return pol.handlers[f.kind](ctx, req)
 }
@@ -450,7 +477,7 @@ func (b *backend) forward(ctx context.Context, call *middleware.Call) (middlewar
 	}
 	cs := l.current()
 	if cs == nil {
-		return middleware.Result{}, unavailable(call.Intent())
+		return middleware.Result{}, b.unavailable(call.Intent())
 	}
 	// A last look before the call leaves: the chain may have run a while
 	// since callTool checked (a slow store, a precondition), and a
@@ -461,7 +488,7 @@ func (b *backend) forward(ctx context.Context, call *middleware.Call) (middlewar
 		return middleware.Result{}, unverified(call.Intent())
 	}
 	if ob.pol.isChanged(call.Tool) && call.Action != nil {
-		return middleware.Result{}, toolChanged(call.Action)
+		return middleware.Result{}, toolChanged(call.Action, ob.front)
 	}
 	if err := b.upstreamCredential(ctx); err != nil {
 		return middleware.Result{}, credentialsRefused(call.Intent(), err)
@@ -635,7 +662,7 @@ func (b *backend) callFailed(ctx context.Context, call *middleware.Call, l *link
 		return err // the tool boundary words a cancellation
 	}
 	b.cfg.logger.Warn("upstream call failed", "tool", call.Tool, "error", err)
-	return unavailable(call.Intent())
+	return b.unavailable(call.Intent())
 }
 
 // transportRejected reports whether re is the go-sdk client's own error

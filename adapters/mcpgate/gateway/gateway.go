@@ -82,7 +82,7 @@ type Gateway struct {
 	// sdk and sdkStateless are the go-sdk's handlers of the session and
 	// the stateless front.
 	sdk, sdkStateless http.Handler
-	byID        map[string]*session
+	byID              map[string]*session
 
 	// drains counts the upstream work after a call returned, the direct
 	// path's and upstreamContext's.
@@ -197,22 +197,17 @@ func (g *Gateway) fronts() [frontKinds]*front {
 }
 
 // syncTools registers the tools of set on every front's server, and
-// removes those of old that set no longer has.
-func (g *Gateway) syncTools(old, set *upstreamSet) {
+// removes those of before (the front names of the tools before a Reload)
+// that set no longer has.
+func (g *Gateway) syncTools(before []string, set *upstreamSet) {
 	keep := map[string]bool{}
-	for _, b := range set.list {
-		for _, def := range b.pol().defs {
-			keep[def.Name] = true
-		}
+	for _, name := range frontToolNames(set) {
+		keep[name] = true
 	}
 	var gone []string
-	if old != nil {
-		for _, b := range old.list {
-			for _, def := range b.pol().defs {
-				if !keep[def.Name] {
-					gone = append(gone, def.Name)
-				}
-			}
+	for _, name := range before {
+		if !keep[name] {
+			gone = append(gone, name)
 		}
 	}
 	for _, f := range g.fronts() {
@@ -229,6 +224,17 @@ func (g *Gateway) syncTools(old, set *upstreamSet) {
 			}
 		}
 	}
+}
+
+// frontToolNames are the names at the front of the tools of set.
+func frontToolNames(set *upstreamSet) []string {
+	var out []string
+	for _, b := range set.list {
+		for _, def := range b.pol().defs {
+			out = append(out, def.Name)
+		}
+	}
+	return out
 }
 
 // directFront is the direct path's front for the tools of the upstreams
@@ -603,8 +609,10 @@ func (p *policy) mayCall(pr middleware.Principal, tool string) bool {
 
 // Refusals the gateway makes before the chain runs.
 
-func toolChanged(a *manifest.Action) *axerr.Error {
-	return axerr.Newf(axerr.CodeToolChanged, "the upstream's definition of %s changed since the manifest pinned it; the tool is disabled", a.ToolName()).
+// toolChanged and notOffered name the tool as the client does (front: with
+// its upstream's prefix).
+func toolChanged(a *manifest.Action, front string) *axerr.Error {
+	return axerr.Newf(axerr.CodeToolChanged, "the upstream's definition of %s changed since the manifest pinned it; the tool is disabled", front).
 		WithIntent(a.Intent).
 		WithReason(reasons.UpstreamChanged)
 }
@@ -615,8 +623,8 @@ func unavailable(intent string) *axerr.Error {
 		WithReason(reasons.UpstreamUnavailable)
 }
 
-func notOffered(a *manifest.Action) *axerr.Error {
-	return axerr.Newf(axerr.CodeIntentNotFound, "the upstream MCP server does not offer %s", a.ToolName()).
+func notOffered(a *manifest.Action, front string) *axerr.Error {
+	return axerr.Newf(axerr.CodeIntentNotFound, "the upstream MCP server does not offer %s", front).
 		WithIntent(a.Intent).
 		WithSuggestion("Call tools/list and use one of the tools it lists.")
 }

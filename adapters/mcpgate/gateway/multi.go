@@ -2,11 +2,15 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/axgate/axgate"
 	axerr "github.com/axgate/axgate/errors"
@@ -42,8 +46,9 @@ type Named struct {
 // Named.Prefix is empty.
 const DefaultToolSeparator = "_"
 
-// NewMulti returns a gateway that serves several upstreams behind one
-// endpoint: tools/list is the union, per caller, of what each upstream
+// NewMulti returns a gateway that serves several upstreams behind one endpoint.
+//
+// tools/list is the union, per caller, of what each upstream
 // offers and its manifest allows, each tool under its upstream's prefix; a
 // call goes to the upstream whose prefix is the longest its name starts
 // with, through that upstream's enforcer, with the upstream's own name of
@@ -178,6 +183,27 @@ func checkFrontNames(list []*backend, pols map[*backend]*policy) error {
 			resources[key] = b
 		}
 	}
+	// A URI two manifests match would go to whichever comes first: an
+	// exact URI under another's prefix, two prefixes one under the other.
+	for _, b := range list {
+		for _, o := range list {
+			if o == b {
+				continue
+			}
+			for _, r := range polOf(b).m.Resources {
+				if r.URI != "" {
+					if x, _ := polOf(o).m.Resource(r.URI); x != nil {
+						return fmt.Errorf("gateway: upstreams %s and %s both declare the resource %q", o.name, b.name, r.URI)
+					}
+				}
+				for _, x := range polOf(o).m.Resources {
+					if r.URIPrefix != "" && x.URIPrefix != "" && strings.HasPrefix(r.URIPrefix, x.URIPrefix) {
+						return fmt.Errorf("gateway: upstreams %s and %s declare the resources under %q and %q, one within the other", o.name, b.name, x.URIPrefix, r.URIPrefix)
+					}
+				}
+			}
+		}
+	}
 	return nil
 }
 
@@ -186,6 +212,35 @@ func checkFrontNames(list []*backend, pols map[*backend]*policy) error {
 func unknownTool(name string) *axerr.Error {
 	return axerr.Newf(axerr.CodeIntentNotFound, "no upstream serves a tool named %q", bound(name)).
 		WithSuggestion("Call tools/list and use one of the tools it lists.")
+}
+
+// unknownToolOf is the refusal of a call of a tool b's manifest does not
+// declare, named as the client did, suggesting b's tools under its prefix.
+func unknownToolOf(front string, b *backend, pol *policy) *axerr.Error {
+	names := make([]string, 0, len(pol.order))
+	for _, name := range pol.order {
+		names = append(names, pol.defs[name].Name)
+	}
+	slices.Sort(names)
+	e := axerr.Newf(axerr.CodeIntentNotFound, "no tool named %q", bound(front)).With("tool", bound(front))
+	if len(names) > 0 {
+		e = e.WithSuggestion("Call one of: " + strings.Join(names, ", "))
+	}
+	return e
+}
+
+// refusedAs reports whether res is a refusal (the AXAG envelope) with code.
+func refusedAs(res *mcp.CallToolResult, code axerr.Code) bool {
+	raw, err := json.Marshal(res.StructuredContent)
+	if err != nil {
+		return false
+	}
+	var env struct {
+		Error struct {
+			Code string `json:"code"`
+		} `json:"error"`
+	}
+	return json.Unmarshal(raw, &env) == nil && env.Error.Code == string(code)
 }
 
 // upstreamOnlyOptions are the fields of config that Named.Options may set:
@@ -296,8 +351,10 @@ func sameWriter(a, b Upstream) (same bool) {
 	return a.Stderr == b.Stderr
 }
 
-// Reload replaces the gateway's upstreams with upstreams (for New's
-// gateway, one Named with an empty Name and Prefix). An upstream whose
+// Reload replaces the gateway's upstreams with upstreams.
+//
+// For New's gateway, upstreams is one Named with an empty Name and
+// Prefix. An upstream whose
 // Named is unchanged keeps its sessions; one whose Enforcer alone changed
 // keeps them and is enforced with the new manifest from the next call
 // (the clients are told their tools changed); one that changed otherwise,
@@ -340,6 +397,7 @@ func (g *Gateway) Reload(ctx context.Context, upstreams []Named) error {
 			b.named = upstreams[i]
 		}
 	}
+	before := frontToolNames(old)
 	for b, p := range pols {
 		b.policy.Store(p)
 	}
@@ -401,7 +459,7 @@ func (g *Gateway) Reload(ctx context.Context, upstreams []Named) error {
 			l.b.checkPins(offered)
 		}
 	}
-	g.syncTools(old, set)
+	g.syncTools(before, set)
 	g.setDirectFront(set)
 	var wg sync.WaitGroup
 	for _, l := range closing {

@@ -1,6 +1,7 @@
 package gateway_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -15,8 +16,11 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
 
 	"github.com/axgate/axgate"
+	"github.com/axgate/axgate/adapters/mcpgate"
 	"github.com/axgate/axgate/adapters/mcpgate/gateway"
 	"github.com/axgate/axgate/manifest"
+	"github.com/axgate/axgate/middleware"
+	"go.opentelemetry.io/otel/attribute"
 )
 
 // toolsOnlyManifest is manifestFor without its resources and prompts, for
@@ -30,6 +34,25 @@ func toolsOnlyManifest(t testing.TB, pin string) []byte {
 	}
 	delete(doc, "resources")
 	delete(doc, "prompts")
+	raw, err := json.Marshal(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return raw
+}
+
+// withResource is toolsOnlyManifest with the one resource entry (JSON).
+func withResource(t testing.TB, entry string) []byte {
+	t.Helper()
+	var doc map[string]any
+	if err := json.Unmarshal(toolsOnlyManifest(t, ""), &doc); err != nil {
+		t.Fatal(err)
+	}
+	var r any
+	if err := json.Unmarshal([]byte(entry), &r); err != nil {
+		t.Fatal(err)
+	}
+	doc["resources"] = []any{r}
 	raw, err := json.Marshal(doc)
 	if err != nil {
 		t.Fatal(err)
@@ -157,7 +180,16 @@ func TestMultiRoutesCallsByPrefix(t *testing.T) {
 	}
 	wantRefusal(t, call(t, cs, "zz_read_note", map[string]any{"name": "hello"}), "AXAG_INTENT_NOT_FOUND", "")
 	wantRefusal(t, call(t, cs, "read_note", map[string]any{"name": "hello"}), "AXAG_INTENT_NOT_FOUND", "")
-	wantRefusal(t, call(t, cs, "a_secret_dump", map[string]any{}), "AXAG_INTENT_NOT_FOUND", "")
+	// Refused by a's chain, named as the client named it, the tools it
+	// may call suggested under their prefix.
+	res = call(t, cs, "a_secret_dump", map[string]any{})
+	if r := wantRefusal(t, res, "AXAG_INTENT_NOT_FOUND", ""); !strings.Contains(r.Message, `"a_secret_dump"`) ||
+		!strings.Contains(text(res), "a_read_note") || strings.Contains(text(res), " read_note") {
+		t.Errorf("the refusal does not name the tools as the client does: %s", text(res))
+	}
+	if r := wantRefusal(t, call(t, cs, "a_archive_note", map[string]any{"name": "x"}), "AXAG_INTENT_NOT_FOUND", ""); !strings.Contains(r.Message, "a_archive_note") {
+		t.Errorf("a tool a does not offer is refused as %q, not by its name at the front", r.Message)
+	}
 	// The parameter gate of a's manifest: maxLength 40.
 	res = call(t, cs, "a_read_note", map[string]any{"name": strings.Repeat("x", 41)})
 	if !res.IsError {
@@ -226,6 +258,10 @@ func TestMultiCollisionRefused(t *testing.T) {
 			[]string{"WithMaxSessions"}},
 		"resource twice": {[]gateway.Named{{Name: "one", Enforcer: enforcerOf(t, manifestFor(t, "")), Upstream: up}, {Name: "two", Enforcer: enforcerOf(t, manifestFor(t, "")), Upstream: up}},
 			[]string{"one", "two", "notes://"}},
+		"resource under a prefix": {[]gateway.Named{{Name: "one", Enforcer: enforcerOf(t, manifestFor(t, "")), Upstream: up}, {Name: "two", Enforcer: enforcerOf(t, withResource(t, `{"intent": "readme.read", "entity": "readme", "description": "d", "uri": "notes://readme"}`)), Upstream: up}},
+			[]string{"one", "two", "notes://readme"}},
+		"prefix under a prefix": {[]gateway.Named{{Name: "one", Enforcer: enforcerOf(t, manifestFor(t, "")), Upstream: up}, {Name: "two", Enforcer: enforcerOf(t, withResource(t, `{"intent": "readme.read", "entity": "readme", "description": "d", "uri_prefix": "notes://docs/"}`)), Upstream: up}},
+			[]string{"one", "two", "notes://docs/"}},
 		"bad prefix": {[]gateway.Named{{Name: "one", Prefix: "x/", Enforcer: tools(), Upstream: up}},
 			[]string{"x/"}},
 		"no name": {[]gateway.Named{{Enforcer: tools(), Upstream: up}, {Name: "two", Enforcer: tools(), Upstream: up}},
@@ -259,7 +295,10 @@ func TestMultiOneUpstreamDown(t *testing.T) {
 		}
 	}
 	downA.Store(true)
-	wantRefusal(t, call(t, cs, "a_read_note", map[string]any{"name": "hello"}), "AXGATE_STORE_UNAVAILABLE", "upstream_unavailable")
+	r := wantRefusal(t, call(t, cs, "a_read_note", map[string]any{"name": "hello"}), "AXGATE_STORE_UNAVAILABLE", "upstream_unavailable")
+	if r.Details["upstream"] != "a" {
+		t.Errorf("the refusal names upstream %v, want a", r.Details["upstream"])
+	}
 	if res := call(t, cs, "b_read_note", map[string]any{"name": "hello"}); res.IsError {
 		t.Fatalf("b_read_note while a is down: %s", text(res))
 	}
@@ -314,6 +353,13 @@ func TestMultiPinsPerUpstream(t *testing.T) {
 	for len(changed) > 0 {
 		<-changed
 	}
+	var listsOfA atomic.Int32
+	na.setHook(func(ctx context.Context, method string, next func() (mcp.Result, error)) (mcp.Result, error) {
+		if method == "tools/list" {
+			listsOfA.Add(1)
+		}
+		return next()
+	})
 	nb.rugPull()
 	select {
 	case <-changed:
@@ -326,6 +372,9 @@ func TestMultiPinsPerUpstream(t *testing.T) {
 	}
 	if len(na.seenTool("write_note")) != 0 {
 		t.Error("a's disabled write_note reached a")
+	}
+	if n := listsOfA.Load(); n != 0 {
+		t.Errorf("b's list_changed re-listed a %d times", n)
 	}
 }
 
@@ -354,7 +403,7 @@ func TestMultiStatelessCaller(t *testing.T) {
 func TestMultiReloadKeepsUnchanged(t *testing.T) {
 	t.Parallel()
 	_, urlA := httpUpstream(t)
-	_, urlB := httpUpstream(t)
+	urlB, sessionsOf := upstreamSessions(t)
 	a := gateway.Named{Name: "a", Enforcer: enforcerOf(t, toolsOnlyManifest(t, "")), Upstream: gateway.Upstream{URL: urlA}}
 	b := gateway.Named{Name: "b", Enforcer: enforcerOf(t, toolsOnlyManifest(t, "")), Upstream: gateway.Upstream{URL: urlB}}
 	c := gateway.Named{Name: "c", Enforcer: enforcerOf(t, manifestFor(t, "")), Upstream: stdioUpstream()}
@@ -363,6 +412,9 @@ func TestMultiReloadKeepsUnchanged(t *testing.T) {
 	ctx := context.Background()
 	pid := pidOf(t, cs)
 	before := listNames(t, cs)
+	if res := call(t, cs, "b_read_note", map[string]any{"name": "hello"}); res.IsError {
+		t.Fatalf("b_read_note: %s", text(res))
+	}
 
 	// Broken: a collision. Nothing changes.
 	bad := b
@@ -388,6 +440,12 @@ func TestMultiReloadKeepsUnchanged(t *testing.T) {
 	if got := pidOf(t, cs); got != pid {
 		t.Errorf("c's child changed across a Reload that kept c: %d, was %d", got, pid)
 	}
+	if res := call(t, cs, "b_read_note", map[string]any{"name": "hello"}); res.IsError {
+		t.Fatalf("b_read_note after Reload: %s", text(res))
+	}
+	if got := sessionsOf("hello"); len(got) != 2 || got[0] == "" || got[0] != got[1] {
+		t.Errorf("b's upstream sessions across a Reload of its manifest alone: %v; want one kept", got)
+	}
 	names := listNames(t, cs)
 	if slices.Contains(names, "b_delete_note") || !slices.Contains(names, "b_read_note") || slices.Contains(names, "a_read_note") {
 		t.Errorf("after Reload: %v; want b without delete_note, no a", names)
@@ -407,5 +465,125 @@ func TestMultiReloadKeepsUnchanged(t *testing.T) {
 	}
 	if got := pidOf(t, cs); got == pid {
 		t.Error("c's session kept its child across a change of c")
+	}
+
+	// a comes back: the open session lists and calls it.
+	if err := g.Reload(ctx, []gateway.Named{b2, c2, a}); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(listNames(t, cs), "a_read_note") {
+		t.Error("an upstream added by Reload is not listed to an open session")
+	}
+	if res := call(t, cs, "a_read_note", map[string]any{"name": "hello"}); res.IsError {
+		t.Errorf("a_read_note after a came back: %s", text(res))
+	}
+}
+
+// TestMultiSpanNamesTheUpstream: with several upstreams, the span of a
+// forwarded call names its upstream (axgate.upstream), and only that
+// upstream's chain records the call.
+func TestMultiSpanNamesTheUpstream(t *testing.T) {
+	t.Parallel()
+	_, urlA := httpUpstream(t)
+	_, urlB := httpUpstream(t)
+	traced := func(tp *spans) *axgate.Enforcer {
+		m, err := manifest.Parse(toolsOnlyManifest(t, ""))
+		if err != nil {
+			t.Fatal(err)
+		}
+		enf, err := axgate.New(m, axgate.WithTelemetry(middleware.TelemetryConfig{TracerProvider: tp}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { enf.Close() })
+		return enf
+	}
+	tpA, tpB := &spans{attrs: map[attribute.Key]string{}}, &spans{attrs: map[attribute.Key]string{}}
+	g := newMulti(t, []gateway.Named{
+		{Name: "a", Enforcer: traced(tpA), Upstream: gateway.Upstream{URL: urlA}},
+		{Name: "b", Enforcer: traced(tpB), Upstream: gateway.Upstream{URL: urlB}},
+	})
+	cs := connect(t, serve(t, g), "alice-token", nil)
+	if res := call(t, cs, "b_read_note", map[string]any{"name": "hello"}); res.IsError {
+		t.Fatalf("b_read_note: %s", text(res))
+	}
+	tpB.mu.Lock()
+	got := tpB.attrs["axgate.upstream"]
+	tpB.mu.Unlock()
+	if got != "b" {
+		t.Errorf("the call's span names upstream %q, want b", got)
+	}
+	tpA.mu.Lock()
+	defer tpA.mu.Unlock()
+	if len(tpA.attrs) != 0 {
+		t.Errorf("a's chain recorded b's call: %v", tpA.attrs)
+	}
+}
+
+// TestReloadOfNewsGateway: New's gateway reloads as one unnamed upstream:
+// a new manifest for the same upstream applies from the next call, and
+// the session keeps its child.
+func TestReloadOfNewsGateway(t *testing.T) {
+	t.Parallel()
+	up := stdioUpstream()
+	g := newGatewayFor(t, manifestFor(t, ""), up)
+	cs := connect(t, serve(t, g), "bob-token", nil)
+	pid := pidOf(t, cs)
+	if !slices.Contains(listNames(t, cs), "delete_note") {
+		t.Fatal("bob is not listed delete_note")
+	}
+	var doc map[string]any
+	json.Unmarshal(manifestFor(t, ""), &doc)
+	doc["actions"] = slices.DeleteFunc(doc["actions"].([]any), func(x any) bool { return x.(map[string]any)["operation_id"] == "delete_note" })
+	raw, _ := json.Marshal(doc)
+	if err := g.Reload(context.Background(), []gateway.Named{{Enforcer: enforcerOf(t, raw), Upstream: up}}); err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(listNames(t, cs), "delete_note") {
+		t.Error("the reloaded manifest's list shows delete_note")
+	}
+	wantRefusal(t, call(t, cs, "delete_note", map[string]any{"name": "hello"}), "AXAG_INTENT_NOT_FOUND", "")
+	if got := pidOf(t, cs); got != pid {
+		t.Errorf("the session's child changed across a manifest Reload: %d, was %d", got, pid)
+	}
+	if err := g.Reload(context.Background(), []gateway.Named{{Name: "x", Enforcer: enforcerOf(t, raw), Upstream: up, Options: []gateway.Option{gateway.ToolsOnly()}}}); err == nil || !strings.Contains(err.Error(), "ToolsOnly") {
+		t.Errorf("a front option in a Reload: %v, want it named", err)
+	}
+}
+
+// TestMultiConfirmationBoundToItsUpstream: the person's answer to the
+// confirmation question about one upstream's call does not pass the same
+// call (tool, intent, arguments) of another upstream, even when their
+// chains share an elicitation key (as replicas do); it passes its own.
+func TestMultiConfirmationBoundToItsUpstream(t *testing.T) {
+	t.Parallel()
+	na, urlA := httpUpstream(t)
+	nb, urlB := httpUpstream(t)
+	key := bytes.Repeat([]byte{7}, mcpgate.ElicitationKeySize)
+	g := newMulti(t, []gateway.Named{
+		{Name: "a", Enforcer: enforcerOf(t, toolsOnlyManifest(t, "")), Upstream: gateway.Upstream{URL: urlA}},
+		{Name: "b", Enforcer: enforcerOf(t, toolsOnlyManifest(t, "")), Upstream: gateway.Upstream{URL: urlB}},
+	}, gateway.WithTrustClientElicitation(), gateway.WithMCPOptions(mcpgate.WithElicitationKey(key)))
+	cs := connectStateless(t, serve(t, g), "alice-token", &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{Form: &mcp.FormElicitationCapabilities{}}})
+	args := map[string]any{"name": "n", "text": "x"}
+	res := call(t, cs, "a_write_note", args)
+	if !res.NeedsInput() || res.RequestState == "" {
+		t.Fatalf("want a's confirmation question, got %+v (%s)", res, text(res))
+	}
+	accept := mcp.InputResponseMap{mcpgate.ConfirmationInputID: &mcp.ElicitResult{Action: "accept"}}
+	ctx := context.Background()
+	other, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "b_write_note", Arguments: args, RequestState: res.RequestState, InputResponses: accept})
+	if err == nil && !other.IsError && !other.NeedsInput() {
+		t.Errorf("a's answer passed b's call: %s", text(other))
+	}
+	if n := len(nb.seenTool("write_note")); n != 0 {
+		t.Fatalf("b saw %d writes confirmed for a", n)
+	}
+	own, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "a_write_note", Arguments: args, RequestState: res.RequestState, InputResponses: accept})
+	if err != nil || own.IsError || own.NeedsInput() {
+		t.Fatalf("a's own answer: %v %+v (%s)", err, own, text(own))
+	}
+	if n := len(na.seenTool("write_note")); n != 1 {
+		t.Errorf("a saw %d writes, want 1", n)
 	}
 }

@@ -39,6 +39,11 @@ type readiness struct {
 // kept for two seconds: probes close together start one session. While
 // the last check still closes its session past that, Ready reports that
 // instead of starting another. Close stops a check in flight.
+//
+// With several upstreams (NewMulti) each is checked so, and Ready fails
+// only when none is ready, naming each one's reason: one down upstream
+// must not take the replica out of a Kubernetes Service while the others
+// serve (its calls are refused meanwhile). Upstreams reports each.
 func (g *Gateway) Ready(ctx context.Context) error {
 	list := g.set().list
 	if len(list) == 1 {

@@ -23,12 +23,11 @@ const (
 	headerParamPrefix = "Mcp-Param-"
 )
 
-// Stateless serves the tool calls of MCP 2026-07-28 and later (no
-// session: each request on its own) that may take the direct path, and
-// hands every other request to next, the SDK's stateless streamable HTTP
-// handler, with its body unread.
+// Stateless serves the stateless tool calls that may take the direct path.
 //
-// A call is taken here only when the SDK would take it as it stands and
+// Those are calls of MCP 2026-07-28 and later (no session: each request on
+// its own); every other request goes to next, the SDK's stateless
+// streamable HTTP handler, with its body unread. A call is taken here only when the SDK would take it as it stands and
 // run the tool with the same params: a POST of one of
 // Config.StatelessVersions in its header and in its _meta, the
 // Mcp-Method and Mcp-Name headers equal to the body's method and name as
