@@ -18,8 +18,9 @@ import (
 // check for mcp and its upstreams resolve against the ConfigMap's
 // manifests (which pass lint); every file the configuration names is on a
 // volume the container mounts, the credentials' files in the Secret; two
-// replicas, ready on /readyz; the Ingress hashes on Mcp-Session-Id; redis:
-// names the Redis Service.
+// replicas, ready on /readyz; the Service keeps a client on one pod
+// (ClientIP affinity, docs/replicas.md) for the session idle timeout;
+// redis: names the Redis Service.
 func TestDeployKubernetesMCP(t *testing.T) {
 	data, err := os.ReadFile(filepath.Join("..", "..", "deploy", "kubernetes-mcp.yaml"))
 	if err != nil {
@@ -40,12 +41,12 @@ func TestDeployKubernetesMCP(t *testing.T) {
 		}
 		docs[kind] = append(docs[kind], d)
 	}
-	for kind, n := range map[string]int{"ConfigMap": 1, "Secret": 1, "Deployment": 1, "Service": 2, "Ingress": 1, "StatefulSet": 1} {
+	for kind, n := range map[string]int{"ConfigMap": 1, "Secret": 1, "Deployment": 1, "Service": 2, "StatefulSet": 1} {
 		if len(docs[kind]) != n {
 			t.Fatalf("%d %s, want %d", len(docs[kind]), kind, n)
 		}
 	}
-	cm, secret, dep, ing := docs["ConfigMap"][0], docs["Secret"][0], docs["Deployment"][0], docs["Ingress"][0]
+	cm, secret, dep := docs["ConfigMap"][0], docs["Secret"][0], docs["Deployment"][0]
 
 	// The ConfigMap's files, where the container finds them, in a folder
 	// of the test's.
@@ -138,9 +139,14 @@ func TestDeployKubernetesMCP(t *testing.T) {
 		}
 	}
 
-	// Affinity for 2025-11-25 sessions, and the shared Redis.
-	if h, _ := dig(ing, "metadata", "annotations", "nginx.ingress.kubernetes.io/upstream-hash-by").(string); h != "$http_mcp_session_id" {
-		t.Errorf("the Ingress does not hash on Mcp-Session-Id: %q", h)
+	// Affinity for 2025-11-25 sessions on the gateway's Service, and the
+	// shared Redis.
+	gwSvc := docs["Service"][0]
+	if dig(gwSvc, "metadata", "name") != dig(dep, "metadata", "name") {
+		gwSvc = docs["Service"][1]
+	}
+	if secs, _ := dig(gwSvc, "spec", "sessionAffinityConfig", "clientIP", "timeoutSeconds").(int); dig(gwSvc, "spec", "sessionAffinity") != "ClientIP" || secs < 1800 {
+		t.Errorf("the gateway's Service keeps no client on its pod for 1800 s: %v", dig(gwSvc, "spec"))
 	}
 	redisURL := cf.values["redis"][0].value
 	found := false
