@@ -28,11 +28,12 @@ func (m *Manifest) ForUpstream(name string) *Manifest {
 	return out
 }
 
-// Union returns one manifest holding the actions, resources and prompts of
-// every one of ms, in order: the manifest of what several upstreams serve
-// together (the pages where people decide on any of their calls). It fails
-// when two declare the same intent. A tool name two actions share is
-// ambiguous: Tool does not return either.
+// Union returns one manifest holding the entries of every one of ms.
+//
+// It holds their actions, resources and prompts, in order: the manifest of
+// what several upstreams serve together (the pages where people decide on
+// any of their calls). It fails when two declare the same intent. A tool
+// name two actions share is ambiguous: Tool does not return either.
 func Union(ms ...*Manifest) (*Manifest, error) {
 	out := &Manifest{Form: FormV1}
 	if len(ms) > 0 {

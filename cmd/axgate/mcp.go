@@ -142,8 +142,18 @@ and runs the children unsandboxed.
 
 SIGINT or SIGTERM stop the gateway: no new connections, calls in flight
 finish (up to --shutdown-timeout), then every upstream session closes and
-every child process stops. The manifest is read once: restart the gateway to
-change it. SIGHUP re-reads the TLS files.
+every child process stops. The manifest of --manifest with --upstream-* is
+read once: restart the gateway to change it. SIGHUP re-reads the TLS files.
+
+Several upstreams: the configuration file's upstreams: lists them, each
+with a name, a url or a command (args, env, dir), its manifest (or the
+actions of --manifest whose "upstream" names it), a prefix (default the name
+and tool_separator, "_"), credentials, a sandbox and bounds
+(docs/operating.md). Each has its own enforcer; the client sees the union of
+their tools under their prefixes; /readyz reports each one. SIGHUP then also
+re-reads the file and the manifests: the upstreams that did not change keep
+their sessions, and a broken file keeps the configuration in use. The flags
+of the one upstream (--upstream-*, --sandbox*) cannot be given beside it.
 
 Every flag can come from a YAML file (--config; its keys are the flag names)
 or an AXGATE_* variable; a flag given here wins over the file, the file over

@@ -450,35 +450,29 @@ func (d *yamlDoc) positive(n *yaml.Node, at string) int {
 }
 
 // checkUpstreamSet reports what is wrong with the upstreams together: two
-// of one name, two prefixes of which one starts the other (a tool name
-// would route to either).
+// of one name, or of one tool prefix (every tool name of one would be the
+// other's too). The gateway checks the tools' names themselves when it
+// starts: a call goes to the upstream of the longest prefix its name
+// starts with, and a name that would route elsewhere is refused, naming
+// both upstreams.
 func (cf *configFile) checkUpstreamSet(d *yamlDoc) {
 	names := map[string]int{}
+	prefixes := map[string]int{}
 	for i, u := range cf.upstreams {
 		if u.name == "" {
 			continue
 		}
+		at := &yaml.Node{Line: u.line, Column: 1}
 		if j, dup := names[u.name]; dup {
-			d.failf(&yaml.Node{Line: u.line, Column: 1}, upstreamsKey, "upstreams[%d] and upstreams[%d] are both named %q", j, i, u.name)
+			d.failf(at, upstreamsKey, "upstreams[%d] and upstreams[%d] are both named %q", j, i, u.name)
+			continue
 		}
 		names[u.name] = i
-	}
-	for i, u := range cf.upstreams {
-		for j := i + 1; j < len(cf.upstreams); j++ {
-			v := cf.upstreams[j]
-			pu, pv := cf.prefixOf(u), cf.prefixOf(v)
-			if u.name == "" || v.name == "" || u.name == v.name {
-				continue
-			}
-			if strings.HasPrefix(pu, pv) || strings.HasPrefix(pv, pu) {
-				shorter := pu
-				if len(pv) < len(pu) {
-					shorter = pv
-				}
-				d.failf(&yaml.Node{Line: v.line, Column: 1}, upstreamsKey, "the tool prefixes of %s (%q) and %s (%q) collide: a tool name starting with %q could be either's; give each a prefix that does not start the other",
-					u.name, pu, v.name, pv, shorter)
-			}
+		p := cf.prefixOf(u)
+		if j, dup := prefixes[p]; dup {
+			d.failf(at, upstreamsKey, "the tool prefixes of %s and %s are both %q: each upstream needs its own", cf.upstreams[j].name, u.name, p)
 		}
+		prefixes[p] = i
 	}
 }
 

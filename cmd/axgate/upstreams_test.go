@@ -86,8 +86,7 @@ func TestUpstreamsConfigRefused(t *testing.T) {
 		{"unknown key", "upstreams:\n  - name: a\n    url: http://a/mcp\n    timeout: 5s\n", `:4:5: upstreams[0]: unknown key "timeout"`},
 		{"misspelt key", "upstreams:\n  - name: a\n    url: http://a/mcp\n    call_timout: 5s\n", `(did you mean "call_timeout"?)`},
 		{"two of one name", "upstreams:\n  - name: a\n    url: http://a/mcp\n  - name: a\n    url: http://b/mcp\n", `:4:1: upstreams: upstreams[0] and upstreams[1] are both named "a"`},
-		{"prefixes collide", "upstreams:\n  - name: a\n    url: http://a/mcp\n  - name: b\n    prefix: a_x\n    url: http://b/mcp\n", `the tool prefixes of a ("a_") and b ("a_x") collide`},
-		{"equal prefixes", "upstreams:\n  - name: a\n    prefix: p_\n    url: http://a/mcp\n  - name: b\n    prefix: p_\n    url: http://b/mcp\n", `collide`},
+		{"prefixes collide", "upstreams:\n  - name: a\n    url: http://a/mcp\n  - name: b\n    prefix: a_\n    url: http://b/mcp\n", `:4:1: upstreams: the tool prefixes of a and b are both "a_": each upstream needs its own`},
 		{"bad separator", "tool_separator: \"/\"\nupstreams:\n  - name: a\n    url: http://a/mcp\n", `:1:17: tool_separator: want 1 to 8 of the characters MCP allows in tool names`},
 		{"separator alone", "tool_separator: _\n", `tool_separator joins the names`},
 		{"bad prefix", "upstreams:\n  - name: a\n    prefix: \"a b\"\n    url: http://a/mcp\n", `prefix: want up to 64 of the characters MCP allows`},
@@ -179,5 +178,31 @@ func TestUpstreamsStartRefused(t *testing.T) {
 				t.Errorf("exit %d, want %d and %q:\n%s", code, c.code, c.want, stderr)
 			}
 		})
+	}
+}
+
+// TestREADMEUpstreamsConfig: the configuration of the README's "Several
+// MCP servers behind one gateway" is valid for axgate mcp as written, and
+// config check shows its three upstreams.
+func TestREADMEUpstreamsConfig(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, block, ok := strings.Cut(string(readme), "<!-- upstreams-config:start -->\n```yaml\n")
+	if !ok {
+		t.Fatal("README.md has no <!-- upstreams-config:start --> yaml block")
+	}
+	block, _, _ = strings.Cut(block, "```\n<!-- upstreams-config:end -->")
+	p := writeConfig(t, block)
+	out, stderr, code := cli(t, nil, "config", "check", "--command", "mcp", p)
+	if code != exitOK {
+		t.Fatalf("the README's configuration: exit %d\n%s%s", code, out, stderr)
+	}
+	for _, want := range []string{"upstream files: command node", "upstream memory: command node", "upstream search: url http://search:9000/mcp (tools search_…)",
+		"manifest: the actions of --manifest whose upstream is files", "env MEMORY_FILE_PATH (values not shown)", "sandbox on ro /opt/mcp rw /srv/files"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("config check does not show %q:\n%s", want, out)
+		}
 	}
 }

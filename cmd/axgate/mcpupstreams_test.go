@@ -1,0 +1,204 @@
+package main
+
+import (
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/axgate/axgate/middleware"
+)
+
+// startProcess runs "axgate mcp ARGS --listen 127.0.0.1:0" (this test
+// binary as axgate) as a process of its own, and waits until it listens.
+func startProcess(t *testing.T, args ...string) *gatewayProcess {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], append([]string{"mcp", "--listen", "127.0.0.1:0"}, args...)...)
+	cmd.Env = append(os.Environ(), testAs+"=axgate")
+	stderr, stderrW := io.Pipe()
+	cmd.Stderr = stderrW
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	g := &gatewayProcess{log: newLineWatcher(stderr), cmd: cmd, exited: make(chan error, 1), stderrW: stderrW}
+	go func() { g.exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			cmd.Process.Kill()
+			<-g.exited
+		}
+		stderrW.Close()
+	})
+	g.url = regexp.MustCompile(`addr=(\S+)`).FindStringSubmatch(g.log.waitFor(t, "axgate mcp: listening"))[1]
+	return g
+}
+
+// copyInto copies src into dir and returns the copy's path.
+func copyInto(t *testing.T, src, dir string) string {
+	t.Helper()
+	dst := filepath.Join(dir, filepath.Base(src))
+	copyFile(t, src, dst)
+	return dst
+}
+
+// twoUpstreams is a configuration of two upstreams: shell, the test binary
+// as an MCP server on stdio (a child per session, its pid in pidFile), and
+// echo, a Go MCP server over streamable HTTP at echoURL; each with its
+// manifest.
+func twoUpstreams(shellManifest, echoManifest, echoURL, pidFile string) string {
+	return `anonymous: true
+upstreams:
+  - name: shell
+    command: ` + strconv.Quote(os.Args[0]) + `
+    env: {` + testAs + `: env-upstream, PIDFILE: ` + pidFile + `}
+    manifest: ` + shellManifest + `
+  - name: echo
+    url: ` + echoURL + `
+    manifest: ` + echoManifest + `
+    call_timeout: 20s
+`
+}
+
+// TestUpstreamsEndToEnd: the real binary with a configuration of two
+// upstreams (a command and an HTTP server), driven by the Go SDK's client:
+// the list is the union under each upstream's prefix, a call of each
+// reaches its upstream, /readyz reports each upstream by name. SIGHUP
+// after echo's manifest changed applies the new manifest from the next
+// call while shell's session (its child) is kept; a broken file on SIGHUP
+// keeps the configuration in use, and the log says why.
+func TestUpstreamsEndToEnd(t *testing.T) {
+	upURL, _ := newEchoUpstream(t)
+	dir := t.TempDir()
+	pidFile := filepath.Join(dir, "shell.pid")
+	shellM, echoM := copyInto(t, envManifest, dir), copyInto(t, echoManifest, dir)
+	cfg := writeTestFile(t, dir, "axgate.yaml", twoUpstreams(shellM, echoM, upURL, pidFile))
+	gw := startProcess(t, "--config", cfg, "--admin", "127.0.0.1:0")
+	admin := adminURL(t, gw.log)
+	cs := connect(t, gw.url, http.DefaultClient)
+
+	if got, want := listed(t, cs), []string{"echo_say", "shell_env", "shell_hold"}; !slices.Equal(got, want) {
+		t.Fatalf("tools/list = %v, want %v", got, want)
+	}
+	if res := callTool(t, cs, "echo_say", map[string]any{"text": "hi", "times": 2}); res.IsError || !strings.Contains(resultText(res), "hihi") {
+		t.Fatalf("echo_say: %s", resultText(res))
+	}
+	if res := callTool(t, cs, "shell_env", map[string]any{}); res.IsError || !strings.Contains(resultText(res), "PIDFILE="+pidFile) {
+		t.Fatalf("shell_env: %s", resultText(res))
+	}
+	req, _ := http.NewRequest(http.MethodGet, admin+"/readyz", nil)
+	code, body := do(t, req)
+	ups, _ := body["upstreams"].(map[string]any)
+	if code != http.StatusOK || ups["shell"] != "ready" || ups["echo"] != "ready" {
+		t.Errorf("/readyz = %d %v, want 200 with shell and echo ready", code, body)
+	}
+	// Each child writes its pid: the last one started so far is the
+	// session's or /readyz's; a session restarted would start another.
+	pid := fileContent(pidFile)
+
+	// echo's manifest now allows times up to 1: from the next call.
+	data, _ := os.ReadFile(echoM)
+	if err := os.WriteFile(echoM, []byte(strings.Replace(string(data), `"maximum": 3`, `"maximum": 1`, 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	gw.cmd.Process.Signal(syscall.SIGHUP)
+	gw.log.waitFor(t, "axgate mcp: configuration reloaded")
+	refused(t, callTool(t, cs, "echo_say", map[string]any{"text": "hi", "times": 2}), "AXAG_OUT_OF_RANGE", "")
+	if res := callTool(t, cs, "echo_say", map[string]any{"text": "hi", "times": 1}); res.IsError {
+		t.Fatalf("echo_say within the new manifest: %s", resultText(res))
+	}
+	if res := callTool(t, cs, "shell_env", map[string]any{}); res.IsError {
+		t.Fatalf("shell_env after the reload: %s", resultText(res))
+	}
+	if got := fileContent(pidFile); got != pid {
+		t.Errorf("shell's child changed on a reload that did not change shell: pid %s, then %s", pid, got)
+	}
+
+	// A broken file: the upstreams in use stay, and the log says why.
+	if err := os.WriteFile(cfg, []byte("upstreams:\n  - name: shell\n    url: [\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	gw.cmd.Process.Signal(syscall.SIGHUP)
+	gw.log.waitFor(t, "reload failed; keeping the upstreams in use")
+	if res := callTool(t, cs, "shell_env", map[string]any{}); res.IsError {
+		t.Fatalf("shell_env after a failed reload: %s", resultText(res))
+	}
+	refused(t, callTool(t, cs, "echo_say", map[string]any{"text": "hi", "times": 2}), "AXAG_OUT_OF_RANGE", "")
+	if got := fileContent(pidFile); got != pid {
+		t.Errorf("shell's child changed on a failed reload: pid %s, then %s", pid, got)
+	}
+	cs.Close()
+	gw.stop(t)
+}
+
+// TestUpstreamsHumanDecidesTheSecondUpstreamsCall: with --human and two
+// upstreams, a call of the second upstream's tool that needs the person's
+// confirmation and an admin's approval is decided at --human (POST
+// /confirmations names the tool as its upstream does, POST /approvals/{id}
+// decides the request), and then runs.
+func TestUpstreamsHumanDecidesTheSecondUpstreamsCall(t *testing.T) {
+	upURL, _ := newEchoUpstream(t)
+	pki := newHumanPKI(t)
+	dir := t.TempDir()
+	cfg := writeTestFile(t, dir, "axgate.yaml", strings.Replace(
+		twoUpstreams(envManifest, confirmManifest, upURL, filepath.Join(dir, "pid")), "anonymous: true\n", "", 1))
+	gw := startGatewayProcess(t, "--config", cfg, "--jwks", pki.jwks, "--signing-key", pki.key,
+		"--audience", agentsAudience, "--human-audience", peopleAudience)
+	alice := connect(t, gw.url, &http.Client{Transport: bearerTransport{pki.aliceAgent}})
+	args, say := sayArgs("pay")
+	refused(t, callTool(t, alice, "echo_say", say), "AXAG_CONFIRMATION_MISSING", "")
+	code, body := confirmAt(t, gw.human, pki.alicePerson, args)
+	confirmation, _ := body["token"].(string)
+	if code != http.StatusOK || confirmation == "" {
+		t.Fatalf("confirmation of echo's say at --human: %d %v", code, body)
+	}
+	details := refused(t, callTool(t, alice, "echo_say", say, middleware.Credentials{Confirmation: confirmation}), "AXAG_APPROVAL_MISSING", "")
+	id, _ := details["approval_request_id"].(string)
+	code, body = post(t, gw.human, "/approvals/"+id, pki.bobPerson, `{"approve":true}`)
+	approval, _ := body["token"].(string)
+	if code != http.StatusOK || approval == "" {
+		t.Fatalf("approval of echo's say at --human: %d %v", code, body)
+	}
+	if res := callTool(t, alice, "echo_say", say, middleware.Credentials{Confirmation: confirmation, Approvals: []string{approval}}); res.IsError {
+		t.Fatalf("the confirmed and approved call: %s", resultText(res))
+	}
+	alice.Close()
+	gw.stop(t)
+}
+
+// TestUpstreamsReadyzWhileOneIsDown: with one of two upstreams down,
+// /readyz answers 200 (the gateway serves the other's calls, as
+// Gateway.Ready decides) and reports each upstream by name: the one that
+// serves as ready, the other with why not; its tools are refused while the
+// other's answer.
+func TestUpstreamsReadyzWhileOneIsDown(t *testing.T) {
+	upURL, echoSrv := newEchoUpstream(t)
+	dir := t.TempDir()
+	cfg := writeTestFile(t, dir, "axgate.yaml", twoUpstreams(envManifest, echoManifest, upURL, filepath.Join(dir, "pid")))
+	gw := startProcess(t, "--config", cfg, "--admin", "127.0.0.1:0")
+	admin := adminURL(t, gw.log)
+	// No new connection to echo, and those open (the gateway's) cut.
+	echoSrv.Listener.Close()
+	echoSrv.CloseClientConnections()
+	req, _ := http.NewRequest(http.MethodGet, admin+"/readyz", nil)
+	code, body := do(t, req)
+	ups, _ := body["upstreams"].(map[string]any)
+	if why, _ := ups["echo"].(string); code != http.StatusOK || ups["shell"] != "ready" || why == "" || why == "ready" {
+		t.Errorf("/readyz with echo down = %d %v, want 200, shell ready and why echo is not", code, body)
+	}
+	cs := connect(t, gw.url, http.DefaultClient)
+	if res := callTool(t, cs, "shell_env", map[string]any{}); res.IsError {
+		t.Errorf("shell_env with echo down: %s", resultText(res))
+	}
+	if res := callTool(t, cs, "echo_say", map[string]any{"text": "hi", "times": 1}); !res.IsError {
+		t.Errorf("echo_say with echo down answered: %s", resultText(res))
+	}
+	cs.Close()
+	gw.stop(t)
+}
