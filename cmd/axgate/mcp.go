@@ -143,7 +143,8 @@ and runs the children unsandboxed.
 SIGINT or SIGTERM stop the gateway: no new connections, calls in flight
 finish (up to --shutdown-timeout), then every upstream session closes and
 every child process stops. The manifest of --manifest with --upstream-* is
-read once: restart the gateway to change it. SIGHUP re-reads the TLS files.
+read once: restart the gateway to change it. SIGHUP re-reads the TLS files
+and the files of --upstream-header-file and --upstream-env-file.
 
 Several upstreams: the configuration file's upstreams: lists them, each
 with a name, a url or a command (args, env, dir), its manifest (or the
@@ -768,6 +769,11 @@ func serveMCP(ctx context.Context, e *env, c mcpConfig, ops *opsFlags, conf conf
 			case <-hup:
 				rt.reload()
 				reload(ctx)
+				// The credentials' files (API keys) of every upstream,
+				// for the requests and children from now on.
+				if err := gw.ReloadCredentials(); err != nil {
+					log.Error("axgate mcp: reading the upstream credentials' files again failed; keeping the values read before", "err", err)
+				}
 			case <-hupDone:
 				return
 			}
