@@ -700,16 +700,13 @@ func serveMCP(ctx context.Context, e *env, c mcpConfig, ops *opsFlags, conf conf
 		toolCount    int
 	)
 	if multi {
-		mu := &multiUpstreams{e: e, log: log, cfgPath: conf.file.path, manifest: c.manifest, stderr: stderr,
+		mu := &multiUpstreams{log: log, cfgPath: conf.file.path, manifest: c.manifest, stderr: stderr,
 			fresh:    func() *flag.FlagSet { fs, _, _ := mcpFlags(e); return fs },
 			childEnv: func(u upstreamConfig) []string { return c.childEnvOf(e.getenv, u.env) },
 			enforcer: newEnforcer}
 		if humanLn != nil {
-			// Checked here: the pages' options read the OIDC secret file.
-			if _, err := c.pages.options(rt.humanBase); err != nil {
-				return failf(e, "mcp", "%v", err)
-			}
-			mu.human = func(enf *axgate.Enforcer) http.Handler { h, _ := human(enf); return h }
+			// Built anew with each generation's enforcers (a reload).
+			mu.human = human
 			humanHandler = mu
 		}
 		if err := mu.start(conf.file, gopts); err != nil {

@@ -262,7 +262,6 @@ func (u upstreamConfig) options() ([]mcpgw.Option, error) {
 // over the union of the manifests (--human); SIGHUP builds them anew from
 // the file (reload).
 type multiUpstreams struct {
-	e        *env
 	log      *slog.Logger
 	cfgPath  string
 	manifest string // --manifest: the shared manifest, "" without
@@ -274,7 +273,7 @@ type multiUpstreams struct {
 	enforcer func(m, union *manifest.Manifest) (*axgate.Enforcer, error)
 	// human builds the handler of --human over an enforcer (nil without
 	// --human).
-	human func(enf *axgate.Enforcer) http.Handler
+	human func(enf *axgate.Enforcer) (http.Handler, error)
 
 	mu      sync.Mutex // serializes reloads
 	gw      *mcpgw.Gateway
@@ -349,7 +348,9 @@ func (mu *multiUpstreams) build(cf *configFile) (g *generation, err error) {
 			return nil, fmt.Errorf("--human: %s", startError(err))
 		}
 		g.enfs = append(g.enfs, enf)
-		g.pages = mu.human(enf)
+		if g.pages, err = mu.human(enf); err != nil {
+			return nil, fmt.Errorf("--human: %w", err)
+		}
 	}
 	return g, nil
 }

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/oauth2-proxy/mockoidc"
+
 	"github.com/axgate/axgate/middleware"
 )
 
@@ -223,6 +225,47 @@ func TestUpstreamsReadyzWhileOneIsDown(t *testing.T) {
 	}
 	if res := callTool(t, cs, "echo_say", map[string]any{"text": "hi", "times": 1}); !res.IsError {
 		t.Errorf("echo_say with echo down answered: %s", resultText(res))
+	}
+	cs.Close()
+	gw.stop(t)
+}
+
+// TestUpstreamsPagesDecideTheSecondUpstreamsCall: with --human serving the
+// pages (an OpenID provider's sign-in) and two upstreams, the second
+// upstream's call that needs the person's confirmation and an admin's
+// approval names its page; the person confirms there, the admin approves
+// there, and the same call repeated then runs.
+func TestUpstreamsPagesDecideTheSecondUpstreamsCall(t *testing.T) {
+	op, err := mockoidc.Run()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer op.Shutdown()
+	dir := t.TempDir()
+	secret := writeTestFile(t, dir, "oidc-secret", op.Config().ClientSecret+"\n")
+	upURL, _ := newEchoUpstream(t)
+	pki := newServePKI(t)
+	alice := personWithRoles{sub: "alice", tenant: "acme", roles: []string{"editor"}}
+	bob := personWithRoles{sub: "bob", tenant: "acme", roles: []string{"admin"}}
+	agentToken := mint(t, "principal", "--key", pki.key, "--sub", alice.sub, "--tenant", alice.tenant, "--roles", "editor", "--aud", agentsAudience)
+	cfg := writeTestFile(t, dir, "axgate.yaml", strings.Replace(
+		twoUpstreams(t, envManifest, confirmManifest, upURL, filepath.Join(dir, "pid")), "anonymous: true\n", "", 1))
+	gw := startGatewayProcess(t, "--config", cfg, "--jwks", pki.jwks, "--signing-key", pki.key,
+		"--audience", agentsAudience, "--human-audience", peopleAudience,
+		"--oidc-issuer", op.Issuer(), "--oidc-client-id", op.Config().ClientID, "--oidc-client-secret-file", secret)
+	cs := connect(t, gw.url, &http.Client{Transport: bearerTransport{agentToken}})
+	say := map[string]any{"text": "paged", "times": 1}
+	d := refused(t, callTool(t, cs, "echo_say", say), "AXAG_CONFIRMATION_MISSING", "")
+	page, _ := d["decision_url"].(string)
+	if !strings.HasPrefix(page, gw.human+"/requests/") {
+		t.Fatalf("the refusal names the page %q, want one under %s/requests/", page, gw.human)
+	}
+	decideOnPage(t, op, alice, page, "confirm")
+	d = refused(t, callTool(t, cs, "echo_say", say), "AXAG_APPROVAL_MISSING", "")
+	page, _ = d["decision_url"].(string)
+	decideOnPage(t, op, bob, page, "approve")
+	if res := callTool(t, cs, "echo_say", say); res.IsError || !strings.Contains(resultText(res), "paged") {
+		t.Fatalf("the call decided on the pages: %s", resultText(res))
 	}
 	cs.Close()
 	gw.stop(t)
