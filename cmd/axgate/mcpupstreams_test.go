@@ -270,3 +270,35 @@ func TestUpstreamsPagesDecideTheSecondUpstreamsCall(t *testing.T) {
 	cs.Close()
 	gw.stop(t)
 }
+
+// TestUpstreamsShareOneManifest: upstreams without a manifest of their own
+// take the actions of --manifest that name them: each serves its own
+// tools, under its prefix, and nothing of the other's.
+func TestUpstreamsShareOneManifest(t *testing.T) {
+	upURL, _ := newEchoUpstream(t)
+	dir := t.TempDir()
+	shared := writeTestFile(t, dir, "axag.json", strings.Replace(sharedManifest, "%s", "echo", 1))
+	cfg := writeTestFile(t, dir, "axgate.yaml", `anonymous: true
+tool_separator: "."
+upstreams:
+  - name: shell
+    command: `+strconv.Quote(os.Args[0])+`
+    env: {`+testAs+`: env-upstream}
+  - name: echo
+    url: `+upURL+`
+`)
+	gw := startProcess(t, "--config", cfg, "--manifest", shared)
+	cs := connect(t, gw.url, http.DefaultClient)
+	if got, want := listed(t, cs), []string{"echo.say", "shell.env"}; !slices.Equal(got, want) {
+		t.Fatalf("tools/list = %v, want %v (shell's hold is in no manifest)", got, want)
+	}
+	if res := callTool(t, cs, "echo.say", map[string]any{"text": "hi", "times": 1}); res.IsError || !strings.Contains(resultText(res), "hi") {
+		t.Errorf("echo.say: %s", resultText(res))
+	}
+	if res := callTool(t, cs, "shell.env", map[string]any{}); res.IsError {
+		t.Errorf("shell.env: %s", resultText(res))
+	}
+	refused(t, callTool(t, cs, "shell.hold", map[string]any{}), "AXAG_INTENT_NOT_FOUND", "")
+	cs.Close()
+	gw.stop(t)
+}
