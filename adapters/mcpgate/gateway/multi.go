@@ -80,6 +80,11 @@ func (g *Gateway) newBackends(upstreams []Named, old *upstreamSet) ([]*backend, 
 		}
 		b, err := g.newBackend(n, g.cfg)
 		if err != nil {
+			for _, made := range list {
+				if old == nil || !slices.Contains(old.list, made) {
+					made.stop()
+				}
+			}
 			if n.Name != "" {
 				return nil, fmt.Errorf("%w (upstream %s)", err, n.Name)
 			}
@@ -88,6 +93,11 @@ func (g *Gateway) newBackends(upstreams []Named, old *upstreamSet) ([]*backend, 
 		list = append(list, b)
 	}
 	if err := checkFrontNames(list, nil); err != nil {
+		for _, b := range list {
+			if old == nil || !slices.Contains(old.list, b) {
+				b.stop()
+			}
+		}
 		return nil, err
 	}
 	return list, nil
@@ -362,7 +372,9 @@ func sameWriter(a, b Upstream) (same bool) {
 // that is new is connected before Reload returns, its sessions started at
 // the sessions' next requests. Everything is checked, and new upstreams
 // connected, before anything changes: on error nothing has. Options of
-// the front cannot change.
+// the front cannot change. A replaced enforcer may still run the calls in
+// flight when Reload returns: close it once they end (after
+// WithCallTimeout).
 func (g *Gateway) Reload(ctx context.Context, upstreams []Named) error {
 	g.reloading.Lock()
 	defer g.reloading.Unlock()
@@ -384,6 +396,9 @@ func (g *Gateway) Reload(ctx context.Context, upstreams []Named) error {
 		}
 	}
 	if err := checkFrontNames(list, pols); err != nil {
+		for _, b := range fresh {
+			b.stop()
+		}
 		return err
 	}
 	if err := startWithin(ctx, fresh); err != nil {
