@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/oauth2-proxy/mockoidc"
 
 	"github.com/axgate/axgate/middleware"
@@ -301,4 +303,33 @@ upstreams:
 	refused(t, callTool(t, cs, "shell.hold", map[string]any{}), "AXAG_INTENT_NOT_FOUND", "")
 	cs.Close()
 	gw.stop(t)
+}
+
+// TestUpstreamsStdio: a desktop client starts one gateway (--stdio) for
+// two upstreams: it lists the union and calls each.
+func TestUpstreamsStdio(t *testing.T) {
+	upURL, _ := newEchoUpstream(t)
+	dir := t.TempDir()
+	cfg := writeTestFile(t, dir, "axgate.yaml", strings.Replace(
+		twoUpstreams(t, envManifest, echoManifest, upURL, filepath.Join(dir, "pid")), "anonymous: true\n", "", 1))
+	cmd := exec.Command(os.Args[0], "mcp", "--stdio", "--local-user", "me", "--config", cfg)
+	cmd.Env = append(os.Environ(), testAs+"=axgate")
+	pr, pw := io.Pipe()
+	cmd.Stderr = pw
+	log := newLineWatcher(pr)
+	defer pw.Close()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "desktop", Version: "v1"}, nil).Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, log.all())
+	}
+	defer cs.Close()
+	if got, want := listed(t, cs), []string{"echo_say", "shell_env", "shell_hold"}; !slices.Equal(got, want) {
+		t.Fatalf("tools/list = %v, want %v", got, want)
+	}
+	if res := callTool(t, cs, "echo_say", map[string]any{"text": "hi", "times": 1}); res.IsError {
+		t.Errorf("echo_say: %s", resultText(res))
+	}
+	if res := callTool(t, cs, "shell_env", map[string]any{}); res.IsError {
+		t.Errorf("shell_env: %s", resultText(res))
+	}
 }
