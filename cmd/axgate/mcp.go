@@ -686,7 +686,7 @@ func serveMCP(ctx context.Context, e *env, c mcpConfig, ops *opsFlags, conf conf
 	gopts = append(gopts, mcpgw.WithMCPOptions(mcpOpts...))
 	// human is the handler of --human over enf.
 	human := func(enf *axgate.Enforcer) (http.Handler, error) {
-		popts, err := c.pages.options(rt.humanBase)
+		popts, err := c.pages.options(rt.humanBase, c.signingKey)
 		if err != nil {
 			return nil, err
 		}

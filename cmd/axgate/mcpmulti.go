@@ -485,7 +485,7 @@ func (mu *multiUpstreams) reload(ctx context.Context) {
 	old := mu.enfs
 	mu.enfs, mu.byDigest, mu.summary = g.enfs, g.byDigest, g.summary
 	if g.pages != nil {
-		// People signed in to the pages before sign in again.
+		// The pages anew (people stay signed in with --signing-key).
 		mu.pages.Store(&g.pages)
 	}
 	// Calls still in the old enforcers' chains finish with what they hold.
