@@ -143,7 +143,8 @@ and runs the children unsandboxed.
 SIGINT or SIGTERM stop the gateway: no new connections, calls in flight
 finish (up to --shutdown-timeout), then every upstream session closes and
 every child process stops. The manifest of --manifest with --upstream-* is
-read once: restart the gateway to change it. SIGHUP re-reads the TLS files.
+read once: restart the gateway to change it. SIGHUP re-reads the TLS files
+and the files of --upstream-header-file and --upstream-env-file.
 
 Several upstreams: the configuration file's upstreams: lists them, each
 with a name, a url or a command (args, env, dir), its manifest (or the
@@ -685,7 +686,7 @@ func serveMCP(ctx context.Context, e *env, c mcpConfig, ops *opsFlags, conf conf
 	gopts = append(gopts, mcpgw.WithMCPOptions(mcpOpts...))
 	// human is the handler of --human over enf.
 	human := func(enf *axgate.Enforcer) (http.Handler, error) {
-		popts, err := c.pages.options(rt.humanBase)
+		popts, err := c.pages.options(rt.humanBase, c.signingKey)
 		if err != nil {
 			return nil, err
 		}
@@ -699,16 +700,13 @@ func serveMCP(ctx context.Context, e *env, c mcpConfig, ops *opsFlags, conf conf
 		toolCount    int
 	)
 	if multi {
-		mu := &multiUpstreams{e: e, log: log, cfgPath: conf.file.path, manifest: c.manifest, stderr: stderr,
+		mu := &multiUpstreams{log: log, cfgPath: conf.file.path, manifest: c.manifest, stderr: stderr,
 			fresh:    func() *flag.FlagSet { fs, _, _ := mcpFlags(e); return fs },
 			childEnv: func(u upstreamConfig) []string { return c.childEnvOf(e.getenv, u.env) },
 			enforcer: newEnforcer}
 		if humanLn != nil {
-			// Checked here: the pages' options read the OIDC secret file.
-			if _, err := c.pages.options(rt.humanBase); err != nil {
-				return failf(e, "mcp", "%v", err)
-			}
-			mu.human = func(enf *axgate.Enforcer) http.Handler { h, _ := human(enf); return h }
+			// Built anew with each generation's enforcers (a reload).
+			mu.human = human
 			humanHandler = mu
 		}
 		if err := mu.start(conf.file, gopts); err != nil {
@@ -768,6 +766,11 @@ func serveMCP(ctx context.Context, e *env, c mcpConfig, ops *opsFlags, conf conf
 			case <-hup:
 				rt.reload()
 				reload(ctx)
+				// The credentials' files (API keys) of every upstream,
+				// for the requests and children from now on.
+				if err := gw.ReloadCredentials(); err != nil {
+					log.Error("axgate mcp: reading the upstream credentials' files again failed; keeping the values read before", "err", err)
+				}
 			case <-hupDone:
 				return
 			}

@@ -1,11 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net/http"
 	"os"
@@ -44,11 +47,62 @@ func upstreamFlagsWithUpstreams(conf configured) []string {
 	return given
 }
 
-// resolvedUpstream is an upstreams: entry with its manifest loaded.
+// resolvedUpstream is an upstreams: entry with its manifest loaded, and
+// the digest of the file it was read from (its own, or --manifest).
 type resolvedUpstream struct {
-	cfg upstreamConfig
-	m   *manifest.Manifest
+	cfg    upstreamConfig
+	m      *manifest.Manifest
+	digest [sha256.Size]byte
 }
+
+// loadManifest reads the manifest file at path, and the SHA-256 of the
+// bytes it was read from.
+func loadManifest(path string) (*manifest.Manifest, [sha256.Size]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, [sha256.Size]byte{}, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxManifestFileBytes+1))
+	if err != nil {
+		return nil, [sha256.Size]byte{}, fmt.Errorf("%s: %w", path, err)
+	}
+	if len(data) > maxManifestFileBytes {
+		return nil, [sha256.Size]byte{}, fmt.Errorf("%s: larger than %d bytes", path, maxManifestFileBytes)
+	}
+	// Parsed as LoadFile would (the name tells the format), from the
+	// very bytes the digest is of.
+	m, err := manifest.LoadFS(oneFile{name: path, data: data}, path)
+	return m, sha256.Sum256(data), err
+}
+
+// maxManifestFileBytes is manifest.Load's bound.
+const maxManifestFileBytes = 16 << 20
+
+// oneFile is an fs.FS of one file held in memory.
+type oneFile struct {
+	name string
+	data []byte
+}
+
+func (o oneFile) Open(name string) (fs.File, error) {
+	if name != o.name {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrNotExist}
+	}
+	return &memFile{Reader: bytes.NewReader(o.data), name: name}, nil
+}
+
+// memFile is oneFile's file.
+type memFile struct {
+	*bytes.Reader
+	name string
+}
+
+func (f *memFile) Stat() (fs.FileInfo, error) {
+	return nil, &fs.PathError{Op: "stat", Path: f.name, Err: errors.ErrUnsupported}
+}
+
+func (f *memFile) Close() error { return nil }
 
 // resolveUpstreams loads the manifests of the upstreams: an upstream's own
 // (manifest:), or the entries of the shared manifest (--manifest, at
@@ -76,7 +130,10 @@ func resolveUpstreams(cf *configFile, sharedPath string) ([]resolvedUpstream, er
 			needShared = true
 		}
 	}
-	var shared *manifest.Manifest
+	var (
+		shared       *manifest.Manifest
+		sharedDigest [sha256.Size]byte
+	)
 	switch {
 	case needShared && sharedPath == "":
 		var without []string
@@ -93,12 +150,12 @@ func resolveUpstreams(cf *configFile, sharedPath string) ([]resolvedUpstream, er
 			fail(nil, "%v", err)
 			break
 		}
-		m, err := manifest.LoadFile(sharedPath)
+		m, digest, err := loadManifest(sharedPath)
 		if err != nil {
 			fail(nil, "--manifest %v", err)
 			break
 		}
-		shared = m
+		shared, sharedDigest = m, digest
 		for _, a := range m.Checked() {
 			u, ok := names[a.Upstream]
 			switch {
@@ -121,11 +178,12 @@ func resolveUpstreams(cf *configFile, sharedPath string) ([]resolvedUpstream, er
 				fail(u, "%v", err)
 				continue
 			}
-			m, err := manifest.LoadFile(u.manifest)
+			m, digest, err := loadManifest(u.manifest)
 			if err != nil {
 				fail(u, "manifest %v", err)
 				continue
 			}
+			r.digest = digest
 			for _, a := range m.Checked() {
 				if a.Upstream != "" && a.Upstream != u.name {
 					fail(u, "its manifest %s declares %s for the upstream %q", u.manifest, a.Intent, a.Upstream)
@@ -133,7 +191,8 @@ func resolveUpstreams(cf *configFile, sharedPath string) ([]resolvedUpstream, er
 			}
 			r.m = m
 		} else if shared != nil {
-			r.m = shared.ForUpstream(u.name)
+			// Not the digest of a manifest of its own with the same bytes.
+			r.m, r.digest = shared.ForUpstream(u.name), sha256.Sum256(append([]byte("--manifest "), sharedDigest[:]...))
 		}
 		if r.m == nil {
 			continue
@@ -262,7 +321,6 @@ func (u upstreamConfig) options() ([]mcpgw.Option, error) {
 // over the union of the manifests (--human); SIGHUP builds them anew from
 // the file (reload).
 type multiUpstreams struct {
-	e        *env
 	log      *slog.Logger
 	cfgPath  string
 	manifest string // --manifest: the shared manifest, "" without
@@ -274,21 +332,34 @@ type multiUpstreams struct {
 	enforcer func(m, union *manifest.Manifest) (*axgate.Enforcer, error)
 	// human builds the handler of --human over an enforcer (nil without
 	// --human).
-	human func(enf *axgate.Enforcer) http.Handler
+	human func(enf *axgate.Enforcer) (http.Handler, error)
 
-	mu      sync.Mutex // serializes reloads
-	gw      *mcpgw.Gateway
-	enfs    []*axgate.Enforcer // the current generation's, closed by the next
-	pages   atomic.Pointer[http.Handler]
-	summary string // the upstreams and their tool counts, for the log
+	mu   sync.Mutex // serializes reloads
+	gw   *mcpgw.Gateway
+	enfs []*axgate.Enforcer // the current generation's, closed by the next
+	// byDigest is each upstream's enforcer of the current generation, by
+	// name, with the digest of its manifest's file: a reload whose file did
+	// not change keeps it (and so tells no client its tools changed).
+	byDigest map[string]keptEnforcer
+	pages    atomic.Pointer[http.Handler]
+	summary  string // the upstreams and their tool counts, for the log
+}
+
+// keptEnforcer is an upstream's enforcer and the digest of its manifest's
+// file.
+type keptEnforcer struct {
+	digest [sha256.Size]byte
+	enf    *axgate.Enforcer
 }
 
 // generation is the upstreams built from one reading of the file.
 type generation struct {
-	named   []mcpgw.Named
-	enfs    []*axgate.Enforcer
-	pages   http.Handler
-	summary string
+	named    []mcpgw.Named
+	enfs     []*axgate.Enforcer // all of the generation's
+	made     []*axgate.Enforcer // those made for it (not kept from the last)
+	byDigest map[string]keptEnforcer
+	pages    http.Handler
+	summary  string
 }
 
 // build reads the upstreams of cf into a generation: an enforcer per
@@ -298,10 +369,10 @@ func (mu *multiUpstreams) build(cf *configFile) (g *generation, err error) {
 	if err != nil {
 		return nil, err
 	}
-	g = &generation{}
+	g = &generation{byDigest: map[string]keptEnforcer{}}
 	defer func() {
 		if err != nil {
-			for _, enf := range g.enfs {
+			for _, enf := range g.made {
 				enf.Close()
 			}
 		}
@@ -318,11 +389,15 @@ func (mu *multiUpstreams) build(cf *configFile) (g *generation, err error) {
 	var summary []string
 	for _, r := range ups {
 		u := r.cfg
-		enf, err := mu.enforcer(r.m, union)
-		if err != nil {
-			return nil, fmt.Errorf("upstream %s: %s", u.name, startError(err))
+		enf := mu.byDigest[u.name].enf
+		if enf == nil || mu.byDigest[u.name].digest != r.digest {
+			if enf, err = mu.enforcer(r.m, union); err != nil {
+				return nil, fmt.Errorf("upstream %s: %s", u.name, startError(err))
+			}
+			g.made = append(g.made, enf)
 		}
 		g.enfs = append(g.enfs, enf)
+		g.byDigest[u.name] = keptEnforcer{digest: r.digest, enf: enf}
 		up := mcpgw.Upstream{URL: u.url}
 		if u.command != "" {
 			up = mcpgw.Upstream{Command: u.command, Args: u.args, Env: mu.childEnv(u), Dir: u.dir, Stderr: mu.stderr}
@@ -348,8 +423,10 @@ func (mu *multiUpstreams) build(cf *configFile) (g *generation, err error) {
 		if err != nil {
 			return nil, fmt.Errorf("--human: %s", startError(err))
 		}
-		g.enfs = append(g.enfs, enf)
-		g.pages = mu.human(enf)
+		g.enfs, g.made = append(g.enfs, enf), append(g.made, enf)
+		if g.pages, err = mu.human(enf); err != nil {
+			return nil, fmt.Errorf("--human: %w", err)
+		}
 	}
 	return g, nil
 }
@@ -362,12 +439,12 @@ func (mu *multiUpstreams) start(cf *configFile, gopts []mcpgw.Option) error {
 	}
 	gw, err := mcpgw.NewMulti(g.named, gopts...)
 	if err != nil {
-		for _, enf := range g.enfs {
+		for _, enf := range g.made {
 			enf.Close()
 		}
 		return err
 	}
-	mu.gw, mu.enfs, mu.summary = gw, g.enfs, g.summary
+	mu.gw, mu.enfs, mu.byDigest, mu.summary = gw, g.enfs, g.byDigest, g.summary
 	if g.pages != nil {
 		mu.pages.Store(&g.pages)
 	}
@@ -399,16 +476,16 @@ func (mu *multiUpstreams) reload(ctx context.Context) {
 		return
 	}
 	if err := mu.gw.Reload(ctx, g.named); err != nil {
-		for _, enf := range g.enfs {
+		for _, enf := range g.made {
 			enf.Close()
 		}
 		fail(err)
 		return
 	}
 	old := mu.enfs
-	mu.enfs, mu.summary = g.enfs, g.summary
+	mu.enfs, mu.byDigest, mu.summary = g.enfs, g.byDigest, g.summary
 	if g.pages != nil {
-		// People signed in to the pages before sign in again.
+		// The pages anew (people stay signed in with --signing-key).
 		mu.pages.Store(&g.pages)
 	}
 	// Calls still in the old enforcers' chains finish with what they hold.

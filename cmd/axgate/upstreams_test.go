@@ -1,11 +1,16 @@
 package main
 
 import (
+	"flag"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/axgate/axgate"
+	"github.com/axgate/axgate/manifest"
 )
 
 // envManifest declares the env and hold tools of the test binary as an MCP
@@ -204,5 +209,48 @@ func TestREADMEUpstreamsConfig(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("config check does not show %q:\n%s", want, out)
 		}
+	}
+}
+
+// TestUpstreamsReloadKeepsTheEnforcerOfAnUnchangedManifest: a reload keeps
+// the enforcer of an upstream whose manifest file did not change (the
+// gateway then sees its upstream unchanged, and tells no client its tools
+// changed), and builds a new one for a manifest that changed.
+func TestUpstreamsReloadKeepsTheEnforcerOfAnUnchangedManifest(t *testing.T) {
+	dir := t.TempDir()
+	echoM := filepath.Join(dir, "echo.json")
+	copyFile(t, echoManifest, echoM)
+	cfgPath := writeTestFile(t, dir, "axgate.yaml", "upstreams:\n  - name: shell\n    command: "+strconv.Quote(os.Args[0])+"\n    manifest: "+envManifest+
+		"\n  - name: echo\n    url: http://127.0.0.1:1/mcp\n    manifest: "+echoM+"\n")
+	fresh := func() *flag.FlagSet {
+		fs, _, _ := mcpFlags(&env{stdout: io.Discard, stderr: io.Discard, getenv: func(string) string { return "" }})
+		return fs
+	}
+	made := 0
+	mu := &multiUpstreams{fresh: fresh, childEnv: func(upstreamConfig) []string { return nil },
+		enforcer: func(m, _ *manifest.Manifest) (*axgate.Enforcer, error) { made++; return axgate.New(m) }}
+	build := func() *generation {
+		t.Helper()
+		cf, err := readConfigFile(cfgPath, fresh())
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, err := mu.build(cf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mu.byDigest = g.byDigest
+		return g
+	}
+	first := build()
+	same := build()
+	if made != 2 || same.named[0].Enforcer != first.named[0].Enforcer || same.named[1].Enforcer != first.named[1].Enforcer {
+		t.Errorf("a reload of unchanged manifests made %d enforcers, want none new", made-2)
+	}
+	data, _ := os.ReadFile(echoM)
+	writeTestFile(t, dir, "echo.json", strings.Replace(string(data), `"maximum": 3`, `"maximum": 1`, 1))
+	changed := build()
+	if made != 3 || changed.named[0].Enforcer != first.named[0].Enforcer || changed.named[1].Enforcer == first.named[1].Enforcer {
+		t.Errorf("echo's manifest changed: %d enforcers made, want 3 (shell's kept, echo's new)", made)
 	}
 }
