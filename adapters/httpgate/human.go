@@ -115,6 +115,9 @@ func NewHumanHandler(enf *axgate.Enforcer, person HumanPrincipalFunc, opts ...Op
 		key = cfg.signIn.oidc.cfg.CookieKey
 	}
 	h := &humanHandler{cfg: cfg, enf: enf, mux: http.NewServeMux(), sessions: newSessions(key, igate.ReplayOf(enf)), crossOrigin: http.NewCrossOriginProtection()}
+	if key != nil {
+		h.sessions.issuer = cfg.signIn.oidc.cfg.Issuer + " " + cfg.signIn.oidc.cfg.ClientID
+	}
 	h.mux.HandleFunc("POST /confirmations", h.confirm)
 	h.mux.HandleFunc("GET /approvals", h.pending)
 	h.mux.HandleFunc("POST /approvals/{id}", h.decide)

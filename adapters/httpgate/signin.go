@@ -248,8 +248,12 @@ const (
 // ended (signed out, or replaced by a new sign-in), in the replay store
 // until they expire.
 type sessions struct {
-	key    []byte // signs the cookies
-	keyErr error  // a CookieKey too short: no cookie is signed or accepted
+	key []byte // signs the cookies
+	// issuer names the provider and client the cookies' people signed in
+	// at (their iss): a deployment given the same key but signing in
+	// elsewhere takes none of them.
+	issuer string
+	keyErr error // a CookieKey too short: no cookie is signed or accepted
 	replay token.ReplayStore
 	now    func() time.Time
 }
@@ -277,8 +281,8 @@ func newSessions(key []byte, replay token.ReplayStore) *sessions {
 // sign-in it could not check.
 var errStore = errors.New("httpgate: the store of the pages' sessions is unavailable")
 
-// parse verifies a cookie of audience aud signed with the key, unexpired,
-// and issued after the replay store began to remember (a store that
+// parse verifies a cookie of audience aud signed with the key, of the
+// sessions' issuer, unexpired, and issued after the replay store began to remember (a store that
 // forgets on restart could not tell an ended session from a live one).
 func (s *sessions) parse(raw, aud string, claims jwt.Claims) bool {
 	if s.keyErr != nil || raw == "" || len(raw) > maxCookieBytes {
@@ -288,6 +292,11 @@ func (s *sessions) parse(raw, aud string, claims jwt.Claims) bool {
 		jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}), jwt.WithExpirationRequired(),
 		jwt.WithIssuedAt(), jwt.WithLeeway(cookieLeeway), jwt.WithAudience(aud), jwt.WithTimeFunc(s.now))
 	if err != nil {
+		return false
+	}
+	// Compared here, not by jwt.WithIssuer, which takes any issuer when
+	// given "".
+	if iss, _ := claims.GetIssuer(); iss != s.issuer {
 		return false
 	}
 	iat, _ := claims.GetIssuedAt()
@@ -325,7 +334,7 @@ func (s *sessions) start(ctx context.Context, p middleware.Principal, old string
 	now := s.now()
 	sess = &session{id: rand.Text() + rand.Text(), person: p, csrf: rand.Text() + rand.Text(), expires: now.Add(sessionLifetime).Truncate(time.Second)}
 	claims := sessionClaims{Tenant: p.Tenant, Roles: p.Roles, CSRF: sess.csrf, RegisteredClaims: jwt.RegisteredClaims{
-		Subject: p.ID, ID: sess.id, Audience: jwt.ClaimStrings{sessionAudience},
+		Issuer: s.issuer, Subject: p.ID, ID: sess.id, Audience: jwt.ClaimStrings{sessionAudience},
 		IssuedAt: jwt.NewNumericDate(now), ExpiresAt: jwt.NewNumericDate(sess.expires),
 	}}
 	cookie, err = s.sign(claims)
@@ -366,7 +375,7 @@ func (s *sessions) begin(p *pendingSignIn) (state, cookie string, err error) {
 	state = rand.Text() + rand.Text()
 	now := s.now()
 	claims := pendingClaims{Verifier: p.verifier, Nonce: p.nonce, Next: p.next, RegisteredClaims: jwt.RegisteredClaims{
-		ID: state, Audience: jwt.ClaimStrings{signInAudience},
+		Issuer: s.issuer, ID: state, Audience: jwt.ClaimStrings{signInAudience},
 		IssuedAt: jwt.NewNumericDate(now), ExpiresAt: jwt.NewNumericDate(now.Add(signInLifetime)),
 	}}
 	cookie, err = s.sign(claims)

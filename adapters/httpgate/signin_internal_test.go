@@ -137,3 +137,35 @@ func BenchmarkSessionCookieCheck(b *testing.B) {
 		}
 	}
 }
+
+// TestCookiesOfAnotherProviderAreRefused: two deployments given the same
+// cookie key (and store) but signing people in at another provider or
+// client take none of each other's cookies: neither the session nor the
+// sign-in in progress.
+func TestCookiesOfAnotherProviderAreRefused(t *testing.T) {
+	ctx := context.Background()
+	key := []byte(strings.Repeat("k", cookieKeySize))
+	store := token.NewMemoryReplayStore(token.MemoryReplayOptions{})
+	staging, prod := newSessions(key, store), newSessions(key, store)
+	staging.issuer, prod.issuer = "https://id.staging.example staging-pages", "https://id.example pages"
+	cookie, _, err := staging.start(ctx, middleware.Principal{ID: "alice", Roles: []string{"admin"}}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, _ := staging.get(ctx, cookie); s == nil {
+		t.Fatal("staging refused its own session")
+	}
+	if s, err := prod.get(ctx, cookie); s != nil || err != nil {
+		t.Errorf("prod took staging's session: %+v %v", s, err)
+	}
+	state, pending, err := staging.begin(&pendingSignIn{verifier: "v", nonce: "n", next: "/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := prod.pending(state, pending); p != nil {
+		t.Errorf("prod took staging's sign-in in progress: %+v", p)
+	}
+	if p := staging.pending(state, pending); p == nil {
+		t.Error("staging refused its own sign-in in progress")
+	}
+}
