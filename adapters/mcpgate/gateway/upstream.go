@@ -285,6 +285,7 @@ func (l *link) transport() mcp.Transport {
 		Dir:     g.up.Dir,
 		Stderr:  g.up.Stderr,
 		Sandbox: g.cfg.contained,
+		Grace:   g.cfg.childGrace,
 	}, limit, &l.tooLarge)
 }
 
