@@ -65,7 +65,7 @@ func TestExitStatusRuleForEveryCommand(t *testing.T) {
 		{"serve invalid manifest", serve("--anonymous", "--manifest", invalid), exitFail, "axgate serve: invalid AXAG manifest"},
 		{"serve missing jwks", serve("--manifest", full, "--jwks", missing), exitUsage, "axgate serve: --jwks " + missing + ": no such file"},
 		{"serve jwks without keys", serve("--manifest", full, "--jwks", noKeys), exitFail, "axgate serve: --jwks " + noKeys + ": the key set holds no public key"},
-		{"serve jwks not JSON", serve("--manifest", full, "--jwks", notJSON), exitFail, "axgate serve: --jwks " + notJSON + ": JWK Set is not valid JSON"},
+		{"serve jwks not JSON", serve("--manifest", full, "--jwks", notJSON), exitFail, "axgate serve: --jwks " + notJSON + ": token: jwks: not valid JSON"},
 		{"serve missing signing key", serve("--anonymous", "--manifest", full, "--signing-key", missing), exitUsage, "axgate serve: --signing-key " + missing + ": no such file"},
 		{"serve missing config", serve("--config", filepath.Join(dir, "missing.yaml")), exitUsage, "axgate serve: --config " + filepath.Join(dir, "missing.yaml") + ": no such file"},
 		{"mcp missing manifest", mcp("--anonymous", "--manifest", missing), exitUsage, "axgate mcp: --manifest " + missing + ": no such file"},

@@ -21,7 +21,7 @@ import (
 
 // ErrApprovalStoreFull is returned when a MemoryApprovalStore holds as many
 // live requests as it may.
-var ErrApprovalStoreFull = errors.New("approval store is full")
+var ErrApprovalStoreFull = errors.New("gates: approval store is full")
 
 // approvalTransitions is the state machine of approval requests, in the
 // style of the task state machine of the AXAG validation rules: a request is
