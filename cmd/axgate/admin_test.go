@@ -65,6 +65,7 @@ func getStatus(t *testing.T, url string) (int, map[string]any) {
 // /healthz answers, /readyz fails while the upstream is down, and pprof is
 // not served unless asked.
 func TestServeAdminMetrics(t *testing.T) {
+	t.Parallel()
 	pki := newServePKI(t)
 	up := httptest.NewServer(&fakeUpstream{})
 	defer up.Close()
@@ -137,6 +138,7 @@ func TestServeAdminMetrics(t *testing.T) {
 
 // TestServeAdminPprof: --pprof serves the profiles on the admin server.
 func TestServeAdminPprof(t *testing.T) {
+	t.Parallel()
 	up := httptest.NewServer(&fakeUpstream{})
 	defer up.Close()
 	rs := startServe(t, nil, "--manifest", filepath.Join("testdata", "serve", "shop.json"), "--upstream", up.URL,
@@ -200,6 +202,7 @@ func (p *tcpProxy) close() {
 // TestServeReadyzRedis: with --redis, /readyz fails while Redis cannot be
 // reached (here: the connection to it is cut), naming Redis.
 func TestServeReadyzRedis(t *testing.T) {
+	t.Parallel()
 	raw := os.Getenv("AXGATE_REDIS_URL")
 	if raw == "" {
 		t.Skip("no Redis: set AXGATE_REDIS_URL (bash .ci/redis.sh prints one)")
