@@ -244,9 +244,13 @@ type elicitation struct {
 }
 
 // elicitation returns nil when the client can be neither asked nor sent to
-// a page.
-func (c config) elicitation(req *mcp.CallToolRequest) *elicitation {
-	caps := req.ClientCapabilities()
+// a page. The client's capabilities are read only when the call's chain
+// may ask (mayAsk); otherwise the client is taken to offer neither.
+func (c config) elicitation(req *mcp.CallToolRequest, mayAsk bool) *elicitation {
+	var caps *mcp.ClientCapabilities
+	if mayAsk {
+		caps = req.ClientCapabilities()
+	}
 	el := &elicitation{keys: c.elicit}
 	if r, ok := req.Params.InputResponses[DecisionInputID].(*mcp.ElicitResult); ok && r != nil {
 		el.decided = true

@@ -185,6 +185,7 @@ func ToolHandler(e *axgate.Enforcer, tool middleware.Invoker, opts ...Option) mc
 
 func (c config) handler(e *axgate.Enforcer, tool middleware.Invoker) mcp.ToolHandler {
 	inv := e.Wrap(tool)
+	quiet := quietTools(e)
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		if req == nil || req.Params == nil {
 			return c.refuse(axerr.New(axerr.CodeInvalidArguments, "the tools/call request has no params"))
@@ -203,7 +204,7 @@ func (c config) handler(e *axgate.Enforcer, tool middleware.Invoker) mcp.ToolHan
 		call := middleware.NewCall(req.Params.Name, req.Params.Arguments, p)
 		call.Credentials = creds
 
-		el := c.elicitation(req)
+		el := c.elicitation(req, !quiet[req.Params.Name])
 		if el != nil && el.decided {
 			// Back from the page of the call's decision: the state must be
 			// this call's, and the decision held for it is what counts (the
@@ -249,6 +250,35 @@ func (c config) handler(e *axgate.Enforcer, tool middleware.Invoker) mcp.ToolHan
 		}
 		return Success(res)
 	}
+}
+
+// quietTools are the manifest's tools whose chain cannot ask the person
+// through the client: every stage of it is one of the standard chain's
+// that neither asks (call.Elicit) nor refuses for a missing decision, so
+// that the client's capabilities are never read for them (on MCP
+// 2026-07-28 they come in each request's _meta, and the SDK decodes them
+// anew at each read). A stage of another name, as a custom stage
+// (axgate.WithPreExecution) may be, counts as one that may ask.
+func quietTools(e *axgate.Enforcer) map[string]bool {
+	out := map[string]bool{}
+	for _, t := range e.Tools() {
+		stages, ok := e.StagesFor(t.Name)
+		if !ok {
+			continue
+		}
+		quiet := true
+		for _, s := range stages {
+			switch s {
+			case middleware.StageObserve, middleware.StageIntent, middleware.StageAccess, middleware.StageParams,
+				middleware.StageConstraints, middleware.StagePreconditions, middleware.StageRateLimit,
+				middleware.StageIdempotency, middleware.StageCommit, middleware.StagePostconditions, middleware.StageTool:
+			default:
+				quiet = false
+			}
+		}
+		out[t.Name] = quiet
+	}
+	return out
 }
 
 // refuse renders a refusal: a tool result with isError, or, with

@@ -34,7 +34,7 @@ const (
 // clientCaps are the capabilities the link's client session offered the
 // gateway, nil for the gateway's own session or when it offered none.
 func (l *link) clientCaps() *mcp.ClientCapabilities {
-	if l.client == nil || l.g.cfg.toolsOnly {
+	if l.client == nil || l.b.cfg.toolsOnly {
 		return nil
 	}
 	if ip := l.client.InitializeParams(); ip != nil {
@@ -52,11 +52,11 @@ func (l *link) forwards(method string) bool {
 	}
 	switch method {
 	case methodListRoots:
-		return l.g.cfg.forwardClientRoots && caps.RootsV2 != nil
+		return l.b.cfg.forwardClientRoots && caps.RootsV2 != nil
 	case methodCreateMessage:
-		return l.g.cfg.allowSampling && caps.Sampling != nil
+		return l.b.cfg.allowSampling && caps.Sampling != nil
 	case methodElicit:
-		return l.g.cfg.allowElicitation && caps.Elicitation != nil
+		return l.b.cfg.allowElicitation && caps.Elicitation != nil
 	}
 	return false
 }
@@ -65,16 +65,16 @@ func (l *link) forwards(method string) bool {
 // command, and the name and version it gave at initialize.
 func (l *link) upstreamIdentity() []any {
 	attrs := []any{}
-	if l.g.up.URL != "" {
+	if l.b.up.URL != "" {
 		// Without what may be a credential: user info and query.
-		shown := l.g.up.URL
+		shown := l.b.up.URL
 		if u, err := url.Parse(shown); err == nil {
 			u.User, u.RawQuery, u.Fragment = nil, "", ""
 			shown = u.String()
 		}
 		attrs = append(attrs, "upstream_url", shown)
 	} else {
-		attrs = append(attrs, "upstream_command", l.g.up.Command)
+		attrs = append(attrs, "upstream_command", l.b.up.Command)
 	}
 	if cs := l.current(); cs != nil {
 		if ir := cs.InitializeResult(); ir != nil && ir.ServerInfo != nil {
@@ -98,7 +98,7 @@ func (l *link) logAskLine(level slog.Level, msg, method string) {
 	if !l.askLogs.Allow() {
 		return
 	}
-	l.g.cfg.logger.Log(context.Background(), level, msg, append([]any{"method", method}, l.upstreamIdentity()...)...)
+	l.b.cfg.logger.Log(context.Background(), level, msg, append([]any{"method", method}, l.upstreamIdentity()...)...)
 }
 
 // refuseAsk is the answer to an upstream request the gateway does not pass
@@ -156,9 +156,9 @@ func askClient[R any](ctx context.Context, l *link, do func(context.Context) (R,
 
 // operatorRoots is the answer to the upstream's roots/list when the
 // client's roots are not forwarded: the operator's (WithRoots), never nil.
-func (g *Gateway) operatorRoots() *mcp.ListRootsResult {
-	roots := make([]*mcp.Root, 0, len(g.cfg.roots))
-	for _, r := range g.cfg.roots {
+func (b *backend) operatorRoots() *mcp.ListRootsResult {
+	roots := make([]*mcp.Root, 0, len(b.cfg.roots))
+	for _, r := range b.cfg.roots {
 		c := *r
 		roots = append(roots, &c)
 	}

@@ -192,6 +192,11 @@ type benchTarget struct {
 	sdkOnly  []*mcp.ClientSession
 	proxied  []*mcp.ClientSession
 	relayed  []*mcp.ClientSession
+	// stateless and statelessSDK are agents on MCP 2026-07-28 (no
+	// session) through the gateway and through the one without its direct
+	// path.
+	stateless    []*mcp.ClientSession
+	statelessSDK []*mcp.ClientSession
 }
 
 var (
@@ -262,11 +267,17 @@ func newBenchTarget(tb testing.TB, work time.Duration, clients int) *benchTarget
 	hc := benchHTTPClient()
 	for range clients {
 		for _, s := range []struct {
-			url string
-			to  *[]*mcp.ClientSession
-		}{{t.upstream.URL, &t.direct}, {t.front.URL + "/mcp", &t.gateway}, {t.proxy.URL, &t.proxied}, {t.relay.URL, &t.relayed}, {t.sdkFront.URL + "/mcp", &t.sdkOnly}} {
+			url     string
+			to      *[]*mcp.ClientSession
+			version string
+		}{{t.upstream.URL, &t.direct, ""}, {t.front.URL + "/mcp", &t.gateway, ""}, {t.proxy.URL, &t.proxied, ""}, {t.relay.URL, &t.relayed, ""}, {t.sdkFront.URL + "/mcp", &t.sdkOnly, ""},
+			{t.front.URL + "/mcp", &t.stateless, statelessVersion}, {t.sdkFront.URL + "/mcp", &t.statelessSDK, statelessVersion}} {
+			var opts *mcp.ClientSessionOptions
+			if s.version != "" {
+				opts = &mcp.ClientSessionOptions{ProtocolVersion: s.version}
+			}
 			cs, err := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "v1"}, nil).
-				Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: s.url, HTTPClient: hc}, nil)
+				Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: s.url, HTTPClient: hc}, opts)
 			if err != nil {
 				tb.Fatal(err)
 			}
@@ -324,7 +335,7 @@ func newGatewayTarget(t *testing.T, work time.Duration, clients int) *benchTarge
 
 // close closes what the target started (newGatewayTarget starts a part).
 func (t *benchTarget) close() {
-	for _, cs := range slices.Concat(t.direct, t.gateway, t.proxied, t.relayed, t.sdkOnly) {
+	for _, cs := range slices.Concat(t.direct, t.gateway, t.proxied, t.relayed, t.sdkOnly, t.stateless, t.statelessSDK) {
 		cs.Close()
 	}
 	if t.sdkFront != nil {
@@ -368,6 +379,8 @@ func readOnce(ctx context.Context, cs *mcp.ClientSession) error {
 // hop that can see the call costs on this machine, the floor of the
 // gateway's cost. path=gateway-sdk is the gateway with its direct path
 // off (gateway.WithoutDirect): the go-sdk's server and client on the hop.
+// path=stateless and path=stateless-sdk are agents on MCP 2026-07-28 (no
+// session, each call on its own) through the two gateways.
 func BenchmarkGatewayRead(b *testing.B) {
 	for _, work := range benchWork() {
 		for _, clients := range benchClients() {
@@ -391,6 +404,14 @@ func BenchmarkGatewayRead(b *testing.B) {
 			b.Run(name+"/path=gateway-sdk", func(b *testing.B) {
 				t := target(b, work, clients)
 				benchRead(b, t.sdkOnly, t.upstream, t.sdkFront)
+			})
+			b.Run(name+"/path=stateless", func(b *testing.B) {
+				t := target(b, work, clients)
+				benchRead(b, t.stateless, t.upstream, t.front)
+			})
+			b.Run(name+"/path=stateless-sdk", func(b *testing.B) {
+				t := target(b, work, clients)
+				benchRead(b, t.statelessSDK, t.upstream, t.sdkFront)
 			})
 		}
 	}
@@ -473,7 +494,7 @@ func TestBenchTargetsAnswerAlike(t *testing.T) {
 	t.Parallel()
 	tg := newBenchTarget(t, 0, 2)
 	ctx := context.Background()
-	for _, cs := range slices.Concat(tg.direct, tg.gateway, tg.proxied, tg.relayed, tg.sdkOnly) {
+	for _, cs := range slices.Concat(tg.direct, tg.gateway, tg.proxied, tg.relayed, tg.sdkOnly, tg.stateless, tg.statelessSDK) {
 		if err := readOnce(ctx, cs); err != nil {
 			t.Fatal(err)
 		}
@@ -621,4 +642,95 @@ func rawRead(hc *http.Client, url, session, version string) error {
 		return fmt.Errorf("HTTP %d: %s", resp.StatusCode, body)
 	}
 	return nil
+}
+
+// upstreamsTarget is BenchmarkGatewayUpstreams's: a one-upstream gateway
+// (New) and a five-upstream one (NewMulti), each with an agent's session;
+// kept for the process, so that -count rounds interleave on the same.
+type upstreamsTarget struct {
+	one, five *mcp.ClientSession
+}
+
+var (
+	upstreamsOnce sync.Once
+	upstreams     *upstreamsTarget
+)
+
+func newUpstreamsTarget(b *testing.B) *upstreamsTarget {
+	b.Helper()
+	principal := gateway.WithPrincipal(mcpgate.StaticPrincipal(middleware.Principal{ID: "agent", Roles: []string{"user"}}))
+	enforcer := func() *axgate.Enforcer {
+		m, err := manifest.Parse([]byte(benchManifest))
+		if err != nil {
+			b.Fatal(err)
+		}
+		enf, err := axgate.New(m)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return enf
+	}
+	var named []gateway.Named
+	for i := range 5 {
+		named = append(named, gateway.Named{Name: fmt.Sprintf("u%d", i), Enforcer: enforcer(), Upstream: gateway.Upstream{URL: benchUpstream(0).URL}})
+	}
+	one, err := gateway.New(enforcer(), gateway.Upstream{URL: benchUpstream(0).URL}, principal)
+	if err != nil {
+		b.Fatal(err)
+	}
+	five, err := gateway.NewMulti(named, principal)
+	if err != nil {
+		b.Fatal(err)
+	}
+	t := &upstreamsTarget{}
+	hc := benchHTTPClient()
+	for _, s := range []struct {
+		g  *gateway.Gateway
+		to **mcp.ClientSession
+	}{{one, &t.one}, {five, &t.five}} {
+		front := httptest.NewServer(s.g.Handler())
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "v1"}, nil).
+			Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: front.URL + "/mcp", HTTPClient: hc}, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		*s.to = cs
+	}
+	return t
+}
+
+// BenchmarkGatewayUpstreams is one call through a gateway with five
+// upstreams (NewMulti; the call goes to the third, u2_read) against the
+// same call through the one-upstream gateway (New), in the same run: what
+// routing by prefix costs (issue 31: within 5 %). One agent, its calls one
+// after another, the upstream doing no work. -count runs each
+// sub-benchmark's rounds in a row: run the test binary several times
+// (bench/README.md) for rounds that interleave.
+func BenchmarkGatewayUpstreams(b *testing.B) {
+	upstreamsOnce.Do(func() { upstreams = newUpstreamsTarget(b) })
+	for _, c := range []struct {
+		name string
+		cs   *mcp.ClientSession
+		tool string
+	}{{"upstreams=1", upstreams.one, "read"}, {"upstreams=5", upstreams.five, "u2_read"}} {
+		b.Run(c.name, func(b *testing.B) {
+			ctx := context.Background()
+			params := &mcp.CallToolParams{Name: c.tool, Arguments: map[string]any{"path": "docs/intro.md"}}
+			b.ReportAllocs()
+			cpu0, n := processCPU(), 0
+			for b.Loop() {
+				res, err := c.cs.CallTool(ctx, params)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if res.IsError || len(res.Content) != 1 {
+					b.Fatalf("%s failed: %+v", c.tool, res.Content)
+				}
+				n++
+			}
+			// The process's CPU time per call (agent, gateway, upstream):
+			// steadier than the wall time on a shared machine.
+			b.ReportMetric(float64((processCPU()-cpu0).Microseconds())/float64(n), "cpu-µs/call")
+		})
+	}
 }

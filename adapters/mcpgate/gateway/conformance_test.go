@@ -45,7 +45,13 @@ import (
 //
 // A case's sections:
 //
-//   - options (optional): the case's own bounds, {"maxCallsPerSession": n}.
+//   - options (optional): the case's own bounds, {"maxCallsPerSession": n};
+//     "stateless": true replays the steps as MCP 2026-07-28 requests (no
+//     session: no initialize, no GET stream; the Mcp-Protocol-Version
+//     header 2026-07-28, and Mcp-Method and Mcp-Name taken from the body
+//     unless the step sets them, "-" leaving one out). The JSON string
+//     "$META" in a client's body is replaced by the _meta such a request
+//     carries (the protocol version and empty client capabilities).
 //   - upstream: one JSON object per line, {"tool": name, "sse": bool,
 //     "block": bool, "messages": [...]}: how the upstream answers a
 //     tools/call of that tool — the messages in order, as a JSON body (the
@@ -124,7 +130,30 @@ type conformanceCase struct {
 
 // conformanceOptions are a case's own bounds (0: the suite's).
 type conformanceOptions struct {
-	MaxCallsPerSession int `json:"maxCallsPerSession"`
+	MaxCallsPerSession int  `json:"maxCallsPerSession"`
+	Stateless          bool `json:"stateless"`
+}
+
+// statelessMeta is what "$META" stands for in a client's body.
+const statelessMeta = `{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}`
+
+// statelessHeaders sets the standard headers of a 2026-07-28 request from
+// its body, as the go-sdk's client does.
+func statelessHeaders(h http.Header, body []byte) {
+	var m struct {
+		Method string `json:"method"`
+		Params struct {
+			Name string `json:"name"`
+		} `json:"params"`
+	}
+	json.Unmarshal(body, &m)
+	h.Set("Mcp-Protocol-Version", "2026-07-28")
+	if m.Method != "" {
+		h.Set("Mcp-Method", m.Method)
+	}
+	if m.Params.Name != "" {
+		h.Set("Mcp-Name", m.Params.Name)
+	}
 }
 
 type upstreamScript struct {
@@ -224,8 +253,14 @@ func replay(t *testing.T, c *conformanceCase, opts ...gateway.Option) (answers [
 	front := httptest.NewServer(g.Handler())
 	t.Cleanup(func() { front.Close(); g.Close() })
 	url := front.URL + "/mcp"
-	session, version := conformanceSession(t, url)
-	notices := standaloneStream(t, url, session, version)
+	var (
+		session, version string
+		notices          <-chan string
+	)
+	if !c.options.Stateless {
+		session, version = conformanceSession(t, url)
+		notices = standaloneStream(t, url, session, version)
+	}
 
 	type answer struct {
 		text     string
@@ -238,6 +273,7 @@ func replay(t *testing.T, c *conformanceCase, opts ...gateway.Option) (answers [
 		if step.Raw != nil {
 			body = []byte(*step.Raw)
 		}
+		body = bytes.ReplaceAll(body, []byte(`"$META"`), []byte(statelessMeta))
 		req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
 		if err != nil {
 			t.Error(err)
@@ -245,9 +281,17 @@ func replay(t *testing.T, c *conformanceCase, opts ...gateway.Option) (answers [
 		}
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Accept", "application/json, text/event-stream")
-		req.Header.Set("Mcp-Session-Id", session)
-		req.Header.Set("Mcp-Protocol-Version", version)
+		if c.options.Stateless {
+			statelessHeaders(req.Header, body)
+		} else {
+			req.Header.Set("Mcp-Session-Id", session)
+			req.Header.Set("Mcp-Protocol-Version", version)
+		}
 		for k, v := range step.Headers {
+			if v == "-" {
+				req.Header.Del(k)
+				continue
+			}
 			req.Header.Set(k, v)
 		}
 		resp, err := http.DefaultClient.Do(req)

@@ -70,10 +70,13 @@ type TokenExchange struct {
 // EnvFiles again. On an error the values read before stay in use, and the
 // error names the file (never its content).
 func (g *Gateway) ReloadCredentials() error {
-	if g.creds == nil {
-		return nil
+	var errs []error
+	for _, b := range g.set().list {
+		if b.creds != nil {
+			errs = append(errs, b.creds.Reload())
+		}
 	}
-	return g.creds.Reload()
+	return errors.Join(errs...)
 }
 
 // newCredentials makes the Set of up's credentials, or nil without any.
@@ -164,7 +167,7 @@ func bearerToken(h string) (string, bool) {
 
 // perCaller reports whether the upstream's requests carry a token per
 // caller (TokenExchange).
-func (g *Gateway) perCaller() bool { return g.creds.PerCaller() }
+func (b *backend) perCaller() bool { return b.creds.PerCaller() }
 
 // withCaller puts the call's caller on ctx, for the upstream requests,
 // and keeps it as the upstream session's.
@@ -181,11 +184,11 @@ func (f *front) withCaller(ctx context.Context, l *link, req *mcp.CallToolReques
 // (kept for the requests), so that a call whose credential cannot be had
 // is refused, by the chain, before anything is sent. The transport
 // refuses to send such a request either way.
-func (g *Gateway) upstreamCredential(ctx context.Context) error {
-	if !g.perCaller() || upcreds.CallerFrom(ctx) == nil {
+func (b *backend) upstreamCredential(ctx context.Context) error {
+	if !b.perCaller() || upcreds.CallerFrom(ctx) == nil {
 		return nil
 	}
-	_, err := g.creds.Authorization(ctx)
+	_, err := b.creds.Authorization(ctx)
 	return err
 }
 

@@ -1,11 +1,16 @@
 package gateway_test
 
 import (
+	"context"
 	"encoding/json"
 	"io"
+	"mime"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/axgate/axgate/adapters/mcpgate/gateway"
 )
@@ -184,6 +189,82 @@ func TestDirectChecksNegotiatedVersion(t *testing.T) {
 		// The negotiated version is served (on the direct path).
 		if code, ct, _ := postCall(t, url, "alice-token", session, negotiated, body); code != http.StatusOK || ct != "application/json" {
 			t.Errorf("asked %s, header %s (negotiated): HTTP %d %s, want the direct path's 200", asked, negotiated, code, ct)
+		}
+	}
+}
+
+// answerTypes records the content type of each answer to a tools/call POST.
+type answerTypes struct {
+	next http.RoundTripper
+	mu   sync.Mutex
+	got  []string
+}
+
+func (a *answerTypes) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := a.next.RoundTrip(r)
+	if err == nil && r.Header.Get("Mcp-Method") == "tools/call" {
+		a.mu.Lock()
+		a.got = append(a.got, resp.Header.Get("Content-Type"))
+		a.mu.Unlock()
+	}
+	return resp, err
+}
+
+// TestStatelessDirectTakesTheGoSDKClientsCalls: a tools/call of the go-sdk's
+// client on MCP 2026-07-28 takes the direct path (one JSON body, not the
+// SDK's event stream), and its result, an allowed call's and a refused
+// one's, is the one the gateway without the direct path answers.
+//
+// The fault it guards: the stateless direct path reading the SDK client's
+// requests (its headers, its per-request _meta) otherwise than the SDK, so
+// that every call falls back to the SDK (the direct path taken by no
+// client) or is answered differently.
+func TestStatelessDirectTakesTheGoSDKClientsCalls(t *testing.T) {
+	t.Parallel()
+	_, upURL := httpUpstream(t)
+	results := map[string][]string{}
+	for _, path := range []struct {
+		name string
+		opts []gateway.Option
+		want string
+	}{{"direct", nil, "application/json"}, {"sdk", []gateway.Option{gateway.WithoutDirect()}, "text/event-stream"}} {
+		g := newGateway(t, gateway.Upstream{URL: upURL}, "", path.opts...)
+		url := serve(t, g)
+		types := &answerTypes{next: http.DefaultTransport}
+		client := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "v1"}, nil)
+		cs, err := client.Connect(context.Background(), &mcp.StreamableClientTransport{
+			Endpoint: url, HTTPClient: &http.Client{Transport: bearer{"alice-token", types}}, MaxRetries: -1,
+		}, &mcp.ClientSessionOptions{ProtocolVersion: statelessVersion})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cs.Close() })
+		for _, call := range []struct {
+			tool string
+			args map[string]any
+		}{
+			{"read_note", map[string]any{"name": "hello"}},
+			{"read_note", map[string]any{"name": 42}},
+			{"fail_note", map[string]any{}},
+		} {
+			res := callWithin(t, cs, call.tool, call.args)
+			raw, _ := json.Marshal(res)
+			results[path.name] = append(results[path.name], string(volatile.ReplaceAllString(string(raw), `"$1":"…"`)))
+		}
+		types.mu.Lock()
+		if len(types.got) != 3 {
+			t.Errorf("%s: %d answers to tools/call seen, want 3", path.name, len(types.got))
+		}
+		for i, ct := range types.got {
+			if mt, _, _ := mime.ParseMediaType(ct); mt != path.want {
+				t.Errorf("%s: call %d answered as %q, want %q", path.name, i+1, ct, path.want)
+			}
+		}
+		types.mu.Unlock()
+	}
+	for i := range results["sdk"] {
+		if d, s := at(results["direct"], i), results["sdk"][i]; d != s {
+			t.Errorf("call %d:\ndirect path %s\nSDK path    %s", i+1, d, s)
 		}
 	}
 }

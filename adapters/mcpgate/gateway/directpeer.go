@@ -6,6 +6,7 @@ import (
 	"mime"
 	"net/http"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -21,32 +22,45 @@ import (
 // httpSessions are the streamable HTTP sessions' links, by session id.
 type httpSessions struct{ g *Gateway }
 
-// Lookup returns the link of the session with that id, or nil.
+// Lookup returns the session with that id, or nil.
 func (s httpSessions) Lookup(id string) direct.Session {
 	s.g.mu.Lock()
-	l := s.g.byID[id]
+	cs := s.g.byID[id]
 	s.g.mu.Unlock()
-	if l == nil {
+	if cs == nil {
 		return nil
 	}
-	return directLink{l}
+	return directSession{cs}
 }
 
-// directLink is a link as the direct path sees it: a client session
-// (direct.Session), and the peer of its upstream calls (direct.Peer).
+// directSession is a client session as the direct path sees it.
+type directSession struct{ s *session }
+
+func (d directSession) State() *direct.State { return &d.s.directState }
+
+func (d directSession) Initialized() bool { return d.s.client.InitializeParams() != nil }
+
+// Ready reports whether every upstream session of the client session is
+// ready (a call of it then waits for nothing before its chain): the
+// direct path cannot tell which upstream the call is for until it is
+// routed, so any one not ready sends the call the SDK's way.
+func (d directSession) Ready(ctx context.Context, within time.Duration) bool {
+	deadline := time.Now().Add(within)
+	for _, l := range d.s.linksNow() {
+		if !l.ready(ctx, time.Until(deadline)) {
+			return false
+		}
+	}
+	return true
+}
+
+func (d directSession) CallTool(ctx context.Context, params *mcp.CallToolParamsRaw, extra *mcp.RequestExtra) (*mcp.CallToolResult, error) {
+	return d.s.f.callTool(ctx, &mcp.CallToolRequest{Session: d.s.client, Params: params, Extra: extra})
+}
+
+// directLink is a link as the direct path sees it: the peer of its
+// upstream calls (direct.Peer).
 type directLink struct{ l *link }
-
-func (d directLink) State() *direct.State { return &d.l.directState }
-
-func (d directLink) Initialized() bool { return d.l.client.InitializeParams() != nil }
-
-func (d directLink) Ready(ctx context.Context, within time.Duration) bool {
-	return d.l.ready(ctx, within)
-}
-
-func (d directLink) CallTool(ctx context.Context, params *mcp.CallToolParamsRaw, extra *mcp.RequestExtra) (*mcp.CallToolResult, error) {
-	return d.l.g.httpFront.callTool(ctx, &mcp.CallToolRequest{Session: d.l.client, Params: params, Extra: extra})
-}
 
 func (d directLink) Notify(ctx context.Context, method string, params json.RawMessage) {
 	d.l.upstreamNotification(ctx, method, params)
@@ -59,25 +73,25 @@ func (d directLink) Answer(ctx context.Context, method string, params json.RawMe
 // registerHTTP makes l's session reachable by its id for the direct path,
 // bound to the user that started it (as the SDK binds it) and to the
 // protocol version the gateway answered its initialize with.
-func (g *Gateway) registerHTTP(l *link, sessionID, userID, version string) {
+func (g *Gateway) registerHTTP(s *session, sessionID, userID, version string) {
 	if sessionID == "" {
 		return
 	}
-	l.directState.Register(userID, version)
+	s.directState.Register(userID, version)
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if !g.closed && g.links[l.client] == l {
-		g.byID[sessionID] = l
+	if !g.closed && g.links[s.client] == s {
+		g.byID[sessionID] = s
 	}
 }
 
 // directVersion is the protocol version of cs when a call on it may take
 // the direct path to the upstream, or "".
-func (g *Gateway) directVersion(cs *mcp.ClientSession) string {
-	if g.cfg.sdkOnly {
+func (b *backend) directVersion(cs *mcp.ClientSession) string {
+	if b.cfg.sdkOnly {
 		return ""
 	}
-	return g.directPath.Version(cs)
+	return b.direct.Version(cs)
 }
 
 // directTools are the tools whose calls may take the direct path: those
@@ -97,6 +111,35 @@ func directTools(names []string, stagesFor func(string) ([]string, bool)) map[st
 	return out
 }
 
+// statelessDirectTools are the tools whose stateless calls may take the
+// direct path: those of tools whose definition has no parameter mirrored
+// in an Mcp-Param-* header (x-mcp-header), which the SDK compares with the
+// arguments.
+func statelessDirectTools(tools map[string]bool, defs map[string]*mcp.Tool) map[string]bool {
+	out := map[string]bool{}
+	for name := range tools {
+		raw, err := json.Marshal(defs[name])
+		if err == nil && !strings.Contains(string(raw), "x-mcp-header") {
+			out[name] = true
+		}
+	}
+	return out
+}
+
+// statelessCall runs a stateless tools/call of the direct path as
+// receiveStateless runs one the SDK hands it: the caller's link found or
+// started for it, then callTool. The request's session is one of its own,
+// never connected, that keys the link for the call's length.
+func (g *Gateway) statelessCall(ctx context.Context, params *mcp.CallToolParamsRaw, extra *mcp.RequestExtra) (*mcp.CallToolResult, error) {
+	f := g.statelessFront
+	ss := new(mcp.ServerSession)
+	if err := g.acquireCaller(ctx, f, ss, extra); err != nil {
+		return nil, err
+	}
+	defer g.releaseCaller(ss)
+	return f.callTool(ctx, &mcp.CallToolRequest{Session: ss, Params: params, Extra: extra})
+}
+
 // unreadBody is the body of r as limitBody read it, when nothing of it has
 // been read since.
 func unreadBody(r *http.Request) ([]byte, bool) {
@@ -108,9 +151,9 @@ func unreadBody(r *http.Request) ([]byte, bool) {
 }
 
 // boundResponse bounds an upstream HTTP response as boundedTransport does.
-func (g *Gateway) boundResponse(resp *http.Response) {
+func (b *backend) boundResponse(resp *http.Response) {
 	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
-	resp.Body = &boundedBody{ReadCloser: resp.Body, limit: g.cfg.maxMessageBytes, cut: new(atomic.Bool), sse: mt == "text/event-stream"}
+	resp.Body = &boundedBody{ReadCloser: resp.Body, limit: b.cfg.maxMessageBytes, cut: new(atomic.Bool), sse: mt == "text/event-stream"}
 }
 
 // upstreamNotification hands a notification the upstream sent on a direct
@@ -125,7 +168,7 @@ func (l *link) upstreamNotification(ctx context.Context, method string, params j
 		notify[mcp.ProgressNotificationParams](ctx, l, method, params)
 		return
 	}
-	if l.client == nil || l.g.cfg.toolsOnly {
+	if l.client == nil || l.b.cfg.toolsOnly {
 		return
 	}
 	switch method {
@@ -201,7 +244,7 @@ func (l *link) upstreamRequest(ctx context.Context, method string, params json.R
 		return pending(ctx, l, func(ctx context.Context) (any, error) { return l.client.CreateMessage(ctx, &p) })
 	case methodListRoots:
 		if !l.forwards(method) {
-			return l.g.operatorRoots(), nil
+			return l.b.operatorRoots(), nil
 		}
 		var p mcp.ListRootsParams
 		if err := decodeParams(params, &p); err != nil {

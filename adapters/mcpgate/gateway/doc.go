@@ -7,6 +7,17 @@
 // credentials. It is what `axgate mcp` runs. How it works, and why, is in
 // docs/mcp-gateway.md.
 //
+// # Several upstreams
+//
+// NewMulti serves several upstreams behind one endpoint, each a Named
+// with its own enforcer: tools (and prompts) under each upstream's prefix,
+// the union per caller; a call routed by the longest prefix to that
+// upstream's chain, which it reaches under its own name; resources by
+// the manifest that declares them. Everything below holds per upstream;
+// the sessions' bounds are the front's. Upstreams reports each one's
+// readiness, and Reload replaces them, keeping the sessions of those that
+// did not change.
+//
 // # Sessions
 //
 // Each client session has an upstream session of its own; for a command

@@ -22,7 +22,7 @@ import (
 // entry receives the requests about resources, prompts and completions.
 // It returns handled false for the methods it does not serve.
 func (f *front) entry(ctx context.Context, ss *mcp.ServerSession, method string, req mcp.Request, next mcp.MethodHandler) (res mcp.Result, handled bool, err error) {
-	m := f.g.m
+	set := f.g.set()
 	switch method {
 	case "resources/list", "resources/templates/list", "prompts/list":
 		if f.g.cfg.toolsOnly {
@@ -44,7 +44,8 @@ func (f *front) entry(ctx context.Context, ss *mcp.ServerSession, method string,
 			// files): the client gets only those of URIs the manifest
 			// declares and the caller may read, whatever the upstream
 			// put beside the one asked for.
-			readable := f.readable(ctx, ss, req)
+			from, _, _ := set.resource(p.URI)
+			readable := f.readable(ctx, ss, req, from)
 			kept := res.Contents[:0]
 			for _, c := range res.Contents {
 				if c != nil && readable(c.URI) {
@@ -79,18 +80,18 @@ func (f *front) entry(ctx context.Context, ss *mcp.ServerSession, method string,
 		}
 		// Ending a subscription reads nothing: it needs the resource
 		// declared and the caller's access, not a rate-limit charge.
-		r, vars := m.Resource(p.URI)
+		b, r, vars := set.resource(p.URI)
 		if r == nil {
 			return nil, true, mcpgate.JSONRPCError(resourceNotFound(p.URI))
 		}
 		pr, err := f.principalOf(ctx, ss, req.GetExtra())
 		if err == nil {
-			err = f.g.access.Check(entryCall(method, r.Action, anyMap(vars), pr))
+			err = b.pol().access.Check(entryCall(method, r.Action, anyMap(vars), pr))
 		}
 		if err != nil {
 			return nil, true, mcpgate.JSONRPCError(asAXAG(err))
 		}
-		if _, err := f.toUpstream(ctx, ss, func(ctx context.Context, cs *mcp.ClientSession) (mcp.Result, error) {
+		if _, err := f.toUpstream(ctx, ss, b, func(ctx context.Context, cs *mcp.ClientSession) (mcp.Result, error) {
 			return nil, cs.Unsubscribe(ctx, clean(p))
 		}); err != nil {
 			return nil, true, err
@@ -105,19 +106,26 @@ func (f *front) entry(ctx context.Context, ss *mcp.ServerSession, method string,
 		if f.g.cfg.toolsOnly {
 			return nil, true, notFound(method)
 		}
-		pr := m.Prompt(p.Name)
+		b, name := set.route(p.Name)
+		var pr *manifest.Prompt
+		if b != nil {
+			pr = b.pol().m.Prompt(name)
+		}
 		if pr == nil {
 			return nil, true, mcpgate.JSONRPCError(promptNotFound(p.Name))
 		}
-		res, err = f.gated(ctx, ss, req, method, pr.Action, anyMap(p.Arguments), func(ctx context.Context, cs *mcp.ClientSession) (mcp.Result, error) {
-			res, err := cs.GetPrompt(ctx, clean(p))
+		// The upstream gets its own name of the prompt.
+		gp := clean(p)
+		gp.Name = name
+		res, err = f.gated(ctx, ss, b, req, method, pr.Action, anyMap(p.Arguments), func(ctx context.Context, cs *mcp.ClientSession) (mcp.Result, error) {
+			res, err := cs.GetPrompt(ctx, gp)
 			if err != nil {
 				return nil, err
 			}
 			// A prompt may embed resources (one whose argument is a URI
 			// embeds what it names): the client gets only those the
 			// caller may read, as of a read's answer.
-			readable := f.readable(ctx, ss, req)
+			readable := f.readable(ctx, ss, req, b)
 			kept := res.Messages[:0]
 			for _, msg := range res.Messages {
 				if msg == nil {
@@ -153,28 +161,31 @@ func (f *front) entry(ctx context.Context, ss *mcp.ServerSession, method string,
 		ref := &mcp.CompleteReference{Type: p.Ref.Type}
 		cp.Ref = ref
 		var a *manifest.Action
+		var b *backend
 		switch p.Ref.Type {
 		case "ref/prompt":
-			ref.Name = p.Ref.Name
-			if pr := m.Prompt(p.Ref.Name); pr != nil {
-				a = pr.Action
-			} else {
+			var name string
+			b, name = set.route(p.Ref.Name)
+			ref.Name = name
+			var pr *manifest.Prompt
+			if b != nil {
+				pr = b.pol().m.Prompt(name)
+			}
+			if pr == nil {
 				return nil, true, mcpgate.JSONRPCError(promptNotFound(p.Ref.Name))
 			}
+			a = pr.Action
 		case "ref/resource":
 			ref.URI = p.Ref.URI
-			for _, r := range m.Resources {
-				if r.URITemplate != "" && r.URITemplate == p.Ref.URI {
-					a = r.Action
-					break
-				}
+			if tb, r := set.template(p.Ref.URI); r != nil {
+				b, a = tb, r.Action
 			}
 			if a == nil {
-				r, vars := m.Resource(p.Ref.URI)
+				rb, r, vars := set.resource(p.Ref.URI)
 				if r == nil {
 					return nil, true, mcpgate.JSONRPCError(resourceNotFound(p.Ref.URI))
 				}
-				a = r.Action
+				b, a = rb, r.Action
 				for k, v := range vars {
 					args[k] = v
 				}
@@ -182,7 +193,7 @@ func (f *front) entry(ctx context.Context, ss *mcp.ServerSession, method string,
 		default:
 			return nil, true, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown completion reference type %q", p.Ref.Type)}
 		}
-		res, err = f.gated(ctx, ss, req, method, a, args, func(ctx context.Context, cs *mcp.ClientSession) (mcp.Result, error) {
+		res, err = f.gated(ctx, ss, b, req, method, a, args, func(ctx context.Context, cs *mcp.ClientSession) (mcp.Result, error) {
 			res, err := cs.Complete(ctx, cp)
 			if err != nil {
 				return nil, err
@@ -194,7 +205,7 @@ func (f *front) entry(ctx context.Context, ss *mcp.ServerSession, method string,
 			vals := res.Completion.Values[:0]
 			for _, v := range res.Completion.Values {
 				args[p.Argument.Name] = v
-				if perr == nil && f.g.access.Check(entryCall(method, a, args, pr)) == nil {
+				if perr == nil && b.pol().access.Check(entryCall(method, a, args, pr)) == nil {
 					vals = append(vals, v)
 				}
 			}
@@ -210,17 +221,20 @@ func (f *front) entry(ctx context.Context, ss *mcp.ServerSession, method string,
 	return nil, false, nil
 }
 
-// readable returns whether the caller of req may read a resource URI: the
+// readable returns whether the caller of req may read a resource URI: a
 // manifest declares it and the caller passes its access gate. A caller who
-// cannot be authenticated may read none.
-func (f *front) readable(ctx context.Context, ss *mcp.ServerSession, req mcp.Request) func(uri string) bool {
+// cannot be authenticated may read none. The URIs of an answer of the
+// upstream from are those its own manifest declares: another upstream's
+// are not its to send.
+func (f *front) readable(ctx context.Context, ss *mcp.ServerSession, req mcp.Request, from *backend) func(uri string) bool {
 	p, err := f.principalOf(ctx, ss, req.GetExtra())
+	set := f.g.set()
 	return func(uri string) bool {
 		if err != nil {
 			return false
 		}
-		r, vars := f.g.m.Resource(uri)
-		return r != nil && f.g.mayUse(p, r.Action, vars)
+		b, r, vars := set.resource(uri)
+		return r != nil && b == from && b.pol().mayUse(p, r.Action, vars)
 	}
 }
 
@@ -230,15 +244,15 @@ func (f *front) resource(ctx context.Context, ss *mcp.ServerSession, req mcp.Req
 	if f.g.cfg.toolsOnly {
 		return nil, notFound(method)
 	}
-	r, vars := f.g.m.Resource(uri)
+	b, r, vars := f.g.set().resource(uri)
 	if r == nil {
 		return nil, mcpgate.JSONRPCError(resourceNotFound(uri))
 	}
-	return f.gated(ctx, ss, req, method, r.Action, anyMap(vars), func(ctx context.Context, cs *mcp.ClientSession) (mcp.Result, error) {
+	return f.gated(ctx, ss, b, req, method, r.Action, anyMap(vars), func(ctx context.Context, cs *mcp.ClientSession) (mcp.Result, error) {
 		res, err := do(ctx, cs)
 		if err == nil && method == "resources/subscribe" {
 			if p, perr := f.principalOf(ctx, ss, req.GetExtra()); perr == nil {
-				f.g.linkFor(f, ss).subscriber.Store(&p)
+				f.g.linkFor(f, ss, b).subscriber.Store(&p)
 			}
 		}
 		return res, err
@@ -249,6 +263,7 @@ func (f *front) resource(ctx context.Context, ss *mcp.ServerSession, req mcp.Req
 // forwardEntry.
 type entryJob struct {
 	f   *front
+	b   *backend
 	ss  *mcp.ServerSession
 	do  func(context.Context, *mcp.ClientSession) (mcp.Result, error)
 	res mcp.Result
@@ -264,13 +279,13 @@ type entryJobKey struct{}
 // template's variables, a prompt's arguments), and forwards it with do only
 // when the chain allows it. A refusal is a JSON-RPC error with the AXAG
 // envelope in its data.
-func (f *front) gated(ctx context.Context, ss *mcp.ServerSession, req mcp.Request, method string, a *manifest.Action, args map[string]any, do func(context.Context, *mcp.ClientSession) (mcp.Result, error)) (mcp.Result, error) {
+func (f *front) gated(ctx context.Context, ss *mcp.ServerSession, b *backend, req mcp.Request, method string, a *manifest.Action, args map[string]any, do func(context.Context, *mcp.ClientSession) (mcp.Result, error)) (mcp.Result, error) {
 	p, err := f.principalOf(ctx, ss, req.GetExtra())
 	if err != nil {
 		return nil, mcpgate.JSONRPCError(asAXAG(err))
 	}
-	job := &entryJob{f: f, ss: ss, do: do}
-	_, err = f.g.entries.Invoke(context.WithValue(ctx, entryJobKey{}, job), entryCall(method, a, args, p))
+	job := &entryJob{f: f, b: b, ss: ss, do: do}
+	_, err = b.pol().entries.Invoke(context.WithValue(ctx, entryJobKey{}, job), entryCall(method, a, args, p))
 	if job.rpcErr != nil {
 		return nil, job.rpcErr
 	}
@@ -282,12 +297,12 @@ func (f *front) gated(ctx context.Context, ss *mcp.ServerSession, req mcp.Reques
 
 // forwardEntry is the tool behind the chain of a resource or prompt: the
 // upstream, within the bounds of a call (toUpstream).
-func (g *Gateway) forwardEntry(ctx context.Context, call *middleware.Call) (middleware.Result, error) {
+func (b *backend) forwardEntry(ctx context.Context, call *middleware.Call) (middleware.Result, error) {
 	job, _ := ctx.Value(entryJobKey{}).(*entryJob)
-	if job == nil {
+	if job == nil || job.b != b {
 		return middleware.Result{}, axerr.New(axerr.CodeInternal, "the request reached the gateway's upstream without a session").WithIntent(call.Intent())
 	}
-	res, err := job.f.toUpstream(ctx, job.ss, job.do)
+	res, err := job.f.toUpstream(ctx, job.ss, b, job.do)
 	if err != nil {
 		job.rpcErr = err
 		return middleware.Result{}, axerr.New(axerr.CodeToolFailed, "the upstream refused the request").WithIntent(call.Intent())
@@ -309,8 +324,8 @@ func entryCall(method string, a *manifest.Action, args map[string]any, p middlew
 
 // mayUse reports whether p passes the access gate for a resource's or
 // prompt's action, with args (a template's variables).
-func (g *Gateway) mayUse(p middleware.Principal, a *manifest.Action, vars map[string]string) bool {
-	return g.access.Check(entryCall("", a, anyMap(vars), p)) == nil
+func (p *policy) mayUse(pr middleware.Principal, a *manifest.Action, vars map[string]string) bool {
+	return p.access.Check(entryCall("", a, anyMap(vars), pr)) == nil
 }
 
 // anyMap is a template's variables (or a prompt's arguments) as the
@@ -373,62 +388,75 @@ func (f *front) list(ctx context.Context, ss *mcp.ServerSession, method string, 
 			cursor = p.Cursor
 		}
 	}
-	m := f.g.m
-	declared := len(m.Prompts) > 0
-	if method != "prompts/list" {
-		declared = len(m.Resources) > 0
-	}
-	if cursor != "" || !declared {
-		return res, nil // one page, and nothing to list upstream
+	if cursor != "" {
+		return res, nil // one page: there is nothing after it
 	}
 	pr, err := f.principalOf(ctx, ss, req.GetExtra())
 	if err != nil {
 		return res, nil
 	}
-	_, err = f.toUpstream(ctx, ss, func(ctx context.Context, cs *mcp.ClientSession) (mcp.Result, error) {
-		return nil, f.g.readPages(ctx, cs, method, func(item any) {
-			switch it := item.(type) {
-			case *mcp.Resource:
-				if e, vars := m.Resource(it.URI); e != nil && f.g.mayUse(pr, e.Action, vars) {
-					c := *it
-					c.Description = e.Action.Description
-					c.Meta = nil
-					r := res.(*mcp.ListResourcesResult)
-					r.Resources = append(r.Resources, &c)
-				}
-			case *mcp.ResourceTemplate:
-				for _, e := range m.Resources {
-					if e.URITemplate != "" && e.URITemplate == it.URITemplate && f.g.mayUse(pr, e.Action, nil) {
+	set := f.g.set()
+	for _, b := range set.list {
+		pol := b.pol()
+		m := pol.m
+		declared := len(m.Prompts) > 0
+		if method != "prompts/list" {
+			declared = len(m.Resources) > 0
+		}
+		if !declared {
+			continue // nothing to list upstream
+		}
+		_, err = f.toUpstream(ctx, ss, b, func(ctx context.Context, cs *mcp.ClientSession) (mcp.Result, error) {
+			return nil, b.readPages(ctx, cs, method, func(item any) {
+				switch it := item.(type) {
+				case *mcp.Resource:
+					// A URI another upstream declares is not this one's.
+					if rb, e, vars := set.resource(it.URI); rb == b && pol.mayUse(pr, e.Action, vars) {
 						c := *it
 						c.Description = e.Action.Description
 						c.Meta = nil
-						r := res.(*mcp.ListResourceTemplatesResult)
-						r.ResourceTemplates = append(r.ResourceTemplates, &c)
-						break
+						r := res.(*mcp.ListResourcesResult)
+						r.Resources = append(r.Resources, &c)
+					}
+				case *mcp.ResourceTemplate:
+					for _, e := range m.Resources {
+						if e.URITemplate != "" && e.URITemplate == it.URITemplate && pol.mayUse(pr, e.Action, nil) {
+							c := *it
+							c.Description = e.Action.Description
+							c.Meta = nil
+							r := res.(*mcp.ListResourceTemplatesResult)
+							r.ResourceTemplates = append(r.ResourceTemplates, &c)
+							break
+						}
+					}
+				case *mcp.Prompt:
+					if e := m.Prompt(it.Name); e != nil && pol.mayUse(pr, e.Action, nil) {
+						c := *it
+						c.Name = b.prefix + it.Name
+						c.Description = e.Action.Description
+						c.Meta = nil
+						r := res.(*mcp.ListPromptsResult)
+						r.Prompts = append(r.Prompts, &c)
 					}
 				}
-			case *mcp.Prompt:
-				if e := m.Prompt(it.Name); e != nil && f.g.mayUse(pr, e.Action, nil) {
-					c := *it
-					c.Description = e.Action.Description
-					c.Meta = nil
-					r := res.(*mcp.ListPromptsResult)
-					r.Prompts = append(r.Prompts, &c)
-				}
-			}
+			})
 		})
-	})
-	if err != nil {
-		return nil, err
+		if err != nil {
+			if len(set.list) == 1 {
+				return nil, err
+			}
+			// One upstream down: the others' entries are listed.
+			b.cfg.logger.Warn("listing the upstream's entries failed; the others' are listed", "method", method, "error", err)
+		}
 	}
 	return res, nil
 }
 
 // readPages reads every page of one of the upstream's lists, at most
 // WithMaxUpstreamTools pages and entries, and hands each entry to keep.
-func (g *Gateway) readPages(ctx context.Context, cs *mcp.ClientSession, method string, keep func(any)) error {
+func (b *backend) readPages(ctx context.Context, cs *mcp.ClientSession, method string, keep func(any)) error {
 	cursor, n := "", 0
-	for range g.cfg.maxToolPages {
+	for range b.cfg.maxToolPages {
 		var next string
 		switch method {
 		case "resources/list":
@@ -468,12 +496,12 @@ func (g *Gateway) readPages(ctx context.Context, cs *mcp.ClientSession, method s
 		if next == "" {
 			return nil
 		}
-		if n > g.cfg.maxTools {
+		if n > b.cfg.maxTools {
 			break
 		}
 		cursor = next
 	}
-	g.cfg.logger.Warn("the upstream's list is longer than the gateway reads (WithMaxUpstreamTools); listed its first pages", "method", method)
+	b.cfg.logger.Warn("the upstream's list is longer than the gateway reads (WithMaxUpstreamTools); listed its first pages", "method", method)
 	return nil
 }
 
@@ -482,7 +510,8 @@ func (g *Gateway) readPages(ctx context.Context, cs *mcp.ClientSession, method s
 // a kind the manifest declares; a resource update only for a declared URI
 // that the session's subscriber may read.
 func (l *link) passesNotification(method string, uri string) bool {
-	m := l.g.m
+	pol := l.b.pol()
+	m := pol.m
 	switch method {
 	case "notifications/resources/list_changed":
 		return len(m.Resources) > 0
@@ -494,7 +523,7 @@ func (l *link) passesNotification(method string, uri string) bool {
 			return false
 		}
 		r, vars := m.Resource(uri)
-		return r != nil && l.g.mayUse(*p, r.Action, vars)
+		return r != nil && pol.mayUse(*p, r.Action, vars)
 	}
 	return true
 }
@@ -506,7 +535,7 @@ func (l *link) passesNotification(method string, uri string) bool {
 // need not list the resources under it. A list that fails is not reported
 // on, rather than have every entry of it called missing.
 func (l *link) reportMissingEntries(ctx context.Context, cs *mcp.ClientSession, always bool) {
-	m := l.g.m
+	m := l.b.pol().m
 	if len(m.Prompts) == 0 && len(m.Resources) == 0 {
 		return
 	}
@@ -516,7 +545,7 @@ func (l *link) reportMissingEntries(ctx context.Context, cs *mcp.ClientSession, 
 	}
 	offered := map[string]bool{}
 	read := func(method string) bool {
-		err := l.g.readPages(ctx, cs, method, func(item any) {
+		err := l.b.readPages(ctx, cs, method, func(item any) {
 			switch it := item.(type) {
 			case *mcp.Prompt:
 				offered["prompt "+it.Name] = true
@@ -527,7 +556,7 @@ func (l *link) reportMissingEntries(ctx context.Context, cs *mcp.ClientSession, 
 			}
 		})
 		if err != nil {
-			l.g.cfg.logger.Debug("listing the upstream's entries to compare them with the manifest failed", "method", method, "error", err)
+			l.b.cfg.logger.Debug("listing the upstream's entries to compare them with the manifest failed", "method", method, "error", err)
 		}
 		return err == nil
 	}
@@ -536,7 +565,7 @@ func (l *link) reportMissingEntries(ctx context.Context, cs *mcp.ClientSession, 
 		for _, p := range m.Prompts {
 			names = append(names, p.Name)
 		}
-		l.g.reportMissing("prompt", names, func(n string) bool { return offered["prompt "+n] }, always)
+		l.b.reportMissing("prompt", names, func(n string) bool { return offered["prompt "+n] }, always)
 	}
 	if len(m.Resources) == 0 {
 		return
@@ -552,9 +581,9 @@ func (l *link) reportMissingEntries(ctx context.Context, cs *mcp.ClientSession, 
 	}
 	noResources := caps == nil || caps.Resources == nil
 	if len(uris) > 0 && (noResources || read("resources/list")) {
-		l.g.reportMissing("resource", uris, func(u string) bool { return offered["resource "+u] }, always)
+		l.b.reportMissing("resource", uris, func(u string) bool { return offered["resource "+u] }, always)
 	}
 	if len(templates) > 0 && (noResources || read("resources/templates/list")) {
-		l.g.reportMissing("template", templates, func(u string) bool { return offered["template "+u] }, always)
+		l.b.reportMissing("template", templates, func(u string) bool { return offered["template "+u] }, always)
 	}
 }

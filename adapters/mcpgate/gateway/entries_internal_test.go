@@ -21,7 +21,9 @@ func TestResourceUpdatesFiltered(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := &link{g: &Gateway{m: m, access: gate.NewAccess(m, gates.AccessOptions{})}}
+	b := &backend{}
+	b.policy.Store(&policy{m: m, access: gate.NewAccess(m, gates.AccessOptions{})})
+	l := &link{b: b}
 	const updated = "notifications/resources/updated"
 	if l.passesNotification(updated, "docs://a") {
 		t.Error("an update reached a session that subscribed to nothing")

@@ -14,9 +14,11 @@ func ServeLocal(g *Gateway, ctx context.Context, t mcp.Transport) error { return
 // passed: the next Ready starts a new check (unless the last one still
 // closes its session).
 func ExpireReady(g *Gateway) {
-	g.ready.mu.Lock()
-	defer g.ready.mu.Unlock()
-	g.ready.at = time.Now().Add(-readyFor)
+	for _, b := range g.set().list {
+		b.ready.mu.Lock()
+		b.ready.at = time.Now().Add(-readyFor)
+		b.ready.mu.Unlock()
+	}
 }
 
 // Sessions returns the number of client sessions linked to the upstream.
@@ -28,9 +30,15 @@ func Sessions(g *Gateway) int {
 
 // ReadyChecking reports whether a readiness check runs.
 func ReadyChecking(g *Gateway) bool {
-	g.ready.mu.Lock()
-	defer g.ready.mu.Unlock()
-	return g.ready.busy
+	for _, b := range g.set().list {
+		b.ready.mu.Lock()
+		busy := b.ready.busy
+		b.ready.mu.Unlock()
+		if busy {
+			return true
+		}
+	}
+	return false
 }
 
 // WithChildGrace sets the wait between the steps of a child's stop (its

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/axgate/axgate"
 	"slices"
 	"strings"
 	"time"
@@ -17,7 +18,6 @@ import (
 
 	"github.com/axgate/axgate/adapters/mcpgate"
 	"github.com/axgate/axgate/adapters/mcpgate/gateway/internal/direct"
-	"github.com/axgate/axgate/adapters/mcpgate/gateway/internal/upcreds"
 	"github.com/axgate/axgate/adapters/mcpgate/internal/childproc"
 	axerr "github.com/axgate/axgate/errors"
 	"github.com/axgate/axgate/internal/wire"
@@ -34,19 +34,25 @@ type front struct {
 	// (stateless.go): no sessions, each request on its own, its upstream
 	// the caller's link.
 	stateless bool
+	kind      int
 	server    *mcp.Server
 	principal mcpgate.PrincipalFunc
-	// handler runs a tools/call through the enforcer's whole chain
-	// (mcpgate's handler: credentials, elicitation, refusals), with the
-	// upstream as the tool.
-	handler mcp.ToolHandler
 	// send is the server's sending method handler, which sends the
 	// upstream's notifications to one client session.
 	send mcp.MethodHandler
 }
 
-func (g *Gateway) newFront(local, stateless bool) *front {
-	f := &front{g: g, principal: g.cfg.principal, stateless: stateless}
+// The kinds of front: streamable HTTP sessions, stateless HTTP, stdio.
+const (
+	frontHTTP = iota
+	frontStateless
+	frontLocal
+	frontKinds
+)
+
+func (g *Gateway) newFront(kind int) *front {
+	local, stateless := kind == frontLocal, kind == frontStateless
+	f := &front{g: g, principal: g.cfg.principal, stateless: stateless, kind: kind}
 	if local {
 		f.principal = mcpgate.StaticPrincipal(*g.cfg.local)
 	}
@@ -65,16 +71,6 @@ func (g *Gateway) newFront(local, stateless bool) *front {
 		UnsubscribeHandler: func(context.Context, *mcp.UnsubscribeRequest) error { return nil },
 		SetCacheable:       privateCacheable,
 	})
-	opts := append(slices.Clone(g.cfg.mcpOpts), mcpgate.WithPrincipal(f.principal))
-	if !g.cfg.trustClientElicitation {
-		// The trust rule: the client is the agent's, and its answer to a
-		// form question is not the person's (WithTrustClientElicitation).
-		opts = append(opts, mcpgate.WithoutElicitation())
-	}
-	f.handler = mcpgate.ToolHandler(g.enf, middleware.InvokerFunc(g.forward), opts...)
-	for _, name := range g.order {
-		srv.AddTool(g.defs[name], f.callTool)
-	}
 	srv.AddSendingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
 		f.send = next
 		return next
@@ -87,6 +83,19 @@ func (g *Gateway) newFront(local, stateless bool) *front {
 	srv.AddReceivingMiddleware(privateLists) // outermost: it sees every answer
 	f.server = srv
 	return f
+}
+
+// toolHandler runs a tools/call of b through enf's whole chain (mcpgate's
+// handler: credentials, elicitation, refusals), with the upstream as the
+// tool.
+func (f *front) toolHandler(enf *axgate.Enforcer, b *backend) mcp.ToolHandler {
+	opts := append(slices.Clone(f.g.cfg.mcpOpts), mcpgate.WithPrincipal(f.principal))
+	if !f.g.cfg.trustClientElicitation {
+		// The trust rule: the client is the agent's, and its answer to a
+		// form question is not the person's (WithTrustClientElicitation).
+		opts = append(opts, mcpgate.WithoutElicitation())
+	}
+	return mcpgate.ToolHandler(enf, middleware.InvokerFunc(b.forward), opts...)
 }
 
 // receive admits a client session at its initialize, answers the tool
@@ -150,14 +159,9 @@ func (f *front) initialize(ctx context.Context, ss *mcp.ServerSession, req mcp.R
 	// With TokenExchange the upstream session is the caller's: a caller
 	// whose token cannot be exchanged is refused here, before any link
 	// (whose failing starts would hold back the others').
-	var caller *upcreds.Caller
-	if f.g.perCaller() {
-		caller = callerOf(f, ctx, ss, req.GetExtra())
-		if caller != nil {
-			if _, err := f.g.creds.Authorization(upcreds.WithCaller(ctx, caller)); err != nil {
-				return nil, sessionRefusal(credentialsRefused("", err))
-			}
-		}
+	caller, err := f.g.exchangeAtStart(ctx, f, ss, req.GetExtra())
+	if err != nil {
+		return nil, err
 	}
 	counted, e := f.g.admit(ss, key)
 	if e != nil {
@@ -173,16 +177,19 @@ func (f *front) initialize(ctx context.Context, ss *mcp.ServerSession, req mcp.R
 		}
 		return res, err
 	}
-	l := f.g.linkWith(f, ss, caller)
-	if f.g.probeless {
+	s := f.g.sessionWith(f, ss, caller)
+	for _, b := range f.g.set().list {
+		if !b.probeless {
+			continue
+		}
 		// The session's child is the only one (New started none): the
 		// client's initialize is answered once it runs, its pins checked,
 		// with its capabilities.
-		if err := f.g.awaitUpstream(ctx, l); err != nil {
+		if err := b.awaitUpstream(ctx, s.link(b)); err != nil {
 			if counted {
 				f.g.release(ss)
 			}
-			f.g.dropLink(ss, l)
+			f.g.dropSession(ss, s)
 			return nil, upstreamNotStarted(err)
 		}
 	}
@@ -196,7 +203,7 @@ func (f *front) initialize(ctx context.Context, ss *mcp.ServerSession, req mcp.R
 		if ex := req.GetExtra(); ex != nil && ex.TokenInfo != nil {
 			userID = ex.TokenInfo.UserID
 		}
-		f.g.registerHTTP(l, ss.ID(), userID, version)
+		f.g.registerHTTP(s, ss.ID(), userID, version)
 	}
 	return res, nil
 }
@@ -210,8 +217,12 @@ func (f *front) tool(ctx context.Context, method string, req mcp.Request, next m
 	case *mcp.ListToolsRequest:
 		return f.listTools(ctx, r)
 	case *mcp.CallToolRequest:
-		if r.Params != nil && f.g.m.Tool(r.Params.Name) == nil {
-			return f.callTool(ctx, r)
+		if r.Params != nil {
+			// A tool no manifest declares is not the server's: refused
+			// here, by the chain's intent gate.
+			if b, name := f.g.set().route(r.Params.Name); b == nil || b.pol().m.Tool(name) == nil {
+				return f.callTool(ctx, r)
+			}
 		}
 	}
 	return next(ctx, method, req)
@@ -221,8 +232,10 @@ func (f *front) tool(ctx context.Context, method string, req mcp.Request, next m
 // the operator forwards them (asks.go); the client's roots are not the
 // upstream's otherwise.
 func (f *front) rootsChanged(ctx context.Context, ss *mcp.ServerSession) {
-	if l := f.g.linkFor(f, ss); l.forwards(methodListRoots) {
-		l.notifyRootsChanged(ctx)
+	for _, l := range f.g.sessionFor(f, ss).linksNow() {
+		if l.forwards(methodListRoots) {
+			l.notifyRootsChanged(ctx)
+		}
 	}
 }
 
@@ -236,10 +249,26 @@ func (f *front) setLevel(ctx context.Context, ss *mcp.ServerSession, req mcp.Req
 	if !ok || p == nil {
 		return nil
 	}
-	_, err := f.toUpstream(ctx, ss, func(ctx context.Context, cs *mcp.ClientSession) (mcp.Result, error) {
-		return nil, cs.SetLoggingLevel(ctx, clean(p))
-	})
-	return err
+	// Every upstream's level; the request fails only when none took it
+	// (one down upstream does not keep the others' logs at their level).
+	list := f.g.set().list
+	var first error
+	failed := 0
+	for _, b := range list {
+		_, err := f.toUpstream(ctx, ss, b, func(ctx context.Context, cs *mcp.ClientSession) (mcp.Result, error) {
+			return nil, cs.SetLoggingLevel(ctx, clean(p))
+		})
+		if err != nil {
+			failed++
+			if first == nil {
+				first = err
+			}
+		}
+	}
+	if failed == len(list) {
+		return first
+	}
+	return nil
 }
 
 // toUpstream forwards a request that is not a tool call to the session's
@@ -250,12 +279,13 @@ func (f *front) setLevel(ctx context.Context, ss *mcp.ServerSession, req mcp.Req
 // resources/read (or prompts/get, completion/complete…) waiting on a slow
 // upstream, each with its goroutine and upstream connection, and exhaust
 // what the other callers share.
-func (f *front) toUpstream(ctx context.Context, ss *mcp.ServerSession, do func(context.Context, *mcp.ClientSession) (mcp.Result, error)) (mcp.Result, error) {
-	l := f.g.linkFor(f, ss)
-	if !l.calls.take() {
+func (f *front) toUpstream(ctx context.Context, ss *mcp.ServerSession, b *backend, do func(context.Context, *mcp.ClientSession) (mcp.Result, error)) (mcp.Result, error) {
+	s := f.g.sessionFor(f, ss)
+	l := s.link(b)
+	if !s.calls.take() {
 		return nil, mcpgate.JSONRPCError(tooManyCalls("", "this session", f.g.cfg.maxCallsPerSession))
 	}
-	defer l.calls.put()
+	defer s.calls.put()
 	key, ok := f.g.takeCall(ss)
 	if !ok {
 		return nil, mcpgate.JSONRPCError(tooManyCalls("", "this caller", f.g.cfg.maxCallsPerPrincipal))
@@ -265,12 +295,12 @@ func (f *front) toUpstream(ctx context.Context, ss *mcp.ServerSession, do func(c
 	if err != nil {
 		return nil, mcpgate.JSONRPCError(unavailable(""))
 	}
-	ctx, cancel := context.WithTimeout(ctx, f.g.cfg.callTimeout)
+	ctx, cancel := context.WithTimeout(ctx, b.cfg.callTimeout)
 	defer cancel()
 	res, err := do(ctx, cs)
 	if err != nil {
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return nil, mcpgate.JSONRPCError(callTimedOut("", f.g.cfg.callTimeout))
+			return nil, mcpgate.JSONRPCError(callTimedOut("", b.cfg.callTimeout))
 		}
 		return nil, upstreamRPCError(err)
 	}
@@ -317,14 +347,22 @@ func (f *front) listTools(ctx context.Context, req *mcp.ListToolsRequest) (*mcp.
 	if err != nil {
 		return res, nil
 	}
-	l := f.g.linkFor(f, req.Session)
-	l.session(ctx) // wait for the first connection; a down upstream lists what it listed last
-	offered := l.offered()
-	for _, name := range f.g.order {
-		if _, ok := offered[name]; !ok || f.g.isChanged(name) || !f.g.mayCall(p, name) {
-			continue
+	s := f.g.sessionFor(f, req.Session)
+	list := f.g.set().list
+	links := make([]*link, len(list))
+	for i, b := range list {
+		links[i] = s.link(b)
+	}
+	for i, b := range list {
+		links[i].session(ctx) // wait for the first connection; a down upstream lists what it listed last
+		offered := links[i].offered()
+		pol := b.pol()
+		for _, name := range pol.order {
+			if _, ok := offered[name]; !ok || pol.isChanged(name) || !pol.mayCall(p, name) {
+				continue
+			}
+			res.Tools = append(res.Tools, pol.defs[name])
 		}
-		res.Tools = append(res.Tools, f.g.defs[name])
 	}
 	return res, nil
 }
@@ -335,6 +373,8 @@ type outboundKey struct{}
 
 type outbound struct {
 	link     *link
+	pol      *policy // the policy the call was checked by
+	front    string  // the tool's name at the front
 	progress any
 }
 
@@ -343,43 +383,78 @@ type outbound struct {
 // tool — and runs the rest through mcpgate's handler: the whole chain, with
 // forward as the tool.
 func (f *front) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	set := f.g.set()
 	if req == nil || req.Params == nil {
-		return f.handler(ctx, req)
+		return set.list[0].pol().handlers[f.kind](ctx, req)
 	}
-	if a := f.g.m.Tool(req.Params.Name); a != nil {
-		if f.g.isChanged(req.Params.Name) {
-			return mcpgate.Refusal(toolChanged(a)), nil
+	b, name := set.route(req.Params.Name)
+	if b == nil {
+		return mcpgate.Refusal(unknownTool(req.Params.Name)), nil
+	}
+	pol := b.pol()
+	front := req.Params.Name
+	if name != front {
+		// The upstream's enforcer checks, and the upstream gets, its own
+		// name of the tool. The request state of a confirmation question
+		// is this upstream's only (stateOf).
+		r, p := *req, *req.Params
+		p.Name = name
+		p.RequestState = b.stateIn(p.RequestState)
+		r.Params = &p
+		req = &r
+		res, err := f.callOf(ctx, req, b, pol, front)
+		if res != nil && res.RequestState != "" {
+			res.RequestState = b.stateOut(res.RequestState)
 		}
-		l := f.g.linkFor(f, req.Session)
-		if !l.calls.take() {
+		if res != nil && res.IsError && pol.m.Tool(name) == nil && refusedAs(res, axerr.CodeIntentNotFound) {
+			// The chain's refusal (audited) names the tools as the
+			// upstream does: the client is told the names it can call.
+			return mcpgate.Refusal(unknownToolOf(front, b, pol)), nil
+		}
+		return res, err
+	}
+	return f.callOf(ctx, req, b, pol, front)
+}
+
+// callOf is callTool of b's tool, named as b names it (front: as the
+// client does).
+func (f *front) callOf(ctx context.Context, req *mcp.CallToolRequest, b *backend, pol *policy, front string) (*mcp.CallToolResult, error) {
+	name := req.Params.Name
+	if a := pol.m.Tool(name); a != nil {
+		if pol.isChanged(name) {
+			return mcpgate.Refusal(toolChanged(a, front)), nil
+		}
+		s := f.g.sessionFor(f, req.Session)
+		l := s.link(b)
+		if !s.calls.take() {
 			return mcpgate.Refusal(tooManyCalls(a.Intent, "this session", f.g.cfg.maxCallsPerSession)), nil
 		}
-		defer l.calls.put()
+		defer s.calls.put()
 		key, ok := f.g.takeCall(req.Session)
 		if !ok {
 			return mcpgate.Refusal(tooManyCalls(a.Intent, "this caller", f.g.cfg.maxCallsPerPrincipal)), nil
 		}
 		defer f.g.putCall(key)
 		if _, err := l.session(ctx); err != nil {
-			return mcpgate.Refusal(unavailable(a.Intent)), nil
+			return mcpgate.Refusal(b.unavailable(a.Intent)), nil
 		}
 		// The upstream said its tools changed: wait for the new list to be
 		// checked against the pins; a list that failed trusts none.
-		if err := l.awaitFresh(ctx, f.g.cfg.callTimeout); err != nil {
+		if err := l.awaitFresh(ctx, b.cfg.callTimeout); err != nil {
 			return mcpgate.Refusal(unverified(a.Intent)), nil
 		}
-		if f.g.isChanged(req.Params.Name) {
-			return mcpgate.Refusal(toolChanged(a)), nil
+		if pol.isChanged(name) {
+			return mcpgate.Refusal(toolChanged(a, front)), nil
 		}
-		if _, ok := l.offered()[req.Params.Name]; !ok {
-			return mcpgate.Refusal(notOffered(a)), nil
+		if _, ok := l.offered()[name]; !ok {
+			return mcpgate.Refusal(notOffered(a, front)), nil
 		}
-		if f.g.perCaller() {
+		if b.perCaller() {
 			ctx = f.withCaller(ctx, l, req)
 		}
-		ctx = context.WithValue(ctx, outboundKey{}, &outbound{link: l, progress: progressToken(req.Params.GetProgressToken())})
+		ctx = context.WithValue(ctx, outboundKey{}, &outbound{link: l, pol: pol, front: front, progress: progressToken(req.Params.GetProgressToken())})
 	}
-	return f.handler(ctx, req)
+	return pol.handlers[f.kind](ctx, req)
 }
 
 // maxUpstreamText bounds the upstream's error text kept in a refusal.
@@ -389,28 +464,33 @@ const maxUpstreamText = 4096
 // checked arguments (their canonical encoding) and nothing of the client's
 // _meta but its progress token, and hands the upstream's result to the
 // postconditions.
-func (g *Gateway) forward(ctx context.Context, call *middleware.Call) (middleware.Result, error) {
+func (b *backend) forward(ctx context.Context, call *middleware.Call) (middleware.Result, error) {
+	g := b.g
 	ob, _ := ctx.Value(outboundKey{}).(*outbound)
 	if ob == nil {
 		return middleware.Result{}, axerr.New(axerr.CodeInternal, "the call reached the gateway's tool without an upstream session").WithIntent(call.Intent())
 	}
 	l := ob.link
+	if l.b != b {
+		// Never the wrong upstream: the chain is b's, the session another's.
+		return middleware.Result{}, axerr.New(axerr.CodeInternal, "the call reached another upstream's session").WithIntent(call.Intent())
+	}
 	cs := l.current()
 	if cs == nil {
-		return middleware.Result{}, unavailable(call.Intent())
+		return middleware.Result{}, b.unavailable(call.Intent())
 	}
 	// A last look before the call leaves: the chain may have run a while
 	// since callTool checked (a slow store, a precondition), and a
 	// list_changed that arrived meanwhile must not let a tool that changed
 	// through. The upstream can still change after this; nothing a gateway
 	// does closes that, but what it already knows it enforces.
-	if err := ob.link.awaitFresh(ctx, g.cfg.callTimeout); err != nil {
+	if err := ob.link.awaitFresh(ctx, b.cfg.callTimeout); err != nil {
 		return middleware.Result{}, unverified(call.Intent())
 	}
-	if g.isChanged(call.Tool) && call.Action != nil {
-		return middleware.Result{}, toolChanged(call.Action)
+	if ob.pol.isChanged(call.Tool) && call.Action != nil {
+		return middleware.Result{}, toolChanged(call.Action, ob.front)
 	}
-	if err := g.upstreamCredential(ctx); err != nil {
+	if err := b.upstreamCredential(ctx); err != nil {
 		return middleware.Result{}, credentialsRefused(call.Intent(), err)
 	}
 	canon, err := call.CanonicalArguments()
@@ -431,24 +511,27 @@ func (g *Gateway) forward(ctx context.Context, call *middleware.Call) (middlewar
 		if ob.link.client != nil && ob.link.client.ID() != "" {
 			attrs = append(attrs, attribute.String("mcp.session.id", ob.link.client.ID()))
 		}
+		if g.multi {
+			attrs = append(attrs, attribute.String("axgate.upstream", b.name))
+		}
 		span.SetAttributes(attrs...)
 	}
 	// The person's confirmation is behind; the upstream's answer is bounded
 	// in time from here. The upstream call's own context follows that
 	// deadline (and the client's cancellation) while the call runs, but is not
 	// cancelled the moment it returns, so the HTTP connection can be reused.
-	ctx, cancel := context.WithTimeout(ctx, g.cfg.callTimeout)
+	ctx, cancel := context.WithTimeout(ctx, b.cfg.callTimeout)
 	defer cancel()
 	var res *mcp.CallToolResult
-	if version := g.directVersion(cs); version != "" {
-		res, err = g.directPath.Call(ctx, direct.Upstream{Session: cs, Version: version, Peer: directLink{l}, Life: l.ctx}, params)
+	if version := b.directVersion(cs); version != "" {
+		res, err = b.direct.Call(ctx, direct.Upstream{Session: cs, Version: version, Peer: directLink{l}, Life: l.ctx}, params)
 	} else {
 		upCtx, done := g.upstreamContext(ctx)
 		res, err = cs.CallTool(upCtx, params)
 		done()
 	}
 	if err != nil {
-		return middleware.Result{}, g.callFailed(ctx, call, ob.link, err)
+		return middleware.Result{}, b.callFailed(ctx, call, ob.link, err)
 	}
 	if res.IsError {
 		return middleware.Result{}, upstreamToolError(call.Intent(), res)
@@ -462,7 +545,7 @@ func (g *Gateway) forward(ctx context.Context, call *middleware.Call) (middlewar
 			WithIntent(call.Intent())
 	}
 	stripProtocolMeta(res)
-	if !g.cfg.keepUncheckedContent && checksOutput(call.Action) {
+	if !b.cfg.keepUncheckedContent && checksOutput(call.Action) {
 		if res, err = checkedContent(res); err != nil {
 			return middleware.Result{}, axerr.New(axerr.CodeToolFailed, "the upstream's structuredContent cannot be sent as JSON").
 				WithIntent(call.Intent()).WithCause(err)
@@ -561,7 +644,7 @@ func (g *Gateway) upstreamContext(ctx context.Context) (context.Context, func())
 // callFailed maps a failed upstream call: a JSON-RPC error of the upstream
 // is the tool's failure (its message kept), a lost connection makes the
 // upstream unavailable.
-func (g *Gateway) callFailed(ctx context.Context, call *middleware.Call, l *link, err error) error {
+func (b *backend) callFailed(ctx context.Context, call *middleware.Call, l *link, err error) error {
 	var re *jsonrpc.Error
 	switch {
 	case errors.As(err, &re) && !transportRejected(re):
@@ -572,14 +655,14 @@ func (g *Gateway) callFailed(ctx context.Context, call *middleware.Call, l *link
 		retry := re.Code == rpcRequestTimeout || transient(re.Message)
 		return notRetryableUnless(axerr.New(axerr.CodeToolFailed, "the upstream server refused the call: "+bound(re.Message)).WithIntent(call.Intent()), retry)
 	case errors.Is(err, errMessageTooLarge) || errors.Is(err, childproc.ErrTooLarge) || l.cutTooLarge():
-		return resultTooLarge(call.Intent(), g.cfg.maxMessageBytes)
+		return resultTooLarge(call.Intent(), b.cfg.maxMessageBytes)
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
-		return callTimedOut(call.Intent(), g.cfg.callTimeout)
+		return callTimedOut(call.Intent(), b.cfg.callTimeout)
 	case ctx.Err() != nil:
 		return err // the tool boundary words a cancellation
 	}
-	g.cfg.logger.Warn("upstream call failed", "tool", call.Tool, "error", err)
-	return unavailable(call.Intent())
+	b.cfg.logger.Warn("upstream call failed", "tool", call.Tool, "error", err)
+	return b.unavailable(call.Intent())
 }
 
 // transportRejected reports whether re is the go-sdk client's own error

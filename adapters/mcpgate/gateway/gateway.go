@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -25,31 +26,22 @@ import (
 	"github.com/axgate/axgate/adapters/httpgate"
 	"github.com/axgate/axgate/adapters/mcpgate"
 	"github.com/axgate/axgate/adapters/mcpgate/gateway/internal/direct"
-	"github.com/axgate/axgate/adapters/mcpgate/gateway/internal/upcreds"
 	axerr "github.com/axgate/axgate/errors"
-	"github.com/axgate/axgate/gates"
-	"github.com/axgate/axgate/internal/gate"
 	"github.com/axgate/axgate/internal/reasons"
 	"github.com/axgate/axgate/manifest"
 	"github.com/axgate/axgate/middleware"
 )
 
-// Gateway is an MCP server that stands in front of another one (the
-// upstream) and enforces the manifest of its enforcer on every tool call.
-// It is safe for concurrent use. Close stops it.
+// Gateway is an MCP server that stands in front of other ones (its
+// upstreams; New's has one) and enforces the manifest of each one's
+// enforcer on every tool call to it. It is safe for concurrent use. Close
+// stops it.
 type Gateway struct {
-	enf    *axgate.Enforcer
-	m      *manifest.Manifest
-	up     Upstream
-	cfg    config
-	access *gate.Access
-	// defs are the front's tool definitions, by name: the manifest's
-	// description and annotations, the input schema the parameter gate
-	// enforces.
-	defs map[string]*mcp.Tool
-	// order is the manifest's tool names, in manifest order.
-	order      []string
+	cfg        config
 	propagator propagation.TextMapPropagator
+	// multi is set for NewMulti's gateway: the upstream's name goes on
+	// the call's span.
+	multi bool
 
 	httpFront  *front
 	localFront *front
@@ -60,25 +52,17 @@ type Gateway struct {
 
 	changedCount metric.Int64Counter
 	restartCount metric.Int64Counter
-	// ownClient is the HTTP client the gateway made for an HTTP upstream
-	// given without one; Close closes its idle connections.
-	ownClient *http.Client
-	// creds are the upstream's credentials (credentials.go), nil without.
-	creds *upcreds.Set
 
-	mu      sync.Mutex
-	closed  bool
-	links   map[*mcp.ServerSession]*link
-	control *link // the gateway's own upstream session (HTTP upstreams)
-	upCaps  *mcp.ServerCapabilities
-	// probeless is a command upstream served to a local client
-	// (WithLocalPrincipal): New starts no child of its own; each client
-	// session's child, started at its initialize, checks the pins and
-	// tells the upstream's capabilities before the initialize is answered
-	// (awaitUpstream). One stdio session, one child.
-	probeless bool
-	changed   map[string]string // disabled tools: name -> digest seen
-	missing   map[string]string // reportMissing: what it last logged, by kind
+	// ups are the upstreams (backend.go); Reload replaces them, under mu.
+	ups atomic.Pointer[upstreamSet]
+	// reloading serializes Reload.
+	reloading sync.Mutex
+
+	mu     sync.Mutex
+	closed bool
+	// links are the client sessions' upstream sessions (one per upstream
+	// each), by client session.
+	links map[*mcp.ServerSession]*session
 
 	// sessionKeys are the admitted client sessions and whom they count
 	// against; perKey counts them by caller (WithMaxSessions).
@@ -90,20 +74,16 @@ type Gateway struct {
 	ephemeral map[*mcp.ServerSession]*callerLink
 	// callsOf counts the calls in flight by caller.
 	callsOf map[string]int
-	// starts is the gateway-wide back-off of upstream starts.
-	starts *breaker
 
-	// directPath is the direct path of tool calls (internal/direct); byID
-	// are the streamable HTTP sessions' links by session id, for it.
-	directPath *direct.Path
-	byID       map[string]*link
+	// directFront is the direct path of tool calls (internal/direct), its
+	// front; it is made again when Reload changes the tools. byID are the
+	// streamable HTTP sessions by session id, for it.
+	directFront atomic.Pointer[directFront]
+	// sdk and sdkStateless are the go-sdk's handlers of the session and
+	// the stateless front.
+	sdk, sdkStateless http.Handler
+	byID              map[string]*session
 
-	// entries is the enforcer's chain around the upstream for the
-	// manifest's resources and prompts (entries.go).
-	entries middleware.Invoker
-
-	// ready is Ready's check (ready.go).
-	ready readiness
 	// drains counts the upstream work after a call returned, the direct
 	// path's and upstreamContext's.
 	drains direct.Drains
@@ -130,17 +110,11 @@ func New(enf *axgate.Enforcer, upstream Upstream, opts ...Option) (*Gateway, err
 	if enf == nil {
 		return nil, errors.New("gateway: nil enforcer")
 	}
-	switch {
-	case upstream.URL == "" && upstream.Command == "":
-		return nil, errors.New("gateway: the upstream needs a URL or a Command")
-	case upstream.URL != "" && upstream.Command != "":
-		return nil, errors.New("gateway: the upstream has both a URL and a Command; give one")
-	}
-	if upstream.URL != "" {
-		if u, err := url.Parse(upstream.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return nil, fmt.Errorf("gateway: the upstream URL %q is not an http(s) URL", upstream.URL)
-		}
-	}
+	return build([]Named{{Enforcer: enf, Upstream: upstream}}, false, opts)
+}
+
+// build makes a gateway of upstreams (New's one, unnamed, or NewMulti's).
+func build(upstreams []Named, multi bool, opts []Option) (*Gateway, error) {
 	cfg := newConfig(opts)
 	if cfg.bearer != nil && (cfg.resource == nil || cfg.resource.Resource == "") {
 		return nil, errors.New("gateway: WithBearer needs resource metadata with a Resource")
@@ -150,74 +124,21 @@ func New(enf *axgate.Enforcer, upstream Upstream, opts ...Option) (*Gateway, err
 			return nil, err
 		}
 	}
-	if err := checkRoots(cfg.roots); err != nil {
-		return nil, err
-	}
-	if cfg.forwardClientRoots && len(cfg.roots) > 0 {
-		return nil, errors.New("gateway: WithRoots and ForwardClientRoots exclude each other")
-	}
-	if cfg.forwardClientRoots && !cfg.toolsOnly {
-		cfg.logger.Warn("the clients' roots are forwarded to the upstream (ForwardClientRoots): a client can widen what the upstream reads and writes to any folder it names")
-	}
-	contained, serr := containChildren(&cfg, upstream)
-	if serr != nil {
-		return nil, serr
-	}
-	cfg.contained = contained
 	g := &Gateway{
-		enf:        enf,
-		m:          enf.Manifest(),
-		up:         upstream,
 		cfg:        cfg,
-		defs:       map[string]*mcp.Tool{},
+		multi:      multi,
 		propagator: propagation.TraceContext{},
-		links:      map[*mcp.ServerSession]*link{},
-		changed:    map[string]string{},
+		links:      map[*mcp.ServerSession]*session{},
 
 		sessionKeys: map[*mcp.ServerSession]string{},
 		perKey:      map[string]int{},
 		callers:     map[string]*callerLink{},
 		ephemeral:   map[*mcp.ServerSession]*callerLink{},
 		callsOf:     map[string]int{},
-		starts:      &breaker{min: cfg.backoffMin, max: cfg.backoffMax},
-		byID:        map[string]*link{},
+		byID:        map[string]*session{},
 	}
-	if upstream.URL != "" && upstream.HTTPClient == nil {
-		g.ownClient = newUpstreamClient()
-		g.up.HTTPClient = g.ownClient
-	}
-	var err error
-	if g.creds, err = newCredentials(upstream); err != nil {
-		return nil, err
-	}
-	if g.creds != nil && upstream.URL != "" {
-		// Both paths (the SDK's transport, the direct path) send through it.
-		g.up.HTTPClient = withCredentials(g.up.HTTPClient, g.creds)
-	}
-	userArgs, tenantArgs := enf.IdentityArgs()
-	g.access = gate.NewAccess(g.m, gates.AccessOptions{UserArgs: userArgs, TenantArgs: tenantArgs})
-	for _, t := range enf.Tools() {
-		def, ok := mcpgate.Tool(enf, t.Name)
-		if !ok {
-			continue
-		}
-		g.defs[t.Name] = def
-		g.order = append(g.order, t.Name)
-	}
-	g.directPath = direct.New(direct.Config{
-		Sessions:        httpSessions{g},
-		Tools:           directTools(g.order, enf.StagesFor),
-		SessionTimeout:  cfg.sessionTimeout,
-		CallTimeout:     cfg.callTimeout,
-		Body:            unreadBody,
-		URL:             g.up.URL,
-		HTTPClient:      g.up.HTTPClient,
-		MaxMessageBytes: cfg.maxMessageBytes,
-		Bound:           g.boundResponse,
-		Drains:          &g.drains,
-	})
-	g.entries = enf.Wrap(middleware.InvokerFunc(g.forwardEntry))
 	meter := cfg.meter.Meter("github.com/axgate/axgate/adapters/mcpgate/gateway")
+	var err error
 	if g.changedCount, err = meter.Int64Counter("axgate.gateway.tool_changed",
 		metric.WithDescription("Tools disabled because the upstream's definition no longer matches the manifest's upstream_sha256 pin"),
 		metric.WithUnit("{tool}")); err != nil {
@@ -228,52 +149,122 @@ func New(enf *axgate.Enforcer, upstream Upstream, opts ...Option) (*Gateway, err
 		metric.WithUnit("{restart}")); err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
-
-	g.probeless = upstream.Command != "" && cfg.local != nil
-	if g.probeless {
-		// No child to check the pins and learn the capabilities: the one
-		// client's own does, before its initialize is answered. What can
-		// be known without starting one is checked now.
-		if err := checkCommand(upstream); err != nil {
-			return nil, fmt.Errorf("gateway: the upstream cannot be started: %w", err)
-		}
-		g.httpFront = g.newFront(false, false)
-		g.statelessFront = g.newFront(false, true)
-		g.localFront = g.newFront(true, false)
-		g.handler = g.buildHandler()
-		return g, nil
-	}
-
-	// The gateway's own session: the tools and capabilities of the
-	// upstream at start, checked against the pins now rather than on the
-	// first call.
-	control := g.newLink(nil, nil)
-	control.start()
-	ctx, cancel := context.WithTimeout(context.Background(), cfg.connectTimeout)
-	defer cancel()
-	cs, err := control.session(ctx)
-	if err != nil {
-		control.close()
-		return nil, fmt.Errorf("gateway: the upstream cannot be reached: %w", control.lastError(err))
-	}
-	if ir := cs.InitializeResult(); ir != nil {
-		g.upCaps = ir.Capabilities
-	}
-	if upstream.Command != "" {
-		// A stdio upstream is a process per session: the control one has
-		// done its work, the sessions' own children take over.
-		control.close()
-	} else {
-		g.control = control
-	}
-
-	g.httpFront = g.newFront(false, false)
-	g.statelessFront = g.newFront(false, true)
+	// The fronts first: each upstream's chain is built for each of them;
+	// their tools are added once the upstreams are known.
+	g.httpFront = g.newFront(frontHTTP)
+	g.statelessFront = g.newFront(frontStateless)
 	if cfg.local != nil {
-		g.localFront = g.newFront(true, false)
+		g.localFront = g.newFront(frontLocal)
 	}
+	list, err := g.newBackends(upstreams, nil)
+	if err != nil {
+		return nil, err
+	}
+	if err := startAll(list); err != nil {
+		for _, b := range list {
+			b.stop()
+		}
+		return nil, err
+	}
+	set := newSet(list)
+	g.ups.Store(set)
+	g.syncTools(nil, set)
+	g.sdk = g.sdkSessions()
+	g.sdkStateless = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.statelessFront.server },
+		&mcp.StreamableHTTPOptions{Stateless: true, PropagateRequestCancellation: true, Logger: g.cfg.logger})
+	g.setDirectFront(set)
 	g.handler = g.buildHandler()
 	return g, nil
+}
+
+// startAll starts the upstreams together, and fails with the first error.
+func startAll(list []*backend) error {
+	errs := make([]error, len(list))
+	var wg sync.WaitGroup
+	for i, b := range list {
+		wg.Go(func() { errs[i] = b.start() })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// set is the gateway's upstreams now.
+func (g *Gateway) set() *upstreamSet { return g.ups.Load() }
+
+// fronts are the gateway's fronts, by kind (nil where it has none).
+func (g *Gateway) fronts() [frontKinds]*front {
+	return [frontKinds]*front{g.httpFront, g.statelessFront, g.localFront}
+}
+
+// syncTools registers the tools of set on every front's server, and
+// removes those of before (the front names of the tools before a Reload)
+// that set no longer has.
+func (g *Gateway) syncTools(before []string, set *upstreamSet) {
+	keep := map[string]bool{}
+	for _, name := range frontToolNames(set) {
+		keep[name] = true
+	}
+	var gone []string
+	for _, name := range before {
+		if !keep[name] {
+			gone = append(gone, name)
+		}
+	}
+	for _, f := range g.fronts() {
+		if f == nil {
+			continue
+		}
+		if len(gone) > 0 {
+			f.server.RemoveTools(gone...)
+		}
+		for _, b := range set.list {
+			p := b.pol()
+			for _, name := range p.order {
+				f.server.AddTool(p.defs[name], f.callTool)
+			}
+		}
+	}
+}
+
+// frontToolNames are the names at the front of the tools of set.
+func frontToolNames(set *upstreamSet) []string {
+	var out []string
+	for _, b := range set.list {
+		for _, def := range b.pol().defs {
+			out = append(out, def.Name)
+		}
+	}
+	return out
+}
+
+// directFront is the direct path's front for the tools of the upstreams
+// now: its handlers of the session and the stateless front.
+type directFront struct{ sessions, stateless http.Handler }
+
+// setDirectFront makes the direct path's front for the tools of set. The
+// calls it takes go to the front's callTool, which routes them as the
+// SDK's.
+func (g *Gateway) setDirectFront(set *upstreamSet) {
+	defs := map[string]*mcp.Tool{}
+	for _, b := range set.list {
+		for _, def := range b.pol().defs {
+			defs[def.Name] = def
+		}
+	}
+	p := direct.New(direct.Config{
+		Sessions:       httpSessions{g},
+		Tools:          set.direct,
+		SessionTimeout: g.cfg.sessionTimeout,
+		CallTimeout:    g.cfg.callTimeout,
+		Body:           unreadBody,
+		Drains:         &g.drains,
+
+		StatelessVersions: statelessVersions(),
+		StatelessTools:    statelessDirectTools(set.direct, defs),
+		StatelessCall:     g.statelessCall,
+		ServerInfo:        g.cfg.impl,
+	})
+	g.directFront.Store(&directFront{sessions: p.Handler(g.sdk), stateless: p.Stateless(g.sdkStateless)})
 }
 
 // checkCommand checks what can be checked of a command upstream without
@@ -299,31 +290,12 @@ func checkCommand(up Upstream) error {
 	return nil
 }
 
-// awaitUpstream waits for the first connection of a client session's link
-// (probeless): its child started, its tools listed and their pins
-// checked, within WithConnectTimeout. It records the upstream's
-// capabilities for frontCaps and returns why the upstream did not start.
-func (g *Gateway) awaitUpstream(ctx context.Context, l *link) error {
-	ctx, cancel := context.WithTimeout(ctx, g.cfg.connectTimeout)
-	defer cancel()
-	cs, err := l.session(ctx)
-	if err != nil {
-		return l.lastError(err)
-	}
-	if ir := cs.InitializeResult(); ir != nil {
-		g.mu.Lock()
-		g.upCaps = ir.Capabilities
-		g.mu.Unlock()
-	}
-	return nil
-}
-
 // Handler serves the gateway over HTTP.
 //
 // It serves the MCP streamable HTTP transport at /mcp, GET /healthz (200
-// while the upstream is reachable, 503 otherwise), and with WithBearer the
+// while an upstream is reachable, 503 otherwise), and with WithBearer the
 // protected resource metadata at /.well-known/oauth-protected-resource. Each
-// client session gets its own upstream session.
+// client session gets its own upstream session with each upstream.
 func (g *Gateway) Handler() http.Handler { return g.handler }
 
 // ServeStdio serves one client over standard input and output, as the
@@ -341,7 +313,7 @@ func (g *Gateway) serveLocal(ctx context.Context, t mcp.Transport) error {
 }
 
 // Close stops the gateway: it closes every client session and every
-// upstream session, and stops the upstream's child processes.
+// upstream session, and stops the upstreams' child processes.
 func (g *Gateway) Close() error {
 	g.mu.Lock()
 	if g.closed {
@@ -349,28 +321,24 @@ func (g *Gateway) Close() error {
 		return nil
 	}
 	g.closed = true
-	links := make([]*link, 0, len(g.links)+1)
-	for _, l := range g.links {
-		links = append(links, l)
-	}
-	if g.control != nil {
-		links = append(links, g.control)
+	var links []*link
+	for _, s := range g.links {
+		links = append(links, s.detachAllLocked()...)
 	}
 	links = append(links, g.closeCallersLocked()...)
-	g.links = map[*mcp.ServerSession]*link{}
-	g.byID = map[string]*link{}
+	g.links = map[*mcp.ServerSession]*session{}
+	g.byID = map[string]*session{}
 	g.mu.Unlock()
 
 	var wg sync.WaitGroup
 	for _, l := range links {
 		wg.Go(l.close)
 	}
-	wg.Go(g.ready.stop)
-	wg.Wait()
-	if g.ownClient != nil {
-		g.ownClient.CloseIdleConnections()
+	for _, b := range g.set().list {
+		wg.Go(b.stop)
 	}
-	for _, f := range []*front{g.httpFront, g.localFront, g.statelessFront} {
+	wg.Wait()
+	for _, f := range g.fronts() {
 		if f == nil {
 			continue
 		}
@@ -381,16 +349,24 @@ func (g *Gateway) Close() error {
 	return nil
 }
 
+// sdkSessions is the go-sdk's streamable HTTP handler of the session
+// front.
+func (g *Gateway) sdkSessions() http.Handler {
+	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.httpFront.server },
+		&mcp.StreamableHTTPOptions{SessionTimeout: g.cfg.sessionTimeout, Logger: g.cfg.logger})
+}
+
 // buildHandler assembles the HTTP routes.
 func (g *Gateway) buildHandler() http.Handler {
 	mux := http.NewServeMux()
-	var sessions http.Handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.httpFront.server },
-		&mcp.StreamableHTTPOptions{SessionTimeout: g.cfg.sessionTimeout, Logger: g.cfg.logger})
+	sessions := g.sdk
 	if !g.cfg.sdkOnly {
-		sessions = g.directPath.Handler(sessions)
+		sessions = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { g.directFront.Load().sessions.ServeHTTP(w, r) })
 	}
-	stateless := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.statelessFront.server },
-		&mcp.StreamableHTTPOptions{Stateless: true, PropagateRequestCancellation: true, Logger: g.cfg.logger})
+	stateless := g.sdkStateless
+	if !g.cfg.sdkOnly {
+		stateless = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { g.directFront.Load().stateless.ServeHTTP(w, r) })
+	}
 	var h http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if statelessRequest(r) {
 			stateless.ServeHTTP(w, r)
@@ -473,127 +449,66 @@ func metadataURL(resource string) (string, error) {
 
 func (g *Gateway) health(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
-	g.mu.Lock()
-	control := g.control
-	g.mu.Unlock()
-	if control != nil && control.current() == nil {
-		w.WriteHeader(http.StatusServiceUnavailable)
-		w.Write([]byte(`{"status":"upstream_unavailable"}` + "\n"))
-		return
+	// Healthy while one upstream is: one down upstream has its calls
+	// refused, and the others serve.
+	for _, b := range g.set().list {
+		b.mu.Lock()
+		control := b.control
+		b.mu.Unlock()
+		if control == nil || control.current() != nil {
+			w.Write([]byte(`{"status":"ok"}` + "\n"))
+			return
+		}
 	}
-	w.Write([]byte(`{"status":"ok"}` + "\n"))
+	w.WriteHeader(http.StatusServiceUnavailable)
+	w.Write([]byte(`{"status":"upstream_unavailable"}` + "\n"))
 }
 
 // frontCaps are the capabilities the gateway announces: tools, and what the
-// upstream offers besides (unless ToolsOnly).
+// upstreams offer besides (unless ToolsOnly).
 func (g *Gateway) frontCaps() *mcp.ServerCapabilities {
 	caps := &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}}
 	if g.cfg.toolsOnly {
 		return caps
 	}
-	g.mu.Lock()
-	up := g.upCaps
-	g.mu.Unlock()
-	if up == nil {
-		return caps
+	for _, b := range g.set().list {
+		up := b.caps()
+		if up == nil {
+			continue
+		}
+		// Resources, prompts and completions only where the manifest
+		// declares some: the rest is refused.
+		m := b.pol().m
+		templates := false
+		for _, r := range m.Resources {
+			templates = templates || r.URITemplate != ""
+		}
+		if len(m.Resources) > 0 && caps.Resources == nil {
+			caps.Resources = up.Resources
+		}
+		if len(m.Prompts) > 0 && caps.Prompts == nil {
+			caps.Prompts = up.Prompts
+		}
+		if (templates || len(m.Prompts) > 0) && caps.Completions == nil {
+			caps.Completions = up.Completions
+		}
+		if caps.Logging == nil {
+			caps.Logging = up.Logging
+		}
 	}
-	// Resources, prompts and completions only where the manifest declares
-	// some: the rest is refused.
-	m := g.m
-	templates := false
-	for _, r := range m.Resources {
-		templates = templates || r.URITemplate != ""
-	}
-	if len(m.Resources) > 0 {
-		caps.Resources = up.Resources
-	}
-	if len(m.Prompts) > 0 {
-		caps.Prompts = up.Prompts
-	}
-	if templates || len(m.Prompts) > 0 {
-		caps.Completions = up.Completions
-	}
-	caps.Logging = up.Logging
 	return caps
-}
-
-// linkFor returns the upstream session of a client session, starting it on
-// first use. It ends when the client session ends.
-func (g *Gateway) linkFor(f *front, ss *mcp.ServerSession) *link {
-	return g.linkWith(f, ss, nil)
-}
-
-// linkWith is linkFor, the upstream session started as caller's
-// (TokenExchange) when it starts now.
-func (g *Gateway) linkWith(f *front, ss *mcp.ServerSession, caller *upcreds.Caller) *link {
-	g.mu.Lock()
-	if l := g.links[ss]; l != nil {
-		g.mu.Unlock()
-		return l
-	}
-	if cl := g.ephemeral[ss]; cl != nil {
-		g.mu.Unlock()
-		return cl.l
-	}
-	l := g.newLink(f, ss)
-	if caller != nil {
-		l.caller.Store(caller)
-	}
-	if g.closed {
-		g.mu.Unlock()
-		l.stopUnstarted()
-		return l
-	}
-	g.links[ss] = l
-	g.mu.Unlock()
-	l.start()
-	go func() {
-		ss.Wait()
-		g.mu.Lock()
-		if g.links[ss] == l {
-			delete(g.links, ss)
-		}
-		if id := ss.ID(); id != "" && g.byID[id] == l {
-			delete(g.byID, id)
-		}
-		g.mu.Unlock()
-		g.release(ss)
-		l.close()
-	}()
-	return l
-}
-
-// dropLink ends the link of a client session whose initialize failed: its
-// upstream is not connected again for a session that was never admitted.
-func (g *Gateway) dropLink(ss *mcp.ServerSession, l *link) {
-	g.mu.Lock()
-	if g.links[ss] == l {
-		delete(g.links, ss)
-	}
-	g.mu.Unlock()
-	go l.close()
-}
-
-// frontLinks returns the upstream sessions of the client sessions.
-func (g *Gateway) frontLinks() []*link {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	out := make([]*link, 0, len(g.links))
-	for _, l := range g.links {
-		out = append(out, l)
-	}
-	return out
 }
 
 // checkPins compares the tools an upstream session listed with the
 // manifest's pins, and disables each pinned tool whose definition differs.
-func (g *Gateway) checkPins(tools map[string]*mcp.Tool) {
-	for _, name := range g.order {
+func (b *backend) checkPins(tools map[string]*mcp.Tool) {
+	p := b.pol()
+	for _, name := range p.order {
 		t, ok := tools[name]
 		if !ok {
 			continue
 		}
-		a := g.m.Tool(name)
+		a := p.m.Tool(name)
 		if a == nil || a.UpstreamSHA256 == "" {
 			continue // no pin, no check
 		}
@@ -604,7 +519,7 @@ func (g *Gateway) checkPins(tools map[string]*mcp.Tool) {
 		if err != nil {
 			got = "(" + err.Error() + ")"
 		}
-		g.disable(name, a, got)
+		b.disable(p, name, a, got)
 	}
 }
 
@@ -615,7 +530,7 @@ func (g *Gateway) checkPins(tools map[string]*mcp.Tool) {
 // is set (at start, and at a re-list) and otherwise only when what is
 // missing changed since it last logged, so that every new session of a
 // command upstream does not log the same again.
-func (g *Gateway) reportMissing(kind string, declared []string, offered func(name string) bool, always bool) {
+func (b *backend) reportMissing(kind string, declared []string, offered func(name string) bool, always bool) {
 	var missing []string
 	for _, name := range declared {
 		if !offered(name) {
@@ -623,74 +538,81 @@ func (g *Gateway) reportMissing(kind string, declared []string, offered func(nam
 		}
 	}
 	key := strings.Join(missing, "\x00")
-	g.mu.Lock()
-	if g.missing == nil {
-		g.missing = map[string]string{}
+	p := b.pol()
+	p.mu.Lock()
+	if p.missing == nil {
+		p.missing = map[string]string{}
 	}
-	last, seen := g.missing[kind]
-	g.missing[kind] = key
-	g.mu.Unlock()
+	last, seen := p.missing[kind]
+	p.missing[kind] = key
+	p.mu.Unlock()
 	if len(missing) == 0 || (!always && seen && last == key) {
 		return
 	}
 	for _, name := range missing {
 		attrs := []any{kind, name}
-		if a := g.m.Tool(name); kind == "tool" && a != nil {
+		if a := p.m.Tool(name); kind == "tool" && a != nil {
 			attrs = append(attrs, "intent", a.Intent)
 		}
 		msg := "the manifest declares a " + kind + " the upstream does not offer"
 		if kind == "tool" {
 			msg += ": its calls are refused with AXAG_INTENT_NOT_FOUND"
 		}
-		g.cfg.logger.Warn(msg, attrs...)
+		b.cfg.logger.Warn(msg, attrs...)
 	}
 }
 
 // disable marks a tool changed, for as long as the gateway runs with this
 // manifest: a definition that changes back is not trusted again.
-func (g *Gateway) disable(name string, a *manifest.Action, got string) {
-	g.mu.Lock()
-	_, already := g.changed[name]
+func (b *backend) disable(p *policy, name string, a *manifest.Action, got string) {
+	p.mu.Lock()
+	_, already := p.changed[name]
 	if !already {
-		g.changed[name] = got
+		p.changed[name] = got
 	}
-	g.mu.Unlock()
+	p.mu.Unlock()
 	if already {
 		return
 	}
-	g.cfg.logger.Warn("upstream tool changed: disabled until the manifest's pin is updated",
+	b.cfg.logger.Warn("upstream tool changed: disabled until the manifest's pin is updated",
 		"tool", name, "intent", a.Intent, "upstream_sha256", got, "pinned_sha256", a.UpstreamSHA256)
-	g.changedCount.Add(context.Background(), 1, metric.WithAttributes(attribute.String("gen_ai.tool.name", name)))
-	for _, l := range g.frontLinks() {
-		go l.notifyToolsChanged() // not under the caller's refresh of its own list
+	attrs := []attribute.KeyValue{attribute.String("gen_ai.tool.name", b.prefix+name)}
+	if b.g.multi {
+		attrs = append(attrs, attribute.String("axgate.upstream", b.name))
+	}
+	b.g.changedCount.Add(context.Background(), 1, metric.WithAttributes(attrs...))
+	for _, s := range b.g.sessions() {
+		go s.notifyToolsChanged() // not under the caller's refresh of its own list
 	}
 }
 
 // isChanged reports whether a tool is disabled because it changed upstream.
-func (g *Gateway) isChanged(name string) bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	_, ok := g.changed[name]
+func (p *policy) isChanged(name string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_, ok := p.changed[name]
 	return ok
 }
 
-// mayCall reports whether p passes the access checks of tool that do not
+// mayCall reports whether pr passes the access checks of tool that do not
 // depend on the arguments: roles, granted scopes, a tenant for a
 // tenant-scoped action.
-func (g *Gateway) mayCall(p middleware.Principal, tool string) bool {
-	a := g.m.Tool(tool)
+func (p *policy) mayCall(pr middleware.Principal, tool string) bool {
+	a := p.m.Tool(tool)
 	if a == nil {
 		return false
 	}
-	call := middleware.NewCall(tool, json.RawMessage("{}"), p)
+	call := middleware.NewCall(tool, json.RawMessage("{}"), pr)
 	call.Action = a
-	return g.access.Check(call) == nil
+	return p.access.Check(call) == nil
 }
 
 // Refusals the gateway makes before the chain runs.
 
-func toolChanged(a *manifest.Action) *axerr.Error {
-	return axerr.Newf(axerr.CodeToolChanged, "the upstream's definition of %s changed since the manifest pinned it; the tool is disabled", a.ToolName()).
+// toolChanged and notOffered name the tool as the client does (front: with
+// its upstream's prefix).
+func toolChanged(a *manifest.Action, front string) *axerr.Error {
+	return axerr.Newf(axerr.CodeToolChanged, "the upstream's definition of %s changed since the manifest pinned it; the tool is disabled", front).
 		WithIntent(a.Intent).
 		WithReason(reasons.UpstreamChanged)
 }
@@ -701,8 +623,8 @@ func unavailable(intent string) *axerr.Error {
 		WithReason(reasons.UpstreamUnavailable)
 }
 
-func notOffered(a *manifest.Action) *axerr.Error {
-	return axerr.Newf(axerr.CodeIntentNotFound, "the upstream MCP server does not offer %s", a.ToolName()).
+func notOffered(a *manifest.Action, front string) *axerr.Error {
+	return axerr.Newf(axerr.CodeIntentNotFound, "the upstream MCP server does not offer %s", front).
 		WithIntent(a.Intent).
 		WithSuggestion("Call tools/list and use one of the tools it lists.")
 }

@@ -39,8 +39,32 @@ type readiness struct {
 // kept for two seconds: probes close together start one session. While
 // the last check still closes its session past that, Ready reports that
 // instead of starting another. Close stops a check in flight.
+//
+// With several upstreams (NewMulti) each is checked so, and Ready fails
+// only when none is ready, naming each one's reason: one down upstream
+// must not take the replica out of a Kubernetes Service while the others
+// serve (its calls are refused meanwhile). Upstreams reports each.
 func (g *Gateway) Ready(ctx context.Context) error {
-	r := &g.ready
+	list := g.set().list
+	if len(list) == 1 {
+		return list[0].Ready(ctx)
+	}
+	// One upstream that serves keeps the replica in its Service: the
+	// calls of a down upstream are refused, the others' answered.
+	errs := g.Upstreams(ctx)
+	var all []error
+	for _, b := range list {
+		if errs[b.name] == nil {
+			return nil
+		}
+		all = append(all, fmt.Errorf("%s: %w", b.name, errs[b.name]))
+	}
+	return fmt.Errorf("gateway: no upstream is ready: %w", errors.Join(all...))
+}
+
+// Ready is the readiness of one upstream (Gateway.Ready).
+func (b *backend) Ready(ctx context.Context) error {
+	r := &b.ready
 	r.mu.Lock()
 	if r.closed {
 		r.mu.Unlock()
@@ -61,10 +85,10 @@ func (g *Gateway) Ready(ctx context.Context) error {
 		default: // its outcome is not known yet: wait for it
 		}
 	case !r.busy && (r.done == nil || expired):
-		checkCtx, cancel := context.WithTimeout(context.Background(), g.cfg.connectTimeout)
+		checkCtx, cancel := context.WithTimeout(context.Background(), b.cfg.connectTimeout)
 		r.done, r.busy, r.cancel = make(chan struct{}), true, cancel
 		r.wg.Add(1)
-		go g.check(checkCtx, cancel, r.done)
+		go b.check(checkCtx, cancel, r.done)
 	}
 	done := r.done
 	r.mu.Unlock()
@@ -83,8 +107,8 @@ func (g *Gateway) Ready(ctx context.Context) error {
 // session whose initialize failed before it returns, and the stop of a
 // child that does not exit takes it seconds. The session is closed after,
 // and the check is not done (no other starts) until it is.
-func (g *Gateway) check(ctx context.Context, cancel context.CancelFunc, done chan struct{}) {
-	r := &g.ready
+func (b *backend) check(ctx context.Context, cancel context.CancelFunc, done chan struct{}) {
+	r := &b.ready
 	defer r.wg.Done()
 	defer cancel()
 	type outcome struct {
@@ -93,7 +117,7 @@ func (g *Gateway) check(ctx context.Context, cancel context.CancelFunc, done cha
 	}
 	got := make(chan outcome, 1)
 	go func() {
-		cs, err := g.probe(ctx)
+		cs, err := b.probe(ctx)
 		got <- outcome{cs, err}
 	}()
 	var o outcome
@@ -102,7 +126,7 @@ func (g *Gateway) check(ctx context.Context, cancel context.CancelFunc, done cha
 	case o = <-got:
 		waited = true
 	case <-ctx.Done():
-		o.err = fmt.Errorf("gateway: the upstream did not start a session within %s: %w", g.cfg.connectTimeout, ctx.Err())
+		o.err = fmt.Errorf("gateway: the upstream did not start a session within %s: %w", b.cfg.connectTimeout, ctx.Err())
 	}
 	r.mu.Lock()
 	r.err, r.at = o.err, time.Now()
@@ -122,9 +146,9 @@ func (g *Gateway) check(ctx context.Context, cancel context.CancelFunc, done cha
 // probe starts a session with the upstream and lists its tools, as a
 // client session's link does. It returns the session to close, also with
 // an error.
-func (g *Gateway) probe(ctx context.Context) (*mcp.ClientSession, error) {
-	l := &link{g: g}
-	client := mcp.NewClient(g.cfg.impl, nil)
+func (b *backend) probe(ctx context.Context) (*mcp.ClientSession, error) {
+	l := &link{g: b.g, b: b}
+	client := mcp.NewClient(b.cfg.impl, nil)
 	opts := &mcp.ClientSessionOptions{ProtocolVersion: upstreamProtocolVersion}
 	cs, err := client.Connect(ctx, l.transport(), opts)
 	var rpcErr *jsonrpc.Error

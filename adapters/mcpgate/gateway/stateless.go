@@ -11,7 +11,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/axgate/axgate/adapters/mcpgate"
-	"github.com/axgate/axgate/adapters/mcpgate/gateway/internal/upcreds"
 	axerr "github.com/axgate/axgate/errors"
 )
 
@@ -46,7 +45,7 @@ func statelessRequest(r *http.Request) bool {
 
 // callerLink is the upstream link of a stateless caller.
 type callerLink struct {
-	l   *link
+	s   *session
 	key string
 	// slot is what the link counts as among the sessions (admit): a
 	// session of its own, never connected, that stands for the caller's.
@@ -132,13 +131,9 @@ func (g *Gateway) acquireCaller(ctx context.Context, f *front, ss *mcp.ServerSes
 	// A new link: with TokenExchange the upstream session is the
 	// caller's, and a caller whose token cannot be exchanged is refused
 	// before it exists, as at a session's initialize.
-	var caller *upcreds.Caller
-	if g.perCaller() {
-		if caller = callerOf(f, ctx, ss, extra); caller != nil {
-			if _, err := g.creds.Authorization(upcreds.WithCaller(ctx, caller)); err != nil {
-				return sessionRefusal(credentialsRefused("", err))
-			}
-		}
+	caller, err := g.exchangeAtStart(ctx, f, ss, extra)
+	if err != nil {
+		return err
 	}
 	// Another request of the caller may have started the link meanwhile:
 	// looking for it and counting a new one are one step, so that the
@@ -159,16 +154,12 @@ func (g *Gateway) acquireCaller(ctx context.Context, f *front, ss *mcp.ServerSes
 		g.mu.Unlock()
 		return sessionRefusal(e)
 	}
-	l := g.newLink(f, nil)
-	l.callerKey = key
-	if caller != nil {
-		l.caller.Store(caller)
-	}
-	cl := &callerLink{l: l, key: key, slot: slot, inflight: 1, gen: 1}
+	s := g.newSession(f, nil, key, caller)
+	cl := &callerLink{s: s, key: key, slot: slot, inflight: 1, gen: 1}
 	g.callers[key] = cl
 	g.ephemeral[ss] = cl
 	g.mu.Unlock()
-	l.start()
+	s.startAll()
 	return nil
 }
 
@@ -221,9 +212,12 @@ func (g *Gateway) expireCaller(cl *callerLink, gen uint64) {
 		return
 	}
 	delete(g.callers, cl.key)
+	links := cl.s.detachAllLocked()
 	g.mu.Unlock()
 	g.release(cl.slot)
-	cl.l.close()
+	for _, l := range links {
+		l.close()
+	}
 }
 
 // closeCallersLocked forgets every stateless caller's link and returns
@@ -239,7 +233,7 @@ func (g *Gateway) closeCallersLocked() []*link {
 		if g.perKey[key]--; g.perKey[key] <= 0 {
 			delete(g.perKey, key)
 		}
-		out = append(out, cl.l)
+		out = append(out, cl.s.detachAllLocked()...)
 	}
 	return out
 }

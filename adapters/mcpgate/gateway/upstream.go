@@ -14,7 +14,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"golang.org/x/time/rate"
 
-	"github.com/axgate/axgate/adapters/mcpgate/gateway/internal/direct"
 	"github.com/axgate/axgate/adapters/mcpgate/gateway/internal/upcreds"
 	"github.com/axgate/axgate/adapters/mcpgate/internal/childproc"
 	"github.com/axgate/axgate/middleware"
@@ -40,6 +39,10 @@ var errNotConnected = errors.New("gateway: not connected yet")
 // there is no current session and calls are refused as unavailable.
 type link struct {
 	g *Gateway
+	// b is the upstream; s the session whose link this is (nil for the
+	// gateway's own).
+	b *backend
+	s *session
 	// srv is the front the client session came in through, and client
 	// that session; both nil for the gateway's own link.
 	srv    *front
@@ -51,10 +54,9 @@ type link struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	conn        linkConn     // the upstream session and its reconnection
-	tools       linkTools    // the upstream's tools and their freshness
-	directState direct.State // the direct path's record of the client session
-	callBounds               // what bounds the session's calls and messages
+	conn       linkConn  // the upstream session and its reconnection
+	tools      linkTools // the upstream's tools and their freshness
+	callBounds           // what bounds the session's messages
 
 	// subscriber is the caller of the session's last resources/subscribe
 	// the upstream took: resource updates reach the client only for what
@@ -103,33 +105,32 @@ type linkTools struct {
 
 // callBounds bound what one session holds of the gateway.
 type callBounds struct {
-	calls    slots       // tools/call in flight (WithMaxCallsPerSession)
 	pending  slots       // upstream requests to the client (WithMaxPendingUpstreamRequests)
 	tooLarge atomic.Bool // the session was cut for a message over the bound
 
 	askLogs *rate.Limiter // of the log lines of the upstream's requests to the client (asks.go)
 }
 
-func (g *Gateway) newLink(srv *front, client *mcp.ServerSession) *link {
+func (b *backend) newLink(srv *front, client *mcp.ServerSession, s *session) *link {
+	g := b.cfg
 	ctx, cancel := context.WithCancel(context.Background())
-	l := &link{g: g, srv: srv, client: client, ctx: ctx, cancel: cancel,
+	l := &link{g: b.g, b: b, s: s, srv: srv, client: client, ctx: ctx, cancel: cancel,
 		conn: linkConn{stopped: make(chan struct{}), tried: make(chan struct{}), err: errNotConnected},
 		tools: linkTools{settled: make(chan struct{}), due: make(chan struct{}, 1),
-			relistLimit: rate.NewLimiter(rate.Every(g.cfg.relistInterval), 1)},
+			relistLimit: rate.NewLimiter(rate.Every(g.relistInterval), 1)},
 		callBounds: callBounds{
-			calls:   newSlots(g.cfg.maxCallsPerSession),
-			pending: newSlots(g.cfg.maxPendingUpstream),
+			pending: newSlots(g.maxPendingUpstream),
 			askLogs: rate.NewLimiter(rate.Every(time.Second), askLogBurst),
 		},
 	}
-	l.conn.sdk = mcp.NewClient(g.cfg.impl, l.clientOptions())
+	l.conn.sdk = mcp.NewClient(g.impl, l.clientOptions())
 	l.conn.sdk.AddSendingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
 		l.conn.sendUp = next
 		return next
 	})
 	// The SDK's client answers roots/list with these, unless they are
 	// the client's (receiveAsks).
-	l.conn.sdk.AddRoots(g.operatorRoots().Roots...)
+	l.conn.sdk.AddRoots(b.operatorRoots().Roots...)
 	l.conn.sdk.AddReceivingMiddleware(l.receiveAsks)
 	return l
 }
@@ -140,18 +141,18 @@ func (g *Gateway) newLink(srv *front, client *mcp.ServerSession) *link {
 // client; and forward the upstream's notifications to it.
 func (l *link) clientOptions() *mcp.ClientOptions {
 	opts := &mcp.ClientOptions{
-		Logger:                 l.g.cfg.logger,
+		Logger:                 l.b.cfg.logger,
 		Capabilities:           &mcp.ClientCapabilities{},
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { l.toolsChanged() },
 		ProgressNotificationHandler: func(ctx context.Context, req *mcp.ProgressNotificationClientRequest) {
 			toFront(ctx, l, "notifications/progress", req.Params)
 		},
 	}
-	if len(l.g.cfg.roots) > 0 {
+	if len(l.b.cfg.roots) > 0 {
 		// Fixed for as long as the gateway runs: no list_changed.
 		opts.Capabilities.RootsV2 = &mcp.RootCapabilities{}
 	}
-	if l.client == nil || l.g.cfg.toolsOnly {
+	if l.client == nil || l.b.cfg.toolsOnly {
 		return opts
 	}
 	opts.PromptListChangedHandler = func(ctx context.Context, req *mcp.PromptListChangedRequest) {
@@ -206,15 +207,15 @@ func toFront[P mcp.Params](ctx context.Context, l *link, method string, p P) {
 		return
 	}
 	if _, err := l.srv.send(ctx, method, &mcp.ServerRequest[P]{Session: l.client, Params: p}); err != nil {
-		l.g.cfg.logger.Debug("forwarding a notification to the client failed", "method", method, "error", err)
+		l.b.cfg.logger.Debug("forwarding a notification to the client failed", "method", method, "error", err)
 	}
 }
 
 // notifyToolsChanged tells the client session that its tool list changed.
 func (l *link) notifyToolsChanged() {
-	ctx, cancel := context.WithTimeout(l.ctx, 10*time.Second)
-	defer cancel()
-	toFront(ctx, l, "notifications/tools/list_changed", &mcp.ToolListChangedParams{})
+	if l.s != nil {
+		l.s.notifyToolsChanged()
+	}
 }
 
 // notifyRootsChanged tells the upstream that the client's roots changed.
@@ -229,7 +230,7 @@ func (l *link) notifyRootsChanged(ctx context.Context) {
 	// Bounded as a call is: an upstream that does not take it does not
 	// hold the client's notification (and what the session handles after
 	// it) for longer.
-	ctx, cancel := context.WithTimeout(ctx, l.g.cfg.callTimeout)
+	ctx, cancel := context.WithTimeout(ctx, l.b.cfg.callTimeout)
 	defer cancel()
 	send(ctx, "notifications/roots/list_changed", &mcp.ClientRequest[*mcp.RootsListChangedParams]{Session: cs, Params: &mcp.RootsListChangedParams{}})
 }
@@ -260,10 +261,10 @@ func newUpstreamClient() *http.Client {
 // transport is a new connection to the upstream, its messages bounded
 // (WithMaxMessageBytes): for a command, a new child.
 func (l *link) transport() mcp.Transport {
-	g := l.g
-	limit := g.cfg.maxMessageBytes
-	if g.up.URL != "" {
-		hc := g.up.HTTPClient
+	b := l.b
+	limit := b.cfg.maxMessageBytes
+	if b.up.URL != "" {
+		hc := b.up.HTTPClient
 		if hc == nil {
 			hc = http.DefaultClient
 		}
@@ -271,21 +272,21 @@ func (l *link) transport() mcp.Transport {
 		if next == nil {
 			next = http.DefaultTransport
 		}
-		if g.creds.PerCaller() {
+		if b.creds.PerCaller() {
 			next = linkCaller{l: l, next: next}
 		}
 		bounded := *hc
 		bounded.Transport = boundedTransport{next: next, limit: limit, cut: &l.tooLarge}
-		return &mcp.StreamableClientTransport{Endpoint: g.up.URL, HTTPClient: &bounded, MaxEventSize: int(limit) + 1}
+		return &mcp.StreamableClientTransport{Endpoint: b.up.URL, HTTPClient: &bounded, MaxEventSize: int(limit) + 1}
 	}
 	return childproc.NewTransport(childproc.Command{
-		Path:    g.up.Command,
-		Args:    g.up.Args,
-		Env:     childproc.Env(g.up.InheritEnv, append(slices.Clone(g.up.Env), g.creds.Env()...)),
-		Dir:     g.up.Dir,
-		Stderr:  g.up.Stderr,
-		Sandbox: g.cfg.contained,
-		Grace:   g.cfg.childGrace,
+		Path:    b.up.Command,
+		Args:    b.up.Args,
+		Env:     childproc.Env(b.up.InheritEnv, append(slices.Clone(b.up.Env), b.creds.Env()...)),
+		Dir:     b.up.Dir,
+		Stderr:  b.up.Stderr,
+		Sandbox: b.cfg.contained,
+		Grace:   b.cfg.childGrace,
 	}, limit, &l.tooLarge)
 }
 
@@ -323,14 +324,14 @@ func (l *link) markFirst() { l.conn.triedOnce.Do(func() { close(l.conn.tried) })
 func (l *link) run() {
 	defer close(l.conn.stopped)
 	defer l.markFirst()
-	delay := l.g.cfg.backoffMin
+	delay := l.b.cfg.backoffMin
 	for attempt := 0; ; attempt++ {
 		started := time.Now()
 		var cs *mcp.ClientSession
 		var err error
-		if l.g.starts.allow() {
+		if l.b.starts.allow() {
 			cs, err = l.connect()
-			l.g.starts.done(err == nil)
+			l.b.starts.done(err == nil)
 		} else {
 			err = errCircuitOpen
 		}
@@ -338,7 +339,7 @@ func (l *link) run() {
 			l.markFirst()
 			if attempt > 0 {
 				l.g.restartCount.Add(context.Background(), 1)
-				l.g.cfg.logger.Info("upstream session connected again", "attempt", attempt)
+				l.b.cfg.logger.Info("upstream session connected again", "attempt", attempt)
 				// A new session (for a command, a new child) may offer other
 				// tools than the one that died.
 				go l.notifyToolsChanged()
@@ -346,13 +347,13 @@ func (l *link) run() {
 			err = cs.Wait()
 			cs.Close() // reaps the child of a command upstream
 			l.down(cs, err)
-			if time.Since(started) >= l.g.cfg.backoffMax {
-				delay = l.g.cfg.backoffMin // it ran a good while: not a failure in a row
+			if time.Since(started) >= l.b.cfg.backoffMax {
+				delay = l.b.cfg.backoffMin // it ran a good while: not a failure in a row
 			} else if l.ctx.Err() == nil {
 				// It died soon after it started: a failure for the gateway's
 				// back-off too, so that N sessions do not restart N children
 				// in a storm.
-				l.g.starts.done(false)
+				l.b.starts.done(false)
 			}
 		} else if err != nil {
 			l.down(nil, err)
@@ -361,7 +362,7 @@ func (l *link) run() {
 		if l.ctx.Err() != nil {
 			return
 		}
-		l.g.cfg.logger.Warn("upstream session ended; connecting again", "error", err, "in", delay)
+		l.b.cfg.logger.Warn("upstream session ended; connecting again", "error", err, "in", delay)
 		t := time.NewTimer(delay)
 		select {
 		case <-l.ctx.Done():
@@ -369,13 +370,13 @@ func (l *link) run() {
 			return
 		case <-t.C:
 		}
-		delay = min(2*delay, l.g.cfg.backoffMax)
+		delay = min(2*delay, l.b.cfg.backoffMax)
 	}
 }
 
 // connect starts a session and lists its tools.
 func (l *link) connect() (*mcp.ClientSession, error) {
-	ctx, cancel := context.WithTimeout(l.ctx, l.g.cfg.connectTimeout)
+	ctx, cancel := context.WithTimeout(l.ctx, l.b.cfg.connectTimeout)
 	defer cancel()
 	l.tooLarge.Store(false)
 	// A session, as the front's, for an HTTP upstream and a command alike:
@@ -441,8 +442,8 @@ func (l *link) listTools(ctx context.Context, cs *mcp.ClientSession) error {
 	if err == nil {
 		// At start (the gateway's own session), and at every list after
 		// the first of a session: a re-list.
-		l.g.reportMissing("tool", l.g.order, func(name string) bool { _, ok := l.offered()[name]; return ok }, l.own() || l.tools.listed > 0)
-		if l.own() || (l.g.probeless && l.tools.listed == 0) {
+		l.b.reportMissing("tool", l.b.pol().order, func(name string) bool { _, ok := l.offered()[name]; return ok }, l.own() || l.tools.listed > 0)
+		if l.own() || (l.b.probeless && l.tools.listed == 0) {
 			// At start: the gateway's own session, or a local client's
 			// first (New starts no child of its own then).
 			l.reportMissingEntries(ctx, cs, l.own())
@@ -467,8 +468,8 @@ func (l *link) list(ctx context.Context, cs *mcp.ClientSession) error {
 	var twice []string
 	params := &mcp.ListToolsParams{}
 	for pages := 1; ; pages++ {
-		if pages > l.g.cfg.maxToolPages {
-			return fmt.Errorf("%w: more than %d pages", errTooManyTools, l.g.cfg.maxToolPages)
+		if pages > l.b.cfg.maxToolPages {
+			return fmt.Errorf("%w: more than %d pages", errTooManyTools, l.b.cfg.maxToolPages)
 		}
 		res, err := cs.ListTools(ctx, params)
 		if err != nil {
@@ -482,8 +483,8 @@ func (l *link) list(ctx context.Context, cs *mcp.ClientSession) error {
 				twice = append(twice, t.Name)
 			}
 			tools[t.Name] = t
-			if len(tools) > l.g.cfg.maxTools {
-				return fmt.Errorf("%w: more than %d tools", errTooManyTools, l.g.cfg.maxTools)
+			if len(tools) > l.b.cfg.maxTools {
+				return fmt.Errorf("%w: more than %d tools", errTooManyTools, l.b.cfg.maxTools)
 			}
 		}
 		if res.NextCursor == "" {
@@ -491,12 +492,13 @@ func (l *link) list(ctx context.Context, cs *mcp.ClientSession) error {
 		}
 		params.Cursor = res.NextCursor
 	}
+	p := l.b.pol()
 	for _, name := range twice {
-		if a := l.g.m.Tool(name); a != nil {
-			l.g.disable(name, a, "(listed more than once)")
+		if a := p.m.Tool(name); a != nil {
+			l.b.disable(p, name, a, "(listed more than once)")
 		}
 	}
-	l.g.checkPins(tools)
+	l.b.checkPins(tools)
 	l.tools.mu.Lock()
 	l.tools.offered = tools
 	l.tools.mu.Unlock()
@@ -520,7 +522,7 @@ func (l *link) toolsChanged() {
 // WithRelistInterval, and again with a back-off after a list that failed;
 // it tells the client each time.
 func (l *link) relists() {
-	delay := l.g.cfg.backoffMin
+	delay := l.b.cfg.backoffMin
 	var retry <-chan time.Time
 	for {
 		select {
@@ -537,19 +539,19 @@ func (l *link) relists() {
 		if cs == nil {
 			continue // the next session lists its tools when it connects
 		}
-		ctx, cancel := context.WithTimeout(l.ctx, l.g.cfg.connectTimeout)
+		ctx, cancel := context.WithTimeout(l.ctx, l.b.cfg.connectTimeout)
 		err := l.listTools(ctx, cs)
 		cancel()
 		if err != nil {
 			if l.ctx.Err() != nil {
 				return
 			}
-			l.g.cfg.logger.Warn("listing the upstream's tools again failed; its tools are refused until a list succeeds", "error", err, "retry_in", delay)
+			l.b.cfg.logger.Warn("listing the upstream's tools again failed; its tools are refused until a list succeeds", "error", err, "retry_in", delay)
 			retry = time.After(delay)
-			delay = min(2*delay, l.g.cfg.backoffMax)
+			delay = min(2*delay, l.b.cfg.backoffMax)
 			continue
 		}
-		delay = l.g.cfg.backoffMin
+		delay = l.b.cfg.backoffMin
 		l.notifyToolsChanged()
 	}
 }

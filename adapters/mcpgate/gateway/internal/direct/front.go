@@ -74,6 +74,8 @@ type directRequest struct {
 	name string
 	args json.RawMessage
 	meta mcp.Meta
+	// rawMeta is the _meta as the request wrote it (nil without one).
+	rawMeta json.RawMessage
 }
 
 // directCall reads r when it may take the direct path. Otherwise r's body
@@ -275,8 +277,10 @@ func parseDirect(body []byte) (directRequest, bool) {
 			case !once(2):
 				return false
 			case string(v) == "null":
+				d.rawMeta = v
 				return true
 			}
+			d.rawMeta = v
 			return v[0] == '{' && json.Unmarshal(v, &d.meta) == nil
 		}
 		return false

@@ -12,7 +12,8 @@ import (
 )
 
 // Path is the direct path: Handler answers the common tools/call of a
-// client session, Call sends a call to an HTTP upstream in one POST.
+// client session, Stateless the common one of MCP 2026-07-28 (no session),
+// Call sends a call to an HTTP upstream in one POST.
 type Path struct {
 	cfg Config
 	seq atomic.Uint64 // numbers the requests to the upstream
@@ -45,6 +46,17 @@ type Config struct {
 	// Drains counts the upstream work after a call returned, with the
 	// gateway's own.
 	Drains *Drains
+
+	// StatelessVersions are the protocol versions of the stateless front
+	// (Stateless); StatelessTools the tools whose calls on it may take the
+	// direct path: those of Tools whose definition has no parameter the
+	// SDK compares with an Mcp-Param-* header. StatelessCall runs such a
+	// call (nil: none takes the direct path). ServerInfo is the front's
+	// implementation, which the SDK names in each result's _meta.
+	StatelessVersions []string
+	StatelessTools    map[string]bool
+	StatelessCall     StatelessCaller
+	ServerInfo        *mcp.Implementation
 }
 
 // Sessions finds client sessions.
