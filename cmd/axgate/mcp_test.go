@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -43,6 +45,15 @@ func TestMain(m *testing.M) {
 		// As server-filesystem does when the folder it serves is missing.
 		fmt.Fprintln(os.Stderr, "Error: None of the specified directories are accessible")
 		os.Exit(3)
+	}
+	// The tests wait on servers, clients and child processes far more than
+	// they compute: unless -parallel says otherwise, run more of them at
+	// once than there are CPUs.
+	flag.Parse()
+	explicit := false
+	flag.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "test.parallel" })
+	if !explicit {
+		flag.Set("test.parallel", strconv.Itoa(max(8, 4*runtime.GOMAXPROCS(0))))
 	}
 	os.Exit(m.Run())
 }
