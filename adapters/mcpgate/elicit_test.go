@@ -8,6 +8,7 @@ import (
 	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -467,5 +468,30 @@ func TestConfirmationRefusalWithoutElicitationSaysHow(t *testing.T) {
 	env := refusal(t, f.call(t, "order_place", orderArgs, mcp.Meta{wire.MetaConfirmation: "not.a.token"}))
 	if env.Error.Code != string(axerr.CodeConfirmationMissing) || env.Error.Details["reason"] == nil || env.Error.Details["how_to_confirm"] != nil || len(helped) != 0 {
 		t.Errorf("refused token: %s %v (help called for %v)", env.Error.Code, env.Error.Details, helped)
+	}
+}
+
+// TestElicitationOfferedToACustomStageOnAnyTool: a stage of the operator's
+// own (axgate.WithPreExecution) may ask the person on a call of any tool,
+// one without a confirmation stage too: the handler reads the client's
+// capabilities for such a chain and offers call.Elicit. (Only a chain of
+// the standard stages without a confirmation or an approval stage skips
+// the capabilities, which the SDK decodes anew on every read of a 2026-07-28
+// request's _meta.)
+func TestElicitationOfferedToACustomStageOnAnyTool(t *testing.T) {
+	var offered atomic.Bool
+	enf, err := newEnforcer(t, appendStage(middleware.Stage{Name: "ask_first",
+		Interceptor: func(ctx context.Context, call *middleware.Call, next middleware.Invoker) (middleware.Result, error) {
+			offered.Store(call.Elicit != nil)
+			return next.Invoke(ctx, call)
+		}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { enf.Close() })
+	a := newAnswerer(t, enf, asAlice()...)
+	structured(t, a.call("product_search", `{"query":"lamp"}`, "", nil))
+	if !offered.Load() {
+		t.Error("the custom stage was not offered call.Elicit on a call whose client can be asked")
 	}
 }
