@@ -45,7 +45,7 @@ func Terminal(s ApprovalState) bool {
 
 // ValidateTransition returns nil when a request may move from one state to
 // another, and otherwise an error wrapping ErrInvalidTransition such as
-// "invalid state transition: approved -> denied".
+// "gates: invalid state transition: approved -> denied".
 func ValidateTransition(from, to ApprovalState) error {
 	next, known := approvalTransitions[from]
 	if !known {
