@@ -65,7 +65,8 @@ func getStatus(t *testing.T, url string) (int, map[string]any) {
 // /healthz answers, /readyz fails while the upstream is down, and pprof is
 // not served unless asked.
 func TestServeAdminMetrics(t *testing.T) {
-	t.Parallel()
+	// Not parallel: once the upstream is closed, /readyz must find its port
+	// refusing connections, and a parallel test's server could take it.
 	pki := newServePKI(t)
 	up := httptest.NewServer(&fakeUpstream{})
 	defer up.Close()
