@@ -78,10 +78,12 @@ finish() {
 		fi
 		cat "$jobs_dir/$name.log"
 	done
-	printf '\n== jobs (start, duration in s): %d s in all\n' "$(($(date +%s) - jobs_t0))"
+	# A job's time counts its wait for the jobs it needs: the end is what
+	# tells where the minutes went.
+	printf '\n== jobs (seconds from the start: started, ended): %d s in all\n' "$(($(date +%s) - jobs_t0))"
 	for name in "${jobs_order[@]}"; do
 		rc=$(cat "$jobs_dir/$name.rc" 2>/dev/null || echo '?')
-		printf '  %-14s %4d %4s  %s\n' "$name" "${jobs_start[$name]}" "${took[$name]:-?}" "$([ "$rc" = 0 ] && echo ok || echo "FAILED ($rc)")"
+		printf '  %-14s %4d %4s  %s\n' "$name" "${jobs_start[$name]}" "$((${jobs_start[$name]} + ${took[$name]:-0}))" "$([ "$rc" = 0 ] && echo ok || echo "FAILED ($rc)")"
 	done
 	rm -rf "$jobs_dir"
 	if [ ${#failed[@]} -gt 0 ]; then
