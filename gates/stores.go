@@ -15,7 +15,7 @@ import (
 // call with AXGATE_STORE_UNAVAILABLE: never fail open.
 
 // ErrNotFound is returned by stores for an id they do not hold.
-var ErrNotFound = errors.New("not found")
+var ErrNotFound = errors.New("gates: not found")
 
 // Limit is a rate: Count calls per Per, with bursts up to Count. A cooldown
 // is the Limit {1, cooldown}.
@@ -108,13 +108,13 @@ type QuotaError struct {
 }
 
 func (e *QuotaError) Error() string {
-	return "quota reached; the oldest record expires in " + e.RetryAfter.String()
+	return "gates: quota reached, the oldest record expires in " + e.RetryAfter.String()
 }
 
 // ErrStoreBusy is matched (errors.Is) by the error of a store that is
 // healthy but had no connection free in time (a pool wait that timed out):
 // the gate refuses with reason store_busy rather than call the store down.
-var ErrStoreBusy = errors.New("store busy: no connection free in time")
+var ErrStoreBusy = errors.New("gates: store busy")
 
 // IdempotencyStore keeps the outcome of non-idempotent calls by key.
 type IdempotencyStore interface {
@@ -271,7 +271,7 @@ func liveTokens(ts []MintedToken, now time.Time) []MintedToken {
 
 // ErrBadCursor is wrapped by the error of List for a cursor it did not
 // hand out.
-var ErrBadCursor = errors.New("invalid cursor")
+var ErrBadCursor = errors.New("gates: invalid cursor")
 
 // ApprovalFilter selects requests for an approver's inbox.
 type ApprovalFilter struct {
@@ -323,4 +323,4 @@ type ApprovalStore interface {
 
 // ErrInvalidTransition is wrapped by the error of a state change the approval
 // state machine does not allow.
-var ErrInvalidTransition = errors.New("invalid state transition")
+var ErrInvalidTransition = errors.New("gates: invalid state transition")

@@ -73,7 +73,7 @@ func Parse(data []byte) (*Manifest, error) { return parse(data, "", formatAuto) 
 func Load(r io.Reader) (*Manifest, error) {
 	data, err := readLimited(r)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("manifest: %w", err)
 	}
 	return parse(data, "", formatAuto)
 }
@@ -94,12 +94,12 @@ func LoadFS(fsys fs.FS, name string) (*Manifest, error) {
 // loadOpened reads an opened manifest file, whose name also tells its format.
 func loadOpened(f io.ReadCloser, err error, name string) (*Manifest, error) {
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("manifest: %w", err)
 	}
 	defer f.Close()
 	data, err := readLimited(f)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
+		return nil, fmt.Errorf("manifest: %s: %w", name, err)
 	}
 	return parse(data, name, formatFor(name))
 }
@@ -128,7 +128,7 @@ func readLimited(r io.Reader) ([]byte, error) {
 		return nil, err
 	}
 	if len(data) > maxManifestBytes {
-		return nil, fmt.Errorf("manifest is larger than %d bytes", maxManifestBytes)
+		return nil, fmt.Errorf("larger than %d bytes", maxManifestBytes)
 	}
 	return data, nil
 }

@@ -57,7 +57,7 @@ const minRSABits = 2048
 const minHMACBytes = 32
 
 // ErrUnknownKey is returned by a KeySet for a key id it does not hold.
-var ErrUnknownKey = errors.New("unknown key id")
+var ErrUnknownKey = errors.New("token: unknown key id")
 
 // Key is a verification key bound to exactly one algorithm, so that a token's
 // "alg" header never chooses how its key is used (RFC 8725 §3.1).
@@ -254,28 +254,37 @@ func (j joinedKeySets) Key(kid string) (Key, error) {
 // are refused, since a shared secret does not belong in a published key
 // set.
 func ParseJWKS(data []byte) (*StaticKeySet, error) {
+	keys, err := parseJWKS(data)
+	if err != nil {
+		return nil, fmt.Errorf("token: jwks: %w", err)
+	}
+	return NewKeySet(keys...)
+}
+
+// parseJWKS returns the keys of a JWK Set; its errors have no prefix.
+func parseJWKS(data []byte) ([]Key, error) {
 	var set jwkset.JWKSMarshal
 	if err := json.Unmarshal(data, &set); err != nil {
-		return nil, fmt.Errorf("JWK Set is not valid JSON: %w", err)
+		return nil, fmt.Errorf("not valid JSON: %w", err)
 	}
 	keys := make([]Key, 0, len(set.Keys))
 	for i, m := range set.Keys {
 		if m.KTY == jwkset.KtyOct {
-			return nil, fmt.Errorf("JWK Set key %d (%q): symmetric keys are not accepted from a key set", i, m.KID)
+			return nil, fmt.Errorf("key %d (%q): symmetric key", i, m.KID)
 		}
 		jwk, err := jwkset.NewJWKFromMarshal(m, jwkset.JWKMarshalOptions{}, jwkset.JWKValidateOptions{})
 		if err != nil {
-			return nil, fmt.Errorf("JWK Set key %d (%q): %w", i, m.KID, err)
+			return nil, fmt.Errorf("key %d (%q): %w", i, m.KID, err)
 		}
 		k, ok, err := keyFromJWK(jwk)
 		if err != nil {
-			return nil, fmt.Errorf("JWK Set key %d (%q): %w", i, m.KID, err)
+			return nil, fmt.Errorf("key %d (%q): %w", i, m.KID, err)
 		}
 		if ok {
 			keys = append(keys, k)
 		}
 	}
-	return NewKeySet(keys...)
+	return keys, nil
 }
 
 // keyFromJWK binds a JWK's public key to one algorithm. ok is false for a key
@@ -290,7 +299,7 @@ func keyFromJWK(jwk jwkset.JWK) (k Key, ok bool, err error) {
 		pub = p.Public()
 	}
 	if _, isSecret := pub.([]byte); isSecret {
-		return Key{}, false, errors.New("symmetric keys are not accepted from a key set")
+		return Key{}, false, errors.New("symmetric key")
 	}
 	alg := m.ALG.String()
 	if alg == "" {
@@ -298,21 +307,20 @@ func keyFromJWK(jwk jwkset.JWK) (k Key, ok bool, err error) {
 			return Key{}, false, err
 		}
 	}
-	k = Key{ID: m.KID, Algorithm: alg, Public: pub}
-	return k, true, k.Validate()
+	return Key{ID: m.KID, Algorithm: alg, Public: pub}, true, keyFitsAlgorithm(alg, pub)
 }
 
 // LoadJWKSFile reads a JWK Set from a file once; see ParseJWKS.
 func LoadJWKSFile(path string) (*StaticKeySet, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("token: jwks: %w", err)
 	}
-	s, err := ParseJWKS(data)
+	keys, err := parseJWKS(data)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, fmt.Errorf("token: jwks %s: %w", path, err)
 	}
-	return s, nil
+	return NewKeySet(keys...)
 }
 
 // RemoteKeySetOptions tune a RemoteKeySet.
@@ -368,7 +376,7 @@ func NewRemoteKeySet(url string, o RemoteKeySetOptions) (*RemoteKeySet, error) {
 	})
 	if err != nil {
 		cancel()
-		return nil, fmt.Errorf("JWK Set %s: %w", url, err)
+		return nil, fmt.Errorf("token: jwks %s: %w", url, err)
 	}
 	return &RemoteKeySet{kf: kf, cancel: cancel}, nil
 }
@@ -521,7 +529,7 @@ func ParseSigningKey(data []byte, kid string) (*Signer, error) {
 		}
 		jwk, err := jwkset.NewJWKFromMarshal(m, jwkset.JWKMarshalOptions{Private: true}, jwkset.JWKValidateOptions{})
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("token: private JWK: %w", err)
 		}
 		if kid == "" {
 			kid = m.KID
@@ -552,7 +560,7 @@ func ParseSigningKey(data []byte, kid string) (*Signer, error) {
 		return nil, fmt.Errorf("token: unsupported PEM block %q", block.Type)
 	}
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("token: %w", err)
 	}
 	return NewSigner(kid, key)
 }
@@ -561,11 +569,11 @@ func ParseSigningKey(data []byte, kid string) (*Signer, error) {
 func LoadSigningKeyFile(path, kid string) (*Signer, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("token: %w", err)
 	}
 	s, err := ParseSigningKey(data, kid)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, fmt.Errorf("%w (%s)", err, path)
 	}
 	return s, nil
 }

@@ -65,6 +65,8 @@ func getStatus(t *testing.T, url string) (int, map[string]any) {
 // /healthz answers, /readyz fails while the upstream is down, and pprof is
 // not served unless asked.
 func TestServeAdminMetrics(t *testing.T) {
+	// Not parallel: once the upstream is closed, /readyz must find its port
+	// refusing connections, and a parallel test's server could take it.
 	pki := newServePKI(t)
 	up := httptest.NewServer(&fakeUpstream{})
 	defer up.Close()
@@ -137,6 +139,7 @@ func TestServeAdminMetrics(t *testing.T) {
 
 // TestServeAdminPprof: --pprof serves the profiles on the admin server.
 func TestServeAdminPprof(t *testing.T) {
+	t.Parallel()
 	up := httptest.NewServer(&fakeUpstream{})
 	defer up.Close()
 	rs := startServe(t, nil, "--manifest", filepath.Join("testdata", "serve", "shop.json"), "--upstream", up.URL,
@@ -200,6 +203,7 @@ func (p *tcpProxy) close() {
 // TestServeReadyzRedis: with --redis, /readyz fails while Redis cannot be
 // reached (here: the connection to it is cut), naming Redis.
 func TestServeReadyzRedis(t *testing.T) {
+	t.Parallel()
 	raw := os.Getenv("AXGATE_REDIS_URL")
 	if raw == "" {
 		t.Skip("no Redis: set AXGATE_REDIS_URL (bash .ci/redis.sh prints one)")

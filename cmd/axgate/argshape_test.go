@@ -11,6 +11,7 @@ import (
 // bounds of limit the same way. Such keys are refused and the upstream is
 // never called; the exact names still pass.
 func TestServeRefusesCaseFoldedKeys(t *testing.T) {
+	t.Parallel()
 	pki, up, srv := unknownParamsGateway(t)
 	for _, tc := range []struct{ name, body, at string }{
 		{"tenant in capitals", `{"TENANT_ID":"globex"}`, "/TENANT_ID"},

@@ -42,6 +42,7 @@ func auditLines(t *testing.T, path string) []map[string]any {
 // with the parameters' names and never their values; the log on stderr has
 // none.
 func TestServeAuditFile(t *testing.T) {
+	t.Parallel()
 	pki := newServePKI(t)
 	up := httptest.NewServer(&fakeUpstream{})
 	defer up.Close()
@@ -80,6 +81,7 @@ func TestServeAuditFile(t *testing.T) {
 
 // TestServeAuditStdoutAndOff: stdout gets the JSON lines; off writes none.
 func TestServeAuditStdoutAndOff(t *testing.T) {
+	t.Parallel()
 	up := httptest.NewServer(&fakeUpstream{})
 	defer up.Close()
 	for _, sink := range []string{"stdout", "off"} {
@@ -111,6 +113,7 @@ func TestServeAuditStdoutAndOff(t *testing.T) {
 // TestAuditFileRotates: with --audit-max-size 1 the file is rotated when
 // it reaches a megabyte, and --audit-max-backups bounds the old files.
 func TestAuditFileRotates(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "audit.jsonl")
 	e := &env{stdout: io.Discard, stderr: io.Discard, getenv: func(string) string { return "" }}
@@ -156,6 +159,7 @@ func TestAuditFileRotates(t *testing.T) {
 
 // TestAuditFileUnwritable: a path that cannot be written stops the start.
 func TestAuditFileUnwritable(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	blocker := filepath.Join(dir, "file")
 	if err := os.WriteFile(blocker, nil, 0o600); err != nil {
@@ -181,6 +185,7 @@ func (f *failingWriter) Write(p []byte) (int, error) {
 // TestAuditWriteFailureLoggedOnce: a failing audit file is logged when it
 // starts failing and when it works again, not once per record.
 func TestAuditWriteFailureLoggedOnce(t *testing.T) {
+	t.Parallel()
 	var logs bytes.Buffer
 	fw := &failingWriter{broken: true}
 	w := &reportingWriter{w: fw, log: slog.New(slog.NewTextHandler(&logs, nil)), what: "audit.jsonl"}

@@ -11,6 +11,7 @@ import (
 // URL or a password in a URL the parser refuses, or a bad webhook URL
 // quoted in the error.
 func TestConfigCheckPrintsNoSecret(t *testing.T) {
+	t.Parallel()
 	const secret = "S3CRETtok"
 	cases := []struct {
 		name    string
@@ -58,6 +59,7 @@ notify:
 // of one with M tenants that is itself an alias) is read N×M times;
 // config check (and serve, mcp) must refuse it rather than build it.
 func TestConfigAliasBombRefused(t *testing.T) {
+	t.Parallel()
 	const n, m = 1000, 1000
 	var b strings.Builder
 	b.WriteString("notify:\n  webhooks:\n    - &w {url: \"https://hooks.example.com/x\", format: slack, tenants: &t [")
@@ -83,6 +85,7 @@ func TestConfigAliasBombRefused(t *testing.T) {
 // such as /dev/zero would be read forever). Each is refused with a clear
 // error, without a crash.
 func TestConfigHostileShapesRefused(t *testing.T) {
+	t.Parallel()
 	deep := "notify: " + strings.Repeat("[", 5000) + strings.Repeat("]", 5000) + "\n"
 	huge := "upstream: http://tools:9000\n" + strings.Repeat("# padding padding padding padding padding padding\n", 2<<20/50)
 	for name, body := range map[string]string{"deep": deep, "huge": huge} {
@@ -100,6 +103,7 @@ func TestConfigHostileShapesRefused(t *testing.T) {
 // a wrong scheme is quoted in the usage error, which lands in CI and
 // container logs.
 func TestUpstreamErrorHidesPassword(t *testing.T) {
+	t.Parallel()
 	const secret = "S3CRETpw"
 	m := projectManifest("shop-basic.json")
 	for _, args := range [][]string{

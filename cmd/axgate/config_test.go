@@ -24,6 +24,7 @@ func writeConfig(t *testing.T, body string) string {
 // TestConfigPrecedence: defaults < AXGATE_* variables < the file < flags
 // given on the command line, for every kind of flag.
 func TestConfigPrecedence(t *testing.T) {
+	t.Parallel()
 	file := writeConfig(t, `
 listen: 0.0.0.0:9999          # overridden by --listen
 upstream: http://from-file:9000
@@ -90,6 +91,7 @@ func boolString(b bool) string {
 // single flag, a key given twice: each is an error at its line, with a hint
 // for a misspelt key, and serve does not start.
 func TestConfigStrict(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name, body string
 		want       []string
@@ -135,6 +137,7 @@ func TestConfigStrict(t *testing.T) {
 
 // TestConfigEnvInvalid: a bad AXGATE_* value is reported with its name.
 func TestConfigEnvInvalid(t *testing.T) {
+	t.Parallel()
 	_, stderr, code := cli(t, map[string]string{"AXGATE_UPSTREAM_TIMEOUT": "forever"},
 		"serve", "--manifest", "m.json", "--upstream", "http://127.0.0.1:1", "--anonymous")
 	if code != exitUsage || !strings.Contains(stderr, "AXGATE_UPSTREAM_TIMEOUT") {
@@ -145,6 +148,7 @@ func TestConfigEnvInvalid(t *testing.T) {
 // TestConfigCheck: a valid file is described flag by flag with its
 // source, and the sections are read.
 func TestConfigCheck(t *testing.T) {
+	t.Parallel()
 	p := writeConfig(t, `
 manifest: shop.json
 upstream: http://tools:9000
@@ -211,6 +215,7 @@ notify:
 // may set, with the commands it applies to, its environment variable and
 // its default for those commands, and nothing else.
 func TestConfigTableInOperatingDoc(t *testing.T) {
+	t.Parallel()
 	data, err := os.ReadFile(filepath.Join("..", "..", "docs", "operating.md"))
 	if err != nil {
 		t.Fatal(err)
@@ -263,6 +268,7 @@ func TestConfigTableInOperatingDoc(t *testing.T) {
 
 // TestConfigExampleInOperatingDoc: docs/operating.md's example configuration is valid.
 func TestConfigExampleInOperatingDoc(t *testing.T) {
+	t.Parallel()
 	data, err := os.ReadFile(filepath.Join("..", "..", "docs", "operating.md"))
 	if err != nil {
 		t.Fatal(err)

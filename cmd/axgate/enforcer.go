@@ -171,7 +171,7 @@ func openEnforcerState(ctx context.Context, c enforcerConfig, cmd string, mustSi
 func (s *enforcerState) keys() (token.KeySet, error) {
 	switch {
 	case s.cfg.jwks != "":
-		ks, err := token.LoadJWKSFile(s.cfg.jwks)
+		ks, err := loadJWKS(s.cfg.jwks)
 		switch {
 		case errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission):
 			return nil, fileFlag("jwks", s.cfg.jwks)

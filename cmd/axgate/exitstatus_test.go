@@ -21,6 +21,7 @@ import (
 // missing --key, config check 1 for a missing file, and --jwks errors did
 // not name the flag.
 func TestExitStatusRuleForEveryCommand(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	missing := filepath.Join(dir, "missing.json")
 	write := func(name, content string) string {
@@ -65,7 +66,7 @@ func TestExitStatusRuleForEveryCommand(t *testing.T) {
 		{"serve invalid manifest", serve("--anonymous", "--manifest", invalid), exitFail, "axgate serve: invalid AXAG manifest"},
 		{"serve missing jwks", serve("--manifest", full, "--jwks", missing), exitUsage, "axgate serve: --jwks " + missing + ": no such file"},
 		{"serve jwks without keys", serve("--manifest", full, "--jwks", noKeys), exitFail, "axgate serve: --jwks " + noKeys + ": the key set holds no public key"},
-		{"serve jwks not JSON", serve("--manifest", full, "--jwks", notJSON), exitFail, "axgate serve: --jwks " + notJSON + ": JWK Set is not valid JSON"},
+		{"serve jwks not JSON", serve("--manifest", full, "--jwks", notJSON), exitFail, "axgate serve: --jwks " + notJSON + ": token: jwks: not valid JSON"},
 		{"serve missing signing key", serve("--anonymous", "--manifest", full, "--signing-key", missing), exitUsage, "axgate serve: --signing-key " + missing + ": no such file"},
 		{"serve missing config", serve("--config", filepath.Join(dir, "missing.yaml")), exitUsage, "axgate serve: --config " + filepath.Join(dir, "missing.yaml") + ": no such file"},
 		{"mcp missing manifest", mcp("--anonymous", "--manifest", missing), exitUsage, "axgate mcp: --manifest " + missing + ": no such file"},
@@ -127,6 +128,7 @@ func (w *watchWriter) String() string {
 
 // TestHelpStatesTheExitRule: "axgate help" documents the rule.
 func TestHelpStatesTheExitRule(t *testing.T) {
+	t.Parallel()
 	stdout, _, code := cli(t, nil, "help")
 	if code != exitOK {
 		t.Fatalf("exit %d", code)
@@ -146,6 +148,7 @@ func TestHelpStatesTheExitRule(t *testing.T) {
 // upstream program; before, it said only "open axag.json: no such file or
 // directory" (exit 1), or the upstream's "connection closed".
 func TestStartFromAnotherDirectoryNamesThePaths(t *testing.T) {
+	t.Parallel()
 	bin := buildAxgate(t)
 	elsewhere, err := filepath.EvalSymlinks(t.TempDir())
 	if err != nil {
@@ -189,6 +192,7 @@ func TestStartFromAnotherDirectoryNamesThePaths(t *testing.T) {
 // --allow-unbound-conditions), not the library's Go options, and the
 // library's "axgate: " prefix does not follow the command's.
 func TestUnboundConditionsNameTheFlags(t *testing.T) {
+	t.Parallel()
 	full := projectManifest("shop-full.json")
 	for _, args := range [][]string{
 		{"serve", "--manifest", full, "--anonymous", "--upstream", "http://127.0.0.1:1", "--listen", "127.0.0.1:0"},

@@ -19,6 +19,7 @@ import (
 )
 
 func TestHumanPagesFlagsUsage(t *testing.T) {
+	t.Parallel()
 	base := []string{"serve", "--manifest", "m.json", "--upstream", "http://x", "--anonymous"}
 	cases := []struct {
 		args []string
@@ -64,6 +65,7 @@ func (u personAtProvider) Claims(_ []string, base *mockoidc.IDTokenClaims) (jwt.
 // real OpenID provider: the refusal names the call's page, the person signs
 // in there and confirms, and the same call repeated runs once.
 func TestServeHumanPagesConfirmThenRepeat(t *testing.T) {
+	t.Parallel()
 	op, err := mockoidc.Run()
 	if err != nil {
 		t.Fatal(err)

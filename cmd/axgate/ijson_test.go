@@ -19,6 +19,7 @@ import (
 // "globex"} passed the tenant gate on tenant_id while an upstream decoding
 // into a struct (case-insensitive, last wins) read globex.
 func TestServeIJSON(t *testing.T) {
+	t.Parallel()
 	pki, up, srv := unknownParamsGateway(t)
 	// A caller whose numeric id a double cannot hold: …768 and …800 are one
 	// double.

@@ -17,6 +17,7 @@ import (
 )
 
 func TestKeysAndTokens(t *testing.T) {
+	t.Parallel()
 	for _, alg := range []string{"EdDSA", "ES256", "RS256"} {
 		t.Run(alg, func(t *testing.T) {
 			dir := t.TempDir()
@@ -114,6 +115,7 @@ func TestKeysAndTokens(t *testing.T) {
 }
 
 func TestTokenUsage(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	if _, stderr, code := cli(t, nil, "keys", "gen", "--out", dir); code != exitOK {
 		t.Fatal(stderr)

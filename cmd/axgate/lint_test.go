@@ -72,6 +72,7 @@ func TestLintGolden(t *testing.T) { lintGolden(t, lintCases()) }
 
 // TestConformanceLintGolden lints the reference corpus when it is there.
 func TestConformanceLintGolden(t *testing.T) {
+	t.Parallel()
 	lintGolden(t, conformanceLintCases(fixtures.Corpus(t)))
 }
 
@@ -123,6 +124,7 @@ func lintGolden(t *testing.T, cases []lintCase) {
 // TestLintCoversEveryRule checks that the golden cases exercise every rule,
 // so that a rule without a manifest that triggers it is noticed.
 func TestLintCoversEveryRule(t *testing.T) {
+	t.Parallel()
 	seen := map[string]bool{}
 	for _, c := range lintCases() {
 		opts := lintOptions()
@@ -145,6 +147,7 @@ func TestLintCoversEveryRule(t *testing.T) {
 }
 
 func TestLintPrune(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	environ := map[string]string{"AXGATE_LINT_NOW": fixedNow}
 	normalize := func(s string) string { return strings.ReplaceAll(s, dir, "$TMP") }
@@ -222,6 +225,7 @@ func TestLintPrune(t *testing.T) {
 }
 
 func TestLintClock(t *testing.T) {
+	t.Parallel()
 	file := projectManifest("shop-basic.json")
 	stdout, _, code := cli(t, map[string]string{"SOURCE_DATE_EPOCH": "1700000000"}, "lint", file, "--format", "json")
 	if code != exitOK || !strings.Contains(stdout, `"timestamp": "2023-11-14T22:13:20Z"`) {
@@ -234,6 +238,7 @@ func TestLintClock(t *testing.T) {
 }
 
 func TestLintNoColorWhenNotATerminal(t *testing.T) {
+	t.Parallel()
 	stdout, _, _ := cli(t, map[string]string{"AXGATE_LINT_NOW": fixedNow}, "lint", projectManifest("invalid-risk-level.json"))
 	if strings.Contains(stdout, "\x1b[") {
 		t.Errorf("colour escapes in output to a buffer:\n%q", stdout)
@@ -250,6 +255,7 @@ func TestLintNoColorWhenNotATerminal(t *testing.T) {
 }
 
 func TestLintRulesTable(t *testing.T) {
+	t.Parallel()
 	stdout, _, code := cli(t, nil, "lint", "--rules")
 	if code != exitOK {
 		t.Fatalf("exit %d", code)

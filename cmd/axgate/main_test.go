@@ -56,6 +56,7 @@ func golden(t *testing.T, name, got string) {
 }
 
 func TestUsage(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name string
 		args []string

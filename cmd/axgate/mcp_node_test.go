@@ -18,6 +18,7 @@ import (
 // JWTs, an approver deciding on --human, and over stdio, the test binary as
 // axgate mcp --stdio.
 func TestMCPNodeClient(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("the TypeScript client test installs the TypeScript SDK with npm: not in -short mode")
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -43,6 +45,15 @@ func TestMain(m *testing.M) {
 		// As server-filesystem does when the folder it serves is missing.
 		fmt.Fprintln(os.Stderr, "Error: None of the specified directories are accessible")
 		os.Exit(3)
+	}
+	// The tests wait on servers, clients and child processes far more than
+	// they compute: unless -parallel says otherwise, run more of them at
+	// once than there are CPUs.
+	flag.Parse()
+	explicit := false
+	flag.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "test.parallel" })
+	if !explicit {
+		flag.Set("test.parallel", strconv.Itoa(max(8, 4*runtime.GOMAXPROCS(0))))
 	}
 	os.Exit(m.Run())
 }
@@ -267,6 +278,7 @@ var (
 // admin approves on the --human endpoint, a hidden tool; then a graceful
 // shutdown.
 func TestMCPServerFilesystemHTTP(t *testing.T) {
+	t.Parallel()
 	root, notes, command := filesystemRoot(t)
 	pki := newServePKI(t)
 	gw := startMCP(t, childEnviron(), "--manifest", gatewayManifest, "--upstream-command", command,
@@ -383,6 +395,7 @@ func TestMCPServerFilesystemHTTP(t *testing.T) {
 // server-filesystem, for the local user alice, an editor, and drives it
 // with the Go SDK's client over the process's standard input and output.
 func TestMCPServerFilesystemStdio(t *testing.T) {
+	t.Parallel()
 	_, notes, command := filesystemRoot(t)
 	stderrOf := map[*mcp.ClientSession]*bytes.Buffer{}
 	run := func(t *testing.T, opts *mcp.ClientOptions, roles string, flags ...string) *mcp.ClientSession {
@@ -452,6 +465,7 @@ func TestMCPServerFilesystemStdio(t *testing.T) {
 // --signing-key the refusal says that no token made outside is accepted,
 // and how to start the gateway so that one is.
 func TestMCPStdioConfirmationWithoutElicitation(t *testing.T) {
+	t.Parallel()
 	_, notes, command := filesystemRoot(t)
 	pki := newServePKI(t)
 	run := func(t *testing.T, extra ...string) *mcp.ClientSession {
@@ -505,6 +519,7 @@ func TestMCPStdioConfirmationWithoutElicitation(t *testing.T) {
 // the command would otherwise sign for), and the call made again with the
 // token it prints runs.
 func TestMCPHTTPConfirmationWithJWKS(t *testing.T) {
+	t.Parallel()
 	_, notes, command := filesystemRoot(t)
 	pki := newServePKI(t)
 	gw := startMCP(t, childEnviron(), "--manifest", gatewayManifest, "--upstream-command", command, "--jwks", pki.jwks)
@@ -542,6 +557,7 @@ func TestMCPHTTPConfirmationWithJWKS(t *testing.T) {
 // HOME and the --upstream-env pairs, never the gateway's other variables
 // (its secrets); and that shutdown stops the child.
 func TestMCPChildEnvironment(t *testing.T) {
+	// Not parallel: t.Setenv.
 	t.Setenv("AXGATE_TEST_SECRET", "s3cr3t") // in the process's own environment too
 	pidFile := filepath.Join(t.TempDir(), "pid")
 	manifestPath := filepath.Join("testdata", "mcp", "env.axag.json")
@@ -596,6 +612,7 @@ func TestMCPChildEnvironment(t *testing.T) {
 // with its answer, then the gateway stops, without waiting for the
 // shutdown timeout (an hour here: the test would time out).
 func TestMCPShutdown(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	held, release := filepath.Join(dir, "held"), filepath.Join(dir, "release")
 	gw := startMCP(t, childEnviron(), "--manifest", filepath.Join("testdata", "mcp", "env.axag.json"), "--anonymous",
@@ -649,6 +666,7 @@ func waitForFile(t *testing.T, path string) {
 }
 
 func TestMCPUsage(t *testing.T) {
+	t.Parallel()
 	m := gatewayManifest
 	for _, tc := range []struct {
 		args []string
@@ -685,6 +703,7 @@ func TestMCPUsage(t *testing.T) {
 // TestMCPRoots: --root DIR is made absolute and given to the upstream as
 // a file:// URI; a --root that is not a directory fails the start.
 func TestMCPRoots(t *testing.T) {
+	// Not parallel: t.Chdir.
 	dir := t.TempDir()
 	t.Chdir(dir)
 	if err := os.Mkdir("shared folder", 0o700); err != nil {
@@ -715,6 +734,7 @@ func TestMCPRoots(t *testing.T) {
 // TestMCPConfigLists: a configuration file gives the repeatable flags of
 // mcp (--root, --upstream-env) as lists, as the README says.
 func TestMCPConfigLists(t *testing.T) {
+	t.Parallel()
 	path := writeConfig(t, "manifest: "+gatewayManifest+"\nupstream-command: node s.js\nupstream-env:\n  - A=b\n  - C=d\nroot:\n  - /srv/a\n  - /srv/b\n")
 	if out, stderr, code := cli(t, nil, "config", "check", path, "--command", "mcp"); code != exitOK {
 		t.Errorf("config check: exit %d\n%s%s", code, out, stderr)
@@ -722,6 +742,7 @@ func TestMCPConfigLists(t *testing.T) {
 }
 
 func TestSplitCommand(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		line string
 		want []string
@@ -748,6 +769,7 @@ func TestSplitCommand(t *testing.T) {
 // compares standard output and the guesses on standard error with golden
 // files; the draft passes axgate lint --level basic.
 func TestManifestInitServerFilesystem(t *testing.T) {
+	t.Parallel()
 	_, _, command := filesystemRoot(t)
 	environ := childEnviron()
 	environ["SOURCE_DATE_EPOCH"] = "1774087200" // 2026-03-21T10:00:00Z
@@ -775,6 +797,7 @@ func TestManifestInitServerFilesystem(t *testing.T) {
 // TestManifestInitHTTP drafts from a streamable HTTP upstream: the source
 // names its URL.
 func TestManifestInitHTTP(t *testing.T) {
+	t.Parallel()
 	gw := startMCP(t, childEnviron(), "--manifest", filepath.Join("testdata", "mcp", "env.axag.json"), "--anonymous",
 		"--upstream-command", strconv.Quote(os.Args[0]), "--upstream-env", testAs+"=env-upstream")
 	stdout, stderr, code := cli(t, nil, "manifest", "init", "--upstream-url", gw.url, "--entity", "shell")
@@ -809,6 +832,7 @@ func TestManifestInitHTTP(t *testing.T) {
 // shown and its exit status named, and --out is left as it was (no empty
 // or partial draft, no temporary file).
 func TestManifestInitUpstreamThatDoesNotStart(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	out := filepath.Join(dir, "axag.json")
 	if err := os.WriteFile(out, []byte("earlier draft\n"), 0o644); err != nil {
@@ -838,6 +862,7 @@ func TestManifestInitUpstreamThatDoesNotStart(t *testing.T) {
 // TestManifestInitOut writes the draft to --out (and -o), not to standard
 // output.
 func TestManifestInitOut(t *testing.T) {
+	t.Parallel()
 	for _, flag := range []string{"--out", "-o"} {
 		dir := t.TempDir()
 		out := filepath.Join(dir, "axag.json")
@@ -863,6 +888,7 @@ func TestManifestInitOut(t *testing.T) {
 }
 
 func TestManifestInitUsage(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		args []string
 		want string

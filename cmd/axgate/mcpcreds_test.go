@@ -16,6 +16,7 @@ import (
 // gateway's UpstreamCredentials, read the client secret from its file,
 // and refuse what is incomplete without printing a secret.
 func TestUpstreamCredsFlags(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	secret := filepath.Join(dir, "secret")
 	if err := os.WriteFile(secret, []byte("s3cret-value\n"), 0o600); err != nil {
@@ -73,6 +74,7 @@ func TestUpstreamCredsFlags(t *testing.T) {
 // TestMCPUpstreamEnvFile: --upstream-env-file gives the child the
 // variable read from the file, and the value is not in the log.
 func TestMCPUpstreamEnvFile(t *testing.T) {
+	t.Parallel()
 	secretFile := filepath.Join(t.TempDir(), "token")
 	if err := os.WriteFile(secretFile, []byte("tok-from-file-42\n"), 0o600); err != nil {
 		t.Fatal(err)

@@ -40,6 +40,7 @@ var decisionPeople = map[string]middleware.Principal{
 // client that declares URL-mode elicitation on replica B, the person sent
 // to the page confirms there and the retry runs once.
 func TestMCPDecisionRepeatOnAnotherReplica(t *testing.T) {
+	t.Parallel()
 	redisURL := os.Getenv("AXGATE_REDIS_URL")
 	if redisURL == "" {
 		t.Skip("no Redis: set AXGATE_REDIS_URL (bash .ci/redis.sh prints one)")

@@ -117,6 +117,7 @@ func confirmAt(t *testing.T, human, bearer, args string) (int, map[string]any) {
 // an admin's agent token; the person's token of --human-audience gets the
 // confirmation, and the admin's the approval, and the call runs.
 func TestMCPHumanTakesPeoplesTokensOnly(t *testing.T) {
+	t.Parallel()
 	upURL, _ := newEchoUpstream(t)
 	pki := newHumanPKI(t)
 	gw := startGatewayProcess(t, pki.gatewayArgs(upURL)...)
@@ -201,6 +202,7 @@ func restart(t *testing.T, gw *gatewayProcess, args []string) *gatewayProcess {
 // that says a restart voids outstanding tokens. Tokens minted after the
 // restart run it.
 func TestMCPSpentTokensStaySpentAcrossARestart(t *testing.T) {
+	t.Parallel()
 	upURL, _ := newEchoUpstream(t)
 	pki := newHumanPKI(t)
 	_, say := sayArgs("pay")
@@ -239,6 +241,7 @@ func TestMCPSpentTokensStaySpentAcrossARestart(t *testing.T) {
 // is refused as already used, and tokens minted before the restart but not
 // spent yet still run the call.
 func TestMCPSpentTokensStaySpentAcrossARestartWithRedis(t *testing.T) {
+	t.Parallel()
 	redisURL := os.Getenv("AXGATE_REDIS_URL")
 	if redisURL == "" {
 		t.Skip("no Redis: set AXGATE_REDIS_URL (bash .ci/redis.sh prints one)")
@@ -282,6 +285,7 @@ func TestMCPSpentTokensStaySpentAcrossARestartWithRedis(t *testing.T) {
 // is HTTP; --inline-confirmation, its deprecated name, does the same and
 // says it is deprecated.
 func TestMCPHumanConfirmationsAreNotAnsweredByTheAgentsClient(t *testing.T) {
+	t.Parallel()
 	upURL, _ := newEchoUpstream(t)
 	pki := newHumanPKI(t)
 	gw := startGatewayProcess(t, pki.gatewayArgs(upURL)...)
@@ -326,6 +330,7 @@ func TestMCPHumanConfirmationsAreNotAnsweredByTheAgentsClient(t *testing.T) {
 // whole seconds): the restart is made as fast as it can be, right after a
 // second began.
 func TestMCPSpentTokensStaySpentAcrossARestartInTheSameSecond(t *testing.T) {
+	t.Parallel()
 	upURL, _ := newEchoUpstream(t)
 	pki := newHumanPKI(t)
 	_, say := sayArgs("twice")

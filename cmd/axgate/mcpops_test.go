@@ -96,6 +96,7 @@ func readAudit(t *testing.T, path string, n int) []map[string]any {
 // holds one JSON line per decision, without argument values; /readyz fails
 // once the upstream is down.
 func TestMCPOperations(t *testing.T) {
+	t.Parallel()
 	upURL, up := newEchoUpstream(t)
 	dir := t.TempDir()
 	auditFile := filepath.Join(dir, "audit", "mcp.jsonl")
@@ -174,6 +175,7 @@ func TestMCPOperations(t *testing.T) {
 // resource URL says https), the Go SDK's client reaches it with a client
 // that trusts the test CA, and a plain HTTP client does not.
 func TestMCPTLS(t *testing.T) {
+	t.Parallel()
 	upURL, _ := newEchoUpstream(t)
 	pki := newTestPKI(t)
 	cert, key := pki.issue(t, "gateway", 2, true)
@@ -195,6 +197,7 @@ func TestMCPTLS(t *testing.T) {
 // TestMCPOpsUsage: what mcp refuses of the operations flags, and config
 // check --command mcp.
 func TestMCPOpsUsage(t *testing.T) {
+	t.Parallel()
 	stdio := []string{"mcp", "--manifest", echoManifest, "--upstream-url", "http://127.0.0.1:1/mcp", "--stdio", "--local-user", "me"}
 	for _, tc := range []struct {
 		args []string
@@ -233,6 +236,7 @@ func TestMCPOpsUsage(t *testing.T) {
 // error, the client sees only protocol messages, and /metrics counts the
 // calls.
 func TestMCPStdioOps(t *testing.T) {
+	t.Parallel()
 	upURL, _ := newEchoUpstream(t)
 	cmd := exec.Command(os.Args[0], "mcp", "--stdio", "--manifest", echoManifest, "--upstream-url", upURL,
 		"--local-user", "alice", "--admin", "127.0.0.1:0")

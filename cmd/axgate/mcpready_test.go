@@ -20,6 +20,7 @@ import (
 // while the upstream does not start sessions (its host still takes TCP
 // connections: it answers 503), and is ready again once it does.
 func TestMCPReadyz(t *testing.T) {
+	t.Parallel()
 	srv := mcp.NewServer(&mcp.Implementation{Name: "docs", Version: "v1"}, nil)
 	mcp.AddTool(srv, &mcp.Tool{Name: "read", Description: "Read one document."},
 		func(context.Context, *mcp.CallToolRequest, struct {

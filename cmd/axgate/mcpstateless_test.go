@@ -55,6 +55,7 @@ func confirmOnly(t *testing.T) *manifest.Manifest {
 // the same for one --signing-key file, another for another, and never the
 // key's own bytes.
 func TestMCPElicitationKeyFromTheSigningKey(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	write := func(name string) string {
 		s, err := token.GenerateDevKey("k")
@@ -92,6 +93,7 @@ func TestMCPElicitationKeyFromTheSigningKey(t *testing.T) {
 // either replica, is refused and runs nothing. A replica with a key of its
 // own refuses the state.
 func TestMCPStatelessRetryOnAnotherReplica(t *testing.T) {
+	t.Parallel()
 	redisURL := os.Getenv("AXGATE_REDIS_URL")
 	if redisURL == "" {
 		t.Skip("no Redis: set AXGATE_REDIS_URL (bash .ci/redis.sh prints one)")

@@ -215,6 +215,7 @@ func (p *testPKI) tlsClient(t *testing.T, certFile, keyFile string) *http.Client
 // negotiated, client certificates required with --tls-client-ca, and the
 // certificate reloaded on SIGHUP (a broken one keeps the one in use).
 func TestServeTLS(t *testing.T) {
+	t.Parallel()
 	pki := newTestPKI(t)
 	certFile, keyFile := pki.issue(t, "server", 10, true)
 	clientCert, clientKey := pki.issue(t, "client", 20, false)
@@ -283,6 +284,7 @@ func TestServeTLS(t *testing.T) {
 
 // TestServeTLSUsage: TLS flags that cannot work stop the start.
 func TestServeTLSUsage(t *testing.T) {
+	t.Parallel()
 	pki := newTestPKI(t)
 	certFile, keyFile := pki.issue(t, "server", 10, true)
 	base := []string{"serve", "--manifest", filepath.Join("testdata", "serve", "shop.json"), "--upstream", "http://127.0.0.1:1", "--anonymous", "--listen", "127.0.0.1:0"}

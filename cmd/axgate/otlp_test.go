@@ -42,6 +42,7 @@ func buildAxgate(t *testing.T) string {
 // stopping it flushes them. The audit record names the parameters, never
 // their values.
 func TestServeOTLPToCollector(t *testing.T) {
+	t.Parallel()
 	col := otelcollector.Start(t)
 	if testing.Short() {
 		t.Skip("builds the binary")
@@ -165,6 +166,7 @@ func (o *otlpReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // the standard variables say so: spans, metrics and audit logs after the
 // calls, flushed on shutdown; with no OTEL_* variable nothing is sent.
 func TestServeOTLPEnv(t *testing.T) {
+	// Not parallel: t.Setenv.
 	recv := &otlpReceiver{}
 	rsrv := httptest.NewServer(recv)
 	defer rsrv.Close()
@@ -301,6 +303,7 @@ func (g grpcLogs) Export(ctx context.Context, r *collogspb.ExportLogsServiceRequ
 // TestServeOTLPGRPC: OTEL_EXPORTER_OTLP_PROTOCOL=grpc sends the same over
 // OTLP/gRPC.
 func TestServeOTLPGRPC(t *testing.T) {
+	// Not parallel: t.Setenv.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -44,6 +44,7 @@ func dig(v any, path ...any) any {
 // "config check", the manifest passes "lint", and the paths, ports and
 // probes of the Deployment agree with them.
 func TestDeployKubernetes(t *testing.T) {
+	t.Parallel()
 	data, err := os.ReadFile(filepath.Join("..", "..", "deploy", "kubernetes.yaml"))
 	if err != nil {
 		t.Fatal(err)
@@ -194,6 +195,7 @@ func mapValues(m map[string]string) []string {
 // can build it: a build stage, a static binary (CGO_ENABLED=0), a final
 // stage from distroless or scratch that runs as a numeric non-root user.
 func TestDockerfile(t *testing.T) {
+	t.Parallel()
 	data, err := os.ReadFile(filepath.Join("..", "..", "Dockerfile"))
 	if err != nil {
 		t.Fatal(err)
@@ -247,6 +249,7 @@ func TestDockerfile(t *testing.T) {
 // manifest on SIGHUP (docker kill --signal HUP, the reload the
 // Dockerfile's comment gives an image without a shell).
 func TestDeployExampleConfiguration(t *testing.T) {
+	t.Parallel()
 	deploy := filepath.Join("..", "..", "deploy")
 	cfg, err := os.ReadFile(filepath.Join(deploy, "axgate.yaml"))
 	if err != nil {

@@ -28,6 +28,7 @@ var junitTimes = regexp.MustCompile(`time="[0-9.]+"`)
 // broken, several at once) and compares the output and the JUnit XML with
 // testdata/golden/test (-update rewrites them).
 func TestTestGolden(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name string
 		args []string
@@ -100,6 +101,7 @@ func checkJUnit(t *testing.T, raw []byte, stdout string) {
 
 // TestShopPolicySuite runs the suite examples/shop ships, as CI does.
 func TestShopPolicySuite(t *testing.T) {
+	t.Parallel()
 	junit := filepath.Join(t.TempDir(), "junit.xml")
 	stdout, stderr, code := cli(t, nil, "test", filepath.Join("..", "..", "examples", "shop", "policy_test.yaml"), "--junit", junit)
 	if code != exitOK {
@@ -129,6 +131,7 @@ func TestShopPolicySuite(t *testing.T) {
 // TestTestSuiteInCLIDoc runs the suite docs/cli.md shows (its ```yaml block
 // under "## axgate test") against the shop's manifest.
 func TestTestSuiteInCLIDoc(t *testing.T) {
+	t.Parallel()
 	f, err := os.Open(filepath.Join("..", "..", "docs", "cli.md"))
 	if err != nil {
 		t.Fatal(err)
@@ -165,6 +168,7 @@ func TestTestSuiteInCLIDoc(t *testing.T) {
 }
 
 func TestTestUsage(t *testing.T) {
+	t.Parallel()
 	unwritable := filepath.Join(t.TempDir(), "no", "such", "dir", "junit.xml")
 	cases := []struct {
 		name string
@@ -207,6 +211,7 @@ func TestTestUsage(t *testing.T) {
 // TestTestManifestFlag: --manifest replaces the manifest a suite names,
 // and a suite that names none needs it.
 func TestTestManifestFlag(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	orig, err := os.ReadFile(filepath.Join(suiteDir, "docs.yaml"))
 	if err != nil {
@@ -244,6 +249,7 @@ func TestTestManifestFlag(t *testing.T) {
 // enforcer, which loadSuite otherwise refuses beforehand) is an ERROR, not
 // a FAIL.
 func TestTestCaseError(t *testing.T) {
+	t.Parallel()
 	m, err := manifest.LoadFile(filepath.Join(suiteDir, "docs.yaml"))
 	if err != nil {
 		t.Fatal(err)
@@ -269,6 +275,7 @@ func TestTestCaseError(t *testing.T) {
 // TestTestArgumentsJSON: YAML arguments become the JSON a case means,
 // numbers with the digits written.
 func TestTestArgumentsJSON(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		yaml, json, problem string
 	}{

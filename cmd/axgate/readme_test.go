@@ -129,6 +129,7 @@ func checkFilesGateway(t *testing.T, cs *mcp.ClientSession, dir string) {
 // is refused an unconfirmed write, and cannot widen the server's folders
 // with roots of its own.
 func TestREADMEGateAnMCPServer(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	dir, _, environ, gateway := readmeFolder(t, ctx)
@@ -193,6 +194,7 @@ func docsJSON(t *testing.T, file, name string) string {
 // and reads a file through it. VS Code's form in docs/mcp-gateway.md starts
 // the same command.
 func TestREADMEDesktopConfigStartsFromAnotherDirectory(t *testing.T) {
+	t.Parallel()
 	const folder, binary = "/home/me/gated", "/home/me/go/bin/axgate"
 	var desktop struct {
 		MCPServers map[string]desktopServer `json:"mcpServers"`

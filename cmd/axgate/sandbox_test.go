@@ -18,6 +18,7 @@ import (
 // paths without a sandbox and a sandbox for an --upstream-url are usage
 // errors.
 func TestMCPSandboxFlagsChecked(t *testing.T) {
+	t.Parallel()
 	m := gatewayManifest
 	for _, tc := range []struct {
 		args []string
@@ -38,6 +39,7 @@ func TestMCPSandboxFlagsChecked(t *testing.T) {
 // TestMCPSandboxOnWithoutBwrap: --sandbox on with no bwrap in PATH fails
 // the start, saying so. (Not parallel: it sets PATH.)
 func TestMCPSandboxOnWithoutBwrap(t *testing.T) {
+	// Not parallel: t.Setenv.
 	t.Setenv("PATH", t.TempDir())
 	_, stderr, code := cli(t, nil, "mcp", "--manifest", gatewayManifest, "--upstream-command", os.Args[0],
 		"--anonymous", "--listen", "127.0.0.1:0", "--sandbox", "on")
@@ -51,6 +53,7 @@ func TestMCPSandboxOnWithoutBwrap(t *testing.T) {
 // --forward-client-roots: the client's root / reaches the server, which
 // still reads only the folder.
 func TestMCPSandboxedServerFilesystem(t *testing.T) {
+	t.Parallel()
 	if runtime.GOOS != "linux" {
 		t.Skip("bubblewrap runs on Linux only")
 	}

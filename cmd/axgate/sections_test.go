@@ -31,6 +31,7 @@ func approvalsManifest(t *testing.T) string {
 // confirmation gate would refuse reaches the upstream, and the audit record
 // and the log say shadow_deny; cart.add_item stays enforced.
 func TestServeEnforceShadow(t *testing.T) {
+	t.Parallel()
 	pki := newServePKI(t)
 	up := &fakeUpstream{}
 	upSrv := httptest.NewServer(up)
@@ -99,6 +100,7 @@ func TestServeEnforceShadow(t *testing.T) {
 // start with a message naming it and the way out, as does an intent of
 // enforce: or of a webhook that the manifest lacks; shadow-force starts.
 func TestServeEnforceCritical(t *testing.T) {
+	t.Parallel()
 	pki := newServePKI(t)
 	mpath := approvalsManifest(t)
 	for _, tc := range []struct {
@@ -195,6 +197,7 @@ func (h *hookReceiver) count() int {
 // caller's tenant and the action only; the keys come from a variable and a
 // file, and a reload keeps the webhooks.
 func TestServeNotifyWebhooks(t *testing.T) {
+	t.Parallel()
 	pki := newServePKI(t)
 	acmeBob := mint(t, "principal", "--key", pki.key, "--sub", "bob", "--tenant", "acme", "--roles", "buyer")
 	globex := mint(t, "principal", "--key", pki.key, "--sub", "carol", "--tenant", "globex", "--roles", "buyer")
@@ -285,6 +288,7 @@ notify:
 // TestServeNotifyKeyMissing: a webhook whose key variable is unset fails
 // at start, naming it; the key never has to sit in the file.
 func TestServeNotifyKeyMissing(t *testing.T) {
+	t.Parallel()
 	pki := newServePKI(t)
 	cfg := writeConfig(t, "notify:\n  webhooks:\n    - url: https://hooks.example.com/x\n      secret-env: NO_SUCH_KEY\n    - url: https://hooks.example.com/y\n      secret-file: /nonexistent/key\n")
 	_, stderr, code := cli(t, nil, "serve", "--config", cfg, "--manifest", approvalsManifest(t), "--upstream", "http://127.0.0.1:1",
@@ -299,6 +303,7 @@ func TestServeNotifyKeyMissing(t *testing.T) {
 // configuration starts serve on a manifest with those actions, and does
 // what its comments say.
 func TestServeShadowConfigInShadowDoc(t *testing.T) {
+	t.Parallel()
 	data, err := os.ReadFile(filepath.Join("..", "..", "docs", "shadow.md"))
 	if err != nil {
 		t.Fatal(err)
@@ -332,6 +337,7 @@ func TestServeShadowConfigInShadowDoc(t *testing.T) {
 // actions of a manifest (cart.add_item low, order.place high, vault.open
 // critical).
 func TestShadowOptionsMapping(t *testing.T) {
+	t.Parallel()
 	m, err := manifest.LoadFile(filepath.Join("testdata", "serve", "approvals.json"))
 	if err != nil {
 		t.Fatal(err)

@@ -216,6 +216,7 @@ func driveShop(t *testing.T, base string, pki servePKI, up *fakeUpstream) {
 // TestServeInProcess drives the gateway's handler directly: refusals,
 // successes, upstream failures and reloads without signals.
 func TestServeInProcess(t *testing.T) {
+	t.Parallel()
 	pki := newServePKI(t)
 	up := &fakeUpstream{answer: map[string]func() (int, string){}}
 	upSrv := httptest.NewServer(up)
@@ -299,6 +300,7 @@ func TestServeInProcess(t *testing.T) {
 }
 
 func TestServeUsage(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		args []string
 		want string
@@ -325,6 +327,7 @@ func TestServeUsage(t *testing.T) {
 // drives a refusal and a success through it, reloads the manifest with
 // SIGHUP (a good one, then a broken one) and stops it with SIGTERM.
 func TestServeBinary(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
@@ -518,6 +521,7 @@ func newShopGateway(t *testing.T, c serveConfig, up http.Handler) (gw *gateway, 
 // in memory, and a reload must not wipe it — else a confirmation token could
 // be used once per SIGHUP.
 func TestServeReloadKeepsState(t *testing.T) {
+	t.Parallel()
 	pki := newServePKI(t)
 	up := &fakeUpstream{}
 	gw, base, mpath := newShopGateway(t, serveConfig{enforcerConfig: enforcerConfig{jwks: pki.jwks}}, up)
@@ -571,6 +575,7 @@ func TestServeReloadKeepsState(t *testing.T) {
 // TestServeReloadKeepsEphemeralKey: with no key configured, a token signed
 // by the gateway's ephemeral key before a reload still verifies after it.
 func TestServeReloadKeepsEphemeralKey(t *testing.T) {
+	t.Parallel()
 	up := &fakeUpstream{}
 	gw, base, _ := newShopGateway(t, serveConfig{enforcerConfig: enforcerConfig{anonymous: true}}, up)
 	tok, _, err := gw.current().enf.IssueConfirmation(context.Background(), middleware.Principal{}, "order_place", json.RawMessage(`{"cart_id":"c-1"}`))
@@ -587,6 +592,7 @@ func TestServeReloadKeepsEphemeralKey(t *testing.T) {
 // is not followed — following it would send the arguments and the caller's
 // identity elsewhere.
 func TestServeUpstreamRedirect(t *testing.T) {
+	t.Parallel()
 	pki := newServePKI(t)
 	elsewhere := &fakeUpstream{}
 	elsewhereSrv := httptest.NewServer(elsewhere)
@@ -609,6 +615,7 @@ func TestServeUpstreamRedirect(t *testing.T) {
 
 // TestServeTimeouts: a slow client cannot hold a connection open forever.
 func TestServeTimeouts(t *testing.T) {
+	t.Parallel()
 	srv := newServer(http.NotFoundHandler(), serveConfig{upstreamTimeout: time.Minute}, slog.New(slog.DiscardHandler))
 	if srv.ReadHeaderTimeout <= 0 || srv.ReadTimeout <= 0 || srv.IdleTimeout <= 0 {
 		t.Errorf("unset timeouts: header %v, read %v, idle %v", srv.ReadHeaderTimeout, srv.ReadTimeout, srv.IdleTimeout)
@@ -645,6 +652,7 @@ func (u *rawUpstream) got() []string {
 // upstream's parser may read otherwise than the gates did. It now forwards
 // the RFC 8785 encoding of the arguments the chain checked.
 func TestServeForwardsCanonicalArguments(t *testing.T) {
+	t.Parallel()
 	pki := newServePKI(t)
 	up := &rawUpstream{}
 	_, base, _ := newShopGateway(t, serveConfig{enforcerConfig: enforcerConfig{jwks: pki.jwks}}, up)
@@ -662,6 +670,7 @@ func TestServeForwardsCanonicalArguments(t *testing.T) {
 // of 1 MiB, so 500 connections with a 1 MB header held 1.2 GB. Headers over
 // 64 KiB now get 431 before any handler runs.
 func TestServeRefusesHugeHeaders(t *testing.T) {
+	t.Parallel()
 	ran := make(chan struct{}, 1)
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		select {
@@ -728,6 +737,7 @@ func (u *traceUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // until a program sets one, so nothing was forwarded. The upstream now
 // gets a traceparent of the caller's trace, and the caller's baggage.
 func TestServeForwardsTraceContext(t *testing.T) {
+	t.Parallel()
 	pki := newServePKI(t)
 	up := &traceUpstream{}
 	_, base, _ := newShopGateway(t, serveConfig{enforcerConfig: enforcerConfig{jwks: pki.jwks}}, up)

@@ -188,14 +188,33 @@ type principalClaims struct {
 // loadSigner reads a private key; its kid is the one given, else the key
 // file's own (a JWK's), else the key's thumbprint, as keys gen names it.
 func loadSigner(path, kid string) (*token.Signer, error) {
-	s, err := token.LoadSigningKeyFile(path, kid)
-	if err != nil || s.KeyID() != "" {
-		return s, err
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err // begins with the path
 	}
-	if kid, err = keyID(s.PublicKey().Public); err != nil {
+	s, err := token.ParseSigningKey(data, kid)
+	if err == nil && s.KeyID() == "" {
+		if kid, err = keyID(s.PublicKey().Public); err == nil {
+			s, err = token.ParseSigningKey(data, kid)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return s, nil
+}
+
+// loadJWKS reads a JWK Set file; its errors begin with the path.
+func loadJWKS(path string) (*token.StaticKeySet, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
 		return nil, err
 	}
-	return token.LoadSigningKeyFile(path, kid)
+	ks, err := token.ParseJWKS(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return ks, nil
 }
 
 // argsDigest returns args_sha256 of the arguments given by --args or

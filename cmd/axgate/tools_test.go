@@ -8,6 +8,7 @@ import (
 )
 
 func TestToolsGolden(t *testing.T) {
+	t.Parallel()
 	manifests := map[string]string{
 		"shop-full": projectManifest("shop-full.json"),
 		"reference": filepath.Join("testdata", "manifests", "tools-reference.yaml"),
@@ -95,6 +96,7 @@ func checkToolShape(t *testing.T, format, out string) {
 }
 
 func TestToolsRefusals(t *testing.T) {
+	t.Parallel()
 	_, stderr, code := cli(t, nil, "tools", projectManifest("invalid-risk-level.json"))
 	if code != exitFail || !strings.Contains(stderr, "/actions/0/risk_level") || !strings.Contains(stderr, "axgate lint") {
 		t.Errorf("an invalid manifest: exit %d, %s", code, stderr)
@@ -114,6 +116,7 @@ func TestToolsRefusals(t *testing.T) {
 // An unreadable manifest is a usage error (exit 2), as for lint; a manifest
 // that is read but wrong is a failure (exit 1).
 func TestToolsUnreadableFileIsUsageError(t *testing.T) {
+	t.Parallel()
 	_, stderr, code := cli(t, nil, "tools", filepath.Join(t.TempDir(), "missing.json"))
 	if code != exitUsage || !strings.Contains(stderr, "missing.json") {
 		t.Fatalf("missing file: exit %d, stderr %q; want exit %d naming the file", code, stderr, exitUsage)
@@ -127,6 +130,7 @@ func TestToolsUnreadableFileIsUsageError(t *testing.T) {
 // "axgate help token" lists the flags of every token kind, each with the
 // kinds that take it.
 func TestHelpTokenListsEveryFlag(t *testing.T) {
+	t.Parallel()
 	stdout, stderr, code := cli(t, nil, "help", "token")
 	out := stdout + stderr
 	if code != exitOK {

@@ -7,6 +7,7 @@ import "testing"
 // look, and nothing else (before, the whole usage followed and scrolled the
 // error away).
 func TestMistypedInputGetsErrorSuggestionAndPointer(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name string
 		args []string

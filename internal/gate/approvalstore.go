@@ -21,7 +21,7 @@ import (
 
 // ErrApprovalStoreFull is returned when a MemoryApprovalStore holds as many
 // live requests as it may.
-var ErrApprovalStoreFull = errors.New("approval store is full")
+var ErrApprovalStoreFull = errors.New("gates: approval store is full")
 
 // approvalTransitions is the state machine of approval requests, in the
 // style of the task state machine of the AXAG validation rules: a request is
@@ -45,7 +45,7 @@ func Terminal(s ApprovalState) bool {
 
 // ValidateTransition returns nil when a request may move from one state to
 // another, and otherwise an error wrapping ErrInvalidTransition such as
-// "invalid state transition: approved -> denied".
+// "gates: invalid state transition: approved -> denied".
 func ValidateTransition(from, to ApprovalState) error {
 	next, known := approvalTransitions[from]
 	if !known {

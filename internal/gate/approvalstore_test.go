@@ -43,7 +43,7 @@ func TestApprovalStateMachine(t *testing.T) {
 			}
 			if !errors.Is(err, gate.ErrInvalidTransition) {
 				t.Errorf("%s -> %s = %v, want ErrInvalidTransition", from, to, err)
-			} else if want := fmt.Sprintf("invalid state transition: %s -> %s", from, to); err.Error() != want {
+			} else if want := fmt.Sprintf("gates: invalid state transition: %s -> %s", from, to); err.Error() != want {
 				t.Errorf("error = %q, want %q", err, want)
 			}
 		}

@@ -191,7 +191,7 @@ const DefaultMaxKeys = 100_000
 // ErrStoreFull is returned by a memory store that holds as many live keys as
 // it may: the gate then refuses the call (503) rather than forget a count
 // and let a caller past its limit.
-var ErrStoreFull = errors.New("memory store is full")
+var ErrStoreFull = errors.New("gates: memory store is full")
 
 // limiterSweepEvery is how often a shard of the memory limiter forgets its
 // idle keys, at the latest.

@@ -312,15 +312,39 @@ func benchGateway(tb testing.TB, upstream string, opts ...gateway.Option) (*axga
 	return enf, gw
 }
 
+// newGatewayTarget is newBenchTarget with the gateway path alone: the
+// upstream, the gateway in front of it and the sessions of clients agents
+// through it, closed with t.
+func newGatewayTarget(t *testing.T, work time.Duration, clients int) *benchTarget {
+	t.Helper()
+	tg := &benchTarget{upstream: benchUpstream(work)}
+	tg.enf, tg.gw = benchGateway(t, tg.upstream.URL)
+	tg.front = countingServer(tg.gw.Handler())
+	t.Cleanup(tg.close)
+	hc := benchHTTPClient()
+	for range clients {
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "v1"}, nil).
+			Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: tg.front.URL + "/mcp", HTTPClient: hc}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tg.gateway = append(tg.gateway, cs)
+	}
+	return tg
+}
+
+// close closes what the target started (newGatewayTarget starts a part).
 func (t *benchTarget) close() {
 	for _, cs := range slices.Concat(t.direct, t.gateway, t.proxied, t.relayed, t.sdkOnly, t.stateless, t.statelessSDK) {
 		cs.Close()
 	}
-	t.sdkFront.Close()
-	t.sdkGW.Close()
-	t.sdkEnf.Close()
-	t.relay.Close()
-	t.proxy.Close()
+	if t.sdkFront != nil {
+		t.sdkFront.Close()
+		t.sdkGW.Close()
+		t.sdkEnf.Close()
+		t.relay.Close()
+		t.proxy.Close()
+	}
 	t.front.Close()
 	t.gw.Close()
 	t.upstream.Close()

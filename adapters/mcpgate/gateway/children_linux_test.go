@@ -20,7 +20,7 @@ import (
 // versionUpstream is a command upstream that speaks only versions.
 func versionUpstream(t *testing.T, versions, answer string) (gateway.Upstream, string) {
 	pids := pidFile(t)
-	env := []string{versionsEnv + "=" + versions, pidsEnv + "=" + pids}
+	env := []string{quickExit, versionsEnv + "=" + versions, pidsEnv + "=" + pids}
 	if answer != "" {
 		env = append(env, answerEnv+"="+answer)
 	}
@@ -132,7 +132,7 @@ while [ ! -s "$PID_FILE" ]; do sleep 0.01; done
 sleep 0.2
 exec "$TEST_BIN"`
 	up := gateway.Upstream{Command: "sh", Args: []string{"-c", script}, Stderr: io.Discard,
-		Env: []string{upstreamEnv + "=stdio", pidsEnv + "=" + pids, "PID_FILE=" + pids, "TEST_BIN=" + os.Args[0]}}
+		Env: []string{quickExit, upstreamEnv + "=stdio", pidsEnv + "=" + pids, "PID_FILE=" + pids, "TEST_BIN=" + os.Args[0]}}
 	// Each helper's pid is its group's id.
 	t.Cleanup(func() {
 		for range 5 {

@@ -37,7 +37,7 @@ func TestStopKillsOwnGroupHelper(t *testing.T) {
 while [ ! -s "$PID_FILE" ]; do sleep 0.01; done
 exec "$TEST_BIN"`
 	up := gateway.Upstream{Command: "sh", Args: []string{"-c", script}, Stderr: io.Discard,
-		Env: []string{upstreamEnv + "=stdio", pidsEnv + "=" + pids, "PID_FILE=" + pids, "TEST_BIN=" + os.Args[0]}}
+		Env: []string{quickExit, upstreamEnv + "=stdio", pidsEnv + "=" + pids, "PID_FILE=" + pids, "TEST_BIN=" + os.Args[0]}}
 	wantNewStopsAll(t, up, pids)
 }
 
@@ -55,7 +55,7 @@ func helperUpstream(t *testing.T) gateway.Upstream {
 	}
 	script := `setsid sleep 60 </dev/null >/dev/null & echo $! >>"$PID_FILE"; exec "$TEST_BIN"`
 	return gateway.Upstream{Command: "sh", Args: []string{"-c", script}, Stderr: io.Discard,
-		Env: []string{upstreamEnv + "=stdio", "PID_FILE=" + pids, "TEST_BIN=" + os.Args[0]}}
+		Env: []string{quickExit, upstreamEnv + "=stdio", "PID_FILE=" + pids, "TEST_BIN=" + os.Args[0]}}
 }
 
 // TestNewNotHeldByHelperHoldingStderr: New returns although a helper of its
@@ -116,7 +116,7 @@ func TestStopKillsWrapperChildren(t *testing.T) {
 	pids := pidFile(t)
 	script := `"$TEST_BIN"; sleep 60 >/dev/null 2>&1 & echo $! >>"$PID_FILE"; wait`
 	up := gateway.Upstream{Command: "sh", Args: []string{"-c", script}, Stderr: io.Discard,
-		Env: []string{upstreamEnv + "=stdio", "PID_FILE=" + pids, "TEST_BIN=" + os.Args[0]}}
+		Env: []string{quickExit, upstreamEnv + "=stdio", "PID_FILE=" + pids, "TEST_BIN=" + os.Args[0]}}
 	wantNewStopsAll(t, up, pids)
 }
 

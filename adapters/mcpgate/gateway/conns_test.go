@@ -18,7 +18,7 @@ import (
 func TestUpstreamConnectionsReused(t *testing.T) {
 	t.Parallel()
 	const sessions, rounds = 16, 25
-	tg := newBenchTarget(t, 0, sessions)
+	tg := newGatewayTarget(t, 0, sessions)
 	ctx := context.Background()
 	concurrently := func(rounds int) {
 		t.Helper()
@@ -62,7 +62,7 @@ func TestUpstreamConnectionsReused(t *testing.T) {
 func TestUpstreamConnectionKeptAfterCall(t *testing.T) {
 	t.Parallel()
 	const calls = 100
-	tg := newBenchTarget(t, time.Millisecond, 1) // a tool that takes a while loses the race more often
+	tg := newGatewayTarget(t, time.Millisecond, 1) // a tool that takes a while loses the race more often
 	ctx := context.Background()
 	cs := tg.gateway[0]
 	for range 2 {

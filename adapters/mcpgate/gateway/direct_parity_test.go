@@ -27,7 +27,7 @@ import (
 func TestUpstreamEventBoundedWhateverLineEnds(t *testing.T) {
 	t.Parallel()
 	const limit = 64 << 10
-	_, upURL := rawUpstream(t, func(w http.ResponseWriter, id string, args map[string]any) bool {
+	_, upURL := rawUpstream(t, func(w http.ResponseWriter, _ *http.Request, id string, args map[string]any) bool {
 		if args["name"] != "crlf" {
 			return false
 		}
@@ -97,7 +97,7 @@ func TestDirectRefusesProtocolVersionMeta(t *testing.T) {
 // malformed message and failed every call of such an upstream.
 func TestDirectSkipsPrimingEvent(t *testing.T) {
 	t.Parallel()
-	_, upURL := rawUpstream(t, func(w http.ResponseWriter, id string, args map[string]any) bool {
+	_, upURL := rawUpstream(t, func(w http.ResponseWriter, _ *http.Request, id string, args map[string]any) bool {
 		if args["name"] != "primed" {
 			return false
 		}

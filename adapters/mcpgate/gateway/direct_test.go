@@ -250,7 +250,7 @@ func TestDirectSessionUser(t *testing.T) {
 func TestDirectSessionTimeout(t *testing.T) {
 	t.Parallel()
 	_, upURL := httpUpstream(t)
-	const timeout = 2 * time.Second
+	const timeout = 4 * time.Second // a call may take timeout/8 under -race on a busy machine
 	g := newGateway(t, gateway.Upstream{URL: upURL}, "", gateway.WithSessionTimeout(timeout), gateway.WithCallTimeout(timeout/8))
 	url := serve(t, g)
 	w := &wire{}
@@ -307,7 +307,7 @@ func TestDirectSessionTimeout(t *testing.T) {
 // session the upstream forgot.
 func craftedUpstream(t *testing.T) (*notes, string) {
 	t.Helper()
-	return rawUpstream(t, func(w http.ResponseWriter, id string, args map[string]any) bool {
+	return rawUpstream(t, func(w http.ResponseWriter, _ *http.Request, id string, args map[string]any) bool {
 		switch args["name"] {
 		case "stream":
 			w.Header().Set("Content-Type", "text/event-stream")

@@ -40,3 +40,8 @@ func ReadyChecking(g *Gateway) bool {
 	}
 	return false
 }
+
+// WithChildGrace sets the wait between the steps of a child's stop (its
+// standard input closed, SIGTERM, SIGKILL), childproc.Grace otherwise: for
+// the tests of a stubborn child's end, not of how long it takes.
+func WithChildGrace(d time.Duration) Option { return func(c *config) { c.childGrace = d } }

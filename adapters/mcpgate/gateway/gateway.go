@@ -99,13 +99,12 @@ type Gateway struct {
 // contradict each other. Serve it with Handler (streamable HTTP) or
 // ServeStdio.
 //
-// A command upstream with WithLocalPrincipal (a stdio gateway, whose one
-// client would otherwise have run a second child: New's and its own) is
-// the exception: New only checks that the program exists and may be run,
-// and each client session's child, started at the client's initialize
-// with what that client offers, lists the tools and checks the pins before
-// the initialize is answered (so before any call); an upstream that does
-// not start then fails that initialize with why. One session, one child.
+// A command upstream with WithLocalPrincipal (a stdio gateway) is the
+// exception: New only checks that the program exists and may be run, and
+// each client session's child, started at the client's initialize with
+// what that client offers, lists the tools and checks the pins before the
+// initialize is answered; an upstream that does not start fails that
+// initialize, saying why.
 func New(enf *axgate.Enforcer, upstream Upstream, opts ...Option) (*Gateway, error) {
 	if enf == nil {
 		return nil, errors.New("gateway: nil enforcer")

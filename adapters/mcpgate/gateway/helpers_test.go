@@ -53,7 +53,7 @@ func badChild(t *testing.T, behaviour string) (up gateway.Upstream, ok, pids str
 	}
 	script := `if [ -e "$OK_FILE" ]; then exec "$TEST_BIN"; fi; echo $$ >> "$PID_FILE"; ` + behaviour
 	return gateway.Upstream{Command: "sh", Args: []string{"-c", script}, Stderr: io.Discard,
-		Env: []string{upstreamEnv + "=stdio", "OK_FILE=" + ok, "TEST_BIN=" + os.Args[0], "PID_FILE=" + pids}}, ok, pids
+		Env: []string{quickExit, upstreamEnv + "=stdio", "OK_FILE=" + ok, "TEST_BIN=" + os.Args[0], "PID_FILE=" + pids}}, ok, pids
 }
 
 // childPIDs reads the pids a badChild wrote.
@@ -71,7 +71,7 @@ func childPIDs(pids string) []int {
 // rawUpstream is a notes upstream whose tools/call of read_note is answered
 // by answer (with the request's JSON-RPC id) when it returns true; every
 // other request reaches the notes server.
-func rawUpstream(t *testing.T, answer func(w http.ResponseWriter, id string, args map[string]any) bool) (*notes, string) {
+func rawUpstream(t *testing.T, answer func(w http.ResponseWriter, r *http.Request, id string, args map[string]any) bool) (*notes, string) {
 	t.Helper()
 	n, sdk := notesHandler()
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -89,7 +89,7 @@ func rawUpstream(t *testing.T, answer func(w http.ResponseWriter, id string, arg
 				Arguments map[string]any `json:"arguments"`
 			} `json:"params"`
 		}
-		if json.Unmarshal(body, &m) == nil && m.Method == "tools/call" && m.Params.Name == "read_note" && answer(w, string(m.ID), m.Params.Arguments) {
+		if json.Unmarshal(body, &m) == nil && m.Method == "tools/call" && m.Params.Name == "read_note" && answer(w, r, string(m.ID), m.Params.Arguments) {
 			return
 		}
 		sdk.ServeHTTP(w, r)
@@ -388,7 +388,7 @@ func (l *logs) String() string {
 // stdioUpstream is the test binary as a child process speaking MCP on
 // stdio.
 func stdioUpstream() gateway.Upstream {
-	return gateway.Upstream{Command: os.Args[0], Env: []string{upstreamEnv + "=stdio"}, Stderr: io.Discard}
+	return gateway.Upstream{Command: os.Args[0], Env: []string{quickExit, upstreamEnv + "=stdio"}, Stderr: io.Discard}
 }
 
 func pidOf(t *testing.T, cs *mcp.ClientSession) int {
@@ -455,10 +455,18 @@ const (
 	lingerEnv   = "AXGATE_GATEWAY_TEST_LINGER"
 )
 
+// quickExit is in the environment of the test binary's children: a
+// race-enabled binary that exits waits a second first (GORACE's
+// atexit_sleep_ms), and every test that stops a child would wait it out.
+var quickExit = "GORACE=" + strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0")
+
 func TestMain(m *testing.M) {
 	if code, ok := helperMain(); ok {
 		os.Exit(code)
 	}
+	// Children that inherit this environment (node's, the test binary's)
+	// exit at once too.
+	os.Setenv("GORACE", strings.TrimPrefix(quickExit, "GORACE="))
 	// The tests wait on timers, child processes and sockets far more than
 	// they compute: unless -parallel says otherwise, run more of them at
 	// once than there are CPUs.

@@ -109,6 +109,10 @@ type config struct {
 	// never the direct path (withoutDirect: the benchmark's and the
 	// conformance suite's baseline).
 	sdkOnly bool
+
+	// childGrace, when positive, replaces childproc.Grace: the wait
+	// between the steps of a child's stop (tests).
+	childGrace time.Duration
 }
 
 // Defaults of the options.

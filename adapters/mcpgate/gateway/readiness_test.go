@@ -376,7 +376,7 @@ func TestReadyNotHeldByStubbornChild(t *testing.T) {
 func TestCloseStopsReadyProbeChild(t *testing.T) {
 	t.Parallel()
 	up, ok, pids := badChild(t, `exec sleep 60`)
-	g := newGateway(t, up, "", gateway.WithConnectTimeout(3*time.Second))
+	g := newGateway(t, up, "", gateway.WithConnectTimeout(3*time.Second), gateway.WithChildGrace(time.Second))
 	os.Remove(ok)
 	gateway.ExpireReady(g) // past Ready's cache
 	ready := make(chan error, 1)
@@ -432,7 +432,7 @@ func TestReadyNotStaleWhileCommandProbeStops(t *testing.T) {
 if [ -e "$STUBBORN_FILE" ]; then trap "" TERM; "$TEST_BIN"; exec sleep 30 </dev/null >/dev/null 2>&1; fi
 exit 1`
 	up := gateway.Upstream{Command: "sh", Args: []string{"-c", script}, Stderr: io.Discard,
-		Env: []string{upstreamEnv + "=stdio", "OK_FILE=" + ok, "STUBBORN_FILE=" + stubborn, "TEST_BIN=" + os.Args[0]}}
+		Env: []string{quickExit, upstreamEnv + "=stdio", "OK_FILE=" + ok, "STUBBORN_FILE=" + stubborn, "TEST_BIN=" + os.Args[0]}}
 	const timeout = 2 * time.Second // New starts the serving child under -race on a busy machine
 	g := newGateway(t, up, "", gateway.WithConnectTimeout(timeout))
 

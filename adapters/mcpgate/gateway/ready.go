@@ -33,17 +33,13 @@ type readiness struct {
 // with the upstream cannot be started now, with the reason: a session
 // started (over HTTP, or with a child process for a command) and the
 // upstream's tools listed, within WithConnectTimeout. The check runs a
-// session of its own, so that what the callers do (their sessions, their
-// calls) does not decide it, in the background, so that ctx bounds only the
-// wait for it (a caller that gives up changes no outcome). Its outcome is
-// kept for two seconds: probes close together start one session. While
-// the last check still closes its session past that, Ready reports that
-// instead of starting another. Close stops a check in flight.
+// session of its own in the background; ctx bounds only the wait for it.
+// Its outcome is kept for two seconds; while the last check still closes
+// its session, Ready reports that. Close stops a check in flight.
 //
 // With several upstreams (NewMulti) each is checked so, and Ready fails
-// only when none is ready, naming each one's reason: one down upstream
-// must not take the replica out of a Kubernetes Service while the others
-// serve (its calls are refused meanwhile). Upstreams reports each.
+// only when none is ready, naming each one's reason. Upstreams reports
+// each. docs/mcp-gateway.md (Readiness) says why.
 func (g *Gateway) Ready(ctx context.Context) error {
 	list := g.set().list
 	if len(list) == 1 {

@@ -87,7 +87,7 @@ exec "$TEST_BIN"`
 	// The pids the helpers write are of the sandbox's PID namespace: the
 	// test finds their processes by mark, never by those pids.
 	up := gateway.Upstream{Command: "sh", Args: []string{"-c", script}, Stderr: io.Discard,
-		Env: []string{upstreamEnv + "=stdio", pidsEnv + "=" + pids, "PID_FILE=" + pids, "TEST_BIN=" + os.Args[0], mark}}
+		Env: []string{quickExit, upstreamEnv + "=stdio", pidsEnv + "=" + pids, "PID_FILE=" + pids, "TEST_BIN=" + os.Args[0], mark}}
 	g, err := newGatewayErr(t, up, gateway.WithSandbox(gateway.Sandbox{Mode: "on", ReadOnly: []string{os.Args[0]}, Writable: []string{dir}}))
 	if err != nil {
 		t.Fatal(err)
@@ -201,8 +201,8 @@ sleep 300 </dev/null >/dev/null 2>&1 &
 "$TEST_BIN"
 exec sleep 300 </dev/null >/dev/null 2>&1`
 	up := gateway.Upstream{Command: "sh", Args: []string{"-c", script}, Stderr: io.Discard,
-		Env: []string{upstreamEnv + "=stdio", "TEST_BIN=" + os.Args[0], mark}}
-	g, err := newGatewayErr(t, up, gateway.WithSandbox(gateway.Sandbox{Mode: "on", ReadOnly: []string{os.Args[0]}}))
+		Env: []string{quickExit, upstreamEnv + "=stdio", "TEST_BIN=" + os.Args[0], mark}}
+	g, err := newGatewayErr(t, up, gateway.WithSandbox(gateway.Sandbox{Mode: "on", ReadOnly: []string{os.Args[0]}}), gateway.WithChildGrace(time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}

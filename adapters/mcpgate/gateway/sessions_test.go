@@ -99,7 +99,7 @@ func TestDuplicateInitializeKeepsSessionCounted(t *testing.T) {
 func TestRefusedForeignPostKeepsSessionAlive(t *testing.T) {
 	t.Parallel()
 	_, upURL := httpUpstream(t)
-	const timeout = 2 * time.Second
+	const timeout = 4 * time.Second // a call may take timeout/8 under -race on a busy machine
 	g := newGateway(t, gateway.Upstream{URL: upURL}, "", gateway.WithSessionTimeout(timeout), gateway.WithCallTimeout(timeout/8))
 	url := serve(t, g)
 	cs := connect(t, url, "alice-token", nil)

@@ -327,7 +327,7 @@ func TestStatelessListenRefused(t *testing.T) {
 func TestStatelessCallerLinkCountsAndExpires(t *testing.T) {
 	t.Parallel()
 	_, up := httpUpstream(t)
-	url := serve(t, newGateway(t, gateway.Upstream{URL: up}, "", gateway.WithMaxSessions(10, 1), gateway.WithSessionTimeout(300*time.Millisecond)))
+	url := serve(t, newGateway(t, gateway.Upstream{URL: up}, "", gateway.WithMaxSessions(10, 1), gateway.WithSessionTimeout(time.Second)))
 	alice := connectStateless(t, url, "alice-token", nil)
 	if res := call(t, alice, "read_note", map[string]any{"name": "hello"}); res.IsError {
 		t.Fatalf("read_note: %s", text(res))

@@ -286,6 +286,7 @@ func (l *link) transport() mcp.Transport {
 		Dir:     b.up.Dir,
 		Stderr:  b.up.Stderr,
 		Sandbox: b.cfg.contained,
+		Grace:   b.cfg.childGrace,
 	}, limit, &l.tooLarge)
 }
 

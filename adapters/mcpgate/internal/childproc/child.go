@@ -38,6 +38,8 @@ type Command struct {
 	Stderr io.Writer
 	// Sandbox, when set, runs the child under bubblewrap (see Sandbox).
 	Sandbox *Sandbox
+	// Grace replaces the package's Grace when positive (tests).
+	Grace time.Duration
 }
 
 // Env is the environment of a child: PATH and HOME of this process, then
@@ -63,6 +65,7 @@ type Transport struct {
 	cmd    *exec.Cmd
 	limit  int64
 	cut    *atomic.Bool
+	grace  time.Duration
 	exited atomic.Pointer[os.ProcessState]
 	// sandboxed: cmd is bwrap; init is the sandbox's first process (its
 	// PID namespace's init), known once Connect started it. err is why the
@@ -75,7 +78,10 @@ type Transport struct {
 // NewTransport returns a Transport for c whose lines are bounded to limit
 // bytes; cut is set when a line was over it.
 func NewTransport(c Command, limit int64, cut *atomic.Bool) *Transport {
-	t := &Transport{limit: limit, cut: cut, init: sandboxInit{fd: -1}}
+	t := &Transport{limit: limit, cut: cut, grace: Grace, init: sandboxInit{fd: -1}}
+	if c.Grace > 0 {
+		t.grace = c.Grace
+	}
 	if c.Sandbox != nil {
 		args, err := c.Sandbox.bwrapArgs(c)
 		t.cmd, t.err, t.sandboxed = exec.Command(c.Sandbox.Bwrap, args...), err, true
@@ -114,9 +120,9 @@ func (t *Transport) signal(sig syscall.Signal) bool {
 // Without a pidfd (Linux before 5.3) there is nothing to wait on: the
 // session's kill passes (signalGroup) are all there is.
 func (t *Transport) settle() {
-	if !t.init.wait(Grace) {
+	if !t.init.wait(t.grace) {
 		t.init.kill()
-		t.init.wait(Grace)
+		t.init.wait(t.grace)
 	}
 	t.init.close()
 }
@@ -149,7 +155,7 @@ func (t *Transport) Connect(ctx context.Context) (mcp.Connection, error) {
 	}
 	pipe := &mcp.IOTransport{
 		Reader:        &boundedLines{r: stdout, limit: t.limit, cut: t.cut, kill: func() { t.signal(syscall.SIGKILL) }},
-		Writer:        &childStdin{WriteCloser: stdin, cmd: t.cmd, signal: t.signal, settle: t.settle, exited: &t.exited},
+		Writer:        &childStdin{WriteCloser: stdin, cmd: t.cmd, grace: t.grace, signal: t.signal, settle: t.settle, exited: &t.exited},
 		MaxLineLength: int(t.limit) + 1,
 	}
 	return pipe.Connect(ctx)
@@ -190,6 +196,7 @@ func (b *boundedLines) Close() error { return nil }
 type childStdin struct {
 	io.WriteCloser
 	cmd    *exec.Cmd
+	grace  time.Duration
 	signal func(syscall.Signal) bool
 	settle func()
 	once   sync.Once
@@ -216,13 +223,13 @@ func (c *childStdin) Close() error {
 		select {
 		case c.err = <-exited:
 			return
-		case <-time.After(Grace):
+		case <-time.After(c.grace):
 		}
 		if c.signal(syscall.SIGTERM) {
 			select {
 			case c.err = <-exited:
 				return
-			case <-time.After(Grace):
+			case <-time.After(c.grace):
 			}
 		}
 		c.signal(syscall.SIGKILL)
