@@ -19,9 +19,11 @@ import (
 // TestServeKeepsUpstreamConnectionsOfConcurrentAgents: eight agents calling
 // at once reuse serve's connections to the upstream; no call opens one
 // while eight are open. (With http.DefaultTransport serve kept two idle
-// connections: most calls of eight agents dialled the upstream anew.)
+// connections: most calls of eight agents dialled the upstream anew, 24 for
+// 200 calls.) The bound allows twice as many as agents: a call can dial
+// while another's connection is on its way back to the pool.
 func TestServeKeepsUpstreamConnectionsOfConcurrentAgents(t *testing.T) {
-	const agents, calls = 8, 25
+	const agents, calls = 8, 50
 	pki := newServePKI(t)
 	upSrv := httptest.NewUnstartedServer(&fakeUpstream{})
 	var opened atomic.Int64
@@ -77,7 +79,7 @@ func TestServeKeepsUpstreamConnectionsOfConcurrentAgents(t *testing.T) {
 	for f := range failed {
 		t.Fatalf("a call failed: %s", f)
 	}
-	if n := opened.Load(); n > agents {
-		t.Errorf("serve opened %d connections to the upstream for %d calls of %d agents, want at most %d", n, agents*calls, agents, agents)
+	if n := opened.Load(); n > 2*agents {
+		t.Errorf("serve opened %d connections to the upstream for %d calls of %d agents, want at most %d", n, agents*calls, agents, 2*agents)
 	}
 }
