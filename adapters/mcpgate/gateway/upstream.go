@@ -81,6 +81,10 @@ type linkConn struct {
 	session *mcp.ClientSession // nil while down
 	err     error              // why it is down
 	sendUp  mcp.MethodHandler  // the client's sending method handler
+
+	// stateless is the protocol _meta of the current session when it is
+	// of MCP 2026-07-28 (statelessup.go).
+	stateless atomic.Pointer[statelessUp]
 }
 
 // linkTools is what a link knows of the upstream's tools. stale is set
@@ -128,6 +132,9 @@ func (b *backend) newLink(srv *front, client *mcp.ServerSession, s *session) *li
 		l.conn.sendUp = next
 		return next
 	})
+	// Outermost: the direct path reads the _meta the client puts in a
+	// stateless session's requests (statelessup.go).
+	l.conn.sdk.AddSendingMiddleware(captureMeta)
 	// The SDK's client answers roots/list with these, unless they are
 	// the client's (receiveAsks).
 	l.conn.sdk.AddRoots(b.operatorRoots().Roots...)
@@ -276,7 +283,7 @@ func (l *link) transport() mcp.Transport {
 			next = linkCaller{l: l, next: next}
 		}
 		bounded := *hc
-		bounded.Transport = boundedTransport{next: next, limit: limit, cut: &l.tooLarge}
+		bounded.Transport = replayTransport{next: boundedTransport{next: next, limit: limit, cut: &l.tooLarge}}
 		return &mcp.StreamableClientTransport{Endpoint: b.up.URL, HTTPClient: &bounded, MaxEventSize: int(limit) + 1}
 	}
 	return childproc.NewTransport(childproc.Command{
