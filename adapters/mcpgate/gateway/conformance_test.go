@@ -138,8 +138,8 @@ type conformanceCase struct {
 
 // conformanceOptions are a case's own bounds (0: the suite's).
 type conformanceOptions struct {
-	MaxCallsPerSession int  `json:"maxCallsPerSession"`
-	Stateless          bool `json:"stateless"`
+	MaxCallsPerSession  int  `json:"maxCallsPerSession"`
+	Stateless           bool `json:"stateless"`
 	UpstreamStateless   bool `json:"upstreamStateless"`
 	UpstreamSessionless bool `json:"upstreamSessionless"`
 }
