@@ -102,14 +102,29 @@ func (b *backend) statelessDirect(l *link, cs *mcp.ClientSession, params *mcp.Ca
 }
 
 // headerParams reports whether the upstream's definition of tool mirrors
-// a parameter in a header (x-mcp-header), or is not known.
+// a parameter in a header (x-mcp-header), or is not known. The answer is
+// kept with the definition it was read from (l.conn.headerParams).
 func (l *link) headerParams(tool string) bool {
 	t := l.offered()[tool]
 	if t == nil {
 		return true
 	}
+	if v, ok := l.conn.headerParams.Load(tool); ok {
+		if h := v.(toolHeaders); h.def == t {
+			return h.has
+		}
+	}
 	raw, err := json.Marshal(t.InputSchema)
-	return err != nil || strings.Contains(string(raw), "x-mcp-header")
+	has := err != nil || strings.Contains(string(raw), "x-mcp-header")
+	l.conn.headerParams.Store(tool, toolHeaders{def: t, has: has})
+	return has
+}
+
+// toolHeaders is whether a tool's definition def mirrors a parameter in a
+// header.
+type toolHeaders struct {
+	def *mcp.Tool
+	has bool
 }
 
 // replayKey carries a *replay on a call's context.

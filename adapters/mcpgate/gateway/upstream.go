@@ -85,6 +85,10 @@ type linkConn struct {
 	// stateless is the protocol _meta of the current session when it is
 	// of MCP 2026-07-28 (statelessup.go).
 	stateless atomic.Pointer[statelessUp]
+	// headerParams are, by tool name, whether the upstream's definition
+	// has an x-mcp-header parameter (toolHeaders): of tools called, which
+	// the manifest names, so no more than it has.
+	headerParams sync.Map
 }
 
 // linkTools is what a link knows of the upstream's tools. stale is set
