@@ -113,6 +113,10 @@ type tokenRuntime struct {
 	approval    *gate.Approval
 	issuer      token.Issuer
 	confirmLife time.Duration
+	// replay is where tokens are spent (WithReplayStore, or the memory
+	// store made for the enforcer); the decision pages record their
+	// single-use sign-ins there (gate.ReplayOf).
+	replay token.ReplayStore
 }
 
 // WithTokens configures the confirmation and approval tokens: see
@@ -328,7 +332,7 @@ func (e *Enforcer) tokenStages() ([]middleware.Stage, error) {
 	if err != nil {
 		return nil, err
 	}
-	e.tokens = &tokenRuntime{approval: appr, issuer: issuer, confirmLife: confirmLife}
+	e.tokens = &tokenRuntime{approval: appr, issuer: issuer, confirmLife: confirmLife, replay: replay}
 	return []middleware.Stage{conf.Stage(), appr.Stage()}, nil
 }
 
@@ -362,6 +366,15 @@ func (e *Enforcer) IssueConfirmation(ctx context.Context, p middleware.Principal
 // one request, the decisions and the requester's withdrawal. Get it with
 // Enforcer.Approvals; it is safe for concurrent use.
 type Approvals struct{ g *gate.Approval }
+
+func init() {
+	gate.ReplayOf = func(enf any) token.ReplayStore {
+		if e, ok := enf.(*Enforcer); ok && e != nil && e.tokens != nil {
+			return e.tokens.replay
+		}
+		return nil
+	}
+}
 
 // Approvals returns the enforcer's approval workflow.
 func (e *Enforcer) Approvals() *Approvals { return &Approvals{e.tokens.approval} }

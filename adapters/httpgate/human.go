@@ -110,7 +110,11 @@ func NewHumanHandler(enf *axgate.Enforcer, person HumanPrincipalFunc, opts ...Op
 		}
 	}
 	cfg := newConfig(append(opts, WithPrincipal(principal)))
-	h := &humanHandler{cfg: cfg, enf: enf, mux: http.NewServeMux(), sessions: newSessions(), crossOrigin: http.NewCrossOriginProtection()}
+	var key []byte
+	if cfg.signIn != nil && cfg.signIn.oidc != nil {
+		key = cfg.signIn.oidc.cfg.CookieKey
+	}
+	h := &humanHandler{cfg: cfg, enf: enf, mux: http.NewServeMux(), sessions: newSessions(key, igate.ReplayOf(enf)), crossOrigin: http.NewCrossOriginProtection()}
 	h.mux.HandleFunc("POST /confirmations", h.confirm)
 	h.mux.HandleFunc("GET /approvals", h.pending)
 	h.mux.HandleFunc("POST /approvals/{id}", h.decide)

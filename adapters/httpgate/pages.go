@@ -122,8 +122,10 @@ func (h *humanHandler) render(w http.ResponseWriter, r *http.Request, status int
 	d.Style = template.CSS(pageStyle)
 	d.Base = basePath(r)
 	d.Status = status
-	if d.Person == nil {
-		if _, s, ok := h.current(r); ok {
+	// The page's header names the person signed in: looked up unless the
+	// handler had it, or the store of the sessions just failed.
+	if d.Person == nil && status != http.StatusServiceUnavailable {
+		if s, _ := h.current(r); s != nil {
 			d.Person, d.CSRF = &s.person, s.csrf
 		}
 	}
@@ -145,7 +147,12 @@ func (h *humanHandler) errorPage(w http.ResponseWriter, r *http.Request, status 
 // signedInOr returns the session, or sends the person to sign in (a GET)
 // or refuses (a POST).
 func (h *humanHandler) signedInOr(w http.ResponseWriter, r *http.Request) (*session, bool) {
-	if _, s, ok := h.current(r); ok {
+	s, err := h.current(r)
+	if err != nil {
+		h.unavailable(w, r)
+		return nil, false
+	}
+	if s != nil {
 		return s, true
 	}
 	if h.cfg.signIn == nil {
@@ -173,7 +180,7 @@ func (h *humanHandler) inbox(w http.ResponseWriter, r *http.Request) {
 		h.decisionError(w, r, err)
 		return
 	}
-	d := pageData{Title: "Requests waiting for you", NextCursor: next}
+	d := pageData{Title: "Requests waiting for you", NextCursor: next, Person: &s.person, CSRF: s.csrf}
 	m := h.enf.Manifest()
 	for _, req := range list {
 		it := inboxItem{ID: req.ID, Kind: kindLabel(req), Intent: req.Intent, Tool: req.Tool, Requester: req.Requester,
@@ -233,7 +240,7 @@ func (h *humanHandler) request(w http.ResponseWriter, r *http.Request) {
 		h.decisionError(w, r, err)
 		return
 	}
-	h.render(w, r, http.StatusOK, "request", pageData{Title: kindLabel(req) + ": " + req.Intent, Req: h.view(req, s.person)})
+	h.render(w, r, http.StatusOK, "request", pageData{Title: kindLabel(req) + ": " + req.Intent, Req: h.view(req, s.person), Person: &s.person, CSRF: s.csrf})
 }
 
 // view is what the page of req shows to person.

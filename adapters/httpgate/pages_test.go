@@ -36,6 +36,7 @@ var pagePeople = []middleware.Principal{
 type pagesRig struct {
 	tools, people *httptest.Server
 	ran           *atomic.Int64
+	enf           *axgate.Enforcer
 }
 
 func newPagesRig(t *testing.T, eopts []axgate.Option, opts ...httpgate.Option) *pagesRig {
@@ -70,7 +71,7 @@ func newPagesRig(t *testing.T, eopts []axgate.Option, opts ...httpgate.Option) *
 		opts = []httpgate.Option{httpgate.DevSignIn(pagePeople...)}
 	}
 	opts = append(opts, httpgate.WithLogger(slog.New(slog.DiscardHandler)))
-	rig := &pagesRig{tools: httptest.NewServer(ts), people: httptest.NewServer(httpgate.NewHumanHandler(enf, nil, opts...)), ran: &ran}
+	rig := &pagesRig{tools: httptest.NewServer(ts), people: httptest.NewServer(httpgate.NewHumanHandler(enf, nil, opts...)), ran: &ran, enf: enf}
 	t.Cleanup(rig.tools.Close)
 	t.Cleanup(rig.people.Close)
 	return rig

@@ -1,6 +1,7 @@
 package httpgate
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/subtle"
@@ -18,6 +19,7 @@ import (
 	"golang.org/x/oauth2"
 
 	"github.com/axgate/axgate/middleware"
+	"github.com/axgate/axgate/token"
 )
 
 // OIDCConfig configures the people's sign-in to the pages of NewHumanHandler
@@ -46,6 +48,14 @@ type OIDCConfig struct {
 	// HTTPClient talks to the provider; default a client with a 15 s
 	// timeout.
 	HTTPClient *http.Client
+	// CookieKey signs the pages' cookies (the sign-in in progress and the
+	// session, HS256), at least 32 random bytes: replicas given the same
+	// key, and the same store of spent tokens for their enforcer
+	// (axgate.WithReplayStore), sign a person in on one and let them
+	// decide on another. Use it for nothing else. When nil, each handler
+	// signs with a random key of its own, which no other process accepts;
+	// a shorter key makes every sign-in fail with 500 and a logged error.
+	CookieKey []byte
 }
 
 // WithOIDCSignIn signs people in to the pages of NewHumanHandler with an OpenID Connect provider.
@@ -163,19 +173,26 @@ func (o *oidcSignIn) principal(claims map[string]any) (middleware.Principal, err
 	return p, nil
 }
 
-// Bounds of the session store.
+// Lifetimes and names of the pages' cookies.
 const (
 	sessionLifetime = 8 * time.Hour
-	maxSessions     = 10000
 	signInLifetime  = 10 * time.Minute
-	maxTakenSignIns = 10000
 	sessionCookie   = "axgate_session"
 	signInCookie    = "axgate_signin"
+	// maxCookieBytes bounds the session cookie (browsers keep about 4 KiB
+	// of a cookie): a person whose roles would not fit is not signed in.
+	maxCookieBytes = 3800
+	// cookieKeySize is the least length of OIDCConfig.CookieKey.
+	cookieKeySize = 32
+	// cookieLeeway is the clock skew between replicas a cookie's times
+	// are given.
+	cookieLeeway = 30 * time.Second
 )
 
-// session is a signed-in person: who they are, and the token their forms
-// carry against cross-site requests.
+// session is a signed-in person: who they are, the session's id, and the
+// token their forms carry against cross-site requests.
 type session struct {
+	id      string
 	person  middleware.Principal
 	csrf    string
 	expires time.Time
@@ -188,6 +205,8 @@ type session struct {
 // started by others fills no store and evicts no one's sign-in.
 type pendingSignIn struct {
 	verifier, nonce, next string
+	state                 string    // the sign-in's state (the cookie's JWT id)
+	expires               time.Time // the cookie's expiry
 }
 
 // pendingClaims is a pendingSignIn as the claims of the sign-in cookie.
@@ -198,120 +217,189 @@ type pendingClaims struct {
 	jwt.RegisteredClaims
 }
 
-// signInAudience separates the sign-in cookie from any other use of the key.
-const signInAudience = "axgate/httpgate/signin/v1"
+// sessionClaims is a session as the claims of the session cookie: the
+// person is the subject, the session's id the JWT id.
+type sessionClaims struct {
+	Tenant string   `json:"tenant,omitempty"`
+	Roles  []string `json:"roles,omitempty"`
+	CSRF   string   `json:"csrf"`
+	jwt.RegisteredClaims
+}
 
-// sessions is the server-side session store, bounded: the oldest session
-// goes when a new one would exceed the bound. It also keeps the states of
-// the sign-ins that came back, until they expire, so that each is taken
-// once.
+// The audiences separate the two cookies from each other and from any
+// other use of the key.
+const (
+	signInAudience  = "axgate/httpgate/signin/v1"
+	sessionAudience = "axgate/httpgate/session/v1"
+)
+
+// Prefixes of the ids the pages record in the replay store, and the tenant
+// they are recorded under (a memory store bounds each tenant's share: the
+// pages' records never crowd out a tenant's spent tokens).
+const (
+	signInUse   = "httpgate-signin:"
+	sessionUse  = "httpgate-session:"
+	pagesTenant = "axgate/httpgate/pages"
+)
+
+// sessions signs and checks the pages' cookies. Nothing of a session is
+// kept by the server but what must be remembered across replicas: the
+// sign-in states that came back (each is taken once) and the sessions that
+// ended (signed out, or replaced by a new sign-in), in the replay store
+// until they expire.
 type sessions struct {
-	mu   sync.Mutex
-	byID map[string]*session
-	used map[string]time.Time // sign-in states taken, until they expire
-	key  []byte               // signs the sign-in cookies
-	now  func() time.Time
+	key    []byte // signs the cookies
+	keyErr error  // a CookieKey too short: no cookie is signed or accepted
+	replay token.ReplayStore
+	now    func() time.Time
 }
 
-func newSessions() *sessions {
-	return &sessions{byID: map[string]*session{}, used: map[string]time.Time{}, key: []byte(rand.Text() + rand.Text()), now: time.Now}
+// newSessions signs with key (a random key of the process when nil) and
+// records in replay (a memory store of its own when nil).
+func newSessions(key []byte, replay token.ReplayStore) *sessions {
+	s := &sessions{replay: replay, now: time.Now}
+	switch {
+	case key == nil:
+		s.key = make([]byte, cookieKeySize)
+		rand.Read(s.key) // crypto/rand.Read never fails (it crashes the program instead).
+	case len(key) < cookieKeySize:
+		s.keyErr = fmt.Errorf("httpgate: OIDCConfig.CookieKey has %d bytes, at least %d are needed", len(key), cookieKeySize)
+	default:
+		s.key = bytes.Clone(key)
+	}
+	if s.replay == nil {
+		s.replay = token.NewMemoryReplayStore(token.MemoryReplayOptions{Now: func() time.Time { return s.now() }})
+	}
+	return s
 }
 
-// start creates a session for p under a new random id (never one the
-// browser brought: no fixation) and revokes the session old, if any.
-func (s *sessions) start(p middleware.Principal, old string) (id string, sess *session) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.byID, old)
+// errStore is a replay store that failed: the page answers 503, never a
+// sign-in it could not check.
+var errStore = errors.New("httpgate: the store of the pages' sessions is unavailable")
+
+// parse verifies a cookie of audience aud signed with the key, unexpired,
+// and issued after the replay store began to remember (a store that
+// forgets on restart could not tell an ended session from a live one).
+func (s *sessions) parse(raw, aud string, claims jwt.Claims) bool {
+	if s.keyErr != nil || raw == "" || len(raw) > maxCookieBytes {
+		return false
+	}
+	_, err := jwt.ParseWithClaims(raw, claims, func(*jwt.Token) (any, error) { return s.key, nil },
+		jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}), jwt.WithExpirationRequired(),
+		jwt.WithIssuedAt(), jwt.WithLeeway(cookieLeeway), jwt.WithAudience(aud), jwt.WithTimeFunc(s.now))
+	if err != nil {
+		return false
+	}
+	iat, _ := claims.GetIssuedAt()
+	if iat == nil {
+		return false
+	}
+	if r, ok := s.replay.(interface{ RemembersSince() time.Time }); ok && iat.Before(r.RemembersSince().Truncate(time.Second)) {
+		return false
+	}
+	return true
+}
+
+func (s *sessions) sign(claims jwt.Claims) (string, error) {
+	if s.keyErr != nil {
+		return "", s.keyErr
+	}
+	v, err := jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString(s.key)
+	if err == nil && len(v) > maxCookieBytes {
+		return "", fmt.Errorf("httpgate: the cookie would have %d bytes, more than %d (too many roles?)", len(v), maxCookieBytes)
+	}
+	return v, err
+}
+
+// start signs a session for p under a new random id (never one the
+// browser brought: no fixation) and ends the session of the cookie old,
+// if any.
+func (s *sessions) start(ctx context.Context, p middleware.Principal, old string) (cookie string, sess *session, err error) {
+	if prev, err := s.get(ctx, old); err != nil {
+		return "", nil, err
+	} else if prev != nil {
+		if err := s.end(ctx, prev); err != nil {
+			return "", nil, err
+		}
+	}
 	now := s.now()
-	if len(s.byID) >= maxSessions {
-		evict(s.byID, now, func(v *session) time.Time { return v.expires })
-	}
-	id = rand.Text() + rand.Text()
-	sess = &session{person: p, csrf: rand.Text() + rand.Text(), expires: now.Add(sessionLifetime)}
-	s.byID[id] = sess
-	return id, sess
+	sess = &session{id: rand.Text() + rand.Text(), person: p, csrf: rand.Text() + rand.Text(), expires: now.Add(sessionLifetime).Truncate(time.Second)}
+	claims := sessionClaims{Tenant: p.Tenant, Roles: p.Roles, CSRF: sess.csrf, RegisteredClaims: jwt.RegisteredClaims{
+		Subject: p.ID, ID: sess.id, Audience: jwt.ClaimStrings{sessionAudience},
+		IssuedAt: jwt.NewNumericDate(now), ExpiresAt: jwt.NewNumericDate(sess.expires),
+	}}
+	cookie, err = s.sign(claims)
+	return cookie, sess, err
 }
 
-// get returns the live session with this id.
-func (s *sessions) get(id string) (*session, bool) {
-	if id == "" {
-		return nil, false
+// get returns the live session of the session cookie, nil when there is
+// none (absent, forged, expired, ended), or errStore.
+func (s *sessions) get(ctx context.Context, cookie string) (*session, error) {
+	var c sessionClaims
+	if !s.parse(cookie, sessionAudience, &c) || c.Subject == "" || c.ID == "" || c.CSRF == "" {
+		return nil, nil
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	v, ok := s.byID[id]
-	if !ok {
-		return nil, false
+	ended, err := s.replay.Used(ctx, sessionUse+c.ID)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", errStore, err)
 	}
-	if !s.now().Before(v.expires) {
-		delete(s.byID, id)
-		return nil, false
+	if ended {
+		return nil, nil
 	}
-	return v, true
+	p := middleware.Principal{ID: c.Subject, Tenant: c.Tenant, Roles: c.Roles}
+	return &session{id: c.ID, person: p, csrf: c.CSRF, expires: c.ExpiresAt.Time}, nil
 }
 
-func (s *sessions) end(id string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.byID, id)
+// end records the session ended, until it would have expired, on every
+// replica sharing the replay store.
+func (s *sessions) end(ctx context.Context, sess *session) error {
+	err := s.replay.Consume(ctx, []token.Use{{ID: sessionUse + sess.id, Expires: sess.expires, Tenant: pagesTenant}})
+	if err != nil && !errors.Is(err, token.ErrReplayed) {
+		return fmt.Errorf("%w: %w", errStore, err)
+	}
+	return nil
 }
 
 // begin returns the state of a new sign-in and the value of the
 // browser's sign-in cookie that holds it.
 func (s *sessions) begin(p *pendingSignIn) (state, cookie string, err error) {
 	state = rand.Text() + rand.Text()
+	now := s.now()
 	claims := pendingClaims{Verifier: p.verifier, Nonce: p.nonce, Next: p.next, RegisteredClaims: jwt.RegisteredClaims{
-		ID: state, Audience: jwt.ClaimStrings{signInAudience}, ExpiresAt: jwt.NewNumericDate(s.now().Add(signInLifetime)),
+		ID: state, Audience: jwt.ClaimStrings{signInAudience},
+		IssuedAt: jwt.NewNumericDate(now), ExpiresAt: jwt.NewNumericDate(now.Add(signInLifetime)),
 	}}
-	cookie, err = jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString(s.key)
+	cookie, err = s.sign(claims)
 	return state, cookie, err
 }
 
-// finish takes the sign-in of state, once, if the browser's sign-in
-// cookie is the one begin gave for it and it has not expired.
-func (s *sessions) finish(state, cookie string) (*pendingSignIn, bool) {
-	if state == "" || cookie == "" {
-		return nil, false
+// pending returns the sign-in of state if the browser's sign-in cookie is
+// the one begin gave for it and it has not expired, or nil. It records
+// nothing: take does, once the provider has confirmed the sign-in, so that
+// callbacks made up by anyone (a sign-in cookie costs a GET) fill no store.
+func (s *sessions) pending(state, cookie string) *pendingSignIn {
+	if state == "" {
+		return nil
 	}
 	var c pendingClaims
-	_, err := jwt.ParseWithClaims(cookie, &c, func(*jwt.Token) (any, error) { return s.key, nil },
-		jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}), jwt.WithExpirationRequired(),
-		jwt.WithAudience(signInAudience), jwt.WithTimeFunc(s.now))
-	if err != nil || c.ExpiresAt == nil || subtle.ConstantTimeCompare([]byte(state), []byte(c.ID)) != 1 {
-		return nil, false
+	if !s.parse(cookie, signInAudience, &c) || subtle.ConstantTimeCompare([]byte(state), []byte(c.ID)) != 1 {
+		return nil
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	now := s.now()
-	if _, taken := s.used[state]; taken {
-		return nil, false
-	}
-	if len(s.used) >= maxTakenSignIns {
-		evict(s.used, now, func(v time.Time) time.Time { return v })
-	}
-	s.used[state] = c.ExpiresAt.Time
-	return &pendingSignIn{verifier: c.Verifier, nonce: c.Nonce, next: c.Next}, true
+	return &pendingSignIn{verifier: c.Verifier, nonce: c.Nonce, next: c.Next, state: c.ID, expires: c.ExpiresAt.Time}
 }
 
-// evict drops the expired entries of m, or the one expiring first if none
-// had expired.
-func evict[V any](m map[string]V, now time.Time, expires func(V) time.Time) {
-	first, firstAt, dropped := "", time.Time{}, false
-	for k, v := range m {
-		at := expires(v)
-		if !now.Before(at) {
-			delete(m, k)
-			dropped = true
-			continue
-		}
-		if first == "" || at.Before(firstAt) {
-			first, firstAt = k, at
-		}
+// take records the sign-in taken, once across the replicas sharing the
+// replay store, until it would have expired: false when it was taken
+// before, or errStore.
+func (s *sessions) take(ctx context.Context, p *pendingSignIn) (bool, error) {
+	err := s.replay.Consume(ctx, []token.Use{{ID: signInUse + p.state, Expires: p.expires, Tenant: pagesTenant}})
+	switch {
+	case errors.Is(err, token.ErrReplayed):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("%w: %w", errStore, err)
 	}
-	if !dropped && first != "" {
-		delete(m, first)
-	}
+	return true, nil
 }
 
 // nextPath matches where a sign-in may send the person afterwards: the
@@ -384,11 +472,19 @@ func cookieValue(r *http.Request, name string) string {
 	return c.Value
 }
 
-// current returns the session of the request's cookie, if live.
-func (h *humanHandler) current(r *http.Request) (string, *session, bool) {
-	id := cookieValue(r, sessionCookie)
-	s, ok := h.sessions.get(id)
-	return id, s, ok
+// current returns the session of the request's cookie, nil when it has
+// none live, or the store's error.
+func (h *humanHandler) current(r *http.Request) (*session, error) {
+	s, err := h.sessions.get(r.Context(), cookieValue(r, sessionCookie))
+	if err != nil {
+		h.cfg.log.Error("httpgate: sessions", "err", err)
+	}
+	return s, err
+}
+
+// unavailable answers 503: the store of the sessions failed.
+func (h *humanHandler) unavailable(w http.ResponseWriter, r *http.Request) {
+	h.errorPage(w, r, http.StatusServiceUnavailable, "Unavailable", "Your session could not be checked. Try again in a moment.")
 }
 
 // signInStart begins a sign-in: to the provider, or the dev list's page.
@@ -428,9 +524,9 @@ func (h *humanHandler) callback(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := r.URL.Query()
-	p, ok := h.sessions.finish(q.Get("state"), cookieValue(r, signInCookie))
+	p := h.sessions.pending(q.Get("state"), cookieValue(r, signInCookie))
 	h.setCookie(w, r, signInCookie, "", 0)
-	if !ok {
+	if p == nil {
 		h.errorPage(w, r, http.StatusBadRequest, "Sign-in failed", "This sign-in was not started in this browser, or took too long. Sign in again.")
 		return
 	}
@@ -456,6 +552,15 @@ func (h *humanHandler) callback(w http.ResponseWriter, r *http.Request) {
 	if err != nil || subtle.ConstantTimeCompare([]byte(idt.Nonce), []byte(p.nonce)) != 1 {
 		h.cfg.log.Warn("httpgate: sign-in: ID token refused", "err", err)
 		h.errorPage(w, r, http.StatusUnauthorized, "Sign-in failed", "The identity provider's answer did not verify. Sign in again.")
+		return
+	}
+	// Each sign-in is taken once, whichever replica its callback reaches.
+	if first, err := h.sessions.take(r.Context(), p); err != nil {
+		h.cfg.log.Error("httpgate: sign-in", "err", err)
+		h.unavailable(w, r)
+		return
+	} else if !first {
+		h.errorPage(w, r, http.StatusBadRequest, "Sign-in failed", "This sign-in was already used. Sign in again.")
 		return
 	}
 	var claims map[string]any
@@ -498,20 +603,38 @@ func (h *humanHandler) devSignIn(w http.ResponseWriter, r *http.Request) {
 
 // signedIn starts the person's session under a new id and sends them on.
 func (h *humanHandler) signedIn(w http.ResponseWriter, r *http.Request, p middleware.Principal, next string) {
-	id, _ := h.sessions.start(p, cookieValue(r, sessionCookie))
-	h.setCookie(w, r, sessionCookie, id, sessionLifetime)
+	cookie, _, err := h.sessions.start(r.Context(), p, cookieValue(r, sessionCookie))
+	if errors.Is(err, errStore) {
+		h.cfg.log.Error("httpgate: sign-in", "err", err)
+		h.unavailable(w, r)
+		return
+	}
+	if err != nil {
+		h.cfg.log.Error("httpgate: sign-in", "person", p.ID, "err", err)
+		h.errorPage(w, r, http.StatusInternalServerError, "Sign-in failed", "Your session could not be started.")
+		return
+	}
+	h.setCookie(w, r, sessionCookie, cookie, sessionLifetime)
 	h.cfg.log.Info("httpgate: signed in", "person", p.ID, "tenant", p.Tenant)
 	http.Redirect(w, r, basePath(r)+safeNext(next), http.StatusSeeOther)
 }
 
 // signOut ends the session.
 func (h *humanHandler) signOut(w http.ResponseWriter, r *http.Request) {
-	id, s, ok := h.current(r)
-	if ok {
+	s, err := h.current(r)
+	if err != nil {
+		h.unavailable(w, r)
+		return
+	}
+	if s != nil {
 		if !h.formAllowed(w, r, s) {
 			return
 		}
-		h.sessions.end(id)
+		if err := h.sessions.end(r.Context(), s); err != nil {
+			h.cfg.log.Error("httpgate: sign-out", "err", err)
+			h.unavailable(w, r)
+			return
+		}
 	}
 	h.setCookie(w, r, sessionCookie, "", 0)
 	h.render(w, r, http.StatusOK, "signedout", pageData{Title: "Signed out"})

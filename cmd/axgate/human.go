@@ -58,8 +58,12 @@ func (p *pagesFlags) baseURL(scheme, addr string) string {
 }
 
 // options are the human handler's sign-in: OIDC with --oidc-issuer, none
-// otherwise (the pages then say sign-in is not configured).
-func (p *pagesFlags) options(base string) ([]httpgate.Option, error) {
+// otherwise (the pages then say sign-in is not configured). With a
+// --signing-key file, the pages' cookies are signed with a key derived from
+// it (pagesCookieKey), so that replicas (and a reloaded serve) given the
+// same file take each other's sign-ins; without, each handler signs with a
+// random key of its own.
+func (p *pagesFlags) options(base, signingKey string) ([]httpgate.Option, error) {
 	if p.oidcIssuer == "" {
 		return nil, nil
 	}
@@ -77,8 +81,14 @@ func (p *pagesFlags) options(base string) ([]httpgate.Option, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--human-url: %w", err)
 	}
+	var key []byte
+	if signingKey != "" {
+		if key, err = pagesCookieKey(signingKey); err != nil {
+			return nil, err
+		}
+	}
 	return []httpgate.Option{httpgate.WithOIDCSignIn(httpgate.OIDCConfig{
-		Issuer: p.oidcIssuer, ClientID: p.oidcClientID, ClientSecret: secret, RedirectURL: cb,
+		Issuer: p.oidcIssuer, ClientID: p.oidcClientID, ClientSecret: secret, RedirectURL: cb, CookieKey: key,
 	})}, nil
 }
 

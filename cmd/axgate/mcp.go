@@ -696,7 +696,7 @@ func serveMCP(ctx context.Context, e *env, c mcpConfig, ops *opsFlags, conf conf
 	var humanSrv *http.Server
 	served := make(chan error, 2)
 	if humanLn != nil {
-		popts, err := c.pages.options(rt.humanBase)
+		popts, err := c.pages.options(rt.humanBase, c.signingKey)
 		if err != nil {
 			return failf(e, "mcp", "%v", err)
 		}

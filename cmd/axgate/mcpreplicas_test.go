@@ -40,10 +40,12 @@ var replicasManifest = filepath.Join("testdata", "mcp", "replicas.axag.json")
 // balanced is one request the balancer passed on: to which replica, the
 // request's MCP method and name (the Mcp-Method and Mcp-Name headers of
 // 2026-07-28, which the gateway checks against the body), its session
-// (Mcp-Session-Id, 2025-11-25) and the replica's HTTP status.
+// (Mcp-Session-Id, 2025-11-25), its method and path, and the replica's
+// HTTP status.
 type balanced struct {
 	replica               int
 	method, name, session string
+	httpMethod, path      string
 	status                int
 }
 
@@ -105,7 +107,7 @@ func newBalancer(t *testing.T, routing routing) (*balancer, net.Listener) {
 				b.sessions[id] = i
 			}
 			b.log = append(b.log, balanced{replica: i, method: resp.Request.Header.Get("Mcp-Method"), name: resp.Request.Header.Get("Mcp-Name"),
-				session: session, status: resp.StatusCode})
+				session: session, httpMethod: resp.Request.Method, path: resp.Request.URL.Path, status: resp.StatusCode})
 			return nil
 		},
 	}

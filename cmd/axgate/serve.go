@@ -370,7 +370,7 @@ func (g *gateway) load() (*loadedManifest, error) {
 	}
 	l := &loadedManifest{enf: enf, handler: ts, toolCount: len(m.Actions), loadedAt: time.Now()}
 	if c.humanBase != "" {
-		popts, err := c.pages.options(c.humanBase)
+		popts, err := c.pages.options(c.humanBase, c.signingKey)
 		if err != nil {
 			enf.Close()
 			return nil, err

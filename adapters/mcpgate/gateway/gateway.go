@@ -168,7 +168,7 @@ func build(upstreams []Named, multi bool, opts []Option) (*Gateway, error) {
 	}
 	set := newSet(list)
 	g.ups.Store(set)
-	g.syncTools(nil, set)
+	g.syncTools(set)
 	g.sdk = g.sdkSessions()
 	g.sdkStateless = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.statelessFront.server },
 		&mcp.StreamableHTTPOptions{Stateless: true, PropagateRequestCancellation: true, Logger: g.cfg.logger})
@@ -196,26 +196,17 @@ func (g *Gateway) fronts() [frontKinds]*front {
 	return [frontKinds]*front{g.httpFront, g.statelessFront, g.localFront}
 }
 
-// syncTools registers the tools of set on every front's server, and
-// removes those of before (the front names of the tools before a Reload)
-// that set no longer has.
-func (g *Gateway) syncTools(before []string, set *upstreamSet) {
-	keep := map[string]bool{}
-	for _, name := range frontToolNames(set) {
-		keep[name] = true
-	}
-	var gone []string
-	for _, name := range before {
-		if !keep[name] {
-			gone = append(gone, name)
-		}
-	}
+// syncTools registers the tools of set on every front's server. A tool
+// registered there stays registered: the server's registry only hands a
+// call to callTool, which routes it by the upstreams of the moment (a
+// name no upstream serves now is refused there), and tools/list is the
+// gateway's own. Removing a name would let a call that the front passed
+// to the server before a Reload find it gone (the go-sdk's "unknown
+// tool"); the names are the operator's, bounded by the configurations.
+func (g *Gateway) syncTools(set *upstreamSet) {
 	for _, f := range g.fronts() {
 		if f == nil {
 			continue
-		}
-		if len(gone) > 0 {
-			f.server.RemoveTools(gone...)
 		}
 		for _, b := range set.list {
 			p := b.pol()
@@ -224,17 +215,6 @@ func (g *Gateway) syncTools(before []string, set *upstreamSet) {
 			}
 		}
 	}
-}
-
-// frontToolNames are the names at the front of the tools of set.
-func frontToolNames(set *upstreamSet) []string {
-	var out []string
-	for _, b := range set.list {
-		for _, def := range b.pol().defs {
-			out = append(out, def.Name)
-		}
-	}
-	return out
 }
 
 // directFront is the direct path's front for the tools of the upstreams

@@ -412,11 +412,12 @@ func (g *Gateway) Reload(ctx context.Context, upstreams []Named) error {
 			b.named = upstreams[i]
 		}
 	}
-	before := frontToolNames(old)
 	for b, p := range pols {
 		b.policy.Store(p)
 	}
 	set := newSet(list)
+	// Registered before the set serves them (syncTools).
+	g.syncTools(set)
 
 	g.mu.Lock()
 	if g.closed {
@@ -474,7 +475,6 @@ func (g *Gateway) Reload(ctx context.Context, upstreams []Named) error {
 			l.b.checkPins(offered)
 		}
 	}
-	g.syncTools(before, set)
 	g.setDirectFront(set)
 	var wg sync.WaitGroup
 	for _, l := range closing {

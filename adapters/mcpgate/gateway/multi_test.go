@@ -587,3 +587,82 @@ func TestMultiConfirmationBoundToItsUpstream(t *testing.T) {
 		t.Errorf("a saw %d writes, want 1", n)
 	}
 }
+
+// TestMultiLocalClient: a stdio gateway (the local principal) in front of
+// two command upstreams starts no child of its own: the client's session
+// has one child per upstream, each checked before the initialize is
+// answered, and the calls route to each.
+func TestMultiLocalClient(t *testing.T) {
+	t.Parallel()
+	g := newMulti(t, []gateway.Named{
+		{Name: "x", Enforcer: enforcerOf(t, toolsOnlyManifest(t, "")), Upstream: stdioUpstream()},
+		{Name: "y", Enforcer: enforcerOf(t, manifestFor(t, "")), Upstream: stdioUpstream()},
+	}, gateway.WithLocalPrincipal(middleware.Principal{ID: "alice", Roles: []string{"user"}}))
+	cs := localSession(t, g, nil)
+	names := listNames(t, cs)
+	if !slices.Contains(names, "x_read_note") || !slices.Contains(names, "y_read_note") || slices.Contains(names, "x_delete_note") {
+		t.Fatalf("the local client's list: %v", names)
+	}
+	for _, tool := range []string{"x_read_note", "y_read_note"} {
+		if res := call(t, cs, tool, map[string]any{"name": "hello"}); res.IsError {
+			t.Errorf("%s: %s", tool, text(res))
+		}
+	}
+	if pid := pidOf(t, cs); !alive(pid) {
+		t.Errorf("y's child %d is not running", pid)
+	}
+}
+
+// TestMultiReloadUnderCalls: calls, lists and new sessions go on while
+// Reload swaps a manifest and removes and adds an upstream; every call is
+// answered (served, or refused as the manifest of the moment says), and
+// the race detector sees the swaps.
+func TestMultiReloadUnderCalls(t *testing.T) {
+	t.Parallel()
+	_, urlA := httpUpstream(t)
+	_, urlB := httpUpstream(t)
+	a := gateway.Named{Name: "a", Enforcer: enforcerOf(t, toolsOnlyManifest(t, "")), Upstream: gateway.Upstream{URL: urlA}}
+	b := gateway.Named{Name: "b", Enforcer: enforcerOf(t, toolsOnlyManifest(t, "")), Upstream: gateway.Upstream{URL: urlB}}
+	b2 := b
+	b2.Enforcer = enforcerOf(t, toolsOnlyManifest(t, strings.Repeat("0", 64)))
+	g := newMulti(t, []gateway.Named{a, b})
+	url := serve(t, g)
+	ctx := context.Background()
+	stop := make(chan struct{})
+	done := make(chan error, 2)
+	for _, token := range []string{"alice-token", "bob-token"} {
+		cs := connect(t, url, token, nil)
+		go func() {
+			for {
+				select {
+				case <-stop:
+					done <- nil
+					return
+				default:
+				}
+				for _, tool := range []string{"a_read_note", "b_read_note", "b_write_note"} {
+					if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: map[string]any{"name": "hello", "text": "x"}}); err != nil {
+						done <- err
+						return
+					}
+				}
+				if _, err := cs.ListTools(ctx, nil); err != nil {
+					done <- err
+					return
+				}
+			}
+		}()
+	}
+	sets := [][]gateway.Named{{a, b2}, {b}, {a, b}, {b2, a}}
+	for i := range 8 {
+		if err := g.Reload(ctx, sets[i%len(sets)]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(stop)
+	for range 2 {
+		if err := <-done; err != nil {
+			t.Errorf("a client's request failed during the Reloads: %v", err)
+		}
+	}
+}
