@@ -152,7 +152,7 @@ type replayTransport struct{ next http.RoundTripper }
 
 func (t replayTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	rp, ok := r.Context().Value(replayKey{}).(*replay)
-	if !ok || r.Method != http.MethodPost || r.Header.Get("Mcp-Method") != "tools/call" || r.Body == nil || !rp.used.CompareAndSwap(false, true) {
+	if !ok || r.Method != http.MethodPost || r.Body == nil || rp.used.Load() {
 		return t.next.RoundTrip(r)
 	}
 	body, err := io.ReadAll(r.Body)
@@ -161,14 +161,20 @@ func (t replayTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	var id json.RawMessage
+	var method string
 	jsonscan.Members(body, func(k, v []byte) bool {
-		if string(k) == "id" {
+		switch string(k) {
+		case "id":
 			id = v
+		case "method":
+			method, _ = jsonscan.String(v)
 		}
 		return true
 	})
-	if !jsonscan.IsRequestID(id) {
-		return nil, errors.New("gateway: the replayed call has no id")
+	if method != "tools/call" || !jsonscan.IsRequestID(id) || !rp.used.CompareAndSwap(false, true) {
+		r = r.Clone(r.Context())
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		return t.next.RoundTrip(r)
 	}
 	out := jsonscan.Response(id, "result", rp.result)
 	return &http.Response{
