@@ -37,11 +37,12 @@ type wireMessage struct {
 	Error  *jsonrpc.Error
 }
 
-// Version is the protocol version of cs when a call on it may take the
-// direct path to the upstream, or "": cs is connected over streamable HTTP
-// with a protocol version that has sessions. An upstream that gave no
-// session id (a go-sdk server with StreamableHTTPOptions.Stateless, say)
-// is sent none, as the SDK's client sends none.
+// Version is the protocol version of cs when its calls may take the direct path.
+//
+// It is "" otherwise: cs is not connected over streamable HTTP, or on a
+// protocol version without sessions. An upstream that gave no session id
+// (a go-sdk server with StreamableHTTPOptions.Stateless, say) is sent
+// none, as the SDK's client sends none.
 func (p *Path) Version(cs *mcp.ClientSession) string {
 	if p.cfg.URL == "" || p.cfg.HTTPClient == nil {
 		return ""
@@ -293,8 +294,9 @@ func (p *Path) statusError(resp *http.Response) error {
 // as passing (429, 500, 502, 503, 504).
 var errPassing = errors.New("the upstream is unavailable for now")
 
-// InputRequired is the error of a call the upstream answered with a
-// multi-round-trip result (inputRequests, MCP 2026-07-28): nothing of it
+// InputRequired is the error of a call answered with a multi-round-trip result.
+//
+// The upstream's result has inputRequests (MCP 2026-07-28); nothing of it
 // was used. Result is the result as the upstream sent it, for the SDK's
 // client to take up as its own answer to the call (its multi-round-trip
 // handling fulfils the requests and calls again).
