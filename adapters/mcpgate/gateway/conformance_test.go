@@ -57,9 +57,10 @@ import (
 //     that the gateway's client speaks MCP 2026-07-28 to it (no session,
 //     the protocol's _meta on every request); "upstreamSessionless" the
 //     same server answering initialize (2025-11-25 without a session id).
-//     Then the upstream's tools/call requests, as it sees them (headers
-//     and body, the JSON-RPC id aside), must be the same on both paths
-//     too.
+//     Then the upstream's tools/call requests and cancellations, as it
+//     sees them (headers and body, the JSON-RPC id aside), must be the
+//     same on both paths too; {"arrived": "notifications/cancelled"}
+//     waits for a cancellation.
 //   - upstream: one JSON object per line, {"tool": name, "sse": bool,
 //     "block": bool, "messages": [...]}: how the upstream answers a
 //     tools/call of that tool — the messages in order, as a JSON body (the
@@ -524,6 +525,15 @@ func newScriptedUpstream(t *testing.T, scripts map[string]upstreamScript, statel
 				fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"error":{"code":-32602,"message":"unsupported protocol version"}}`, m.ID)
 				return
 			}
+			if json.Unmarshal(body, &m) == nil && m.Method == "notifications/cancelled" {
+				// The step {"arrived": "notifications/cancelled"} waits for it.
+				u.saw(r.Header, body)
+				arrive, _ := u.chans(m.Method)
+				select {
+				case arrive <- struct{}{}:
+				default:
+				}
+			}
 			if json.Unmarshal(body, &m) == nil && m.Method == "tools/call" {
 				u.saw(r.Header, body)
 				if s, ok := scripts[m.Params.Name]; ok {
@@ -542,13 +552,18 @@ func newScriptedUpstream(t *testing.T, scripts map[string]upstreamScript, statel
 // the direct path write it (the first members, in this order).
 var upstreamCallIDs = regexp.MustCompile(`^\{"jsonrpc":"2.0","id":("[^"]*"|[0-9]+),`)
 
-// saw records a tools/call the upstream got: its headers but those the
-// id's length changes (Content-Length), and its body with the id as "$ID".
+// upstreamCancelledIDs is the id a cancellation names.
+var upstreamCancelledIDs = regexp.MustCompile(`"requestId":("[^"]*"|[0-9]+)`)
+
+// saw records a tools/call or a cancellation the upstream got: its
+// headers but those the id's length changes (Content-Length), and its
+// body with the id (or the cancelled one) as "$ID".
 func (u *scriptedUpstream) saw(h http.Header, body []byte) {
 	h = h.Clone()
 	h.Del("Content-Length")
 	hdr, _ := json.Marshal(h)
 	b := upstreamCallIDs.ReplaceAllLiteral(body, []byte(`{"jsonrpc":"2.0","id":"$ID",`))
+	b = upstreamCancelledIDs.ReplaceAllLiteral(b, []byte(`"requestId":"$ID"`))
 	u.mu.Lock()
 	u.calls = append(u.calls, string(hdr)+" "+string(b))
 	u.mu.Unlock()

@@ -571,16 +571,19 @@ func (p *Path) answerUpstream(ctx context.Context, up Upstream, m wireMessage) {
 }
 
 // cancelUpstream tells the upstream that request id is cancelled: on a
-// stateless session with the SDK client's reason and its Mcp-Method
-// header.
+// session without an id with the SDK client's reason, and on a stateless
+// one with its Mcp-Method header.
 func (p *Path) cancelUpstream(life context.Context, h postHeaders, id string) {
 	ctx, cancel := context.WithTimeout(life, 5*time.Second)
 	defer cancel()
 	reason := "the client cancelled the call"
+	if h.stateless || h.sessionID == "" {
+		// As the SDK's client words it: its call's context's error, which
+		// is always this for the gateway's calls (upstreamContext).
+		reason = context.Canceled.Error()
+	}
 	if h.stateless {
-		// The SDK's client gives its call's context's error, which is
-		// always this for the gateway's calls (upstreamContext).
-		h.method, reason = "notifications/cancelled", context.Canceled.Error()
+		h.method = "notifications/cancelled"
 	}
 	body, _ := json.Marshal(map[string]any{
 		"jsonrpc": "2.0",
