@@ -534,9 +534,9 @@ func (b *backend) forward(ctx context.Context, call *middleware.Call) (middlewar
 		}
 	}
 	if version := b.directVersion(cs); version != "" {
-		viaDirect(direct.Upstream{Session: cs, Version: version, Peer: directLink{l}, Life: l.ctx})
+		viaDirect(direct.Upstream{Session: cs, Version: version, Peer: directLink{l}, Life: l.ctx, Fail: func() { l.failUp(cs) }})
 	} else if b.statelessDirect(l, cs, params) {
-		viaDirect(direct.Upstream{Session: cs, Version: b.direct.StatelessVersion(cs), Stateless: true, Peer: directLink{l}, Life: l.ctx})
+		viaDirect(direct.Upstream{Session: cs, Version: b.direct.StatelessVersion(cs), Stateless: true, Peer: directLink{l}, Life: l.ctx, Fail: func() { l.failUp(cs) }})
 	} else {
 		upCtx, done := g.upstreamContext(ctx)
 		res, err = cs.CallTool(upCtx, params)

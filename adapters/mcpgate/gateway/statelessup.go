@@ -147,10 +147,23 @@ func withReplay(ctx context.Context, result json.RawMessage) context.Context {
 
 // replayTransport answers the first tools/call POST whose context carries
 // a replay with it, the result under the request's own id; every other
-// request goes to next.
-type replayTransport struct{ next http.RoundTripper }
+// request goes to next, unless failed: the connection failed (failUp),
+// and nothing more is sent.
+type replayTransport struct {
+	next   http.RoundTripper
+	failed *atomic.Bool
+}
+
+// errConnFailed is the answer to a request of a connection that failed.
+var errConnFailed = errors.New("gateway: the upstream connection failed")
 
 func (t replayTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if t.failed != nil && t.failed.Load() {
+		if r.Body != nil {
+			r.Body.Close()
+		}
+		return nil, errConnFailed
+	}
 	rp, ok := r.Context().Value(replayKey{}).(*replay)
 	if !ok || r.Method != http.MethodPost || r.Body == nil || rp.used.Load() {
 		return t.next.RoundTrip(r)
@@ -194,4 +207,28 @@ func (t replayTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 // state to keep.
 func withoutResultType(res *mcp.CallToolResult) *mcp.CallToolResult {
 	return &mcp.CallToolResult{Meta: res.Meta, Content: res.Content, StructuredContent: res.StructuredContent, IsError: res.IsError}
+}
+
+// connFailure is the failed flag of the transport cs was connected on
+// (replayTransport), kept by the link while cs is its session.
+func connFailure(t mcp.Transport) *atomic.Bool {
+	st, ok := t.(*mcp.StreamableClientTransport)
+	if !ok || st.HTTPClient == nil {
+		return nil
+	}
+	rt, ok := st.HTTPClient.Transport.(replayTransport)
+	if !ok {
+		return nil
+	}
+	return rt.failed
+}
+
+// failUp fails the HTTP connection of cs as the SDK's client fails it on
+// an answer it cannot read (nothing more is sent on it), and closes cs:
+// the link connects a new session.
+func (l *link) failUp(cs *mcp.ClientSession) {
+	if f, ok := l.conn.failOf.Load(cs); ok {
+		f.(*atomic.Bool).Store(true)
+	}
+	cs.Close()
 }

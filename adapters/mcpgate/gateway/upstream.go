@@ -89,6 +89,9 @@ type linkConn struct {
 	// has an x-mcp-header parameter (toolHeaders): of tools called, which
 	// the manifest names, so no more than it has.
 	headerParams sync.Map
+	// failOf is, by session, the failed flag of the transport it was
+	// connected on (failUp), while it is the link's.
+	failOf sync.Map
 }
 
 // linkTools is what a link knows of the upstream's tools. stale is set
@@ -287,7 +290,7 @@ func (l *link) transport() mcp.Transport {
 			next = linkCaller{l: l, next: next}
 		}
 		bounded := *hc
-		bounded.Transport = replayTransport{next: boundedTransport{next: next, limit: limit, cut: &l.tooLarge}}
+		bounded.Transport = replayTransport{next: boundedTransport{next: next, limit: limit, cut: &l.tooLarge}, failed: new(atomic.Bool)}
 		return &mcp.StreamableClientTransport{Endpoint: b.up.URL, HTTPClient: &bounded, MaxEventSize: int(limit) + 1}
 	}
 	return childproc.NewTransport(childproc.Command{
@@ -406,7 +409,11 @@ func (l *link) connect() (*mcp.ClientSession, error) {
 	if err != nil {
 		return nil, exitedFirst(t, err)
 	}
+	if f := connFailure(t); f != nil {
+		l.conn.failOf.Store(cs, f) // until down(cs)
+	}
 	if err := l.listTools(ctx, cs); err != nil {
+		l.conn.failOf.Delete(cs)
 		cs.Close()
 		return nil, err
 	}
@@ -418,6 +425,7 @@ func (l *link) up(cs *mcp.ClientSession) bool {
 	l.conn.mu.Lock()
 	if l.conn.closed {
 		l.conn.mu.Unlock()
+		l.conn.failOf.Delete(cs)
 		cs.Close()
 		return false
 	}
@@ -427,6 +435,9 @@ func (l *link) up(cs *mcp.ClientSession) bool {
 }
 
 func (l *link) down(cs *mcp.ClientSession, err error) {
+	if cs != nil {
+		l.conn.failOf.Delete(cs)
+	}
 	if err == nil {
 		err = errors.New("gateway: upstream closed the session")
 	}

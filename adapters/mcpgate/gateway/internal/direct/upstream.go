@@ -85,6 +85,11 @@ type Upstream struct {
 	// information and capabilities) as the SDK's client writes them: the
 	// caller puts them in params.Meta.
 	Stateless bool
+	// Fail, if set, fails and closes the session as the SDK's client
+	// fails its connection on an answer it cannot read: nothing more
+	// (the cancellation of its subscriptions/listen, say) is sent on it.
+	// The link then connects a new session. Nil: Session.Close.
+	Fail func()
 	// Peer takes the upstream's messages on the call's stream.
 	Peer Peer
 	// Life ends when the session is no longer the gateway's: the
@@ -136,8 +141,15 @@ func (p *Path) Call(ctx context.Context, up Upstream, params *mcp.CallToolParams
 	if !draining {
 		cancelReq(nil)
 	}
-	if errors.Is(err, errSessionLost) || (cs.ID() == "" && failsConnection(ctx, err)) {
+	switch {
+	case errors.Is(err, errSessionLost):
 		cs.Close() // the link connects a new session
+	case cs.ID() == "" && failsConnection(ctx, err):
+		if up.Fail != nil {
+			up.Fail()
+		} else {
+			cs.Close()
+		}
 	}
 	return res, err
 }
