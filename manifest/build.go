@@ -137,6 +137,7 @@ func (b *builder) action(am map[string]any, ptr string, form Form) *Action {
 		ElementSelector:      str(am, "element_selector"),
 		SourceFile:           str(am, "source_file"),
 		UpstreamSHA256:       str(am, "upstream_sha256"),
+		Upstream:             str(am, "upstream"),
 		Pointer:              ptr,
 	}
 	if a.TenantBoundary == "" {

@@ -212,6 +212,7 @@ func (b *builder) entry(em map[string]any, ptr, entity string) *Action {
 		Scope:          Scope(str(em, "scope")),
 		TenantBoundary: TenantBoundary(str(em, "tenant_boundary")),
 		ApprovalCount:  1,
+		Upstream:       str(em, "upstream"),
 		Pointer:        ptr,
 	}
 	if e := a.Entity; e != "" && entity != "" && e != entity {

@@ -152,6 +152,11 @@ type Action struct {
 	// the manifest does not pin it. A gateway refuses calls to a tool whose
 	// definition no longer matches (AXGATE_TOOL_CHANGED).
 	UpstreamSHA256 string
+	// Upstream names the upstream of a gateway with several that serves
+	// the action (an axgate extension, like UpstreamSHA256): a manifest
+	// shared by several upstreams gives each the actions that name it
+	// (Manifest.ForUpstream). Empty when the manifest does not say.
+	Upstream string
 
 	ElementSelector string
 	SourceFile      string

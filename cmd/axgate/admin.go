@@ -63,11 +63,17 @@ func adminHandler(rt *opsRuntime, ready func(context.Context) []error) http.Hand
 		for _, err := range ready(r.Context()) {
 			problems = append(problems, err.Error())
 		}
+		body := map[string]any{"status": "ready"}
+		if rt.upstreams != nil {
+			// A gateway with several upstreams: each one's state by name.
+			body["upstreams"], _ = upstreamsReport(rt.upstreams(r.Context()))
+		}
 		if len(problems) > 0 {
-			writeStatus(w, http.StatusServiceUnavailable, map[string]any{"status": "not ready", "problems": problems})
+			body["status"], body["problems"] = "not ready", problems
+			writeStatus(w, http.StatusServiceUnavailable, body)
 			return
 		}
-		writeStatus(w, http.StatusOK, map[string]any{"status": "ready"})
+		writeStatus(w, http.StatusOK, body)
 	})
 	if rt.flags.pprof {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)

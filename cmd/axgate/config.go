@@ -63,6 +63,12 @@ type configFile struct {
 	// Enforce and Notify are the sections that are not flags.
 	Enforce enforceSection
 	Notify  notifySection
+	// upstreams is mcp's upstreams: section (upstreams.go), and
+	// upstreamsGiven whether the file has one; toolSeparator its
+	// tool_separator ("" when not given).
+	upstreams      []upstreamConfig
+	upstreamsGiven bool
+	toolSeparator  string
 }
 
 // configValue is one value of a flag in the file, with its place.
@@ -234,9 +240,22 @@ func configKeys(fs *flag.FlagSet) (flags, prefixes []string) {
 
 func (cf *configFile) read(d *yamlDoc, root *yaml.Node, fs *flag.FlagSet) {
 	flags, prefixes := configKeys(fs)
-	allowed := slices.Concat(flags, prefixes, configSections)
+	sections := configSections
+	if fs.Name() == "mcp" {
+		sections = append(slices.Clone(sections), upstreamsKey, toolSeparatorKey)
+	}
+	allowed := slices.Concat(flags, prefixes, sections)
 	slices.Sort(allowed)
 	allowed = slices.Compact(allowed)
+	var upstreamsAt, separatorAt *yaml.Node
+	defer func() {
+		switch {
+		case upstreamsAt != nil:
+			cf.checkUpstreamSet(d)
+		case separatorAt != nil:
+			d.failf(separatorAt, toolSeparatorKey, "tool_separator joins the names of the upstreams: and of their tools; there is no upstreams: section")
+		}
+	}()
 	for _, f := range d.fields(root, "", allowed...) {
 		v := resolve(f.value)
 		switch {
@@ -244,6 +263,12 @@ func (cf *configFile) read(d *yamlDoc, root *yaml.Node, fs *flag.FlagSet) {
 			cf.readEnforce(d, f.value)
 		case f.key == "notify":
 			cf.readNotify(d, f.value)
+		case f.key == upstreamsKey && fs.Name() == "mcp":
+			cf.readUpstreams(d, f.value)
+			upstreamsAt = f.keyAt
+		case f.key == toolSeparatorKey && fs.Name() == "mcp":
+			cf.readToolSeparator(d, f.value)
+			separatorAt = f.keyAt
 		case v != nil && v.Kind == yaml.MappingNode && slices.Contains(prefixes, f.key):
 			// A section of flags: tls: {cert: …} is tls-cert.
 			var sub []string
@@ -593,6 +618,14 @@ func runConfig(_ context.Context, e *env, args []string) int {
 	}
 	for _, w := range no.Webhooks {
 		fmt.Fprintf(e.stdout, "  notify  %-18s %s%s\n", w.Format, webhookShown(w), webhookScope(w))
+	}
+	if cf := c.file; cf != nil && cf.upstreamsGiven {
+		for _, u := range cf.upstreams {
+			for _, line := range cf.describe(u) {
+				fmt.Fprintf(e.stdout, "  %s\n", line)
+			}
+		}
+		fmt.Fprintf(e.stdout, "  (the upstreams' manifests, programs and credentials' files are read, and the tool names checked for collisions, when axgate %s starts)\n", *command)
 	}
 	if !en.empty() || !no.empty() {
 		fmt.Fprintf(e.stdout, "  (the enforce: and notify: intents are checked against the manifest, and the webhooks' keys read, when axgate %s starts)\n", *command)

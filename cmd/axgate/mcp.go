@@ -142,8 +142,19 @@ and runs the children unsandboxed.
 
 SIGINT or SIGTERM stop the gateway: no new connections, calls in flight
 finish (up to --shutdown-timeout), then every upstream session closes and
-every child process stops. The manifest is read once: restart the gateway to
-change it. SIGHUP re-reads the TLS files.
+every child process stops. The manifest of --manifest with --upstream-* is
+read once: restart the gateway to change it. SIGHUP re-reads the TLS files
+and the files of --upstream-header-file and --upstream-env-file.
+
+Several upstreams: the configuration file's upstreams: lists them, each
+with a name, a url or a command (args, env, dir), its manifest (or the
+actions of --manifest whose "upstream" names it), a prefix (default the name
+and tool_separator, "_"), credentials, a sandbox and bounds
+(docs/operating.md). Each has its own enforcer; the client sees the union of
+their tools under their prefixes; /readyz reports each one. SIGHUP then also
+re-reads the file and the manifests: the upstreams that did not change keep
+their sessions, and a broken file keeps the configuration in use. The flags
+of the one upstream (--upstream-*, --sandbox*) cannot be given beside it.
 
 Every flag can come from a YAML file (--config; its keys are the flag names)
 or an AXGATE_* variable; a flag given here wins over the file, the file over
@@ -371,12 +382,18 @@ func runMCP(ctx context.Context, e *env, args []string) int {
 	// AXGATE_* variable is a default of the environment, which --stdio
 	// may ignore (AXGATE_LISTEN set for every replica).
 	given := func(name string) bool { return conf.sources[name] == sourceFlag || conf.sources[name] == sourceFile }
+	// With the configuration file's upstreams: (upstreams.go), the flags
+	// of the one upstream have no upstream to configure.
+	multi := conf.file != nil && conf.file.upstreamsGiven
+	if flags := upstreamFlagsWithUpstreams(conf); multi && len(flags) > 0 {
+		return usageError(e, fs, "%s configure the one upstream of the flags, but the configuration file lists its upstreams (upstreams:): give each one's url or command, credentials and sandbox in its entry, or drop upstreams: to use the flags", strings.Join(flags, ", "))
+	}
 	switch {
 	case len(pos) > 0:
 		return usageError(e, fs, "unexpected argument %q", pos[0])
-	case c.manifest == "":
-		return usageError(e, fs, "--manifest is required")
-	case c.upstreamURL == "" && c.upstreamCmd == "":
+	case !multi && c.manifest == "":
+		return usageError(e, fs, "--manifest is required (or a configuration file with upstreams:)")
+	case !multi && c.upstreamURL == "" && c.upstreamCmd == "":
 		return usageError(e, fs, "give the upstream: --upstream-url or --upstream-command")
 	case c.upstreamURL != "" && c.upstreamCmd != "":
 		return usageError(e, fs, "give --upstream-url or --upstream-command, not both")
@@ -493,9 +510,13 @@ func splitCommand(line string) ([]string, error) {
 func serveMCP(ctx context.Context, e *env, c mcpConfig, ops *opsFlags, conf configured) int {
 	stderr := &syncWriter{w: e.stderr}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
-	m, err := manifest.LoadFile(c.manifest)
-	if err != nil {
-		return failf(e, "mcp", "%v", err)
+	multi := conf.file != nil && conf.file.upstreamsGiven
+	var m *manifest.Manifest
+	if !multi {
+		var err error
+		if m, err = manifest.LoadFile(c.manifest); err != nil {
+			return failf(e, "mcp", "%v", err)
+		}
 	}
 	// The audit (--audit stderr) shares standard error with the log and
 	// the child's stderr: one writer, so that lines never interleave.
@@ -559,27 +580,35 @@ func serveMCP(ctx context.Context, e *env, c mcpConfig, ops *opsFlags, conf conf
 	if err != nil {
 		return failf(e, "mcp", "%v", err)
 	}
-	opts, err := shared.options(keys)
-	if err != nil {
-		return failf(e, "mcp", "%v", err)
+	// newEnforcer builds the enforcer of m, one of the manifests whose
+	// union is union (the same for a gateway of one upstream), sharing the
+	// process's state and keys with every other.
+	newEnforcer := func(m, union *manifest.Manifest) (*axgate.Enforcer, error) {
+		opts, err := shared.options(keys)
+		if err != nil {
+			return nil, err
+		}
+		// After shared's WithLogger: the audit goes where --audit says.
+		// The configuration's enforce: and notify: sections, checked
+		// against the manifests.
+		ropts, err := rt.enforcerOptionsIn(m, union)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, ropts...)
+		if humanLn != nil && c.pages.oidcIssuer != "" {
+			// People sign in to the pages: refusals name each call's page.
+			opts = append(opts, axgate.WithDecisionPages(rt.humanBase))
+		}
+		return axgate.New(m, opts...)
 	}
-	// After shared's WithLogger: the audit goes where --audit says.
-	// The configuration's enforce: and notify: sections, checked against
-	// this manifest.
-	ropts, err := rt.enforcerOptions(m)
-	if err != nil {
-		return failf(e, "mcp", "%v", err)
+	var enf *axgate.Enforcer
+	if !multi {
+		if enf, err = newEnforcer(m, m); err != nil {
+			return failf(e, "mcp", "%s", startError(err))
+		}
+		defer enf.Close()
 	}
-	opts = append(opts, ropts...)
-	if humanLn != nil && c.pages.oidcIssuer != "" {
-		// People sign in to the pages: refusals name each call's page.
-		opts = append(opts, axgate.WithDecisionPages(rt.humanBase))
-	}
-	enf, err := axgate.New(m, opts...)
-	if err != nil {
-		return failf(e, "mcp", "%s", startError(err))
-	}
-	defer enf.Close()
 
 	var (
 		bearer httpgate.PrincipalFunc
@@ -655,25 +684,74 @@ func serveMCP(ctx context.Context, e *env, c mcpConfig, ops *opsFlags, conf conf
 		mcpOpts = append(mcpOpts, mcpgate.WithElicitationKey(key))
 	}
 	gopts = append(gopts, mcpgw.WithMCPOptions(mcpOpts...))
-	up := mcpgw.Upstream{URL: c.upstreamURL}
-	if c.upstreamCmd != "" {
-		up = mcpgw.Upstream{Command: c.upstreamCmd, Args: c.upstreamArgs, Env: c.childEnv(e.getenv), Stderr: stderr}
+	// human is the handler of --human over enf.
+	human := func(enf *axgate.Enforcer) (http.Handler, error) {
+		popts, err := c.pages.options(rt.humanBase, c.signingKey)
+		if err != nil {
+			return nil, err
+		}
+		return mount(httpgate.NewHumanHandler(enf, people, append(popts, httpgate.WithLogger(log))...), rt.humanBase), nil
 	}
-	if up.Credentials, err = c.upstreamCreds.build(); err != nil {
-		return failf(e, "mcp", "%v", err)
-	}
-	gw, err := mcpgw.New(enf, up, gopts...)
-	if err != nil {
-		return failf(e, "mcp", "%v%s", err, c.sandbox.advice(err))
+	var (
+		gw           *mcpgw.Gateway
+		humanHandler http.Handler
+		reload       = func(context.Context) {}
+		upstreamName string
+		toolCount    int
+	)
+	if multi {
+		mu := &multiUpstreams{log: log, cfgPath: conf.file.path, manifest: c.manifest, stderr: stderr,
+			fresh:    func() *flag.FlagSet { fs, _, _ := mcpFlags(e); return fs },
+			childEnv: func(u upstreamConfig) []string { return c.childEnvOf(e.getenv, u.env) },
+			enforcer: newEnforcer}
+		if humanLn != nil {
+			// Built anew with each generation's enforcers (a reload).
+			mu.human = human
+			humanHandler = mu
+		}
+		if err := mu.start(conf.file, gopts); err != nil {
+			return failf(e, "mcp", "%v%s", err, sandboxAdvice(err))
+		}
+		defer mu.close()
+		gw, reload, upstreamName = mu.gw, mu.reload, mu.summary
+		rt.upstreams = gw.Upstreams
+		if err := rt.serveAdmin(mu.ready(shared)); err != nil {
+			gw.Close()
+			return failf(e, "mcp", "%v", err)
+		}
+	} else {
+		up := mcpgw.Upstream{URL: c.upstreamURL}
+		if c.upstreamCmd != "" {
+			up = mcpgw.Upstream{Command: c.upstreamCmd, Args: c.upstreamArgs, Env: c.childEnv(e.getenv), Stderr: stderr}
+		}
+		if up.Credentials, err = c.upstreamCreds.build(); err != nil {
+			return failf(e, "mcp", "%v", err)
+		}
+		if gw, err = mcpgw.New(enf, up, gopts...); err != nil {
+			return failf(e, "mcp", "%v%s", err, c.sandbox.advice(err))
+		}
+		if humanLn != nil {
+			if humanHandler, err = human(enf); err != nil {
+				gw.Close()
+				return failf(e, "mcp", "%v", err)
+			}
+		}
+		if err := rt.serveAdmin(c.ready(shared, gw)); err != nil {
+			gw.Close()
+			return failf(e, "mcp", "%v", err)
+		}
+		upstreamName = redactURL(c.upstreamURL)
+		if upstreamName == "" {
+			upstreamName = strings.Join(append([]string{c.upstreamCmd}, c.upstreamArgs...), " ")
+		}
+		toolCount = len(m.Actions)
 	}
 	// Stops every upstream session and child process, after the servers
 	// below have stopped.
 	defer gw.Close()
-	if err := rt.serveAdmin(c.ready(shared, gw)); err != nil {
-		return failf(e, "mcp", "%v", err)
-	}
 
-	// SIGHUP re-reads the TLS files (the manifest is read once).
+	// SIGHUP re-reads the TLS files, and with upstreams: the configuration
+	// file and the manifests (the manifest of --upstream-* is read once).
 	signals := e.signals
 	if signals == nil {
 		signals = notify
@@ -687,6 +765,12 @@ func serveMCP(ctx context.Context, e *env, c mcpConfig, ops *opsFlags, conf conf
 			select {
 			case <-hup:
 				rt.reload()
+				reload(ctx)
+				// The credentials' files (API keys) of every upstream,
+				// for the requests and children from now on.
+				if err := gw.ReloadCredentials(); err != nil {
+					log.Error("axgate mcp: reading the upstream credentials' files again failed; keeping the values read before", "err", err)
+				}
 			case <-hupDone:
 				return
 			}
@@ -696,22 +780,14 @@ func serveMCP(ctx context.Context, e *env, c mcpConfig, ops *opsFlags, conf conf
 	var humanSrv *http.Server
 	served := make(chan error, 2)
 	if humanLn != nil {
-		popts, err := c.pages.options(rt.humanBase, c.signingKey)
-		if err != nil {
-			return failf(e, "mcp", "%v", err)
-		}
-		humanSrv = newServer(mount(httpgate.NewHumanHandler(enf, people, append(popts, httpgate.WithLogger(log))...), rt.humanBase), serveConfig{}, log)
+		humanSrv = newServer(humanHandler, serveConfig{}, log)
 		go func() { served <- fmt.Errorf("--human: %w", rt.serve(humanSrv, humanLn)) }()
 		log.Info("axgate mcp: people confirm and approve at", "addr", rt.scheme()+"://"+humanLn.Addr().String(), "audience", c.humanAudience)
-	}
-	upstreamName := redactURL(c.upstreamURL)
-	if upstreamName == "" {
-		upstreamName = strings.Join(append([]string{c.upstreamCmd}, c.upstreamArgs...), " ")
 	}
 
 	if c.stdio {
 		shared.logNotes("mcp")
-		log.Info("axgate mcp: serving on stdio", "manifest", c.manifest, "tools", len(m.Actions), "upstream", upstreamName, "user", c.localUser)
+		log.Info("axgate mcp: serving on stdio", "manifest", c.manifest, "tools", toolCount, "upstream", upstreamName, "user", c.localUser)
 		err := gw.ServeStdio(ctx)
 		shutdown(log, c.shutdownTimeout, humanSrv)
 		gw.Close()
@@ -731,7 +807,7 @@ func serveMCP(ctx context.Context, e *env, c mcpConfig, ops *opsFlags, conf conf
 	go func() { mcpServed <- rt.serve(srv, ln) }()
 	shared.logNotes("mcp")
 	log.Info("axgate mcp: listening", "addr", rt.scheme()+"://"+ln.Addr().String()+"/mcp", "resource", c.resourceURL,
-		"manifest", c.manifest, "tools", len(m.Actions), "upstream", upstreamName)
+		"manifest", c.manifest, "tools", toolCount, "upstream", upstreamName)
 	select {
 	case err := <-mcpServed:
 		shutdown(log, c.shutdownTimeout, humanSrv)
@@ -856,13 +932,18 @@ func (c mcpConfig) localPrincipal() middleware.Principal {
 // --upstream-env pairs, never the rest of the gateway's environment (its
 // secrets: cloud credentials, the Redis URL, tokens).
 func (c mcpConfig) childEnv(getenv func(string) string) []string {
+	return c.childEnvOf(getenv, c.upstreamEnv)
+}
+
+// childEnvOf is childEnv with the pairs env (an upstreams: entry's).
+func (c mcpConfig) childEnvOf(getenv func(string) string, env []string) []string {
 	out := []string{}
 	for _, k := range []string{"PATH", "HOME"} {
 		if v := getenv(k); v != "" {
 			out = append(out, k+"="+v)
 		}
 	}
-	return append(out, c.upstreamEnv...)
+	return append(out, env...)
 }
 
 // ready returns the readiness check of /readyz: the upstream starts a

@@ -71,6 +71,9 @@ type opsRuntime struct {
 	// humanBase is the public URL of the pages for people (--human with a
 	// sign-in): the notifications link to each request's page there.
 	humanBase string
+	// upstreams reports each upstream of a gateway with several, by name
+	// (nil otherwise): /readyz shows them.
+	upstreams func(context.Context) map[string]error
 }
 
 // startOps checks the operations flags and the configuration's enforce:
@@ -119,11 +122,32 @@ func startOps(ctx context.Context, e *env, o *opsFlags, conf configured, log *sl
 // not fit m (an intent m does not declare, shadow mode for a critical
 // action): a reload then keeps the enforcer in use.
 func (rt *opsRuntime) enforcerOptions(m *manifest.Manifest) ([]axgate.Option, error) {
+	return rt.enforcerOptionsIn(m, m)
+}
+
+// enforcerOptionsIn is enforcerOptions for m, the manifest of one upstream
+// of a gateway with several whose manifests together are union: the
+// enforce: and notify: intents are checked against union, each upstream's
+// enforcer is in shadow mode for its own intents, and the notifications
+// describe a request with union.
+func (rt *opsRuntime) enforcerOptionsIn(m, union *manifest.Manifest) ([]axgate.Option, error) {
 	var opts []axgate.Option
 	if tc, ok := rt.telemetry.config(); ok {
 		opts = append(opts, axgate.WithTelemetry(tc))
 	}
-	shadow, err := shadowOptions(rt.enforce, m)
+	if _, err := shadowOptions(rt.enforce, union); err != nil {
+		return nil, err
+	}
+	own := enforceSection{}
+	for intent, mode := range rt.enforce.Intents {
+		if intent == "*" || m.Action(intent) != nil {
+			if own.Intents == nil {
+				own.Intents = map[string]string{}
+			}
+			own.Intents[intent] = mode
+		}
+	}
+	shadow, err := shadowOptions(own, m)
 	if err != nil {
 		return nil, err
 	}
@@ -131,10 +155,10 @@ func (rt *opsRuntime) enforcerOptions(m *manifest.Manifest) ([]axgate.Option, er
 		shadow.Logger = rt.log
 		opts = append(opts, axgate.WithShadow(*shadow))
 	}
-	if err := checkNotifyIntents(rt.notify, m); err != nil {
+	if err := checkNotifyIntents(rt.notify, union); err != nil {
 		return nil, err
 	}
-	n, err := rt.notifierFor(m)
+	n, err := rt.notifierFor(union)
 	if err != nil {
 		return nil, err
 	}

@@ -52,3 +52,12 @@ func (s *sandboxFlags) advice(err error) string {
 	}
 	return " (install bubblewrap: apt-get install bubblewrap, dnf install bubblewrap; or run with --sandbox optional to run the children unsandboxed where it cannot run)"
 }
+
+// sandboxAdvice is advice for a start of several upstreams that failed for
+// an upstream's sandbox, "" for another failure.
+func sandboxAdvice(err error) string {
+	if !strings.Contains(err.Error(), "sandbox") {
+		return ""
+	}
+	return " (install bubblewrap: apt-get install bubblewrap, dnf install bubblewrap; or give that upstream sandbox: optional to run its children unsandboxed where it cannot run)"
+}

@@ -180,6 +180,7 @@ type upstream struct {
 	mu     sync.Mutex
 	calls  []string // the sub of each tools/call
 	tokens map[string]bool
+	srv    *httptest.Server
 }
 
 func startUpstream(t *testing.T, issuer string) (*upstream, string) {
@@ -221,6 +222,7 @@ func startUpstream(t *testing.T, issuer string) (*upstream, string) {
 		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), subKey{}, p.ID)))
 	}))
 	t.Cleanup(hs.Close)
+	u.srv = hs
 	return u, hs.URL
 }
 
