@@ -52,6 +52,15 @@ import (
 //     unless the step sets them, "-" leaving one out). The JSON string
 //     "$META" in a client's body is replaced by the _meta such a request
 //     carries (the protocol version and empty client capabilities).
+//     "upstreamStateless": true makes the upstream a stateless go-sdk
+//     server (StreamableHTTPOptions.Stateless) that refuses initialize, so
+//     that the gateway's client speaks MCP 2026-07-28 to it (no session,
+//     the protocol's _meta on every request); "upstreamSessionless" the
+//     same server answering initialize (2025-11-25 without a session id).
+//     Then the upstream's tools/call requests and cancellations, as it
+//     sees them (headers and body, the JSON-RPC id aside), must be the
+//     same on both paths too; {"arrived": "notifications/cancelled"}
+//     waits for a cancellation.
 //   - upstream: one JSON object per line, {"tool": name, "sse": bool,
 //     "block": bool, "messages": [...]}: how the upstream answers a
 //     tools/call of that tool — the messages in order, as a JSON body (the
@@ -130,8 +139,10 @@ type conformanceCase struct {
 
 // conformanceOptions are a case's own bounds (0: the suite's).
 type conformanceOptions struct {
-	MaxCallsPerSession int  `json:"maxCallsPerSession"`
-	Stateless          bool `json:"stateless"`
+	MaxCallsPerSession  int  `json:"maxCallsPerSession"`
+	Stateless           bool `json:"stateless"`
+	UpstreamStateless   bool `json:"upstreamStateless"`
+	UpstreamSessionless bool `json:"upstreamSessionless"`
 }
 
 // statelessMeta is what "$META" stands for in a client's body.
@@ -188,8 +199,15 @@ func TestDirectConformance(t *testing.T) {
 		t.Run(strings.TrimSuffix(filepath.Base(path), ".txtar"), func(t *testing.T) {
 			t.Parallel() // each case has its own upstreams and gateways
 			c := loadConformanceCase(t, path)
-			viaSDK, sdkJSON := replay(t, c, gateway.WithoutDirect())
-			direct, answeredDirect := replay(t, c)
+			viaSDK, sdkJSON, sdkUp := replay(t, c, gateway.WithoutDirect())
+			direct, answeredDirect, directUp := replay(t, c)
+			if c.options.UpstreamStateless || c.options.UpstreamSessionless {
+				for i := range max(len(sdkUp), len(directUp)) {
+					if d, s := at(directUp, i), at(sdkUp, i); d != s {
+						t.Errorf("upstream request %d differs:\ndirect path %s\nSDK path    %s", i+1, d, s)
+					}
+				}
+			}
 			if slices.Contains(slices.Collect(maps.Values(sdkJSON)), true) {
 				t.Fatal("the gateway without its direct path answered a call with a JSON body: the case does not compare the two paths")
 			}
@@ -226,10 +244,12 @@ func at(s []string, i int) string {
 
 // replay runs c's steps against a new upstream and a new gateway with
 // opts, and returns the answers, normalized, in the order of the steps
-// that answer, and which steps the gateway answered with a JSON body.
-func replay(t *testing.T, c *conformanceCase, opts ...gateway.Option) (answers []string, jsonBody map[int]bool) {
+// that answer, which steps the gateway answered with a JSON body, and the
+// tools/call requests the upstream saw (upstreamRequest).
+func replay(t *testing.T, c *conformanceCase, opts ...gateway.Option) (answers []string, jsonBody map[int]bool, upCalls []string) {
 	t.Helper()
-	up := newScriptedUpstream(t, c.upstream)
+	up := newScriptedUpstream(t, c.upstream, c.options.UpstreamStateless || c.options.UpstreamSessionless, c.options.UpstreamStateless)
+	defer func() { upCalls = up.seenCalls() }()
 	m, err := manifest.Parse([]byte(conformanceManifest))
 	if err != nil {
 		t.Fatal(err)
@@ -347,7 +367,7 @@ func replay(t *testing.T, c *conformanceCase, opts ...gateway.Option) (answers [
 			jsonBody[i] = a.jsonBody
 		}
 	}
-	return answers, jsonBody
+	return answers, jsonBody, nil
 }
 
 // conformanceSession initializes a session of the gateway at url, as a
@@ -474,9 +494,10 @@ type scriptedUpstream struct {
 	mu      sync.Mutex
 	arrive  map[string]chan struct{}
 	free    map[string]chan struct{}
+	calls   []string // the tools/call requests, as saw records them
 }
 
-func newScriptedUpstream(t *testing.T, scripts map[string]upstreamScript) *scriptedUpstream {
+func newScriptedUpstream(t *testing.T, scripts map[string]upstreamScript, stateless, noInitialize bool) *scriptedUpstream {
 	t.Helper()
 	srv := mcp.NewServer(&mcp.Implementation{Name: "scripted-upstream", Version: "v1"}, nil)
 	for _, name := range conformanceTools {
@@ -485,7 +506,7 @@ func newScriptedUpstream(t *testing.T, scripts map[string]upstreamScript) *scrip
 				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "unscripted"}}}, nil
 			})
 	}
-	sdk := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
+	sdk := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{Stateless: stateless})
 	u := &scriptedUpstream{scripts: scripts, arrive: map[string]chan struct{}{}, free: map[string]chan struct{}{}}
 	u.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost {
@@ -498,7 +519,23 @@ func newScriptedUpstream(t *testing.T, scripts map[string]upstreamScript) *scrip
 					Name string `json:"name"`
 				} `json:"params"`
 			}
+			if noInitialize && json.Unmarshal(body, &m) == nil && m.Method == "initialize" {
+				// Only MCP 2026-07-28: the gateway's client falls back to it.
+				w.Header().Set("Content-Type", "application/json")
+				fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"error":{"code":-32602,"message":"unsupported protocol version"}}`, m.ID)
+				return
+			}
+			if json.Unmarshal(body, &m) == nil && m.Method == "notifications/cancelled" {
+				// The step {"arrived": "notifications/cancelled"} waits for it.
+				u.saw(r.Header, body)
+				arrive, _ := u.chans(m.Method)
+				select {
+				case arrive <- struct{}{}:
+				default:
+				}
+			}
 			if json.Unmarshal(body, &m) == nil && m.Method == "tools/call" {
+				u.saw(r.Header, body)
 				if s, ok := scripts[m.Params.Name]; ok {
 					u.answer(w, r, s, m.ID)
 					return
@@ -509,6 +546,34 @@ func newScriptedUpstream(t *testing.T, scripts map[string]upstreamScript) *scrip
 	}))
 	t.Cleanup(u.Close)
 	return u
+}
+
+// upstreamCallIDs is the JSON-RPC id of a request as the go-sdk's client and
+// the direct path write it (the first members, in this order).
+var upstreamCallIDs = regexp.MustCompile(`^\{"jsonrpc":"2.0","id":("[^"]*"|[0-9]+),`)
+
+// upstreamCancelledIDs is the id a cancellation names.
+var upstreamCancelledIDs = regexp.MustCompile(`"requestId":("[^"]*"|[0-9]+)`)
+
+// saw records a tools/call or a cancellation the upstream got: its
+// headers but those the id's length changes (Content-Length), and its
+// body with the id (or the cancelled one) as "$ID".
+func (u *scriptedUpstream) saw(h http.Header, body []byte) {
+	h = h.Clone()
+	h.Del("Content-Length")
+	hdr, _ := json.Marshal(h)
+	b := upstreamCallIDs.ReplaceAllLiteral(body, []byte(`{"jsonrpc":"2.0","id":"$ID",`))
+	b = upstreamCancelledIDs.ReplaceAllLiteral(b, []byte(`"requestId":"$ID"`))
+	u.mu.Lock()
+	u.calls = append(u.calls, string(hdr)+" "+string(b))
+	u.mu.Unlock()
+}
+
+// seenCalls are the tools/call requests the upstream got, in order.
+func (u *scriptedUpstream) seenCalls() []string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return slices.Clone(u.calls)
 }
 
 func (u *scriptedUpstream) chans(tool string) (arrive, free chan struct{}) {

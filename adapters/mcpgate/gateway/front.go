@@ -529,8 +529,20 @@ func (b *backend) forward(ctx context.Context, call *middleware.Call) (middlewar
 	ctx, cancel := context.WithTimeout(ctx, b.cfg.callTimeout)
 	defer cancel()
 	var res *mcp.CallToolResult
+	viaDirect := func(up direct.Upstream) {
+		res, err = b.direct.Call(ctx, up, params)
+		if ir := (*direct.InputRequired)(nil); errors.As(err, &ir) {
+			// The SDK's client takes the upstream's answer up as its own,
+			// as it would have: its multi-round-trip handling.
+			upCtx, done := g.upstreamContext(withReplay(ctx, ir.Result))
+			res, err = cs.CallTool(upCtx, params)
+			done()
+		}
+	}
 	if version := b.directVersion(cs); version != "" {
-		res, err = b.direct.Call(ctx, direct.Upstream{Session: cs, Version: version, Peer: directLink{l}, Life: l.ctx}, params)
+		viaDirect(direct.Upstream{Session: cs, Version: version, Peer: directLink{l}, Life: l.ctx, Fail: func() { l.failUp(cs) }})
+	} else if b.statelessDirect(l, cs, params) {
+		viaDirect(direct.Upstream{Session: cs, Version: b.direct.StatelessVersion(cs), Stateless: true, Peer: directLink{l}, Life: l.ctx, Fail: func() { l.failUp(cs) }})
 	} else {
 		upCtx, done := g.upstreamContext(ctx)
 		res, err = cs.CallTool(upCtx, params)
@@ -550,6 +562,7 @@ func (b *backend) forward(ctx context.Context, call *middleware.Call) (middlewar
 		return middleware.Result{}, axerr.New(axerr.CodeToolFailed, "the upstream tool asked for input from the client (inputRequests), which the gateway does not relay").
 			WithIntent(call.Intent())
 	}
+	res = withoutResultType(res)
 	stripProtocolMeta(res)
 	if !b.cfg.keepUncheckedContent && checksOutput(call.Action) {
 		if res, err = checkedContent(res); err != nil {

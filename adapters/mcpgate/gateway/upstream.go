@@ -81,6 +81,17 @@ type linkConn struct {
 	session *mcp.ClientSession // nil while down
 	err     error              // why it is down
 	sendUp  mcp.MethodHandler  // the client's sending method handler
+
+	// stateless is the protocol _meta of the current session when it is
+	// of MCP 2026-07-28 (statelessup.go).
+	stateless atomic.Pointer[statelessUp]
+	// headerParams are, by tool name, whether the upstream's definition
+	// has an x-mcp-header parameter (toolHeaders): of tools called, which
+	// the manifest names, so no more than it has.
+	headerParams sync.Map
+	// failOf is, by session, the failed flag of the transport it was
+	// connected on (failUp), while it is the link's.
+	failOf sync.Map
 }
 
 // linkTools is what a link knows of the upstream's tools. stale is set
@@ -128,6 +139,9 @@ func (b *backend) newLink(srv *front, client *mcp.ServerSession, s *session) *li
 		l.conn.sendUp = next
 		return next
 	})
+	// Outermost: the direct path reads the _meta the client puts in a
+	// stateless session's requests (statelessup.go).
+	l.conn.sdk.AddSendingMiddleware(captureMeta)
 	// The SDK's client answers roots/list with these, unless they are
 	// the client's (receiveAsks).
 	l.conn.sdk.AddRoots(b.operatorRoots().Roots...)
@@ -276,7 +290,7 @@ func (l *link) transport() mcp.Transport {
 			next = linkCaller{l: l, next: next}
 		}
 		bounded := *hc
-		bounded.Transport = boundedTransport{next: next, limit: limit, cut: &l.tooLarge}
+		bounded.Transport = replayTransport{next: boundedTransport{next: next, limit: limit, cut: &l.tooLarge}, failed: new(atomic.Bool)}
 		return &mcp.StreamableClientTransport{Endpoint: b.up.URL, HTTPClient: &bounded, MaxEventSize: int(limit) + 1}
 	}
 	return childproc.NewTransport(childproc.Command{
@@ -396,7 +410,11 @@ func (l *link) connect() (*mcp.ClientSession, error) {
 	if err != nil {
 		return nil, exitedFirst(t, err)
 	}
+	if f := connFailure(t); f != nil {
+		l.conn.failOf.Store(cs, f) // until down(cs)
+	}
 	if err := l.listTools(ctx, cs); err != nil {
+		l.conn.failOf.Delete(cs)
 		cs.Close()
 		return nil, err
 	}
@@ -408,6 +426,7 @@ func (l *link) up(cs *mcp.ClientSession) bool {
 	l.conn.mu.Lock()
 	if l.conn.closed {
 		l.conn.mu.Unlock()
+		l.conn.failOf.Delete(cs)
 		cs.Close()
 		return false
 	}
@@ -417,6 +436,9 @@ func (l *link) up(cs *mcp.ClientSession) bool {
 }
 
 func (l *link) down(cs *mcp.ClientSession, err error) {
+	if cs != nil {
+		l.conn.failOf.Delete(cs)
+	}
 	if err == nil {
 		err = errors.New("gateway: upstream closed the session")
 	}

@@ -15,7 +15,11 @@
 // those versions. Call, used
 // by the gateway's forwarding of every call, sends the call to an HTTP
 // upstream session in one POST and reads its answer, a JSON body or an
-// event stream, handing the upstream's own messages on it to a Peer.
+// event stream, handing the upstream's own messages on it to a Peer; to
+// an upstream without a session id (on 2025-11-25, or of MCP 2026-07-28:
+// StatelessVersion, with the protocol's _meta and headers as the SDK's
+// client writes them) too, a multi-round-trip answer left to that client
+// (InputRequired).
 //
 // The gateway's TestDirectConformance replays its cases through the
 // gateway with and without this package and compares the answers exactly.

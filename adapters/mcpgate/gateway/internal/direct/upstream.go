@@ -37,11 +37,14 @@ type wireMessage struct {
 	Error  *jsonrpc.Error
 }
 
-// Version is the protocol version of cs when a call on it may take the
-// direct path to the upstream, or "": cs is connected over streamable HTTP
-// (it has an id) with a protocol version that has sessions.
+// Version is the protocol version of cs when its calls may take the direct path.
+//
+// It is "" otherwise: cs is not connected over streamable HTTP, or on a
+// protocol version without sessions. An upstream that gave no session id
+// (a go-sdk server with StreamableHTTPOptions.Stateless, say) is sent
+// none, as the SDK's client sends none.
 func (p *Path) Version(cs *mcp.ClientSession) string {
-	if p.cfg.URL == "" || p.cfg.HTTPClient == nil || cs.ID() == "" {
+	if p.cfg.URL == "" || p.cfg.HTTPClient == nil {
 		return ""
 	}
 	ir := cs.InitializeResult()
@@ -51,11 +54,42 @@ func (p *Path) Version(cs *mcp.ClientSession) string {
 	return ir.ProtocolVersion
 }
 
+// StatelessVersion is the protocol version of cs when it is of MCP
+// 2026-07-28 (no session: each request on its own) and a call on it may
+// take the direct path to the upstream, or "": cs is connected over
+// streamable HTTP without a session id, on exactly that version.
+func (p *Path) StatelessVersion(cs *mcp.ClientSession) string {
+	if p.cfg.URL == "" || p.cfg.HTTPClient == nil || cs.ID() != "" {
+		return ""
+	}
+	ir := cs.InitializeResult()
+	if ir == nil || ir.ProtocolVersion != statelessVersion {
+		return "" // a later version may read or write differently: the SDK's
+	}
+	return ir.ProtocolVersion
+}
+
+// statelessVersion is the one stateless protocol version whose requests
+// the direct path writes as the go-sdk's client does.
+const statelessVersion = "2026-07-28"
+
 // Upstream is the upstream session of a call.
 type Upstream struct {
-	// Session is the session, Version its protocol version (p.Version).
+	// Session is the session, Version its protocol version (p.Version,
+	// or p.StatelessVersion with Stateless true).
 	Session *mcp.ClientSession
 	Version string
+	// Stateless says the session is of MCP 2026-07-28: its requests carry
+	// no session id but the Mcp-Method and Mcp-Name headers, and the call's
+	// params carry the protocol's _meta (protocol version, client
+	// information and capabilities) as the SDK's client writes them: the
+	// caller puts them in params.Meta.
+	Stateless bool
+	// Fail, if set, fails and closes the session as the SDK's client
+	// fails its connection on an answer it cannot read: nothing more
+	// (the cancellation of its subscriptions/listen, say) is sent on it.
+	// The link then connects a new session. Nil: Session.Close.
+	Fail func()
 	// Peer takes the upstream's messages on the call's stream.
 	Peer Peer
 	// Life ends when the session is no longer the gateway's: the
@@ -71,7 +105,7 @@ type Upstream struct {
 // context of its own, so that after the answer the rest of the stream can
 // be drained in the background (drain) and the connection kept.
 func (p *Path) Call(ctx context.Context, up Upstream, params *mcp.CallToolParams) (*mcp.CallToolResult, error) {
-	cs, version := up.Session, up.Version
+	cs := up.Session
 	id := "axgate-" + strconv.FormatUint(p.seq.Add(1), 10)
 	body, err := encodeCall(id, params)
 	if err != nil {
@@ -92,12 +126,12 @@ func (p *Path) Call(ctx context.Context, up Upstream, params *mcp.CallToolParams
 		}
 		go func() {
 			defer p.cfg.Drains.Done()
-			p.cancelUpstream(up.Life, cs.ID(), version, id)
+			p.cancelUpstream(up.Life, up.headers(""), id)
 		}()
 	})
 	var res *mcp.CallToolResult
 	draining := false
-	resp, err := p.post(reqCtx, cs.ID(), version, body)
+	resp, err := p.post(reqCtx, up.headers(params.Name), body)
 	if err == nil {
 		res, draining, err = p.readAnswer(ctx, up, id, resp, cancelReq)
 	}
@@ -107,10 +141,55 @@ func (p *Path) Call(ctx context.Context, up Upstream, params *mcp.CallToolParams
 	if !draining {
 		cancelReq(nil)
 	}
-	if errors.Is(err, errSessionLost) {
+	switch {
+	case errors.Is(err, errSessionLost):
 		cs.Close() // the link connects a new session
+	case cs.ID() == "" && failsConnection(ctx, err):
+		if up.Fail != nil {
+			up.Fail()
+		} else {
+			cs.Close()
+		}
 	}
 	return res, err
+}
+
+// failsConnection reports whether the SDK's client would have failed its
+// connection on a call to an upstream without a session id that failed
+// with err: not for the upstream's JSON-RPC error, an HTTP status it takes
+// as passing, a multi-round-trip result or a cancelled call; for any
+// other answer it could not read (a status, a body too large or not
+// JSON-RPC, an event stream that ended).
+func failsConnection(ctx context.Context, err error) bool {
+	var re *jsonrpc.Error
+	var ir *InputRequired
+	return err != nil && ctx.Err() == nil && !errors.As(err, &re) && !errors.Is(err, errPassing) && !errors.As(err, &ir)
+}
+
+// postHeaders are the headers of a POST to the upstream that depend on
+// the session and the message.
+type postHeaders struct {
+	sessionID, version string
+	// stateless: a session of MCP 2026-07-28.
+	stateless bool
+	// name is the tool of a tools/call; "" for any other message (only a
+	// stateless request's headers name it).
+	name string
+	// method is the method of a stateless request or notification ("" for
+	// a response).
+	method string
+}
+
+// headers are the headers of up's tools/call of the tool name; with name
+// "", of a message that is not a call.
+func (up Upstream) headers(name string) postHeaders {
+	h := postHeaders{version: up.Version, stateless: up.Stateless, name: name}
+	if !up.Stateless {
+		h.sessionID = up.Session.ID()
+	} else if name != "" {
+		h.method = "tools/call"
+	}
+	return h
 }
 
 // encodeCall is the tools/call request id with params, as json.Marshal
@@ -161,7 +240,11 @@ func encodeCall(id string, params *mcp.CallToolParams) ([]byte, error) {
 // post sends one JSON-RPC message on the upstream session and returns the
 // upstream's response, status 200 (or 202 for a message that is not a
 // request), with its body bounded by WithMaxMessageBytes.
-func (p *Path) post(ctx context.Context, sessionID, version string, body []byte) (*http.Response, error) {
+//
+// The headers are the go-sdk client's: a session's id (none when the
+// upstream gave none) and version; or, on a stateless version, the
+// version, the method (Mcp-Method) and a call's tool name (Mcp-Name).
+func (p *Path) post(ctx context.Context, h postHeaders, body []byte) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.cfg.URL, bytes.NewReader(body))
 	if err != nil {
 		return nil, err
@@ -170,8 +253,17 @@ func (p *Path) post(ctx context.Context, sessionID, version string, body []byte)
 	// canonicalize them again on every call).
 	req.Header["Content-Type"] = jsonContentType
 	req.Header["Accept"] = acceptBoth
-	req.Header[headerProtocolVersion] = []string{version}
-	req.Header[headerSessionID] = []string{sessionID}
+	req.Header[headerProtocolVersion] = []string{h.version}
+	if h.stateless {
+		if h.method != "" {
+			req.Header[headerMcpMethod] = []string{h.method}
+		}
+		if h.name != "" {
+			req.Header[headerMcpName] = []string{h.name}
+		}
+	} else if h.sessionID != "" {
+		req.Header[headerSessionID] = []string{h.sessionID}
+	}
 	resp, err := p.cfg.HTTPClient.Do(req)
 	if err != nil {
 		return nil, err
@@ -195,7 +287,7 @@ func (p *Path) statusError(resp *http.Response) error {
 	case http.StatusTooManyRequests, http.StatusInternalServerError, http.StatusBadGateway,
 		http.StatusServiceUnavailable, http.StatusGatewayTimeout:
 		discard(resp)
-		return fmt.Errorf("the upstream answered HTTP %d", code)
+		return fmt.Errorf("%w: the upstream answered HTTP %d", errPassing, code)
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, p.cfg.MaxMessageBytes))
@@ -209,6 +301,20 @@ func (p *Path) statusError(resp *http.Response) error {
 	}
 	return fmt.Errorf("the upstream answered HTTP %d", resp.StatusCode)
 }
+
+// errPassing is why a call failed on an HTTP status the SDK's client takes
+// as passing (429, 500, 502, 503, 504).
+var errPassing = errors.New("the upstream is unavailable for now")
+
+// InputRequired is the error of a call answered with a multi-round-trip result.
+//
+// The upstream's result has inputRequests (MCP 2026-07-28); nothing of it
+// was used. Result is the result as the upstream sent it, for the SDK's
+// client to take up as its own answer to the call (its multi-round-trip
+// handling fulfils the requests and calls again).
+type InputRequired struct{ Result json.RawMessage }
+
+func (e *InputRequired) Error() string { return "the upstream asked for input (inputRequests)" }
 
 var (
 	jsonContentType = []string{"application/json"}
@@ -241,7 +347,7 @@ func (p *Path) readAnswer(ctx context.Context, up Upstream, id string, resp *htt
 		if !isAnswerTo(m, id) {
 			return nil, false, errors.New("the upstream answered another request")
 		}
-		res, err := toolAnswer(m)
+		res, err := up.toolAnswer(m)
 		return res, false, err
 	case "text/event-stream":
 		events := newEventReader(resp.Body)
@@ -263,7 +369,7 @@ func (p *Path) readAnswer(ctx context.Context, up Upstream, id string, resp *htt
 			}
 			switch {
 			case isAnswerTo(m, id):
-				res, err := toolAnswer(m)
+				res, err := up.toolAnswer(m)
 				if !p.cfg.Drains.Take() {
 					// An upstream that keeps its streams open after the
 					// answer: its connections are closed, not kept, so that
@@ -347,6 +453,18 @@ func isAnswerTo(m wireMessage, id string) bool {
 	}
 	got, ok := jsonscan.String(m.ID)
 	return ok && got == id
+}
+
+// toolAnswer is the result, or the JSON-RPC error, of a response; on a
+// session without an id (stateless, or an upstream that gave none), a
+// result with inputRequests is *InputRequired, as the SDK's client hands
+// such a result to its multi-round-trip handling.
+func (up Upstream) toolAnswer(m wireMessage) (*mcp.CallToolResult, error) {
+	res, err := toolAnswer(m)
+	if err == nil && up.Session.ID() == "" && res.InputRequests != nil {
+		return nil, &InputRequired{Result: m.Result}
+	}
+	return res, err
 }
 
 // toolAnswer is the result, or the JSON-RPC error, of a response.
@@ -459,21 +577,32 @@ func (p *Path) answerUpstream(ctx context.Context, up Upstream, m wireMessage) {
 	if merr != nil {
 		return
 	}
-	if resp, err := p.post(ctx, up.Session.ID(), up.Version, body); err == nil {
+	if resp, err := p.post(ctx, up.headers(""), body); err == nil {
 		discard(resp)
 	}
 }
 
-// cancelUpstream tells the upstream that request id is cancelled.
-func (p *Path) cancelUpstream(life context.Context, sessionID, version, id string) {
+// cancelUpstream tells the upstream that request id is cancelled: on a
+// session without an id with the SDK client's reason, and on a stateless
+// one with its Mcp-Method header.
+func (p *Path) cancelUpstream(life context.Context, h postHeaders, id string) {
 	ctx, cancel := context.WithTimeout(life, 5*time.Second)
 	defer cancel()
+	reason := "the client cancelled the call"
+	if h.stateless || h.sessionID == "" {
+		// As the SDK's client words it: its call's context's error, which
+		// is always this for the gateway's calls (upstreamContext).
+		reason = context.Canceled.Error()
+	}
+	if h.stateless {
+		h.method = "notifications/cancelled"
+	}
 	body, _ := json.Marshal(map[string]any{
 		"jsonrpc": "2.0",
 		"method":  "notifications/cancelled",
-		"params":  map[string]any{"requestId": id, "reason": "the client cancelled the call"},
+		"params":  map[string]any{"requestId": id, "reason": reason},
 	})
-	if resp, err := p.post(ctx, sessionID, version, body); err == nil {
+	if resp, err := p.post(ctx, h, body); err == nil {
 		discard(resp)
 	}
 }
