@@ -3,6 +3,7 @@ package direct
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"io"
 	"strings"
 	"testing"
@@ -58,34 +59,51 @@ func TestParseDirect(t *testing.T) {
 	}
 }
 
-// TestEventReader reads the message events of a stream: LF and CRLF ends,
-// data over several lines, comments, other fields and event types, a last
-// line without its end.
+// TestEventReader reads the message events of a stream as the go-sdk's
+// client scans them: LF, CRLF and CR CR LF ends, data over several lines
+// and trimmed of spaces, comments, other fields and event types, an event
+// the stream ends in without a blank line or a line end.
 func TestEventReader(t *testing.T) {
 	t.Parallel()
-	stream := ": hello\n\n" +
-		"event: message\r\ndata: {\"a\":1}\r\n\r\n" +
-		"event: ping\ndata: skipped\n\n" +
-		"id: 4\nretry: 100\ndata:{\"b\":\ndata: 2}\n\n" +
-		"data\n\n" +
-		"data: last"
-	r := newEventReader(strings.NewReader(stream))
-	var got []string
-	for {
-		d, err := r.next()
-		if err != nil {
-			if err != io.EOF {
-				t.Fatal(err)
+	for _, tc := range []struct{ stream, want string }{
+		{": hello\n\n" +
+			"event: message\r\ndata: {\"a\":1}\r\n\r\n" +
+			"event: ping\ndata: skipped\n\n" +
+			"event:  message \ndata:  {\"t\":1}  \n\r\r\n" +
+			"id: 4\nretry: 100\ndata:{\"b\":\ndata: 2}\n\n" +
+			"data:\n\n" +
+			"data: last", `{"a":1}|{"t":1}|{"b":` + "\n" + `2}|last`},
+		{"data: a\r\r", "a"},
+		{"data: a\n", "a"},
+		{"data: a\n\r\r\ndata: b\n\n", "a|b"},
+	} {
+		r := newEventReader(strings.NewReader(tc.stream))
+		var got []string
+		for {
+			d, err := r.next()
+			if err != nil {
+				if err != io.EOF {
+					t.Fatalf("%q: %v", tc.stream, err)
+				}
+				break
 			}
-			break
+			got = append(got, string(d))
 		}
-		got = append(got, string(d))
+		// "data:" alone is an event with empty data: skipped, as the SDK's
+		// client skips it (a priming event, TestDirectSkipsPrimingEvent).
+		if g := strings.Join(got, "|"); g != tc.want {
+			t.Errorf("%q: events %q, want %q", tc.stream, g, tc.want)
+		}
 	}
-	// "data" alone is an event with empty data: skipped, as the SDK's
-	// client skips it (a priming event, TestDirectSkipsPrimingEvent).
-	want := []string{`{"a":1}`, "{\"b\":\n2}"}
-	if strings.Join(got, "|") != strings.Join(want, "|") {
-		t.Errorf("events %q, want %q", got, want)
+}
+
+// TestEventReaderMalformedLine: a line without a colon is malformed, as the
+// go-sdk's client reads it (it fails its connection), not a field.
+func TestEventReaderMalformedLine(t *testing.T) {
+	t.Parallel()
+	r := newEventReader(strings.NewReader("data\n\ndata: {}\n\n"))
+	if d, err := r.next(); !errors.Is(err, errMalformedEvent) {
+		t.Fatalf("got %q, %v; want errMalformedEvent", d, err)
 	}
 }
 

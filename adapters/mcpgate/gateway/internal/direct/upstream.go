@@ -650,18 +650,21 @@ func (p *Path) cancelUpstream(life context.Context, h postHeaders, id string) {
 }
 
 // eventReader reads the data of the events of a server-sent event stream
-// (the message events: those with no event type, or "message"). Lines end
-// with LF or CRLF.
+// (the message events: those with no event type, or "message") as the
+// go-sdk's client scans them: lines end with LF, less every CR and LF at
+// their end; a line without a colon is malformed; a field's value is
+// trimmed of spaces; an event the stream ends in is read.
 type eventReader struct {
 	r    *bufio.Reader
 	data []byte
 	typ  []byte
 	line []byte
 	// limit bounds an event's data (0: unbounded). boundedBody bounds the
-	// bytes between blank lines as it sees them, which is not quite where
-	// this reader ends an event (a line of a lone CR is a field here, and
-	// a blank line there): the bound is kept here as well.
+	// bytes between blank lines as it sees them; the bound is kept here
+	// as well.
 	limit int64
+	// eof: the stream ended (after the event next returned last).
+	eof bool
 }
 
 // eventReaders keeps the readers of finished streams, with their buffers.
@@ -677,7 +680,7 @@ func newEventReader(r io.Reader) *eventReader {
 // buffers large. The data next returned is not to be used after it.
 func (e *eventReader) release() {
 	e.r.Reset(nil)
-	e.limit = 0
+	e.limit, e.eof = 0, false
 	if cap(e.data) > 64<<10 || cap(e.line) > 64<<10 {
 		return
 	}
@@ -686,45 +689,72 @@ func (e *eventReader) release() {
 }
 
 // next returns the data of the next message event, or ErrTooLarge
-// when an event's data is longer than limit.
+// when an event's data is longer than limit, or errMalformedEvent.
 func (e *eventReader) next() ([]byte, error) {
 	e.data, e.typ = e.data[:0], e.typ[:0]
 	hasData := false
 	for {
+		if e.eof {
+			return nil, io.EOF
+		}
 		line, err := e.readLine()
-		if err != nil {
+		if errors.Is(err, io.EOF) {
+			e.eof = true // the line read so far is the last one
+		} else if err != nil {
 			return nil, err
 		}
-		if len(line) == 0 { // the end of an event
-			// An event with empty data (the priming event of SEP-1699,
-			// which carries only an id) is not a message, as the SDK's
-			// client reads it.
+		if len(line) == 0 || e.eof {
+			if len(line) > 0 {
+				if err := e.field(line, &hasData); err != nil {
+					return nil, err
+				}
+			}
+			// The end of an event. One with empty data (the priming
+			// event of SEP-1699, which carries only an id) is not a
+			// message, as the SDK's client reads it.
 			if hasData && len(e.data) > 0 && (len(e.typ) == 0 || string(e.typ) == "message") {
 				return e.data, nil
 			}
 			e.data, e.typ, hasData = e.data[:0], e.typ[:0], false
 			continue
 		}
-		field, value, _ := bytes.Cut(line, []byte(":"))
-		value = bytes.TrimPrefix(value, []byte(" "))
-		switch string(field) {
-		case "data":
-			if hasData {
-				e.data = append(e.data, '\n')
-			}
-			e.data = append(e.data, value...)
-			hasData = true
-			if e.limit > 0 && int64(len(e.data)) > e.limit {
-				return nil, ErrTooLarge
-			}
-		case "event":
-			e.typ = append(e.typ[:0], value...)
+		if err := e.field(line, &hasData); err != nil {
+			return nil, err
 		}
-		// "id", "retry" and comments (an empty field) are not used.
 	}
 }
 
-// readLine reads one line without its end.
+// errMalformedEvent is why an event stream was not read on: a line
+// without a colon, which the go-sdk's client fails its connection on.
+var errMalformedEvent = errors.New("the upstream's event stream has a malformed line")
+
+// field takes one line of an event: its data (after an earlier data line,
+// on a line of its own) or its type; "id", "retry" and comments (an empty
+// field) are not used.
+func (e *eventReader) field(line []byte, hasData *bool) error {
+	field, value, ok := bytes.Cut(line, []byte(":"))
+	if !ok {
+		return errMalformedEvent
+	}
+	value = bytes.TrimSpace(value)
+	switch string(field) {
+	case "data":
+		if *hasData {
+			e.data = append(e.data, '\n')
+		}
+		e.data = append(e.data, value...)
+		*hasData = true
+		if e.limit > 0 && int64(len(e.data)) > e.limit {
+			return ErrTooLarge
+		}
+	case "event":
+		e.typ = append(e.typ[:0], value...)
+	}
+	return nil
+}
+
+// readLine reads one line without the CRs and LFs at its end; io.EOF
+// with the last line when the stream ends.
 func (e *eventReader) readLine() ([]byte, error) {
 	e.line = e.line[:0]
 	for {
@@ -736,11 +766,7 @@ func (e *eventReader) readLine() ([]byte, error) {
 		if errors.Is(err, bufio.ErrBufferFull) {
 			continue
 		}
-		if errors.Is(err, io.EOF) && len(e.line) > 0 {
-			break // a last line without its end
-		}
-		return nil, err
+		return bytes.TrimRight(e.line, "\r\n"), err
 	}
-	line := bytes.TrimSuffix(e.line, []byte("\n"))
-	return bytes.TrimSuffix(line, []byte("\r")), nil
+	return bytes.TrimRight(e.line, "\r\n"), nil
 }
