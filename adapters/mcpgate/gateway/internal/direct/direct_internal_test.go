@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -248,5 +250,36 @@ func TestParseCancelled(t *testing.T) {
 	}
 	if requestKey([]byte(`9007199254740992`)) == requestKey([]byte(`9007199254740993`)) {
 		t.Error("2^53 and 2^53+1 are one id")
+	}
+}
+
+// TestPostToolNameHeader: a tool name is the Mcp-Name header as the go-sdk
+// client sets it (raw, non-ASCII bytes included); a name with CR or LF is
+// not sent at all (net/http refuses the value), so it cannot add a header.
+func TestPostToolNameHeader(t *testing.T) {
+	t.Parallel()
+	seen := make(chan http.Header, 4)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen <- r.Header.Clone()
+		w.WriteHeader(http.StatusAccepted)
+	}))
+	t.Cleanup(srv.Close)
+	p := New(Config{URL: srv.URL, HTTPClient: srv.Client(), MaxMessageBytes: 1 << 20, Bound: func(*http.Response) {}})
+	h := postHeaders{version: statelessVersion, stateless: true, method: "tools/call"}
+	h.name = "café"
+	resp, err := p.post(t.Context(), h, []byte(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if got := (<-seen).Values("Mcp-Name"); len(got) != 1 || got[0] != "café" {
+		t.Errorf("Mcp-Name %q, want [café]", got)
+	}
+	for _, name := range []string{"a\r\nX-Evil: 1", "a\nX-Evil: 1", "a\rb"} {
+		h.name = name
+		if resp, err := p.post(t.Context(), h, []byte(`{}`)); err == nil {
+			resp.Body.Close()
+			t.Errorf("%q: sent, with headers %v", name, <-seen)
+		}
 	}
 }
