@@ -67,7 +67,7 @@ import (
 //     last one) or as an event stream, each "$ID" value replaced by the
 //     call's JSON-RPC id; "block" holds the answer until the step "release"
 //     names the tool, or the upstream's request ends (then nothing is
-//     written); "status", "contentType" and "body" answer with that
+//     written); "headers" are set on the answer; "status", "contentType" and "body" answer with that
 //     status and body as they are ("$ID" in it replaced). The JSON
 //     string "$BIG", here and in a client's body, is replaced by one
 //     longer than the suite's WithMaxMessageBytes.
@@ -175,6 +175,7 @@ type upstreamScript struct {
 	Status      int               `json:"status"`
 	ContentType string            `json:"contentType"`
 	Body        *string           `json:"body"`
+	Headers     map[string]string `json:"headers"`
 }
 
 type conformanceStep struct {
@@ -604,6 +605,9 @@ func (u *scriptedUpstream) answer(w http.ResponseWriter, r *http.Request, s upst
 		case <-r.Context().Done():
 			return
 		}
+	}
+	for k, v := range s.Headers {
+		w.Header().Set(k, v)
 	}
 	if s.Status != 0 || s.Body != nil {
 		if s.ContentType != "" {

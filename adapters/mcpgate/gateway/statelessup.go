@@ -166,7 +166,7 @@ func (t replayTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	}
 	rp, ok := r.Context().Value(replayKey{}).(*replay)
 	if !ok || r.Method != http.MethodPost || r.Body == nil || rp.used.Load() {
-		return t.next.RoundTrip(r)
+		return lateSessionIgnored(r, t.next.RoundTrip)
 	}
 	body, err := io.ReadAll(r.Body)
 	r.Body.Close()
@@ -187,7 +187,7 @@ func (t replayTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	if method != "tools/call" || !jsonscan.IsRequestID(id) || !rp.used.CompareAndSwap(false, true) {
 		r = r.Clone(r.Context())
 		r.Body = io.NopCloser(bytes.NewReader(body))
-		return t.next.RoundTrip(r)
+		return lateSessionIgnored(r, t.next.RoundTrip)
 	}
 	out := jsonscan.Response(id, "result", rp.result)
 	return &http.Response{
@@ -197,6 +197,38 @@ func (t replayTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		ContentLength: int64(len(out)),
 		Request:       r,
 	}, nil
+}
+
+// lateSessionIgnored sends r and drops the Mcp-Session-Id of the response
+// to a request sent without one that is not an initialize: a session id
+// is given by initialize's answer or not at all, and the direct path does
+// not take up one appearing later (on an upstream without sessions), so the
+// go-sdk's client does not either.
+func lateSessionIgnored(r *http.Request, send func(*http.Request) (*http.Response, error)) (*http.Response, error) {
+	resp, err := send(r)
+	if err != nil || r.Method != http.MethodPost || r.Header.Get("Mcp-Session-Id") != "" || resp.Header.Get("Mcp-Session-Id") == "" || r.GetBody == nil {
+		return resp, err
+	}
+	body, berr := r.GetBody()
+	if berr != nil {
+		return resp, err
+	}
+	raw, berr := io.ReadAll(body)
+	body.Close()
+	if berr != nil {
+		return resp, err
+	}
+	method := "initialize" // unless the body says otherwise
+	jsonscan.Members(raw, func(k, v []byte) bool {
+		if string(k) == "method" {
+			method, _ = jsonscan.String(v)
+		}
+		return true
+	})
+	if method != "initialize" {
+		resp.Header.Del("Mcp-Session-Id")
+	}
+	return resp, err
 }
 
 // withoutResultType is res without the resultType an upstream's result
