@@ -65,10 +65,11 @@ func getStatus(t *testing.T, url string) (int, map[string]any) {
 // /healthz answers, /readyz fails while the upstream is down, and pprof is
 // not served unless asked.
 func TestServeAdminMetrics(t *testing.T) {
-	// Not parallel: once the upstream is closed, /readyz must find its port
-	// refusing connections, and a parallel test's server could take it.
+	t.Parallel()
 	pki := newServePKI(t)
-	up := httptest.NewServer(&fakeUpstream{})
+	// Once the upstream is closed its port refuses connections: no other
+	// test's server can take it (listenHeld).
+	up := newHeldServer(t, &fakeUpstream{})
 	defer up.Close()
 	rs := startServe(t, nil, "--manifest", filepath.Join("testdata", "serve", "shop.json"), "--upstream", up.URL,
 		"--listen", "127.0.0.1:0", "--jwks", pki.jwks, "--precondition", `cart is not empty=args.cart_id != ""`,
@@ -137,6 +138,17 @@ func TestServeAdminMetrics(t *testing.T) {
 	}
 }
 
+// newHeldServer starts an httptest server of h on a port listenHeld holds:
+// once the server is closed, its port refuses connections.
+func newHeldServer(t *testing.T, h http.Handler) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewUnstartedServer(h)
+	srv.Listener.Close()
+	srv.Listener = listenHeld(t)
+	srv.Start()
+	return srv
+}
+
 // TestServeAdminPprof: --pprof serves the profiles on the admin server.
 func TestServeAdminPprof(t *testing.T) {
 	t.Parallel()
@@ -164,10 +176,9 @@ type tcpProxy struct {
 
 func newTCPProxy(t *testing.T, target string) *tcpProxy {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	// Once closed, the proxy's port refuses connections: no other test's
+	// server (another test's proxy to Redis) can take it (listenHeld).
+	ln := listenHeld(t)
 	p := &tcpProxy{ln: ln}
 	go func() {
 		for {

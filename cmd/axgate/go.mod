@@ -40,7 +40,10 @@ require (
 	golang.org/x/sync v0.23.0 // indirect
 )
 
-require github.com/oauth2-proxy/mockoidc v0.0.0-20261103160011-e06ed0b7cb7f
+require (
+	github.com/oauth2-proxy/mockoidc v0.0.0-20261103160011-e06ed0b7cb7f
+	golang.org/x/sys v0.48.0
+)
 
 require (
 	cel.dev/cel-go v0.33.2 // indirect
@@ -79,7 +82,6 @@ require (
 	go.yaml.in/yaml/v2 v2.4.3 // indirect
 	golang.org/x/exp v0.0.0-20240823005443-9b4947da3948 // indirect
 	golang.org/x/net v0.57.0 // indirect
-	golang.org/x/sys v0.48.0 // indirect
 	golang.org/x/text v0.42.0 // indirect
 	golang.org/x/time v0.15.0 // indirect
 	google.golang.org/genproto/googleapis/api v0.0.0-20260928230214-8a89bd6388cc // indirect

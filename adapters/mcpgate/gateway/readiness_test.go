@@ -284,21 +284,66 @@ func TestReadyOutcomeIgnoresCallerContext(t *testing.T) {
 	}
 }
 
-// TestReadyNotHeldBySlowDelete: Ready answers within its bound while its
-// probe's DELETE hangs.
+// TestReadyNotHeldBySlowDelete: Ready answers while its probe's DELETE
+// hangs: neither a patient caller nor one whose ctx ends after 200 ms waits
+// for the DELETE to end.
 //
 // The fault: the probe closes its session with the SDK's Close, which sends
 // a DELETE bounded by the SDK's own 5 s, not by ctx nor WithConnectTimeout;
 // Ready holds readyMu meanwhile, so every other caller waits too, whatever
 // its own ctx says.
+//
+// The upstream answers the DELETE only once its client gives up on it, so
+// the test needs no clock: a Ready that waits for the DELETE returns after
+// the gateway's HTTP client saw it end, one that does not returns before.
 func TestReadyNotHeldBySlowDelete(t *testing.T) {
 	t.Parallel()
 	var mode atomic.Value
 	url := controlled(t, &mode)
-	g := newGateway(t, gateway.Upstream{URL: url}, "", gateway.WithConnectTimeout(time.Second))
+	var deletesEnded atomic.Int32
+	hc := &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		resp, err := http.DefaultTransport.RoundTrip(r)
+		if r.Method == http.MethodDelete {
+			deletesEnded.Add(1)
+		}
+		return resp, err
+	})}
+	// WithConnectTimeout only bounds how long Ready may wait for a probe
+	// that the machine's load slows down: the test does not time it.
+	g := newGateway(t, gateway.Upstream{URL: url, HTTPClient: hc}, "", gateway.WithConnectTimeout(10*time.Second))
 	mode.Store("hangdelete")
-	gateway.ExpireReady(g)            // past Ready's cache
-	readyBounded(t, g, 3*time.Second) // WithConnectTimeout is 1 s
+	before := deletesEnded.Load() // New's own session is open, none of its DELETEs yet
+	gateway.ExpireReady(g)        // past Ready's cache
+	readyNotHeld(t, g, func() bool { return deletesEnded.Load() > before })
+}
+
+// roundTripFunc is an http.RoundTripper of a function.
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// readyNotHeld calls Ready as two callers at once: a patient one, and once
+// its check runs, one whose ctx ends after 200 ms. ended reports whether
+// the probe's slow close has ended; neither caller may wait for it.
+func readyNotHeld(t *testing.T, g *gateway.Gateway, ended func() bool) {
+	t.Helper()
+	done := make(chan bool, 1)
+	go func() {
+		g.Ready(context.Background())
+		done <- ended()
+	}()
+	if !eventually(30*time.Second, func() bool { return gateway.ReadyChecking(g) }) {
+		t.Fatal("the first caller started no readiness check")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	err := g.Ready(ctx)
+	if ended() {
+		t.Errorf("a caller with a 200 ms ctx returned (Ready = %v) only once the probe's session was closed", err)
+	}
+	if <-done {
+		t.Errorf("Ready returned only once the probe's session was closed")
+	}
 }
 
 // readyBounded calls Ready as two callers at once: a patient one, and once
