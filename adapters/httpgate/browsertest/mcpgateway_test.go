@@ -652,27 +652,74 @@ type pageBrowser struct {
 func (b *pageBrowser) visit(who, page string) {
 	b.t.Helper()
 	signInNext(b.op, b.cast[who])
-	if err := chromedp.Do(b.people[who], chromedp.Navigate(page), chromedp.WaitVisible(chromedp.CSS("main"))); err != nil {
-		b.t.Fatalf("%s opening %s: %v", who, page, err)
+	b.within(who, "opening "+page, func(ctx context.Context) error {
+		return chromedp.Do(ctx, chromedp.Navigate(page), chromedp.WaitVisible(chromedp.CSS("main")))
+	})
+}
+
+// within runs a step of who's browser, failing the test saying where when
+// it has not completed in 90 s, instead of waiting for the test binary's
+// timeout. (The step runs on the tab's own context: a context derived from
+// it with a deadline would, on a tab's first step, bind the tab's life to
+// that deadline.)
+func (b *pageBrowser) within(who, what string, step func(ctx context.Context) error) {
+	b.t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- step(b.people[who]) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			b.t.Fatalf("%s %s: %v (the browser shows %s)", who, what, err, b.location(who))
+		}
+	case <-time.After(90 * time.Second):
+		b.t.Fatalf("%s %s: not done in 90 s (the browser shows %s)", who, what, b.location(who))
+	}
+}
+
+// location is the URL and text who's browser shows, for a failure's
+// message.
+func (b *pageBrowser) location(who string) string {
+	shown := make(chan string, 1)
+	go func() {
+		ctx := b.people[who]
+		loc, err := chromedp.Run(ctx, chromedp.Location())
+		if err != nil {
+			shown <- "(unknown: " + err.Error() + ")"
+			return
+		}
+		body, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.body ? document.body.innerText : ""`))
+		if err != nil {
+			body = "(unknown: " + err.Error() + ")"
+		}
+		shown <- loc + ":\n" + body
+	}()
+	select {
+	case s := <-shown:
+		return s
+	case <-time.After(5 * time.Second):
+		return "(unknown: the browser does not answer)"
 	}
 }
 
 func (b *pageBrowser) text(who, sel string) string {
 	b.t.Helper()
-	s, err := chromedp.Run(b.people[who], chromedp.Text(chromedp.CSS(sel)))
-	if err != nil {
-		b.t.Fatalf("%s reading %s: %v", who, sel, err)
-	}
+	var s string
+	b.within(who, "reading "+sel, func(ctx context.Context) (err error) {
+		s, err = chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
+		return err
+	})
 	return s
 }
 
 func (b *pageBrowser) has(who, sel string) bool {
 	b.t.Helper()
-	ids, err := chromedp.Run(b.people[who], chromedp.QueryNodeIDs(chromedp.CSS(sel), chromedp.AtLeast(0)))
-	if err != nil {
-		b.t.Fatalf("%s looking for %s: %v", who, sel, err)
-	}
-	return len(ids) > 0
+	var n int
+	b.within(who, "looking for "+sel, func(ctx context.Context) error {
+		ids, err := chromedp.Run(ctx, chromedp.QueryNodeIDs(chromedp.CSS(sel), chromedp.AtLeast(0)))
+		n = len(ids)
+		return err
+	})
+	return n > 0
 }
 
 // forge makes who's browser post decision for the request of the page it
@@ -694,12 +741,13 @@ func (b *pageBrowser) forge(who, decision string) string {
 		f.submit();
 		return true;
 	})()`, decision)
-	if _, err := chromedp.Run(b.people[who], chromedp.Evaluate[bool](js)); err != nil {
-		b.t.Fatalf("%s posting %s: %v", who, decision, err)
-	}
-	if err := chromedp.Do(b.people[who], chromedp.WaitNotPresent(chromedp.CSS("#state")), chromedp.WaitVisible(chromedp.CSS("main"))); err != nil {
-		b.t.Fatalf("%s waiting for the answer to %s: %v", who, decision, err)
-	}
+	b.within(who, "posting "+decision, func(ctx context.Context) error {
+		_, err := chromedp.Run(ctx, chromedp.Evaluate[bool](js))
+		return err
+	})
+	b.within(who, "waiting for the answer to "+decision, func(ctx context.Context) error {
+		return chromedp.Do(ctx, chromedp.WaitNotPresent(chromedp.CSS("#state")), chromedp.WaitVisible(chromedp.CSS("main")))
+	})
 	return b.text(who, "main")
 }
 
@@ -707,7 +755,7 @@ func (b *pageBrowser) forge(who, decision string) string {
 // (where the decision is made: no button sel, the state shown).
 func (b *pageBrowser) click(who, sel string) {
 	b.t.Helper()
-	if err := chromedp.Do(b.people[who], chromedp.Click(chromedp.CSS(sel)), chromedp.WaitNotPresent(chromedp.CSS(sel)), chromedp.WaitVisible(chromedp.CSS("#state"))); err != nil {
-		b.t.Fatalf("%s clicking %s: %v", who, sel, err)
-	}
+	b.within(who, "clicking "+sel, func(ctx context.Context) error {
+		return chromedp.Do(ctx, chromedp.Click(chromedp.CSS(sel)), chromedp.WaitNotPresent(chromedp.CSS(sel)), chromedp.WaitVisible(chromedp.CSS("#state")))
+	})
 }
