@@ -410,13 +410,13 @@ func drain(body io.ReadCloser, end context.CancelCauseFunc) {
 }
 
 // readMessage reads a JSON-RPC message as the go-sdk's client reads it: a
-// message without "jsonrpc": "2.0", or nested deeper than maxDepth, is
-// not one, and an "error" of null is no error. Its params and result stay
+// message without "jsonrpc": "2.0", or nested deeper than the go-sdk reads
+// (jsonscan.TooDeep), is not one, and an "error" of null is no error. Its params and result stay
 // undecoded (the data of an event is reused: they are copied).
 func readMessage(data []byte) (wireMessage, error) {
 	var m wireMessage
 	bad := errors.New("the upstream sent a message that is not a JSON-RPC message")
-	if !json.Valid(data) || tooDeep(data, maxDepth) {
+	if !json.Valid(data) || jsonscan.TooDeep(data) {
 		return m, bad
 	}
 	var errRaw []byte
@@ -451,41 +451,6 @@ func readMessage(data []byte) (wireMessage, error) {
 		}
 	}
 	return m, nil
-}
-
-// maxDepth is the deepest nesting of objects and arrays in a message
-// that the go-sdk's client reads (its internal/json's defaultMaxDepth).
-const maxDepth = 1000
-
-// tooDeep reports whether the objects and arrays of the JSON text data
-// nest deeper than max, counted as the go-sdk counts them.
-func tooDeep(data []byte, max int) bool {
-	depth := 0
-	inString, escaped := false, false
-	for _, b := range data {
-		if inString {
-			switch {
-			case escaped:
-				escaped = false
-			case b == '\\':
-				escaped = true
-			case b == '"':
-				inString = false
-			}
-			continue
-		}
-		switch b {
-		case '"':
-			inString = true
-		case '{', '[':
-			if depth++; depth > max {
-				return true
-			}
-		case '}', ']':
-			depth--
-		}
-	}
-	return false
 }
 
 // isAnswerTo reports whether m is the response to request id.
