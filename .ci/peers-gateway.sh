@@ -18,6 +18,8 @@
 #                                        replicas too; times nothing
 #   ROUNDS=3 DURATION=1s bash .ci/peers-gateway.sh
 #   NO_TOOLHIVE=1 bash .ci/peers-gateway.sh   without ToolHive (no build of it)
+#   EXTRA="-profile /tmp/prof" bash .ci/peers-gateway.sh   also a CPU profile of
+#                                        each axgate engine per row (first round)
 #
 # Redis: AXGATE_REDIS_URL's server (default redis://127.0.0.1:6379), database
 # 9, which the run flushes. Without a reachable Redis the shared-state rows

@@ -39,6 +39,7 @@ type runner struct {
 	redisURL string
 	verify   bool
 	sections map[string]bool
+	profile  string // where axgate's CPU profiles go ("": none taken)
 }
 
 var (
@@ -80,6 +81,7 @@ func main() {
 	flag.BoolVar(&r.verify, "verify", false, "check that every engine allows and refuses the same calls, time nothing")
 	flag.BoolVar(&verbose, "v", false, "print every verification answer in full (standard error)")
 	flag.StringVar(&sections, "sections", "mcp,serve,shared", "what to run: mcp, serve, shared")
+	flag.StringVar(&r.profile, "profile", "", "a directory: axgate's processes serve pprof on an admin port, and a CPU profile of each axgate engine's first round of each row is written there")
 	flag.Parse()
 	if r.axgate == "" {
 		fatalf("-axgate is required")
@@ -96,6 +98,11 @@ func main() {
 	r.sections = map[string]bool{}
 	for _, s := range strings.Split(sections, ",") {
 		r.sections[strings.TrimSpace(s)] = true
+	}
+	if r.profile != "" {
+		if err := os.MkdirAll(r.profile, 0o755); err != nil {
+			fatalf("-profile: %v", err)
+		}
 	}
 	current = r
 	r.setup()

@@ -19,6 +19,7 @@ type engine struct {
 	url       string // the MCP endpoint, or the tool server's base URL
 	pids      []int  // the hop's processes (none for direct)
 	enforcing bool   // it enforces the manifest (or its Cedar equivalent)
+	admin     string // axgate's admin address with pprof (-profile), or ""
 }
 
 // mcpRow is one row of the MCP table: the upstream's work, the protocol
@@ -60,9 +61,10 @@ func (r *runner) hopsInFront(up *proc, tag string) []engine {
 		engines = append(engines, engine{name: "ToolHive", url: "http://" + thv.addr + "/mcp", pids: []int{thv.cmd.Process.Pid}, enforcing: true})
 	}
 	addr := freeAddr()
-	ax := r.start("axgate-mcp-"+tag, addr, r.axgate, "mcp", "--manifest", r.manifest,
+	argv, admin := r.withProfile(r.axgate, "mcp", "--manifest", r.manifest,
 		"--upstream-url", upURL+"/mcp", "--listen", addr, "--jwks", r.jwks, "--audience", "axgate")
-	engines = append(engines, engine{name: "axgate mcp", url: "http://" + ax.addr + "/mcp", pids: []int{ax.cmd.Process.Pid}, enforcing: true})
+	ax := r.start("axgate-mcp-"+tag, addr, argv...)
+	engines = append(engines, engine{name: "axgate mcp", url: "http://" + ax.addr + "/mcp", pids: []int{ax.cmd.Process.Pid}, enforcing: true, admin: admin})
 	return engines
 }
 
@@ -309,7 +311,9 @@ func (r *runner) runMCP() {
 			}
 			for _, e := range rotate(engines[set{row.work, row.proto}], round) {
 				ss := sessions[key{row.work, row.proto, e.name}][:row.agents]
+				profiled := r.profileDuring(round, e, fmt.Sprintf("mcp-%s-%s-%d", row.proto, row.work, row.agents))
 				s, err := drive(row.agents, r.duration, e.pids, func(a int, _ int64) error { return readOnce(ss[a]) })
+				profiled()
 				if err != nil {
 					fatalf("%s, %s: %v", row, e.name, err)
 				}

@@ -2,7 +2,9 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,10 +16,11 @@ import (
 
 // proc is a process the runner started: a hop, an upstream or a gateway.
 type proc struct {
-	name string
-	cmd  *exec.Cmd
-	addr string // host:port it serves on
-	log  string // its output
+	name  string
+	cmd   *exec.Cmd
+	addr  string // host:port it serves on
+	log   string // its output
+	admin string // axgate's admin address with pprof (-profile), or ""
 }
 
 // freeAddr is a free loopback address (the port is closed again before the
@@ -137,4 +140,44 @@ func fatalf(format string, args ...any) {
 		}
 	}
 	os.Exit(1)
+}
+
+// withProfile returns argv with an admin server serving pprof when the run
+// takes profiles (-profile), and that server's address ("" otherwise).
+func (r *runner) withProfile(argv ...string) ([]string, string) {
+	if r.profile == "" {
+		return argv, ""
+	}
+	admin := freeAddr()
+	return append(argv, "--admin", admin, "--pprof"), admin
+}
+
+// profileDuring starts a CPU profile of e as long as one measurement, on
+// the first round only, and returns the function that waits for it and
+// writes it to the -profile directory as name-engine.pprof.
+func (r *runner) profileDuring(round int, e engine, name string) func() {
+	if round != 0 || e.admin == "" {
+		return func() {}
+	}
+	secs := max(1, int(r.duration.Round(time.Second)/time.Second))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		resp, err := http.Get(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", e.admin, secs))
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "profile %s: %v\n", name, err)
+			return
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil || resp.StatusCode != http.StatusOK {
+			fmt.Fprintf(os.Stderr, "profile %s: HTTP %d %v\n", name, resp.StatusCode, err)
+			return
+		}
+		file := strings.NewReplacer(" ", "_", "/", "_").Replace(name + "-" + e.name + ".pprof")
+		if err := os.WriteFile(filepath.Join(r.profile, file), b, 0o644); err != nil {
+			fmt.Fprintf(os.Stderr, "profile %s: %v\n", name, err)
+		}
+	}()
+	return func() { <-done }
 }

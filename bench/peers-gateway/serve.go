@@ -66,11 +66,13 @@ func readHTTP(base, tok string) error {
 // redis is not empty.
 func (r *runner) startServe(name, upstream, redis string) *proc {
 	addr := freeAddr()
-	argv := []string{r.axgate, "serve", "--manifest", r.manifest, "--upstream", upstream, "--listen", addr, "--jwks", r.jwks}
+	argv, admin := r.withProfile(r.axgate, "serve", "--manifest", r.manifest, "--upstream", upstream, "--listen", addr, "--jwks", r.jwks)
 	if redis != "" {
 		argv = append(argv, "--redis", redis)
 	}
-	return r.start(name, addr, argv...)
+	p := r.start(name, addr, argv...)
+	p.admin = admin
+	return p
 }
 
 // runServe times the read over HTTP directly, through ReverseProxy and
@@ -85,7 +87,7 @@ func (r *runner) runServe() {
 	engines := []engine{
 		{name: "direct", url: upURL},
 		{name: "ReverseProxy", url: "http://" + proxy.addr, pids: []int{proxy.cmd.Process.Pid}},
-		{name: "axgate serve", url: "http://" + serve.addr, pids: []int{serve.cmd.Process.Pid}, enforcing: true},
+		{name: "axgate serve", url: "http://" + serve.addr, pids: []int{serve.cmd.Process.Pid}, enforcing: true, admin: serve.admin},
 	}
 	rw, none := r.bearer("agent", "t0", "reader", "writer"), r.bearer("agent", "t0")
 	httpChecks := []struct {
@@ -140,7 +142,9 @@ func (r *runner) runServe() {
 				results[a] = map[string]series{}
 			}
 			for _, e := range rotate(engines, round) {
+				profiled := r.profileDuring(round, e, fmt.Sprintf("serve-%d", a))
 				s, err := drive(a, r.duration, e.pids, func(int, int64) error { return readHTTP(e.url, rw) })
+				profiled()
 				if err != nil {
 					fatalf("serve, %d agents, %s: %v", a, e.name, err)
 				}
