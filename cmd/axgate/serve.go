@@ -19,6 +19,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/propagation"
 
@@ -528,12 +529,30 @@ func (u *upstream) tool(name string) middleware.Invoker {
 		if err := json.Unmarshal(data, &ok); err != nil || ok.Result == nil {
 			return middleware.Result{}, fmt.Errorf("upstream %s: answer is not {\"result\": …}", target)
 		}
+		if passThrough(call.Action, ok.Result) {
+			return middleware.Result{Value: ok.Result}, nil
+		}
 		var v any
 		if err := json.Unmarshal(ok.Result, &v); err != nil {
 			return middleware.Result{}, fmt.Errorf("upstream %s: %w", target, err)
 		}
 		return middleware.Result{Value: v}, nil
 	})
+}
+
+// passThrough reports whether the upstream's result can go to the client
+// as the JSON it is (compacted when written), without being decoded into Go
+// values and encoded again: when the action declares no postcondition and
+// no output_schema, no gate reads the result, so there is nothing the
+// client could read otherwise than a check did. The result is one JSON
+// value already (json.Unmarshal checked the whole answer, trailing data
+// included, within maxUpstreamBytes) and its encoding is checked again when
+// it is written. Invalid UTF-8, which the decoder would have replaced with
+// U+FFFD, takes the decoding path: the client never receives bytes that are
+// not UTF-8. An action resolved to nothing (which the chain refuses before
+// the tool) decodes too.
+func passThrough(a *manifest.Action, result json.RawMessage) bool {
+	return a != nil && len(a.Postconditions) == 0 && a.CompiledOutputSchema() == nil && utf8.Valid(result)
 }
 
 // upstreamError relays a refusal the upstream wrote as an AXAG envelope with

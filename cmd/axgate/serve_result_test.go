@@ -1,0 +1,167 @@
+package main
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+	"unicode/utf8"
+)
+
+// resultManifest has a read whose result nothing checks (doc.read) and
+// reads whose result an output_schema (doc.stat) or a postcondition
+// (doc.peek) checks.
+const resultManifest = `{"version":"1.0.0","conformance":"basic","entities":[{"name":"doc","actions":[
+ {"intent":"doc.read","action_type":"read","operation_id":"read","description":"Read a document.",
+  "parameters":{"path":{"type":"string","description":"Its path","required":true,"maxLength":200}},
+  "risk_level":"none","idempotent":true,"scope":"global"},
+ {"intent":"doc.stat","action_type":"read","operation_id":"stat","description":"A document's size.",
+  "parameters":{"path":{"type":"string","description":"Its path","required":true,"maxLength":200}},
+  "risk_level":"none","idempotent":true,"scope":"global",
+  "output_schema":{"type":"object","required":["size"],"properties":{"size":{"type":"number","maximum":1000}}}},
+ {"intent":"doc.peek","action_type":"read","operation_id":"peek","description":"A document's first line.",
+  "parameters":{"path":{"type":"string","description":"Its path","required":true,"maxLength":200}},
+  "risk_level":"none","idempotent":true,"scope":"global","postconditions":["short line"]}]}]}`
+
+// resultUpstream answers each tool with the body set for it.
+type resultUpstream struct {
+	mu     sync.Mutex
+	answer map[string]string
+}
+
+func (u *resultUpstream) set(tool, body string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.answer[tool] = body
+}
+
+func (u *resultUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	_, _ = io.Copy(io.Discard, r.Body)
+	u.mu.Lock()
+	body := u.answer[r.PathValue("name")]
+	u.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = io.WriteString(w, body)
+}
+
+// newResultGateway serves resultManifest, anonymously, in front of up.
+func newResultGateway(t *testing.T, up *resultUpstream) string {
+	t.Helper()
+	mux := http.NewServeMux()
+	mux.Handle("POST /tools/{name}/call", up)
+	upSrv := httptest.NewServer(mux)
+	t.Cleanup(upSrv.Close)
+	mpath := filepath.Join(t.TempDir(), "manifest.json")
+	if err := os.WriteFile(mpath, []byte(resultManifest), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	u, _ := url.Parse(upSrv.URL)
+	gw, err := newGateway(context.Background(), serveConfig{
+		manifest: mpath,
+		enforcerConfig: enforcerConfig{anonymous: true, issuer: "axgate", audience: "axgate",
+			postconditions: conditionFlags{`short line=size(result.line) < 10`}},
+		upstreamTimeout: 5 * time.Second,
+	}, u, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(gw.close)
+	srv := httptest.NewServer(gw)
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// callRaw posts a call and returns the status and the body as received.
+func callRaw(t *testing.T, base, tool string) (int, string) {
+	t.Helper()
+	resp, err := http.Post(base+"/tools/"+tool+"/call", "application/json", strings.NewReader(`{"path":"docs/a.md"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, string(b)
+}
+
+// TestServeResultUncheckedPassesThrough: a result no gate reads reaches the
+// client as the upstream wrote it (compacted): its keys in their order, its
+// numbers with all their digits — not decoded into Go values and encoded
+// again (keys sorted, 12345678901234567890 rounded to a double).
+func TestServeResultUncheckedPassesThrough(t *testing.T) {
+	t.Parallel()
+	up := &resultUpstream{answer: map[string]string{}}
+	base := newResultGateway(t, up)
+	up.set("read", `{"result": {"z": 12345678901234567890, "a": [1.50, "x<y"]}}`)
+	status, body := callRaw(t, base, "read")
+	if want := `{"result":{"z":12345678901234567890,"a":[1.50,"x<y"]}}` + "\n"; status != 200 || body != want {
+		t.Errorf("got %d %q, want 200 %q", status, body, want)
+	}
+}
+
+// TestServeResultPassThroughFailsClosed: what the upstream sends beside
+// one JSON result — trailing data, invalid JSON, no result — fails the call
+// (502) without relaying a byte of it, and a result that is not UTF-8
+// reaches the client as valid UTF-8 (U+FFFD), as when it was decoded.
+func TestServeResultPassThroughFailsClosed(t *testing.T) {
+	t.Parallel()
+	up := &resultUpstream{answer: map[string]string{}}
+	base := newResultGateway(t, up)
+	for _, answer := range []string{
+		`{"result": {"a": 1}} {"result": {"evil": 1}}`,
+		`{"result": {"a": 1}}x`,
+		`{"result": {"a": }}`,
+		`{"result": {"a": 1}`,
+		`{"result": "unterminated}`,
+		`{"other": 1}`,
+		`{"result": null, "result": {"a": 1`,
+	} {
+		up.set("read", answer)
+		status, body := callRaw(t, base, "read")
+		if status != http.StatusBadGateway || !strings.Contains(body, "AXGATE_TOOL_FAILED") || strings.Contains(body, "evil") {
+			t.Errorf("upstream answer %q: got %d %s, want 502 AXGATE_TOOL_FAILED", answer, status, body)
+		}
+	}
+	up.set("read", "{\"result\": {\"line\": \"ab\xffcd\"}}")
+	status, body := callRaw(t, base, "read")
+	if want := `{"result":{"line":"ab` + "\uFFFD" + `cd"}}` + "\n"; status != 200 || body != want || !utf8.ValidString(body) {
+		t.Errorf("a result that is not UTF-8: got %d %q, want 200 %q", status, body, want)
+	}
+}
+
+// TestServeResultCheckedIsDecoded: a result an output_schema or a
+// postcondition checks is still checked, and the client receives it as the
+// checks read it (decoded and encoded again: keys sorted).
+func TestServeResultCheckedIsDecoded(t *testing.T) {
+	t.Parallel()
+	up := &resultUpstream{answer: map[string]string{}}
+	base := newResultGateway(t, up)
+
+	up.set("stat", `{"result": {"size": 5000}}`)
+	if status, body := callRaw(t, base, "stat"); status != http.StatusBadGateway || !strings.Contains(body, "AXGATE_POSTCONDITION_FAILED") {
+		t.Errorf("a result the output_schema refuses: got %d %s", status, body)
+	}
+	up.set("stat", `{"result": {"size": 142, "etag": "x"}}`)
+	if status, body := callRaw(t, base, "stat"); status != 200 || body != `{"result":{"etag":"x","size":142}}`+"\n" {
+		t.Errorf("a result the output_schema allows: got %d %q", status, body)
+	}
+
+	up.set("peek", `{"result": {"line": "a line far too long"}}`)
+	if status, body := callRaw(t, base, "peek"); status != http.StatusBadGateway || !strings.Contains(body, "AXGATE_POSTCONDITION_FAILED") {
+		t.Errorf("a result the postcondition refuses: got %d %s", status, body)
+	}
+	up.set("peek", `{"result": {"z": 1, "line": "short"}}`)
+	if status, body := callRaw(t, base, "peek"); status != 200 || body != `{"result":{"line":"short","z":1}}`+"\n" {
+		t.Errorf("a result the postcondition allows: got %d %q", status, body)
+	}
+}
