@@ -523,21 +523,72 @@ func (u *upstream) tool(name string) middleware.Invoker {
 		if resp.StatusCode != http.StatusOK {
 			return middleware.Result{}, upstreamError(name, resp.StatusCode, data)
 		}
-		var ok struct {
-			Result json.RawMessage `json:"result"`
-		}
-		if err := json.Unmarshal(data, &ok); err != nil || ok.Result == nil {
+		result, ok := resultOf(data)
+		if !ok {
 			return middleware.Result{}, fmt.Errorf("upstream %s: answer is not {\"result\": …}", target)
 		}
-		if passThrough(call.Action, ok.Result) {
-			return middleware.Result{Value: ok.Result}, nil
+		if passThrough(call.Action, result) {
+			return middleware.Result{Value: result}, nil
 		}
 		var v any
-		if err := json.Unmarshal(ok.Result, &v); err != nil {
+		if err := json.Unmarshal(result, &v); err != nil {
 			return middleware.Result{}, fmt.Errorf("upstream %s: %w", target, err)
 		}
 		return middleware.Result{Value: v}, nil
 	})
+}
+
+// resultOf returns the value of the member "result" of the upstream's
+// answer, as json.Unmarshal into a struct with that one field reads it, or
+// false when the answer is not a JSON object with that member.
+func resultOf(data []byte) (json.RawMessage, bool) {
+	if v, ok := soleResult(data); ok {
+		return v, true
+	}
+	var ok struct {
+		Result json.RawMessage `json:"result"`
+	}
+	if err := json.Unmarshal(data, &ok); err != nil || ok.Result == nil {
+		return nil, false
+	}
+	return ok.Result, true
+}
+
+// soleResult reads the usual answer, {"result": V} with that one member
+// spelled so, in one scan of V (json.Unmarshal scans the whole answer
+// twice). It returns false for every other answer, which resultOf then
+// leaves to json.Unmarshal: the answer is {"result": V}, V one valid JSON
+// value, exactly when this accepts it, and json.Unmarshal reads V from it
+// too.
+func soleResult(data []byte) (json.RawMessage, bool) {
+	rest, ok := bytes.CutPrefix(trimJSONSpace(data), []byte("{"))
+	if !ok {
+		return nil, false
+	}
+	if rest, ok = bytes.CutPrefix(trimJSONSpace(rest), []byte(`"result"`)); !ok {
+		return nil, false
+	}
+	if rest, ok = bytes.CutPrefix(trimJSONSpace(rest), []byte(":")); !ok {
+		return nil, false
+	}
+	v, ok := bytes.CutSuffix(rest, []byte("}"))
+	if v = trimJSONSpace(v); !ok || !json.Valid(v) {
+		return nil, false
+	}
+	return v, true
+}
+
+// trimJSONSpace trims the whitespace JSON allows around a value (not
+// bytes.TrimSpace's, which would accept more than a JSON parser does).
+func trimJSONSpace(b []byte) []byte {
+	isSpace := func(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+	for len(b) > 0 && isSpace(b[0]) {
+		b = b[1:]
+	}
+	for len(b) > 0 && isSpace(b[len(b)-1]) {
+		b = b[:len(b)-1]
+	}
+	return b
 }
 
 // passThrough reports whether the upstream's result can go to the client

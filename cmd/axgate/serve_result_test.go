@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
@@ -164,4 +166,36 @@ func TestServeResultCheckedIsDecoded(t *testing.T) {
 	if status, body := callRaw(t, base, "peek"); status != 200 || body != `{"result":{"line":"short","z":1}}`+"\n" {
 		t.Errorf("a result the postcondition allows: got %d %q", status, body)
 	}
+}
+
+// resultByUnmarshal is how serve read the upstream's answer before
+// soleResult: json.Unmarshal into a struct with the one field.
+func resultByUnmarshal(data []byte) (json.RawMessage, bool) {
+	var ok struct {
+		Result json.RawMessage `json:"result"`
+	}
+	if err := json.Unmarshal(data, &ok); err != nil || ok.Result == nil {
+		return nil, false
+	}
+	return ok.Result, true
+}
+
+// FuzzResultOf: serve's reading of the upstream's answer accepts exactly
+// what json.Unmarshal accepts, and reads the same result.
+func FuzzResultOf(f *testing.F) {
+	for _, s := range []string{
+		`{"result":{"a":1}}`, ` { "result" : [1, 2] } `, `{"result": "}"}`, `{"result": 1}}`, `{"result": 1, "x": 2}`,
+		`{"x": 2, "result": 1}`, `{"result": 1, "result": 2}`, `{"Result": 3}`, `{"result": null}`, `{"result": }`,
+		"\v{\"result\": 1}", "{\"result\": 1}\u00a0", `{"result": 1} {"result": 2}`, `{"re\u0073ult": 4}`, `[]`, ``,
+		"{\"result\": \"\xff\"}", `{"result": {"a": 1}`, `{"result" 1}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		got, gotOK := resultOf(data)
+		want, wantOK := resultByUnmarshal(data)
+		if gotOK != wantOK || !bytes.Equal(got, want) {
+			t.Errorf("resultOf(%q) = %q, %v; json.Unmarshal reads %q, %v", data, got, gotOK, want, wantOK)
+		}
+	})
 }
