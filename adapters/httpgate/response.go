@@ -102,13 +102,29 @@ func writeResult(w http.ResponseWriter, v any) {
 	defer releaseJSONBuffer(b)
 	status := http.StatusOK
 	b.buf.WriteString(`{"result":`)
-	if err := b.enc.Encode(v); err != nil {
+	if err := encodeResult(b, v); err != nil {
 		status = encodingFailed(b, err)
 	} else {
-		b.buf.Truncate(b.buf.Len() - 1) // the encoder's newline
 		b.buf.WriteString("}\n")
 	}
 	writeBuffered(w, status, b.buf.Bytes())
+}
+
+// encodeResult appends v's encoding to b, without a newline. A
+// json.RawMessage (a result passed on as the tool's JSON, an idempotent
+// replay) is compacted straight into the buffer: the bytes the encoder
+// writes for it (json.Compact is its own check and rendering of a
+// RawMessage), without its reflection and its copy. Invalid JSON is an
+// error, as from the encoder.
+func encodeResult(b *jsonBuffer, v any) error {
+	if raw, ok := v.(json.RawMessage); ok && raw != nil {
+		return json.Compact(&b.buf, raw)
+	}
+	if err := b.enc.Encode(v); err != nil {
+		return err
+	}
+	b.buf.Truncate(b.buf.Len() - 1) // the encoder's newline
+	return nil
 }
 
 // encodingFailed replaces what b holds with the envelope of a 500.
