@@ -146,8 +146,10 @@ func (s slogAudit) Audit(ctx context.Context, r AuditRecord) {
 	if !h.Enabled(ctx, level) {
 		return
 	}
-	rec := slog.NewRecord(r.Time, level, AuditMessage, 0)
-	rec.AddAttrs(
+	// The attributes are gathered first and added at once: the record then
+	// grows its storage once, not once per group of them.
+	var buf [24]slog.Attr
+	attrs := append(buf[:0],
 		slog.String("intent", r.Intent),
 		slog.String("tool", r.Tool),
 		slog.String("principal", r.PrincipalID),
@@ -156,43 +158,45 @@ func (s slogAudit) Audit(ctx context.Context, r AuditRecord) {
 		slog.String("decision", r.Decision),
 	)
 	if r.Code != "" {
-		rec.AddAttrs(slog.String("code", string(r.Code)), slog.String("gate", r.Gate))
+		attrs = append(attrs, slog.String("code", string(r.Code)), slog.String("gate", r.Gate))
 	}
 	if r.CallID != "" {
-		rec.AddAttrs(slog.String("call_id", r.CallID))
+		attrs = append(attrs, slog.String("call_id", r.CallID))
 	}
 	if r.ActionType != "" {
-		rec.AddAttrs(slog.String("action_type", string(r.ActionType)))
+		attrs = append(attrs, slog.String("action_type", string(r.ActionType)))
 	}
 	if r.CheckOnly {
-		rec.AddAttrs(slog.Bool("check_only", true))
+		attrs = append(attrs, slog.Bool("check_only", true))
 	}
-	rec.AddAttrs(slog.Any("params", nonNil(r.Params)))
+	attrs = append(attrs, slog.Any("params", nonNil(r.Params)))
 	if r.Arguments != nil {
-		rec.AddAttrs(slog.Any("arguments", r.Arguments))
+		attrs = append(attrs, slog.Any("arguments", r.Arguments))
 	}
 	if r.ConfirmationJTI != "" || r.ConfirmationElicited {
-		rec.AddAttrs(slog.String("confirmation_jti", r.ConfirmationJTI), slog.Bool("confirmation_elicited", r.ConfirmationElicited))
+		attrs = append(attrs, slog.String("confirmation_jti", r.ConfirmationJTI), slog.Bool("confirmation_elicited", r.ConfirmationElicited))
 	}
 	if r.ConfirmationRequestID != "" {
-		rec.AddAttrs(slog.String("confirmation_request_id", r.ConfirmationRequestID))
+		attrs = append(attrs, slog.String("confirmation_request_id", r.ConfirmationRequestID))
 	}
 	if len(r.Approvers) > 0 || r.ApprovalRequestID != "" {
-		rec.AddAttrs(slog.Any("approvers", nonNil(r.Approvers)), slog.String("approval_request_id", r.ApprovalRequestID))
+		attrs = append(attrs, slog.Any("approvers", nonNil(r.Approvers)), slog.String("approval_request_id", r.ApprovalRequestID))
 	}
 	if r.Replayed {
-		rec.AddAttrs(slog.Bool("replayed", true))
+		attrs = append(attrs, slog.Bool("replayed", true))
 	}
 	if len(r.Warnings) > 0 {
-		rec.AddAttrs(slog.Any("warnings", r.Warnings))
+		attrs = append(attrs, slog.Any("warnings", r.Warnings))
 	}
 	if len(r.SideEffects) > 0 {
-		rec.AddAttrs(slog.Any("side_effects", r.SideEffects))
+		attrs = append(attrs, slog.Any("side_effects", r.SideEffects))
 	}
-	rec.AddAttrs(slog.Duration("duration", r.Duration))
+	attrs = append(attrs, slog.Duration("duration", r.Duration))
 	if r.TraceID != "" {
-		rec.AddAttrs(slog.String("trace_id", r.TraceID), slog.String("span_id", r.SpanID))
+		attrs = append(attrs, slog.String("trace_id", r.TraceID), slog.String("span_id", r.SpanID))
 	}
+	rec := slog.NewRecord(r.Time, level, AuditMessage, 0)
+	rec.AddAttrs(attrs...)
 	_ = h.Handle(ctx, rec)
 }
 
