@@ -490,17 +490,7 @@ func (u *upstream) tool(name string) middleware.Invoker {
 		if err != nil {
 			return middleware.Result{}, err
 		}
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json")
-		if k := call.Credentials.IdempotencyKey; k != "" {
-			req.Header.Set(wire.HeaderIdempotencyKey, k)
-		}
-		if id := call.Principal.ID; id != "" {
-			req.Header.Set("X-Axgate-Principal", id)
-		}
-		if t := call.Principal.Tenant; t != "" {
-			req.Header.Set("X-Axgate-Tenant", t)
-		}
+		setUpstreamHeaders(req.Header, call)
 		u.propagator.Inject(ctx, propagation.HeaderCarrier(req.Header))
 		resp, err := u.client.Do(req)
 		if err != nil {
@@ -604,6 +594,31 @@ func trimJSONSpace(b []byte) []byte {
 // the tool) decodes too.
 func passThrough(a *manifest.Action, result json.RawMessage) bool {
 	return a != nil && len(a.Postconditions) == 0 && a.CompiledOutputSchema() == nil && utf8.Valid(result)
+}
+
+// idempotencyKeyHeader is wire.HeaderIdempotencyKey as http.Header keys
+// it, so that it can be set without canonicalizing it on every call.
+var idempotencyKeyHeader = http.CanonicalHeaderKey(wire.HeaderIdempotencyKey)
+
+// setUpstreamHeaders sets the headers of a forwarded call on h: its body's
+// type, the caller's Idempotency-Key and who called. The values share one
+// slice (each key's a capped slice of it, which an append elsewhere copies
+// rather than overwrites) and the keys are canonical already, as
+// http.Header.Set would make them: one allocation instead of one per
+// header.
+func setUpstreamHeaders(h http.Header, call *middleware.Call) {
+	vals := [...]string{"application/json", call.Credentials.IdempotencyKey, call.Principal.ID, call.Principal.Tenant}
+	all := vals[:]
+	h["Content-Type"], h["Accept"] = all[0:1:1], all[0:1:1]
+	if all[1] != "" {
+		h[idempotencyKeyHeader] = all[1:2:2]
+	}
+	if all[2] != "" {
+		h["X-Axgate-Principal"] = all[2:3:3]
+	}
+	if all[3] != "" {
+		h["X-Axgate-Tenant"] = all[3:4:4]
+	}
 }
 
 // upstreamError relays a refusal the upstream wrote as an AXAG envelope with

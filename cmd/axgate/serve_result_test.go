@@ -199,3 +199,29 @@ func FuzzResultOf(f *testing.F) {
 		}
 	})
 }
+
+// TestServeForwardsCallHeaders: the forwarded call carries its body's type,
+// the caller's Idempotency-Key and who called, each header once with one
+// value, and nothing of the caller's other headers.
+func TestServeForwardsCallHeaders(t *testing.T) {
+	t.Parallel()
+	pki := newServePKI(t)
+	got := make(chan http.Header, 1)
+	up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		got <- r.Header.Clone()
+		_, _ = io.WriteString(w, `{"result":{"ok":true}}`)
+	})
+	_, base, _ := newShopGateway(t, serveConfig{enforcerConfig: enforcerConfig{jwks: pki.jwks}}, up)
+	if status, body := post(t, base, "/tools/cart_add_item/call", pki.bearer, `{"product_id":"p-1","quantity":1}`,
+		"Idempotency-Key", "k-1", "X-Secret", "s"); status != 200 {
+		t.Fatalf("call: %d %v", status, body)
+	}
+	h := <-got
+	for k, want := range map[string]string{"Content-Type": "application/json", "Accept": "application/json",
+		"Idempotency-Key": "k-1", "X-Axgate-Principal": "alice", "X-Axgate-Tenant": "acme", "X-Secret": ""} {
+		if v := h.Values(k); (want == "" && len(v) != 0) || (want != "" && (len(v) != 1 || v[0] != want)) {
+			t.Errorf("%s: %q; want %q", k, v, want)
+		}
+	}
+}
