@@ -146,6 +146,10 @@ func (s slogAudit) Audit(ctx context.Context, r AuditRecord) {
 	if !h.Enabled(ctx, level) {
 		return
 	}
+	if jh, ok := h.(*jsonAuditHandler); ok && jh.direct(&r) {
+		_ = jh.audit(level, &r)
+		return
+	}
 	// The attributes are gathered first and added at once: the record then
 	// grows its storage once, not once per group of them.
 	var buf [24]slog.Attr

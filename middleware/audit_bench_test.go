@@ -12,18 +12,26 @@ import (
 )
 
 // BenchmarkSlogAudit is the audit record of one allowed read written as a
-// JSON line (slog's JSONHandler, to io.Discard), as `axgate serve` and
-// `axgate mcp` write it with --audit stderr.
+// JSON line (to io.Discard): through slog's JSONHandler ("slog") and
+// through NewJSONAuditHandler, as `axgate serve` and `axgate mcp` write it
+// with --audit stderr ("direct"). Both write the same line.
 func BenchmarkSlogAudit(b *testing.B) {
-	sink := middleware.SlogAudit(slog.New(slog.NewJSONHandler(io.Discard, nil)))
 	r := middleware.AuditRecord{
 		Time: time.Now(), Duration: 183 * time.Microsecond, Intent: "doc.read", Tool: "read",
 		ActionType: manifest.ActionType("read"), RiskLevel: manifest.RiskLevel("none"),
 		PrincipalID: "agent", Tenant: "t0", Decision: "allow", Params: []string{"path"},
 	}
-	ctx := context.Background()
-	b.ReportAllocs()
-	for b.Loop() {
-		sink.Audit(ctx, r)
+	for _, c := range []struct {
+		name string
+		h    slog.Handler
+	}{{"slog", slog.NewJSONHandler(io.Discard, nil)}, {"direct", middleware.NewJSONAuditHandler(io.Discard)}} {
+		b.Run(c.name, func(b *testing.B) {
+			sink := middleware.SlogAudit(slog.New(c.h))
+			ctx := context.Background()
+			b.ReportAllocs()
+			for b.Loop() {
+				sink.Audit(ctx, r)
+			}
+		})
 	}
 }

@@ -14,6 +14,8 @@ import (
 	"go.opentelemetry.io/contrib/exporters/autoexport"
 	sdklog "go.opentelemetry.io/otel/sdk/log"
 	"gopkg.in/natefinch/lumberjack.v2"
+
+	"github.com/axgate/axgate/middleware"
 )
 
 // auditScope is the instrumentation scope of the audit records sent as
@@ -82,7 +84,8 @@ func openAudit(ctx context.Context, e *env, o *opsFlags, log *slog.Logger) (*aud
 
 // jsonAudit writes audit records to w, one JSON object a line.
 func jsonAudit(w io.Writer) *slog.Logger {
-	return slog.New(slog.NewJSONHandler(w, nil))
+	// slog's JSON lines, the audit record's written directly.
+	return slog.New(middleware.NewJSONAuditHandler(w))
 }
 
 // reportingWriter logs when writing the audit starts failing and when it
