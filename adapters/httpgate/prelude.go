@@ -46,7 +46,7 @@ type prelude struct {
 // body by rule, in this order: no body is read for a caller who is not
 // authenticated. The first refusal is returned; pre.ctx is set in any case.
 func (c *config) begin(w http.ResponseWriter, r *http.Request, rule bodyRule) (pre prelude, err error) {
-	pre.ctx = c.propagator.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
+	pre.ctx = c.propagator.Extract(r.Context(), headerCarrier(r.Header))
 	if pre.principal, err = c.authenticate(r); err != nil {
 		return pre, err
 	}
@@ -100,3 +100,32 @@ func (c *config) beginCall(w http.ResponseWriter, r *http.Request, a *manifest.A
 	}
 	return pre, call, merged, nil
 }
+
+// headerCarrier is propagation.HeaderCarrier with the W3C propagators'
+// keys (traceparent, tracestate, baggage) looked up in the canonical form
+// http.Header stores them in: HeaderCarrier canonicalizes the lower-case
+// key on every lookup, which allocates a copy of it each time, on every
+// request.
+type headerCarrier http.Header
+
+// canonicalKey returns http.CanonicalHeaderKey(k) for the W3C keys, k
+// itself for any other (which http.Header canonicalizes as before).
+func canonicalKey(k string) string {
+	switch k {
+	case "traceparent":
+		return "Traceparent"
+	case "tracestate":
+		return "Tracestate"
+	case "baggage":
+		return "Baggage"
+	}
+	return k
+}
+
+func (h headerCarrier) Get(k string) string { return http.Header(h).Get(canonicalKey(k)) }
+
+func (h headerCarrier) Values(k string) []string { return http.Header(h).Values(canonicalKey(k)) }
+
+func (h headerCarrier) Set(k, v string) { http.Header(h).Set(k, v) }
+
+func (h headerCarrier) Keys() []string { return propagation.HeaderCarrier(h).Keys() }

@@ -2,8 +2,12 @@ package httpgate
 
 import (
 	"encoding/json"
+	"net/http"
 	"net/http/httptest"
+	"slices"
 	"testing"
+
+	"go.opentelemetry.io/otel/propagation"
 )
 
 // TestWriteResultRawMessageAsTheEncoderWrites: a json.RawMessage result is
@@ -36,5 +40,29 @@ func TestWriteResultRawMessageAsTheEncoderWrites(t *testing.T) {
 		if rec.Code != 500 || json.Unmarshal(rec.Body.Bytes(), &env) != nil || env.Error.Code != "AXGATE_INTERNAL" {
 			t.Errorf("writeResult(%q) = %d %s; want 500 AXGATE_INTERNAL", raw, rec.Code, rec.Body.String())
 		}
+	}
+}
+
+// TestHeaderCarrierAsHeaderCarrier: headerCarrier reads and lists what
+// propagation.HeaderCarrier reads and lists, for the W3C keys and others,
+// whatever their case in the request.
+func TestHeaderCarrierAsHeaderCarrier(t *testing.T) {
+	h := http.Header{}
+	h.Add("Traceparent", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")
+	h.Add("TraceState", "a=1")
+	h.Add("baggage", "k=v")
+	h.Add("Baggage", "k2=v2")
+	h.Add("X-Other", "o")
+	ours, theirs := headerCarrier(h), propagation.HeaderCarrier(h)
+	for _, k := range []string{"traceparent", "tracestate", "baggage", "x-other", "Traceparent", "missing"} {
+		if ours.Get(k) != theirs.Get(k) || !slices.Equal(ours.Values(k), theirs.Values(k)) {
+			t.Errorf("%s: %q %q; HeaderCarrier %q %q", k, ours.Get(k), ours.Values(k), theirs.Get(k), theirs.Values(k))
+		}
+	}
+	if got, want := slices.Sorted(slices.Values(ours.Keys())), slices.Sorted(slices.Values(theirs.Keys())); !slices.Equal(got, want) {
+		t.Errorf("keys %v; want %v", got, want)
+	}
+	if n := testing.AllocsPerRun(100, func() { _ = ours.Get("traceparent"); _ = ours.Values("baggage") }); n != 0 {
+		t.Errorf("%v allocations per lookup; want 0", n)
 	}
 }
