@@ -586,8 +586,8 @@ func trimJSONSpace(b []byte) []byte {
 // values and encoded again: when the action declares no postcondition and
 // no output_schema, no gate reads the result, so there is nothing the
 // client could read otherwise than a check did. The result is one JSON
-// value already (json.Unmarshal checked the whole answer, trailing data
-// included, within maxUpstreamBytes) and its encoding is checked again when
+// value already (resultOf accepted the whole answer as one JSON object,
+// trailing data included, within maxUpstreamBytes) and its encoding is checked again when
 // it is written. Invalid UTF-8, which the decoder would have replaced with
 // U+FFFD, takes the decoding path: the client never receives bytes that are
 // not UTF-8. An action resolved to nothing (which the chain refuses before
