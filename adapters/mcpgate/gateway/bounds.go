@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io"
 	"math"
-	"mime"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -227,7 +226,7 @@ func (t boundedTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	if err != nil || resp.Body == nil {
 		return resp, err
 	}
-	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	mt, _ := direct.MediaType(resp.Header.Get("Content-Type"))
 	resp.Body = &boundedBody{ReadCloser: resp.Body, limit: t.limit, cut: t.cut, sse: mt == "text/event-stream"}
 	return resp, nil
 }

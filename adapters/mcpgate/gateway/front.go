@@ -800,10 +800,25 @@ func resultValue(r *mcp.CallToolResult) any {
 		texts = append(texts, tc.Text)
 	}
 	text := strings.Join(texts, "")
-	if json.Valid([]byte(text)) {
+	if mayBeJSON(text) && json.Valid([]byte(text)) {
 		return json.RawMessage(text)
 	}
 	return text
+}
+
+// mayBeJSON reports whether s may be a JSON value: its first byte after
+// whitespace starts one. (json.Valid allocates its error on a text that
+// is not.)
+func mayBeJSON(s string) bool {
+	s = strings.TrimLeft(s, " \t\r\n")
+	if s == "" {
+		return false
+	}
+	switch c := s[0]; {
+	case c == '{', c == '[', c == '"', c == '-', c >= '0' && c <= '9', c == 't', c == 'f', c == 'n':
+		return true
+	}
+	return false
 }
 
 // contentText is the text blocks of a result, one per line.

@@ -198,3 +198,47 @@ func TooDeep(data []byte) bool {
 	}
 	return false
 }
+
+// UniqueMembers reports whether data is an object (as Members reads it)
+// whose keys are each written once, as written.
+func UniqueMembers(data []byte) bool {
+	var seen Keys
+	return Members(data, func(k, _ []byte) bool { return seen.Add(k) })
+}
+
+// Keys is a set of an object's keys as written, for telling a key written
+// twice: the few an MCP message has are compared without a map. The zero
+// Keys is empty. A key added is not copied: its bytes must not change
+// while the set is used.
+type Keys struct {
+	small [8][]byte
+	n     int
+	many  map[string]bool
+}
+
+// Add adds k and reports whether it was not in the set.
+func (s *Keys) Add(k []byte) bool {
+	if s.many != nil {
+		if s.many[string(k)] {
+			return false
+		}
+		s.many[string(k)] = true
+		return true
+	}
+	for _, seen := range s.small[:s.n] {
+		if bytes.Equal(seen, k) {
+			return false
+		}
+	}
+	if s.n < len(s.small) {
+		s.small[s.n] = k
+		s.n++
+		return true
+	}
+	s.many = make(map[string]bool, 2*len(s.small))
+	for _, seen := range s.small {
+		s.many[string(seen)] = true
+	}
+	s.many[string(k)] = true
+	return true
+}

@@ -3,6 +3,7 @@ package jsonscan
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"testing"
 	"unicode/utf8"
 )
@@ -55,4 +56,38 @@ func FuzzMembers(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestUniqueMembers: a key written twice is found, among few keys or many
+// (past the ones compared without a map), and an object of unique keys, or
+// anything Members refuses, is told apart.
+func TestUniqueMembers(t *testing.T) {
+	many := func(dup string) string {
+		var b bytes.Buffer
+		b.WriteString(`{`)
+		for i := range 20 {
+			fmt.Fprintf(&b, `"k%d":%d,`, i, i)
+		}
+		fmt.Fprintf(&b, `%q:0}`, dup)
+		return b.String()
+	}
+	for _, c := range []struct {
+		data string
+		want bool
+	}{
+		{`{}`, true},
+		{`{"a":1,"b":2}`, true},
+		{`{"a":1,"a":2}`, false},
+		{`{"a":1,"b":{"a":2}}`, true},
+		{`{"a":1,"b":2,"c":3,"d":4,"e":5,"f":6,"g":7,"h":8,"i":9,"h":10}`, false},
+		{many("k3"), false},
+		{many("k19"), false},
+		{many("other"), true},
+		{`[1]`, false},
+		{`{"a":1`, false},
+	} {
+		if got := UniqueMembers([]byte(c.data)); got != c.want {
+			t.Errorf("UniqueMembers(%s) = %v, want %v", c.data, got, c.want)
+		}
+	}
 }
