@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/axgate/axgate/middleware"
 )
 
 // resultValueOf is resultValue of a result of one text block.
@@ -28,6 +30,20 @@ func TestMayBeJSONKeepsEveryJSONText(t *testing.T) {
 		}
 		if rv, isRaw := resultValueOf(s).(json.RawMessage); isRaw != json.Valid([]byte(s)) || (isRaw && string(rv) != s) {
 			t.Errorf("%q: resultValue %#v", s, resultValueOf(s))
+		}
+	}
+}
+
+// TestSessionKey: a caller's key is the JSON of its tenant and id, as
+// json.Marshal writes it, whatever their characters.
+func TestSessionKey(t *testing.T) {
+	t.Parallel()
+	for _, p := range []middleware.Principal{
+		{}, {ID: "alice"}, {Tenant: "acme", ID: "bob"}, {Tenant: `a"b\c`, ID: "<é>&\u2028\x00\xff"}, {Tenant: "[\"x\",\"y\"]", ID: ","},
+	} {
+		want, _ := json.Marshal([2]string{p.Tenant, p.ID})
+		if got := sessionKey(p); got != string(want) {
+			t.Errorf("%q/%q: got %s, want %s", p.Tenant, p.ID, got, want)
 		}
 	}
 }

@@ -286,27 +286,6 @@ func TestPostToolNameHeader(t *testing.T) {
 	}
 }
 
-// TestAppendJSONString: a string is written as json.Marshal writes it,
-// whatever its bytes (each of the 256, escapes, HTML characters, U+2028,
-// bytes that are not UTF-8).
-func TestAppendJSONString(t *testing.T) {
-	t.Parallel()
-	cases := []string{"", "read", "docs/intro.md", "a \"q\" <b>&", "é\u2028\u2029", "\xff\xfe", "tab\there"}
-	for b := range 256 {
-		cases = append(cases, string([]byte{byte(b)}), "x"+string([]byte{byte(b)})+"y")
-	}
-	for _, s := range cases {
-		got, err := appendJSONString([]byte("prefix:"), s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		want, _ := json.Marshal(s)
-		if !bytes.Equal(got, append([]byte("prefix:"), want...)) {
-			t.Errorf("%q: got %s, want prefix:%s", s, got, want)
-		}
-	}
-}
-
 // TestEncodeStatelessResult: the stateless front writes a result as the
 // SDK's stateless server does (encodeToolResult of statelessResult), with
 // the server's implementation in _meta encoded once.

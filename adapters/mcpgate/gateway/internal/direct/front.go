@@ -494,7 +494,7 @@ func encodeCommonResult(r *mcp.CallToolResult, meta []byte) ([]byte, error) {
 			out = append(out, ',')
 		}
 		var err error
-		if out, err = appendJSONString(append(out, `{"type":"text","text":`...), tc.Text); err != nil {
+		if out, err = jsonscan.AppendString(append(out, `{"type":"text","text":`...), tc.Text); err != nil {
 			return nil, err
 		}
 		out = append(out, '}')
@@ -511,21 +511,6 @@ func encodeCommonResult(r *mcp.CallToolResult, meta []byte) ([]byte, error) {
 		out = append(out, `,"isError":true`...)
 	}
 	return append(out, '}'), nil
-}
-
-// appendJSONString appends s as json.Marshal writes it: a string of
-// printable ASCII that json.Marshal does not escape as it is, any other
-// through json.Marshal.
-func appendJSONString(out []byte, s string) ([]byte, error) {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			raw, err := json.Marshal(s)
-			return append(out, raw...), err
-		}
-	}
-	out = append(out, '"')
-	out = append(out, s...)
-	return append(out, '"'), nil
 }
 
 // requestKey is the key of a JSON-RPC id in the direct calls in flight:

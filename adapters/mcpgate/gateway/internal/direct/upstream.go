@@ -208,7 +208,7 @@ func encodeCall(id string, params *mcp.CallToolParams) ([]byte, error) {
 		}{"2.0", id, "tools/call", params})
 	}
 	out := make([]byte, 0, 96+len(id)+len(params.Name)+len(args))
-	out, err := appendJSONString(append(out, `{"jsonrpc":"2.0","id":`...), id)
+	out, err := jsonscan.AppendString(append(out, `{"jsonrpc":"2.0","id":`...), id)
 	if err != nil {
 		return nil, err
 	}
@@ -220,7 +220,7 @@ func encodeCall(id string, params *mcp.CallToolParams) ([]byte, error) {
 		}
 		out = append(append(append(out, `"_meta":`...), meta...), ',')
 	}
-	if out, err = appendJSONString(append(out, `"name":`...), params.Name); err != nil {
+	if out, err = jsonscan.AppendString(append(out, `"name":`...), params.Name); err != nil {
 		return nil, err
 	}
 	out = append(out, `,"arguments":`...)

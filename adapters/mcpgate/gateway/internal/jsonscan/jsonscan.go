@@ -161,8 +161,76 @@ func String(raw []byte) (string, bool) {
 	if bytes.IndexByte(inner, '\\') < 0 && utf8.Valid(inner) {
 		return string(inner), true
 	}
+	if s, ok := unescape(inner); ok && raw[len(raw)-1] == '"' {
+		return s, true
+	}
 	var s string
 	return s, json.Unmarshal(raw, &s) == nil
+}
+
+// unescape decodes the inside of a JSON string whose escapes are the
+// common ones (\" \\ \/ \b \f \n \r \t, and \uXXXX of a character that
+// is not a surrogate) and whose other bytes are UTF-8 with no control
+// character and no bare quote, as encoding/json does; ok false for any
+// other, which encoding/json is left to read.
+func unescape(inner []byte) (string, bool) {
+	if !utf8.Valid(inner) {
+		return "", false
+	}
+	out := make([]byte, 0, len(inner))
+	for i := 0; i < len(inner); i++ {
+		c := inner[i]
+		if c < 0x20 || c == '"' {
+			return "", false
+		}
+		if c != '\\' {
+			out = append(out, c)
+			continue
+		}
+		if i+1 >= len(inner) {
+			return "", false
+		}
+		i++
+		switch inner[i] {
+		case '"', '\\', '/':
+			out = append(out, inner[i])
+		case 'b':
+			out = append(out, '\b')
+		case 'f':
+			out = append(out, '\f')
+		case 'n':
+			out = append(out, '\n')
+		case 'r':
+			out = append(out, '\r')
+		case 't':
+			out = append(out, '\t')
+		case 'u':
+			if i+4 >= len(inner) {
+				return "", false
+			}
+			r := rune(0)
+			for _, h := range inner[i+1 : i+5] {
+				switch {
+				case h >= '0' && h <= '9':
+					r = r<<4 | rune(h-'0')
+				case h >= 'a' && h <= 'f':
+					r = r<<4 | rune(h-'a'+10)
+				case h >= 'A' && h <= 'F':
+					r = r<<4 | rune(h-'A'+10)
+				default:
+					return "", false
+				}
+			}
+			if r >= 0xd800 && r < 0xe000 {
+				return "", false // a surrogate: encoding/json pairs them
+			}
+			out = utf8.AppendRune(out, r)
+			i += 4
+		default:
+			return "", false
+		}
+	}
+	return string(out), true
 }
 
 // maxDepth is the nesting the SDK's decoder accepts (its
@@ -241,4 +309,19 @@ func (s *Keys) Add(k []byte) bool {
 	}
 	s.many[string(k)] = true
 	return true
+}
+
+// AppendString appends s to out as json.Marshal writes it: a string of
+// printable ASCII that json.Marshal does not escape as it is, any other
+// through json.Marshal.
+func AppendString(out []byte, s string) ([]byte, error) {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			raw, err := json.Marshal(s)
+			return append(out, raw...), err
+		}
+	}
+	out = append(out, '"')
+	out = append(out, s...)
+	return append(out, '"'), nil
 }

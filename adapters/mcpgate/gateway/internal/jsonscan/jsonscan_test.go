@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 	"unicode/utf8"
 )
@@ -90,4 +91,63 @@ func TestUniqueMembers(t *testing.T) {
 			t.Errorf("UniqueMembers(%s) = %v, want %v", c.data, got, c.want)
 		}
 	}
+}
+
+// TestAppendString: a string is written as json.Marshal writes it,
+// whatever its bytes (each of the 256, escapes, HTML characters, U+2028,
+// bytes that are not UTF-8).
+func TestAppendString(t *testing.T) {
+	cases := []string{"", "read", "docs/intro.md", "a \"q\" <b>&", "é\u2028\u2029", "\xff\xfe", "tab\there"}
+	for b := range 256 {
+		cases = append(cases, string([]byte{byte(b)}), "x"+string([]byte{byte(b)})+"y")
+	}
+	for _, s := range cases {
+		got, err := AppendString([]byte("prefix:"), s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := json.Marshal(s)
+		if !bytes.Equal(got, append([]byte("prefix:"), want...)) {
+			t.Errorf("%q: got %s, want prefix:%s", s, got, want)
+		}
+	}
+}
+
+// TestStringAsEncodingJSON: String decodes a JSON string, escapes and all,
+// exactly as encoding/json does, and refuses a string with an escape that
+// it refuses.
+func TestStringAsEncodingJSON(t *testing.T) {
+	cases := []string{`""`, `"plain"`, `"a\"b\\c\/d"`, `"\b\f\n\r\t"`, `"\u00e9\u20AC\u0000\u001f\uFFFF"`, `"\ud83d\ude00"`, `"\ud83d"`, `"\ude00x"`,
+		`"\u12"`, `"\u12G4"`, `"\x"`, `"\'"`, `"a\"`, `"a\`, "\"\xff\\n\"", "\"tab\there\"", `"{\"path\":\"docs/intro.md\",\"size\":142}"`,
+		`"é\n"`, "\"\u2028\\n\"", `"\\"`, `"\"`, `"a"b"`, `"\u0022"`, `"\u005c"`}
+	for b := range 128 {
+		cases = append(cases, `"\`+string(rune(b))+`"`, `"x\u00`+fmt.Sprintf("%02x", b)+`y"`)
+	}
+	for _, raw := range cases {
+		var want string
+		wantOK := json.Unmarshal([]byte(raw), &want) == nil
+		got, ok := String([]byte(raw))
+		if !wantOK && !strings.Contains(raw[1:len(raw)-1], `\`) {
+			continue // what String reads of a malformed string without escapes is its callers' (they pass values read whole)
+		}
+		if ok != wantOK || (ok && got != want) {
+			t.Errorf("String(%s) = %q, %v; encoding/json: %q, %v", raw, got, ok, want, wantOK)
+		}
+	}
+}
+
+// FuzzString: on any JSON string, String decodes what encoding/json does.
+func FuzzString(f *testing.F) {
+	for _, s := range []string{`"a\"b"`, `"\u00e9"`, `"\ud83d\ude00"`, `"\n"`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		var want string
+		if json.Unmarshal(raw, &want) != nil || raw[0] != '"' || raw[len(raw)-1] != '"' {
+			return // a value read whole: no space around it
+		}
+		if got, ok := String(raw); !ok || got != want {
+			t.Errorf("String(%q) = %q, %v; encoding/json: %q", raw, got, ok, want)
+		}
+	})
 }
