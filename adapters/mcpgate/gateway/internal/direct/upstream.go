@@ -227,11 +227,12 @@ func encodeCall(id string, params *mcp.CallToolParams) ([]byte, error) {
 	if len(args) == 0 {
 		out = append(out, "null"...)
 	} else {
-		var compact bytes.Buffer
-		if err := json.Compact(&compact, args); err != nil {
+		// Compacted onto out itself, not into a buffer of its own.
+		buf := bytes.NewBuffer(out)
+		if err := json.Compact(buf, args); err != nil {
 			return nil, err
 		}
-		out = append(out, compact.Bytes()...)
+		out = buf.Bytes()
 	}
 	return append(out, "}}"...), nil
 }

@@ -311,17 +311,43 @@ func (s *Keys) Add(k []byte) bool {
 	return true
 }
 
-// AppendString appends s to out as json.Marshal writes it: a string of
-// printable ASCII that json.Marshal does not escape as it is, any other
-// through json.Marshal.
+// AppendString appends s to out as json.Marshal writes it (with its HTML
+// escaping): an ASCII string here, escapes and all, any other through
+// json.Marshal.
 func AppendString(out []byte, s string) ([]byte, error) {
 	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+		if s[i] >= utf8.RuneSelf {
 			raw, err := json.Marshal(s)
 			return append(out, raw...), err
 		}
 	}
+	const hex = "0123456789abcdef"
 	out = append(out, '"')
-	out = append(out, s...)
+	start := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+			continue
+		}
+		out = append(out, s[start:i]...)
+		switch c {
+		case '"', '\\':
+			out = append(out, '\\', c)
+		case '\b':
+			out = append(out, '\\', 'b')
+		case '\f':
+			out = append(out, '\\', 'f')
+		case '\n':
+			out = append(out, '\\', 'n')
+		case '\r':
+			out = append(out, '\\', 'r')
+		case '\t':
+			out = append(out, '\\', 't')
+		default: // another control character, or <, > and & (HTML)
+			out = append(out, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+		}
+		start = i + 1
+	}
+	out = append(out, s[start:]...)
 	return append(out, '"'), nil
 }

@@ -151,3 +151,16 @@ func FuzzString(f *testing.F) {
 		}
 	})
 }
+
+// FuzzAppendString: any string is written as json.Marshal writes it.
+func FuzzAppendString(f *testing.F) {
+	for _, s := range []string{"", "a\"b\\c", "<x>&\n\t\x01\x7f", `{"path":"docs/intro.md"}`, "é\u2028\xff"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		want, _ := json.Marshal(s)
+		if got, err := AppendString(nil, s); err != nil || !bytes.Equal(got, want) {
+			t.Errorf("AppendString(%q) = %s, %v; json.Marshal: %s", s, got, err, want)
+		}
+	})
+}
