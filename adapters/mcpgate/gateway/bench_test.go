@@ -251,6 +251,12 @@ func target(b *testing.B, work time.Duration, clients int) *benchTarget {
 	return t
 }
 
+// sessionsVersion is the protocol version of the benchmark's agents with
+// sessions. The go-sdk's client asks for its latest version unless told
+// (2026-07-28 since v1.8.0, which has no sessions): without it the paths
+// with sessions would measure the stateless front.
+const sessionsVersion = "2025-11-25"
+
 // newBenchTarget starts an upstream whose read tool takes work, a gateway
 // in front of it, and the sessions of clients agents on each. They are
 // closed with tb only when tb is a test: a benchmark's are kept for the
@@ -270,14 +276,10 @@ func newBenchTarget(tb testing.TB, work time.Duration, clients int) *benchTarget
 			url     string
 			to      *[]*mcp.ClientSession
 			version string
-		}{{t.upstream.URL, &t.direct, ""}, {t.front.URL + "/mcp", &t.gateway, ""}, {t.proxy.URL, &t.proxied, ""}, {t.relay.URL, &t.relayed, ""}, {t.sdkFront.URL + "/mcp", &t.sdkOnly, ""},
+		}{{t.upstream.URL, &t.direct, sessionsVersion}, {t.front.URL + "/mcp", &t.gateway, sessionsVersion}, {t.proxy.URL, &t.proxied, sessionsVersion}, {t.relay.URL, &t.relayed, sessionsVersion}, {t.sdkFront.URL + "/mcp", &t.sdkOnly, sessionsVersion},
 			{t.front.URL + "/mcp", &t.stateless, statelessVersion}, {t.sdkFront.URL + "/mcp", &t.statelessSDK, statelessVersion}} {
-			var opts *mcp.ClientSessionOptions
-			if s.version != "" {
-				opts = &mcp.ClientSessionOptions{ProtocolVersion: s.version}
-			}
 			cs, err := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "v1"}, nil).
-				Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: s.url, HTTPClient: hc}, opts)
+				Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: s.url, HTTPClient: hc}, &mcp.ClientSessionOptions{ProtocolVersion: s.version})
 			if err != nil {
 				tb.Fatal(err)
 			}
@@ -494,6 +496,17 @@ func TestBenchTargetsAnswerAlike(t *testing.T) {
 	t.Parallel()
 	tg := newBenchTarget(t, 0, 2)
 	ctx := context.Background()
+	// The paths with sessions measure sessions, the stateless ones none.
+	for _, cs := range slices.Concat(tg.direct, tg.gateway, tg.proxied, tg.relayed, tg.sdkOnly) {
+		if cs.ID() == "" {
+			t.Fatalf("an agent of a path with sessions has none (protocol %s)", cs.InitializeResult().ProtocolVersion)
+		}
+	}
+	for _, cs := range slices.Concat(tg.stateless, tg.statelessSDK) {
+		if cs.ID() != "" {
+			t.Fatal("a stateless agent has a session")
+		}
+	}
 	for _, cs := range slices.Concat(tg.direct, tg.gateway, tg.proxied, tg.relayed, tg.sdkOnly, tg.stateless, tg.statelessSDK) {
 		if err := readOnce(ctx, cs); err != nil {
 			t.Fatal(err)

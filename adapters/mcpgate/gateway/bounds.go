@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io"
 	"math"
-	"mime"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/axgate/axgate/adapters/mcpgate"
 	"github.com/axgate/axgate/adapters/mcpgate/gateway/internal/direct"
+	"github.com/axgate/axgate/adapters/mcpgate/gateway/internal/jsonscan"
 	axerr "github.com/axgate/axgate/errors"
 	"github.com/axgate/axgate/middleware"
 )
@@ -57,8 +57,11 @@ var errCircuitOpen = errors.New("gateway: upstream starts failing, backing off")
 // sessionKey is whom a client session counts against: the caller's user id
 // and tenant.
 func sessionKey(p middleware.Principal) string {
-	k, _ := json.Marshal([2]string{p.Tenant, p.ID})
-	return string(k)
+	// json.Marshal([2]string{p.Tenant, p.ID}), without reflection: it is
+	// made for every call (TestSessionKey). A string always encodes.
+	k, _ := jsonscan.AppendString(append(make([]byte, 0, 8+len(p.Tenant)+len(p.ID)), '['), p.Tenant)
+	k, _ = jsonscan.AppendString(append(k, ','), p.ID)
+	return string(append(k, ']'))
 }
 
 // admit counts a new client session of key against the bounds of
@@ -227,7 +230,7 @@ func (t boundedTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	if err != nil || resp.Body == nil {
 		return resp, err
 	}
-	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	mt, _ := direct.MediaType(resp.Header.Get("Content-Type"))
 	resp.Body = &boundedBody{ReadCloser: resp.Body, limit: t.limit, cut: t.cut, sse: mt == "text/event-stream"}
 	return resp, nil
 }

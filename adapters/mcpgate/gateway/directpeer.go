@@ -3,7 +3,6 @@ package gateway
 import (
 	"context"
 	"encoding/json"
-	"mime"
 	"net/http"
 	"slices"
 	"strings"
@@ -152,7 +151,7 @@ func unreadBody(r *http.Request) ([]byte, bool) {
 
 // boundResponse bounds an upstream HTTP response as boundedTransport does.
 func (b *backend) boundResponse(resp *http.Response) {
-	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	mt, _ := direct.MediaType(resp.Header.Get("Content-Type"))
 	resp.Body = &boundedBody{ReadCloser: resp.Body, limit: b.cfg.maxMessageBytes, cut: new(atomic.Bool), sse: mt == "text/event-stream"}
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/axgate/axgate/adapters/mcpgate"
@@ -504,11 +505,16 @@ func (b *backend) forward(ctx context.Context, call *middleware.Call) (middlewar
 		return middleware.Result{}, err
 	}
 	params := &mcp.CallToolParams{Name: call.Tool, Arguments: json.RawMessage(canon)}
-	meta := mcp.Meta{}
+	var meta mcp.Meta
 	if ob.progress != nil {
-		meta["progressToken"] = ob.progress
+		meta = mcp.Meta{"progressToken": ob.progress}
 	}
-	g.propagator.Inject(ctx, wire.MetaCarrier(meta))
+	if injects(g.propagator, ctx) {
+		if meta == nil {
+			meta = mcp.Meta{}
+		}
+		g.propagator.Inject(ctx, wire.MetaCarrier(meta))
+	}
 	if len(meta) > 0 {
 		params.Meta = meta
 	}
@@ -571,6 +577,16 @@ func (b *backend) forward(ctx context.Context, call *middleware.Call) (middlewar
 		}
 	}
 	return middleware.Result{Value: &mcpgate.Forwarded{Result: res, Value: resultValue(res)}}, nil
+}
+
+// injects reports whether p may write into a carrier for ctx: not the
+// default TraceContext without a valid span context, which writes nothing
+// then (so no _meta is made for it on every call).
+func injects(p propagation.TextMapPropagator, ctx context.Context) bool {
+	if _, ok := p.(propagation.TraceContext); ok {
+		return trace.SpanContextFromContext(ctx).IsValid()
+	}
+	return true
 }
 
 // checksOutput reports whether the action's result is checked: by
@@ -800,10 +816,25 @@ func resultValue(r *mcp.CallToolResult) any {
 		texts = append(texts, tc.Text)
 	}
 	text := strings.Join(texts, "")
-	if json.Valid([]byte(text)) {
+	if mayBeJSON(text) && json.Valid([]byte(text)) {
 		return json.RawMessage(text)
 	}
 	return text
+}
+
+// mayBeJSON reports whether s may be a JSON value: its first byte after
+// whitespace starts one. (json.Valid allocates its error on a text that
+// is not.)
+func mayBeJSON(s string) bool {
+	s = strings.TrimLeft(s, " \t\r\n")
+	if s == "" {
+		return false
+	}
+	switch c := s[0]; {
+	case c == '{', c == '[', c == '"', c == '-', c >= '0' && c <= '9', c == 't', c == 'f', c == 'n':
+		return true
+	}
+	return false
 }
 
 // contentText is the text blocks of a result, one per line.

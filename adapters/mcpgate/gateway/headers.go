@@ -81,15 +81,13 @@ func compareHeaders(body []byte, methods, names []string, modern bool) (id json.
 	}
 	var (
 		method, params []byte
-		seen           = map[string]bool{}
+		seen           jsonscan.Keys
 	)
 	ok := jsonscan.Members(body, func(k, v []byte) bool {
-		key := string(k)
-		if seen[key] {
+		if !seen.Add(k) {
 			return false
 		}
-		seen[key] = true
-		switch key {
+		switch string(k) {
 		case "id":
 			id = v
 		case "method":
@@ -119,14 +117,12 @@ func compareHeaders(body []byte, methods, names []string, modern bool) (id json.
 	bodyName, named := "", false
 	if field != "" && params != nil {
 		var nameRaw []byte
-		seen = map[string]bool{}
+		seen = jsonscan.Keys{}
 		if !jsonscan.Members(params, func(k, v []byte) bool {
-			key := string(k)
-			if seen[key] {
+			if !seen.Add(k) {
 				return false
 			}
-			seen[key] = true
-			if key == field {
+			if string(k) == field {
 				nameRaw = v
 			}
 			return true

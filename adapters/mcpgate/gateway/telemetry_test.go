@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 
@@ -82,5 +83,40 @@ func TestSpanAttributes(t *testing.T) {
 	}
 	if got := tp.attrs["mcp.session.id"]; got == "" || got != cs.ID() {
 		t.Errorf("mcp.session.id = %q, want the client's session %q", got, cs.ID())
+	}
+}
+
+// TestTraceContextReachesUpstream: the trace context a client sends in
+// _meta reaches the upstream's call, in its _meta (W3C traceparent), on
+// the direct path as on the SDK's; a call without one sends none.
+func TestTraceContextReachesUpstream(t *testing.T) {
+	t.Parallel()
+	const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
+	for _, opts := range [][]gateway.Option{nil, {gateway.WithoutDirect()}} {
+		up, upURL := httpUpstream(t)
+		cs := connect(t, serve(t, newGateway(t, gateway.Upstream{URL: upURL}, "", opts...)), "alice-token", nil)
+		for _, traced := range []bool{true, false} {
+			var meta mcp.Meta
+			if traced {
+				meta = mcp.Meta{"traceparent": "00-" + traceID + "-00f067aa0ba902b7-01"}
+			}
+			before := len(up.seenTool("read_note"))
+			// No note "a": the upstream's answer is an error, but the call
+			// reached it.
+			if _, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "read_note", Arguments: map[string]any{"name": "a"}, Meta: meta}); err != nil {
+				t.Fatal(err)
+			}
+			seen := up.seenTool("read_note")
+			if len(seen) != before+1 {
+				t.Fatalf("direct=%v: the upstream saw %d calls, want 1", opts == nil, len(seen)-before)
+			}
+			got, _ := seen[len(seen)-1].Meta["traceparent"].(string)
+			switch {
+			case traced && !strings.Contains(got, traceID):
+				t.Errorf("direct=%v: the upstream got traceparent %q, want the client's trace %s", opts == nil, got, traceID)
+			case !traced && got != "":
+				t.Errorf("direct=%v: a call without a trace context sent the upstream traceparent %q", opts == nil, got)
+			}
+		}
 	}
 }

@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -281,5 +283,124 @@ func TestPostToolNameHeader(t *testing.T) {
 			resp.Body.Close()
 			t.Errorf("%q: sent, with headers %v", name, <-seen)
 		}
+	}
+}
+
+// TestEncodeStatelessResult: the stateless front writes a result as the
+// SDK's stateless server does (encodeToolResult of statelessResult), with
+// the server's implementation in _meta encoded once.
+func TestEncodeStatelessResult(t *testing.T) {
+	t.Parallel()
+	p := New(Config{ServerInfo: &mcp.Implementation{Name: "axgate <gw>", Version: "v1", Title: "é"}})
+	if p.serverInfoMeta == nil {
+		t.Fatal("the server's implementation was not encoded")
+	}
+	for _, r := range []*mcp.CallToolResult{
+		nil,
+		{},
+		{Content: []mcp.Content{&mcp.TextContent{Text: "a \"quoted\" <b>&é\u2028"}}},
+		{Content: []mcp.Content{&mcp.TextContent{Text: ""}, &mcp.TextContent{Text: "two"}}, IsError: true},
+		{Content: []mcp.Content{&mcp.TextContent{Text: "x"}}, StructuredContent: map[string]any{"n": 1.5}},
+		{Content: []mcp.Content{&mcp.TextContent{Text: "x"}}, Meta: mcp.Meta{"k": "v"}},
+		{Content: []mcp.Content{&mcp.TextContent{Text: "x"}}, Meta: mcp.Meta{mcp.MetaKeyServerInfo: "theirs"}},
+		{Content: []mcp.Content{&mcp.TextContent{Text: "x", Annotations: &mcp.Annotations{Priority: 1}}}},
+		{Content: []mcp.Content{&mcp.ImageContent{Data: []byte("hi"), MIMEType: "image/png"}}},
+	} {
+		got, err := p.encodeStatelessResult(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := encodeToolResult(p.statelessResult(r))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("\ngot  %s\nwant %s", got, want)
+		}
+	}
+}
+
+// TestStatelessMetaRemembered: the _meta of a stateless call accepted last
+// is accepted again without its checks, but only with the same version,
+// and a _meta the checks refuse is refused before and after it.
+func TestStatelessMetaRemembered(t *testing.T) {
+	t.Parallel()
+	call := func(meta string) directRequest {
+		d, ok := parseDirect([]byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read","_meta":` + meta + `}}`))
+		if !ok {
+			t.Fatalf("%s: not parsed", meta)
+		}
+		return d
+	}
+	const v = "2026-07-28"
+	good := call(`{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}`)
+	dup := call(`{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientCapabilities":{}}`)
+	badCaps := call(`{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"roots":1}}`)
+	p := New(Config{})
+	for i, c := range []struct {
+		d       directRequest
+		version string
+		want    bool
+	}{
+		{dup, v, false}, {good, v, true}, {good, v, true}, {good, "2026-08-01", false},
+		{dup, v, false}, {badCaps, v, false}, {good, v, true},
+	} {
+		if got := p.statelessMetaOK(c.d, c.version); got != c.want {
+			t.Errorf("step %d: %s (version %s): got %v, want %v", i, c.d.rawMeta, c.version, got, c.want)
+		}
+	}
+}
+
+// TestLocalLoopback: a TCP address is loopback for the direct path exactly
+// when its text is for the SDK's check (isLoopback).
+func TestLocalLoopback(t *testing.T) {
+	t.Parallel()
+	for _, a := range []*net.TCPAddr{
+		{IP: net.IPv4(127, 0, 0, 1), Port: 80}, {IP: net.IPv4(127, 9, 8, 7).To4(), Port: 1}, {IP: net.IPv6loopback, Port: 443},
+		{IP: net.IPv6loopback, Port: 443, Zone: "lo"}, {IP: net.IPv4(10, 0, 0, 1), Port: 80}, {IP: net.ParseIP("::ffff:127.0.0.1")},
+		{IP: net.ParseIP("fe80::1"), Zone: "eth0"}, {IP: net.IPv6zero}, {IP: net.IPv4zero}, {}, {IP: net.IP{1, 2, 3}},
+	} {
+		if got, want := localLoopback(a), isLoopback(a.String()); got != want {
+			t.Errorf("%v: got %v, want %v", a, got, want)
+		}
+	}
+}
+
+// TestDecodeMetaRemembered: a _meta decoded again (the last one, kept) is
+// what json.Unmarshal decodes, the call's own: what one call changes in
+// it another does not see.
+func TestDecodeMetaRemembered(t *testing.T) {
+	t.Parallel()
+	p := New(Config{})
+	raws := []string{
+		`{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"roots":{"listChanged":true},"x":[1,{"y":null},[]]},"io.modelcontextprotocol/clientInfo":{"name":"agent","version":"v1"}}`,
+		`{}`, `{"a":1,"a":2.5e3,"b":[],"c":{},"d":null,"e":false,"f":"\u00e9"}`,
+	}
+	for _, raw := range raws {
+		var want mcp.Meta
+		if err := json.Unmarshal([]byte(raw), &want); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 3 {
+			got, ok := p.decodeMeta([]byte(raw))
+			if !ok || !reflect.DeepEqual(got, want) || got == nil {
+				t.Fatalf("%s, decode %d: got %#v, want %#v", raw, i, got, want)
+			}
+			// The call changes its own.
+			got["added"] = true
+			for _, v := range got {
+				switch v := v.(type) {
+				case map[string]any:
+					v["added"] = true
+				case []any:
+					if len(v) > 0 {
+						v[0] = "changed"
+					}
+				}
+			}
+		}
+	}
+	if _, ok := p.decodeMeta([]byte(`{"a":`)); ok {
+		t.Error("a _meta that is not JSON was decoded")
 	}
 }

@@ -1,6 +1,7 @@
 package direct
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -90,7 +91,7 @@ func (p *Path) directCall(r *http.Request, s Session) (directRequest, bool) {
 	if !ok {
 		return directRequest{}, false
 	}
-	d, ok := parseDirect(body)
+	d, ok := parseDirectMeta(body, p.decodeMeta)
 	if !ok || !p.cfg.Tools[d.name] {
 		return directRequest{}, false
 	}
@@ -182,7 +183,17 @@ func sameUser(r *http.Request, st *State) bool {
 // protection against DNS rebinding, on unless DisableLocalhostProtection).
 func rebound(r *http.Request) bool {
 	local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
-	return ok && local != nil && isLoopback(local.String()) && !isLoopback(r.Host)
+	return ok && local != nil && localLoopback(local) && !isLoopback(r.Host)
+}
+
+// localLoopback is isLoopback(local.String()), read from the IP of a TCP
+// address without writing it out (what isLoopback reads of its text: an
+// IPv4 address in 127/8, or ::1 with any zone).
+func localLoopback(local net.Addr) bool {
+	if a, ok := local.(*net.TCPAddr); ok && a != nil {
+		return a.IP.IsLoopback()
+	}
+	return isLoopback(local.String())
 }
 
 // isLoopback reads an address as the SDK does (internal/util.IsLoopback).
@@ -199,8 +210,21 @@ func isLoopback(addr string) bool {
 }
 
 func isJSON(contentType string) bool {
+	mt, ok := MediaType(contentType)
+	return ok && mt == "application/json"
+}
+
+// MediaType is the media type of a Content-Type as mime.ParseMediaType
+// reads it, and whether it read it without an error (it may return a
+// media type with one), without parsing the two that MCP's messages are
+// sent with as they are usually written.
+func MediaType(contentType string) (string, bool) {
+	switch contentType {
+	case "application/json", "text/event-stream":
+		return contentType, true
+	}
 	mt, _, err := mime.ParseMediaType(contentType)
-	return err == nil && mt == "application/json"
+	return mt, err == nil
 }
 
 // accepts reads an Accept header as the SDK's streamable HTTP handler does.
@@ -229,6 +253,11 @@ func accepts(values []string) (jsonOK, streamOK bool) {
 // to an input request, a name that is not a string, a key spelled twice)
 // is the SDK's to read.
 func parseDirect(body []byte) (directRequest, bool) {
+	return parseDirectMeta(body, decodeMeta)
+}
+
+// parseDirectMeta is parseDirect, the _meta decoded by decode.
+func parseDirectMeta(body []byte, decode func(raw []byte) (mcp.Meta, bool)) (directRequest, bool) {
 	if !json.Valid(body) || jsonscan.TooDeep(body) {
 		return directRequest{}, false
 	}
@@ -281,7 +310,12 @@ func parseDirect(body []byte) (directRequest, bool) {
 				return true
 			}
 			d.rawMeta = v
-			return v[0] == '{' && json.Unmarshal(v, &d.meta) == nil
+			if v[0] != '{' {
+				return false
+			}
+			var ok bool
+			d.meta, ok = decode(v)
+			return ok
 		}
 		return false
 	})
@@ -289,6 +323,73 @@ func parseDirect(body []byte) (directRequest, bool) {
 		return directRequest{}, false
 	}
 	return d, true
+}
+
+// decodeMeta decodes a _meta object as json.Unmarshal does.
+func decodeMeta(raw []byte) (mcp.Meta, bool) {
+	var m mcp.Meta
+	return m, json.Unmarshal(raw, &m) == nil
+}
+
+// maxMetaKept bounds the _meta Path.decodeMeta keeps for the next call.
+const maxMetaKept = 4096
+
+// decodeMeta is decodeMeta, answered for the _meta it decoded last with
+// a copy of what it decoded: an agent writes the same _meta on each
+// request (on MCP 2026-07-28, its protocol version, capabilities and
+// information). The copy is the call's own, as a decoded one would be.
+func (p *Path) decodeMeta(raw []byte) (mcp.Meta, bool) {
+	if last := p.metaDecoded.Load(); last != nil && bytes.Equal(last.raw, raw) {
+		return copyMeta(last.meta), true
+	}
+	m, ok := decodeMeta(raw)
+	if ok && len(raw) <= maxMetaKept {
+		p.metaDecoded.Store(&decodedMeta{raw: bytes.Clone(raw), meta: copyMeta(m)})
+	}
+	return m, ok
+}
+
+// decodedMeta is a _meta as written and as decoded.
+type decodedMeta struct {
+	raw  []byte
+	meta mcp.Meta
+}
+
+// copyMeta copies a decoded _meta: its objects and arrays are new, its
+// strings, numbers, booleans and nulls the same.
+func copyMeta(m mcp.Meta) mcp.Meta {
+	if m == nil {
+		return nil
+	}
+	return mcp.Meta(copyObject(m))
+}
+
+func copyObject(m map[string]any) map[string]any {
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		out[k] = copyValue(v)
+	}
+	return out
+}
+
+func copyValue(v any) any {
+	switch v := v.(type) {
+	case map[string]any:
+		if v == nil {
+			return v
+		}
+		return copyObject(v)
+	case []any:
+		if v == nil {
+			return v
+		}
+		out := make([]any, len(v))
+		for i, e := range v {
+			out[i] = copyValue(e)
+		}
+		return out
+	}
+	return v
 }
 
 // serve runs a call through the session's CallTool and writes its answer.
@@ -350,33 +451,53 @@ func (p *Path) serve(w http.ResponseWriter, r *http.Request, s Session, d direct
 // text, structuredContent, isError, _meta) without reflection over the
 // SDK's wire types (TestEncodeToolResult compares the two).
 func encodeToolResult(r *mcp.CallToolResult) ([]byte, error) {
-	if r.InputRequests != nil || r.RequestState != "" || r.NeedsInput() {
+	if !commonResult(r) {
 		return json.Marshal(r)
 	}
-	out := make([]byte, 0, 256)
+	return encodeCommonResult(r, nil)
+}
+
+// commonResult reports whether encodeCommonResult encodes r: no input
+// requests or request state, and text blocks with nothing but their text.
+func commonResult(r *mcp.CallToolResult) bool {
+	if r.InputRequests != nil || r.RequestState != "" || r.NeedsInput() {
+		return false
+	}
+	for _, c := range r.Content {
+		if tc, ok := c.(*mcp.TextContent); !ok || tc == nil || tc.Meta != nil || tc.Annotations != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// encodeCommonResult is encodeToolResult of a commonResult r; with a meta
+// that is not nil, of r with the _meta whose encoding that is, when r has
+// none of its own (r.Meta empty).
+func encodeCommonResult(r *mcp.CallToolResult, meta []byte) ([]byte, error) {
+	out := make([]byte, 0, 256+len(meta))
 	out = append(out, '{')
 	if len(r.Meta) > 0 {
-		meta, err := json.Marshal(r.Meta)
-		if err != nil {
+		var err error
+		if meta, err = json.Marshal(r.Meta); err != nil {
 			return nil, err
 		}
+	}
+	if meta != nil {
 		out = append(append(out, `"_meta":`...), meta...)
 		out = append(out, ',')
 	}
 	out = append(out, `"content":[`...)
 	for i, c := range r.Content {
-		tc, ok := c.(*mcp.TextContent)
-		if !ok || tc == nil || tc.Meta != nil || tc.Annotations != nil {
-			return json.Marshal(r)
-		}
+		tc := c.(*mcp.TextContent) // commonResult
 		if i > 0 {
 			out = append(out, ',')
 		}
-		text, err := json.Marshal(tc.Text)
-		if err != nil {
+		var err error
+		if out, err = jsonscan.AppendString(append(out, `{"type":"text","text":`...), tc.Text); err != nil {
 			return nil, err
 		}
-		out = append(append(append(out, `{"type":"text","text":`...), text...), '}')
+		out = append(out, '}')
 	}
 	out = append(out, ']')
 	if r.StructuredContent != nil {

@@ -17,10 +17,35 @@ import (
 type Path struct {
 	cfg Config
 	seq atomic.Uint64 // numbers the requests to the upstream
+
+	// serverInfoMeta is the _meta the stateless front adds to a result
+	// without one, as the SDK encodes it: {serverInfo: Config.ServerInfo}
+	// (nil without a ServerInfo, or when it cannot be encoded).
+	serverInfoMeta []byte
+	// metaSeen is the last _meta of a stateless call that statelessMeta
+	// accepted, with its protocol version: an agent writes the same one on
+	// every request, and the check is a function of these bytes alone.
+	metaSeen atomic.Pointer[seenMeta]
+	// metaDecoded is the last _meta of a call decoded (decodeMeta).
+	metaDecoded atomic.Pointer[decodedMeta]
+}
+
+// seenMeta is a stateless call's _meta as written, and its version.
+type seenMeta struct {
+	version string
+	raw     []byte
 }
 
 // New returns the direct path configured by cfg.
-func New(cfg Config) *Path { return &Path{cfg: cfg} }
+func New(cfg Config) *Path {
+	p := &Path{cfg: cfg}
+	if cfg.ServerInfo != nil {
+		if raw, err := json.Marshal(mcp.Meta{mcp.MetaKeyServerInfo: cfg.ServerInfo}); err == nil {
+			p.serverInfoMeta = raw
+		}
+	}
+	return p
+}
 
 // Config is what the direct path needs of the gateway.
 type Config struct {

@@ -1,6 +1,7 @@
 package direct
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -74,14 +75,28 @@ func (p *Path) statelessCall(r *http.Request) (directRequest, bool) {
 	if !ok || len(body) > mcp.DefaultMaxRequestBodyBytes {
 		return directRequest{}, false
 	}
-	d, ok := parseDirect(body)
+	d, ok := parseDirectMeta(body, p.decodeMeta)
 	if !ok || !p.cfg.StatelessTools[d.name] || names[0] != d.name {
 		return directRequest{}, false
 	}
-	if !statelessMeta(d, version) {
+	if !p.statelessMetaOK(d, version) {
 		return directRequest{}, false
 	}
 	return d, true
+}
+
+// statelessMetaOK is statelessMeta, answered without checking again for
+// the _meta (and version) it accepted last: its answer depends on nothing
+// else.
+func (p *Path) statelessMetaOK(d directRequest, version string) bool {
+	if last := p.metaSeen.Load(); last != nil && d.meta != nil && last.version == version && bytes.Equal(last.raw, d.rawMeta) {
+		return true
+	}
+	if !statelessMeta(d, version) {
+		return false
+	}
+	p.metaSeen.Store(&seenMeta{version: version, raw: bytes.Clone(d.rawMeta)})
+	return true
 }
 
 // statelessMeta reports whether the _meta of a stateless call is one the
@@ -94,14 +109,7 @@ func statelessMeta(d directRequest, version string) bool {
 	if d.rawMeta == nil || d.meta == nil {
 		return false // the SDK refuses a call of these versions without them
 	}
-	seen := map[string]bool{}
-	if !jsonscan.Members(d.rawMeta, func(k, _ []byte) bool {
-		if seen[string(k)] {
-			return false
-		}
-		seen[string(k)] = true
-		return true
-	}) {
+	if !jsonscan.UniqueMembers(d.rawMeta) {
 		return false
 	}
 	if _, ok := d.meta["progressToken"]; ok {
@@ -154,7 +162,7 @@ func (p *Path) serveStateless(w http.ResponseWriter, r *http.Request, d directRe
 	var out []byte
 	if err == nil {
 		var raw []byte
-		if raw, err = encodeToolResult(p.statelessResult(res)); err == nil {
+		if raw, err = p.encodeStatelessResult(res); err == nil {
 			// resultType is the last member of the SDK's encoding.
 			raw = append(raw[:len(raw)-1], `,"resultType":"complete"}`...)
 			out = jsonscan.Response(d.id, "result", raw)
@@ -171,6 +179,23 @@ func (p *Path) serveStateless(w http.ResponseWriter, r *http.Request, d directRe
 	w.Header().Set("Cache-Control", "no-cache, no-transform")
 	w.Header().Set("Content-Type", "application/json")
 	w.Write(out)
+}
+
+// encodeStatelessResult is encodeToolResult of statelessResult(res). A
+// result without _meta gets the one of the server's implementation as New
+// encoded it, not encoded again for every call.
+func (p *Path) encodeStatelessResult(res *mcp.CallToolResult) ([]byte, error) {
+	if p.serverInfoMeta == nil || (res != nil && (len(res.Meta) > 0 || !commonResult(res))) {
+		return encodeToolResult(p.statelessResult(res))
+	}
+	var c mcp.CallToolResult
+	if res != nil {
+		c = *res
+	}
+	if c.Content == nil {
+		c.Content = []mcp.Content{}
+	}
+	return encodeCommonResult(&c, p.serverInfoMeta)
 }
 
 // statelessResult is res as the SDK's stateless server sends it: content

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"mime"
 	"net/http"
 	"strconv"
 	"sync"
@@ -161,6 +160,9 @@ func (p *Path) Call(ctx context.Context, up Upstream, params *mcp.CallToolParams
 // other answer it could not read (a status, a body too large or not
 // JSON-RPC, an event stream that ended).
 func failsConnection(ctx context.Context, err error) bool {
+	if err == nil {
+		return false
+	}
 	var re *jsonrpc.Error
 	var ir *InputRequired
 	return err != nil && ctx.Err() == nil && !errors.As(err, &re) && !errors.Is(err, errPassing) && !errors.As(err, &ir)
@@ -205,16 +207,11 @@ func encodeCall(id string, params *mcp.CallToolParams) ([]byte, error) {
 			Params  any    `json:"params"`
 		}{"2.0", id, "tools/call", params})
 	}
-	name, err := json.Marshal(params.Name)
+	out := make([]byte, 0, 96+len(id)+len(params.Name)+len(args))
+	out, err := jsonscan.AppendString(append(out, `{"jsonrpc":"2.0","id":`...), id)
 	if err != nil {
 		return nil, err
 	}
-	quotedID, err := json.Marshal(id)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]byte, 0, 96+len(name)+len(args))
-	out = append(append(out, `{"jsonrpc":"2.0","id":`...), quotedID...)
 	out = append(out, `,"method":"tools/call","params":{`...)
 	if len(params.Meta) > 0 {
 		meta, err := json.Marshal(params.Meta)
@@ -223,16 +220,19 @@ func encodeCall(id string, params *mcp.CallToolParams) ([]byte, error) {
 		}
 		out = append(append(append(out, `"_meta":`...), meta...), ',')
 	}
-	out = append(append(out, `"name":`...), name...)
+	if out, err = jsonscan.AppendString(append(out, `"name":`...), params.Name); err != nil {
+		return nil, err
+	}
 	out = append(out, `,"arguments":`...)
 	if len(args) == 0 {
 		out = append(out, "null"...)
 	} else {
-		var compact bytes.Buffer
-		if err := json.Compact(&compact, args); err != nil {
+		// Compacted onto out itself, not into a buffer of its own.
+		buf := bytes.NewBuffer(out)
+		if err := json.Compact(buf, args); err != nil {
 			return nil, err
 		}
-		out = append(out, compact.Bytes()...)
+		out = buf.Bytes()
 	}
 	return append(out, "}}"...), nil
 }
@@ -332,7 +332,7 @@ func discard(resp *http.Response) {
 // that the rest of resp is read in the background, which calls end when it
 // is done.
 func (p *Path) readAnswer(ctx context.Context, up Upstream, id string, resp *http.Response, end context.CancelCauseFunc) (_ *mcp.CallToolResult, draining bool, _ error) {
-	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	mt, _ := MediaType(resp.Header.Get("Content-Type"))
 	switch mt {
 	case "application/json":
 		raw, err := io.ReadAll(resp.Body)
@@ -409,13 +409,16 @@ func drain(body io.ReadCloser, end context.CancelCauseFunc) {
 	end(nil)
 }
 
+// errNotJSONRPC is why a message of the upstream was not read.
+var errNotJSONRPC = errors.New("the upstream sent a message that is not a JSON-RPC message")
+
 // readMessage reads a JSON-RPC message as the go-sdk's client reads it: a
 // message without "jsonrpc": "2.0", or nested deeper than the go-sdk reads
 // (jsonscan.TooDeep), is not one, and an "error" of null is no error. Its params and result stay
 // undecoded (the data of an event is reused: they are copied).
 func readMessage(data []byte) (wireMessage, error) {
 	var m wireMessage
-	bad := errors.New("the upstream sent a message that is not a JSON-RPC message")
+	bad := errNotJSONRPC
 	if !json.Valid(data) || jsonscan.TooDeep(data) {
 		return m, bad
 	}
@@ -424,6 +427,10 @@ func readMessage(data []byte) (wireMessage, error) {
 	if !jsonscan.Members(data, func(k, v []byte) bool {
 		switch string(k) {
 		case "jsonrpc":
+			if string(v) == `"2.0"` { // as written, without decoding it
+				version = true
+				return true
+			}
 			tag, ok := jsonscan.String(v)
 			version = ok && tag == "2.0"
 			return ok
@@ -457,6 +464,9 @@ func readMessage(data []byte) (wireMessage, error) {
 func isAnswerTo(m wireMessage, id string) bool {
 	if m.Method != "" {
 		return false
+	}
+	if n := len(m.ID); n == len(id)+2 && m.ID[0] == '"' && m.ID[n-1] == '"' && string(m.ID[1:n-1]) == id {
+		return true // as written, without decoding it
 	}
 	got, ok := jsonscan.String(m.ID)
 	return ok && got == id
@@ -549,6 +559,10 @@ func textContent(raw []byte) (*mcp.TextContent, bool) {
 		case "type":
 			if okType {
 				return false
+			}
+			if string(v) == `"text"` { // as written, without decoding it
+				okType = true
+				return true
 			}
 			typ, okType = jsonscan.String(v)
 			return okType && typ == "text"

@@ -161,8 +161,76 @@ func String(raw []byte) (string, bool) {
 	if bytes.IndexByte(inner, '\\') < 0 && utf8.Valid(inner) {
 		return string(inner), true
 	}
+	if s, ok := unescape(inner); ok && raw[len(raw)-1] == '"' {
+		return s, true
+	}
 	var s string
 	return s, json.Unmarshal(raw, &s) == nil
+}
+
+// unescape decodes the inside of a JSON string whose escapes are the
+// common ones (\" \\ \/ \b \f \n \r \t, and \uXXXX of a character that
+// is not a surrogate) and whose other bytes are UTF-8 with no control
+// character and no bare quote, as encoding/json does; ok false for any
+// other, which encoding/json is left to read.
+func unescape(inner []byte) (string, bool) {
+	if !utf8.Valid(inner) {
+		return "", false
+	}
+	out := make([]byte, 0, len(inner))
+	for i := 0; i < len(inner); i++ {
+		c := inner[i]
+		if c < 0x20 || c == '"' {
+			return "", false
+		}
+		if c != '\\' {
+			out = append(out, c)
+			continue
+		}
+		if i+1 >= len(inner) {
+			return "", false
+		}
+		i++
+		switch inner[i] {
+		case '"', '\\', '/':
+			out = append(out, inner[i])
+		case 'b':
+			out = append(out, '\b')
+		case 'f':
+			out = append(out, '\f')
+		case 'n':
+			out = append(out, '\n')
+		case 'r':
+			out = append(out, '\r')
+		case 't':
+			out = append(out, '\t')
+		case 'u':
+			if i+4 >= len(inner) {
+				return "", false
+			}
+			r := rune(0)
+			for _, h := range inner[i+1 : i+5] {
+				switch {
+				case h >= '0' && h <= '9':
+					r = r<<4 | rune(h-'0')
+				case h >= 'a' && h <= 'f':
+					r = r<<4 | rune(h-'a'+10)
+				case h >= 'A' && h <= 'F':
+					r = r<<4 | rune(h-'A'+10)
+				default:
+					return "", false
+				}
+			}
+			if r >= 0xd800 && r < 0xe000 {
+				return "", false // a surrogate: encoding/json pairs them
+			}
+			out = utf8.AppendRune(out, r)
+			i += 4
+		default:
+			return "", false
+		}
+	}
+	return string(out), true
 }
 
 // maxDepth is the nesting the SDK's decoder accepts (its
@@ -197,4 +265,89 @@ func TooDeep(data []byte) bool {
 		}
 	}
 	return false
+}
+
+// UniqueMembers reports whether data is an object (as Members reads it)
+// whose keys are each written once, as written.
+func UniqueMembers(data []byte) bool {
+	var seen Keys
+	return Members(data, func(k, _ []byte) bool { return seen.Add(k) })
+}
+
+// Keys is a set of an object's keys as written, for telling a key written
+// twice: the few an MCP message has are compared without a map. The zero
+// Keys is empty. A key added is not copied: its bytes must not change
+// while the set is used.
+type Keys struct {
+	small [8][]byte
+	n     int
+	many  map[string]bool
+}
+
+// Add adds k and reports whether it was not in the set.
+func (s *Keys) Add(k []byte) bool {
+	if s.many != nil {
+		if s.many[string(k)] {
+			return false
+		}
+		s.many[string(k)] = true
+		return true
+	}
+	for _, seen := range s.small[:s.n] {
+		if bytes.Equal(seen, k) {
+			return false
+		}
+	}
+	if s.n < len(s.small) {
+		s.small[s.n] = k
+		s.n++
+		return true
+	}
+	s.many = make(map[string]bool, 2*len(s.small))
+	for _, seen := range s.small {
+		s.many[string(seen)] = true
+	}
+	s.many[string(k)] = true
+	return true
+}
+
+// AppendString appends s to out as json.Marshal writes it (with its HTML
+// escaping): an ASCII string here, escapes and all, any other through
+// json.Marshal.
+func AppendString(out []byte, s string) ([]byte, error) {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			raw, err := json.Marshal(s)
+			return append(out, raw...), err
+		}
+	}
+	const hex = "0123456789abcdef"
+	out = append(out, '"')
+	start := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+			continue
+		}
+		out = append(out, s[start:i]...)
+		switch c {
+		case '"', '\\':
+			out = append(out, '\\', c)
+		case '\b':
+			out = append(out, '\\', 'b')
+		case '\f':
+			out = append(out, '\\', 'f')
+		case '\n':
+			out = append(out, '\\', 'n')
+		case '\r':
+			out = append(out, '\\', 'r')
+		case '\t':
+			out = append(out, '\\', 't')
+		default: // another control character, or <, > and & (HTML)
+			out = append(out, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+		}
+		start = i + 1
+	}
+	out = append(out, s[start:]...)
+	return append(out, '"'), nil
 }
