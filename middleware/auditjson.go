@@ -10,11 +10,12 @@ import (
 	"unicode/utf8"
 )
 
-// NewJSONAuditHandler returns a slog.Handler that writes what
-// slog.NewJSONHandler(w, nil) writes, one JSON line per record, and that
-// SlogAudit writes its audit records to directly, without building a
-// slog.Record: the same line, byte for byte, at a fraction of the cost (the
-// audit record is written once per call, on the call's goroutine).
+// NewJSONAuditHandler returns a slog.Handler writing what slog.NewJSONHandler(w, nil) writes.
+//
+// It writes one JSON line per record, and SlogAudit writes its audit
+// records to it directly, without building a slog.Record: the same line,
+// byte for byte, at a fraction of the cost (the audit record is written
+// once per call, on the call's goroutine).
 //
 // Records that are not audit records, and audit records the direct path
 // does not cover (recorded Arguments, a time without a four-digit year),
