@@ -565,8 +565,19 @@ func soleResult(data []byte) (json.RawMessage, bool) {
 	if v = trimJSONSpace(v); !ok || !json.Valid(v) {
 		return nil, false
 	}
+	// json.Valid(v) allows v encoding/json's nesting limit, which the
+	// answer's object exceeds by one: json.Unmarshal refuses the answer of
+	// a v nested that deep. Only a v of 2×maxJSONNesting bytes or more can
+	// be; the whole answer is checked then.
+	if len(v) >= 2*maxJSONNesting && !json.Valid(data) {
+		return nil, false
+	}
 	return v, true
 }
+
+// maxJSONNesting is encoding/json's limit on nesting (its scanner's
+// maxNestingDepth): json.Valid and json.Unmarshal refuse deeper JSON.
+const maxJSONNesting = 10000
 
 // trimJSONSpace trims the whitespace JSON allows around a value (not
 // bytes.TrimSpace's, which would accept more than a JSON parser does).

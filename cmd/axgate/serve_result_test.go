@@ -168,6 +168,28 @@ func TestServeResultCheckedIsDecoded(t *testing.T) {
 	}
 }
 
+// TestServeResultRefusesAnswerTooDeepForUnmarshal: a result nested as deep
+// as json.Unmarshal allows for one value (10000 levels) is one level too
+// deep inside the answer's object, which json.Unmarshal refuses: serve
+// refuses it too (502), checked or not, rather than relay an answer no
+// encoding/json client can read.
+func TestServeResultRefusesAnswerTooDeepForUnmarshal(t *testing.T) {
+	t.Parallel()
+	deep := strings.Repeat("[", 10000) + strings.Repeat("]", 10000)
+	answer := `{"result":` + deep + `}`
+	if _, ok := resultOf([]byte(answer)); ok {
+		t.Errorf("resultOf accepted an answer nested 10001 deep, which json.Unmarshal refuses")
+	}
+	up := &resultUpstream{answer: map[string]string{}}
+	base := newResultGateway(t, up)
+	for _, tool := range []string{"read", "stat"} {
+		up.set(tool, answer)
+		if status, body := callRaw(t, base, tool); status != http.StatusBadGateway || !strings.Contains(body, "AXGATE_TOOL_FAILED") {
+			t.Errorf("%s: an answer nested 10001 deep: got %d %.120s, want 502 AXGATE_TOOL_FAILED", tool, status, body)
+		}
+	}
+}
+
 // resultByUnmarshal is how serve read the upstream's answer before
 // soleResult: json.Unmarshal into a struct with the one field.
 func resultByUnmarshal(data []byte) (json.RawMessage, bool) {
@@ -188,6 +210,7 @@ func FuzzResultOf(f *testing.F) {
 		`{"x": 2, "result": 1}`, `{"result": 1, "result": 2}`, `{"Result": 3}`, `{"result": null}`, `{"result": }`,
 		"\v{\"result\": 1}", "{\"result\": 1}\u00a0", `{"result": 1} {"result": 2}`, `{"re\u0073ult": 4}`, `[]`, ``,
 		"{\"result\": \"\xff\"}", `{"result": {"a": 1}`, `{"result" 1}`,
+		`{"result":` + strings.Repeat("[", 10000) + strings.Repeat("]", 10000) + `}`,
 	} {
 		f.Add([]byte(s))
 	}
