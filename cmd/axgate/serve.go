@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -565,8 +566,19 @@ func soleResult(data []byte) (json.RawMessage, bool) {
 	if v = trimJSONSpace(v); !ok || !json.Valid(v) {
 		return nil, false
 	}
+	// json.Valid(v) allows v encoding/json's nesting limit, which the
+	// answer's object exceeds by one: json.Unmarshal refuses the answer of
+	// a v nested that deep. Only a v of 2×maxJSONNesting bytes or more can
+	// be; the whole answer is checked then.
+	if len(v) >= 2*maxJSONNesting && !json.Valid(data) {
+		return nil, false
+	}
 	return v, true
 }
+
+// maxJSONNesting is encoding/json's limit on nesting (its scanner's
+// maxNestingDepth): json.Valid and json.Unmarshal refuse deeper JSON.
+const maxJSONNesting = 10000
 
 // trimJSONSpace trims the whitespace JSON allows around a value (not
 // bytes.TrimSpace's, which would accept more than a JSON parser does).
@@ -593,7 +605,37 @@ func trimJSONSpace(b []byte) []byte {
 // not UTF-8. An action resolved to nothing (which the chain refuses before
 // the tool) decodes too.
 func passThrough(a *manifest.Action, result json.RawMessage) bool {
-	return a != nil && len(a.Postconditions) == 0 && a.CompiledOutputSchema() == nil && utf8.Valid(result)
+	return a != nil && len(a.Postconditions) == 0 && a.CompiledOutputSchema() == nil && utf8.Valid(result) && numbersDecode(result)
+}
+
+// numbersDecode reports whether every number of v (valid JSON) is one a
+// float64 holds, as json.Unmarshal into an any requires: a result with a
+// number beyond that range (1e400) takes the decoding path, which refuses
+// it, as serve always has. Only a number with an exponent, or of 309
+// characters or more, can be beyond it; only those are parsed.
+func numbersDecode(v []byte) bool {
+	for i := 0; i < len(v); i++ {
+		switch c := v[i]; {
+		case c == '"': // v is valid: the string ends
+			for i++; v[i] != '"'; i++ {
+				if v[i] == '\\' {
+					i++
+				}
+			}
+		case c == '-' || ('0' <= c && c <= '9'):
+			j, exp := i, false
+			for ; j < len(v) && strings.IndexByte("+-.0123456789eE", v[j]) >= 0; j++ {
+				exp = exp || v[j] == 'e' || v[j] == 'E'
+			}
+			if exp || j-i >= 309 {
+				if _, err := strconv.ParseFloat(string(v[i:j]), 64); err != nil {
+					return false
+				}
+			}
+			i = j - 1
+		}
+	}
+	return true
 }
 
 // idempotencyKeyHeader is wire.HeaderIdempotencyKey as http.Header keys

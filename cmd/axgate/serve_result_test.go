@@ -168,6 +168,52 @@ func TestServeResultCheckedIsDecoded(t *testing.T) {
 	}
 }
 
+// TestServeResultRefusesAnswerTooDeepForUnmarshal: a result nested as deep
+// as json.Unmarshal allows for one value (10000 levels) is one level too
+// deep inside the answer's object, which json.Unmarshal refuses: serve
+// refuses it too (502), checked or not, rather than relay an answer no
+// encoding/json client can read.
+func TestServeResultRefusesAnswerTooDeepForUnmarshal(t *testing.T) {
+	t.Parallel()
+	deep := strings.Repeat("[", 10000) + strings.Repeat("]", 10000)
+	answer := `{"result":` + deep + `}`
+	if _, ok := resultOf([]byte(answer)); ok {
+		t.Errorf("resultOf accepted an answer nested 10001 deep, which json.Unmarshal refuses")
+	}
+	up := &resultUpstream{answer: map[string]string{}}
+	base := newResultGateway(t, up)
+	for _, tool := range []string{"read", "stat"} {
+		up.set(tool, answer)
+		if status, body := callRaw(t, base, tool); status != http.StatusBadGateway || !strings.Contains(body, "AXGATE_TOOL_FAILED") {
+			t.Errorf("%s: an answer nested 10001 deep: got %d %.120s, want 502 AXGATE_TOOL_FAILED", tool, status, body)
+		}
+	}
+}
+
+// TestServeResultBeyondFloat64Refused: a result with a number beyond a
+// float64's range (1e400), which json.Unmarshal refuses to decode, fails
+// the call (502) as it did when every result was decoded, rather than
+// reach the client unchecked; a number that only rounds (or underflows to
+// 0) and such a number inside a string still pass through as written.
+func TestServeResultBeyondFloat64Refused(t *testing.T) {
+	t.Parallel()
+	up := &resultUpstream{answer: map[string]string{}}
+	base := newResultGateway(t, up)
+	huge := "1" + strings.Repeat("0", 309)
+	for _, answer := range []string{
+		`{"result": {"n": 1e400}}`, `{"result": [-1E309]}`, `{"result": 1e+400}`, `{"result": {"a": "1e400", "n": ` + huge + `}}`,
+	} {
+		up.set("read", answer)
+		if status, body := callRaw(t, base, "read"); status != http.StatusBadGateway || !strings.Contains(body, "AXGATE_TOOL_FAILED") {
+			t.Errorf("upstream answer %.60q: got %d %.200s, want 502 AXGATE_TOOL_FAILED", answer, status, body)
+		}
+	}
+	up.set("read", `{"result": {"s": "1e400", "tiny": 1e-400, "n": 12345678901234567890e10}}`)
+	if status, body := callRaw(t, base, "read"); status != 200 || body != `{"result":{"s":"1e400","tiny":1e-400,"n":12345678901234567890e10}}`+"\n" {
+		t.Errorf("numbers a float64 holds: got %d %s", status, body)
+	}
+}
+
 // resultByUnmarshal is how serve read the upstream's answer before
 // soleResult: json.Unmarshal into a struct with the one field.
 func resultByUnmarshal(data []byte) (json.RawMessage, bool) {
@@ -188,6 +234,7 @@ func FuzzResultOf(f *testing.F) {
 		`{"x": 2, "result": 1}`, `{"result": 1, "result": 2}`, `{"Result": 3}`, `{"result": null}`, `{"result": }`,
 		"\v{\"result\": 1}", "{\"result\": 1}\u00a0", `{"result": 1} {"result": 2}`, `{"re\u0073ult": 4}`, `[]`, ``,
 		"{\"result\": \"\xff\"}", `{"result": {"a": 1}`, `{"result" 1}`,
+		`{"result":` + strings.Repeat("[", 10000) + strings.Repeat("]", 10000) + `}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -224,4 +271,21 @@ func TestServeForwardsCallHeaders(t *testing.T) {
 			t.Errorf("%s: %q; want %q", k, v, want)
 		}
 	}
+}
+
+// FuzzNumbersDecode: on a valid JSON value, numbersDecode holds exactly
+// when json.Unmarshal decodes it into an any (its numbers into float64s).
+func FuzzNumbersDecode(f *testing.F) {
+	for _, s := range []string{`1e400`, `[1, -2.5e-3, "1e400"]`, `{"a\"1e999": 1E308}`, `"\\"`, `-0`, `1e-400`, `{"n":` + strings.Repeat("9", 309) + `}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, v []byte) {
+		if !json.Valid(v) || !utf8.Valid(v) {
+			return
+		}
+		var x any
+		if got, want := numbersDecode(v), json.Unmarshal(v, &x) == nil; got != want {
+			t.Errorf("numbersDecode(%q) = %v; json.Unmarshal decodes it: %v", v, got, want)
+		}
+	})
 }
