@@ -8,7 +8,6 @@ import (
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -66,16 +65,8 @@ func (u personAtProvider) Claims(_ []string, base *mockoidc.IDTokenClaims) (jwt.
 // in there and confirms, and the same call repeated runs once.
 func TestServeHumanPagesConfirmThenRepeat(t *testing.T) {
 	t.Parallel()
-	op, err := mockoidc.Run()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer op.Shutdown()
+	op, secret := startOIDCProvider(t)
 	op.QueueUser(personAtProvider{sub: "alice", tenant: "acme"})
-	secret := filepath.Join(t.TempDir(), "secret")
-	if err := os.WriteFile(secret, []byte(op.Config().ClientSecret+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
 	pki := newServePKI(t)
 	up := &fakeUpstream{answer: map[string]func() (int, string){}}
 	upSrv := httptest.NewServer(up)

@@ -12,10 +12,6 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-
-	"github.com/oauth2-proxy/mockoidc"
-
-	"github.com/axgate/axgate/token"
 )
 
 // TestMCPReplicasPagesSignInWhicheverReplicaAnswers: two axgate mcp
@@ -31,15 +27,7 @@ import (
 // signed out through one replica, the session opens nothing on the other.
 func TestMCPReplicasPagesSignInWhicheverReplicaAnswers(t *testing.T) {
 	redisURL := replicaRedis(t)
-	op, err := mockoidc.Run()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer op.Shutdown()
-	secret := filepath.Join(t.TempDir(), "oidc-secret")
-	if err := os.WriteFile(secret, []byte(op.Config().ClientSecret+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	op, secret := startOIDCProvider(t)
 	upURL, runs := countingUpstream(t)
 	pki := newServePKI(t)
 	run := strings.ToLower(rand.Text()[:10])
@@ -196,21 +184,7 @@ func TestMCPReplicasPagesSignInWhicheverReplicaAnswers(t *testing.T) {
 // elicitation key derived from the same file nor the key's own bytes.
 func TestPagesCookieKeyFromTheSigningKey(t *testing.T) {
 	dir := t.TempDir()
-	write := func(name string) string {
-		s, err := token.GenerateDevKey("k")
-		if err != nil {
-			t.Fatal(err)
-		}
-		jwk, err := s.MarshalPrivateJWK()
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, jwk, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	write := func(name string) string { return writeDevKeyFile(t, dir, name, "k") }
 	a, b := write("a.jwk"), write("b.jwk")
 	ka1, err := pagesCookieKey(a)
 	if err != nil {

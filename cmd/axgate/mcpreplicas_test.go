@@ -331,15 +331,7 @@ func replicaRedis(t *testing.T) string {
 //     the call once.
 func TestMCPReplicasShareCallsAndDecisionsBehindARoundRobin(t *testing.T) {
 	redisURL := replicaRedis(t)
-	op, err := mockoidc.Run()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer op.Shutdown()
-	secret := filepath.Join(t.TempDir(), "oidc-secret")
-	if err := os.WriteFile(secret, []byte(op.Config().ClientSecret+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	op, secret := startOIDCProvider(t)
 	upURL, runs := countingUpstream(t)
 	pki := newServePKI(t)
 	// People and a tenant of this run: approval requests stay in Redis.

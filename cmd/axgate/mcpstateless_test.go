@@ -9,7 +9,6 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -25,7 +24,6 @@ import (
 	"github.com/axgate/axgate/gates/redisstore"
 	"github.com/axgate/axgate/manifest"
 	"github.com/axgate/axgate/middleware"
-	"github.com/axgate/axgate/token"
 )
 
 // confirmOnly is confirmManifest's say without its approval: the person's
@@ -57,21 +55,7 @@ func confirmOnly(t *testing.T) *manifest.Manifest {
 func TestMCPElicitationKeyFromTheSigningKey(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	write := func(name string) string {
-		s, err := token.GenerateDevKey("k")
-		if err != nil {
-			t.Fatal(err)
-		}
-		jwk, err := s.MarshalPrivateJWK()
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, jwk, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	write := func(name string) string { return writeDevKeyFile(t, dir, name, "k") }
 	a, b := write("a.jwk"), write("b.jwk")
 	ka1, err := elicitationKey(a)
 	if err != nil {
@@ -108,18 +92,7 @@ func TestMCPStatelessRetryOnAnotherReplica(t *testing.T) {
 	up := countingSay(t, &ran)
 	prefix := "axgate-test-stateless:" + rand.Text()[:12] + ":"
 	const pages = "http://people.example/"
-	signer, err := token.GenerateDevKey("replicas")
-	if err != nil {
-		t.Fatal(err)
-	}
-	jwk, err := signer.MarshalPrivateJWK()
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyFile := filepath.Join(t.TempDir(), "signing-key.jwk")
-	if err := os.WriteFile(keyFile, jwk, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	keyFile := writeDevKeyFile(t, t.TempDir(), "signing-key.jwk", "replicas")
 	replica := func(shareKey bool) (*axgate.Enforcer, string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()

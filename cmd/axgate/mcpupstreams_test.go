@@ -15,7 +15,6 @@ import (
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/oauth2-proxy/mockoidc"
 
 	"github.com/axgate/axgate/middleware"
 )
@@ -238,13 +237,8 @@ func TestUpstreamsReadyzWhileOneIsDown(t *testing.T) {
 // approval names its page; the person confirms there, the admin approves
 // there, and the same call repeated then runs.
 func TestUpstreamsPagesDecideTheSecondUpstreamsCall(t *testing.T) {
-	op, err := mockoidc.Run()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer op.Shutdown()
+	op, secret := startOIDCProvider(t)
 	dir := t.TempDir()
-	secret := writeTestFile(t, dir, "oidc-secret", op.Config().ClientSecret+"\n")
 	upURL, _ := newEchoUpstream(t)
 	pki := newServePKI(t)
 	alice := personWithRoles{sub: "alice", tenant: "acme", roles: []string{"editor"}}
