@@ -1,7 +1,6 @@
 package gateway_test
 
 import (
-	"bytes"
 	"context"
 	"strings"
 	"testing"
@@ -26,14 +25,7 @@ import (
 // only in a tag the client can rewrite.
 func TestMultiConfirmationStateRetaggedForAnotherUpstreamIsRefused(t *testing.T) {
 	t.Parallel()
-	_, urlA := httpUpstream(t)
-	nb, urlB := httpUpstream(t)
-	key := bytes.Repeat([]byte{7}, mcpgate.ElicitationKeySize)
-	g := newMulti(t, []gateway.Named{
-		{Name: "a", Enforcer: enforcerOf(t, toolsOnlyManifest(t, "")), Upstream: gateway.Upstream{URL: urlA}},
-		{Name: "b", Enforcer: enforcerOf(t, toolsOnlyManifest(t, "")), Upstream: gateway.Upstream{URL: urlB}},
-	}, gateway.WithTrustClientElicitation(), gateway.WithMCPOptions(mcpgate.WithElicitationKey(key)))
-	cs := connectStateless(t, serve(t, g), "alice-token", &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{Form: &mcp.FormElicitationCapabilities{}}})
+	_, nb, cs := twoUpstreamsSharingAnElicitationKey(t)
 	args := map[string]any{"name": "n", "text": "x"}
 	res := call(t, cs, "a_write_note", args)
 	inner, ok := strings.CutPrefix(res.RequestState, "a:")

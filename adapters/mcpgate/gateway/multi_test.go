@@ -561,14 +561,7 @@ func TestReloadOfNewsGateway(t *testing.T) {
 // chains share an elicitation key (as replicas do); it passes its own.
 func TestMultiConfirmationBoundToItsUpstream(t *testing.T) {
 	t.Parallel()
-	na, urlA := httpUpstream(t)
-	nb, urlB := httpUpstream(t)
-	key := bytes.Repeat([]byte{7}, mcpgate.ElicitationKeySize)
-	g := newMulti(t, []gateway.Named{
-		{Name: "a", Enforcer: enforcerOf(t, toolsOnlyManifest(t, "")), Upstream: gateway.Upstream{URL: urlA}},
-		{Name: "b", Enforcer: enforcerOf(t, toolsOnlyManifest(t, "")), Upstream: gateway.Upstream{URL: urlB}},
-	}, gateway.WithTrustClientElicitation(), gateway.WithMCPOptions(mcpgate.WithElicitationKey(key)))
-	cs := connectStateless(t, serve(t, g), "alice-token", &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{Form: &mcp.FormElicitationCapabilities{}}})
+	na, nb, cs := twoUpstreamsSharingAnElicitationKey(t)
 	args := map[string]any{"name": "n", "text": "x"}
 	res := call(t, cs, "a_write_note", args)
 	if !res.NeedsInput() || res.RequestState == "" {
@@ -669,4 +662,21 @@ func TestMultiReloadUnderCalls(t *testing.T) {
 			t.Errorf("a client's request failed during the Reloads: %v", err)
 		}
 	}
+}
+
+// twoUpstreamsSharingAnElicitationKey serves upstreams a and b, the same
+// tools on each, behind one gateway whose chains trust the client's
+// elicitation and share one elicitation key (as replicas do), and connects
+// a stateless client that answers forms.
+func twoUpstreamsSharingAnElicitationKey(t *testing.T) (na, nb *notes, cs *mcp.ClientSession) {
+	t.Helper()
+	na, urlA := httpUpstream(t)
+	nb, urlB := httpUpstream(t)
+	key := bytes.Repeat([]byte{7}, mcpgate.ElicitationKeySize)
+	g := newMulti(t, []gateway.Named{
+		{Name: "a", Enforcer: enforcerOf(t, toolsOnlyManifest(t, "")), Upstream: gateway.Upstream{URL: urlA}},
+		{Name: "b", Enforcer: enforcerOf(t, toolsOnlyManifest(t, "")), Upstream: gateway.Upstream{URL: urlB}},
+	}, gateway.WithTrustClientElicitation(), gateway.WithMCPOptions(mcpgate.WithElicitationKey(key)))
+	cs = connectStateless(t, serve(t, g), "alice-token", &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{Form: &mcp.FormElicitationCapabilities{}}})
+	return na, nb, cs
 }
